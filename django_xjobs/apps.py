@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class XJobsConfig(AppConfig):
+    name = "django_xjobs"
+    verbose_name = "Background jobs"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)
+
+        # Import every installed app's jobs.py, as the admin does with admin.py, so a worker
+        # knows every job the project declares.
+        autodiscover_modules("jobs")

@@ -1,0 +1,33 @@
+"""The one clock Python code reads, so tests can move time instead of waiting for it."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+
+class SystemClock:
+    """Wall-clock time, aware and in UTC."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class FrozenClock:
+    """A clock that only moves when told: ``clock.advance(30)``."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> datetime:
+        with self._lock:
+            self._now += timedelta(seconds=seconds)
+            return self._now
+
+
+system_clock = SystemClock()

@@ -1,0 +1,66 @@
+"""What a running job sees: its ``ctx`` and the ``signal`` that tells it to stop."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from .errors import JobAbortedError, JobInterrupt
+
+
+class Signal:
+    """A run's stop signal: set once, with the reason, when the run must end.
+
+    Long handlers check it between units of work (``ctx.signal.raise_if_set()``) or wait on it
+    instead of sleeping (``ctx.signal.wait(5)`` returns True early when the run is stopped).
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._reason: JobInterrupt | None = None
+        self._lock = threading.Lock()
+
+    def abort(self, reason: JobInterrupt) -> bool:
+        """Set the signal; the first reason wins. True when this call set it."""
+        with self._lock:
+            if self._reason is not None:
+                return False
+            self._reason = reason
+        self._event.set()
+        return True
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> JobInterrupt | None:
+        return self._reason
+
+    def wait(self, seconds: float | None = None) -> bool:
+        return self._event.wait(seconds)
+
+    def raise_if_set(self) -> None:
+        if self._reason is not None:
+            raise self._reason
+        if self._event.is_set():  # pragma: no cover - abort() always sets a reason first
+            raise JobAbortedError()
+
+
+@dataclass
+class JobContext:
+    """The first argument of every handler."""
+
+    job_id: UUID
+    run_id: UUID
+    name: str
+    queue: str
+    attempt: int
+    max_attempts: int
+    inputs: dict[str, Any]
+    tenant_id: str | None
+    enqueued_by: str | None
+    signal: Signal
+    logger: logging.LoggerAdapter = field(repr=False)  # type: ignore[type-arg]

@@ -1,0 +1,454 @@
+"""``job()``: declare a job, validate everything decidable at import, and enqueue it."""
+
+from __future__ import annotations
+
+import inspect
+import string
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from . import conf, registry
+from .drivers.base import EnqueueRequest, EnqueueResult
+from .durations import Duration, parse_duration, parse_optional
+from .errors import (
+    InputInvalidError,
+    InvariantError,
+    JobDefinitionError,
+    JobDuplicateError,
+    QueueUnknownError,
+    XJobsError,
+)
+from .payload import NotJSON, check_json, encode
+from .retry import DEFAULT_RETRY, Retry, retry_schedule
+
+_MISSING: Any = object()
+OnConflict = Literal["dedupe", "error"]
+
+
+@dataclass(frozen=True)
+class EnqueueOptions:
+    queue: str | None = None
+    run_at: datetime | None = None
+    delay: float | None = None
+    priority: int | None = None
+    on_conflict: OnConflict = "dedupe"
+    tenant_id: str | None = None
+    enqueued_by: str | None = None
+
+
+class JobHandle:
+    """A declared job: ``enqueue`` it, ``using`` it with per-call options, ``describe`` it."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str,
+        idempotency_key: str | Callable[..., Any],
+        queue: str,
+        retry: Retry,
+        timeout: float | None,
+        step_timeout: float | None,
+        event_poll: float | None,
+        concurrency: int | None,
+        priority: int,
+        tenant: Callable[..., Any] | None,
+        options: EnqueueOptions | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name
+        self.idempotency_key = idempotency_key
+        self.queue = queue
+        self.retry = retry
+        self.timeout = timeout
+        self.step_timeout = step_timeout
+        self.event_poll = event_poll
+        self.concurrency = concurrency
+        self.priority = priority
+        self.tenant = tenant
+        self.options = options or EnqueueOptions()
+        self.signature = inspect.signature(fn)
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.origin = f"{fn.__module__}.{fn.__qualname__}"
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __repr__(self) -> str:
+        return f"<JobHandle {self.name} queue={self.queue}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise InvariantError(
+            f"job {self.name!r} is not called directly",
+            hint=f"queue it with {self.fn.__name__}.enqueue(...); in a unit test call {self.fn.__name__}.fn(ctx, ...)",
+        )
+
+    # --- per-call options -------------------------------------------------------------------
+
+    def using(
+        self,
+        *,
+        queue: str | None = None,
+        run_at: datetime | None = None,
+        delay: Duration | None = None,
+        priority: int | None = None,
+        on_conflict: OnConflict | None = None,
+        tenant_id: str | None = None,
+        enqueued_by: str | None = None,
+    ) -> JobHandle:
+        """A copy of this handle with per-enqueue options (like ``django.tasks.Task.using``)::
+
+        send_receipt.using(delay="10m", priority=5).enqueue(order_id=7)
+        """
+        if run_at is not None and delay is not None:
+            raise InvariantError("give run_at or delay, not both")
+        if run_at is not None and (not isinstance(run_at, datetime) or run_at.tzinfo is None):
+            raise InvariantError(
+                f"run_at={run_at!r} must be an aware datetime",
+                hint="use django.utils.timezone.now() + timedelta(...)",
+            )
+        if queue is not None:
+            conf.check_queue_name(queue, error=InvariantError)
+        if priority is not None:
+            _check_priority(priority)
+        if on_conflict is not None and on_conflict not in ("dedupe", "error"):
+            raise InvariantError(
+                f"on_conflict={on_conflict!r} is not an option", hint='use "dedupe" or "error"'
+            )
+        for field, value in (("tenant_id", tenant_id), ("enqueued_by", enqueued_by)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InvariantError(f"{field}={value!r} must be a non-empty string")
+        changes: dict[str, Any] = {
+            "queue": queue,
+            "run_at": run_at,
+            "delay": _delay_seconds(delay),
+            "priority": priority,
+            "on_conflict": on_conflict,
+            "tenant_id": tenant_id,
+            "enqueued_by": enqueued_by,
+        }
+        options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
+        if run_at is not None:
+            options = replace(options, delay=None)
+        if delay is not None:
+            options = replace(options, run_at=None)
+        clone = object.__new__(JobHandle)
+        clone.__dict__.update(self.__dict__)
+        clone.options = options
+        return clone
+
+    # --- enqueue ----------------------------------------------------------------------------
+
+    def enqueue(self, **inputs: Any) -> EnqueueResult:
+        """Queue one run of this job with ``inputs``; never runs the handler inline (SPEC JOB-19).
+
+        A live job with the same idempotency key is returned instead (``deduped=True``), or
+        refused with ``JobDuplicateError`` under ``using(on_conflict="error")``.
+        """
+        from .drivers import get_driver
+
+        request = self.build_request(inputs)
+        result = get_driver().enqueue(request)
+        if result.deduped and self.options.on_conflict == "error":
+            raise JobDuplicateError(
+                f"job {self.name!r} with key {request.idempotency_key!r} is already live as {result.id}",
+                hint='drop on_conflict="error" to get the live job back instead',
+                job_id=str(result.id),
+            )
+        return result
+
+    async def aenqueue(self, **inputs: Any) -> EnqueueResult:
+        """``enqueue`` for async code."""
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.enqueue)(**inputs)
+
+    def build_request(self, inputs: dict[str, Any]) -> EnqueueRequest:
+        """Validate ``inputs`` and turn them into the driver's request (nothing is written)."""
+        settings = conf.get()
+        bound = self.bind(inputs)
+        try:
+            check_json(bound, "inputs")
+        except NotJSON as error:
+            raise InputInvalidError(
+                f"job {self.name!r}: {error.path} {error.reason}",
+                hint="job inputs are stored as JSON; pass ids and plain values",
+            ) from None
+        encoded = encode(
+            bound, limit=settings.max_payload_bytes, what=f"the input of job {self.name!r}"
+        )
+        queue = self.options.queue or self.queue
+        if queue not in registry.known_queues(settings.queues):
+            raise QueueUnknownError(
+                f"no job declares queue {queue!r}, so no worker would be told to watch it",
+                hint='declare it with job(queue=...) or list it in XJOBS["QUEUES"]',
+            )
+        tenant_id = self.options.tenant_id or self._tenant_for(bound)
+        return EnqueueRequest(
+            name=self.name,
+            queue=queue,
+            input=bound,
+            input_json=encoded,
+            idempotency_key=self.key_for(bound),
+            max_attempts=self.retry.attempts,
+            priority=self.priority if self.options.priority is None else self.options.priority,
+            run_at=self.options.run_at,
+            delay=self.options.delay,
+            tenant_id=tenant_id,
+            enqueued_by=self.options.enqueued_by,
+        )
+
+    def bind(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Inputs bound to the handler's signature, defaults applied (``ctx`` left out)."""
+        try:
+            bound = self.signature.bind(None, **inputs)
+        except TypeError as error:
+            raise InputInvalidError(
+                f"job {self.name!r}: {error}", hint=f"it takes {self._parameters_text()}"
+            ) from None
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        params = list(self.signature.parameters.values())
+        arguments.pop(params[0].name)
+        for param in params[1:]:
+            if param.kind is inspect.Parameter.VAR_KEYWORD:
+                arguments.update(arguments.pop(param.name, {}))
+        return arguments
+
+    def key_for(self, inputs: dict[str, Any]) -> str:
+        """The idempotency key for ``inputs`` (SPEC JOB-08)."""
+        if callable(self.idempotency_key):
+            key = self.idempotency_key(**inputs)
+        else:
+            key = self.idempotency_key.format_map(inputs)
+        if not isinstance(key, str) or not key:
+            raise InvariantError(
+                f"job {self.name!r}: the idempotency key came out as {key!r}",
+                hint="the key callable must return a non-empty string",
+            )
+        return key
+
+    def _tenant_for(self, inputs: dict[str, Any]) -> str | None:
+        if self.tenant is None:
+            return None
+        tenant = self.tenant(**inputs)
+        if not isinstance(tenant, str) or not tenant:
+            raise InvariantError(
+                f"job {self.name!r}: tenant() returned {tenant!r}",
+                hint="the tenant callable must return a non-empty string",
+            )
+        return tenant
+
+    def _parameters_text(self) -> str:
+        params = list(self.signature.parameters.values())[1:]
+        return "(" + ", ".join(str(p) for p in params) + ")" if params else "no inputs"
+
+    # --- manifest ---------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest row: plain JSON; the idempotency key template is never published."""
+        return {
+            "name": self.name,
+            "input": _input_schema(self.signature),
+            "queue": self.queue,
+            "retry": {"attempts": self.retry.attempts, "backoff": self.retry.backoff},
+            "retry_delays": retry_schedule(self.retry),
+            "priority": self.priority,
+            "concurrency": self.concurrency,
+            "timeout": self.timeout,
+            "idempotent": True,
+            "steps": [],
+        }
+
+
+def job(
+    fn: Callable[..., Any] | None = None,
+    *,
+    idempotency_key: str | Callable[..., Any] = _MISSING,
+    name: str | None = None,
+    queue: str = "default",
+    retry: Retry | None = None,
+    timeout: Duration | None = None,
+    step_timeout: Duration | None = None,
+    event_poll: Duration | None = None,
+    concurrency: int | None = None,
+    priority: int = 0,
+    tenant: Callable[..., Any] | None = None,
+) -> Any:
+    """Declare a durable job. Put it in ``<app>/jobs.py``; it is imported at startup.
+
+    ::
+
+        @job(idempotency_key="receipt:{order_id}", queue="emails", retry=Retry(attempts=5))
+        def send_receipt(ctx, order_id: int):
+            ...
+
+        send_receipt.enqueue(order_id=42)
+
+    ``idempotency_key`` is required: a ``str.format`` template over the inputs, or a callable
+    taking them. While a job with that key is live, enqueueing it again returns the live job.
+    Every mistake here raises ``JobDefinitionError`` when the module is imported.
+    """
+
+    def declare(handler: Callable[..., Any]) -> JobHandle:
+        label = (
+            name or f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', '?')}"
+        )
+        try:
+            handle = _build(handler, label)
+        except JobDefinitionError:
+            raise
+        except XJobsError as error:
+            raise JobDefinitionError(
+                f"job {label!r}: {error.message}", code=error.code, hint=error.hint
+            ) from error
+        registry.register(handle)
+        return handle
+
+    def _build(handler: Callable[..., Any], label: str) -> JobHandle:
+        if not callable(handler):
+            raise InvariantError(f"@job decorates a function, got {handler!r}")
+        if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > 200):
+            raise InvariantError(
+                f"name={name!r} must be a non-empty string of at most 200 characters"
+            )
+        if name is None and "<locals>" in handler.__qualname__:
+            raise InvariantError(
+                "the job is defined inside a function, so a worker process never imports it",
+                hint="define it at module level in <app>/jobs.py (or give it an explicit name=)",
+            )
+        signature = _check_signature(handler)
+        _check_key(idempotency_key, signature)
+        if tenant is not None and not callable(tenant):
+            raise InvariantError(
+                f"tenant={tenant!r} must be a callable taking the inputs",
+                hint="e.g. tenant=lambda account_id, **_: f'acct-{account_id}'",
+            )
+        conf.check_queue_name(queue, error=InvariantError)
+        policy = DEFAULT_RETRY if retry is None else retry
+        if not isinstance(policy, Retry):
+            raise InvariantError(
+                f"retry={retry!r} must be a Retry(...)", hint="e.g. Retry(attempts=5)"
+            )
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+        ):
+            raise InvariantError(
+                f"concurrency={concurrency!r} must be a positive integer",
+                hint="omit it for no cap; concurrency=0 would never run (SPEC SE-23)",
+            )
+        _check_priority(priority)
+        return JobHandle(
+            handler,
+            name=label,
+            idempotency_key=idempotency_key,
+            queue=queue,
+            retry=policy,
+            timeout=parse_optional(timeout, field="timeout"),
+            step_timeout=parse_optional(step_timeout, field="step_timeout"),
+            event_poll=parse_optional(event_poll, field="event_poll"),
+            concurrency=concurrency,
+            priority=priority,
+            tenant=tenant,
+        )
+
+    return declare if fn is None else declare(fn)
+
+
+def _check_signature(handler: Callable[..., Any]) -> inspect.Signature:
+    signature = inspect.signature(handler)
+    params = list(signature.parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if not params or params[0].kind not in positional:
+        raise InvariantError(
+            "the handler must take the job context as its first argument",
+            hint="def my_job(ctx, **inputs): ...",
+        )
+    for param in params[1:]:
+        if param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL):
+            raise InvariantError(
+                f"parameter {param} cannot be given by keyword; inputs are keyword arguments",
+                hint="make it an ordinary or keyword-only parameter",
+            )
+    return signature
+
+
+def _check_key(key: Any, signature: inspect.Signature) -> None:
+    if key is _MISSING or key is None or key == "":
+        raise JobDefinitionError(
+            "idempotency_key is required",
+            code="X_IDEMPOTENCY_REQUIRED",
+            hint='e.g. idempotency_key="charge:{order_id}", or a callable taking the inputs',
+        )
+    if callable(key):
+        return
+    if not isinstance(key, str):
+        raise InvariantError(f"idempotency_key={key!r} must be a str template or a callable")
+    params = list(signature.parameters.values())[1:]
+    names = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(key) if f is not None]
+    except ValueError as error:
+        raise InvariantError(f"idempotency_key={key!r} is not a valid template: {error}") from None
+    for field in fields:
+        root = field.split(".", 1)[0].split("[", 1)[0]
+        if not root or root.isdigit():
+            raise InvariantError(
+                f"idempotency_key={key!r} uses a positional field {{{field}}}",
+                hint="name the input: {order_id}",
+            )
+        if root not in names and not open_ended:
+            raise InvariantError(
+                f"idempotency_key={key!r} names {{{root}}}, which the handler does not take",
+                hint=f"inputs: {', '.join(sorted(names)) or 'none'}",
+            )
+
+
+def _check_priority(priority: Any) -> None:
+    if isinstance(priority, bool) or not isinstance(priority, int) or not -1000 <= priority <= 1000:
+        raise InvariantError(
+            f"priority={priority!r} must be an integer from -1000 to 1000",
+            hint="higher runs first; the default is 0",
+        )
+
+
+def _delay_seconds(delay: Duration | None) -> float | None:
+    if delay is None:
+        return None
+    if delay == 0 or delay == timedelta(0):
+        return 0.0
+    return parse_duration(delay, field="delay")
+
+
+_JSON_TYPES = {
+    int: "integer",
+    float: "number",
+    str: "string",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+}
+
+
+def _input_schema(signature: inspect.Signature) -> dict[str, Any]:
+    params = list(signature.parameters.values())[1:]
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param in params:
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            continue
+        json_type = (
+            _JSON_TYPES.get(param.annotation) if isinstance(param.annotation, type) else None
+        )
+        properties[param.name] = {"type": json_type} if json_type else {}
+        if param.default is inspect.Parameter.empty:
+            required.append(param.name)
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": open_ended,
+    }

@@ -1,0 +1,195 @@
+"""The driver contract: what a job store must do, and the values that cross it (SPEC §15).
+
+Both drivers answer the same question the same way; ``tests/test_contract.py`` runs every case
+against each of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+from uuid import UUID
+
+from ..errors import InvariantError
+
+LIVE_STATES = ("ready", "delayed", "running", "suspended")
+CLAIMABLE_STATES = ("ready", "delayed", "suspended")
+FinalState = Literal["dead", "failed"]
+
+
+@dataclass(frozen=True)
+class EnqueueRequest:
+    """One job to insert. ``run_at`` wins over ``delay``; neither means now."""
+
+    name: str
+    queue: str
+    input: dict[str, Any]
+    input_json: str
+    idempotency_key: str
+    max_attempts: int
+    priority: int = 0
+    run_at: datetime | None = None
+    delay: float | None = None
+    tenant_id: str | None = None
+    enqueued_by: str | None = None
+    traceparent: str | None = None
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A row this worker now holds: ``lease_token`` fences every write it makes (DESIGN Q-01)."""
+
+    id: UUID
+    run_id: UUID
+    name: str
+    queue: str
+    input: dict[str, Any]
+    attempt: int
+    max_attempts: int
+    lease_token: UUID
+    priority: int
+    tenant_id: str | None
+    enqueued_by: str | None
+    idempotency_key: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Ack:
+    """Settle a run as done, with its JSON ``result`` text (or ``None``)."""
+
+    job_id: UUID
+    lease_token: UUID
+    result_json: str | None = None
+
+
+@dataclass(frozen=True)
+class Nack:
+    """Settle a run as not done (SPEC DRV-01, later rule).
+
+    ``final_state`` ends the job (dead / failed); otherwise ``park`` suspends it and anything
+    else makes it ready again after ``delay`` seconds. ``counts_as_attempt=False`` gives the
+    attempt back (floored at 0, SPEC STATE-03).
+    """
+
+    job_id: UUID
+    lease_token: UUID
+    delay: float = 0.0
+    error: str | None = None
+    counts_as_attempt: bool = True
+    final_state: FinalState | None = None
+    stop_reason: str | None = None
+    park: bool = False
+
+    @property
+    def state(self) -> str:
+        if self.final_state is not None:
+            return self.final_state
+        return "suspended" if self.park else "ready"
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Exclusive buckets per queue (SPEC MET-03); a due ``delayed`` row counts as ready (Q-05)."""
+
+    queue: str
+    ready: int = 0
+    delayed: int = 0
+    running: int = 0
+    suspended: int = 0
+    dead: int = 0
+    oldest_ready_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    """A job row as the operator API sees it."""
+
+    id: UUID
+    name: str
+    queue: str
+    state: str
+    input: dict[str, Any]
+    idempotency_key: str
+    run_id: UUID
+    attempt: int
+    max_attempts: int
+    priority: int
+    run_at: datetime
+    visible_at: datetime | None
+    claimed_by: str | None
+    lease_token: UUID | None
+    last_error: str | None
+    stop_reason: str | None
+    result: Any
+    tenant_id: str | None
+    enqueued_by: str | None
+    traceparent: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """What an enqueue did: the job's ``id`` and ``run_id``; ``deduped`` when a live job with
+    the same key already existed (its ids are returned); ``staged`` when it waits in the outbox."""
+
+    id: UUID
+    run_id: UUID | None
+    deduped: bool = False
+    staged: bool = False
+
+
+class Notifier(Protocol):
+    def stop(self) -> None: ...
+
+
+class JobDriver(Protocol):
+    """A job store. Every write on a claimed row is fenced on ``state='running'`` and its token."""
+
+    name: str
+
+    def enqueue(self, request: EnqueueRequest) -> EnqueueResult: ...
+
+    def claim(
+        self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
+    ) -> list[ClaimedJob]: ...
+
+    def ack(self, acks: Sequence[Ack]) -> set[UUID]: ...
+
+    def nack(self, nack: Nack) -> bool: ...
+
+    def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool: ...
+
+    def stats(self) -> list[QueueStats]: ...
+
+    def get_job(self, job_id: UUID) -> JobSnapshot | None: ...
+
+    def list_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        state: str | None = None,
+        limit: int = 100,
+    ) -> list[JobSnapshot]: ...
+
+    def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]: ...
+
+    def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> Notifier: ...
+
+    def close(self) -> None: ...
+
+
+def check_claim_args(queues: Sequence[str], limit: int, visibility_timeout: float) -> None:
+    """Both drivers refuse the same claims (closes the SPEC DRV-05 empty-queue-list gap)."""
+    if isinstance(queues, str) or not queues:
+        raise InvariantError(
+            f"claim needs a non-empty list of queue names, got {queues!r}", hint='e.g. ["default"]'
+        )
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvariantError(f"claim limit={limit!r} must be a positive integer")
+    if not visibility_timeout > 0:
+        raise InvariantError(f"visibility_timeout={visibility_timeout!r} must be positive")

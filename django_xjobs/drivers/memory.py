@@ -1,0 +1,296 @@
+"""The memory driver: the PostgreSQL driver's semantics in one process, for tests and trials.
+
+Not durable and not shared between processes. The contract suite holds it to the same answers
+as the database (SPEC DRV-04/05).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from ..clock import SystemClock
+from ..ids import uuid7
+from .base import (
+    LIVE_STATES,
+    Ack,
+    ClaimedJob,
+    EnqueueRequest,
+    EnqueueResult,
+    JobSnapshot,
+    Nack,
+    QueueStats,
+    check_claim_args,
+)
+
+
+@dataclass
+class _Subscription:
+    queues: set[str]
+    callback: Callable[[], None]
+    owner: MemoryDriver
+
+    def stop(self) -> None:
+        with self.owner._lock:
+            if self in self.owner._subscriptions:
+                self.owner._subscriptions.remove(self)
+
+
+class MemoryDriver:
+    name = "memory"
+
+    def __init__(self, clock: Any = None) -> None:
+        self.clock = clock or SystemClock()
+        self._rows: dict[UUID, JobSnapshot] = {}
+        self._lock = threading.RLock()
+        self._subscriptions: list[_Subscription] = []
+
+    def _now(self) -> datetime:
+        return self.clock.now()
+
+    def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
+        with self._lock:
+            now = self._now()
+            for row in self._rows.values():
+                if (
+                    row.state in LIVE_STATES
+                    and row.name == request.name
+                    and (row.tenant_id or "") == (request.tenant_id or "")
+                    and row.idempotency_key == request.idempotency_key
+                ):
+                    return EnqueueResult(id=row.id, run_id=row.run_id, deduped=True)
+            run_at = request.run_at or now + timedelta(seconds=request.delay or 0.0)
+            row = JobSnapshot(
+                id=uuid7(),
+                name=request.name,
+                queue=request.queue,
+                state="delayed" if run_at > now else "ready",
+                input=json.loads(request.input_json),
+                idempotency_key=request.idempotency_key,
+                run_id=uuid7(),
+                attempt=0,
+                max_attempts=request.max_attempts,
+                priority=request.priority,
+                run_at=run_at,
+                visible_at=None,
+                claimed_by=None,
+                lease_token=None,
+                last_error=None,
+                stop_reason=None,
+                result=None,
+                tenant_id=request.tenant_id,
+                enqueued_by=request.enqueued_by,
+                traceparent=request.traceparent,
+                created_at=now,
+                updated_at=now,
+            )
+            self._rows[row.id] = row
+            waiting = [s.callback for s in self._subscriptions if row.queue in s.queues]
+        if row.state == "ready":
+            for callback in waiting:
+                callback()
+        return EnqueueResult(id=row.id, run_id=row.run_id)
+
+    def claim(
+        self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
+    ) -> list[ClaimedJob]:
+        check_claim_args(queues, limit, visibility_timeout)
+        with self._lock:
+            now = self._now()
+            due = [
+                row
+                for row in self._rows.values()
+                if row.queue in queues
+                and row.run_at <= now
+                and (
+                    row.state in ("ready", "delayed", "suspended")
+                    or (
+                        row.state == "running"
+                        and row.visible_at is not None
+                        and row.visible_at <= now
+                    )
+                )
+            ]
+            due.sort(key=lambda r: (-r.priority, r.run_at, r.id))
+            claimed = []
+            for row in due[:limit]:
+                row = replace(
+                    row,
+                    state="running",
+                    attempt=row.attempt + 1,
+                    claimed_by=worker_id,
+                    lease_token=uuid.uuid4(),
+                    visible_at=now + timedelta(seconds=visibility_timeout),
+                    updated_at=now,
+                )
+                self._rows[row.id] = row
+                claimed.append(
+                    ClaimedJob(
+                        id=row.id,
+                        run_id=row.run_id,
+                        name=row.name,
+                        queue=row.queue,
+                        input=json.loads(json.dumps(row.input)),
+                        attempt=row.attempt,
+                        max_attempts=row.max_attempts,
+                        lease_token=row.lease_token,  # type: ignore[arg-type]
+                        priority=row.priority,
+                        tenant_id=row.tenant_id,
+                        enqueued_by=row.enqueued_by,
+                        idempotency_key=row.idempotency_key,
+                        created_at=row.created_at,
+                    )
+                )
+            return claimed
+
+    def _held(self, job_id: UUID, token: UUID) -> JobSnapshot | None:
+        row = self._rows.get(job_id)
+        if row is None or row.state != "running" or row.lease_token != token:
+            return None
+        return row
+
+    def ack(self, acks: Sequence[Ack]) -> set[UUID]:
+        done: set[UUID] = set()
+        with self._lock:
+            now = self._now()
+            for ack in acks:
+                row = self._held(ack.job_id, ack.lease_token)
+                if row is None:
+                    continue
+                self._rows[row.id] = replace(
+                    row,
+                    state="done",
+                    result=None if ack.result_json is None else json.loads(ack.result_json),
+                    stop_reason=None,
+                    visible_at=None,
+                    claimed_by=None,
+                    lease_token=None,
+                    updated_at=now,
+                )
+                done.add(row.id)
+        return done
+
+    def nack(self, nack: Nack) -> bool:
+        with self._lock:
+            row = self._held(nack.job_id, nack.lease_token)
+            if row is None:
+                return False
+            now = self._now()
+            self._rows[row.id] = replace(
+                row,
+                state=nack.state,
+                attempt=row.attempt if nack.counts_as_attempt else max(row.attempt - 1, 0),
+                run_at=now + timedelta(seconds=max(0.0, nack.delay)),
+                last_error=row.last_error if nack.error is None else nack.error,
+                stop_reason=nack.stop_reason,
+                visible_at=None,
+                claimed_by=None,
+                lease_token=None,
+                updated_at=now,
+            )
+            return True
+
+    def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool:
+        with self._lock:
+            row = self._held(job_id, lease_token)
+            if row is None:
+                return False
+            visible_at = self._now() + timedelta(seconds=visibility_timeout)
+            self._rows[row.id] = replace(row, visible_at=visible_at)
+            return True
+
+    def stats(self) -> list[QueueStats]:
+        with self._lock:
+            now = self._now()
+            buckets: dict[str, dict[str, Any]] = {}
+            for row in self._rows.values():
+                b = buckets.setdefault(
+                    row.queue,
+                    {
+                        "ready": 0,
+                        "delayed": 0,
+                        "running": 0,
+                        "suspended": 0,
+                        "dead": 0,
+                        "oldest": 0.0,
+                    },
+                )
+                if row.state in ("ready", "delayed"):
+                    if row.run_at <= now:
+                        b["ready"] += 1
+                        b["oldest"] = max(b["oldest"], (now - row.run_at).total_seconds())
+                    else:
+                        b["delayed"] += 1
+                elif row.state in ("running", "suspended", "dead"):
+                    b[row.state] += 1
+            return [
+                QueueStats(
+                    queue=q,
+                    ready=b["ready"],
+                    delayed=b["delayed"],
+                    running=b["running"],
+                    suspended=b["suspended"],
+                    dead=b["dead"],
+                    oldest_ready_seconds=b["oldest"],
+                )
+                for q, b in sorted(buckets.items())
+            ]
+
+    def get_job(self, job_id: UUID) -> JobSnapshot | None:
+        with self._lock:
+            return self._rows.get(job_id)
+
+    def list_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        state: str | None = None,
+        limit: int = 100,
+    ) -> list[JobSnapshot]:
+        with self._lock:
+            rows = [
+                r
+                for r in self._rows.values()
+                if (queue is None or r.queue == queue)
+                and (name is None or r.name == name)
+                and (state is None or r.state == state)
+            ]
+        rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)  # SPEC SE-06: newest first
+        return rows[:limit]
+
+    def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
+        with self._lock:
+            rows = [r for r in self._rows.values() if r.state == "dead"]
+        rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
+        return rows[:limit]
+
+    def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> _Subscription:
+        subscription = _Subscription(set(queues), callback, self)
+        with self._lock:
+            self._subscriptions.append(subscription)
+        return subscription
+
+    def close(self) -> None:
+        """Nothing to release; the rows stay for the next user of this driver."""
+
+    # --- test support: move time by moving rows, like the database harness does -----------
+
+    def shift(self, seconds: float) -> None:
+        """Make every stored time ``seconds`` earlier (the same as waiting that long)."""
+        delta = timedelta(seconds=seconds)
+        with self._lock:
+            for key, row in self._rows.items():
+                self._rows[key] = replace(
+                    row,
+                    run_at=row.run_at - delta,
+                    visible_at=None if row.visible_at is None else row.visible_at - delta,
+                    created_at=row.created_at - delta,
+                    updated_at=row.updated_at - delta,
+                )

@@ -1,0 +1,317 @@
+"""The PostgreSQL driver: the hot path runs the named statements of ``postgres.sql``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+from uuid import UUID
+
+from django.db import DatabaseError, InterfaceError, OperationalError, ProgrammingError, connections
+
+from ..errors import DriverUnavailableError
+from ..ids import uuid7
+from . import sql
+from .base import (
+    Ack,
+    ClaimedJob,
+    EnqueueRequest,
+    EnqueueResult,
+    JobSnapshot,
+    Nack,
+    QueueStats,
+    check_claim_args,
+)
+
+log = logging.getLogger("django_xjobs.driver")
+STATEMENTS = sql.load("postgres.sql")
+CHANNEL = "xjobs"
+
+
+class PostgresDriver:
+    """Jobs in the ``x_jobs`` table of the database alias ``using``.
+
+    Each thread uses its own Django connection for that alias, in autocommit unless the
+    caller opened a transaction (an enqueue inside ``atomic()`` joins it).
+    """
+
+    name = "postgres"
+
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+
+    # --- the hot path -----------------------------------------------------------------------
+
+    def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
+        params = {
+            "id": uuid7(),
+            "run_id": uuid7(),
+            "name": request.name,
+            "queue": request.queue,
+            "input": request.input_json,
+            "idempotency_key": request.idempotency_key,
+            "max_attempts": request.max_attempts,
+            "priority": request.priority,
+            "run_at": request.run_at,
+            "delay": request.delay or 0.0,
+            "tenant_id": request.tenant_id,
+            "enqueued_by": request.enqueued_by,
+            "traceparent": request.traceparent,
+        }
+        # A live row can settle between the suppressed insert and the lookup; one more insert
+        # then succeeds. Twice empty-handed means the unique index is missing (SPEC ENQ-11).
+        for _ in range(2):
+            rows = self._run("enqueue", params)
+            if rows:
+                return EnqueueResult(id=rows[0][0], run_id=rows[0][1])
+            live = self._run("find_live", params)
+            if live:
+                return EnqueueResult(id=live[0][0], run_id=live[0][1], deduped=True)
+        raise DriverUnavailableError(
+            f"enqueue of {request.name!r} was suppressed but no live row holds its key",
+            hint="the live-key unique index is missing or drifted: run manage.py migrate django_xjobs",
+        )
+
+    def claim(
+        self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
+    ) -> list[ClaimedJob]:
+        check_claim_args(queues, limit, visibility_timeout)
+        rows = self._run(
+            "claim",
+            {
+                "queues": list(queues),
+                "limit": limit,
+                "worker_id": worker_id,
+                "visibility_timeout": visibility_timeout,
+            },
+        )
+        rows.sort(key=lambda r: (-r[8], r[13], r[0]))
+        return [
+            ClaimedJob(
+                id=r[0],
+                run_id=r[1],
+                name=r[2],
+                queue=r[3],
+                input=_json(r[4]),
+                attempt=r[5],
+                max_attempts=r[6],
+                lease_token=r[7],
+                priority=r[8],
+                tenant_id=r[9],
+                enqueued_by=r[10],
+                idempotency_key=r[11],
+                created_at=r[12],
+            )
+            for r in rows
+        ]
+
+    def ack(self, acks: Sequence[Ack]) -> set[UUID]:
+        if not acks:
+            return set()
+        rows = self._run(
+            "ack",
+            {
+                "ids": [a.job_id for a in acks],
+                "tokens": [a.lease_token for a in acks],
+                "results": [a.result_json for a in acks],
+            },
+        )
+        return {r[0] for r in rows}
+
+    def nack(self, nack: Nack) -> bool:
+        return (
+            self._count(
+                "nack",
+                {
+                    "id": nack.job_id,
+                    "lease_token": nack.lease_token,
+                    "state": nack.state,
+                    "counts_as_attempt": nack.counts_as_attempt,
+                    "delay": max(0.0, nack.delay),
+                    "error": nack.error,
+                    "stop_reason": nack.stop_reason,
+                },
+            )
+            == 1
+        )
+
+    def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool:
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "visibility_timeout": visibility_timeout,
+        }
+        return self._count("heartbeat", params) == 1
+
+    def stats(self) -> list[QueueStats]:
+        return [
+            QueueStats(
+                queue=r[0],
+                ready=r[1],
+                delayed=r[2],
+                running=r[3],
+                suspended=r[4],
+                dead=r[5],
+                oldest_ready_seconds=float(r[6]),
+            )
+            for r in self._run("stats", {})
+        ]
+
+    # --- reads (ORM) ------------------------------------------------------------------------
+
+    def get_job(self, job_id: UUID) -> JobSnapshot | None:
+        from ..models import Job
+
+        row = Job.objects.using(self.using).filter(pk=job_id).first()
+        return None if row is None else snapshot(row)
+
+    def list_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        state: str | None = None,
+        limit: int = 100,
+    ) -> list[JobSnapshot]:
+        from ..models import Job
+
+        rows = Job.objects.using(self.using).all()
+        for field, value in (("queue", queue), ("name", name), ("state", state)):
+            if value is not None:
+                rows = rows.filter(**{field: value})
+        return [snapshot(r) for r in rows.order_by("-created_at", "-id")[:limit]]
+
+    def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
+        from ..models import Job
+
+        rows = Job.objects.using(self.using).filter(state="dead").order_by("-updated_at", "-id")
+        return [snapshot(r) for r in rows[:limit]]
+
+    # --- wake-ups ---------------------------------------------------------------------------
+
+    def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> Listener:
+        listener = Listener(self.using, set(queues), callback)
+        listener.start()
+        return listener
+
+    def close(self) -> None:
+        connections[self.using].close()
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _run(self, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        with self._cursor(statement, params) as cursor:
+            return list(cursor.fetchall()) if cursor.description else []
+
+    def _count(self, statement: str, params: dict[str, Any]) -> int:
+        with self._cursor(statement, params) as cursor:
+            return int(cursor.rowcount)
+
+    def _cursor(self, statement: str, params: dict[str, Any]) -> Any:
+        return _Statement(self.using, statement, params)
+
+
+class _Statement:
+    """Run one named statement; turn connection and schema failures into a clear error."""
+
+    def __init__(self, using: str, statement: str, params: dict[str, Any]) -> None:
+        self.using, self.statement, self.params = using, statement, params
+
+    def __enter__(self) -> Any:
+        connection = connections[self.using]
+        try:
+            self.cursor = connection.cursor()
+            self.cursor.execute(STATEMENTS[self.statement], self.params)
+        except ProgrammingError as error:
+            if "x_jobs" in str(error) and "does not exist" in str(error):
+                raise DriverUnavailableError(
+                    f"the x_jobs table does not exist in database {self.using!r}",
+                    hint="run: python manage.py migrate django_xjobs",
+                ) from error
+            raise
+        except (OperationalError, InterfaceError) as error:
+            if not connection.in_atomic_block:
+                connection.close()  # the next statement reconnects
+            raise DriverUnavailableError(
+                f"database {self.using!r} is unavailable: {_first_line(error)}",
+                hint="check DATABASES / DATABASE_URL and that PostgreSQL is running",
+            ) from error
+        return self.cursor
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cursor.close()
+
+
+class Listener(threading.Thread):
+    """LISTEN on its own connection; call ``callback`` when one of ``queues`` gets a ready job.
+
+    Polling stays the safety net: a lost notification only costs one poll interval.
+    """
+
+    def __init__(self, using: str, queues: set[str], callback: Callable[[], None]) -> None:
+        super().__init__(name="xjobs-listener", daemon=True)
+        self.using, self.queues, self.callback = using, queues, callback
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            wrapper = connections.create_connection(self.using)
+            try:
+                wrapper.ensure_connection()
+                raw = wrapper.connection
+                raw.autocommit = True
+                raw.execute(f"LISTEN {CHANNEL}")
+                self.callback()  # anything staged while we were not listening
+                while not self._stop.is_set():
+                    for note in raw.notifies(timeout=0.5):
+                        if note.payload in self.queues:
+                            self.callback()
+            except DatabaseError as error:
+                log.warning("xjobs.listener.failed error=%s", _first_line(error))
+            except Exception as error:  # psycopg errors surface raw on this connection
+                log.warning("xjobs.listener.failed error=%s", _first_line(error))
+            finally:
+                wrapper.close()
+            self._stop.wait(1.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.join(timeout=5)
+
+
+def snapshot(row: Any) -> JobSnapshot:
+    return JobSnapshot(
+        id=row.id,
+        name=row.name,
+        queue=row.queue,
+        state=row.state,
+        input=row.input,
+        idempotency_key=row.idempotency_key,
+        run_id=row.run_id,
+        attempt=row.attempt,
+        max_attempts=row.max_attempts,
+        priority=row.priority,
+        run_at=row.run_at,
+        visible_at=row.visible_at,
+        claimed_by=row.claimed_by,
+        lease_token=row.lease_token,
+        last_error=row.last_error,
+        stop_reason=row.stop_reason,
+        result=row.result,
+        tenant_id=row.tenant_id,
+        enqueued_by=row.enqueued_by,
+        traceparent=row.traceparent,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,125 @@
+-- The job store's hot path. Every statement the PostgreSQL driver runs on x_jobs is here, by
+-- name, so the exact SQL behind a stuck queue can be read and run by hand. Loaded once by
+-- drivers/postgres.py; parameters are psycopg named placeholders. Times are the database's now().
+
+-- name: enqueue
+-- Insert one job unless a live row holds (name, tenant, key) (SPEC ENQ-06/10). A ready row
+-- wakes listening workers; NOTIFY carries the queue name only, never the payload.
+WITH due AS (
+    SELECT COALESCE(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s)) AS run_at
+), ins AS (
+    INSERT INTO x_jobs (id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
+                        state, priority, run_at, tenant_id, enqueued_by, traceparent,
+                        created_at, updated_at)
+    SELECT %(id)s, %(name)s, %(queue)s, %(input)s::jsonb, %(idempotency_key)s, %(run_id)s, 0,
+           %(max_attempts)s, CASE WHEN due.run_at > now() THEN 'delayed' ELSE 'ready' END,
+           %(priority)s, due.run_at, %(tenant_id)s, %(enqueued_by)s, %(traceparent)s, now(), now()
+    FROM due
+    ON CONFLICT (name, (COALESCE(tenant_id, '')), idempotency_key)
+        WHERE state IN ('ready', 'delayed', 'running', 'suspended')
+        DO NOTHING
+    RETURNING id, run_id, state, queue
+)
+SELECT id, run_id, CASE WHEN state = 'ready' THEN pg_notify('xjobs', queue) END FROM ins;
+
+-- name: find_live
+-- The live row an enqueue collided with; same namespace expression as the unique index.
+SELECT id, run_id
+FROM x_jobs
+WHERE name = %(name)s
+  AND COALESCE(tenant_id, '') = COALESCE(%(tenant_id)s, '')
+  AND idempotency_key = %(idempotency_key)s
+  AND state IN ('ready', 'delayed', 'running', 'suspended')
+LIMIT 1;
+
+-- name: claim
+-- Lock and take up to `limit` due rows in one statement (SPEC DRV-03): waiting rows in priority
+-- and run_at order, plus running rows whose lease lapsed (T4). Every claim mints a new lease
+-- token; the previous holder's writes are refused from here on (DESIGN Q-01).
+WITH waiting AS (
+    SELECT id FROM x_jobs
+    WHERE state IN ('ready', 'delayed', 'suspended')
+      AND queue = ANY(%(queues)s)
+      AND run_at <= now()
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), lapsed AS (
+    SELECT id FROM x_jobs
+    WHERE state = 'running'
+      AND queue = ANY(%(queues)s)
+      AND visible_at <= now()
+    ORDER BY visible_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT j.id FROM x_jobs j
+    WHERE j.id IN (SELECT id FROM waiting UNION ALL SELECT id FROM lapsed)
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT %(limit)s
+)
+UPDATE x_jobs j
+SET state = 'running',
+    attempt = j.attempt + 1,
+    claimed_by = %(worker_id)s,
+    lease_token = gen_random_uuid(),
+    visible_at = now() + make_interval(secs => %(visibility_timeout)s),
+    updated_at = now()
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
+          j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at, j.run_at;
+
+-- name: ack
+-- Settle many runs as done in one statement, each fenced on its own lease token (SPEC STATE-01).
+UPDATE x_jobs j
+SET state = 'done',
+    result = a.result,
+    stop_reason = NULL,
+    visible_at = NULL,
+    claimed_by = NULL,
+    lease_token = NULL,
+    updated_at = now()
+FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb[]) AS a(id, token, result)
+WHERE j.id = a.id
+  AND j.state = 'running'
+  AND j.lease_token = a.token
+RETURNING j.id;
+
+-- name: nack
+-- Settle one run as not done: dead / failed / suspended / ready again (SPEC DRV-01, STATE-02/03).
+UPDATE x_jobs
+SET state = %(state)s,
+    attempt = CASE WHEN %(counts_as_attempt)s THEN attempt ELSE GREATEST(attempt - 1, 0) END,
+    run_at = now() + make_interval(secs => %(delay)s),
+    last_error = COALESCE(%(error)s, last_error),
+    stop_reason = %(stop_reason)s,
+    visible_at = NULL,
+    claimed_by = NULL,
+    lease_token = NULL,
+    updated_at = now()
+WHERE id = %(id)s
+  AND state = 'running'
+  AND lease_token = %(lease_token)s;
+
+-- name: heartbeat
+-- Renew a lease only for the claim that holds it (SPEC LEASE-02 with the token fence).
+UPDATE x_jobs
+SET visible_at = now() + make_interval(secs => %(visibility_timeout)s)
+WHERE id = %(id)s
+  AND state = 'running'
+  AND lease_token = %(lease_token)s;
+
+-- name: stats
+-- Exclusive buckets per queue (SPEC MET-03); due 'delayed' rows count as ready (DESIGN Q-05).
+SELECT queue,
+       count(*) FILTER (WHERE state IN ('ready', 'delayed') AND run_at <= now()) AS ready,
+       count(*) FILTER (WHERE state IN ('ready', 'delayed') AND run_at > now()) AS delayed,
+       count(*) FILTER (WHERE state = 'running') AS running,
+       count(*) FILTER (WHERE state = 'suspended') AS suspended,
+       count(*) FILTER (WHERE state = 'dead') AS dead,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(run_at)
+                FILTER (WHERE state IN ('ready', 'delayed') AND run_at <= now())), 0) AS oldest
+FROM x_jobs
+GROUP BY queue
+ORDER BY queue;

@@ -1,0 +1,80 @@
+"""Durations: a ``timedelta``, a number of seconds, or a string such as ``"2h30m"`` -> seconds."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import timedelta
+
+from .errors import DurationInvalidError, InvariantError
+
+_UNITS = {
+    "ms": 0.001,
+    "s": 1,
+    "sec": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "hr": 3600,
+    "d": 86400,
+    "w": 604800,
+}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|sec|min|hr|s|m|h|d|w)")
+_ISO = re.compile(
+    r"P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
+)
+
+Duration = timedelta | int | float | str
+
+
+def parse_duration(value: Duration, *, field: str = "duration") -> float:
+    """Return ``value`` in seconds, refusing anything that is not a positive, finite duration.
+
+    ``field`` names the argument in the error so the message points at the declaration.
+    """
+    if isinstance(value, bool):
+        raise DurationInvalidError(f"{field}={value!r} is a bool, not a duration")
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        seconds = _parse_text(value, field)
+    else:
+        raise DurationInvalidError(f"{field}={value!r} is a {type(value).__name__}, not a duration")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InvariantError(
+            f"{field}={value!r} must be a positive, finite duration",
+            hint='give a duration above zero, such as "30s" or timedelta(minutes=5)',
+        )
+    return seconds
+
+
+def parse_optional(value: Duration | None, *, field: str) -> float | None:
+    """``parse_duration`` that lets ``None`` (meaning "not set") through."""
+    return None if value is None else parse_duration(value, field=field)
+
+
+def _parse_text(text: str, field: str) -> float:
+    compact = text.strip().replace(" ", "")
+    if compact.upper().startswith("P"):
+        match = _ISO.fullmatch(compact.upper())
+        if match and compact.upper() not in ("P", "PT") and not compact.upper().endswith("T"):
+            factors = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+            return sum(float(v) * factors[k] for k, v in match.groupdict().items() if v)
+    else:
+        parts = _PART.findall(compact.lower())
+        if parts and "".join(n + u for n, u in parts) == compact.lower():
+            return sum(float(number) * _UNITS[unit] for number, unit in parts)
+    raise DurationInvalidError(f"{field}={text!r} is not a duration")
+
+
+def format_seconds(seconds: float) -> str:
+    """A short human form (``"1.5s"``, ``"2m"``, ``"3h"``) for logs and tables."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"

@@ -1,0 +1,191 @@
+"""Every error the library raises: one root, one class per code, a message and a hint.
+
+``str(error)`` starts with the code, so a stored ``last_error`` can be searched by it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+RetryKind = Literal["terminal", "retryable", "retry-after"]
+
+
+class _Coded:
+    """The shared shape of every error: ``code``, ``message``, ``hint`` and free ``meta``."""
+
+    code: ClassVar[str] = "X_INVARIANT"
+    default_hint: ClassVar[str] = ""
+    #: A declared classification (SPEC CLASS-03): ``None`` means the backoff path decides.
+    retry: ClassVar[RetryKind | None] = None
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        hint: str | None = None,
+        code: str | None = None,
+        **meta: Any,
+    ) -> None:
+        if code is not None:
+            self.code = code  # type: ignore[misc]
+        self.message = message or (type(self).__doc__ or self.code).strip().splitlines()[0]
+        self.hint = self.default_hint if hint is None else hint
+        self.meta = meta
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        text = f"{self.code}: {self.message}"
+        return f"{text} — {self.hint}" if self.hint else text
+
+
+class XJobsError(_Coded, Exception):
+    """A django_xjobs operation failed."""
+
+
+class JobInterrupt(_Coded, BaseException):
+    """A run was told to stop.
+
+    Not an ``Exception``: a handler's ``except Exception`` must not swallow a cancellation or a
+    lost lease, or the run would go on writing after it stopped owning the job.
+    """
+
+
+# --- declaration and input ------------------------------------------------------------------
+
+
+class InvariantError(XJobsError):
+    """An argument broke a rule of the API."""
+
+    code = "X_INVARIANT"
+
+
+class DurationInvalidError(XJobsError):
+    """A duration could not be read."""
+
+    code = "X_DURATION_INVALID"
+    default_hint = 'use a timedelta, a number of seconds, or a string such as "500ms", "30s", "5m", "2h30m", "3d"'
+
+
+class JobDefinitionError(XJobsError):
+    """A job or task declaration is invalid; raised when the module defining it is imported.
+
+    Its ``code`` is the precise rule that failed (``X_INVARIANT``, ``X_IDEMPOTENCY_REQUIRED``,
+    ``X_JOB_DUPLICATE``, ``X_DURATION_INVALID``, ...).
+    """
+
+
+class InputInvalidError(XJobsError):
+    """Job inputs do not fit the handler's signature or are not JSON."""
+
+    code = "X_INPUT_INVALID"
+
+
+class PayloadTooLargeError(XJobsError):
+    """A payload is larger than the configured cap."""
+
+    code = "X_PAYLOAD_TOO_LARGE"
+    default_hint = 'store large data elsewhere and pass its id, or raise XJOBS["MAX_PAYLOAD_BYTES"]'
+
+
+class QueueUnknownError(XJobsError):
+    """A queue name is not declared by any job nor listed in XJOBS["QUEUES"]."""
+
+    code = "X_QUEUE_UNKNOWN"
+
+
+class ConfigInvalidError(XJobsError):
+    """The XJOBS setting is invalid."""
+
+    code = "X_CONFIG_INVALID"
+
+
+class JobDuplicateError(XJobsError):
+    """A live job already holds this idempotency key."""
+
+    code = "X_JOB_DUPLICATE"
+
+
+# --- runtime --------------------------------------------------------------------------------
+
+
+class DriverUnavailableError(XJobsError):
+    """The job store cannot be reached or is not set up."""
+
+    code = "X_DRIVER_UNAVAILABLE"
+    retry = "retryable"
+
+
+class JobUnknownError(XJobsError):
+    """A claimed row names a job that is not registered in this process."""
+
+    code = "X_JOB_UNKNOWN"
+
+
+class ResultInvalidError(XJobsError):
+    """A job returned a value that cannot be stored as JSON."""
+
+    code = "X_RESULT_INVALID"
+    retry = "terminal"
+    default_hint = "return JSON data (dict, list, str, int, float, bool, None) or nothing"
+
+
+class JobTimeoutError(XJobsError):
+    """A run or a step passed its deadline."""
+
+    code = "X_JOB_TIMEOUT"
+    retry = "retryable"
+
+
+class OutboxNoTxError(XJobsError):
+    """An enqueue needed a transaction and none was open."""
+
+    code = "X_OUTBOX_NO_TX"
+
+
+class TerminalError(XJobsError):
+    """The job cannot succeed; do not retry it.
+
+    Raise it from a handler to dead-letter the job on this attempt, keeping the attempts left::
+
+        if response.status_code == 401:
+            raise TerminalError("the API key was revoked")
+    """
+
+    code = "X_TERMINAL"
+    retry = "terminal"
+
+
+class JobAbortedError(JobInterrupt):
+    """The run was aborted; nothing more it writes will land."""
+
+    code = "X_ABORTED"
+
+
+class LeaseLostError(JobInterrupt):
+    """The run no longer holds its job: the lease lapsed or was taken."""
+
+    code = "X_JOB_LEASE_LOST"
+
+
+#: Every code this package owns, with its class: the table the docs list.
+CODES: dict[str, type[_Coded]] = {
+    cls.code: cls
+    for cls in (
+        InvariantError,
+        DurationInvalidError,
+        InputInvalidError,
+        PayloadTooLargeError,
+        QueueUnknownError,
+        ConfigInvalidError,
+        JobDuplicateError,
+        DriverUnavailableError,
+        JobUnknownError,
+        ResultInvalidError,
+        JobTimeoutError,
+        OutboxNoTxError,
+        TerminalError,
+        JobAbortedError,
+        LeaseLostError,
+    )
+}
+CODES["X_IDEMPOTENCY_REQUIRED"] = JobDefinitionError

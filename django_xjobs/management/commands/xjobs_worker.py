@@ -1,0 +1,124 @@
+"""``manage.py xjobs_worker``: parse arguments, wire signals, run a ``Worker``."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ... import conf, log, registry
+from ...durations import parse_duration
+from ...errors import XJobsError
+from ...worker.preflight import preflight
+from ...worker.worker import Worker
+
+
+class Command(BaseCommand):
+    help = "Run jobs: claim due jobs from the given queues and run them on a pool of threads."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--queues",
+            help="comma-separated queue names (default: every queue a registered job declares)",
+        )
+        parser.add_argument(
+            "--concurrency", type=int, help='threads running jobs (default: XJOBS["CONCURRENCY"])'
+        )
+        parser.add_argument(
+            "--burst", action="store_true", help="run what is due, then exit once idle"
+        )
+        parser.add_argument("--visibility-timeout", help='lease length, e.g. "30s"')
+        parser.add_argument("--poll-interval", help='idle re-check interval, e.g. "1s"')
+        parser.add_argument("--worker-id", help="name in claimed_by (default: worker-<uuid>)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        _log_to_console(options["verbosity"])
+        settings = conf.get()
+        known = registry.known_queues(settings.queues)
+        queues = _parse_queues(options["queues"], known)
+        concurrency = options["concurrency"]
+        if concurrency is not None and concurrency < 1:
+            raise CommandError("X_INVARIANT: --concurrency must be at least 1")
+        try:
+            visibility = _duration(options["visibility_timeout"], "--visibility-timeout")
+            poll = _duration(options["poll_interval"], "--poll-interval")
+            preflight(settings)
+        except XJobsError as error:
+            raise CommandError(str(error)) from None
+        worker = Worker(
+            queues=queues,
+            concurrency=concurrency,
+            visibility_timeout=visibility,
+            poll_interval=poll,
+            worker_id=options["worker_id"],
+            burst=options["burst"],
+        )
+        _drain_on_signals(worker)
+        stats = worker.run()
+        summary = ", ".join(f"{k} {v}" for k, v in sorted(stats.outcomes.items())) or "no jobs"
+        self.stdout.write(f"worker {stats.worker_id} stopped: {summary}")
+
+
+def _parse_queues(raw: str | None, known: set[str]) -> list[str]:
+    if raw is None:
+        return sorted(known)
+    queues = [q.strip() for q in raw.split(",") if q.strip()]
+    if not queues:
+        raise CommandError("X_INVARIANT: --queues is empty — name at least one queue")
+    unknown = [q for q in queues if q not in known]
+    if unknown:
+        raise CommandError(
+            f"X_QUEUE_UNKNOWN: no job declares queue(s) {', '.join(unknown)} — known queues: "
+            f"{', '.join(sorted(known))}; declare it with job(queue=...) or list it in "
+            'XJOBS["QUEUES"]'
+        )
+    return queues
+
+
+def _duration(raw: str | None, flag: str) -> float | None:
+    if raw is None:
+        return None
+    try:
+        return parse_duration(float(raw) if _is_number(raw) else raw, field=flag)
+    except XJobsError as error:
+        raise CommandError(str(error)) from None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _drain_on_signals(worker: Worker) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if worker.state == "draining" or worker._draining.is_set():
+            log.event(
+                logging.WARNING,
+                "xjobs.worker.already_draining",
+                signal=name,
+                hint="waiting for in-flight jobs; SIGKILL abandons them to the visibility timeout",
+            )
+            return
+        log.event(logging.INFO, "xjobs.worker.signal", signal=name)
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
+def _log_to_console(verbosity: int) -> None:
+    """Show the worker's events on stderr unless the project configured django_xjobs logging."""
+    logger = logging.getLogger("django_xjobs")
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))

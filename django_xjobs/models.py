@@ -1,0 +1,226 @@
+"""The tables (SPEC §14 + DESIGN §4). The hot path writes them with raw SQL in
+``drivers/postgres.sql``; the ORM serves the admin, reads and tests."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce, Now
+
+from .ids import uuid7
+
+
+class JobState(models.TextChoices):
+    READY = "ready"
+    DELAYED = "delayed"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    DONE = "done"
+    FAILED = "failed"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+class StopReason(models.TextChoices):
+    TERMINAL = "terminal"
+    ATTEMPTS_EXHAUSTED = "attempts-exhausted"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+
+
+LIVE = [JobState.READY, JobState.DELAYED, JobState.RUNNING, JobState.SUSPENDED]
+CLAIMABLE = [JobState.READY, JobState.DELAYED, JobState.SUSPENDED]
+
+
+class Job(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    name = models.TextField()
+    queue = models.TextField(db_default="default")
+    input = models.JSONField()
+    idempotency_key = models.TextField()
+    run_id = models.UUIDField(default=uuid7)
+    attempt = models.IntegerField(db_default=0)
+    max_attempts = models.IntegerField(db_default=3)
+    state = models.TextField(choices=JobState.choices, db_default=JobState.READY)
+    priority = models.IntegerField(db_default=0, help_text="Higher runs first.")
+    run_at = models.DateTimeField(db_default=Now())
+    visible_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.TextField(null=True, blank=True)
+    lease_token = models.UUIDField(
+        null=True, blank=True, help_text="Minted by every claim; fences ack, nack and heartbeat."
+    )
+    last_error = models.TextField(null=True, blank=True)
+    stop_reason = models.TextField(choices=StopReason.choices, null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    tenant_id = models.TextField(null=True, blank=True)
+    traceparent = models.TextField(null=True, blank=True)
+    enqueued_by = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "x_jobs"
+        ordering = ["-created_at"]
+        constraints = [
+            # One live row per (name, tenant, key): SPEC ENQ-06..10, SE-01, SE-02.
+            models.UniqueConstraint(
+                "name",
+                Coalesce("tenant_id", Value("")),
+                "idempotency_key",
+                condition=Q(state__in=LIVE),
+                name="x_jobs_name_tenant_idempotency_live_idx",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                "queue",
+                models.F("priority").desc(),
+                "run_at",
+                condition=Q(state__in=CLAIMABLE),
+                name="x_jobs_claim_idx",
+            ),
+            models.Index(
+                fields=["visible_at"], condition=Q(state="running"), name="x_jobs_lease_idx"
+            ),
+            models.Index(fields=["state", "updated_at"], name="x_jobs_state_updated_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} [{self.state}] {self.id}"
+
+
+class JobStep(models.Model):
+    """A step record of a run (SPEC §14 x_job_steps); a surrogate key keeps the admin simple."""
+
+    id = models.BigAutoField(primary_key=True)
+    run_id = models.UUIDField()
+    name = models.TextField()
+    status = models.TextField()
+    output = models.JSONField(null=True, blank=True)
+    started_at = models.DateTimeField(db_default=Now())
+    completed_at = models.DateTimeField(null=True, blank=True)
+    wake_at = models.DateTimeField(null=True, blank=True)
+    event = models.TextField(null=True, blank=True)
+    correlation_key = models.TextField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    attempts = models.IntegerField(db_default=1)
+
+    class Meta:
+        db_table = "x_job_steps"
+        constraints = [
+            models.UniqueConstraint(fields=["run_id", "name"], name="x_job_steps_run_name_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} [{self.status}]"
+
+
+class OutboxEntry(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    job = models.TextField()
+    queue = models.TextField(db_default="default")
+    input = models.JSONField()
+    idempotency_key = models.TextField()
+    max_attempts = models.IntegerField(db_default=3)
+    priority = models.IntegerField(db_default=0)
+    run_at = models.DateTimeField(db_default=Now())
+    staged_at = models.DateTimeField(db_default=Now())
+    tenant_id = models.TextField(null=True, blank=True)
+    traceparent = models.TextField(null=True, blank=True)
+    enqueued_by = models.TextField(null=True, blank=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.TextField(null=True, blank=True)
+
+    class Meta:
+        db_table = "x_outbox"
+        verbose_name_plural = "outbox entries"
+        indexes = [
+            models.Index(
+                fields=["staged_at", "id"],
+                condition=Q(published_at__isnull=True),
+                name="x_outbox_unpublished_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} staged {self.staged_at}"
+
+
+class JobEvent(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    name = models.TextField()
+    payload = models.JSONField()
+    correlation_key = models.TextField(null=True, blank=True)
+    published_at = models.DateTimeField(db_default=Now())
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "x_job_events"
+        indexes = [models.Index(fields=["name", "published_at"], name="x_job_events_lookup_idx")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SchedulerState(models.Model):
+    task_name = models.TextField(primary_key=True)
+    last_fired_at = models.DateTimeField()
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "x_scheduler_state"
+
+    def __str__(self) -> str:
+        return self.task_name
+
+
+class SchedulerLeader(models.Model):
+    lock_key = models.TextField(primary_key=True)
+    holder = models.TextField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "x_scheduler_leader"
+
+    def __str__(self) -> str:
+        return f"{self.lock_key}: {self.holder}"
+
+
+class JobLease(models.Model):
+    """A fleet concurrency slot (SPEC §14 x_job_leases); unique on (lease_key, slot)."""
+
+    id = models.BigAutoField(primary_key=True)
+    lease_key = models.TextField()
+    slot = models.IntegerField()
+    holder = models.TextField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "x_job_leases"
+        constraints = [
+            models.UniqueConstraint(fields=["lease_key", "slot"], name="x_job_leases_key_slot_key")
+        ]
+        indexes = [models.Index(fields=["expires_at"], name="x_job_leases_expiry_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.lease_key}#{self.slot}"
+
+
+class Backfill(models.Model):
+    run_id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    name = models.TextField()
+    checksum = models.TextField()
+    app_version = models.TextField()
+    status = models.TextField(db_default="running")
+    rows_processed = models.BigIntegerField(db_default=0)
+    last_cursor = models.TextField(null=True, blank=True)
+    started_at = models.DateTimeField(db_default=Now())
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "x_backfills"
+        indexes = [models.Index("name", models.F("started_at").desc(), name="x_backfills_name_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} [{self.status}]"

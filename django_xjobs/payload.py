@@ -1,0 +1,65 @@
+"""JSON checks for everything stored as ``jsonb``: inputs, results, and (later) step outputs."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .errors import PayloadTooLargeError
+
+
+class NotJSON(ValueError):
+    """A value is not plain JSON; ``path`` says where."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+def check_json(value: Any, path: str = "$") -> None:
+    """Raise ``NotJSON`` unless ``value`` round-trips through ``jsonb`` unchanged.
+
+    Refused: NaN and infinities, ``\\u0000`` (PostgreSQL cannot store it), non-string keys,
+    and any type JSON has no form for (dates, decimals, sets, model instances...).
+    """
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise NotJSON(path, f"{value!r} is not a JSON number")
+        return
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise NotJSON(path, "contains a NUL character (\\u0000), which PostgreSQL cannot store")
+        return
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_json(item, f"{path}[{index}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotJSON(path, f"key {key!r} is a {type(key).__name__}; JSON keys are strings")
+            check_json(key, f"{path}.{key}")
+            check_json(item, f"{path}.{key}")
+        return
+    raise NotJSON(path, f"a {type(value).__name__} is not JSON ({_advice(value)})")
+
+
+def _advice(value: Any) -> str:
+    if hasattr(value, "isoformat"):
+        return "pass value.isoformat() and parse it in the job"
+    if hasattr(value, "pk"):
+        return "pass the primary key and load the object in the job"
+    return "convert it to a str, number, list or dict"
+
+
+def encode(value: Any, *, limit: int, what: str) -> str:
+    """``value`` as compact JSON text, refusing it when larger than ``limit`` bytes."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    size = len(text.encode())
+    if size > limit:
+        raise PayloadTooLargeError(f"{what} is {size} bytes, above the {limit}-byte cap")
+    return text

@@ -1,0 +1,113 @@
+"""Retry policy and the retry decision: backoff arithmetic, attempts, and the error's verdict."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .durations import Duration, parse_duration
+from .errors import InvariantError, XJobsError
+
+Backoff = Literal["exponential", "linear", "fixed"]
+StopReason = Literal["terminal", "attempts-exhausted", "cancelled", "timeout"]
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How a failed attempt is retried (SPEC JOB-07, RETRY-01).
+
+    ``attempts`` counts the first run, so ``attempts=1`` means never retry. Durations are a
+    ``timedelta``, seconds, or a string (``"1s"``, ``"10m"``)::
+
+        @job(idempotency_key="sync:{account_id}", retry=Retry(attempts=5, delay="2s", max_delay="5m"))
+        def sync(ctx, account_id): ...
+    """
+
+    attempts: int = 3
+    backoff: Backoff = "exponential"
+    delay: Duration = 1
+    max_delay: Duration = 3600
+    jitter: bool = True  # SPEC SE-52: on unless turned off
+    dead_letter: bool = True
+    delay_seconds: float = field(init=False, repr=False, compare=False)
+    max_delay_seconds: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.attempts, bool)
+            or not isinstance(self.attempts, int)
+            or self.attempts < 1
+        ):
+            raise InvariantError(
+                f"Retry(attempts={self.attempts!r}) must be an integer of at least 1",
+                hint="attempts counts the first run: attempts=1 means no retry",
+            )
+        if self.backoff not in ("exponential", "linear", "fixed"):
+            raise InvariantError(
+                f"Retry(backoff={self.backoff!r}) is not a backoff",
+                hint='use "exponential", "linear" or "fixed"',
+            )
+        object.__setattr__(self, "delay_seconds", parse_duration(self.delay, field="Retry.delay"))
+        object.__setattr__(
+            self, "max_delay_seconds", parse_duration(self.max_delay, field="Retry.max_delay")
+        )
+
+
+DEFAULT_RETRY = Retry()
+
+
+def backoff_delay(policy: Retry, attempt: int, rand: float | None = None) -> float:
+    """Seconds to wait after failed ``attempt`` (1-based), capped, with equal jitter.
+
+    Equal jitter keeps at least half the delay: ``c/2 + c/2 * r`` (SPEC RETRY-02).
+    """
+    base, k = policy.delay_seconds, max(1, attempt)
+    if policy.backoff == "fixed":
+        raw = base
+    elif policy.backoff == "linear":
+        raw = base * k
+    else:
+        raw = base * 2 ** (k - 1)
+    capped = min(raw, policy.max_delay_seconds)
+    if not policy.jitter:
+        return capped
+    r = random.random() if rand is None else rand
+    return capped / 2 + capped / 2 * r
+
+
+def retry_schedule(policy: Retry) -> list[float]:
+    """The delays (seconds, no jitter) after attempts 1..attempts-1 (SPEC RETRY-03)."""
+    plain = Retry(
+        attempts=policy.attempts,
+        backoff=policy.backoff,
+        delay=policy.delay_seconds,
+        max_delay=policy.max_delay_seconds,
+        jitter=False,
+    )
+    return [backoff_delay(plain, attempt) for attempt in range(1, policy.attempts)]
+
+
+@dataclass(frozen=True)
+class RetryDecision:
+    """What happens after a failed attempt: retry after ``delay``, or stop in ``final_state``."""
+
+    retry: bool
+    delay: float
+    final_state: Literal["dead", "failed"] | None
+    stop_reason: StopReason | None
+
+
+def decide(
+    policy: Retry, attempt: int, error: BaseException, rand: float | None = None
+) -> RetryDecision:
+    """The decision for ``error`` raised on ``attempt`` (1-based; SPEC RETRY-04, CLASS-04/05).
+
+    A declared terminal error stops at once; anything else retries until attempts run out.
+    """
+    final: Literal["dead", "failed"] = "dead" if policy.dead_letter else "failed"
+    if isinstance(error, XJobsError) and error.retry == "terminal":
+        return RetryDecision(False, 0.0, final, "terminal")
+    if attempt >= policy.attempts:
+        return RetryDecision(False, 0.0, final, "attempts-exhausted")
+    return RetryDecision(True, backoff_delay(policy, attempt, rand), None, None)

@@ -1,0 +1,35 @@
+"""Before a role starts: can it reach its database, and is the schema there?"""
+
+from __future__ import annotations
+
+from django.db import DatabaseError, connections
+
+from ..conf import XJobsSettings
+from ..errors import DriverUnavailableError
+
+
+def preflight(settings: XJobsSettings) -> None:
+    """Raise one clear ``DriverUnavailableError`` instead of a traceback at the first claim."""
+    if settings.driver != "postgres":
+        return
+    connection = connections[settings.database]
+    params = connection.settings_dict
+    where = (
+        f"{params.get('HOST') or 'local socket'}:{params.get('PORT') or 5432}/{params.get('NAME')}"
+    )
+    try:
+        connection.ensure_connection()
+    except DatabaseError as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise DriverUnavailableError(
+            f"cannot connect to database {settings.database!r} ({where}): {first}",
+            hint="check DATABASE_URL / DATABASES and that PostgreSQL is running",
+        ) from None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('x_jobs') IS NOT NULL")
+        (present,) = cursor.fetchone()
+    if not present:
+        raise DriverUnavailableError(
+            f"database {settings.database!r} ({where}) has no x_jobs table",
+            hint="run: python manage.py migrate django_xjobs",
+        )

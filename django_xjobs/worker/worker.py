@@ -1,0 +1,298 @@
+"""The worker role: claim due jobs into free threads, run them, settle them in batches."""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_module
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import close_old_connections, connections
+
+from .. import conf, log
+from ..clock import system_clock
+from ..drivers import get_driver
+from ..drivers.base import Ack, JobDriver, Nack
+from ..execute import Execution, Outcome, execute
+from ..ids import uuid7
+from .heartbeat import Heartbeat
+from .run import Run
+
+_SETTLE_BATCH = 500
+_SETTLE_RETRIES = (0.1, 0.5, 2.0)
+
+
+@dataclass
+class WorkerStats:
+    worker_id: str
+    queues: tuple[str, ...]
+    state: str
+    in_flight: int
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+class Worker:
+    """Claims jobs from ``queues`` into ``concurrency`` threads until stopped.
+
+    * A claim asks for exactly the free slots, and the loop claims again as soon as one run
+      settles (SPEC WORK-04/05, SE-51): a long job never holds back the others.
+    * Each run is fenced by its lease token; a heartbeat thread renews the leases.
+    * Results are settled by one thread, many acks per statement.
+    * ``stop()`` drains: no new claims, in-flight runs finish and settle, then it returns.
+
+    ``burst=True`` returns once nothing is due and nothing is running.
+    """
+
+    def __init__(
+        self,
+        *,
+        queues: Sequence[str],
+        concurrency: int | None = None,
+        driver: JobDriver | None = None,
+        visibility_timeout: float | None = None,
+        heartbeat_interval: float | None = None,
+        poll_interval: float | None = None,
+        worker_id: str | None = None,
+        burst: bool = False,
+        clock: Any = system_clock,
+    ) -> None:
+        settings = conf.get()
+        self.queues = tuple(queues)
+        self.concurrency = concurrency or settings.concurrency
+        self.driver = driver or get_driver()
+        self.visibility_timeout = visibility_timeout or settings.visibility_timeout
+        self.heartbeat_interval = heartbeat_interval or self.visibility_timeout / 3  # SPEC LEASE-03
+        self.poll_interval = poll_interval or settings.poll_interval
+        self.worker_id = worker_id or f"worker-{uuid7()}"
+        self.burst = burst
+        self.clock = clock
+        self.state = "idle"
+        self.outcomes: Counter[str] = Counter()
+        self._database = settings.database if self.driver.name == "postgres" else None
+        self._runs: dict[Any, Run] = {}
+        self._runs_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._draining = threading.Event()
+        self._settle_queue: queue_module.Queue[Execution | None] = queue_module.Queue()
+
+    # --- public -----------------------------------------------------------------------------
+
+    def run(self) -> WorkerStats:
+        """Work until ``stop()`` (or, in burst mode, until idle). Blocks the calling thread."""
+        if self.state in ("running", "draining"):
+            raise RuntimeError("this worker is already running")
+        self.state = "running"
+        self._draining.clear()
+        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="xjobs-job")
+        settler = threading.Thread(target=self._settle_loop, name="xjobs-settler", daemon=True)
+        heartbeat = Heartbeat(
+            self.driver,
+            self.in_flight,
+            interval=self.heartbeat_interval,
+            visibility_timeout=self.visibility_timeout,
+            worker_id=self.worker_id,
+            database=self._database,
+        )
+        notifier = self.driver.notify_on_ready(self.queues, self._wake.set)
+        settler.start()
+        heartbeat.start()
+        log.event(
+            logging.INFO,
+            "xjobs.worker.started",
+            worker=self.worker_id,
+            queues=",".join(self.queues),
+            concurrency=self.concurrency,
+            driver=self.driver.name,
+        )
+        try:
+            self._loop(pool)
+        finally:
+            self._drain(pool, settler, heartbeat, notifier)
+        return self.stats()
+
+    def stop(self) -> None:
+        """Stop claiming and let in-flight runs finish (thread- and signal-safe, idempotent)."""
+        if not self._draining.is_set():
+            self._draining.set()
+            self._wake.set()
+
+    def in_flight(self) -> list[Run]:
+        with self._runs_lock:
+            return list(self._runs.values())
+
+    def stats(self) -> WorkerStats:
+        return WorkerStats(
+            self.worker_id, self.queues, self.state, len(self._runs), Counter(self.outcomes)
+        )
+
+    # --- the claim loop ---------------------------------------------------------------------
+
+    def _loop(self, pool: ThreadPoolExecutor) -> None:
+        while not self._draining.is_set():
+            self._wake.clear()
+            free = self.concurrency - len(self._runs)
+            claimed = []
+            if free > 0:
+                try:
+                    claimed = self.driver.claim(
+                        queues=self.queues,
+                        limit=free,
+                        visibility_timeout=self.visibility_timeout,
+                        worker_id=self.worker_id,
+                    )
+                except Exception as error:
+                    log.event(
+                        logging.ERROR,
+                        "xjobs.worker.claim_failed",
+                        worker=self.worker_id,
+                        error=error,
+                    )
+                    self._draining.wait(self.poll_interval)
+                    continue
+            for job in claimed:
+                run = Run(job, self.worker_id)
+                with self._runs_lock:
+                    self._runs[job.id] = run
+                pool.submit(self._execute, run)
+            if self.burst and not claimed and not self._runs:
+                return
+            if free > 0 and len(claimed) == free:
+                continue  # the queue may hold more; claim again when a slot frees
+            self._wake.wait(self.poll_interval)
+
+    def _execute(self, run: Run) -> None:
+        close_old_connections()
+        try:
+            execution = execute(run.job, run.signal, self.clock.now())
+        except BaseException as error:  # never lose a run: a broken executor still settles
+            from ..execute import _failed
+            from ..registry import get_job
+            from ..retry import DEFAULT_RETRY
+
+            handle = get_job(run.job.name)
+            execution = _failed(run.job, handle.retry if handle else DEFAULT_RETRY, error, 0.0)
+        finally:
+            close_old_connections()
+        self._settle_queue.put(execution)
+
+    # --- settling ---------------------------------------------------------------------------
+
+    def _settle_loop(self) -> None:
+        try:
+            while True:
+                first = self._settle_queue.get()
+                if first is None:
+                    return
+                batch = [first]
+                while len(batch) < _SETTLE_BATCH:
+                    try:
+                        item = self._settle_queue.get_nowait()
+                    except queue_module.Empty:
+                        break
+                    if item is None:
+                        self._settle_batch(batch)
+                        return
+                    batch.append(item)
+                self._settle_batch(batch)
+        finally:
+            if self._database:
+                connections[self._database].close()
+
+    def _settle_batch(self, batch: list[Execution]) -> None:
+        acks = [e.settle for e in batch if isinstance(e.settle, Ack)]
+        settled: set[Any] = set()
+        if acks:
+            settled |= self._with_retries(lambda: self.driver.ack(acks), batch, set())
+        for execution in batch:
+            if isinstance(execution.settle, Nack):
+                nack = execution.settle
+                if self._with_retries(lambda n=nack: self.driver.nack(n), [execution], False):
+                    settled.add(execution.job.id)
+        for execution in batch:
+            self._finish(execution, execution.job.id in settled)
+
+    def _with_retries(self, call: Any, batch: list[Execution], failed: Any) -> Any:
+        for pause in (*_SETTLE_RETRIES, None):
+            try:
+                return call()
+            except Exception as error:
+                if pause is None:
+                    for execution in batch:
+                        log.event(
+                            logging.ERROR,
+                            "xjobs.worker.settle_failed",
+                            worker=self.worker_id,
+                            job=execution.job.name,
+                            id=execution.job.id,
+                            error=error,
+                        )
+                    return failed
+                time.sleep(pause)
+        return failed  # pragma: no cover - the loop always returns
+
+    def _finish(self, execution: Execution, settled: bool) -> None:
+        job = execution.job
+        with self._runs_lock:
+            run = self._runs.pop(job.id, None)
+        if run is not None:
+            run.settled.set()
+        outcome = execution.outcome if settled else Outcome.LEASE_LOST
+        self.outcomes[outcome] += 1
+        if settled and outcome is Outcome.COMPLETED:
+            log.event(
+                logging.INFO,
+                "xjobs.job.completed",
+                job=job.name,
+                id=job.id,
+                attempt=job.attempt,
+                ms=round(execution.duration * 1000, 1),
+            )
+        elif not settled:
+            # SPEC STATE-01 / DESIGN Q-01: the row moved on (lease lapsed, re-claimed or
+            # cancelled); this run's verdict is dropped rather than overwrite the new holder's.
+            log.event(
+                logging.WARNING,
+                "xjobs.job.settle_refused",
+                worker=self.worker_id,
+                job=job.name,
+                id=job.id,
+                attempt=job.attempt,
+                outcome=execution.outcome,
+            )
+        self._wake.set()
+
+    # --- shutdown ---------------------------------------------------------------------------
+
+    def _drain(
+        self,
+        pool: ThreadPoolExecutor,
+        settler: threading.Thread,
+        heartbeat: Heartbeat,
+        notifier: Any,
+    ) -> None:
+        self.state = "draining"
+        self._draining.set()
+        log.event(
+            logging.INFO, "xjobs.worker.draining", worker=self.worker_id, in_flight=len(self._runs)
+        )
+        try:
+            notifier.stop()
+            pool.shutdown(wait=True)  # in-flight runs finish (SPEC WORK-12)
+            self._settle_queue.put(None)
+            settler.join()
+            heartbeat.stop()
+        finally:
+            if self._database:
+                connections[self._database].close()
+            self.state = "stopped"
+            log.event(
+                logging.INFO,
+                "xjobs.worker.stopped",
+                worker=self.worker_id,
+                **{str(k): v for k, v in sorted(self.outcomes.items())},
+            )

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TestsConfig(AppConfig):
+    name = "tests"
+    label = "tests"

@@ -1,0 +1,45 @@
+"""Shared fixtures: the contract harness runs each case on both drivers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from django_xjobs.drivers import install, uninstall
+from django_xjobs.drivers.memory import MemoryDriver
+from django_xjobs.drivers.postgres import PostgresDriver
+
+
+class Harness:
+    """One driver plus the means to move its time: rows are shifted into the past, the same
+    for both drivers, so no test waits for a lease or a delay to pass."""
+
+    def __init__(self, driver) -> None:
+        self.driver = driver
+
+    def advance(self, seconds: float) -> None:
+        if isinstance(self.driver, MemoryDriver):
+            self.driver.shift(seconds)
+            return
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE x_jobs SET run_at = run_at - %(d)s, visible_at = visible_at - %(d)s,"
+                " created_at = created_at - %(d)s, updated_at = updated_at - %(d)s",
+                {"d": timedelta(seconds=seconds)},
+            )
+
+    def row(self, job_id):
+        return self.driver.get_job(job_id)
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def harness(request, db) -> Iterator[Harness]:
+    driver = MemoryDriver() if request.param == "memory" else PostgresDriver("default")
+    install(driver)
+    try:
+        yield Harness(driver)
+    finally:
+        uninstall(driver)

@@ -1,0 +1,38 @@
+"""Settings for the test suite: PostgreSQL from DATABASE_URL, or an embedded throwaway server."""
+
+from django_xjobs.testing.postgres import database_config, database_url
+
+SECRET_KEY = "tests-only"
+USE_TZ = True
+TIME_ZONE = "UTC"
+DATABASES = {"default": database_config(database_url())}
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.admin",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django_xjobs",
+    "tests",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.request",
+            ]
+        },
+    }
+]
+ROOT_URLCONF = "tests.urls"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+XJOBS = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2}
