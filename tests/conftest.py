@@ -35,11 +35,22 @@ class Harness:
         return self.driver.get_job(job_id)
 
 
-@pytest.fixture(params=["memory", "postgres"])
-def harness(request, db) -> Iterator[Harness]:
-    driver = MemoryDriver() if request.param == "memory" else PostgresDriver("default")
+def _installed(kind: str) -> Iterator[Harness]:
+    driver = MemoryDriver() if kind == "memory" else PostgresDriver("default")
     install(driver)
     try:
         yield Harness(driver)
     finally:
         uninstall(driver)
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def harness(request, db) -> Iterator[Harness]:
+    """Each case on both drivers, inside the test's transaction."""
+    yield from _installed(request.param)
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def live_harness(request, transactional_db) -> Iterator[Harness]:
+    """Both drivers with committed rows, for workers whose threads use their own connections."""
+    yield from _installed(request.param)

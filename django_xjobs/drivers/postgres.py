@@ -253,10 +253,10 @@ class Listener(threading.Thread):
     def __init__(self, using: str, queues: set[str], callback: Callable[[], None]) -> None:
         super().__init__(name="xjobs-listener", daemon=True)
         self.using, self.queues, self.callback = using, queues, callback
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             wrapper = connections.create_connection(self.using)
             try:
                 wrapper.ensure_connection()
@@ -264,7 +264,7 @@ class Listener(threading.Thread):
                 raw.autocommit = True
                 raw.execute(f"LISTEN {CHANNEL}")
                 self.callback()  # anything staged while we were not listening
-                while not self._stop.is_set():
+                while not self._halt.is_set():
                     for note in raw.notifies(timeout=0.5):
                         if note.payload in self.queues:
                             self.callback()
@@ -274,10 +274,10 @@ class Listener(threading.Thread):
                 log.warning("xjobs.listener.failed error=%s", _first_line(error))
             finally:
                 wrapper.close()
-            self._stop.wait(1.0)
+            self._halt.wait(1.0)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=5)
 
 

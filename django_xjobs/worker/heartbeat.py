@@ -38,11 +38,11 @@ class Heartbeat(threading.Thread):
         self.driver, self.runs = driver, runs
         self.interval, self.visibility_timeout = interval, visibility_timeout
         self.worker_id, self.database = worker_id, database
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
         try:
-            while not self._stop.wait(self.interval):
+            while not self._halt.wait(self.interval):
                 self.beat()
         finally:
             if self.database:
@@ -79,6 +79,6 @@ class Heartbeat(threading.Thread):
                 )
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         if self.is_alive():
             self.join(timeout=10)

@@ -98,7 +98,8 @@ class Worker:
             worker_id=self.worker_id,
             database=self._database,
         )
-        notifier = self.driver.notify_on_ready(self.queues, self._wake.set)
+        # a burst ends when idle, so it has nothing to be woken for
+        notifier = None if self.burst else self.driver.notify_on_ready(self.queues, self._wake.set)
         settler.start()
         heartbeat.start()
         log.event(
@@ -281,7 +282,8 @@ class Worker:
             logging.INFO, "xjobs.worker.draining", worker=self.worker_id, in_flight=len(self._runs)
         )
         try:
-            notifier.stop()
+            if notifier is not None:
+                notifier.stop()
             pool.shutdown(wait=True)  # in-flight runs finish (SPEC WORK-12)
             self._settle_queue.put(None)
             settler.join()

@@ -1,0 +1,228 @@
+"""The worker role in process (SPEC §3, §5 backoff, §7, §8 core), on both drivers."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+
+import pytest
+
+from django_xjobs.drivers.base import Ack, EnqueueRequest
+from django_xjobs.execute import Outcome
+from django_xjobs.testing import run_until_idle
+from django_xjobs.worker.heartbeat import Heartbeat
+from django_xjobs.worker.run import Run
+from django_xjobs.worker.worker import Worker
+from tests import jobs
+
+
+def burst(harness, concurrency=4, queues=("default", "other")):
+    worker = Worker(queues=queues, concurrency=concurrency, driver=harness.driver, burst=True)
+    return worker.run()
+
+
+def test_burst_runs_everything_due_and_settles_each_run_once(live_harness):
+    ids = [jobs.ok.enqueue(n=i).id for i in range(20)]
+    stats = burst(live_harness)
+    assert stats.outcomes == {Outcome.COMPLETED: 20}
+    rows = [live_harness.row(i) for i in ids]
+    assert {(r.state, r.attempt) for r in rows} == {("done", 1)}
+    assert sorted(r.result["n"] for r in rows) == list(range(20))
+    assert stats.state == "stopped"
+
+
+def test_retry_with_backoff_then_success(live_harness):
+    job_id = jobs.flaky.enqueue(n=1, failures=2).id
+    assert burst(live_harness).outcomes == {Outcome.RETRIED: 1}
+    row = live_harness.row(job_id)
+    assert (row.state, row.attempt, row.last_error) == (
+        "ready",
+        1,
+        "ConnectionError: attempt 1 failed",
+    )
+    assert row.run_at > row.updated_at  # waits out its backoff
+    live_harness.advance(1)
+    burst(live_harness)
+    live_harness.advance(1)
+    burst(live_harness)
+    row = live_harness.row(job_id)
+    assert (row.state, row.attempt, row.result) == ("done", 3, {"attempt": 3})
+    assert row.stop_reason is None
+
+
+def test_attempts_exhausted_dead_letters_with_stop_reason(live_harness):
+    job_id = jobs.fails.enqueue(n=1).id
+    for _ in range(3):
+        burst(live_harness)
+        live_harness.advance(1)
+    row = live_harness.row(job_id)
+    assert (row.state, row.attempt, row.stop_reason) == ("dead", 3, "attempts-exhausted")
+    assert row.last_error == "ValueError: boom 1"  # SPEC CLASS-09: the bare message
+    assert [r.id for r in live_harness.driver.dead_letters()] == [job_id]
+
+
+def test_class_04_se_17_a_terminal_error_stops_on_the_first_attempt(live_harness):
+    job_id = jobs.terminal.enqueue(n=1).id
+    assert burst(live_harness).outcomes == {Outcome.DEAD_LETTERED: 1}
+    row = live_harness.row(job_id)
+    assert (row.state, row.attempt, row.max_attempts) == ("dead", 1, 5)
+    assert row.stop_reason == "terminal"
+    assert row.last_error.startswith("X_TERMINAL: the card was declined")
+    assert "not retried" in row.last_error  # SPEC SE-19
+
+
+def test_q_02_dead_letter_false_ends_in_failed(live_harness):
+    job_id = jobs.no_dead_letter.enqueue(n=1).id
+    assert burst(live_harness).outcomes == {Outcome.FAILED: 1}
+    row = live_harness.row(job_id)
+    assert (row.state, row.stop_reason) == ("failed", "attempts-exhausted")
+    live_harness.advance(3600)
+    assert burst(live_harness).outcomes == {}
+
+
+def test_a_non_json_result_fails_the_job_terminally(live_harness):
+    job_id = jobs.bad_result.enqueue(n=1).id
+    burst(live_harness)
+    row = live_harness.row(job_id)
+    assert (row.state, row.stop_reason) == ("dead", "terminal")
+    assert row.last_error.startswith("X_RESULT_INVALID")
+
+
+def test_async_handlers_run(live_harness):
+    job_id = jobs.async_ok.enqueue(n=4).id
+    burst(live_harness)
+    assert live_harness.row(job_id).result == {"n": 4}
+
+
+def test_only_the_named_queues_are_worked(live_harness):
+    other = jobs.on_other_queue.enqueue(n=1).id
+    mine = jobs.ok.enqueue(n=1).id
+    burst(live_harness, queues=("default",))
+    assert live_harness.row(mine).state == "done"
+    assert live_harness.row(other).state == "ready"
+
+
+def test_exec_10_an_unknown_job_name_is_parked_never_run_never_lost(live_harness, caplog):
+    request = EnqueueRequest(
+        name="gone.from.this.deploy",
+        queue="default",
+        input={},
+        input_json="{}",
+        idempotency_key="x",
+        max_attempts=3,
+    )
+    job_id = live_harness.driver.enqueue(request).id
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        assert burst(live_harness).outcomes == {Outcome.SUSPENDED: 1}
+    row = live_harness.row(job_id)
+    assert (row.state, row.attempt) == ("suspended", 0)  # no attempt burned
+    assert row.last_error.startswith("X_JOB_UNKNOWN")
+    assert "xjobs.job.unknown" in caplog.text
+    assert burst(live_harness).outcomes == {}  # parked: not claimed again at once
+    live_harness.advance(30)
+    assert burst(live_harness).outcomes == {Outcome.SUSPENDED: 1}
+    live_harness.advance(86400)  # past the grace period
+    assert burst(live_harness).outcomes == {Outcome.DEAD_LETTERED: 1}
+    row = live_harness.row(job_id)
+    assert (row.state, row.stop_reason) == ("dead", "terminal")
+    assert "still unknown" in row.last_error
+
+
+def test_claims_are_sized_to_free_slots(live_harness):
+    for i in range(7):
+        jobs.ok.enqueue(n=i)
+    sizes = []
+    real_claim = live_harness.driver.claim
+
+    def recording_claim(**kwargs):
+        sizes.append(kwargs["limit"])
+        return real_claim(**kwargs)
+
+    live_harness.driver.claim = recording_claim
+    try:
+        burst(live_harness, concurrency=3)
+    finally:
+        del live_harness.driver.claim
+    assert sizes[0] == 3
+    assert all(1 <= size <= 3 for size in sizes)
+
+
+def test_stop_drains_the_job_in_flight(live_harness):
+    token = f"drain-{uuid.uuid4()}"
+    job_id = jobs.ledger.enqueue(token=token, hold=0.5, heed_signal=False).id
+    worker = Worker(queues=["default"], concurrency=2, driver=live_harness.driver)
+    started = threading.Event()
+    original = worker._execute
+
+    def execute_and_flag(run):
+        started.set()
+        original(run)
+
+    worker._execute = execute_and_flag
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    assert started.wait(20)
+    worker.stop()
+    thread.join(20)
+    assert not thread.is_alive()
+    assert worker.state == "stopped"
+    assert live_harness.row(job_id).state == "done"
+
+
+def test_lease_08_11_heartbeat_aborts_a_run_whose_lease_was_taken(live_harness, caplog):
+    jobs.ok.enqueue(n=1)
+    [job] = live_harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=5, worker_id="w1"
+    )
+    run = Run(job, "w1")
+    beat = Heartbeat(
+        live_harness.driver,
+        lambda: [run],
+        interval=1,
+        visibility_timeout=5,
+        worker_id="w1",
+        database=None,
+    )
+    beat.beat()
+    assert not run.signal.is_set()
+    live_harness.advance(5)
+    [taken] = live_harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=5, worker_id="w2"
+    )
+    with caplog.at_level(logging.ERROR, logger="django_xjobs"):
+        beat.beat()
+        beat.beat()
+    assert run.lost and run.signal.is_set()
+    assert run.signal.reason.code == "X_JOB_LEASE_LOST"
+    assert caplog.text.count("xjobs.lease.lost") == 1  # SPEC LEASE-11: reported once
+    assert live_harness.row(taken.id).lease_token == taken.lease_token
+
+
+def test_lease_12_a_settled_run_never_reports_a_lost_lease(live_harness, caplog):
+    jobs.ok.enqueue(n=1)
+    [job] = live_harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=5, worker_id="w1"
+    )
+    run = Run(job, "w1")
+    live_harness.driver.ack([Ack(job.id, job.lease_token)])
+    run.settled.set()
+    beat = Heartbeat(
+        live_harness.driver,
+        lambda: [run],
+        interval=1,
+        visibility_timeout=5,
+        worker_id="w1",
+        database=None,
+    )
+    with caplog.at_level(logging.ERROR, logger="django_xjobs"):
+        beat.beat()
+    assert not run.lost and not run.signal.is_set()
+    assert "xjobs.lease.lost" not in caplog.text
+
+
+@pytest.mark.parametrize("failures", [0, 1])
+def test_run_until_idle_reports_outcomes(harness, failures):
+    jobs.flaky.enqueue(n=1, failures=failures)
+    expected = Outcome.COMPLETED if failures == 0 else Outcome.RETRIED
+    assert [e.outcome for e in run_until_idle()] == [expected]
