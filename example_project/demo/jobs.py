@@ -1,0 +1,26 @@
+"""Three jobs that show the three ways a job ends."""
+
+from django_xjobs import Retry, TerminalError, job
+
+QUICK = Retry(attempts=3, delay="300ms", max_delay="1s")
+
+
+@job(idempotency_key="welcome:{user_id}", queue="emails")
+def send_welcome_email(ctx, user_id: int):
+    """Succeeds on the first attempt."""
+    ctx.logger.info("sending the welcome email to user %s", user_id)
+    return {"sent_to": user_id}
+
+
+@job(idempotency_key="sync:{account_id}", retry=QUICK)
+def sync_account(ctx, account_id: int, flaky_attempts: int = 2):
+    """Fails while the partner API is 'down', then succeeds on a retry."""
+    if ctx.attempt <= flaky_attempts:
+        raise ConnectionError(f"partner API timed out (attempt {ctx.attempt})")
+    return {"synced": account_id, "after_attempts": ctx.attempt}
+
+
+@job(idempotency_key="charge:{order_id}", retry=Retry(attempts=5, delay="300ms"))
+def charge_card(ctx, order_id: int):
+    """A declined card cannot succeed: it stops at once, with four attempts unspent."""
+    raise TerminalError(f"card for order {order_id} was declined")

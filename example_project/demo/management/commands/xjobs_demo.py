@@ -1,0 +1,90 @@
+"""``manage.py xjobs_demo``: enqueue three jobs, run a worker until they settle, show the end."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from demo.jobs import charge_card, send_welcome_email, sync_account
+from django_xjobs.models import Job
+from django_xjobs.worker.worker import Worker
+
+TERMINAL = {"done", "dead", "failed", "cancelled"}
+
+
+class Command(BaseCommand):
+    help = "Enqueue demo jobs, run a worker until they settle, and print what happened."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--timeout", type=float, default=60.0, help="give up after this many seconds"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        n = random.randint(1000, 9999)  # fresh keys, so a second demo run is not deduped
+        results = [
+            send_welcome_email.enqueue(user_id=n),
+            sync_account.enqueue(account_id=n),
+            charge_card.enqueue(order_id=n),
+        ]
+        ids = [r.id for r in results]
+        self.stdout.write(f"enqueued {len(ids)} jobs; starting a worker (4 threads)\n")
+
+        worker = Worker(queues=["default", "emails"], concurrency=4, poll_interval=0.1)
+        thread = threading.Thread(target=worker.run, name="demo-worker")
+        thread.start()
+        seen: dict[Any, tuple[str, int]] = {}
+        deadline = time.monotonic() + options["timeout"]
+        try:
+            while time.monotonic() < deadline:
+                rows = list(Job.objects.filter(id__in=ids))
+                for row in rows:
+                    now = (row.state, row.attempt)
+                    if seen.get(row.id) != now:
+                        seen[row.id] = now
+                        self.stdout.write(self._progress(row))
+                if len(rows) == len(ids) and all(r.state in TERMINAL for r in rows):
+                    break
+                time.sleep(0.1)  # a progress display, not a test: poll the table
+        finally:
+            worker.stop()
+            thread.join()
+        self.stdout.write("\n" + self._summary(ids))
+
+    def _progress(self, row: Job) -> str:
+        short = row.name.rsplit(".", 1)[-1]
+        text = f"  {short:<20} {row.state:<9} attempt {row.attempt}/{row.max_attempts}"
+        if row.state in ("ready", "delayed") and row.last_error:
+            text += f"  retrying after: {row.last_error}"
+        return text
+
+    def _summary(self, ids: list[Any]) -> str:
+        rows = sorted(Job.objects.filter(id__in=ids), key=lambda r: ids.index(r.id))
+        header = ("job", "state", "attempts", "stop reason", "result / last error")
+        lines = [header]
+        for row in rows:
+            outcome = row.result if row.state == "done" else row.last_error
+            lines.append(
+                (
+                    row.name.rsplit(".", 1)[-1],
+                    row.state,
+                    f"{row.attempt} of {row.max_attempts}",
+                    row.stop_reason or "-",
+                    str(outcome),
+                )
+            )
+        widths = [max(len(str(line[i])) for line in lines) for i in range(4)]
+        out = []
+        for index, line in enumerate(lines):
+            out.append(
+                "  ".join(str(c).ljust(w) for c, w in zip(line[:4], widths, strict=True))
+                + "  "
+                + line[4]
+            )
+            if index == 0:
+                out.append("  ".join("-" * w for w in widths) + "  " + "-" * 20)
+        return "\n".join(out) + "\n"
