@@ -69,9 +69,12 @@ class JobHandle:
         self.priority = priority
         self.tenant = tenant
         self.options = options or EnqueueOptions()
-        self.signature = inspect.signature(fn)
+        self.signature = _signature(fn)
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.origin = f"{fn.__module__}.{fn.__qualname__}"
+        code = getattr(fn, "__code__", None)
+        where = f" ({code.co_filename}:{code.co_firstlineno})" if code else ""
+        # the same definition re-imported keeps its origin; another function does not
+        self.origin = f"{fn.__module__}.{fn.__qualname__}{where}"
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -221,7 +224,14 @@ class JobHandle:
         if callable(self.idempotency_key):
             key = self.idempotency_key(**inputs)
         else:
-            key = self.idempotency_key.format_map(inputs)
+            try:
+                key = self.idempotency_key.format_map(inputs)
+            except (KeyError, IndexError, AttributeError, ValueError, TypeError) as error:
+                raise InputInvalidError(
+                    f"job {self.name!r}: the idempotency key {self.idempotency_key!r} cannot be "
+                    f"filled from the inputs ({type(error).__name__}: {error})",
+                    hint=f"pass every input the key names; inputs given: {', '.join(sorted(inputs)) or 'none'}",
+                ) from None
         if not isinstance(key, str) or not key:
             raise InvariantError(
                 f"job {self.name!r}: the idempotency key came out as {key!r}",
@@ -308,10 +318,14 @@ def job(
 
     def _build(handler: Callable[..., Any], label: str) -> JobHandle:
         if not callable(handler):
-            raise InvariantError(f"@job decorates a function, got {handler!r}")
+            raise InvariantError(
+                f"@job decorates a function, got {handler!r}",
+                hint="put @job(idempotency_key=...) directly above a def",
+            )
         if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > 200):
             raise InvariantError(
-                f"name={name!r} must be a non-empty string of at most 200 characters"
+                f"name={name!r} must be a non-empty string of at most 200 characters",
+                hint="omit name= to use '<module>.<function>', or pass a short stable name",
             )
         if name is None and "<locals>" in handler.__qualname__:
             raise InvariantError(
@@ -356,8 +370,16 @@ def job(
     return declare if fn is None else declare(fn)
 
 
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """The handler's signature with postponed (string) annotations evaluated when possible."""
+    try:
+        return inspect.signature(fn, eval_str=True)
+    except Exception:  # an annotation naming something not importable here: keep the strings
+        return inspect.signature(fn)
+
+
 def _check_signature(handler: Callable[..., Any]) -> inspect.Signature:
-    signature = inspect.signature(handler)
+    signature = _signature(handler)
     params = list(signature.parameters.values())
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     if not params or params[0].kind not in positional:
@@ -384,14 +406,20 @@ def _check_key(key: Any, signature: inspect.Signature) -> None:
     if callable(key):
         return
     if not isinstance(key, str):
-        raise InvariantError(f"idempotency_key={key!r} must be a str template or a callable")
+        raise InvariantError(
+            f"idempotency_key={key!r} must be a str template or a callable",
+            hint='e.g. idempotency_key="charge:{order_id}"',
+        )
     params = list(signature.parameters.values())[1:]
     names = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD}
     open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
     try:
         fields = [f for _, f, _, _ in string.Formatter().parse(key) if f is not None]
     except ValueError as error:
-        raise InvariantError(f"idempotency_key={key!r} is not a valid template: {error}") from None
+        raise InvariantError(
+            f"idempotency_key={key!r} is not a valid template: {error}",
+            hint="fields are written {input_name}; a literal brace is {{ or }}",
+        ) from None
     for field in fields:
         root = field.split(".", 1)[0].split("[", 1)[0]
         if not root or root.isdigit():
@@ -417,6 +445,8 @@ def _check_priority(priority: Any) -> None:
 def _delay_seconds(delay: Duration | None) -> float | None:
     if delay is None:
         return None
+    if isinstance(delay, bool):
+        raise InvariantError(f"delay={delay!r} is a bool, not a duration")
     if delay == 0 or delay == timedelta(0):
         return 0.0
     return parse_duration(delay, field="delay")

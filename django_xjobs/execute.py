@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import logging
 import time
 import traceback
@@ -17,7 +16,7 @@ from .context import JobContext, Signal
 from .drivers.base import Ack, ClaimedJob, Nack
 from .errors import JobInterrupt, JobUnknownError, ResultInvalidError, XJobsError
 from .payload import NotJSON, check_json, encode
-from .retry import decide
+from .retry import DEFAULT_RETRY, Retry, decide
 
 
 class Outcome(enum.StrEnum):
@@ -67,7 +66,7 @@ def execute(job: ClaimedJob, signal: Signal, now: datetime) -> Execution:
         ),
     )
     try:
-        if handle.is_async:
+        if handle.is_async:  # each run gets its own loop: the worker's threads have none
             value = asyncio.run(handle.fn(ctx, **job.input))
         else:
             value = handle.fn(ctx, **job.input)
@@ -92,7 +91,13 @@ def _result_json(value: Any, name: str) -> str | None:
     return encode(value, limit=conf.get().max_payload_bytes, what=f"the result of job {name!r}")
 
 
-def _failed(job: ClaimedJob, policy: Any, error: BaseException, duration: float) -> Execution:
+def failure(job: ClaimedJob, error: BaseException, duration: float = 0.0) -> Execution:
+    """The outcome of ``error`` ending ``job``'s attempt, under its registered retry policy."""
+    handle = registry.get_job(job.name)
+    return _failed(job, handle.retry if handle else DEFAULT_RETRY, error, duration)
+
+
+def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: float) -> Execution:
     decision = decide(policy, job.attempt, error)
     message = describe_error(error)
     if decision.stop_reason == "terminal":
@@ -176,7 +181,3 @@ def describe_error(error: BaseException) -> str:
 
 def _traceback(error: BaseException) -> str:
     return "".join(traceback.format_exception(error))
-
-
-def json_dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))

@@ -18,7 +18,7 @@ class NotJSON(ValueError):
         super().__init__(f"{path}: {reason}")
 
 
-def check_json(value: Any, path: str = "$") -> None:
+def check_json(value: Any, path: str = "$", _seen: frozenset[int] = frozenset()) -> None:
     """Raise ``NotJSON`` unless ``value`` round-trips through ``jsonb`` unchanged.
 
     Refused: NaN and infinities, ``\\u0000`` (PostgreSQL cannot store it), non-string keys,
@@ -33,17 +33,26 @@ def check_json(value: Any, path: str = "$") -> None:
     if isinstance(value, str):
         if "\x00" in value:
             raise NotJSON(path, "contains a NUL character (\\u0000), which PostgreSQL cannot store")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise NotJSON(path, "contains a lone surrogate, which is not UTF-8 text") from None
         return
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            check_json(item, f"{path}[{index}]")
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise NotJSON(path, f"key {key!r} is a {type(key).__name__}; JSON keys are strings")
-            check_json(key, f"{path}.{key}")
-            check_json(item, f"{path}.{key}")
+    if isinstance(value, list | tuple | dict):
+        if id(value) in _seen:
+            raise NotJSON(path, "contains itself")
+        seen = _seen | {id(value)}
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise NotJSON(
+                        path, f"key {key!r} is a {type(key).__name__}; JSON keys are strings"
+                    )
+                check_json(key, f"{path}.{key}", seen)
+                check_json(item, f"{path}.{key}", seen)
+        else:
+            for index, item in enumerate(value):
+                check_json(item, f"{path}[{index}]", seen)
         return
     raise NotJSON(path, f"a {type(value).__name__} is not JSON ({_advice(value)})")
 

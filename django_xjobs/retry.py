@@ -68,7 +68,7 @@ def backoff_delay(policy: Retry, attempt: int, rand: float | None = None) -> flo
     elif policy.backoff == "linear":
         raw = base * k
     else:
-        raw = base * 2 ** (k - 1)
+        raw = base * 2.0 ** min(k - 1, 1023)  # past 2**1023 a float overflows; the cap applies
     capped = min(raw, policy.max_delay_seconds)
     if not policy.jitter:
         return capped

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
-from django.db import DatabaseError, InterfaceError, OperationalError, ProgrammingError, connections
+from django.db import InterfaceError, OperationalError, ProgrammingError, connections
 
 from ..errors import DriverUnavailableError
 from ..ids import uuid7
@@ -268,9 +268,7 @@ class Listener(threading.Thread):
                     for note in raw.notifies(timeout=0.5):
                         if note.payload in self.queues:
                             self.callback()
-            except DatabaseError as error:
-                log.warning("xjobs.listener.failed error=%s", _first_line(error))
-            except Exception as error:  # psycopg errors surface raw on this connection
+            except Exception as error:  # raw psycopg errors too: this is not a Django cursor
                 log.warning("xjobs.listener.failed error=%s", _first_line(error))
             finally:
                 wrapper.close()

@@ -18,7 +18,7 @@ from .. import conf, log
 from ..clock import system_clock
 from ..drivers import get_driver
 from ..drivers.base import Ack, JobDriver, Nack
-from ..execute import Execution, Outcome, execute
+from ..execute import Execution, Outcome, execute, failure
 from ..ids import uuid7
 from .heartbeat import Heartbeat
 from .run import Run
@@ -170,13 +170,8 @@ class Worker:
         close_old_connections()
         try:
             execution = execute(run.job, run.signal, self.clock.now())
-        except BaseException as error:  # never lose a run: a broken executor still settles
-            from ..execute import _failed
-            from ..registry import get_job
-            from ..retry import DEFAULT_RETRY
-
-            handle = get_job(run.job.name)
-            execution = _failed(run.job, handle.retry if handle else DEFAULT_RETRY, error, 0.0)
+        except Exception as error:  # never strand a claimed run: a broken executor still settles
+            execution = failure(run.job, error)
         finally:
             close_old_connections()
         self._settle_queue.put(execution)

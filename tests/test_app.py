@@ -1,0 +1,90 @@
+"""The app around the core: settings checks, schema drift, the admin, wake-ups, the driver
+switch."""
+
+from __future__ import annotations
+
+import threading
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import override_settings
+
+from django_xjobs import checks, conf
+from django_xjobs.drivers import get_driver
+from django_xjobs.drivers.memory import MemoryDriver
+from django_xjobs.drivers.postgres import PostgresDriver
+from django_xjobs.errors import ConfigInvalidError
+from tests import jobs
+
+BASE = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2}
+
+
+def test_migrations_match_the_models(db):
+    """Schema drift fails a test (STYLE): models and migrations agree."""
+    out = StringIO()
+    call_command("makemigrations", "django_xjobs", "--check", "--dry-run", stdout=out)
+    assert "No changes detected" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("xjobs", "needle"),
+    [
+        ({"VISIBILITY_TIMOUT": 30}, "unknown key(s) VISIBILITY_TIMOUT"),
+        ({"DRIVER": "redis"}, "not a driver"),
+        ({"DATABASE": "nope"}, "not an alias"),
+        ({"CONCURRENCY": 0}, "positive integer"),
+        ({"MAX_PAYLOAD_BYTES": 1.5}, "positive integer"),
+        ({"VISIBILITY_TIMEOUT": 0}, "positive, finite"),
+        ({"POLL_INTERVAL": "soon"}, "not a duration"),
+        ({"QUEUES": "emails"}, "list of names"),
+        ({"QUEUES": ["bad name"]}, "not valid"),
+    ],
+)
+def test_a_bad_xjobs_setting_fails_the_system_check(xjobs, needle):
+    with override_settings(XJOBS=xjobs):
+        [error] = checks.check_settings()
+        assert error.id == "django_xjobs.E001"
+        assert needle in error.msg
+        assert error.hint
+        with pytest.raises(ConfigInvalidError):
+            conf.get()
+
+
+def test_the_default_settings_pass_the_check():
+    assert checks.check_settings() == []
+    assert conf.get().visibility_timeout == 30
+    assert conf.get().queues == ("other",)
+
+
+def test_the_driver_follows_the_setting():
+    assert isinstance(get_driver(), PostgresDriver)
+    with override_settings(XJOBS={**BASE, "DRIVER": "memory"}):
+        assert isinstance(get_driver(), MemoryDriver)
+
+
+def test_the_admin_lists_jobs(client, db):
+    jobs.ok.enqueue(n=1)
+    jobs.terminal.enqueue(n=1)
+    admin = User.objects.create_superuser("admin", "admin@example.com", "pw")
+    client.force_login(admin)
+    page = client.get("/admin/django_xjobs/job/?state__exact=ready")
+    assert page.status_code == 200
+    assert b"tests.jobs.terminal" in page.content
+    assert b"0 of 5" in page.content
+
+
+def test_a_ready_job_wakes_a_listening_worker(transactional_db):
+    driver = PostgresDriver("default")
+    woke = threading.Event()
+    listener = driver.notify_on_ready(["default"], woke.set)
+    try:
+        assert woke.wait(10)  # the listener pings once it is listening
+        woke.clear()
+        jobs.on_other_queue.enqueue(n=1)  # not a queue it watches
+        jobs.ok.using(delay="1h").enqueue(n=1)  # not ready yet
+        jobs.ok.enqueue(n=2)
+        assert woke.wait(10)
+    finally:
+        listener.stop()
