@@ -23,9 +23,10 @@ demo: $(VENV)/.installed  ## enqueue three jobs and run a worker until they sett
 test: $(VENV)/.installed  ## the whole suite, on PostgreSQL
 	$(BIN)/python -m pytest
 
-lint: $(VENV)/.installed  ## ruff, formatting, and models in step with migrations
+lint: $(VENV)/.installed  ## ruff, formatting, type hints, and models in step with migrations
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m django makemigrations --check --dry-run --settings=tests.settings
 
 bench: $(VENV)/.installed  ## W1-W3 throughput and latency figures (not a test)

@@ -63,4 +63,4 @@ class JobContext:
     tenant_id: str | None
     enqueued_by: str | None
     signal: Signal
-    logger: logging.LoggerAdapter = field(repr=False)  # type: ignore[type-arg]
+    logger: logging.LoggerAdapter[logging.Logger] = field(repr=False)

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 RetryKind = Literal["terminal", "retryable", "retry-after"]
 
 
-class _Coded:
+class _Coded(BaseException):
     """The shared shape of every error: ``code``, ``message``, ``hint`` and free ``meta``."""
 
     code: ClassVar[str] = "X_INVARIANT"
@@ -42,7 +42,7 @@ class XJobsError(_Coded, Exception):
     """A django_xjobs operation failed."""
 
 
-class JobInterrupt(_Coded, BaseException):
+class JobInterrupt(_Coded):
     """A run was told to stop.
 
     Not an ``Exception``: a handler's ``except Exception`` must not swallow a cancellation or a
