@@ -76,6 +76,7 @@ class Job(models.Model):
                 "queue",
                 models.F("priority").desc(),
                 "run_at",
+                "id",  # the claim's full ORDER BY, so equal run_at rows need no sort
                 condition=Q(state__in=CLAIMABLE),
                 name="x_jobs_claim_idx",
             ),

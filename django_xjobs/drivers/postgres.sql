@@ -34,28 +34,32 @@ LIMIT 1;
 
 -- name: claim
 -- Lock and take up to `limit` due rows in one statement (SPEC DRV-03): waiting rows in priority
--- and run_at order, plus running rows whose lease lapsed (T4). Every claim mints a new lease
--- token; the previous holder's writes are refused from here on (DESIGN Q-01).
+-- and run_at order, plus running rows whose lease lapsed (T4). Each queue is read on its own
+-- (LATERAL) so the claim index is walked in order instead of sorting every ready row. Every claim
+-- mints a new lease token; the previous holder's writes are refused from here on (DESIGN Q-01).
 WITH waiting AS (
-    SELECT id FROM x_jobs
-    WHERE state IN ('ready', 'delayed', 'suspended')
-      AND queue = ANY(%(queues)s)
-      AND run_at <= now()
-    ORDER BY priority DESC, run_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    SELECT w.id, w.priority, w.run_at
+    FROM unnest(%(queues)s::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM x_jobs
+        WHERE state IN ('ready', 'delayed', 'suspended')
+          AND queue = q.name
+          AND run_at <= now()
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS w
 ), lapsed AS (
-    SELECT id FROM x_jobs
+    SELECT id, priority, run_at FROM x_jobs
     WHERE state = 'running'
-      AND queue = ANY(%(queues)s)
+      AND queue = ANY(%(queues)s::text[])
       AND visible_at <= now()
     ORDER BY visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), picked AS (
-    SELECT j.id FROM x_jobs j
-    WHERE j.id IN (SELECT id FROM waiting UNION ALL SELECT id FROM lapsed)
-    ORDER BY j.priority DESC, j.run_at, j.id
+    SELECT id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM lapsed) AS due
+    ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
 )
 UPDATE x_jobs j

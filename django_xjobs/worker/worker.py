@@ -122,6 +122,11 @@ class Worker:
             self._draining.set()
             self._wake.set()
 
+    @property
+    def draining(self) -> bool:
+        """True once ``stop()`` was asked for (or the run ended)."""
+        return self._draining.is_set()
+
     def in_flight(self) -> list[Run]:
         with self._runs_lock:
             return list(self._runs.values())

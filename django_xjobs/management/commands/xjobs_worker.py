@@ -98,7 +98,7 @@ def _is_number(text: str) -> bool:
 def _drain_on_signals(worker: Worker) -> None:
     def on_signal(signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
-        if worker.state == "draining" or worker._draining.is_set():
+        if worker.draining:
             log.event(
                 logging.WARNING,
                 "xjobs.worker.already_draining",
