@@ -29,7 +29,7 @@ lint: $(VENV)/.installed  ## ruff, formatting, type hints, and models in step wi
 	$(BIN)/mypy
 	$(BIN)/python -m django makemigrations --check --dry-run --settings=tests.settings
 
-bench: $(VENV)/.installed  ## W1-W3 throughput and latency figures (not a test)
+bench: $(VENV)/.installed  ## W1-W3 throughput and latency figures (not a test; empties x_jobs)
 	$(BIN)/python -m bench.run
 
 clean:

@@ -1,0 +1,408 @@
+"""Benchmark django_xjobs on PostgreSQL: enqueue rate, drain rate, enqueue-to-start latency.
+
+Run from the repository root::
+
+    python -m bench.run [--jobs 10000] [--latency-samples 200] [--concurrency 4 16 32]
+
+DATABASE_URL selects the server; without it an embedded throwaway PostgreSQL is started.
+The benchmark empties ``x_jobs`` (TRUNCATE) between workloads: point it at a scratch database.
+See bench/README.md for what each workload measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+DRAIN_TIMEOUT = 300.0  # seconds one W2 run may take before the worker is stopped
+LATENCY_TIMEOUT = 30.0  # seconds W3 waits for the worker to be ready, and for the last sample
+JOIN_TIMEOUT = 30.0  # seconds to wait for a stopped worker thread to return
+LATENCY_CONCURRENCY = 4  # threads of the W3 worker
+
+
+@dataclass
+class Row:
+    workload: str
+    figure: str
+    unit: str
+    note: str = ""
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, workload: str, figure: str, unit: str, note: str = "") -> None:
+        self.rows.append(Row(workload, figure, unit, note))
+
+    def problem(self, text: str) -> None:
+        self.problems.append(text)
+        say(f"  !! {text}")
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs for W1 and W2 (10000)")
+    parser.add_argument(
+        "--latency-samples", type=int, default=200, help="single enqueues timed in W3 (200)"
+    )
+    parser.add_argument(
+        "--latency-spacing",
+        type=float,
+        default=20.0,
+        help="milliseconds between the W3 enqueues (20)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[4, 16, 32],
+        metavar="N",
+        help="worker threads to try in W2 (4 16 32)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run even though x_jobs already holds rows (they are deleted)",
+    )
+    args = parser.parse_args(argv)
+    if args.jobs < 1 or args.latency_samples < 1 or min(args.concurrency) < 1:
+        parser.error("--jobs, --latency-samples and --concurrency must be positive")
+    return args
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def sql(query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(query, params)
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+def truncate() -> None:
+    sql("TRUNCATE x_jobs")
+
+
+def state_counts() -> dict[str, int]:
+    return dict(sql("SELECT state, count(*) FROM x_jobs GROUP BY state"))
+
+
+def fill_ready(count: int) -> None:
+    """Insert ``count`` ready ``noop`` rows in one statement, as ``noop.enqueue`` would have.
+
+    Each row gets its own ``run_at`` a microsecond after the previous one, as sequential
+    enqueues would, so the claim order is the order of ``n``.
+    """
+    from bench.jobs import noop
+
+    sql(
+        """
+        INSERT INTO x_jobs (id, name, queue, input, idempotency_key, run_id, attempt,
+                            max_attempts, state, priority, run_at, created_at, updated_at)
+        SELECT gen_random_uuid(), %(name)s, %(queue)s, jsonb_build_object('n', g),
+               'noop:' || g, gen_random_uuid(), 0, %(max_attempts)s, 'ready', %(priority)s,
+               t.at, t.at, t.at
+        FROM generate_series(1, %(count)s) AS g,
+             LATERAL (SELECT now() - make_interval(secs => (%(count)s - g) / 1e6) AS at) AS t
+        """,
+        {
+            "name": noop.name,
+            "queue": noop.queue,
+            "max_attempts": noop.retry.attempts,
+            "priority": noop.priority,
+            "count": count,
+        },
+    )
+    sql("ANALYZE x_jobs")  # a long-lived table has statistics; give the claim query the same
+
+
+def percentile(sorted_values: list[float], pct: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    rank = (len(sorted_values) - 1) * pct / 100
+    low = int(rank)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (rank - low)
+
+
+def describe_error(error: BaseException) -> str:
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+class WorkerThread(threading.Thread):
+    """Run ``worker.run()`` on a thread; keep what it returned or raised."""
+
+    def __init__(self, worker: Any) -> None:
+        super().__init__(name="bench-worker", daemon=True)
+        self.worker = worker
+        self.stats: Any = None
+        self.error: BaseException | None = None
+        self.returned_at: float | None = None
+
+    def run(self) -> None:
+        try:
+            self.stats = self.worker.run()
+        except BaseException as error:
+            self.error = error
+        finally:
+            self.returned_at = time.perf_counter()
+
+    def finish(self, report: Report, label: str) -> bool:
+        """Stop the worker, wait for the thread; report anything that went wrong."""
+        self.worker.stop()
+        self.join(JOIN_TIMEOUT)
+        if self.is_alive():
+            report.problem(f"{label}: the worker did not return within {JOIN_TIMEOUT:g}s of stop()")
+            return False
+        if self.error is not None:
+            report.problem(f"{label}: Worker.run() raised {describe_error(self.error)}")
+            return False
+        return True
+
+
+# --- workloads -------------------------------------------------------------------------------
+
+
+def enqueue_rate(report: Report, count: int) -> None:
+    """W1: ``noop.enqueue`` ``count`` times in autocommit, so one transaction each."""
+    from bench.jobs import noop
+
+    truncate()
+    say(f"W1: enqueuing {count} jobs, one transaction each ...")
+    started = time.perf_counter()
+    for n in range(count):
+        noop.enqueue(n=n)
+    elapsed = time.perf_counter() - started
+    stored = state_counts()
+    if stored != {"ready": count}:
+        report.problem(f"W1: expected {count} ready rows, found {stored}")
+    rate = count / elapsed
+    say(f"    {rate:,.0f} jobs/s ({elapsed:.2f}s)")
+    report.add(
+        "W1 enqueue (1 txn/job)", f"{rate:,.0f}", "jobs/s", f"{count} jobs in {elapsed:.2f}s"
+    )
+    report.add("W1 enqueue mean time", f"{elapsed / count * 1000:.3f}", "ms/job")
+
+
+def drain_rate(report: Report, count: int, concurrency: int) -> float | None:
+    """W2: one burst worker drains ``count`` ready no-op jobs; jobs/s by the database clock.
+
+    Returns the rate when every job was done, else None (the row is still reported).
+    """
+    from django_xjobs.worker.worker import Worker
+
+    truncate()
+    fill_ready(count)
+    say(f"W2: draining {count} jobs, concurrency={concurrency} ...")
+    label = f"W2 c={concurrency}"
+    worker = Worker(queues=["default"], concurrency=concurrency, burst=True)
+    (db_start,) = sql("SELECT clock_timestamp()")[0]
+    started = time.perf_counter()
+    thread = WorkerThread(worker)
+    thread.start()
+    thread.join(DRAIN_TIMEOUT)
+    if thread.is_alive():
+        report.problem(f"{label}: not drained within {DRAIN_TIMEOUT:g}s; stopping the worker")
+        thread.finish(report, label)
+    elif thread.error is not None:
+        report.problem(f"{label}: Worker.run() raised {describe_error(thread.error)}")
+    wall = (thread.returned_at or time.perf_counter()) - started
+    stored = state_counts()
+    done = stored.get("done", 0)
+    complete = stored == {"done": count}
+    if not complete:
+        report.problem(f"{label}: expected {count} done rows, found {stored}")
+    if not done:
+        return None
+    # From just before the worker started to the last ack, both by the server's clock: the
+    # worker's startup is in, its shutdown is not.
+    (last_ack,) = sql("SELECT max(updated_at) FROM x_jobs WHERE state = 'done'")[0]
+    elapsed = (last_ack - db_start).total_seconds()
+    rate = done / elapsed
+    say(
+        f"    {rate:,.0f} jobs/s ({elapsed:.2f}s to the last ack, {wall:.2f}s until run() returned)"
+    )
+    note = f"{done} jobs in {elapsed:.2f}s; run() returned after {wall:.2f}s"
+    report.add(
+        f"W2 drain c={concurrency}",
+        f"{rate:,.0f}",
+        "jobs/s",
+        note if complete else f"INCOMPLETE: {note}",
+    )
+    return rate if complete else None
+
+
+def wait_until(predicate: Any, timeout: float, interval: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def listening() -> bool:
+    """Whether some other session of this database is LISTENing on the driver's channel."""
+    from django_xjobs.drivers.postgres import CHANNEL
+
+    rows = sql(
+        """
+        SELECT count(*) FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = %s
+        """,
+        [f"LISTEN {CHANNEL}"],
+    )
+    return rows[0][0] > 0
+
+
+def enqueue_latency(report: Report, samples: int, spacing_ms: float) -> None:
+    """W3: single enqueues into an idle worker; time from the enqueue call to the handler."""
+    from bench.jobs import latencies, latency, reset_latencies
+    from django_xjobs.worker.worker import Worker
+
+    truncate()
+    reset_latencies()
+    say(f"W3: {samples} single enqueues {spacing_ms:g} ms apart into an idle worker ...")
+    worker = Worker(queues=["default"], concurrency=LATENCY_CONCURRENCY)
+    thread = WorkerThread(worker)
+    thread.start()
+    label = "W3"
+
+    # Idle: the claim loop is running, its listener is subscribed, and warm-up jobs ran.
+    warmups = [-1, -2, -3]
+    ready = wait_until(lambda: worker.state == "running" and listening(), LATENCY_TIMEOUT)
+    if ready:
+        for n in warmups:
+            latency.enqueue(n=n, enqueued_at=time.time())
+        ready = wait_until(
+            lambda: set(warmups) <= set(latencies()) and not worker.in_flight(), LATENCY_TIMEOUT
+        )
+    if not ready or not thread.is_alive():
+        report.problem(
+            f"{label}: the worker was not idle and listening within {LATENCY_TIMEOUT:g}s"
+        )
+        thread.finish(report, label)
+        return
+    reset_latencies()
+
+    spacing = spacing_ms / 1000
+    started = time.perf_counter()
+    for n in range(samples):
+        latency.enqueue(n=n, enqueued_at=time.time())
+        pause = started + (n + 1) * spacing - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+    complete = wait_until(lambda: len(latencies()) >= samples, LATENCY_TIMEOUT)
+    values = sorted(latencies().values())
+    thread.finish(report, label)
+    if not complete:
+        report.problem(
+            f"{label}: only {len(values)} of {samples} jobs started within {LATENCY_TIMEOUT:g}s"
+        )
+    if not values:
+        return
+    note = f"{len(values)} samples, {spacing_ms:g} ms apart, concurrency {LATENCY_CONCURRENCY}"
+    for pct in (50, 95, 99):
+        report.add(f"W3 enqueue->start p{pct}", f"{percentile(values, pct) * 1000:.2f}", "ms", note)
+    report.add("W3 enqueue->start max", f"{values[-1] * 1000:.2f}", "ms")
+    say(
+        f"    p50 {percentile(values, 50) * 1000:.2f} ms, p99 {percentile(values, 99) * 1000:.2f} ms"
+    )
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def environment() -> list[tuple[str, str]]:
+    import django
+    import psycopg
+
+    (server,) = sql("SHOW server_version")[0]
+    durability = ", ".join(
+        f"{name}={sql(f'SHOW {name}')[0][0]}" for name in ("fsync", "synchronous_commit")
+    )
+    where = "DATABASE_URL" if os.environ.get("DATABASE_URL") else "embedded"
+    return [
+        ("PostgreSQL", f"{server} ({where}), {durability}"),
+        ("Python", f"{platform.python_version()} ({platform.python_implementation()})"),
+        ("Django", django.get_version()),
+        ("psycopg", psycopg.__version__),
+        ("machine", f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"),
+    ]
+
+
+def render(report: Report, env: list[tuple[str, str]]) -> str:
+    lines = [f"{key + ':':<12}{value}" for key, value in env]
+    header = ("workload", "figure", "unit", "notes")
+    body = [(r.workload, r.figure, r.unit, r.note) for r in report.rows]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(3)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        workload, figure, unit, note = cells
+        padded = (workload.ljust(widths[0]), figure.rjust(widths[1]), unit.ljust(widths[2]))
+        return "  ".join((*padded, note)).rstrip()
+
+    rule = "-" * (sum(widths) + 4 + max(len(row[3]) for row in [header, *body]) + 2)
+    lines += ["", line(header), rule, *(line(row) for row in body)]
+    if report.problems:
+        lines += ["", "problems:", *(f"  - {p}" for p in report.problems)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    if not os.environ.get("DATABASE_URL"):
+        say("DATABASE_URL is unset: starting an embedded PostgreSQL (a few seconds) ...")
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    existing = sql("SELECT count(*) FROM x_jobs")[0][0]
+    if existing and not args.force:
+        say(f"x_jobs is not empty ({existing} rows) and the benchmark truncates it:")
+        say("point DATABASE_URL at a scratch database, or pass --force to delete them")
+        return 2
+
+    report = Report()
+    env = environment()
+    enqueue_rate(report, args.jobs)
+    best: tuple[float, int] | None = None
+    for concurrency in args.concurrency:
+        rate = drain_rate(report, args.jobs, concurrency)
+        if rate is not None and (best is None or rate > best[0]):
+            best = (rate, concurrency)
+    if best is not None:
+        report.add("W2 drain, best", f"{best[0]:,.0f}", "jobs/s", f"at concurrency {best[1]}")
+    enqueue_latency(report, args.latency_samples, args.latency_spacing)
+    truncate()
+
+    print(render(report, env))
+    return 1 if report.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
