@@ -71,7 +71,7 @@ def execute(job: ClaimedJob, signal: Signal, now: datetime) -> Execution:
         else:
             value = handle.fn(ctx, **job.input)
         result_json = _result_json(value, job.name)
-    except (Exception, JobInterrupt) as error:
+    except BaseException as error:  # a handler's sys.exit() fails its attempt, not the worker
         return _failed(job, handle.retry, error, time.monotonic() - started)
     return Execution(
         Outcome.COMPLETED,

@@ -44,6 +44,11 @@ def bad_result(ctx, n: int = 0):
     return {"when": object()}
 
 
+@job(idempotency_key="exits:{n}", retry=Retry(attempts=1))
+def exits(ctx, n: int = 0):
+    raise SystemExit(3)
+
+
 @job(idempotency_key="async:{n}")
 async def async_ok(ctx, n: int = 0):
     return {"n": n}

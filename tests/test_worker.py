@@ -89,6 +89,13 @@ def test_a_non_json_result_fails_the_job_terminally(live_harness):
     assert row.last_error.startswith("X_RESULT_INVALID")
 
 
+def test_a_handler_calling_sys_exit_fails_its_attempt_not_the_worker(live_harness):
+    job_id = jobs.exits.enqueue(n=1).id
+    assert burst(live_harness).outcomes == {Outcome.DEAD_LETTERED: 1}
+    row = live_harness.row(job_id)
+    assert (row.state, row.last_error) == ("dead", "SystemExit: 3")
+
+
 def test_async_handlers_run(live_harness):
     job_id = jobs.async_ok.enqueue(n=4).id
     burst(live_harness)

@@ -175,7 +175,7 @@ class Worker:
         close_old_connections()
         try:
             execution = execute(run.job, run.signal, self.clock.now())
-        except Exception as error:  # never strand a claimed run: a broken executor still settles
+        except BaseException as error:  # never strand a claimed run: it must reach the settler
             execution = failure(run.job, error)
         finally:
             close_old_connections()
