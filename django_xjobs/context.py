@@ -20,31 +20,49 @@ class Signal:
 
     def __init__(self) -> None:
         self._event = threading.Event()
-        self._reason: JobInterrupt | None = None
+        self._reason: BaseException | None = None
         self._lock = threading.Lock()
+        self._children: list[Signal] = []
 
-    def abort(self, reason: JobInterrupt) -> bool:
+    def abort(self, reason: BaseException) -> bool:
         """Set the signal; the first reason wins. True when this call set it."""
         with self._lock:
             if self._reason is not None:
                 return False
             self._reason = reason
+            children, self._children = self._children, []
         self._event.set()
+        for child in children:
+            child.abort(reason)
         return True
+
+    def child(self) -> Signal:
+        """A signal set when this one is, that can also be set on its own (a step deadline)."""
+        child = Signal()
+        with self._lock:
+            if self._reason is None:
+                self._children.append(child)
+                return child
+        child.abort(self._reason)
+        return child
 
     def is_set(self) -> bool:
         return self._event.is_set()
 
     @property
-    def reason(self) -> JobInterrupt | None:
+    def reason(self) -> BaseException | None:
         return self._reason
 
     def wait(self, seconds: float | None = None) -> bool:
         return self._event.wait(seconds)
 
     def raise_if_set(self) -> None:
-        if self._reason is not None:
+        """Raise if the run must stop: always a ``JobInterrupt``, which ``except Exception``
+        does not catch, even when the reason is a timeout."""
+        if isinstance(self._reason, JobInterrupt):
             raise self._reason
+        if self._reason is not None:
+            raise JobAbortedError(f"the run was stopped: {self._reason}") from self._reason
         if self._event.is_set():  # pragma: no cover - abort() always sets a reason first
             raise JobAbortedError()
 
@@ -64,3 +82,6 @@ class JobContext:
     enqueued_by: str | None
     signal: Signal
     logger: logging.LoggerAdapter[logging.Logger] = field(repr=False)
+    #: the step runner (``ctx.step.run``, ``.sleep``, ``.wait_for_event``; awaitable in
+    #: ``async def`` handlers)
+    step: Any = field(default=None, repr=False)

@@ -155,6 +155,39 @@ class TerminalError(XJobsError):
     retry = "terminal"
 
 
+class StepDuplicateError(XJobsError):
+    """A step name was used twice in one attempt."""
+
+    code = "X_STEP_DUPLICATE"
+    retry = "terminal"  # SPEC CLASS-02: the same code would fail the same way again
+    default_hint = "give each step its own name; a loop can add its index: f'fetch:{page}'"
+
+
+class StepOutputInvalidError(XJobsError):
+    """A step returned a value that cannot be stored as JSON."""
+
+    code = "X_STEP_OUTPUT_INVALID"
+    default_hint = "return JSON data from the step (dict, list, str, number, bool, None)"
+
+
+class JobNotFoundError(XJobsError):
+    """No job has this id."""
+
+    code = "X_JOB_NOT_FOUND"
+
+
+class JobNotCancellableError(XJobsError):
+    """The job has already finished and cannot be cancelled."""
+
+    code = "X_JOB_NOT_CANCELLABLE"
+
+
+class JobNotRetryableError(XJobsError):
+    """The job is in a state that a retry would disturb."""
+
+    code = "X_JOB_NOT_RETRYABLE"
+
+
 class JobAbortedError(JobInterrupt):
     """The run was aborted; nothing more it writes will land."""
 
@@ -165,6 +198,26 @@ class LeaseLostError(JobInterrupt):
     """The run no longer holds its job: the lease lapsed or was taken."""
 
     code = "X_JOB_LEASE_LOST"
+
+
+class JobCancelledError(JobInterrupt):
+    """The job was cancelled while it ran."""
+
+    code = "X_JOB_CANCELLED"
+
+
+class StepSuspension(JobInterrupt):
+    """Internal: a step parks the run until ``resume_at`` (a sleep or an event wait).
+
+    It unwinds the handler like a cancellation (an ``except Exception`` must not stop it) and
+    the executor turns it into a parked nack that burns no attempt (SPEC STEP-10).
+    """
+
+    code = "X_STEP_SUSPENDED"
+
+    def __init__(self, step: str, resume_at: Any, reason: str) -> None:
+        super().__init__(f"step {step!r} parks the run until {resume_at} ({reason})")
+        self.step, self.resume_at, self.reason = step, resume_at, reason
 
 
 #: Every code this package owns, with its class: the table the docs list.
@@ -184,8 +237,14 @@ CODES: dict[str, type[_Coded]] = {
         JobTimeoutError,
         OutboxNoTxError,
         TerminalError,
+        StepDuplicateError,
+        StepOutputInvalidError,
+        JobNotFoundError,
+        JobNotCancellableError,
+        JobNotRetryableError,
         JobAbortedError,
         LeaseLostError,
+        JobCancelledError,
     )
 }
 CODES["X_IDEMPOTENCY_REQUIRED"] = JobDefinitionError

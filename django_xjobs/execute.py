@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
+import threading
 import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from asgiref.sync import async_to_sync
+from django.db import connections
+
 from . import conf, log, registry
 from .context import JobContext, Signal
-from .drivers.base import Ack, ClaimedJob, Nack
-from .errors import JobInterrupt, JobUnknownError, ResultInvalidError, XJobsError
+from .drivers.base import Ack, ClaimedJob, JobDriver, Nack
+from .durations import format_seconds
+from .errors import (
+    JobAbortedError,
+    JobCancelledError,
+    JobInterrupt,
+    JobTimeoutError,
+    JobUnknownError,
+    LeaseLostError,
+    ResultInvalidError,
+    StepSuspension,
+    XJobsError,
+)
 from .payload import NotJSON, check_json, encode
 from .retry import DEFAULT_RETRY, Retry, decide
+from .steps import Steps
+from .steps_async import AsyncSteps
 
 
 class Outcome(enum.StrEnum):
@@ -27,6 +43,7 @@ class Outcome(enum.StrEnum):
     DEAD_LETTERED = "dead_lettered"
     FAILED = "failed"
     SUSPENDED = "suspended"
+    CANCELLED = "cancelled"
     LEASE_LOST = "lease_lost"
 
 
@@ -41,43 +58,111 @@ class Execution:
     error: str | None = None
     stop_reason: str | None = None
     retry_in: float | None = None
+    resume_at: datetime | None = None
+    replayed: tuple[str, ...] = ()
 
 
-def execute(job: ClaimedJob, signal: Signal, now: datetime) -> Execution:
-    """Run ``job``'s handler and return its outcome; writes nothing itself."""
+def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Any) -> Execution:
+    """Run ``job``'s handler and return its outcome; only step records are written here."""
     started = time.monotonic()
     handle = registry.get_job(job.name)
     if handle is None:
-        return _unknown(job, now)
-    ctx = JobContext(
-        job_id=job.id,
-        run_id=job.run_id,
-        name=job.name,
-        queue=job.queue,
-        attempt=job.attempt,
-        max_attempts=job.max_attempts,
-        inputs=job.input,
-        tenant_id=job.tenant_id,
-        enqueued_by=job.enqueued_by,
-        signal=signal,
-        logger=logging.LoggerAdapter(
-            logging.getLogger(f"django_xjobs.jobs.{job.name}"),
-            {"job_id": str(job.id), "attempt": job.attempt},
-        ),
-    )
+        return _unknown(job, clock.now())
+    steps: Steps | None = None
     try:
-        if handle.is_async:  # each run gets its own loop: the worker's threads have none
-            value = asyncio.run(handle.fn(ctx, **job.input))
-        else:
-            value = handle.fn(ctx, **job.input)
+        steps = Steps(
+            job=job,
+            records=driver.steps.list(job.run_id),
+            store=driver.steps,
+            events=driver.events,
+            signal=signal,
+            clock=clock,
+            step_timeout=handle.step_timeout,
+            event_poll=handle.event_poll,
+        )
+        ctx = JobContext(
+            job_id=job.id,
+            run_id=job.run_id,
+            name=job.name,
+            queue=job.queue,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            inputs=job.input,
+            tenant_id=job.tenant_id,
+            enqueued_by=job.enqueued_by,
+            signal=signal,
+            logger=logging.LoggerAdapter(
+                logging.getLogger(f"django_xjobs.jobs.{job.name}"),
+                {"job_id": str(job.id), "attempt": job.attempt},
+            ),
+            step=AsyncSteps(steps) if handle.is_async else steps,
+        )
+        value = _run_body(handle, ctx, job, signal)
         result_json = _result_json(value, job.name)
+    except StepSuspension as suspension:
+        return _suspended(job, suspension, clock, time.monotonic() - started)
     except BaseException as error:  # a handler's sys.exit() fails its attempt, not the worker
-        return _failed(job, handle.retry, error, time.monotonic() - started)
-    return Execution(
-        Outcome.COMPLETED,
-        job,
-        time.monotonic() - started,
-        Ack(job.id, job.lease_token, result_json),
+        return _stopped_or_failed(job, handle.retry, error, signal, time.monotonic() - started)
+    finally:
+        # SPEC EXEC-06, SE-21: whatever the body left running writes nothing from here on
+        signal.abort(JobAbortedError("the attempt has ended"))
+    replayed = tuple(steps.replayed_names) if steps else ()
+    ack = Ack(job.id, job.lease_token, result_json)
+    if isinstance(signal.reason, JobCancelledError):
+        return Execution(Outcome.CANCELLED, job, time.monotonic() - started, ack)
+    return Execution(Outcome.COMPLETED, job, time.monotonic() - started, ack, replayed=replayed)
+
+
+def _run_body(handle: Any, ctx: JobContext, job: ClaimedJob, signal: Signal) -> Any:
+    def call() -> Any:
+        if handle.is_async:
+            # async_to_sync, not asyncio.run: the body's sync_to_async calls (ORM, step writes)
+            # then run back on this thread, with this thread's database connection
+            return async_to_sync(handle.fn)(ctx, **job.input)
+        return handle.fn(ctx, **job.input)
+
+    if handle.timeout is None:
+        return call()
+    box: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as error:
+            box["error"] = error
+        finally:
+            connections.close_all()  # this thread's connections only
+            finished.set()
+            if box.get("late"):
+                _abandoned(job, handle.timeout, box.get("error"))
+
+    threading.Thread(target=target, name=f"xjobs-body-{job.id}", daemon=True).start()
+    if not finished.wait(handle.timeout):
+        box["late"] = True
+        error = JobTimeoutError(
+            f"job {job.name!r} passed its timeout of {format_seconds(handle.timeout)}",
+            hint="the body was told to stop (ctx.signal); make it faster or raise timeout=",
+        )
+        signal.abort(error)  # SPEC EXEC-04, SE-20: abort the signal first, then fail
+        raise error
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _abandoned(job: ClaimedJob, timeout: float, error: BaseException | None) -> None:
+    """SPEC EXEC-05: say so when a timed-out body finally ends, unless it obeyed its signal."""
+    if isinstance(error, JobInterrupt):
+        return
+    log.event(
+        logging.WARNING,
+        "xjobs.timeout.abandoned",
+        job=job.name,
+        id=job.id,
+        timeout=format_seconds(timeout),
+        ended="rejected" if error else "resolved",
+        error=describe_error(error) if error else None,
     )
 
 
@@ -91,6 +176,36 @@ def _result_json(value: Any, name: str) -> str | None:
     return encode(value, limit=conf.get().max_payload_bytes, what=f"the result of job {name!r}")
 
 
+def _suspended(
+    job: ClaimedJob, suspension: StepSuspension, clock: Any, duration: float
+) -> Execution:
+    """SPEC STEP-10: park the run until the step's wake time; no attempt burned, no error."""
+    delay = max(0.0, (suspension.resume_at - clock.now()).total_seconds())
+    nack = Nack(job.id, job.lease_token, delay=delay, counts_as_attempt=False, park=True)
+    log.event(
+        logging.INFO,
+        "xjobs.job.suspended",
+        job=job.name,
+        id=job.id,
+        step=suspension.step,
+        reason=suspension.reason,
+        resume_in=format_seconds(delay) if delay else "0s",
+    )
+    return Execution(Outcome.SUSPENDED, job, duration, nack, resume_at=suspension.resume_at)
+
+
+def _stopped_or_failed(
+    job: ClaimedJob, policy: Retry, error: BaseException, signal: Signal, duration: float
+) -> Execution:
+    reason = signal.reason
+    if isinstance(reason, JobCancelledError | LeaseLostError):
+        # The row is no longer this run's: the nack is a formality the fence will refuse.
+        outcome = Outcome.CANCELLED if isinstance(reason, JobCancelledError) else Outcome.LEASE_LOST
+        nack = Nack(job.id, job.lease_token, error=describe_error(error))
+        return Execution(outcome, job, duration, nack, error=describe_error(reason))
+    return _failed(job, policy, error, duration)
+
+
 def failure(job: ClaimedJob, error: BaseException, duration: float = 0.0) -> Execution:
     """The outcome of ``error`` ending ``job``'s attempt, under its registered retry policy."""
     handle = registry.get_job(job.name)
@@ -99,8 +214,11 @@ def failure(job: ClaimedJob, error: BaseException, duration: float = 0.0) -> Exe
 
 def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: float) -> Execution:
     decision = decide(policy, job.attempt, error)
+    stop_reason = decision.stop_reason
+    if stop_reason == "attempts-exhausted" and isinstance(error, JobTimeoutError):
+        stop_reason = "timeout"
     message = describe_error(error)
-    if decision.stop_reason == "terminal":
+    if stop_reason == "terminal":
         message += " — not retried: the error is terminal"  # SPEC CLASS-09, SE-19
     nack = Nack(
         job.id,
@@ -108,21 +226,20 @@ def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: floa
         delay=decision.delay,
         error=message,
         final_state=decision.final_state,
-        stop_reason=decision.stop_reason,
+        stop_reason=stop_reason,
     )
     if decision.retry:
         outcome = Outcome.RETRIED
     else:
         outcome = Outcome.DEAD_LETTERED if decision.final_state == "dead" else Outcome.FAILED
-    level = logging.WARNING if decision.retry else logging.ERROR
     log.event(
-        level,
+        logging.WARNING if decision.retry else logging.ERROR,
         "xjobs.attempt.failed",
         job=job.name,
         id=job.id,
         attempt=f"{job.attempt}/{job.max_attempts}",
         retry_in=f"{decision.delay:.3f}s" if decision.retry else None,
-        stop=decision.stop_reason,
+        stop=stop_reason,
         error=message,
     )
     if not isinstance(error, XJobsError | JobInterrupt):
@@ -133,7 +250,7 @@ def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: floa
         duration,
         nack,
         error=message,
-        stop_reason=decision.stop_reason,
+        stop_reason=stop_reason,
         retry_in=decision.delay if decision.retry else None,
     )
 

@@ -82,3 +82,116 @@ def ledger(ctx, token: str, hold: float = 0.0, hold_attempts: int = 1, heed_sign
                 time.sleep(0.05)
     Ledger.objects.create(token=token, phase="done", attempt=ctx.attempt, pid=os.getpid())
     return {"pid": os.getpid(), "attempt": ctx.attempt}
+
+
+# --- steps (SPEC §4) --------------------------------------------------------------------------
+
+
+def _mark(token: str, phase: str, attempt: int) -> int:
+    Ledger.objects.create(token=token, phase=phase, attempt=attempt, pid=os.getpid())
+    return attempt
+
+
+@job(idempotency_key="five:{token}", retry=Retry(attempts=3, delay="100ms", jitter=False))
+def five_steps(ctx, token: str, hold: float = 0.0):
+    """Five recorded steps; step 3 holds (busy) on the first attempt for ``hold`` seconds."""
+    for i in range(1, 6):
+
+        def body(i=i):
+            _mark(token, f"step{i}", ctx.attempt)
+            if i == 3 and ctx.attempt == 1 and hold:
+                deadline = time.monotonic() + hold
+                while time.monotonic() < deadline:
+                    time.sleep(0.05)
+            return i
+
+        ctx.step.run(f"step{i}", body)
+    return {"steps": 5}
+
+
+@job(idempotency_key="fails-at-b:{token}", retry=FAST)
+def fails_at_b(ctx, token: str):
+    a = ctx.step.run("a", lambda: _mark(token, "a", ctx.attempt))
+    b = ctx.step.run("b", lambda: _fail_first(token, ctx.attempt))
+    c = ctx.step.run("c", lambda: _mark(token, "c", ctx.attempt))
+    return [a, b, c]
+
+
+def _fail_first(token: str, attempt: int) -> int:
+    _mark(token, "b", attempt)
+    if attempt == 1:
+        raise ConnectionError("b failed")
+    return attempt
+
+
+@job(idempotency_key="sleeper:{n}")
+def sleeper(ctx, n: int = 0, token: str = ""):
+    ctx.step.run("before", lambda: _mark(token, "before", ctx.attempt) if token else 0)
+    ctx.step.sleep("nap", "3d")
+    ctx.step.run("after", lambda: _mark(token, "after", ctx.attempt) if token else 0)
+    return {"slept": True}
+
+
+@job(idempotency_key="sleep-loop:{n}")
+def sleep_loop(ctx, n: int = 3):
+    for _ in range(n):
+        ctx.step.sleep("1h")
+    return ctx.step.used_names
+
+
+@job(idempotency_key="waiter:{order_id}:{tag}", event_poll="5s")
+def waiter(ctx, order_id: int, tag: str = "", required: bool = False, timeout: str = "1d"):
+    data = ctx.step.wait_for_event(
+        "shipped", "order.shipped", match={"order_id": order_id}, timeout=timeout, required=required
+    )
+    return {"got": data}
+
+
+@job(idempotency_key="waiter-default-poll:{order_id}")
+def waiter_default_poll(ctx, order_id: int):
+    return ctx.step.wait_for_event("shipped", "order.shipped", match={"order_id": order_id})
+
+
+@job(idempotency_key="dup-steps:{n}", retry=Retry(attempts=5))
+def dup_steps(ctx, n: int = 0):
+    ctx.step.run("x", lambda: 1)
+    ctx.step.run("x", lambda: 2)
+
+
+@job(idempotency_key="bad-step-output:{n}", retry=FAST)
+def bad_step_output(ctx, n: int = 0):
+    ctx.step.run("x", lambda: {"when": object()})
+
+
+@job(idempotency_key="step-timeout:{n}", step_timeout="200ms", retry=FAST)
+def slow_step(ctx, n: int = 0):
+    def waits(signal):
+        signal.wait(10)  # returns as soon as the step deadline aborts the signal
+        return "late"
+
+    return ctx.step.run("slow", waits)
+
+
+@job(idempotency_key="timeout:{token}", timeout="300ms", retry=Retry(attempts=1))
+def overruns(ctx, token: str, late_step: bool = True):
+    """Ignores its signal: busy for 1 s, then tries to record a step (or just returns)."""
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+    if late_step:
+        ctx.step.run("late", lambda: _mark(token, "late", ctx.attempt))
+    return "finished late"
+
+
+@job(idempotency_key="async-steps:{n}")
+async def async_steps(ctx, n: int = 0):
+    first = await ctx.step.run("first", lambda: n + 1)
+    await ctx.step.sleep("nap", "1h")
+    return {"first": first}
+
+
+@job(idempotency_key="waits-forever:{token}", retry=FAST)
+def step_then_wait(ctx, token: str):
+    ctx.step.run("one", lambda: _mark(token, "one", ctx.attempt))
+    ctx.signal.wait(30)
+    ctx.step.run("two", lambda: _mark(token, "two", ctx.attempt))

@@ -142,6 +142,63 @@ class EnqueueResult:
     staged: bool = False
 
 
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of a run (SPEC §14 x_job_steps). ``status``: completed|sleeping|waiting|failed."""
+
+    run_id: UUID
+    name: str
+    status: str
+    started_at: datetime
+    output: Any = None
+    completed_at: datetime | None = None
+    wake_at: datetime | None = None
+    event: str | None = None
+    correlation_key: str | None = None
+    error: str | None = None
+    attempts: int = 1
+
+
+STEP_STATUSES = ("completed", "sleeping", "waiting", "failed")
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """A published event (SPEC EVT-01): stored, not consumed; matched until it expires."""
+
+    id: UUID
+    name: str
+    payload: Any
+    correlation_key: str | None
+    published_at: datetime
+    expires_at: datetime
+
+
+class StepStore(Protocol):
+    def list(self, run_id: UUID) -> list[StepRecord]:
+        """Every record of the run, oldest ``started_at`` first (one read per attempt)."""
+
+    def put(self, record: StepRecord, *, job_id: UUID, lease_token: UUID) -> bool:
+        """Upsert, fenced: False (nothing written) unless the job is running under the token."""
+
+
+class EventStore(Protocol):
+    def publish(self, event: EventRecord) -> None: ...
+
+    def find(
+        self,
+        name: str,
+        *,
+        after: datetime,
+        now: datetime,
+        correlation_key: str | None = None,
+        match: dict[str, Any] | None = None,
+    ) -> EventRecord | None:
+        """The earliest live event named ``name`` published at or after ``after`` (SPEC EVT-02)."""
+
+    def purge(self, now: datetime) -> int: ...
+
+
 class Notifier(Protocol):
     def stop(self) -> None: ...
 
@@ -179,6 +236,22 @@ class JobDriver(Protocol):
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]: ...
 
     def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> Notifier: ...
+
+    # steps and events (SPEC §4)
+    @property
+    def steps(self) -> StepStore: ...
+
+    @property
+    def events(self) -> EventStore: ...
+
+    # operator actions (SPEC CANCEL-*, INSP-06, DESIGN Q-03/04/08/09)
+    def cancel(self, job_id: UUID, reason: str | None) -> JobSnapshot:
+        """Cancel a live job; a cancelled one is returned as is. Raises JobNotFoundError or
+        JobNotCancellableError (done/dead/failed)."""
+
+    def requeue(self, job_id: UUID, *, from_step: str | None, force: bool) -> JobSnapshot:
+        """Make a dead/failed (or, with force, cancelled) job ready again: attempt 0, run_at now,
+        same run_id; ``from_step`` deletes that step and every step recorded after it."""
 
     def close(self) -> None: ...
 

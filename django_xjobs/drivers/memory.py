@@ -16,6 +16,14 @@ from typing import Any
 from uuid import UUID
 
 from ..clock import SystemClock
+from ..errors import (
+    InvariantError,
+    JobDuplicateError,
+    JobNotCancellableError,
+    JobNotFoundError,
+    JobNotRetryableError,
+    XJobsError,
+)
 from ..ids import uuid7
 from .base import (
     LIVE_STATES,
@@ -26,8 +34,63 @@ from .base import (
     JobSnapshot,
     Nack,
     QueueStats,
+    StepRecord,
     check_claim_args,
 )
+from .memory_steps import MemoryEventStore, MemoryStepStore
+
+# --- the operator actions' rules, shared by both drivers so they refuse alike (SPEC DRV-04 g/k)
+
+CANCELLED = "cancelled"
+
+
+def not_found(job_id: UUID) -> JobNotFoundError:
+    return JobNotFoundError(
+        f"no job {job_id} exists", hint="check the id; python manage.py xjobs ls lists the jobs"
+    )
+
+
+def cancel_refusal(job_id: UUID, state: str) -> XJobsError | None:
+    """Why a job in ``state`` cannot be cancelled, or None (DESIGN Q-09: done/dead/failed)."""
+    if state in LIVE_STATES or state == CANCELLED:
+        return None
+    if state == "done":
+        hint = "it already completed; there is nothing left to cancel"
+    else:
+        hint = f"it already stopped; retry it with retry_job({str(job_id)!r}) or leave it"
+    return JobNotCancellableError(f"job {job_id} is {state!r} and cannot be cancelled", hint=hint)
+
+
+def requeue_refusal(job_id: UUID, state: str, force: bool) -> XJobsError | None:
+    """Why a job in ``state`` cannot be requeued, or None (DESIGN Q-03: dead, failed, and
+    cancelled only with force)."""
+    if state in ("dead", "failed") or (state == CANCELLED and force):
+        return None
+    if state == CANCELLED:
+        hint = "it was cancelled on purpose; pass force=True (--force) to run it again"
+    elif state == "done":
+        hint = "it completed; enqueue it again instead"
+    else:
+        hint = f"it has not finished; wait for it, or cancel_job({str(job_id)!r}) it first"
+    return JobNotRetryableError(f"job {job_id} is {state!r} and cannot be retried", hint=hint)
+
+
+def requeue_states(force: bool) -> list[str]:
+    return ["dead", "failed", CANCELLED] if force else ["dead", "failed"]
+
+
+def unknown_step(job_id: UUID, step: str, names: list[str]) -> InvariantError:
+    return InvariantError(
+        f"job {job_id} has no step {step!r} in its run; nothing was changed",
+        hint=f"its steps, oldest first: {', '.join(map(repr, names)) or '(none)'}",
+    )
+
+
+def live_duplicate(job_id: UUID, live_id: UUID | None) -> JobDuplicateError:
+    return JobDuplicateError(
+        f"job {job_id} cannot be retried: live job {live_id} holds its idempotency key",
+        hint="let that job finish or cancel it, then retry this one",
+    )
 
 
 @dataclass
@@ -50,6 +113,10 @@ class MemoryDriver:
         self._rows: dict[UUID, JobSnapshot] = {}
         self._lock = threading.RLock()
         self._subscriptions: list[_Subscription] = []
+        # run_id -> step name -> record, in the order the steps were first written
+        self._steps: dict[UUID, dict[str, StepRecord]] = {}
+        self.steps = MemoryStepStore(self)
+        self.events = MemoryEventStore(self)
 
     def _now(self) -> datetime:
         return self.clock.now()
@@ -270,6 +337,76 @@ class MemoryDriver:
             rows = [r for r in self._rows.values() if r.state == "dead"]
         rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
         return rows[:limit]
+
+    # --- operator actions (SPEC CANCEL-02..06, INSP-06, DESIGN Q-03/Q-04/Q-09) ---------------
+
+    def cancel(self, job_id: UUID, reason: str | None) -> JobSnapshot:
+        with self._lock:
+            row = self._rows.get(job_id)
+            if row is None:
+                raise not_found(job_id)
+            refusal = cancel_refusal(job_id, row.state)
+            if refusal is not None:
+                raise refusal
+            if row.state == CANCELLED:
+                return row  # DESIGN Q-09: a no-op, the first reason stays
+            # Clearing the token is what stops the holder: its heartbeat, step writes, ack and
+            # nack are all fenced on it (SPEC CANCEL-05/06).
+            row = replace(
+                row,
+                state=CANCELLED,
+                stop_reason="cancelled",
+                last_error=row.last_error if reason is None else reason,
+                visible_at=None,
+                claimed_by=None,
+                lease_token=None,
+                updated_at=self._now(),
+            )
+            self._rows[row.id] = row
+            return row
+
+    def requeue(self, job_id: UUID, *, from_step: str | None, force: bool) -> JobSnapshot:
+        with self._lock:
+            row = self._rows.get(job_id)
+            if row is None:
+                raise not_found(job_id)
+            refusal = requeue_refusal(job_id, row.state, force)
+            if refusal is not None:
+                raise refusal
+            for other in self._rows.values():
+                if (
+                    other.state in LIVE_STATES
+                    and other.name == row.name
+                    and (other.tenant_id or "") == (row.tenant_id or "")
+                    and other.idempotency_key == row.idempotency_key
+                ):
+                    raise live_duplicate(job_id, other.id)  # the live unique index on PostgreSQL
+            if from_step is not None:
+                names = [
+                    r.name for r in self.steps.list(row.run_id)
+                ]  # started_at, then write order
+                if from_step not in names:
+                    raise unknown_step(job_id, from_step, names)
+                run = self._steps[row.run_id]
+                for name in names[names.index(from_step) :]:  # DESIGN Q-04: it and every later one
+                    del run[name]
+            now = self._now()
+            row = replace(
+                row,
+                state="ready",
+                attempt=0,
+                run_at=now,
+                stop_reason=None,
+                visible_at=None,
+                claimed_by=None,
+                lease_token=None,
+                updated_at=now,
+            )
+            self._rows[row.id] = row
+            waiting = [s.callback for s in self._subscriptions if row.queue in s.queues]
+        for callback in waiting:
+            callback()
+        return row
 
     def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> _Subscription:
         subscription = _Subscription(set(queues), callback, self)

@@ -6,10 +6,18 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
 
-from django.db import InterfaceError, OperationalError, ProgrammingError, connections
+from django.db import (
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    ProgrammingError,
+    connections,
+    transaction,
+)
 
 from ..errors import DriverUnavailableError
 from ..ids import uuid7
@@ -24,6 +32,15 @@ from .base import (
     QueueStats,
     check_claim_args,
 )
+from .memory import (
+    cancel_refusal,
+    live_duplicate,
+    not_found,
+    requeue_refusal,
+    requeue_states,
+    unknown_step,
+)
+from .postgres_steps import PostgresEventStore, PostgresStepStore
 
 log = logging.getLogger("django_xjobs.driver")
 STATEMENTS = sql.load("postgres.sql")
@@ -41,6 +58,8 @@ class PostgresDriver:
 
     def __init__(self, using: str = "default") -> None:
         self.using = using
+        self.steps = PostgresStepStore(using)
+        self.events = PostgresEventStore(using)
 
     # --- the hot path -----------------------------------------------------------------------
 
@@ -189,6 +208,60 @@ class PostgresDriver:
         rows = Job.objects.using(self.using).filter(state="dead").order_by("-updated_at", "-id")
         return [snapshot(r) for r in rows[:limit]]
 
+    # --- operator actions (SPEC CANCEL-02..06, INSP-06, DESIGN) ---------------
+
+    def cancel(self, job_id: UUID, reason: str | None) -> JobSnapshot:
+        # The fenced UPDATE decides; a row that went live again between it and the read of
+        # its state (a concurrent requeue) is tried again.
+        for _ in range(3):
+            rows = self._snapshots("cancel", {"id": job_id, "reason": reason})
+            if rows:
+                return rows[0]
+            row = self.get_job(job_id)
+            if row is None:
+                raise not_found(job_id)
+            refusal = cancel_refusal(job_id, row.state)
+            if refusal is not None:
+                raise refusal
+            if row.state == "cancelled":
+                return row  # DESIGN Q-09: a no-op, the first reason stays
+        raise DriverUnavailableError(f"job {job_id} kept changing state while being cancelled")
+
+    def requeue(self, job_id: UUID, *, from_step: str | None, force: bool) -> JobSnapshot:
+        params = {"id": job_id, "states": requeue_states(force)}
+        try:
+            # One transaction: the state change and the step deletion land together or not at
+            # all, and the wake-up is only sent on commit.
+            with transaction.atomic(using=self.using):
+                rows = self._snapshots("requeue", params)
+                if not rows:
+                    row = self.get_job(job_id)
+                    if row is None:
+                        raise not_found(job_id)
+                    raise requeue_refusal(job_id, row.state, force) or DriverUnavailableError(
+                        f"job {job_id} changed state while being retried", hint="try again"
+                    )
+                if from_step is not None:
+                    run_id = rows[0].run_id
+                    step = {"run_id": run_id, "step": from_step}
+                    if not self._run("requeue_from_step", step):
+                        names = [r.name for r in self.steps.list(run_id)]
+                        raise unknown_step(job_id, from_step, names)  # rolls the requeue back
+        except IntegrityError as error:
+            if "x_jobs_name_tenant_idempotency_live_idx" not in str(error):
+                raise
+            row = self.get_job(job_id)
+            live = []
+            if row is not None:
+                key = {
+                    "name": row.name,
+                    "tenant_id": row.tenant_id,
+                    "idempotency_key": row.idempotency_key,
+                }
+                live = self._run("find_live", key)
+            raise live_duplicate(job_id, live[0][0] if live else None) from error
+        return rows[0]
+
     # --- wake-ups ---------------------------------------------------------------------------
 
     def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> Listener:
@@ -204,6 +277,14 @@ class PostgresDriver:
     def _run(self, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         with self._cursor(statement, params) as cursor:
             return list(cursor.fetchall()) if cursor.description else []
+
+    def _snapshots(self, statement: str, params: dict[str, Any]) -> list[JobSnapshot]:
+        with self._cursor(statement, params) as cursor:
+            names = [column.name for column in cursor.description]
+            rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+        for row in rows:
+            row["input"], row["result"] = _json(row["input"]), _json(row["result"])
+        return [snapshot(SimpleNamespace(**row)) for row in rows]
 
     def _count(self, statement: str, params: dict[str, Any]) -> int:
         with self._cursor(statement, params) as cursor:

@@ -127,3 +127,58 @@ SELECT queue,
 FROM x_jobs
 GROUP BY queue
 ORDER BY queue;
+
+-- name: cancel
+-- Cancel a live job (SPEC CANCEL-02, DESIGN Q-09). Clearing the lease token is what stops its
+-- holder: heartbeat, step writes, ack and nack are all fenced on it (CANCEL-05/06). No row back
+-- means the job is missing or not live; the driver then reads its state to say which.
+UPDATE x_jobs
+SET state = 'cancelled',
+    stop_reason = 'cancelled',
+    last_error = COALESCE(%(reason)s::text, last_error),
+    visible_at = NULL,
+    claimed_by = NULL,
+    lease_token = NULL,
+    updated_at = now()
+WHERE id = %(id)s
+  AND state IN ('ready', 'delayed', 'running', 'suspended')
+RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
+          priority, run_at, visible_at, claimed_by, lease_token, last_error, stop_reason, result,
+          tenant_id, enqueued_by, traceparent, created_at, updated_at;
+
+-- name: requeue
+-- Run a finished job again from its stored steps (SPEC INSP-06, DESIGN Q-03): only from the
+-- states in `states` (dead, failed; cancelled with force). Same run_id, attempt 0, due now;
+-- last_error stays as history. Wakes the queue's listeners once the transaction commits.
+UPDATE x_jobs
+SET state = 'ready',
+    attempt = 0,
+    run_at = now(),
+    stop_reason = NULL,
+    visible_at = NULL,
+    claimed_by = NULL,
+    lease_token = NULL,
+    updated_at = now()
+WHERE id = %(id)s
+  AND state = ANY(%(states)s::text[])
+RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
+          priority, run_at, visible_at, claimed_by, lease_token, last_error, stop_reason, result,
+          tenant_id, enqueued_by, traceparent, created_at, updated_at,
+          pg_notify('xjobs', queue) AS notified;
+
+-- name: requeue_from_step
+-- Delete the step `step` of a run and every step recorded after it, in the order the run
+-- reached them (started_at, then insertion) (DESIGN Q-04); earlier steps stay and replay.
+-- Nothing back means the run has no such step.
+WITH ordered AS (
+    SELECT id, name, row_number() OVER (ORDER BY started_at, id) AS position
+    FROM x_job_steps
+    WHERE run_id = %(run_id)s
+), target AS (
+    SELECT position FROM ordered WHERE name = %(step)s
+)
+DELETE FROM x_job_steps s
+USING ordered o, target t
+WHERE s.id = o.id
+  AND o.position >= t.position
+RETURNING s.name;

@@ -8,6 +8,15 @@ without starting a worker or waiting::
         executions = run_until_idle()
         assert [e.outcome for e in executions] == ["completed"]
 
+``run_to_completion()`` runs one job to its end on a controllable clock, so a three-day
+``sleep`` or a ``wait_for_event`` completes at once::
+
+    def test_follow_up(db):
+        clock = FrozenClock()
+        job_id = follow_up.enqueue(order_id=7).id
+        runs = run_to_completion(job_id, clock=clock, events={"order.shipped": {"order_id": 7}})
+        assert runs[-1].outcome == "completed"
+
 ``memory_driver()`` installs the in-process driver for the duration of a ``with`` block.
 """
 
@@ -15,10 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
+from uuid import UUID
+
+from django.db import connections
 
 from .. import conf, registry
-from ..clock import system_clock
+from ..clock import FrozenClock, system_clock
 from ..context import Signal
 from ..drivers import get_driver, install, uninstall
 from ..drivers.base import Ack, JobDriver
@@ -51,7 +64,7 @@ def run_until_idle(
         )
         if not claimed:
             return executions
-        execution = execute(claimed[0], Signal(), clock.now())
+        execution = execute(claimed[0], Signal(), driver=driver, clock=clock)
         if isinstance(execution.settle, Ack):
             held = claimed[0].id in driver.ack([execution.settle])
         else:
@@ -62,6 +75,73 @@ def run_until_idle(
             )
         executions.append(execution)
     raise AssertionError(f"run_until_idle ran {max_runs} jobs and the queue is still not idle")
+
+
+TERMINAL = ("done", "dead", "failed", "cancelled")
+
+
+def run_to_completion(
+    job_id: UUID,
+    *,
+    clock: FrozenClock,
+    events: dict[str, Any] | None = None,
+    max_rounds: int = 100,
+) -> list[Execution]:
+    """Run the job ``job_id`` (and anything else due) until it ends; return the executions.
+
+    Between rounds the job's wait is skipped: ``clock`` moves to its wake time (a sleep, an
+    event poll, a retry backoff) and the row is made due. ``events`` maps an event name to
+    its data, published (once, on ``clock``) when a step first waits for that name.
+    """
+    from ..events import publish_event
+
+    driver = get_driver()
+    executions: list[Execution] = []
+    published: set[str] = set()
+    for _ in range(max_rounds):
+        executions += run_until_idle(driver=driver, clock=clock)
+        row = driver.get_job(job_id)
+        if row is None:
+            raise AssertionError(f"no job {job_id}")
+        if row.state in TERMINAL:
+            return executions
+        wanted = events or {}
+        for record in driver.steps.list(row.run_id):
+            name = record.event
+            if record.status == "waiting" and name in wanted and name not in published:
+                published.add(name)
+                key = record.correlation_key
+                publish_event(name, wanted[name], correlation_key=key, clock=clock)
+        _fast_forward(driver, job_id, clock)
+    raise AssertionError(f"job {job_id} did not finish in {max_rounds} rounds")
+
+
+def _fast_forward(driver: JobDriver, job_id: UUID, clock: FrozenClock) -> None:
+    """Make the job's row due on the driver's clock, and move ``clock`` past its steps' wake
+    times (the two clocks differ when the driver is the database)."""
+    row = driver.get_job(job_id)
+    assert row is not None
+    if isinstance(driver, MemoryDriver):
+        row_ahead = (row.run_at - driver.clock.now()).total_seconds()
+        if row_ahead > 0 and driver.clock is not clock:
+            driver.shift(row_ahead)
+    else:
+        with connections[conf.get().database].cursor() as cursor:
+            params: list[Any] = [row.run_at]
+            cursor.execute("SELECT %s::timestamptz - now()", params)
+            row_ahead = cursor.fetchone()[0].total_seconds()
+            if row_ahead > 0:
+                shift: list[Any] = [timedelta(seconds=row_ahead), job_id]
+                cursor.execute("UPDATE x_jobs SET run_at = run_at - %s WHERE id = %s", shift)
+    now = clock.now()
+    wakes = [
+        (r.wake_at - now).total_seconds()
+        for r in driver.steps.list(row.run_id)
+        if r.status in ("sleeping", "waiting") and r.wake_at is not None
+    ]
+    ahead = max([row_ahead, *wakes])
+    if ahead > 0:
+        clock.advance(ahead)
 
 
 @contextmanager
@@ -75,4 +155,4 @@ def memory_driver(clock: Any = None) -> Iterator[MemoryDriver]:
         uninstall(driver)
 
 
-__all__ = ["memory_driver", "run_until_idle"]
+__all__ = ["FrozenClock", "memory_driver", "run_to_completion", "run_until_idle"]

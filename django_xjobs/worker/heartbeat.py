@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
@@ -77,6 +77,12 @@ class Heartbeat(threading.Thread):
                         "writes will land",
                     )
                 )
+
+    def _row(self, run: Run) -> Any:
+        try:
+            return self.driver.get_job(run.job.id)
+        except Exception:
+            return None
 
     def stop(self) -> None:
         self._halt.set()

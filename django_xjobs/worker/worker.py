@@ -174,7 +174,7 @@ class Worker:
     def _execute(self, run: Run) -> None:
         close_old_connections()
         try:
-            execution = execute(run.job, run.signal, self.clock.now())
+            execution = execute(run.job, run.signal, driver=self.driver, clock=self.clock)
         except BaseException as error:  # never strand a claimed run: it must reach the settler
             execution = failure(run.job, error)
         finally:
@@ -242,9 +242,13 @@ class Worker:
             run = self._runs.pop(job.id, None)
         if run is not None:
             run.settled.set()
-        outcome = execution.outcome if settled else Outcome.LEASE_LOST
+        outcome = execution.outcome
+        if not settled and outcome is not Outcome.CANCELLED:
+            outcome = Outcome.LEASE_LOST
         self.outcomes[outcome] += 1
-        if settled and outcome is Outcome.COMPLETED:
+        if outcome is Outcome.CANCELLED:
+            pass  # reported by the heartbeat that saw it (xjobs.job.cancelled)
+        elif settled and outcome is Outcome.COMPLETED:
             log.event(
                 logging.INFO,
                 "xjobs.job.completed",

@@ -1,0 +1,101 @@
+"""The memory driver's step and event stores: the PostgreSQL stores' answers, in process."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from .base import EventRecord, StepRecord
+
+if TYPE_CHECKING:
+    from .memory import MemoryDriver
+
+MAX_EVENTS = 10_000  # SPEC EVT-04: the oldest is evicted past this
+
+
+class MemoryStepStore:
+    def __init__(self, driver: MemoryDriver) -> None:
+        self.driver = driver
+
+    def list(self, run_id: UUID) -> list[StepRecord]:
+        with self.driver._lock:
+            records = list(self.driver._steps.get(run_id, {}).values())
+        return sorted(records, key=lambda r: r.started_at)  # stable: ties keep write order
+
+    def put(self, record: StepRecord, *, job_id: UUID, lease_token: UUID) -> bool:
+        with self.driver._lock:
+            if self.driver._held(job_id, lease_token) is None:
+                return False  # the write fence (SPEC STEP-17, DESIGN Q-01)
+            run = self.driver._steps.setdefault(record.run_id, {})
+            existing = run.get(record.name)
+            if existing is not None:  # the upsert keeps the first start, event and key
+                record = replace(
+                    record,
+                    started_at=existing.started_at,
+                    event=existing.event,
+                    correlation_key=existing.correlation_key,
+                )
+            run[record.name] = replace(record, output=_copy(record.output))
+            return True
+
+
+class MemoryEventStore:
+    def __init__(self, driver: MemoryDriver) -> None:
+        self.driver = driver
+        self._events: deque[EventRecord] = deque(maxlen=MAX_EVENTS)
+
+    def publish(self, event: EventRecord) -> None:
+        with self.driver._lock:
+            self.purge(event.published_at)
+            self._events.append(replace(event, payload=_copy(event.payload)))
+
+    def find(
+        self,
+        name: str,
+        *,
+        after: datetime,
+        now: datetime,
+        correlation_key: str | None = None,
+        match: dict[str, Any] | None = None,
+    ) -> EventRecord | None:
+        with self.driver._lock:
+            hits = [
+                e
+                for e in self._events
+                if e.name == name
+                and e.expires_at > now
+                and e.published_at >= after
+                and (correlation_key is None or e.correlation_key == correlation_key)
+                and _matches(e.payload, match)
+            ]
+        return min(hits, key=lambda e: (e.published_at, e.id), default=None)
+
+    def purge(self, now: datetime) -> int:
+        with self.driver._lock:
+            live = [e for e in self._events if e.expires_at > now]
+            purged = len(self._events) - len(live)
+            self._events = deque(live, maxlen=MAX_EVENTS)
+        return purged
+
+
+def _matches(payload: Any, match: dict[str, Any] | None) -> bool:
+    """Every field of ``match`` equals the payload's (the same test as jsonb ``@>`` on scalars)."""
+    if not match:
+        return True
+    if not isinstance(payload, dict):
+        return False
+    return all(k in payload and _same(payload[k], v) for k, v in match.items())
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
+
+
+def _copy(value: Any) -> Any:
+    return json.loads(json.dumps(value))

@@ -1,0 +1,122 @@
+"""The PostgreSQL driver's step and event stores: the named statements of ``steps.sql``."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import connections
+
+from . import sql
+from .base import STEP_STATUSES, EventRecord, StepRecord
+
+STATEMENTS = sql.load("steps.sql")
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+class PostgresStepStore:
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def list(self, run_id: UUID) -> list[StepRecord]:
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(STATEMENTS["list_steps"], {"run_id": run_id})
+            rows = cursor.fetchall()
+        records = []
+        for r in rows:
+            if r[2] not in STEP_STATUSES:  # SPEC DB-05: never guess what an unknown status means
+                raise ValueError(f"x_job_steps row ({r[0]}, {r[1]}) has unknown status {r[2]!r}")
+            records.append(
+                StepRecord(
+                    run_id=r[0],
+                    name=r[1],
+                    status=r[2],
+                    output=_json(r[3]),
+                    started_at=r[4],
+                    completed_at=r[5],
+                    wake_at=r[6],
+                    event=r[7],
+                    correlation_key=r[8],
+                    error=r[9],
+                    attempts=r[10],
+                )
+            )
+        return records
+
+    def put(self, record: StepRecord, *, job_id: UUID, lease_token: UUID) -> bool:
+        params: dict[str, Any] = {
+            "run_id": record.run_id,
+            "name": record.name,
+            "status": record.status,
+            "output": _dumps(record.output),
+            "started_at": record.started_at,
+            "completed_at": record.completed_at,
+            "wake_at": record.wake_at,
+            "event": record.event,
+            "correlation_key": record.correlation_key,
+            "error": record.error,
+            "attempts": record.attempts,
+            "job_id": job_id,
+            "lease_token": lease_token,
+        }
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(STATEMENTS["put_step"], params)
+            return bool(cursor.rowcount == 1)
+
+
+class PostgresEventStore:
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def publish(self, event: EventRecord) -> None:
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                STATEMENTS["publish_event"],
+                {
+                    "id": event.id,
+                    "name": event.name,
+                    "payload": _dumps(event.payload) or "null",
+                    "correlation_key": event.correlation_key,
+                    "published_at": event.published_at,
+                    "expires_at": event.expires_at,
+                },
+            )
+
+    def find(
+        self,
+        name: str,
+        *,
+        after: datetime,
+        now: datetime,
+        correlation_key: str | None = None,
+        match: dict[str, Any] | None = None,
+    ) -> EventRecord | None:
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                STATEMENTS["find_event"],
+                {
+                    "name": name,
+                    "after": after,
+                    "now": now,
+                    "correlation_key": correlation_key,
+                    "match": _dumps(match or {}),
+                },
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        return EventRecord(row[0], row[1], _json(row[2]), row[3], row[4], row[5])
+
+    def purge(self, now: datetime) -> int:
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(STATEMENTS["purge_events"], {"now": now})
+            return int(cursor.rowcount)

@@ -1,0 +1,86 @@
+"""``publish_event``: record an event that waiting steps can receive, in any process."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from . import conf
+from .clock import system_clock
+from .drivers import get_driver
+from .drivers.base import EventRecord
+from .durations import Duration, parse_duration
+from .errors import InputInvalidError, InvariantError
+from .ids import uuid7
+from .payload import NotJSON, check_json, encode
+
+_PURGE_EVERY = 60.0  # seconds between sweeps of expired events, per process
+_last_purge = [0.0]
+_purge_lock = threading.Lock()
+
+
+def publish_event(
+    event: str,
+    data: Any = None,
+    *,
+    correlation_key: str | None = None,
+    ttl: Duration = "7d",
+    using: str | None = None,
+    clock: Any = None,
+) -> EventRecord:
+    """Store an event; every step waiting for it (now or until ``ttl`` runs out) receives it.
+
+    ::
+
+        publish_event("order.shipped", {"order_id": 42})
+
+    Inside ``transaction.atomic()`` on the jobs database, the event commits or rolls back with
+    the caller. Events are not consumed: two waiting runs can both receive one (SPEC EVT-03).
+    """
+    if not isinstance(event, str) or not event:
+        raise InvariantError(f"event name {event!r} must be a non-empty string")
+    if correlation_key is not None and (
+        not isinstance(correlation_key, str) or not correlation_key
+    ):
+        raise InvariantError(f"correlation_key={correlation_key!r} must be a non-empty string")
+    try:
+        check_json(data, "data")
+    except NotJSON as error:
+        raise InputInvalidError(
+            f"event {event!r}: {error.path} {error.reason}", hint="event data is stored as JSON"
+        ) from None
+    encode(data, limit=conf.get().max_payload_bytes, what=f"the data of event {event!r}")
+    seconds = parse_duration(ttl, field="ttl")
+    now = (clock or system_clock).now()
+    record = EventRecord(
+        id=uuid7(),
+        name=event,
+        payload=data,
+        correlation_key=correlation_key,
+        published_at=now,
+        expires_at=now + timedelta(seconds=seconds),
+    )
+    store = _store(using)
+    store.publish(record)
+    _maybe_purge(store, now)
+    return record
+
+
+def _store(using: str | None) -> Any:
+    driver = get_driver()
+    if using is None or getattr(driver, "using", using) == using:
+        return driver.events
+    from .drivers.postgres_steps import PostgresEventStore
+
+    return PostgresEventStore(using)
+
+
+def _maybe_purge(store: Any, now: Any) -> None:
+    """Sweep expired events at most once a minute per process (SPEC EVT-04)."""
+    with _purge_lock:
+        if time.monotonic() - _last_purge[0] < _PURGE_EVERY:
+            return
+        _last_purge[0] = time.monotonic()
+    store.purge(now)

@@ -1,0 +1,188 @@
+"""The operator API: look at jobs and queues, cancel a job, run a finished one again.
+
+The admin, the ``xjobs`` management command and the tests all go through these functions, never
+around them (DESIGN §3). Each looks the driver up when it is called, takes a job id as a
+``UUID`` or a string, and returns plain JSON: ids and times as strings, durations in seconds.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from . import registry
+from .drivers import get_driver
+from .drivers.base import JobDriver, JobSnapshot, StepRecord
+from .errors import InvariantError, JobNotFoundError
+from .retry import retry_schedule
+
+RETRY_COMMAND = "python manage.py xjobs retry {id}"
+
+
+def inspect_job(job_id: UUID | str) -> dict[str, Any] | None:
+    """The job with its step trace and retry schedule, or ``None`` if there is no such job
+    (SPEC INSP-02/03)::
+
+        >>> trace = inspect_job("0197a3c2-...")
+        >>> trace["state"], trace["attempt"], [s["name"] for s in trace["steps"]]
+        ('dead', 3, ['load', 'charge'])
+    """
+    driver = get_driver()
+    row = driver.get_job(_job_id(job_id))
+    return None if row is None else _trace(driver, row)
+
+
+def cancel_job(job_id: UUID | str, reason: str | None = None) -> dict[str, Any]:
+    """Cancel a live job and return its trace (SPEC CANCEL-02, DESIGN Q-08/Q-09).
+
+    A running job's worker finds out at its next heartbeat; whatever it settles after that is
+    refused. ``reason`` becomes ``last_error``. Cancelling a cancelled job changes nothing; a
+    ``done``, ``dead`` or ``failed`` job raises ``JobNotCancellableError``::
+
+        >>> cancel_job(job_id, reason="customer asked")["state"]
+        'cancelled'
+    """
+    if reason is not None and not isinstance(reason, str):
+        raise InvariantError(f"reason={reason!r} must be a string or None")
+    driver = get_driver()
+    return _trace(driver, driver.cancel(_job_id(job_id), reason or None))
+
+
+def retry_job(
+    job_id: UUID | str, from_step: str | None = None, force: bool = False
+) -> dict[str, Any]:
+    """Run a ``dead`` or ``failed`` job again, on the same run (SPEC INSP-06, DESIGN Q-03/Q-04).
+
+    The job becomes ready with attempt 0; its completed steps replay from storage. With
+    ``from_step`` that step and every step recorded after it run again. A ``cancelled`` job
+    needs ``force=True``; a live or ``done`` one raises ``JobNotRetryableError``::
+
+        >>> retry_job(job_id, from_step="charge")["state"]
+        'ready'
+    """
+    if from_step is not None and (not isinstance(from_step, str) or not from_step):
+        raise InvariantError(f"from_step={from_step!r} must be a step name", hint='e.g. "charge"')
+    driver = get_driver()
+    row = driver.requeue(_job_id(job_id), from_step=from_step, force=bool(force))
+    return _trace(driver, row)
+
+
+def inspect_dead_letters(limit: int = 100) -> list[dict[str, Any]]:
+    """The ``dead`` jobs, most recently failed first, each with the command that retries it
+    (SPEC INSP-05)::
+
+        >>> [(d["name"], d["retry_command"]) for d in inspect_dead_letters(limit=5)]
+        [('shop.jobs.charge_order', 'python manage.py xjobs retry 0197a3c2-...')]
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvariantError(f"limit={limit!r} must be a positive integer")
+    return [
+        {
+            "id": str(row.id),
+            "name": row.name,
+            "queue": row.queue,
+            "attempt": row.attempt,
+            "last_error": row.last_error,
+            "stop_reason": row.stop_reason,
+            "failed_at": row.updated_at.isoformat(),
+            "retry_command": RETRY_COMMAND.format(id=row.id),
+        }
+        for row in get_driver().dead_letters(limit=limit)
+    ]
+
+
+def inspect_queues() -> dict[str, Any]:
+    """Depth per queue and totals (SPEC INSP-01); a due ``delayed`` job counts as ready (Q-05)::
+
+    >>> inspect_queues()["totals"]
+    {'ready': 4, 'delayed': 1, 'running': 2, 'suspended': 0, 'dead': 1}
+    """
+    driver = get_driver()
+    queues: list[dict[str, Any]] = [
+        {
+            "queue": s.queue,
+            "ready": s.ready,
+            "delayed": s.delayed,
+            "running": s.running,
+            "suspended": s.suspended,
+            "dead": s.dead,
+            "oldest_ready_seconds": float(s.oldest_ready_seconds),
+        }
+        for s in driver.stats()
+    ]
+    buckets = ("ready", "delayed", "running", "suspended", "dead")
+    return {
+        "driver": driver.name,
+        "queues": queues,
+        "totals": {b: sum(q[b] for q in queues) for b in buckets},
+        "oldest_ready_seconds": max((q["oldest_ready_seconds"] for q in queues), default=0.0),
+    }
+
+
+def _job_id(value: UUID | str) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value).strip())
+    except ValueError:
+        raise JobNotFoundError(
+            f"no job {value!r} exists",
+            hint="that is not a job id; a job id is a UUID such as 0197a3c2-5b1e-7c4d-9f00-1a2b3c4d5e6f",
+        ) from None
+
+
+def _trace(driver: JobDriver, row: JobSnapshot) -> dict[str, Any]:
+    return {
+        "id": str(row.id),
+        "name": row.name,
+        "queue": row.queue,
+        "state": row.state,
+        "attempt": row.attempt,
+        "max_attempts": row.max_attempts,
+        "priority": row.priority,
+        "idempotency_key": row.idempotency_key,
+        "run_id": str(row.run_id),
+        "run_at": _iso(row.run_at),
+        "created_at": _iso(row.created_at),
+        "updated_at": _iso(row.updated_at),
+        "last_error": row.last_error,
+        "stop_reason": row.stop_reason,
+        "input": row.input,
+        "result": row.result,
+        "tenant_id": row.tenant_id,
+        "traceparent": row.traceparent,
+        "enqueued_by": row.enqueued_by,
+        "steps": [_step(s) for s in driver.steps.list(row.run_id)],
+        "retry_delays": _retry_delays(row.name),
+    }
+
+
+def _step(record: StepRecord) -> dict[str, Any]:
+    done = record.completed_at
+    return {
+        "name": record.name,
+        "status": record.status,
+        "started_at": _iso(record.started_at),
+        "completed_at": _iso(done),
+        "wake_at": _iso(record.wake_at),
+        "duration": None if done is None else (done - record.started_at).total_seconds(),
+        "attempts": record.attempts,
+        "error": record.error,
+        "output": record.output,
+    }
+
+
+def _retry_delays(name: str) -> list[float]:
+    """The registered job's full schedule; ``[]`` for a name this process does not know."""
+    handle = registry.get_job(name)
+    if handle is None:
+        return []
+    try:
+        return retry_schedule(handle.retry)
+    except Exception:  # SPEC INSP-03: a trace is never refused over its retry schedule
+        return []
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()

@@ -1,0 +1,378 @@
+"""The step runner (``ctx.step``): memoized steps that replay from storage, durable sleeps and
+event waits, step deadlines, and the write fence.
+
+A step's result is stored before the next step starts, so an attempt that fails at step 3 runs
+step 3 again and replays 1 and 2 from their records. Sleeps and waits park the run (no process
+held, no attempt burned) by raising ``StepSuspension``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import math
+import threading
+from collections import Counter, deque
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import conf, log
+from .context import Signal
+from .drivers.base import ClaimedJob, EventStore, StepRecord, StepStore
+from .durations import Duration, format_seconds, parse_duration
+from .errors import (
+    InvariantError,
+    JobAbortedError,
+    JobInterrupt,
+    JobTimeoutError,
+    LeaseLostError,
+    StepDuplicateError,
+    StepOutputInvalidError,
+    StepSuspension,
+)
+from .payload import NotJSON, check_json, encode
+
+MAX_TRACE_NAMES = 200  # SPEC STEP-05
+DEFAULT_EVENT_POLL = 30.0  # SPEC JOB-06
+SCALARS = (str, int, float, bool, type(None))
+
+
+class Steps:
+    """``ctx.step``: every method takes a step name that is unique within the run."""
+
+    def __init__(
+        self,
+        *,
+        job: ClaimedJob,
+        records: list[StepRecord],
+        store: StepStore,
+        events: EventStore,
+        signal: Signal,
+        clock: Any,
+        step_timeout: float | None = None,
+        event_poll: float | None = None,
+    ) -> None:
+        self.job, self.store, self.events, self.signal, self.clock = (
+            job,
+            store,
+            events,
+            signal,
+            clock,
+        )
+        self.step_timeout = step_timeout
+        self.event_poll = event_poll or DEFAULT_EVENT_POLL
+        self._records = {r.name: r for r in records}  # SPEC STEP-06: one read per attempt
+        self._used: set[str] = set()  # SPEC SE-47: a set, so an old name is still refused
+        self._used_trace: deque[str] = deque(maxlen=MAX_TRACE_NAMES)
+        self._replayed: deque[str] = deque(maxlen=MAX_TRACE_NAMES)
+        self._sleeps: Counter[str] = Counter()
+
+    @property
+    def used_names(self) -> list[str]:
+        return list(self._used_trace)
+
+    @property
+    def replayed_names(self) -> list[str]:
+        return list(self._replayed)
+
+    # --- run --------------------------------------------------------------------------------
+
+    def run(self, name: str, fn: Callable[..., Any]) -> Any:
+        """Run ``fn`` once for this run, ever; later attempts get its stored result back.
+
+        ``fn()`` or ``fn(signal)``: the signal is set when the run is stopped or the step passes
+        the job's ``step_timeout``. The result must be JSON.
+        """
+        done, value = self.begin(name)
+        if done:
+            return value
+        try:
+            value = self._call(name, fn)
+        except BaseException as error:
+            self.fail(name, error)
+            raise
+        return self.finish(name, value)
+
+    def begin(self, name: str) -> tuple[bool, Any]:
+        """Claim ``name`` for this attempt; ``(True, output)`` when it already completed."""
+        self._claim_name(name)
+        record = self._records.get(name)
+        if record is not None and record.status == "completed":
+            self._replayed.append(name)  # SPEC STEP-01
+            return True, record.output
+        return False, None
+
+    def finish(self, name: str, value: Any) -> Any:
+        """Store ``value`` as the step's result before the run goes on (SPEC STEP-02)."""
+        try:
+            check_json(value, f"step {name!r}")
+            encode(value, limit=conf.get().max_payload_bytes, what=f"the output of step {name!r}")
+        except NotJSON as error:
+            invalid = StepOutputInvalidError(f"{error.path} returned {error.reason}")
+            self.fail(name, invalid)
+            raise invalid from None
+        except Exception as error:
+            self.fail(name, error)
+            raise
+        now = self.clock.now()
+        previous = self._records.get(name)
+        self._write(
+            StepRecord(
+                run_id=self.job.run_id,
+                name=name,
+                status="completed",
+                started_at=previous.started_at if previous else now,
+                output=value,
+                completed_at=now,
+                attempts=(previous.attempts + 1) if previous else 1,
+            )
+        )
+        return value
+
+    def fail(self, name: str, error: BaseException) -> None:
+        """Record a failed step (SPEC STEP-03) unless the run was stopped (STEP-17/18)."""
+        if isinstance(error, JobInterrupt) or self.signal.is_set():
+            return
+        now = self.clock.now()
+        previous = self._records.get(name)
+        record = StepRecord(
+            run_id=self.job.run_id,
+            name=name,
+            status="failed",
+            started_at=previous.started_at if previous else now,
+            error=_message(error),
+            attempts=(previous.attempts + 1) if previous else 1,
+        )
+        with contextlib.suppress(JobInterrupt):  # the caller needs the original error (STEP-17)
+            self._write(record)
+
+    def _call(self, name: str, fn: Callable[..., Any]) -> Any:
+        takes_signal = _takes_argument(fn)
+        if self.step_timeout is None:
+            return fn(self.signal) if takes_signal else fn()
+        step_signal = self.signal.child()
+        outcome: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                outcome["value"] = fn(step_signal) if takes_signal else fn()
+            except BaseException as error:
+                outcome["error"] = error
+
+        thread = threading.Thread(target=target, name=f"xjobs-step-{name}", daemon=True)
+        thread.start()
+        thread.join(self.step_timeout)
+        if thread.is_alive():
+            error = JobTimeoutError(
+                f"step {name!r} passed its step_timeout of {format_seconds(self.step_timeout)}",
+                hint="make the step faster, split it, or raise step_timeout",
+            )
+            step_signal.abort(error)  # SPEC STEP-15, SE-20: abort first, then fail
+            raise error
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")
+
+    # --- sleep ------------------------------------------------------------------------------
+
+    def sleep(self, name: str | Duration, duration: Duration | None = None) -> None:
+        """Park the run for ``duration`` (``sleep("cool-off", "1h")``, or ``sleep("1h")``).
+
+        The one-argument form is named ``sleep:<duration>``, numbered ``#2``, ``#3``... when
+        repeated, so a loop of sleeps needs no names (SPEC STEP-09).
+        """
+        if duration is None:
+            duration, label = name, f"sleep:{name}"
+            self._sleeps[label] += 1
+            if self._sleeps[label] > 1:
+                label = f"{label}#{self._sleeps[label]}"
+        else:
+            label = name  # type: ignore[assignment]
+        seconds = parse_duration(duration, field=f"sleep {label!r}")
+        self._park(label, lambda now: now + timedelta(seconds=seconds))
+
+    def sleep_until(self, name: str, when: datetime) -> None:
+        """Park the run until ``when`` (an aware datetime); at once if it has passed."""
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise InvariantError(
+                f"sleep_until {name!r}: {when!r} must be an aware datetime",
+                hint="use django.utils.timezone.now() + timedelta(...)",
+            )
+        self._park(name, lambda now: when)
+
+    def _park(self, name: str, wake: Callable[[datetime], datetime]) -> None:
+        self._claim_name(name)
+        record = self._records.get(name)
+        now = self.clock.now()
+        if record is not None and record.status == "completed":
+            self._replayed.append(name)
+            return
+        if record is None:
+            wake_at = wake(now)
+            if wake_at <= now:
+                self._write(self._sleep_record(name, now, wake_at, completed=True))
+                return
+            self._write(self._sleep_record(name, now, wake_at))  # SPEC STEP-07
+            raise StepSuspension(name, wake_at, "sleep")
+        wake_at = record.wake_at or now
+        if wake_at > now:
+            raise StepSuspension(name, wake_at, "sleep")  # SPEC STEP-08: nothing written
+        self._write(self._sleep_record(name, record.started_at, wake_at, completed=True))
+
+    def _sleep_record(
+        self, name: str, started: datetime, wake_at: datetime, completed: bool = False
+    ) -> StepRecord:
+        now = self.clock.now()
+        return StepRecord(
+            run_id=self.job.run_id,
+            name=name,
+            status="completed" if completed else "sleeping",
+            started_at=started,
+            completed_at=now if completed else None,
+            wake_at=wake_at,
+        )
+
+    # --- events -----------------------------------------------------------------------------
+
+    def wait_for_event(
+        self,
+        name: str,
+        event: str,
+        *,
+        match: dict[str, Any] | None = None,
+        timeout: Duration = "24h",
+        required: bool = False,
+        correlation_key: str | None = None,
+    ) -> Any:
+        """Park until an event named ``event`` (whose payload has ``match``'s fields) is
+        published, and return its payload; ``None`` at the timeout, or ``JobTimeoutError``
+        when ``required`` (SPEC STEP-11..14, EVT-02/03)."""
+        if not isinstance(event, str) or not event:
+            raise InvariantError(
+                f"wait_for_event {name!r}: event={event!r} must be a non-empty string"
+            )
+        _check_match(name, match)
+        if correlation_key is not None and not isinstance(correlation_key, str):
+            raise InvariantError(f"wait_for_event {name!r}: correlation_key must be a string")
+        seconds = parse_duration(timeout, field=f"wait_for_event {name!r} timeout")
+        self._claim_name(name)
+        record = self._records.get(name)
+        if record is not None and record.status == "completed":
+            self._replayed.append(name)
+            return record.output
+        now = self.clock.now()
+        started = record.started_at if record else now
+        deadline = started + timedelta(seconds=seconds)
+        hit = self.events.find(
+            event, after=started, now=now, correlation_key=correlation_key, match=match
+        )
+        if hit is not None or now >= deadline:
+            if hit is None and required:
+                raise JobTimeoutError(
+                    f"no {event!r} event arrived within {format_seconds(seconds)} (step {name!r})",
+                    hint="publish_event(...) the event, or raise the step's timeout",
+                )
+            if hit is None:
+                log.event(
+                    logging.WARNING,
+                    "xjobs.step.wait_timeout",
+                    job=self.job.name,
+                    step=name,
+                    event=event,
+                )
+            self._write(
+                StepRecord(
+                    run_id=self.job.run_id,
+                    name=name,
+                    status="completed",
+                    started_at=started,
+                    output=None if hit is None else hit.payload,
+                    completed_at=now,
+                    event=event,
+                    correlation_key=correlation_key,
+                )
+            )
+            return None if hit is None else hit.payload
+        wake_at = min(deadline, now + timedelta(seconds=self.event_poll))  # SPEC STEP-12/14
+        self._write(
+            StepRecord(
+                run_id=self.job.run_id,
+                name=name,
+                status="waiting",
+                started_at=started,
+                wake_at=wake_at,
+                event=event,
+                correlation_key=correlation_key,
+            )
+        )
+        raise StepSuspension(name, wake_at, "event")
+
+    # --- bookkeeping ------------------------------------------------------------------------
+
+    def _claim_name(self, name: Any) -> None:
+        if not isinstance(name, str) or not name:
+            raise InvariantError(
+                f"step name {name!r} must be a non-empty string",
+                hint="name each step for what it does: ctx.step.run('charge', ...)",
+            )
+        if name in self._used:
+            raise StepDuplicateError(f"step {name!r} is used twice in one run")  # SPEC STEP-04
+        self._used.add(name)
+        self._used_trace.append(name)
+
+    def _write(self, record: StepRecord) -> None:
+        """Persist ``record`` only while this run still holds the job (SPEC STEP-17, SE-21)."""
+        if self.signal.is_set():
+            reason = self.signal.reason
+            raise JobAbortedError(
+                f"step {record.name!r} was not recorded: the run was stopped"
+                + (f" ({getattr(reason, 'code', type(reason).__name__)})" if reason else ""),
+            )
+        if not self.store.put(record, job_id=self.job.id, lease_token=self.job.lease_token):
+            self.signal.abort(
+                LeaseLostError(
+                    f"job {self.job.id} is no longer held by this run",
+                    hint="its lease lapsed or it was cancelled; another run owns it now",
+                )
+            )
+            raise JobAbortedError(f"step {record.name!r} was not recorded: the job moved on")
+        self._records[record.name] = record
+
+
+def _takes_argument(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return any(
+        p.kind is inspect.Parameter.VAR_POSITIONAL
+        or (p.kind in positional and p.default is inspect.Parameter.empty)
+        for p in params
+    )
+
+
+def _check_match(name: str, match: Any) -> None:
+    if match is None:
+        return
+    if not isinstance(match, dict) or not all(isinstance(k, str) for k in match):
+        raise InvariantError(
+            f"wait_for_event {name!r}: match={match!r} must be a dict of payload fields",
+            hint='e.g. match={"order_id": 42}',
+        )
+    for key, value in match.items():
+        bad_float = isinstance(value, float) and not math.isfinite(value)
+        if not isinstance(value, SCALARS) or bad_float:
+            raise InvariantError(
+                f"wait_for_event {name!r}: match[{key!r}]={value!r} is not a plain value",
+                hint="match compares top-level fields with str, number, bool or None values",
+            )
+
+
+def _message(error: BaseException) -> str:
+    text = str(error)
+    if hasattr(error, "code"):
+        return text
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -1,0 +1,421 @@
+"""Durable steps, sleeps, events and deadlines (SPEC §4 STEP-*, EVT-*, §6 EXEC-*), each case
+on the memory driver and the PostgreSQL driver through the ``harness`` fixture."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from django_xjobs.clock import FrozenClock
+from django_xjobs.context import Signal
+from django_xjobs.errors import (
+    InvariantError,
+    JobAbortedError,
+    JobTimeoutError,
+    StepSuspension,
+)
+from django_xjobs.events import publish_event
+from django_xjobs.execute import Outcome
+from django_xjobs.steps import Steps
+from django_xjobs.testing import run_to_completion, run_until_idle
+from tests import jobs
+from tests.models import Ledger
+
+
+@pytest.fixture
+def clock():
+    return FrozenClock(timezone.now())
+
+
+def ledger(token, phase=None):
+    rows = Ledger.objects.filter(token=token)
+    return rows.filter(phase=phase).count() if phase else [r.phase for r in rows]
+
+
+def steps_of(harness, job_id):
+    return {r.name: r for r in harness.driver.steps.list(harness.row(job_id).run_id)}
+
+
+def claimed_steps(harness, clock, handle, **inputs):
+    """A claimed run of ``handle`` and a step runner for it, for tests that drive steps by hand."""
+    handle.enqueue(**inputs)
+    [job] = harness.driver.claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="w")
+    signal = Signal()
+    steps = Steps(
+        job=job,
+        records=harness.driver.steps.list(job.run_id),
+        store=harness.driver.steps,
+        events=harness.driver.events,
+        signal=signal,
+        clock=clock,
+    )
+    return job, steps, signal
+
+
+# --- replay -----------------------------------------------------------------------------------
+
+
+def test_step_01_02_03_a_failed_step_reruns_alone_and_earlier_steps_replay(harness, clock):
+    token = f"t-{uuid.uuid4()}"
+    job_id = jobs.fails_at_b.enqueue(token=token).id
+    runs = run_to_completion(job_id, clock=clock)
+    assert [r.outcome for r in runs] == [Outcome.RETRIED, Outcome.COMPLETED]
+    assert runs[-1].replayed == ("a",)  # SPEC STEP-01
+    assert ledger(token) == ["a", "b", "b", "c"]  # a once, b twice, c once
+    records = steps_of(harness, job_id)
+    assert (records["a"].status, records["a"].attempts, records["a"].output) == ("completed", 1, 1)
+    assert (records["b"].status, records["b"].attempts, records["b"].output) == ("completed", 2, 2)
+    assert records["b"].error is None
+    assert harness.row(job_id).result == [1, 2, 2]
+
+
+def test_step_03_a_failing_step_writes_a_failed_record_and_the_error_propagates(harness, clock):
+    token = f"t-{uuid.uuid4()}"
+    job_id = jobs.fails_at_b.enqueue(token=token).id
+    [run] = run_until_idle(clock=clock)
+    assert run.outcome == Outcome.RETRIED and run.error == "ConnectionError: b failed"
+    b = steps_of(harness, job_id)["b"]
+    assert (b.status, b.error, b.attempts) == ("failed", "ConnectionError: b failed", 1)
+
+
+def test_step_06_one_read_of_the_step_records_per_attempt(harness, clock):
+    job_id = jobs.five_steps.enqueue(token=f"t-{uuid.uuid4()}").id
+    reads = []
+    real_list = harness.driver.steps.list
+
+    def counting_list(run_id):
+        reads.append(run_id)
+        return real_list(run_id)
+
+    harness.driver.steps.list = counting_list
+    try:
+        [run] = run_until_idle(clock=clock)
+    finally:
+        del harness.driver.steps.list
+    assert run.outcome == Outcome.COMPLETED
+    assert reads == [harness.row(job_id).run_id]
+
+
+def test_step_02_a_step_result_is_stored_before_the_next_step_starts(harness, clock):
+    job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
+    seen = []
+    steps.run("first", lambda: 41)
+    steps.run("second", lambda: seen.append(len(harness.driver.steps.list(job.run_id))))
+    assert seen == [1]
+
+
+def test_step_19_run_id_is_stable_across_retries_and_suspensions(harness, clock):
+    job_id = jobs.sleeper.enqueue(n=1).id
+    run_id = harness.row(job_id).run_id
+    run_to_completion(job_id, clock=clock)
+    row = harness.row(job_id)
+    assert row.run_id == run_id
+    assert set(steps_of(harness, job_id)) == {"before", "nap", "after"}
+
+
+# --- names ------------------------------------------------------------------------------------
+
+
+def test_step_04_a_duplicate_step_name_dead_letters_on_the_first_attempt(harness, clock):
+    job_id = jobs.dup_steps.enqueue(n=1).id
+    [run] = run_until_idle(clock=clock)
+    assert run.outcome == Outcome.DEAD_LETTERED
+    row = harness.row(job_id)
+    assert (row.state, row.attempt, row.stop_reason) == ("dead", 1, "terminal")
+    assert row.last_error.startswith("X_STEP_DUPLICATE")
+
+
+def test_step_05_the_name_window_keeps_200_and_old_names_stay_refused(harness, clock):
+    _, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
+    for i in range(205):
+        steps.run(f"s{i}", lambda i=i: i)
+    assert len(steps.used_names) == 200 and steps.used_names[0] == "s5"
+    with pytest.raises(Exception) as caught:
+        steps.run("s0", lambda: 0)
+    assert caught.value.code == "X_STEP_DUPLICATE"
+
+
+def test_step_09_se_45_repeated_anonymous_sleeps_get_ordinal_names(harness, clock):
+    job_id = jobs.sleep_loop.enqueue(n=3).id
+    run_to_completion(job_id, clock=clock)
+    assert harness.row(job_id).result == ["sleep:1h", "sleep:1h#2", "sleep:1h#3"]
+
+
+@pytest.mark.parametrize("name", ["", None, 7, b"x"])
+def test_a_step_name_must_be_a_non_empty_string(harness, clock, name):
+    job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
+    with pytest.raises(InvariantError):
+        steps.run(name, lambda: 1)
+    assert harness.driver.steps.list(job.run_id) == []
+
+
+# --- sleeps -----------------------------------------------------------------------------------
+
+
+def test_step_07_08_10_a_sleep_parks_the_run_without_burning_an_attempt(harness, clock):
+    token = f"t-{uuid.uuid4()}"
+    job_id = jobs.sleeper.enqueue(n=1, token=token).id
+    [run] = run_until_idle(clock=clock)
+    assert run.outcome == Outcome.SUSPENDED
+    row = harness.row(job_id)
+    assert (row.state, row.attempt, row.last_error) == ("suspended", 0, None)
+    nap = steps_of(harness, job_id)["nap"]
+    assert nap.status == "sleeping" and nap.wake_at == clock.now() + timedelta(days=3)
+    assert abs((row.run_at - row.updated_at).total_seconds() - 3 * 86400) < 5
+    assert run_until_idle(clock=clock) == []  # not due before its wake time
+    runs = run_to_completion(job_id, clock=clock)
+    assert [r.outcome for r in runs] == [Outcome.COMPLETED]
+    assert ledger(token) == ["before", "after"]
+    assert steps_of(harness, job_id)["nap"].status == "completed"
+    assert harness.row(job_id).attempt == 1
+
+
+def test_step_08_a_sleep_not_yet_due_suspends_again_and_writes_nothing(harness, clock):
+    job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
+    with pytest.raises(StepSuspension) as first:
+        steps.sleep("nap", "1h")
+    before = harness.driver.steps.list(job.run_id)
+    again = Steps(
+        job=job,
+        records=before,
+        store=harness.driver.steps,
+        events=harness.driver.events,
+        signal=Signal(),
+        clock=clock,
+    )
+    clock.advance(60)
+    with pytest.raises(StepSuspension) as second:
+        again.sleep("nap", "1h")
+    assert second.value.resume_at == first.value.resume_at
+    assert harness.driver.steps.list(job.run_id) == before
+
+
+def test_sleep_until_a_past_instant_completes_at_once(harness, clock):
+    job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
+    steps.sleep_until("past", clock.now() - timedelta(minutes=1))
+    assert harness.driver.steps.list(job.run_id)[0].status == "completed"
+
+
+@pytest.mark.parametrize("duration", [-1, 0, math.inf, math.nan, "-5m", "soon"])
+def test_a_bad_sleep_is_refused_and_nothing_is_written(harness, clock, duration):
+    job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
+    with pytest.raises(Exception) as caught:
+        steps.sleep("nap", duration)
+    assert caught.value.code in ("X_INVARIANT", "X_DURATION_INVALID")
+    assert harness.driver.steps.list(job.run_id) == []
+
+
+def test_sleep_until_a_naive_datetime_is_refused(harness, clock):
+    job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
+    with pytest.raises(InvariantError):
+        steps.sleep_until("nap", datetime(2030, 1, 1))
+    assert harness.driver.steps.list(job.run_id) == []
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+def test_evt_01_publish_returns_the_stored_event(harness, clock):
+    event = publish_event(
+        "order.shipped", {"order_id": 1}, correlation_key="o1", ttl="1h", clock=clock
+    )
+    assert event.name == "order.shipped" and event.payload == {"order_id": 1}
+    assert event.expires_at - event.published_at == timedelta(hours=1)
+
+
+def test_step_11_12_14_a_wait_parks_until_a_matching_event_arrives(harness, clock):
+    job_id = jobs.waiter.enqueue(order_id=7).id
+    [run] = run_until_idle(clock=clock)
+    assert run.outcome == Outcome.SUSPENDED
+    shipped = steps_of(harness, job_id)["shipped"]
+    assert (shipped.status, shipped.event) == ("waiting", "order.shipped")
+    assert shipped.wake_at == clock.now() + timedelta(seconds=5)  # event_poll="5s" (STEP-14)
+    row = harness.row(job_id)
+    assert 4 <= (row.run_at - row.updated_at).total_seconds() <= 6
+    publish_event("order.shipped", {"order_id": 8}, clock=clock)  # another order: not a match
+    runs = run_to_completion(
+        job_id, clock=clock, events={"order.shipped": {"order_id": 7, "via": "ups"}}
+    )
+    assert runs[-1].outcome == Outcome.COMPLETED
+    assert harness.row(job_id).result == {"got": {"order_id": 7, "via": "ups"}}
+    assert harness.row(job_id).attempt == 1
+
+
+def test_step_12_the_default_event_poll_is_30_seconds(harness, clock):
+    job_id = jobs.waiter_default_poll.enqueue(order_id=1).id
+    run_until_idle(clock=clock)
+    assert steps_of(harness, job_id)["shipped"].wake_at == clock.now() + timedelta(seconds=30)
+
+
+def test_evt_03_an_event_older_than_the_wait_is_never_matched(harness, clock):
+    publish_event("order.shipped", {"order_id": 3}, clock=clock)
+    clock.advance(1)
+    job_id = jobs.waiter.enqueue(order_id=3).id
+    assert [r.outcome for r in run_until_idle(clock=clock)] == [Outcome.SUSPENDED]
+    assert steps_of(harness, job_id)["shipped"].status == "waiting"
+
+
+def test_evt_03_two_waiting_runs_both_receive_one_event(harness, clock):
+    a = jobs.waiter.enqueue(order_id=5, tag="a").id
+    b = jobs.waiter.enqueue(order_id=5, tag="b").id
+    run_until_idle(clock=clock)
+    clock.advance(1)
+    publish_event("order.shipped", {"order_id": 5}, clock=clock)
+    for job_id in (a, b):
+        run_to_completion(job_id, clock=clock)
+        assert harness.row(job_id).result == {"got": {"order_id": 5}}
+
+
+def test_evt_02_correlation_keys_and_expiry(harness, clock):
+    store = harness.driver.events
+    start = clock.now()
+    publish_event("ping", {"n": 1}, correlation_key="k1", ttl="1m", clock=clock)
+    clock.advance(1)
+    publish_event("ping", {"n": 2}, correlation_key="k2", clock=clock)
+    now = clock.now()
+    assert store.find("ping", after=start, now=now).payload == {"n": 1}  # earliest wins
+    assert store.find("ping", after=start, now=now, correlation_key="k2").payload == {"n": 2}
+    assert store.find("ping", after=start, now=now, correlation_key="k3") is None
+    assert store.find("ping", after=start, now=now, match={"n": 2}).payload == {"n": 2}
+    later = now + timedelta(minutes=2)
+    assert store.find("ping", after=start, now=later).payload == {"n": 2}  # the first expired
+    assert store.purge(later) == 1
+
+
+def test_step_13_an_optional_wait_times_out_to_none(harness, clock, caplog):
+    job_id = jobs.waiter.enqueue(order_id=9, timeout="1m").id
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        runs = run_to_completion(job_id, clock=clock)
+    assert runs[-1].outcome == Outcome.COMPLETED
+    assert harness.row(job_id).result == {"got": None}
+    assert "xjobs.step.wait_timeout" in caplog.text
+
+
+def test_step_13_a_required_wait_times_out_with_x_job_timeout(harness, clock):
+    job_id = jobs.waiter.enqueue(order_id=9, required=True, timeout="1m").id
+    runs = run_to_completion(job_id, clock=clock)
+    assert runs[-1].outcome == Outcome.DEAD_LETTERED
+    row = harness.row(job_id)
+    assert row.last_error.startswith("X_JOB_TIMEOUT")
+    assert row.stop_reason == "timeout"
+
+
+@pytest.mark.parametrize(
+    "match", [["order_id"], {"order_id": [1]}, {"order_id": {"a": 1}}, {1: 2}, {"x": math.nan}]
+)
+def test_a_wait_with_an_unknown_match_shape_is_refused(harness, clock, match):
+    job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
+    with pytest.raises(InvariantError):
+        steps.wait_for_event("w", "order.shipped", match=match)
+    assert harness.driver.steps.list(job.run_id) == []
+
+
+# --- output, deadlines, the write fence -------------------------------------------------------
+
+
+def test_a_non_json_step_output_fails_the_step_and_the_job_stays_retryable(harness, clock):
+    job_id = jobs.bad_step_output.enqueue(n=1).id
+    [run] = run_until_idle(clock=clock)
+    assert run.outcome == Outcome.RETRIED
+    assert run.error.startswith("X_STEP_OUTPUT_INVALID")
+    assert steps_of(harness, job_id)["x"].status == "failed"
+
+
+def test_step_15_16_a_step_deadline_aborts_the_signal_then_fails_the_attempt(harness, clock):
+    job_id = jobs.slow_step.enqueue(n=1).id
+    started = time.monotonic()
+    [run] = run_until_idle(clock=clock)
+    assert time.monotonic() - started < 5  # the step did not run its 10 s
+    assert run.outcome == Outcome.RETRIED
+    assert run.error.startswith("X_JOB_TIMEOUT") and "'slow'" in run.error
+    assert steps_of(harness, job_id)["slow"].status == "failed"
+
+
+def test_step_17_exec_07_after_the_signal_aborts_step_functions_run_but_nothing_lands(
+    harness, clock
+):
+    job, steps, signal = claimed_steps(harness, clock, jobs.ok, n=1)
+    calls = []
+    signal.abort(JobAbortedError("stopped"))
+    with pytest.raises(JobAbortedError) as caught:
+        steps.run("x", lambda: calls.append(1))
+    assert calls == [1]
+    assert caught.value.code == "X_ABORTED"
+    with pytest.raises(JobAbortedError):
+        steps.sleep("nap", "1h")
+    assert harness.driver.steps.list(job.run_id) == []
+
+
+def test_step_17_q_01_a_run_whose_lease_moved_on_cannot_write_a_step(harness, clock):
+    job, steps, signal = claimed_steps(harness, clock, jobs.ok, n=1)
+    harness.advance(30)
+    [again] = harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id="w2"
+    )
+    assert again.id == job.id
+    with pytest.raises(JobAbortedError):
+        steps.run("x", lambda: 1)
+    assert signal.is_set() and signal.reason.code == "X_JOB_LEASE_LOST"
+    assert harness.driver.steps.list(job.run_id) == []
+
+
+def test_step_18_a_suspension_inside_a_step_leaves_no_failed_record(harness, clock):
+    job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
+
+    def parks():
+        raise StepSuspension("inner", clock.now() + timedelta(hours=1), "sleep")
+
+    with pytest.raises(StepSuspension):
+        steps.run("outer", parks)
+    assert harness.driver.steps.list(job.run_id) == []
+
+
+def test_exec_04_06_a_job_timeout_fails_on_time_and_the_late_step_is_refused(harness, clock):
+    token = f"t-{uuid.uuid4()}"
+    job_id = jobs.overruns.enqueue(token=token).id
+    started = time.monotonic()
+    [run] = run_until_idle(clock=clock)
+    assert time.monotonic() - started < 0.9  # failed at its 300 ms deadline, not at 1 s
+    assert run.outcome == Outcome.DEAD_LETTERED
+    row = harness.row(job_id)
+    assert row.last_error.startswith("X_JOB_TIMEOUT") and row.stop_reason == "timeout"
+    deadline = time.monotonic() + 10
+    while not ledger(token, "late") and time.monotonic() < deadline:
+        time.sleep(0.02)  # the abandoned body runs on in its own thread; poll for its last act
+    assert ledger(token, "late") == 1  # the step function ran, after the deadline ...
+    assert "late" not in steps_of(harness, job_id)  # ... and its write was refused (EXEC-06)
+
+
+def test_exec_05_a_body_that_ends_after_its_deadline_is_logged_as_abandoned(harness, clock, caplog):
+    job_id = jobs.overruns.enqueue(token=f"t-{uuid.uuid4()}", late_step=False).id
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        [run] = run_until_idle(clock=clock)
+        deadline = time.monotonic() + 10
+        while "xjobs.timeout.abandoned" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.02)  # the abandoned body ends on its own thread; poll for its log
+    assert run.outcome == Outcome.DEAD_LETTERED
+    assert "xjobs.timeout.abandoned" in caplog.text and "ended=resolved" in caplog.text
+    assert harness.row(job_id).result is None
+
+
+def test_async_handlers_await_their_steps(harness, clock):
+    job_id = jobs.async_steps.enqueue(n=4).id
+    runs = run_to_completion(job_id, clock=clock)
+    assert [r.outcome for r in runs] == [Outcome.SUSPENDED, Outcome.COMPLETED]
+    assert harness.row(job_id).result == {"first": 5}
+    assert runs[-1].replayed == ("first",)  # the sleep completes on this attempt, not replayed
+
+
+def test_signal_raise_if_set_raises_an_interrupt_even_for_a_timeout():
+    signal = Signal()
+    signal.abort(JobTimeoutError("late"))
+    with pytest.raises(JobAbortedError):
+        signal.raise_if_set()
+    child = signal.child()
+    assert child.is_set() and isinstance(child.reason, JobTimeoutError)
