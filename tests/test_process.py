@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from django_xjobs.models import Job
+from django_xjobs.models import Job, JobStep
 from django_xjobs.testing.postgres import database_url, url_for_database
 from tests import jobs
 from tests.models import Ledger
@@ -195,3 +195,59 @@ def test_a_database_without_the_tables_names_migrate(workers):
     finally:
         with connection.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_a_sigkill_in_step_3_reruns_step_3_only(workers):
+    """Steps 1-2 never run again, step 3 re-runs, steps 4-5 run once (the ledger counts)."""
+    token = f"steps-{uuid.uuid4()}"
+    job_id = jobs.five_steps.enqueue(token=token, hold=60).id
+    first = workers("--queues", "default", "--visibility-timeout", "2s")
+    wait_for(lambda: ledger(token, "step3"), what="step 3 to start")
+    first.send(signal.SIGKILL)
+    first.finish()
+    second = workers("--queues", "default", "--visibility-timeout", "2s")
+    wait_for(lambda: Job.objects.get(id=job_id).state == "done", what="the resumed run")
+    second.send(signal.SIGTERM)
+    assert second.finish()[0] == 0
+    counts = {f"step{i}": len(ledger(token, f"step{i}")) for i in range(1, 6)}
+    assert counts == {"step1": 1, "step2": 1, "step3": 2, "step4": 1, "step5": 1}
+    assert Job.objects.get(id=job_id).attempt == 2
+
+
+def test_an_event_from_another_process_reaches_a_waiting_job_within_one_event_poll(workers):
+    """tests.jobs.waiter polls every 5 s (event_poll="5s"); a web process publishes."""
+    order = int(uuid.uuid4().int % 1_000_000)
+    job_id = jobs.waiter.enqueue(order_id=order).id
+    worker = workers("--queues", "default")
+
+    def waiting():
+        row = Job.objects.get(id=job_id)
+        return (
+            row.state == "suspended"
+            and JobStep.objects.filter(run_id=row.run_id, name="shipped", status="waiting").exists()
+        )
+
+    wait_for(waiting, what="the job to wait for its event")
+    publisher = subprocess.run(
+        [
+            sys.executable,
+            str(MANAGE),
+            "shell",
+            "--settings=tests.settings",
+            "-c",
+            "from django_xjobs import publish_event; "
+            f"publish_event('order.shipped', {{'order_id': {order}, 'carrier': 'ups'}})",
+        ],
+        env=worker_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert publisher.returncode == 0, publisher.stderr
+    published = time.monotonic()
+    wait_for(lambda: Job.objects.get(id=job_id).state == "done", timeout=5 + 3, what="delivery")
+    assert time.monotonic() - published <= 5 + 3  # one event_poll, plus a claim and a run
+    worker.send(signal.SIGTERM)
+    assert worker.finish()[0] == 0
+    assert Job.objects.get(id=job_id).result == {"got": {"order_id": order, "carrier": "ups"}}

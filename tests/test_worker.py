@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 
 import pytest
@@ -15,6 +16,7 @@ from django_xjobs.worker.heartbeat import Heartbeat
 from django_xjobs.worker.run import Run
 from django_xjobs.worker.worker import Worker
 from tests import jobs
+from tests.models import Ledger
 
 
 def burst(harness, concurrency=4, queues=("default", "other")):
@@ -233,3 +235,38 @@ def test_run_until_idle_reports_outcomes(harness, failures):
     jobs.flaky.enqueue(n=1, failures=failures)
     expected = Outcome.COMPLETED if failures == 0 else Outcome.RETRIED
     assert [e.outcome for e in run_until_idle()] == [expected]
+
+
+def test_cancel_05_q_08_a_running_job_is_stopped_by_its_next_heartbeat(live_harness, caplog):
+    """The next step's function still runs, but its write is refused: the name never appears."""
+    token = f"cancel-{uuid.uuid4()}"
+    job_id = jobs.step_then_wait.enqueue(token=token).id
+    worker = Worker(
+        queues=["default"], concurrency=1, driver=live_harness.driver, heartbeat_interval=0.05
+    )
+    thread = threading.Thread(target=worker.run)
+    with caplog.at_level(logging.INFO, logger="django_xjobs"):
+        thread.start()
+        try:
+            deadline = time.monotonic() + 20
+            while not Ledger.objects.filter(token=token, phase="one").exists():
+                assert time.monotonic() < deadline, "the job never started"
+                time.sleep(0.02)
+            live_harness.driver.cancel(job_id, "operator said stop")
+            while not Ledger.objects.filter(token=token, phase="two").exists():
+                assert time.monotonic() < deadline, "the run was never stopped"
+                time.sleep(0.02)
+        finally:
+            worker.stop()
+            thread.join(20)
+    row = live_harness.row(job_id)
+    assert (row.state, row.last_error, row.stop_reason) == (
+        "cancelled",
+        "operator said stop",
+        "cancelled",
+    )
+    names = [r.name for r in live_harness.driver.steps.list(row.run_id)]
+    assert names == ["one"]
+    assert worker.outcomes == {Outcome.CANCELLED: 1}
+    assert "xjobs.job.cancelled" in caplog.text
+    assert "xjobs.lease.lost" not in caplog.text and "settle_refused" not in caplog.text

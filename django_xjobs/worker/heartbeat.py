@@ -67,16 +67,19 @@ class Heartbeat(threading.Thread):
                     error=error,
                 )
                 continue
-            if (
-                held is False and not run.settled.is_set()
-            ):  # SPEC LEASE-12: a settled run lost nothing
-                run.lose(
-                    LeaseLostError(
-                        f"job {run.job.id} is no longer held by this worker",
-                        hint="its lease lapsed and another worker claimed it; nothing this run "
-                        "writes will land",
-                    )
+            if held is not False or run.settled.is_set():
+                continue  # SPEC LEASE-08/12: only an explicit False, and only for a live run
+            row = self._row(run)
+            if row is not None and row.state == "cancelled":  # SPEC CANCEL-05, DESIGN Q-08
+                run.cancel(row.last_error)
+                continue
+            run.lose(
+                LeaseLostError(
+                    f"job {run.job.id} is no longer held by this worker",
+                    hint="its lease lapsed and another worker claimed it; nothing this run "
+                    "writes will land",
                 )
+            )
 
     def _row(self, run: Run) -> Any:
         try:

@@ -24,3 +24,18 @@ def sync_account(ctx, account_id: int, flaky_attempts: int = 2):
 def charge_card(ctx, order_id: int):
     """A declined card cannot succeed: it stops at once, with four attempts unspent."""
     raise TerminalError(f"card for order {order_id} was declined")
+
+
+@job(idempotency_key="onboard:{customer_id}", event_poll="500ms", timeout="1m")
+def onboard_customer(ctx, customer_id: int):
+    """Durable steps: each result is stored; a retry or a crash resumes after the last one.
+
+    The sleep and the wait park the job in the database: no worker thread is held meanwhile.
+    """
+    account = ctx.step.run("create-account", lambda: {"account": f"acct-{customer_id}"})
+    ctx.step.sleep("cooling-off", "1s")
+    confirmation = ctx.step.wait_for_event(
+        "email-confirmed", "customer.confirmed", match={"customer_id": customer_id}, timeout="30s"
+    )
+    pack = ctx.step.run("send-welcome-pack", lambda: {"sent": True, "to": account["account"]})
+    return {"account": account["account"], "confirmed": confirmation is not None, **pack}

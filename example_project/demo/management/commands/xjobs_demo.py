@@ -9,8 +9,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from demo.jobs import charge_card, send_welcome_email, sync_account
-from django_xjobs.models import Job
+from demo.jobs import charge_card, onboard_customer, send_welcome_email, sync_account
+from django_xjobs import inspect_job, publish_event
+from django_xjobs.models import Job, JobStep
 from django_xjobs.worker.worker import Worker
 
 TERMINAL = {"done", "dead", "failed", "cancelled"}
@@ -30,6 +31,7 @@ class Command(BaseCommand):
             send_welcome_email.enqueue(user_id=n),
             sync_account.enqueue(account_id=n),
             charge_card.enqueue(order_id=n),
+            onboard_customer.enqueue(customer_id=n),
         ]
         ids = [r.id for r in results]
         self.stdout.write(f"enqueued {len(ids)} jobs; starting a worker (4 threads)\n")
@@ -38,10 +40,16 @@ class Command(BaseCommand):
         thread = threading.Thread(target=worker.run, name="demo-worker")
         thread.start()
         seen: dict[Any, tuple[str, int]] = {}
+        confirmed = False
         deadline = time.monotonic() + options["timeout"]
         try:
             while time.monotonic() < deadline:
                 rows = list(Job.objects.filter(id__in=ids))
+                if not confirmed and self._waiting_for_confirmation(rows, ids[3]):
+                    # what a webhook view would do when the customer clicks the link
+                    publish_event("customer.confirmed", {"customer_id": n})
+                    confirmed = True
+                    self.stdout.write("  (a web request publishes customer.confirmed)")
                 for row in rows:
                     now = (row.state, row.attempt)
                     if seen.get(row.id) != now:
@@ -54,12 +62,32 @@ class Command(BaseCommand):
             worker.stop()
             thread.join()
         self.stdout.write("\n" + self._summary(ids))
+        self.stdout.write(self._steps(ids[3]))
+
+    def _waiting_for_confirmation(self, rows: list[Job], job_id: Any) -> bool:
+        row = next((r for r in rows if r.id == job_id), None)
+        return (
+            row is not None
+            and JobStep.objects.filter(
+                run_id=row.run_id, name="email-confirmed", status="waiting"
+            ).exists()
+        )
+
+    def _steps(self, job_id: Any) -> str:
+        trace = inspect_job(job_id) or {"steps": []}
+        lines = ["steps of onboard_customer (stored in x_job_steps, replayed after a crash):"]
+        for step in trace["steps"]:
+            took = f"{step['duration']:.2f}s" if step["duration"] is not None else "-"
+            lines.append(f"  {step['name']:<18} {step['status']:<10} {took:>7}  {step['output']}")
+        return "\n".join(lines) + "\n"
 
     def _progress(self, row: Job) -> str:
         short = row.name.rsplit(".", 1)[-1]
         text = f"  {short:<20} {row.state:<9} attempt {row.attempt}/{row.max_attempts}"
         if row.state in ("ready", "delayed") and row.last_error:
             text += f"  retrying after: {row.last_error}"
+        if row.state == "suspended":
+            text += "  parked until its sleep or event wait is over"
         return text
 
     def _summary(self, ids: list[Any]) -> str:
