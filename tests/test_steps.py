@@ -419,3 +419,44 @@ def test_signal_raise_if_set_raises_an_interrupt_even_for_a_timeout():
         signal.raise_if_set()
     child = signal.child()
     assert child.is_set() and isinstance(child.reason, JobTimeoutError)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_publish_event_inside_atomic_commits_or_rolls_back_with_the_caller():
+    from django.db import transaction
+
+    from django_xjobs.models import JobEvent
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        publish_event("invoice.paid", {"id": 1})
+        raise RuntimeError("the business transaction failed")
+    assert not JobEvent.objects.filter(name="invoice.paid").exists()
+    with transaction.atomic():
+        publish_event("invoice.paid", {"id": 2})
+    assert list(JobEvent.objects.filter(name="invoice.paid").values_list("payload", flat=True)) == [
+        {"id": 2}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"event": ""}, "X_INVARIANT"),
+        ({"event": "e", "data": {"x": math.inf}}, "X_INPUT_INVALID"),
+        ({"event": "e", "data": {"when": datetime(2030, 1, 1)}}, "X_INPUT_INVALID"),
+        ({"event": "e", "ttl": -1}, "X_INVARIANT"),
+        ({"event": "e", "correlation_key": 5}, "X_INVARIANT"),
+    ],
+)
+def test_publish_event_refuses_bad_input_and_writes_nothing(harness, kwargs, code):
+    from django_xjobs.errors import XJobsError
+
+    with pytest.raises(XJobsError) as caught:
+        publish_event(**kwargs)
+    assert caught.value.code == code
+    assert (
+        harness.driver.events.find(
+            "e", after=timezone.now() - timedelta(days=1), now=timezone.now()
+        )
+        is None
+    )
