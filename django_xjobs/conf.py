@@ -12,7 +12,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .durations import parse_duration
-from .errors import ConfigInvalidError, XJobsError
+from .errors import ConfigInvalidError, InvariantError, XJobsError
 
 DEFAULTS: dict[str, Any] = {
     # the database alias that holds the x_* tables
@@ -33,6 +33,18 @@ DEFAULTS: dict[str, Any] = {
     "UNKNOWN_JOB_DELAY": 30,
     # ... and dead-lettered once it has been unknown this long after it was created
     "UNKNOWN_JOB_GRACE": 24 * 3600,
+    # enqueue inside atomic(): "auto" stages in the outbox (direct outside atomic), "required"
+    # refuses an enqueue outside atomic(), "off" always enqueues directly
+    "OUTBOX": "auto",
+    # database aliases whose atomic() blocks stage into their own x_outbox (default: DATABASE)
+    "OUTBOX_DATABASES": None,
+    # a relay's claim on staged rows lapses after this, so a dead relay strands nothing
+    "OUTBOX_CLAIM_LEASE": 30,
+    # published outbox rows are kept this long as an audit trail, then pruned by the relay
+    "OUTBOX_RETENTION": 7 * 86400,
+    # rows a relay publishes per pass, and its pause between passes when idle
+    "RELAY_BATCH_SIZE": 100,
+    "RELAY_INTERVAL": 0.2,
 }
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -49,6 +61,12 @@ class XJobsSettings:
     max_payload_bytes: int
     unknown_job_delay: float
     unknown_job_grace: float
+    outbox: str
+    outbox_databases: tuple[str, ...]
+    outbox_claim_lease: float
+    outbox_retention: float
+    relay_batch_size: int
+    relay_interval: float
 
 
 def validate(raw: Any) -> XJobsSettings:
@@ -91,6 +109,19 @@ def validate(raw: Any) -> XJobsSettings:
             f'XJOBS["DATABASE"]={merged["DATABASE"]!r} is not an alias in DATABASES',
             hint=f"aliases: {', '.join(settings.DATABASES)}",
         )
+    if merged["OUTBOX"] not in ("auto", "required", "off"):
+        raise ConfigInvalidError(
+            f'XJOBS["OUTBOX"]={merged["OUTBOX"]!r} is not a mode',
+            hint='use "auto" (the default), "required" or "off"',
+        )
+    outbox_databases = merged["OUTBOX_DATABASES"] or [merged["DATABASE"]]
+    if isinstance(outbox_databases, str) or any(
+        alias not in settings.DATABASES for alias in outbox_databases
+    ):
+        raise ConfigInvalidError(
+            f'XJOBS["OUTBOX_DATABASES"]={merged["OUTBOX_DATABASES"]!r} must list aliases of DATABASES',
+            hint=f"aliases: {', '.join(settings.DATABASES)}",
+        )
     queues = merged["QUEUES"]
     if isinstance(queues, str) or not all(isinstance(q, str) for q in queues):
         raise ConfigInvalidError('XJOBS["QUEUES"] must be a list of names', hint='e.g. ["emails"]')
@@ -106,7 +137,28 @@ def validate(raw: Any) -> XJobsSettings:
         max_payload_bytes=positive_int("MAX_PAYLOAD_BYTES"),
         unknown_job_delay=duration("UNKNOWN_JOB_DELAY"),
         unknown_job_grace=duration("UNKNOWN_JOB_GRACE"),
+        outbox=merged["OUTBOX"],
+        outbox_databases=tuple(dict.fromkeys(outbox_databases)),
+        outbox_claim_lease=claim_lease(merged["OUTBOX_CLAIM_LEASE"], error=ConfigInvalidError),
+        outbox_retention=duration("OUTBOX_RETENTION"),
+        relay_batch_size=positive_int("RELAY_BATCH_SIZE"),
+        relay_interval=duration("RELAY_INTERVAL"),
     )
+
+
+def claim_lease(value: Any, *, error: type[XJobsError] = InvariantError) -> float:
+    """The outbox claim lease in seconds: a finite duration of at least one second
+    (SPEC OUTBOX-14, SE-32: one normalisation, refused where it is given)."""
+    try:
+        seconds = parse_duration(value, field="claim_lease")
+    except XJobsError as problem:
+        raise error(problem.message, hint="the default is 30 seconds") from None
+    if seconds < 1:
+        raise error(
+            f"claim_lease={value!r} is shorter than a second; a relay could not finish a batch",
+            hint="the default is 30 seconds",
+        )
+    return seconds
 
 
 def check_queue_name(queue: Any, *, error: type[XJobsError]) -> str:

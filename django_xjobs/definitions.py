@@ -36,6 +36,7 @@ class EnqueueOptions:
     on_conflict: OnConflict = "dedupe"
     tenant_id: str | None = None
     enqueued_by: str | None = None
+    outbox: bool | None = None
 
 
 class JobHandle:
@@ -99,11 +100,16 @@ class JobHandle:
         on_conflict: OnConflict | None = None,
         tenant_id: str | None = None,
         enqueued_by: str | None = None,
+        outbox: bool | None = None,
     ) -> JobHandle:
         """A copy of this handle with per-enqueue options (like ``django.tasks.Task.using``)::
 
         send_receipt.using(delay="10m", priority=5).enqueue(order_id=7)
+
+        ``outbox=False`` publishes directly even inside ``atomic()``.
         """
+        if outbox is not None and not isinstance(outbox, bool):
+            raise InvariantError(f"outbox={outbox!r} must be True or False")
         if run_at is not None and delay is not None:
             raise InvariantError("give run_at or delay, not both")
         if run_at is not None and (not isinstance(run_at, datetime) or run_at.tzinfo is None):
@@ -130,6 +136,7 @@ class JobHandle:
             "on_conflict": on_conflict,
             "tenant_id": tenant_id,
             "enqueued_by": enqueued_by,
+            "outbox": outbox,
         }
         options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
         if run_at is not None:
@@ -146,13 +153,15 @@ class JobHandle:
     def enqueue(self, **inputs: Any) -> EnqueueResult:
         """Queue one run of this job with ``inputs``; never runs the handler inline (SPEC JOB-19).
 
-        A live job with the same idempotency key is returned instead (``deduped=True``), or
-        refused with ``JobDuplicateError`` under ``using(on_conflict="error")``.
+        Inside ``transaction.atomic()`` the job is staged in the same transaction and published
+        once it commits (``staged=True``); a rollback leaves no job. Outside, it is inserted at
+        once. A live job with the same idempotency key is returned instead (``deduped=True``),
+        or refused with ``JobDuplicateError`` under ``using(on_conflict="error")``.
         """
-        from .drivers import get_driver
+        from .outbox.stage import submit
 
         request = self.build_request(inputs)
-        result = get_driver().enqueue(request)
+        result = submit(request, outbox=self.options.outbox, on_conflict=self.options.on_conflict)
         if result.deduped and self.options.on_conflict == "error":
             raise JobDuplicateError(
                 f"job {self.name!r} with key {request.idempotency_key!r} is already live as {result.id}",

@@ -12,7 +12,7 @@ from .clock import system_clock
 from .drivers import get_driver
 from .drivers.base import EventRecord
 from .durations import Duration, parse_duration
-from .errors import InputInvalidError, InvariantError
+from .errors import InputInvalidError, InvariantError, OutboxNoTxError
 from .ids import uuid7
 from .payload import NotJSON, check_json, encode
 
@@ -53,6 +53,7 @@ def publish_event(
         ) from None
     encode(data, limit=conf.get().max_payload_bytes, what=f"the data of event {event!r}")
     seconds = parse_duration(ttl, field="ttl")
+    _check_transaction(event, using)
     now = (clock or system_clock).now()
     record = EventRecord(
         id=uuid7(),
@@ -66,6 +67,20 @@ def publish_event(
     store.publish(record)
     _maybe_purge(store, now)
     return record
+
+
+def _check_transaction(event: str, using: str | None) -> None:
+    """Under ``XJOBS["OUTBOX"] = "required"`` an event, like an enqueue, needs a transaction."""
+    settings = conf.get()
+    if settings.outbox != "required":
+        return
+    from django.db import connections
+
+    if not connections[using or settings.database].in_atomic_block:
+        raise OutboxNoTxError(
+            f"event {event!r} was published outside transaction.atomic()",
+            hint='XJOBS["OUTBOX"] is "required": publish inside atomic()',
+        )
 
 
 def _store(using: str | None) -> Any:

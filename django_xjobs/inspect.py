@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from . import registry
+from . import conf, registry
 from .drivers import get_driver
 from .drivers.base import JobDriver, JobSnapshot, StepRecord
 from .errors import InvariantError, JobNotFoundError
@@ -186,3 +186,23 @@ def _retry_delays(name: str) -> list[float]:
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
+
+
+def inspect_outbox() -> dict[str, Any]:
+    """Staged rows not yet published, per outbox database, and the oldest one's age::
+
+    inspect_outbox()  # {"pending": 3, "oldest_pending_seconds": 0.4, "databases": {...}}
+    """
+    from .outbox.postgres import PostgresOutboxStore
+
+    databases: dict[str, dict[str, Any]] = {}
+    for alias in conf.get().outbox_databases:
+        count, oldest = PostgresOutboxStore(alias).pending()
+        databases[alias] = {"pending": count, "oldest_pending_seconds": oldest}
+    return {
+        "pending": sum(d["pending"] for d in databases.values()),
+        "oldest_pending_seconds": max(
+            (d["oldest_pending_seconds"] for d in databases.values()), default=0.0
+        ),
+        "databases": databases,
+    }

@@ -6,6 +6,12 @@ SECRET_KEY = "tests-only"
 USE_TZ = True
 TIME_ZONE = "UTC"
 DATABASES = {"default": database_config(database_url())}
+# A second database on the same server, for the outbox across databases (tests/test_outbox.py).
+DATABASES["orders"] = {
+    **DATABASES["default"],
+    "NAME": f"{DATABASES['default']['NAME']}_orders",
+    "TEST": {"NAME": f"test_{DATABASES['default']['NAME']}_orders"},
+}
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -35,4 +41,6 @@ TEMPLATES = [
 ]
 ROOT_URLCONF = "tests.urls"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-XJOBS = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2}
+# The suite's driver and worker tests enqueue directly (most run inside a test transaction,
+# where the default "auto" would stage into the outbox); tests/test_outbox.py turns it on.
+XJOBS = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}

@@ -18,7 +18,7 @@ from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.errors import ConfigInvalidError
 from tests import jobs
 
-BASE = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2}
+BASE = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
 
 
 def test_migrations_match_the_models(db):

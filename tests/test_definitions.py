@@ -27,7 +27,7 @@ from django_xjobs import (
 from django_xjobs.registry import unregister
 from tests.jobs import ledger, ok, takes_kwargs
 
-BASE_XJOBS = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2}
+BASE_XJOBS = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
@@ -43,7 +44,7 @@ from .memory import (
 from .postgres_steps import PostgresEventStore, PostgresStepStore
 
 log = logging.getLogger("django_xjobs.driver")
-STATEMENTS = sql.load("postgres.sql")
+STATEMENTS = sql.load(Path(__file__).with_name("postgres.sql"))
 CHANNEL = "xjobs"
 
 
@@ -265,7 +266,7 @@ class PostgresDriver:
     # --- wake-ups ---------------------------------------------------------------------------
 
     def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> Listener:
-        listener = Listener(self.using, set(queues), callback)
+        listener = Listener(self.using, CHANNEL, callback, set(queues))
         listener.start()
         return listener
 
@@ -326,14 +327,21 @@ class _Statement:
 
 
 class Listener(threading.Thread):
-    """LISTEN on its own connection; call ``callback`` when one of ``queues`` gets a ready job.
+    """LISTEN to ``channel`` on a connection of its own; call ``callback`` for each notification
+    whose payload is in ``payloads`` (any payload when None), and once when it starts listening.
 
     Polling stays the safety net: a lost notification only costs one poll interval.
     """
 
-    def __init__(self, using: str, queues: set[str], callback: Callable[[], None]) -> None:
-        super().__init__(name="xjobs-listener", daemon=True)
-        self.using, self.queues, self.callback = using, queues, callback
+    def __init__(
+        self,
+        using: str,
+        channel: str,
+        callback: Callable[[], None],
+        payloads: set[str] | None = None,
+    ) -> None:
+        super().__init__(name=f"xjobs-listen-{channel}", daemon=True)
+        self.using, self.channel, self.callback, self.payloads = using, channel, callback, payloads
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -343,11 +351,11 @@ class Listener(threading.Thread):
                 wrapper.ensure_connection()
                 raw = wrapper.connection
                 raw.autocommit = True
-                raw.execute(f"LISTEN {CHANNEL}")
+                raw.execute(f"LISTEN {self.channel}")
                 self.callback()  # anything staged while we were not listening
                 while not self._halt.is_set():
                     for note in raw.notifies(timeout=0.5):
-                        if note.payload in self.queues:
+                        if self.payloads is None or note.payload in self.payloads:
                             self.callback()
             except Exception as error:  # raw psycopg errors too: this is not a Django cursor
                 log.warning("xjobs.listener.failed error=%s", _first_line(error))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -12,7 +13,7 @@ from django.db import connections
 from . import sql
 from .base import STEP_STATUSES, EventRecord, StepRecord
 
-STATEMENTS = sql.load("steps.sql")
+STATEMENTS = sql.load(Path(__file__).with_name("steps.sql"))
 
 
 def _json(value: Any) -> Any:

@@ -10,8 +10,9 @@ _HEADER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 
 
 @cache
-def load(filename: str) -> dict[str, str]:
-    text = (Path(__file__).parent / filename).read_text()
+def load(path: str | Path) -> dict[str, str]:
+    """The statements of the ``.sql`` file at ``path`` (pass ``Path(__file__).with_name(...)``)."""
+    text = Path(path).read_text()
     parts = _HEADER.split(text)
     statements: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):

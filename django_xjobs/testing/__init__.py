@@ -56,6 +56,7 @@ def run_until_idle(
     names = list(queues or sorted(registry.known_queues(conf.get().queues)))
     executions: list[Execution] = []
     while len(executions) < max_runs:
+        relay_staged(driver)
         claimed = driver.claim(
             queues=names,
             limit=1,
@@ -78,6 +79,26 @@ def run_until_idle(
 
 
 TERMINAL = ("done", "dead", "failed", "cancelled")
+
+
+def relay_staged(driver: JobDriver | None = None) -> int:
+    """Publish outbox rows this connection can see, as the relay would.
+
+    Inside a test transaction (``TestCase``, pytest's ``db``) nothing commits, so neither the
+    on-commit fast path nor a relay process ever sees a staged job; this does.
+    """
+    driver = driver or get_driver()
+    if driver.name != "postgres":
+        return 0
+    from ..outbox.postgres import PostgresOutboxStore
+    from ..outbox.relay import publish_batch
+
+    published = 0
+    for alias in conf.get().outbox_databases:
+        store = PostgresOutboxStore(alias)
+        rows = store.claim(10_000, "test-relay")
+        published += publish_batch(store, driver, rows, "test-relay")
+    return published
 
 
 def run_to_completion(
@@ -155,4 +176,4 @@ def memory_driver(clock: Any = None) -> Iterator[MemoryDriver]:
         uninstall(driver)
 
 
-__all__ = ["FrozenClock", "memory_driver", "run_to_completion", "run_until_idle"]
+__all__ = ["FrozenClock", "memory_driver", "relay_staged", "run_to_completion", "run_until_idle"]

@@ -8,11 +8,14 @@ from ..conf import XJobsSettings
 from ..errors import DriverUnavailableError
 
 
-def preflight(settings: XJobsSettings) -> None:
+def preflight(
+    settings: XJobsSettings, *, database: str | None = None, table: str = "x_jobs"
+) -> None:
     """Raise one clear ``DriverUnavailableError`` instead of a traceback at the first claim."""
     if settings.driver != "postgres":
         return
-    connection = connections[settings.database]
+    alias = database or settings.database
+    connection = connections[alias]
     params = connection.settings_dict
     where = (
         f"{params.get('HOST') or 'local socket'}:{params.get('PORT') or 5432}/{params.get('NAME')}"
@@ -22,14 +25,14 @@ def preflight(settings: XJobsSettings) -> None:
     except DatabaseError as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise DriverUnavailableError(
-            f"cannot connect to database {settings.database!r} ({where}): {first}",
+            f"cannot connect to database {alias!r} ({where}): {first}",
             hint="check DATABASE_URL / DATABASES and that PostgreSQL is running",
         ) from None
     with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass('x_jobs') IS NOT NULL")
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [table])
         (present,) = cursor.fetchone()
     if not present:
         raise DriverUnavailableError(
-            f"database {settings.database!r} ({where}) has no x_jobs table",
-            hint="run: python manage.py migrate django_xjobs",
+            f"database {alias!r} ({where}) has no {table} table",
+            hint=f"run: python manage.py migrate django_xjobs --database {alias}",
         )

@@ -1,0 +1,98 @@
+"""``manage.py xjobs_relay``: parse arguments, wire signals, run a ``Relay`` per outbox database."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ... import conf, log
+from ...errors import XJobsError
+from ...outbox.postgres import PostgresOutboxStore
+from ...outbox.relay import Relay
+from ...worker.preflight import preflight
+from .xjobs_worker import _duration, _log_to_console
+
+
+class Command(BaseCommand):
+    help = "Publish jobs staged in the transactional outbox (x_outbox) to the job store."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--database",
+            action="append",
+            help='outbox database alias (repeatable; default: XJOBS["OUTBOX_DATABASES"])',
+        )
+        parser.add_argument("--batch-size", type=int, help="rows per pass (default 100)")
+        parser.add_argument("--interval", help='pause between idle passes, e.g. "200ms"')
+        parser.add_argument("--claim-lease", help='how long a claim holds rows, e.g. "30s"')
+        parser.add_argument("--relay-id", help="the name in claimed_by (default relay-<uuid>)")
+        parser.add_argument(
+            "--once", action="store_true", help="publish everything pending, then exit"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        _log_to_console(options["verbosity"])
+        settings = conf.get()
+        aliases = options["database"] or list(settings.outbox_databases)
+        unknown = [a for a in aliases if a not in settings.outbox_databases]
+        if unknown:
+            raise CommandError(
+                f"X_INVARIANT: {', '.join(unknown)} is not an outbox database — "
+                f"XJOBS['OUTBOX_DATABASES'] is {list(settings.outbox_databases)}"
+            )
+        if options["batch_size"] is not None and options["batch_size"] < 1:
+            raise CommandError("X_INVARIANT: --batch-size must be at least 1")
+        try:
+            interval = _duration(options["interval"], "--interval")
+            preflight(settings)
+            relays = []
+            for alias in aliases:
+                preflight(settings, database=alias, table="x_outbox")
+                store = PostgresOutboxStore(alias, claim_lease=options["claim_lease"])
+                relays.append(
+                    Relay(
+                        store=store,
+                        batch_size=options["batch_size"],
+                        interval=interval,
+                        relay_id=options["relay_id"],
+                        database=alias,
+                    )
+                )
+        except XJobsError as error:
+            raise CommandError(str(error)) from None
+        if options["once"]:
+            total = sum(_drain(relay) for relay in relays)
+            self.stdout.write(f"published {total}")
+            return
+        threads = [threading.Thread(target=r.run, name=f"xjobs-relay-{r.database}") for r in relays]
+        stopping = threading.Event()
+
+        def on_signal(signum: int, frame: Any) -> None:
+            log.event(logging.INFO, "xjobs.relay.signal", signal=signal.Signals(signum).name)
+            stopping.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        for thread in threads:
+            thread.start()
+        while not stopping.wait(0.5):
+            if not any(t.is_alive() for t in threads):
+                break
+        for relay in relays:
+            relay.stop()
+        for thread in threads:
+            thread.join()
+        self.stdout.write(f"relay stopped: published {sum(r.published for r in relays)}")
+
+
+def _drain(relay: Relay) -> int:
+    total = 0
+    while True:
+        done = relay.tick()
+        total += done
+        if done < relay.batch_size:
+            return total

@@ -1,0 +1,1 @@
+"""The transactional outbox: an enqueue inside ``atomic()`` commits or vanishes with it."""

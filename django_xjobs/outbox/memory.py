@@ -1,0 +1,121 @@
+"""The outbox store in memory: the database store's lease, order and fences, in one process.
+
+Published rows are deleted at once, so memory stays bounded (SPEC OUTBOX-16, SE-36); the
+database keeps them for ``OUTBOX_RETENTION`` as an audit trail.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from .. import conf
+from ..clock import SystemClock
+from ..drivers.base import EnqueueRequest
+from ..ids import uuid7
+from .store import OutboxRow
+
+
+class MemoryOutboxStore:
+    def __init__(self, claim_lease: Any = None, clock: Any = None) -> None:
+        self.claim_lease = (
+            conf.get().outbox_claim_lease if claim_lease is None else conf.claim_lease(claim_lease)
+        )
+        self.clock = clock or SystemClock()
+        self._rows: dict[UUID, OutboxRow] = {}
+        self._claimed_at: dict[UUID, datetime] = {}
+        self._lock = threading.Lock()
+
+    def stage(self, request: EnqueueRequest) -> UUID:
+        now = self.clock.now()
+        row = OutboxRow(
+            id=uuid7(),
+            job=request.name,
+            queue=request.queue,
+            input=json.loads(request.input_json),
+            idempotency_key=request.idempotency_key,
+            max_attempts=request.max_attempts,
+            priority=request.priority,
+            run_at=request.run_at or now + timedelta(seconds=request.delay or 0.0),
+            staged_at=now,
+            tenant_id=request.tenant_id,
+            traceparent=request.traceparent,
+            enqueued_by=request.enqueued_by,
+        )
+        with self._lock:
+            self._rows[row.id] = row
+        return row.id
+
+    def claim(self, limit: int, token: str) -> list[OutboxRow]:
+        return self._claim(None, limit, token)
+
+    def claim_ids(self, ids: Sequence[UUID], token: str) -> list[OutboxRow]:
+        return self._claim(set(ids), len(ids), token) if ids else []
+
+    def _claim(self, ids: set[UUID] | None, limit: int, token: str) -> list[OutboxRow]:
+        with self._lock:
+            now = self.clock.now()
+            expired = now - timedelta(seconds=self.claim_lease)
+            free = sorted(
+                (
+                    r
+                    for r in self._rows.values()
+                    if (ids is None or r.id in ids)
+                    and (r.claimed_by is None or self._claimed_at[r.id] <= expired)
+                ),
+                key=lambda r: (r.staged_at, r.id),
+            )[:limit]
+            claimed = []
+            for row in free:
+                row = replace(row, claimed_by=token)
+                self._rows[row.id] = row
+                self._claimed_at[row.id] = now
+                claimed.append(row)
+            return claimed
+
+    def release(self, ids: Sequence[UUID], token: str) -> int:
+        released = 0
+        with self._lock:
+            for row_id in ids:
+                row = self._rows.get(row_id)
+                if row is not None and row.claimed_by == token:
+                    self._rows[row_id] = replace(row, claimed_by=None)
+                    self._claimed_at.pop(row_id, None)
+                    released += 1
+        return released
+
+    def mark_published(self, row_id: UUID, token: str) -> bool:
+        with self._lock:
+            row = self._rows.get(row_id)
+            if row is None or row.claimed_by != token:
+                return False
+            del self._rows[row_id]
+            self._claimed_at.pop(row_id, None)
+            return True
+
+    def pending(self) -> tuple[int, float]:
+        with self._lock:
+            rows = list(self._rows.values())
+        if not rows:
+            return 0, 0.0
+        oldest = min(r.staged_at for r in rows)
+        return len(rows), (self.clock.now() - oldest).total_seconds()
+
+    def prune(self, retention: float) -> int:
+        return 0  # published rows are gone already
+
+    def shift(self, seconds: float) -> None:
+        """Test support: make every stored time ``seconds`` earlier."""
+        delta = timedelta(seconds=seconds)
+        with self._lock:
+            for row_id, row in list(self._rows.items()):
+                self._rows[row_id] = replace(
+                    row, staged_at=row.staged_at - delta, run_at=row.run_at - delta
+                )
+            for row_id, at in list(self._claimed_at.items()):
+                self._claimed_at[row_id] = at - delta

@@ -1,0 +1,80 @@
+-- The outbox store (x_outbox), by name. Loaded once by outbox/postgres.py.
+-- stage runs on the CALLER's connection, inside their transaction (SPEC OUTBOX-05); everything
+-- else runs on the relay's own connection in autocommit.
+
+-- name: stage
+-- One row per enqueue; staged_at is the transaction's start, so a transaction's rows tie on it
+-- and are ordered by their time-ordered ids (SPEC SE-31). The NOTIFY is delivered at commit.
+WITH ins AS (
+    INSERT INTO x_outbox (id, job, queue, input, idempotency_key, max_attempts, priority,
+                          run_at, staged_at, tenant_id, traceparent, enqueued_by)
+    VALUES (%(id)s, %(job)s, %(queue)s, %(input)s::jsonb, %(idempotency_key)s,
+            %(max_attempts)s, %(priority)s,
+            COALESCE(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s)), now(),
+            %(tenant_id)s, %(traceparent)s, %(enqueued_by)s)
+    RETURNING id
+)
+SELECT id, pg_notify('xjobs_outbox', '') FROM ins;
+
+-- name: claim
+-- A lease taken in one statement (SPEC OUTBOX-06, SE-28): unpublished rows nobody holds, or
+-- whose holder's lease lapsed, oldest (staged_at, id) first.
+WITH picked AS (
+    SELECT id FROM x_outbox
+    WHERE published_at IS NULL
+      AND (claimed_at IS NULL OR claimed_at <= now() - make_interval(secs => %(lease)s))
+    ORDER BY staged_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE x_outbox o
+SET claimed_at = now(), claimed_by = %(token)s
+FROM picked
+WHERE o.id = picked.id
+RETURNING o.id, o.job, o.queue, o.input, o.idempotency_key, o.max_attempts, o.priority,
+          o.run_at, o.staged_at, o.tenant_id, o.traceparent, o.enqueued_by, o.claimed_by;
+
+-- name: claim_ids
+-- The on-commit fast path: the same lease, for exactly the rows its transaction staged.
+WITH picked AS (
+    SELECT id FROM x_outbox
+    WHERE id = ANY(%(ids)s::uuid[])
+      AND published_at IS NULL
+      AND (claimed_at IS NULL OR claimed_at <= now() - make_interval(secs => %(lease)s))
+    ORDER BY staged_at, id
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE x_outbox o
+SET claimed_at = now(), claimed_by = %(token)s
+FROM picked
+WHERE o.id = picked.id
+RETURNING o.id, o.job, o.queue, o.input, o.idempotency_key, o.max_attempts, o.priority,
+          o.run_at, o.staged_at, o.tenant_id, o.traceparent, o.enqueued_by, o.claimed_by;
+
+-- name: release
+-- Hand rows back, only if still ours and unpublished (SPEC OUTBOX-11, SE-30).
+UPDATE x_outbox
+SET claimed_at = NULL, claimed_by = NULL
+WHERE id = ANY(%(ids)s::uuid[])
+  AND published_at IS NULL
+  AND claimed_by = %(token)s;
+
+-- name: mark_published
+-- First writer wins; a stale relay retires nothing (SPEC OUTBOX-12).
+UPDATE x_outbox
+SET published_at = now()
+WHERE id = %(id)s
+  AND published_at IS NULL
+  AND claimed_by = %(token)s;
+
+-- name: pending
+-- Unpublished rows, claimed ones included (SPEC OUTBOX-19), and the oldest one's age.
+SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(staged_at)), 0)
+FROM x_outbox
+WHERE published_at IS NULL;
+
+-- name: prune
+-- Published rows are the audit trail for OUTBOX_RETENTION, then go.
+DELETE FROM x_outbox
+WHERE published_at IS NOT NULL
+  AND published_at < now() - make_interval(secs => %(retention)s);
