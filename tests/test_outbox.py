@@ -446,3 +446,30 @@ def test_inspect_outbox_reports_pending_and_the_oldest_age(db):
     report = inspect_outbox()
     assert report["pending"] == 1 and report["oldest_pending_seconds"] >= 12
     assert report["databases"]["default"]["pending"] == 1
+
+
+def test_outbox_02_a_staged_row_carries_the_whole_request(auto):
+    with transaction.atomic():
+        handle = jobs.important.using(delay="1h", tenant_id="acme", enqueued_by="user:9")
+        result = handle.enqueue(n=4)
+        entry = OutboxEntry.objects.get(id=result.id)
+        assert (entry.job, entry.queue, entry.input, entry.idempotency_key) == (
+            "tests.jobs.important",
+            "default",
+            {"n": 4},
+            "prio:4",
+        )
+        assert (entry.max_attempts, entry.priority, entry.tenant_id, entry.enqueued_by) == (
+            3,
+            5,
+            "acme",
+            "user:9",
+        )
+        assert timedelta(minutes=59) < entry.run_at - entry.staged_at <= timedelta(hours=1)
+    job = Job.objects.get(idempotency_key="prio:4")
+    assert (job.state, job.priority, job.tenant_id) == ("delayed", 5, "acme")
+
+
+def test_outbox_15_each_relay_has_its_own_id(db):
+    a, b = (Relay(store=PostgresOutboxStore("default")) for _ in range(2))
+    assert a.relay_id.startswith("relay-") and a.relay_id != b.relay_id

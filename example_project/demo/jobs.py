@@ -39,3 +39,12 @@ def onboard_customer(ctx, customer_id: int):
     )
     pack = ctx.step.run("send-welcome-pack", lambda: {"sent": True, "to": account["account"]})
     return {"account": account["account"], "confirmed": confirmation is not None, **pack}
+
+
+@job(idempotency_key="confirm-order:{order_id}", queue="emails")
+def send_order_confirmation(ctx, order_id: int):
+    """Enqueued by the place_order view inside its transaction (the outbox)."""
+    from .models import Order
+
+    order = Order.objects.get(pk=order_id)
+    return {"confirmed": order.pk, "to": order.email}

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from django.core.management.base import BaseCommand
+from django.test import Client
 
 from demo.jobs import charge_card, onboard_customer, send_welcome_email, sync_account
 from django_xjobs import inspect_job, publish_event
@@ -34,6 +35,22 @@ class Command(BaseCommand):
             onboard_customer.enqueue(customer_id=n),
         ]
         ids = [r.id for r in results]
+        # the transactional outbox, through a real view: the order and its job commit together
+        response = Client().post(
+            "/orders/",
+            {"email": f"c{n}@example.com", "total_cents": 1999},
+            content_type="application/json",
+        )
+        placed = response.json()
+        ids.append(
+            Job.objects.get(
+                name="demo.jobs.send_order_confirmation", input={"order_id": placed["order"]}
+            ).id
+        )
+        self.stdout.write(
+            f"POST /orders/ created order {placed['order']}; its job was staged in the same "
+            f"transaction (staged={placed['staged']}) and published at commit"
+        )
         self.stdout.write(f"enqueued {len(ids)} jobs; starting a worker (4 threads)\n")
 
         worker = Worker(queues=["default", "emails"], concurrency=4, poll_interval=0.1)
@@ -83,7 +100,7 @@ class Command(BaseCommand):
 
     def _progress(self, row: Job) -> str:
         short = row.name.rsplit(".", 1)[-1]
-        text = f"  {short:<20} {row.state:<9} attempt {row.attempt}/{row.max_attempts}"
+        text = f"  {short:<24} {row.state:<9} attempt {row.attempt}/{row.max_attempts}"
         if row.state in ("ready", "delayed") and row.last_error:
             text += f"  retrying after: {row.last_error}"
         if row.state == "suspended":
