@@ -45,6 +45,11 @@ DEFAULTS: dict[str, Any] = {
     # rows a relay publishes per pass, and its pause between passes when idle
     "RELAY_BATCH_SIZE": 100,
     "RELAY_INTERVAL": 0.2,
+    # per-process caps on runs in flight (SPEC LIMIT-*): "global", "per_queue", "per_tenant",
+    # "rate_per_tenant" {"limit", "window"}, "max_tenants"; see worker/limits.py
+    "LIMITS": {},
+    # a job whose runs die with their worker this many times in a row is dead-lettered
+    "MAX_LEASE_EXPIRIES": 3,
 }
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -67,6 +72,8 @@ class XJobsSettings:
     outbox_retention: float
     relay_batch_size: int
     relay_interval: float
+    limits: Any
+    max_lease_expiries: int
 
 
 def validate(raw: Any) -> XJobsSettings:
@@ -143,7 +150,18 @@ def validate(raw: Any) -> XJobsSettings:
         outbox_retention=duration("OUTBOX_RETENTION"),
         relay_batch_size=positive_int("RELAY_BATCH_SIZE"),
         relay_interval=duration("RELAY_INTERVAL"),
+        limits=_limits(merged["LIMITS"]),
+        max_lease_expiries=positive_int("MAX_LEASE_EXPIRIES"),
     )
+
+
+def _limits(raw: Any) -> Any:
+    from .worker.limits import parse_limits
+
+    try:
+        return parse_limits(raw)
+    except XJobsError as problem:
+        raise ConfigInvalidError(f'XJOBS["LIMITS"]: {problem.message}', hint=problem.hint) from None
 
 
 def claim_lease(value: Any, *, error: type[XJobsError] = InvariantError) -> float:

@@ -155,6 +155,43 @@ class TerminalError(XJobsError):
     retry = "terminal"
 
 
+class RetryAfterError(XJobsError):
+    """Try again later: retry after ``retry_after`` seconds (still counts as an attempt).
+
+    Raise it with the delay a rate-limited API gave you::
+
+        raise RetryAfterError("rate limited", retry_after=float(response.headers["Retry-After"]))
+    """
+
+    code = "X_RETRY_AFTER"
+    retry = "retry-after"
+
+    def __init__(
+        self, message: str | None = None, *, retry_after: Any = None, **kwargs: Any
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class ErrorRetryInvalidError(XJobsError):
+    """A retry classification could not be registered."""
+
+    code = "X_ERROR_RETRY_INVALID"
+
+
+class ConcurrencyUnenforceableError(XJobsError):
+    """A job declares fleet concurrency but the driver has no lease store to enforce it."""
+
+    code = "X_JOB_CONCURRENCY_UNENFORCEABLE"
+
+
+class JobCrashedError(XJobsError):
+    """The job's runs keep dying with their worker (lease expiries); it is not run again."""
+
+    code = "X_JOB_CRASHED"
+    retry = "terminal"
+
+
 class StepDuplicateError(XJobsError):
     """A step name was used twice in one attempt."""
 
@@ -200,6 +237,12 @@ class LeaseLostError(JobInterrupt):
     code = "X_JOB_LEASE_LOST"
 
 
+class SlotLostError(JobInterrupt):
+    """The run's fleet concurrency slot is no longer its own."""
+
+    code = "X_JOB_SLOT_LOST"
+
+
 class JobCancelledError(JobInterrupt):
     """The job was cancelled while it ran."""
 
@@ -237,6 +280,11 @@ CODES: dict[str, type[_Coded]] = {
         JobTimeoutError,
         OutboxNoTxError,
         TerminalError,
+        RetryAfterError,
+        ErrorRetryInvalidError,
+        ConcurrencyUnenforceableError,
+        JobCrashedError,
+        SlotLostError,
         StepDuplicateError,
         StepOutputInvalidError,
         JobNotFoundError,

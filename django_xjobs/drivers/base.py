@@ -199,6 +199,23 @@ class EventStore(Protocol):
     def purge(self, now: datetime) -> int: ...
 
 
+class LeaseStore(Protocol):
+    """Fleet concurrency slots in ``x_job_leases`` (SPEC SLOT-03/06): ``limit`` slots per key,
+    each held by one holder until it is released or its ``expires_at`` passes."""
+
+    def acquire(self, key: str, limit: int, ttl: float, holder: str) -> int | None:
+        """The lowest free slot in ``0..limit-1`` (no live row), now held; None when all are."""
+
+    def renew(self, key: str, slot: int, ttl: float, holder: str) -> bool:
+        """Extend the slot, only for its holder and only while it has not expired (SE-08)."""
+
+    def release(self, key: str, slot: int, holder: str) -> bool:
+        """Delete the slot's row, only the holder's own."""
+
+    def held(self, key: str) -> int:
+        """Live slots of ``key`` (diagnostics)."""
+
+
 class Notifier(Protocol):
     def stop(self) -> None: ...
 
@@ -243,6 +260,10 @@ class JobDriver(Protocol):
 
     @property
     def events(self) -> EventStore: ...
+
+    @property
+    def leases(self) -> LeaseStore | None:
+        """Fleet concurrency slots; None when this driver cannot enforce them (SPEC WORK-02)."""
 
     # operator actions (SPEC CANCEL-*, INSP-06, DESIGN Q-03/04/08/09)
     def cancel(self, job_id: UUID, reason: str | None) -> JobSnapshot:
