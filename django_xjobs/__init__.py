@@ -10,6 +10,7 @@
     send_receipt.enqueue(order_id=42)
 """
 
+from .classify import classify, register_error_retry, retry_class
 from .context import JobContext, Signal
 from .definitions import JobHandle, job
 from .drivers.base import EnqueueResult
@@ -33,6 +34,7 @@ from .errors import (
     PayloadTooLargeError,
     QueueUnknownError,
     ResultInvalidError,
+    RetryAfterError,
     StepDuplicateError,
     StepOutputInvalidError,
     TerminalError,
@@ -67,19 +69,23 @@ __all__ = [
     "QueueUnknownError",
     "ResultInvalidError",
     "Retry",
+    "RetryAfterError",
     "Signal",
     "StepDuplicateError",
     "StepOutputInvalidError",
     "TerminalError",
     "XJobsError",
     "cancel_job",
+    "classify",
     "get_job",
     "inspect_dead_letters",
     "inspect_job",
     "inspect_queues",
     "job",
     "publish_event",
+    "register_error_retry",
     "registered_jobs",
+    "retry_class",
     "retry_job",
     "retry_schedule",
 ]

@@ -21,6 +21,7 @@ from .durations import format_seconds
 from .errors import (
     JobAbortedError,
     JobCancelledError,
+    JobCrashedError,
     JobInterrupt,
     JobTimeoutError,
     JobUnknownError,
@@ -68,6 +69,8 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Any) -
     handle = registry.get_job(job.name)
     if handle is None:
         return _unknown(job, clock.now())
+    if job.lease_expiries >= conf.get().max_lease_expiries or job.attempt > job.max_attempts:
+        return _crash_looping(job, handle.retry)
     steps: Steps | None = None
     try:
         steps = Steps(
@@ -253,6 +256,32 @@ def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: floa
         stop_reason=stop_reason,
         retry_in=decision.delay if decision.retry else None,
     )
+
+
+def _crash_looping(job: ClaimedJob, policy: Retry) -> Execution:
+    """Its runs keep dying with their worker (SIGKILL, OOM, exit): stop, and say so, rather
+    than crash every worker that claims it, forever."""
+    expiries = job.lease_expiries
+    error = JobCrashedError(
+        f"the last {expiries} run(s) of job {job.name!r} ended with their worker dying or stalling "
+        f"(the lease expired each time); not run again",
+        hint="look for what kills the process (memory, os._exit, a segfault), then retry_job() it",
+    )
+    exhausted = job.attempt > job.max_attempts and expiries < conf.get().max_lease_expiries
+    stop_reason = "attempts-exhausted" if exhausted else "terminal"
+    message = f"{error} — not retried"
+    final = "dead" if policy.dead_letter else "failed"
+    nack = Nack(job.id, job.lease_token, error=message, final_state=final, stop_reason=stop_reason)
+    log.event(
+        logging.ERROR,
+        "xjobs.job.crash_loop",
+        job=job.name,
+        id=job.id,
+        attempt=f"{job.attempt}/{job.max_attempts}",
+        lease_expiries=expiries,
+    )
+    outcome = Outcome.DEAD_LETTERED if final == "dead" else Outcome.FAILED
+    return Execution(outcome, job, 0.0, nack, error=message, stop_reason=stop_reason)
 
 
 def _unknown(job: ClaimedJob, now: datetime) -> Execution:

@@ -49,6 +49,10 @@ class Job(models.Model):
     lease_token = models.UUIDField(
         null=True, blank=True, help_text="Minted by every claim; fences ack, nack and heartbeat."
     )
+    lease_expiries = models.IntegerField(
+        db_default=0,
+        help_text="Runs in a row whose lease lapsed (the worker died or stalled); a settle resets it.",
+    )
     last_error = models.TextField(null=True, blank=True)
     stop_reason = models.TextField(choices=StopReason.choices, null=True, blank=True)
     result = models.JSONField(null=True, blank=True)

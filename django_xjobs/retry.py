@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
+import sys
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .classify import classify
 from .durations import Duration, parse_duration
 from .errors import InvariantError, XJobsError
 
@@ -101,13 +104,47 @@ class RetryDecision:
 def decide(
     policy: Retry, attempt: int, error: BaseException, rand: float | None = None
 ) -> RetryDecision:
-    """The decision for ``error`` raised on ``attempt`` (1-based; SPEC RETRY-04, CLASS-04/05).
+    """The decision for ``error`` raised on ``attempt`` (1-based; SPEC RETRY-04, CLASS-04..07).
 
-    A declared terminal error stops at once; anything else retries until attempts run out.
+    The error's classification (``classify``) decides first, the attempt count second:
+
+    - terminal: stop now, on any attempt, in ``dead`` (or ``failed`` without a dead letter);
+    - retry-after: while attempts remain, wait the seconds the error states
+      (``error.retry_after``), capped at ``max_delay``; a missing, non-numeric, negative,
+      infinite or NaN value falls back to the backoff (CLASS-06). It still counts as an
+      attempt (CLASS-08): the executor's nack says so;
+    - retryable, unclassified, a plain exception: exactly the backoff (CLASS-07).
+
+    Whatever the classification short of terminal, the attempt ceiling wins (CLASS-05).
     """
     final: Literal["dead", "failed"] = "dead" if policy.dead_letter else "failed"
-    if isinstance(error, XJobsError) and error.retry == "terminal":
+    kind = classify(error)
+    if kind == "terminal":
         return RetryDecision(False, 0.0, final, "terminal")
     if attempt >= policy.attempts:
         return RetryDecision(False, 0.0, final, "attempts-exhausted")
+    if kind == "retry-after":
+        seconds = stated_retry_after(error)
+        if seconds is not None:
+            return RetryDecision(True, min(seconds, policy.max_delay_seconds), None, None)
     return RetryDecision(True, backoff_delay(policy, attempt, rand), None, None)
+
+
+def stated_retry_after(error: BaseException) -> float | None:
+    """The delay ``error`` asks for, in seconds, if it is a finite number >= 0 (SPEC CLASS-06).
+
+    Read from ``error.retry_after`` (``RetryAfterError``, an app's ``@retry_class`` error),
+    else from an ``XJobsError``'s meta (``XJobsError(..., code=..., retry_after=30)``).
+    """
+    value = getattr(error, "retry_after", None)
+    if value is None and isinstance(error, XJobsError):
+        value = error.meta.get("retry_after")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if value < 0:
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int past the float range is finite: the cap applies
+        return sys.float_info.max
+    return seconds if math.isfinite(seconds) else None

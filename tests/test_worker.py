@@ -8,6 +8,7 @@ import time
 import uuid
 
 import pytest
+from django.test import override_settings
 
 from django_xjobs.drivers.base import Ack, EnqueueRequest
 from django_xjobs.execute import Outcome
@@ -270,3 +271,47 @@ def test_cancel_05_q_08_a_running_job_is_stopped_by_its_next_heartbeat(live_harn
     assert worker.outcomes == {Outcome.CANCELLED: 1}
     assert "xjobs.job.cancelled" in caplog.text
     assert "xjobs.lease.lost" not in caplog.text and "settle_refused" not in caplog.text
+
+
+def _lapse_and_reclaim(harness, times):
+    """``times`` runs die with their worker: each claim's lease lapses and the row is re-claimed."""
+    claimed = None
+    for _ in range(times):
+        [claimed] = harness.driver.claim(
+            queues=["default"], limit=1, visibility_timeout=5, worker_id="doomed"
+        )
+        harness.advance(5)
+    return claimed
+
+
+def test_a_job_whose_runs_keep_dying_is_dead_lettered_with_a_reason(harness):
+    job_id = jobs.ledger.using().enqueue(token=f"poison-{uuid.uuid4()}").id  # 5 attempts
+    _lapse_and_reclaim(harness, 3)  # three runs died; the next claim would be the fourth
+    [run] = run_until_idle()
+    assert run.outcome == Outcome.DEAD_LETTERED
+    row = harness.row(job_id)
+    assert (row.state, row.stop_reason, row.attempt) == ("dead", "terminal", 4)
+    assert row.last_error.startswith("X_JOB_CRASHED") and "lease expired" in row.last_error
+    assert not Ledger.objects.filter(token__startswith="poison").exists()  # never run again
+
+
+def test_runs_dying_past_the_attempt_budget_end_as_attempts_exhausted(harness):
+    job_id = jobs.ok.enqueue(n=1).id  # 3 attempts
+    with override_settings(XJOBS={"QUEUES": ["other"], "OUTBOX": "off", "MAX_LEASE_EXPIRIES": 10}):
+        _lapse_and_reclaim(harness, 3)
+        [run] = run_until_idle()
+    row = harness.row(job_id)
+    assert (run.outcome, row.state, row.stop_reason) == (
+        Outcome.DEAD_LETTERED,
+        "dead",
+        "attempts-exhausted",
+    )
+
+
+def test_a_settled_run_resets_the_crash_count(harness):
+    job_id = jobs.flaky.enqueue(n=1, failures=2).id
+    _lapse_and_reclaim(harness, 1)
+    assert harness.row(job_id).lease_expiries == 0  # the first claim is not an expiry
+    [run] = run_until_idle()  # re-claimed after one expiry: fails, nacked by a live worker
+    assert run.outcome == Outcome.RETRIED
+    assert harness.row(job_id).lease_expiries == 0

@@ -54,6 +54,8 @@ class ClaimedJob:
     enqueued_by: str | None
     idempotency_key: str
     created_at: datetime
+    #: runs in a row that died with their lease before this claim (0 for a normal claim)
+    lease_expiries: int = 0
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,7 @@ class JobSnapshot:
     traceparent: str | None
     created_at: datetime
     updated_at: datetime
+    lease_expiries: int = 0
 
 
 @dataclass(frozen=True)

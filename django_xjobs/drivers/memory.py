@@ -37,6 +37,7 @@ from .base import (
     StepRecord,
     check_claim_args,
 )
+from .memory_leases import MemoryLeaseStore
 from .memory_steps import MemoryEventStore, MemoryStepStore
 
 # --- the operator actions' rules, shared by both drivers so they refuse alike (SPEC DRV-04 g/k)
@@ -116,6 +117,7 @@ class MemoryDriver:
         # run_id -> step name -> record, in the order the steps were first written
         self._steps: dict[UUID, dict[str, StepRecord]] = {}
         self.steps = MemoryStepStore(self)
+        self.leases = MemoryLeaseStore(self)
         self.events = MemoryEventStore(self)
 
     def _now(self) -> datetime:
@@ -191,6 +193,7 @@ class MemoryDriver:
                     row,
                     state="running",
                     attempt=row.attempt + 1,
+                    lease_expiries=row.lease_expiries + 1 if row.state == "running" else 0,
                     claimed_by=worker_id,
                     lease_token=uuid.uuid4(),
                     visible_at=now + timedelta(seconds=visibility_timeout),
@@ -212,6 +215,7 @@ class MemoryDriver:
                         enqueued_by=row.enqueued_by,
                         idempotency_key=row.idempotency_key,
                         created_at=row.created_at,
+                        lease_expiries=row.lease_expiries,
                     )
                 )
             return claimed
@@ -233,6 +237,7 @@ class MemoryDriver:
                 self._rows[row.id] = replace(
                     row,
                     state="done",
+                    lease_expiries=0,
                     result=None if ack.result_json is None else json.loads(ack.result_json),
                     stop_reason=None,
                     visible_at=None,
@@ -252,6 +257,7 @@ class MemoryDriver:
             self._rows[row.id] = replace(
                 row,
                 state=nack.state,
+                lease_expiries=0,
                 attempt=row.attempt if nack.counts_as_attempt else max(row.attempt - 1, 0),
                 run_at=now + timedelta(seconds=max(0.0, nack.delay)),
                 last_error=row.last_error if nack.error is None else nack.error,
@@ -356,6 +362,7 @@ class MemoryDriver:
                 row,
                 state=CANCELLED,
                 stop_reason="cancelled",
+                lease_expiries=0,
                 last_error=row.last_error if reason is None else reason,
                 visible_at=None,
                 claimed_by=None,

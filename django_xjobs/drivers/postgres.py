@@ -41,6 +41,7 @@ from .memory import (
     requeue_states,
     unknown_step,
 )
+from .postgres_leases import PostgresLeaseStore
 from .postgres_steps import PostgresEventStore, PostgresStepStore
 
 log = logging.getLogger("django_xjobs.driver")
@@ -60,6 +61,7 @@ class PostgresDriver:
     def __init__(self, using: str = "default") -> None:
         self.using = using
         self.steps = PostgresStepStore(using)
+        self.leases = PostgresLeaseStore(using)
         self.events = PostgresEventStore(using)
 
     # --- the hot path -----------------------------------------------------------------------
@@ -123,6 +125,7 @@ class PostgresDriver:
                 enqueued_by=r[10],
                 idempotency_key=r[11],
                 created_at=r[12],
+                lease_expiries=r[14],
             )
             for r in rows
         ]
@@ -392,6 +395,7 @@ def snapshot(row: Any) -> JobSnapshot:
         traceparent=row.traceparent,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        lease_expiries=row.lease_expiries,
     )
 
 

@@ -65,6 +65,8 @@ WITH waiting AS (
 UPDATE x_jobs j
 SET state = 'running',
     attempt = j.attempt + 1,
+    -- a running row claimed again means its last run died with its lease (poison count)
+    lease_expiries = CASE WHEN j.state = 'running' THEN j.lease_expiries + 1 ELSE 0 END,
     claimed_by = %(worker_id)s,
     lease_token = gen_random_uuid(),
     visible_at = now() + make_interval(secs => %(visibility_timeout)s),
@@ -72,13 +74,15 @@ SET state = 'running',
 FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
-          j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at, j.run_at;
+          j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at, j.run_at,
+          j.lease_expiries;
 
 -- name: ack
 -- Settle many runs as done in one statement, each fenced on its own lease token (SPEC STATE-01).
 UPDATE x_jobs j
 SET state = 'done',
     result = a.result,
+    lease_expiries = 0,
     stop_reason = NULL,
     visible_at = NULL,
     claimed_by = NULL,
@@ -94,6 +98,7 @@ RETURNING j.id;
 -- Settle one run as not done: dead / failed / suspended / ready again (SPEC DRV-01, STATE-02/03).
 UPDATE x_jobs
 SET state = %(state)s,
+    lease_expiries = 0,
     attempt = CASE WHEN %(counts_as_attempt)s THEN attempt ELSE GREATEST(attempt - 1, 0) END,
     run_at = now() + make_interval(secs => %(delay)s),
     last_error = COALESCE(%(error)s, last_error),
@@ -135,6 +140,7 @@ ORDER BY queue;
 UPDATE x_jobs
 SET state = 'cancelled',
     stop_reason = 'cancelled',
+    lease_expiries = 0,
     last_error = COALESCE(%(reason)s::text, last_error),
     visible_at = NULL,
     claimed_by = NULL,
@@ -144,7 +150,7 @@ WHERE id = %(id)s
   AND state IN ('ready', 'delayed', 'running', 'suspended')
 RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
           priority, run_at, visible_at, claimed_by, lease_token, last_error, stop_reason, result,
-          tenant_id, enqueued_by, traceparent, created_at, updated_at;
+          tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries;
 
 -- name: requeue
 -- Run a finished job again from its stored steps (SPEC INSP-06, DESIGN Q-03): only from the
@@ -153,6 +159,7 @@ RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_a
 UPDATE x_jobs
 SET state = 'ready',
     attempt = 0,
+    lease_expiries = 0,
     run_at = now(),
     stop_reason = NULL,
     visible_at = NULL,
@@ -163,7 +170,7 @@ WHERE id = %(id)s
   AND state = ANY(%(states)s::text[])
 RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
           priority, run_at, visible_at, claimed_by, lease_token, last_error, stop_reason, result,
-          tenant_id, enqueued_by, traceparent, created_at, updated_at,
+          tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries,
           pg_notify('xjobs', queue) AS notified;
 
 -- name: requeue_from_step

@@ -1,9 +1,377 @@
-"""Per-process limits on runs in flight (SPEC LIMIT-*). Placeholder until implemented."""
+"""Per-process limits on runs in flight (SPEC LIMIT-01..06).
+
+These are PER-PROCESS budgets: each worker process counts only its own runs, so a fleet of
+N processes may run N times any cap here. A cap across the whole fleet is ``job(concurrency=N)``
+(the lease table, SPEC SLOT-*).
+
+    XJOBS = {"LIMITS": {
+        "global": 32,                                  # runs in flight in this process
+        "per_queue": {"emails": 8},                    # or one int for every queue
+        "per_tenant": 4,                               # runs in flight per tenant
+        "rate_per_tenant": {"limit": 100, "window": "1m"},  # starts per tenant per window
+        "max_tenants": 20_000,                         # memory cap on the per-tenant maps
+    }}
+
+    limiter = Limiter(conf.get().limits)
+    lease = limiter.acquire("emails", tenant_id="acme")
+    if lease is None:
+        shed(reason=limiter.last_reason)
+    else:
+        try:
+            run()
+        finally:
+            lease.release()
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import Any, Literal, Protocol
+
+from ..clock import system_clock
+from ..durations import parse_duration
+from ..errors import InvariantError, XJobsError
+
+Reason = Literal["global", "per-queue", "per-tenant", "rate"]
+
+#: The tenant of a run without ``tenant_id`` (SPEC LIMIT-01).
+DEFAULT_TENANT = "global"
+DEFAULT_MAX_TENANTS = 20_000
+#: How long ``blocked_by`` remembers a refusal, and the least time between two sweeps (LIMIT-05/06).
+MEMORY_SECONDS = 60.0
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_KEYS = ("global", "per_queue", "per_tenant", "rate_per_tenant", "max_tenants")
+_EXAMPLE = '{"global": 32, "per_queue": {"emails": 8}, "per_tenant": 4, "rate_per_tenant": {"limit": 100, "window": "1m"}}'
 
 
-def parse_limits(raw: Any) -> Any:
-    return raw
+# --- the settings value ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``limit`` starts per tenant in any ``window`` seconds."""
+
+    limit: int
+    window: float
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The validated ``XJOBS["LIMITS"]``; ``None`` means no cap. Build it with ``parse_limits``."""
+
+    global_: int | None = None
+    #: One cap for every queue, or caps for the queues named (others are uncapped).
+    per_queue: int | Mapping[str, int] | None = None
+    per_tenant: int | None = None
+    rate_per_tenant: RateLimit | None = None
+    max_tenants: int = DEFAULT_MAX_TENANTS
+
+    def queue_cap(self, queue: str) -> int | None:
+        if isinstance(self.per_queue, Mapping):
+            return self.per_queue.get(queue)
+        return self.per_queue
+
+
+def parse_limits(raw: Any) -> Limits:
+    """Read ``XJOBS["LIMITS"]`` (``{}`` means no caps), refusing any other shape with
+    ``InvariantError`` naming the key. ``conf.py`` turns that into a system-check error.
+
+    >>> parse_limits({"global": 8, "rate_per_tenant": {"limit": 10, "window": "1m"}}).rate_per_tenant
+    RateLimit(limit=10, window=60.0)
+    """
+    if isinstance(raw, Limits):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise InvariantError(
+            f"LIMITS={raw!r} is a {type(raw).__name__}, not a dict",
+            hint=f"use {{}} for no caps, or e.g. {_EXAMPLE}",
+        )
+    for key in raw:
+        if key not in _KEYS:
+            raise InvariantError(
+                f"unknown key {key!r}",
+                hint=f"the keys are {', '.join(_KEYS)}; e.g. {_EXAMPLE}",
+            )
+    return Limits(
+        global_=_optional_count(raw, "global"),
+        per_queue=_per_queue(raw["per_queue"]) if "per_queue" in raw else None,
+        per_tenant=_optional_count(raw, "per_tenant"),
+        rate_per_tenant=_rate(raw["rate_per_tenant"]) if "rate_per_tenant" in raw else None,
+        max_tenants=_max_tenants(raw.get("max_tenants", DEFAULT_MAX_TENANTS)),
+    )
+
+
+def _count(value: Any, field: str, hint: str) -> int:
+    # bool is an int in Python; True as a cap is a mistake, not 1.
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvariantError(f"{field}={value!r} must be a positive integer", hint=hint)
+    return value
+
+
+def _optional_count(raw: Mapping[str, Any], key: str) -> int | None:
+    if key not in raw:
+        return None
+    return _count(
+        raw[key],
+        key,
+        hint=f'give a whole number of runs above zero, e.g. "{key}": 8, or leave it out for no cap',
+    )
+
+
+def _per_queue(value: Any) -> int | Mapping[str, int]:
+    hint = 'give one cap for every queue ("per_queue": 8) or caps by queue name ("per_queue": {"emails": 8})'
+    if not isinstance(value, Mapping):
+        return _count(value, "per_queue", hint=hint)
+    caps: dict[str, int] = {}
+    for queue, cap in value.items():
+        if not isinstance(queue, str) or not queue:
+            raise InvariantError(f"per_queue key {queue!r} is not a queue name", hint=hint)
+        caps[queue] = _count(cap, f"per_queue[{queue!r}]", hint=hint)
+    return MappingProxyType(caps)
+
+
+def _rate(value: Any) -> RateLimit:
+    hint = 'use {"limit": <starts>, "window": <duration>}, e.g. {"limit": 100, "window": "1m"} (window in seconds, a string or a timedelta)'
+    if not isinstance(value, Mapping):
+        raise InvariantError(f"rate_per_tenant={value!r} is not a dict", hint=hint)
+    unknown = set(value) - {"limit", "window"}
+    if unknown or "limit" not in value or "window" not in value:
+        raise InvariantError(
+            f"rate_per_tenant={dict(value)!r} needs exactly the keys limit and window",
+            hint=hint,
+        )
+    limit = _count(value["limit"], "rate_per_tenant['limit']", hint=hint)
+    try:
+        window = parse_duration(value["window"], field="rate_per_tenant['window']")
+    except XJobsError as problem:
+        # One code for every bad LIMITS shape; the duration's own hint still says the fix.
+        raise InvariantError(problem.message, hint=problem.hint) from None
+    return RateLimit(limit=limit, window=window)
+
+
+def _max_tenants(value: Any) -> int:
+    hint = f"give a whole number of tenants above zero; the default is {DEFAULT_MAX_TENANTS:_}"
+    if isinstance(value, float) and not math.isfinite(value):
+        # SPEC LIMIT-06: an unbounded map is exactly what the cap exists to prevent.
+        raise InvariantError(f"max_tenants={value!r} must be finite", hint=hint)
+    return _count(value, "max_tenants", hint=hint)
+
+
+# --- the limiter ----------------------------------------------------------------------------
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class Lease:
+    """One run counted in flight. ``release()`` frees its slot once, however often it is called."""
+
+    __slots__ = ("_limiter", "queue", "released", "tenant")
+
+    def __init__(self, limiter: Limiter, queue: str, tenant: str) -> None:
+        self._limiter = limiter
+        self.queue = queue
+        self.tenant = tenant
+        self.released = False
+
+    def release(self) -> None:
+        self._limiter._release(self)  # SPEC LIMIT-02
+
+    def __repr__(self) -> str:
+        state = "released" if self.released else "held"
+        return f"<Lease queue={self.queue!r} tenant={self.tenant!r} {state}>"
+
+
+class Limiter:
+    """Caps on this process's runs in flight (SPEC LIMIT-01..06), checked by the worker before
+    each run starts (WORK-04/07) and released when the run settles (WORK-10).
+
+    PER-PROCESS: another worker process has its own limiter and its own budget. For a cap across
+    the fleet declare ``job(concurrency=N)``.
+
+    Thread-safe: the claim loop acquires while the settler thread releases.
+    """
+
+    def __init__(self, limits: Limits | None = None, clock: Clock = system_clock) -> None:
+        self.limits = limits or Limits()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._global = 0
+        # In-flight counters; an entry is deleted when it reaches 0 (LIMIT-06). They never grow
+        # past the runs in flight, so max_tenants does not apply to them.
+        self._queues: dict[str, int] = {}
+        self._tenants: dict[str, int] = {}
+        self._queue_tenants: dict[tuple[str, str], int] = {}
+        # The per-tenant maps max_tenants caps: start times in the rate window (oldest first),
+        # and the last refusal by (queue, tenant).
+        self._starts: dict[str, deque[datetime]] = {}
+        self._refusals: dict[tuple[str, str], tuple[Reason, datetime]] = {}
+        self._next_sweep: datetime | None = None
+        #: The reason of the most recent refusal, for the worker's shed message.
+        self.last_reason: Reason | None = None
+
+    # --- acquire and release ----------------------------------------------------------------
+
+    def acquire(self, queue: str, tenant_id: str | None = None) -> Lease | None:
+        """Count one run of ``queue`` for ``tenant_id`` in flight, or return ``None`` (and
+        record why, see ``blocked_by``) when a cap is reached."""
+        tenant = tenant_id or DEFAULT_TENANT
+        with self._lock:
+            now = self._clock.now()
+            if self._next_sweep is None or now >= self._next_sweep:
+                self._sweep(now)
+            reason = self._refusal(queue, tenant, now)
+            if reason is not None:
+                self._refuse(queue, tenant, reason, now)
+                return None
+            self._global += 1
+            self._queues[queue] = self._queues.get(queue, 0) + 1
+            self._tenants[tenant] = self._tenants.get(tenant, 0) + 1
+            self._queue_tenants[queue, tenant] = self._queue_tenants.get((queue, tenant), 0) + 1
+            if self.limits.rate_per_tenant is not None:
+                starts = self._starts.get(tenant)
+                if starts is None:
+                    starts = self._starts[tenant] = deque()
+                    starts.append(now)
+                    self._bound(self._starts, now)
+                else:
+                    starts.append(now)
+            return Lease(self, queue, tenant)
+
+    def _refusal(self, queue: str, tenant: str, now: datetime) -> Reason | None:
+        limits = self.limits
+        # SPEC LIMIT-01: this order, so the reason names the widest cap that is full.
+        if limits.global_ is not None and self._global >= limits.global_:
+            return "global"
+        queue_cap = limits.queue_cap(queue)
+        if queue_cap is not None and self._queues.get(queue, 0) >= queue_cap:
+            return "per-queue"
+        if limits.per_tenant is not None and self._tenants.get(tenant, 0) >= limits.per_tenant:
+            return "per-tenant"
+        rate = limits.rate_per_tenant
+        if rate is not None:
+            starts = self._starts.get(tenant)
+            if starts:
+                _drop_spent(starts, now - timedelta(seconds=rate.window))
+                if len(starts) >= rate.limit:  # SPEC LIMIT-04: blocks at >= limit
+                    return "rate"
+        return None
+
+    def _refuse(self, queue: str, tenant: str, reason: Reason, now: datetime) -> None:
+        self.last_reason = reason
+        key = (queue, tenant)
+        known = key in self._refusals
+        self._refusals[key] = (reason, now)
+        if not known:
+            self._bound(self._refusals, now)
+
+    def _release(self, lease: Lease) -> None:
+        with self._lock:
+            if lease.released:
+                return
+            lease.released = True
+            self._global -= 1
+            _decrement(self._queues, lease.queue)
+            _decrement(self._tenants, lease.tenant)
+            _decrement(self._queue_tenants, (lease.queue, lease.tenant))
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def in_flight(self, queue: str | None = None, tenant: str | None = None) -> int:
+        """Runs in flight: in all (LIMIT-03), of ``queue``, of ``tenant`` (any queue), or of
+        ``queue`` and ``tenant`` together."""
+        with self._lock:
+            if queue is None and tenant is None:
+                return self._global
+            if tenant is None:
+                return self._queues.get(queue or "", 0)
+            if queue is None:
+                return self._tenants.get(tenant, 0)
+            return self._queue_tenants.get((queue, tenant), 0)
+
+    def blocked_by(self, queue: str, tenant_id: str | None = None) -> Reason | None:
+        """Why the last ``acquire(queue, tenant_id)`` was refused, for 60 s after it (LIMIT-05)."""
+        key = (queue, tenant_id or DEFAULT_TENANT)
+        with self._lock:
+            refusal = self._refusals.get(key)
+            if refusal is None:
+                return None
+            reason, at = refusal
+            if (self._clock.now() - at).total_seconds() >= MEMORY_SECONDS:
+                del self._refusals[key]
+                return None
+            return reason
+
+    def footprint(self) -> dict[str, int]:
+        """Entries held in each map, to see that memory stays bounded (LIMIT-06)."""
+        with self._lock:
+            return {
+                "queues": len(self._queues),
+                "tenants": len(self._tenants),
+                "queue_tenants": len(self._queue_tenants),
+                "rate_windows": len(self._starts),
+                "refusals": len(self._refusals),
+            }
+
+    # --- bounded memory (SPEC LIMIT-06, SE-25) ----------------------------------------------
+
+    def _sweep(self, now: datetime) -> None:
+        self._next_sweep = now + timedelta(seconds=MEMORY_SECONDS)
+        rate = self.limits.rate_per_tenant
+        if rate is not None:
+            horizon = now - timedelta(seconds=rate.window)
+            for tenant in list(self._starts):
+                starts = self._starts[tenant]
+                _drop_spent(starts, horizon)
+                if not starts:
+                    del self._starts[tenant]
+        forget = now - timedelta(seconds=MEMORY_SECONDS)
+        for key, (_, at) in list(self._refusals.items()):
+            if at <= forget:
+                del self._refusals[key]
+
+    def _bound(self, grown: dict[Any, Any], now: datetime) -> None:
+        """After ``grown`` gained a key: over ``max_tenants``, sweep at once, then evict down to
+        90 %, the tenants with the fewest starts in the window (the least throttled) first."""
+        cap = self.limits.max_tenants
+        if len(grown) <= cap:
+            return
+        self._sweep(now)
+        target = cap * 9 // 10
+        tables: tuple[dict[Any, Any], ...] = (self._starts, self._refusals)
+        for table in tables:
+            if len(table) <= cap:
+                continue
+            ranked = sorted(table, key=self._eviction_rank)
+            for key in ranked[: len(table) - target]:
+                del table[key]
+
+    def _eviction_rank(self, key: str | tuple[str, str]) -> tuple[int, datetime]:
+        # Fewest starts first; among equals, the one idle longest.
+        if isinstance(key, tuple):
+            starts = self._starts.get(key[1])
+            return (len(starts) if starts else 0, self._refusals[key][1])
+        starts = self._starts[key]
+        return (len(starts), starts[-1] if starts else _EPOCH)
+
+
+def _drop_spent(starts: deque[datetime], horizon: datetime) -> None:
+    # A start counts while it is newer than now - window (SPEC LIMIT-04).
+    while starts and starts[0] <= horizon:
+        starts.popleft()
+
+
+def _decrement(counts: dict[Any, int], key: Any) -> None:
+    left = counts.get(key, 0) - 1
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)  # SPEC LIMIT-06: a counter at 0 is deleted
