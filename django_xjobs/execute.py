@@ -9,7 +9,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from asgiref.sync import async_to_sync
 from django.db import connections
@@ -270,7 +270,7 @@ def _crash_looping(job: ClaimedJob, policy: Retry) -> Execution:
     exhausted = job.attempt > job.max_attempts and expiries < conf.get().max_lease_expiries
     stop_reason = "attempts-exhausted" if exhausted else "terminal"
     message = f"{error} — not retried"
-    final = "dead" if policy.dead_letter else "failed"
+    final: Literal["dead", "failed"] = "dead" if policy.dead_letter else "failed"
     nack = Nack(job.id, job.lease_token, error=message, final_state=final, stop_reason=stop_reason)
     log.event(
         logging.ERROR,

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connections
+
 from . import conf, log
 from .context import Signal
 from .drivers.base import ClaimedJob, EventStore, StepRecord, StepStore
@@ -160,6 +162,8 @@ class Steps:
                 outcome["value"] = fn(step_signal) if takes_signal else fn()
             except BaseException as error:
                 outcome["error"] = error
+            finally:
+                connections.close_all()  # this thread's, if the step used the database
 
         thread = threading.Thread(target=target, name=f"xjobs-step-{name}", daemon=True)
         thread.start()

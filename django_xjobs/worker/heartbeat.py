@@ -1,16 +1,22 @@
-"""Renew the leases of running jobs on a thread (and so a connection) of its own."""
+"""Keep the leases of running jobs alive, and notice the moment one is gone.
+
+The window is measured on this worker's own clock from the last renewal that landed, never from
+the database's ``visible_at`` (SPEC LEASE-04, SE-12). Renewals run on a small pool of their own
+connections, one at a time per run, so a renewal that hangs cannot hide a lapse (LEASE-06/07).
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections
+from django.db import close_old_connections, connections
 
 from .. import log
-from ..errors import LeaseLostError
 
 if TYPE_CHECKING:
     from ..drivers.base import JobDriver
@@ -18,12 +24,6 @@ if TYPE_CHECKING:
 
 
 class Heartbeat(threading.Thread):
-    """Every ``interval`` seconds renew each in-flight lease; abort a run whose lease is gone.
-
-    A renewal that fails is a warning while the lease still has room; an explicit "not yours"
-    from the driver is a loss, reported once, and the run's signal aborts (SPEC LEASE-08/11).
-    """
-
     def __init__(
         self,
         driver: JobDriver,
@@ -33,11 +33,19 @@ class Heartbeat(threading.Thread):
         visibility_timeout: float,
         worker_id: str,
         database: str | None,
+        monotonic: Callable[[], float] = time.monotonic,
+        submit: Callable[..., Any] | None = None,
     ) -> None:
         super().__init__(name="xjobs-heartbeat", daemon=True)
         self.driver, self.runs = driver, runs
         self.interval, self.visibility_timeout = interval, visibility_timeout
         self.worker_id, self.database = worker_id, database
+        self.monotonic = monotonic
+        self._pool: ThreadPoolExecutor | None = None
+        if submit is None:
+            self._pool = ThreadPoolExecutor(4, thread_name_prefix="xjobs-renew")
+            submit = self._pool.submit
+        self.submit = submit
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -49,37 +57,80 @@ class Heartbeat(threading.Thread):
                 connections[self.database].close()
 
     def beat(self) -> None:
-        """Renew every in-flight lease once (also the one-shot entry point for tests)."""
+        """One tick: report lapsed leases, start renewals that are due (the one-shot entry)."""
+        now = self.monotonic()
         for run in self.runs():
-            if run.settled.is_set() or run.lost:
+            if run.settled.is_set() or run.lost or run.cancelled:
                 continue
+            if now - run.renewed_at >= self.visibility_timeout:
+                run.lose("expired")  # SPEC LEASE-06: no driver call for a lease already gone
+                continue
+            if run.renewing:
+                continue  # SPEC LEASE-07: one renewal in flight, however long it takes
+            run.renewing = True
+            self.submit(self.renew, run)
+
+    def renew(self, run: Run) -> None:
+        started = self.monotonic()
+        held: Any = None
+        failure: BaseException | None = None
+        try:
             try:
                 held = self.driver.heartbeat(
                     run.job.id, run.job.lease_token, self.visibility_timeout
                 )
             except Exception as error:
+                failure = error
+            try:
+                self._settle(run, started, held, failure)
+            finally:
+                run.renewing = False
+            self._renew_slot(run)
+        finally:
+            if self._pool is not None:
+                close_old_connections()  # a pool thread's connection lives one renewal
+
+    def _settle(self, run: Run, started: float, held: Any, failure: BaseException | None) -> None:
+        if run.settled.is_set() or run.lost or run.cancelled:
+            return  # SPEC LEASE-12, SE-15: the latch, read again after the call returned
+        lapsed = self.monotonic() - run.renewed_at >= self.visibility_timeout
+        if failure is not None:
+            if lapsed:
+                run.lose("expired", failure)  # SPEC LEASE-10
+            else:
                 log.event(
                     logging.WARNING,
                     "xjobs.heartbeat.failed",
                     worker=self.worker_id,
                     job=run.job.name,
                     id=run.job.id,
-                    error=error,
-                )
-                continue
-            if held is not False or run.settled.is_set():
-                continue  # SPEC LEASE-08/12: only an explicit False, and only for a live run
+                    attempt=run.job.attempt,
+                    error=failure,
+                )  # SPEC LEASE-05: the window still has room
+            return
+        if held is False:  # SPEC LEASE-08: only an explicit False
             row = self._row(run)
             if row is not None and row.state == "cancelled":  # SPEC CANCEL-05, DESIGN Q-08
                 run.cancel(row.last_error)
-                continue
-            run.lose(
-                LeaseLostError(
-                    f"job {run.job.id} is no longer held by this worker",
-                    hint="its lease lapsed and another worker claimed it; nothing this run "
-                    "writes will land",
-                )
-            )
+            else:
+                run.lose("not-ours")
+            return
+        if lapsed:
+            run.lose("expired")  # SPEC LEASE-09, SE-13: too late; the window is not revived
+            return
+        run.renewed_at = started
+
+    def _renew_slot(self, run: Run) -> None:
+        leases = getattr(self.driver, "leases", None)
+        if run.slot is None or leases is None or run.settled.is_set():
+            return
+        key, slot, holder = run.slot
+        try:
+            kept = leases.renew(key, slot, self.visibility_timeout, holder)
+        except Exception:
+            return  # SPEC SLOT-04: the TTL covers a failed renewal
+        if kept is False and not run.settled.is_set():
+            run.lose_slot()
 
     def _row(self, run: Run) -> Any:
         try:
@@ -91,3 +142,5 @@ class Heartbeat(threading.Thread):
         self._halt.set()
         if self.is_alive():
             self.join(timeout=10)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)

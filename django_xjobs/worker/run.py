@@ -1,29 +1,39 @@
-"""One run in flight on a worker: its job, its signal, and whether its lease still holds."""
+"""One run in flight on a worker: its job, its signal, and the state of its lease."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
-from .. import log
+from .. import log, metrics
 from ..context import Signal
 from ..drivers.base import ClaimedJob
-from ..errors import JobCancelledError, JobInterrupt
+from ..errors import JobCancelledError, LeaseLostError, SlotLostError
 
 
 @dataclass
 class Run:
     job: ClaimedJob
     worker_id: str
+    visibility_timeout: float = 30.0
     signal: Signal = field(default_factory=Signal)
+    #: the stopped() latch (SPEC LEASE-12): set when the run settled; a loss after it is no loss
     settled: threading.Event = field(default_factory=threading.Event)
+    #: worker's own clock (monotonic seconds) at the last renewal that landed (SPEC LEASE-04)
+    renewed_at: float = field(default_factory=time.monotonic)
+    renewing: bool = False
     lost: bool = False
     cancelled: bool = False
+    #: the fleet concurrency slot this run holds, and what releases the per-process limit
+    slot: tuple[str, int, str] | None = None
+    limit_lease: Any = None
 
-    def lose(self, reason: JobInterrupt) -> None:
-        """Report the loss once, then abort the run (SPEC LEASE-11)."""
-        if self.lost:
+    def lose(self, reason: str, error: BaseException | None = None) -> None:
+        """Report the loss once — error log, counter, then the signal (SPEC LEASE-11)."""
+        if self.lost or self.cancelled or self.settled.is_set():
             return
         self.lost = True
         log.event(
@@ -34,14 +44,23 @@ class Run:
             id=self.job.id,
             queue=self.job.queue,
             attempt=self.job.attempt,
-            reason=reason.code,
+            visibility_timeout=f"{self.visibility_timeout:g}s",
+            reason=reason,
+            error=error,
         )
-        self.signal.abort(reason)
+        metrics.inc("xjobs_job_leases_lost_total", queue=self.job.queue)
+        self.signal.abort(
+            LeaseLostError(
+                f"job {self.job.id} is no longer held by this worker ({reason})",
+                hint="its lease lapsed or another worker claimed it; nothing this run writes "
+                "will land",
+            )
+        )
 
     def cancel(self, reason: str | None) -> None:
         """An operator cancelled the job: stop the run, as news, not as an incident
         (DESIGN Q-08: never reported as a lost lease)."""
-        if self.lost or self.cancelled:
+        if self.lost or self.cancelled or self.settled.is_set():
             return
         self.cancelled = True
         log.event(
@@ -54,4 +73,22 @@ class Run:
         )
         self.signal.abort(
             JobCancelledError(f"job {self.job.id} was cancelled: {reason or 'no reason given'}")
+        )
+
+    def lose_slot(self) -> None:
+        """SPEC SLOT-04, SE-10: the slot renewal said "not yours": two runs could now share a
+        cap, so this one stops."""
+        if self.settled.is_set() or self.slot is None or self.signal.is_set():
+            return
+        key, slot, _ = self.slot
+        log.event(
+            logging.ERROR,
+            "xjobs.worker.slot_lost",
+            worker=self.worker_id,
+            id=self.job.id,
+            lease_key=key,
+            slot=slot,
+        )
+        self.signal.abort(
+            SlotLostError(f"job {self.job.id} lost its concurrency slot {key}#{slot}")
         )

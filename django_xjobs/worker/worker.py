@@ -14,13 +14,15 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
-from .. import conf, log
+from .. import conf, log, registry
 from ..clock import system_clock
 from ..drivers import get_driver
-from ..drivers.base import Ack, JobDriver, Nack
+from ..drivers.base import Ack, ClaimedJob, JobDriver, Nack
+from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..execute import Execution, Outcome, execute, failure
 from ..ids import uuid7
 from .heartbeat import Heartbeat
+from .limits import Limiter
 from .run import Run
 
 _SETTLE_BATCH = 500
@@ -67,6 +69,13 @@ class Worker:
         self.driver = driver or get_driver()
         self.visibility_timeout = visibility_timeout or settings.visibility_timeout
         self.heartbeat_interval = heartbeat_interval or self.visibility_timeout / 3  # SPEC LEASE-03
+        if self.visibility_timeout < 3 * self.heartbeat_interval:
+            raise InvariantError(
+                f"a visibility timeout of {self.visibility_timeout:g}s is shorter than three "
+                f"heartbeats of {self.heartbeat_interval:g}s; one slow renewal would lose the lease",
+                hint="raise the visibility timeout or shorten the heartbeat interval",
+            )
+        self.limiter = Limiter(settings.limits, clock)
         self.poll_interval = poll_interval or settings.poll_interval
         self.worker_id = worker_id or f"worker-{uuid7()}"
         self.burst = burst
@@ -86,6 +95,7 @@ class Worker:
         """Work until ``stop()`` (or, in burst mode, until idle). Blocks the calling thread."""
         if self.state in ("running", "draining"):
             raise RuntimeError("this worker is already running")
+        self.check_enforceable()
         self.state = "running"
         self._draining.clear()
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="xjobs-job")
@@ -121,6 +131,16 @@ class Worker:
         if not self._draining.is_set():
             self._draining.set()
             self._wake.set()
+
+    def check_enforceable(self) -> None:
+        """SPEC WORK-02, SE-24: a fleet cap the driver cannot enforce refuses to start."""
+        capped = sorted(h.name for h in registry.registered_jobs() if h.concurrency)
+        if capped and getattr(self.driver, "leases", None) is None:
+            raise ConcurrencyUnenforceableError(
+                f"jobs {', '.join(capped)} declare concurrency, and the {self.driver.name} "
+                "driver has no lease store to hold their slots",
+                hint="use the postgres or memory driver, or drop concurrency= from those jobs",
+            )
 
     @property
     def draining(self) -> bool:
@@ -161,15 +181,62 @@ class Worker:
                     self._draining.wait(self.poll_interval)
                     continue
             for job in claimed:
-                run = Run(job, self.worker_id)
+                admitted = self._admit(job)
+                if admitted is None:
+                    continue
                 with self._runs_lock:
-                    self._runs[job.id] = run
-                pool.submit(self._execute, run)
+                    self._runs[job.id] = admitted
+                pool.submit(self._execute, admitted)
             if self.burst and not claimed and not self._runs:
                 return
             if free > 0 and len(claimed) == free:
                 continue  # the queue may hold more; claim again when a slot frees
             self._wake.wait(self.poll_interval)
+
+    def _admit(self, job: ClaimedJob) -> Run | None:
+        """Take the per-process limit, then the fleet slot; shed the job when either is full
+        (SPEC WORK-04/07/08): it goes back to ready without spending an attempt."""
+        lease = self.limiter.acquire(job.queue, job.tenant_id)
+        if lease is None:
+            self._shed(job, f"limited: {self.limiter.last_reason}")
+            return None
+        handle = registry.get_job(job.name)
+        slot = None
+        leases = getattr(self.driver, "leases", None)
+        if handle is not None and handle.concurrency and leases is not None:
+            key, holder = f"job:{job.name}", f"{self.worker_id}:{job.id}"  # SPEC SLOT-02
+            try:
+                granted = leases.acquire(key, handle.concurrency, self.visibility_timeout, holder)
+            except Exception as error:
+                lease.release()  # SPEC WORK-09, SE-09: never leak the process slot
+                log.event(logging.ERROR, "xjobs.worker.slot_failed", id=job.id, error=error)
+                self._shed(job, "the concurrency slot could not be taken")
+                return None
+            if granted is None:
+                lease.release()
+                self._shed(job, f"job concurrency ({handle.concurrency})")
+                return None
+            slot = (key, granted, holder)
+        return Run(job, self.worker_id, self.visibility_timeout, slot=slot, limit_lease=lease)
+
+    def _shed(self, job: ClaimedJob, reason: str) -> None:
+        """Hand a claimed job straight back: ready again after a poll, no attempt, no error."""
+        log.event(
+            logging.DEBUG,
+            "xjobs.worker.shed",
+            worker=self.worker_id,
+            job=job.name,
+            id=job.id,
+            queue=job.queue,
+            reason=reason,
+        )
+        self.outcomes["shed"] += 1
+        try:
+            self.driver.nack(
+                Nack(job.id, job.lease_token, delay=self.poll_interval, counts_as_attempt=False)
+            )
+        except Exception as error:  # the lease hands it back anyway
+            log.event(logging.WARNING, "xjobs.worker.shed_failed", id=job.id, error=error)
 
     def _execute(self, run: Run) -> None:
         close_old_connections()
@@ -242,6 +309,7 @@ class Worker:
             run = self._runs.pop(job.id, None)
         if run is not None:
             run.settled.set()
+            self._release(run)
         outcome = execution.outcome
         if not settled and outcome is not Outcome.CANCELLED:
             outcome = Outcome.LEASE_LOST
@@ -270,6 +338,20 @@ class Worker:
                 outcome=execution.outcome,
             )
         self._wake.set()
+
+    def _release(self, run: Run) -> None:
+        """Hand back the process limit and the fleet slot; a failure never fails the settle."""
+        try:
+            if run.limit_lease is not None:
+                run.limit_lease.release()
+            leases = getattr(self.driver, "leases", None)
+            if run.slot is not None and leases is not None:
+                key, slot, holder = run.slot
+                leases.release(key, slot, holder)
+        except Exception as error:
+            log.event(
+                logging.WARNING, "xjobs.worker.lease_release_failed", id=run.job.id, error=error
+            )
 
     # --- shutdown ---------------------------------------------------------------------------
 
