@@ -195,3 +195,23 @@ def step_then_wait(ctx, token: str):
     ctx.step.run("one", lambda: _mark(token, "one", ctx.attempt))
     ctx.signal.wait(30)
     ctx.step.run("two", lambda: _mark(token, "two", ctx.attempt))
+
+
+# --- failure semantics (SPEC §5, §7, §8) -----------------------------------------------------
+
+
+@job(idempotency_key="exclusive:{token}", concurrency=1, retry=Retry(attempts=5, delay="100ms"))
+def exclusive(ctx, token: str, hold: float = 0.3, kill_first: bool = False):
+    """At most one run fleet-wide; records its start and end (the ledger proves no overlap)."""
+    _mark(token, "start", ctx.attempt)
+    deadline = time.monotonic() + hold
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+    _mark(token, "end", ctx.attempt)
+    return ctx.attempt
+
+
+@job(idempotency_key="kills-worker:{n}", retry=Retry(attempts=10, delay="50ms"))
+def kills_its_worker(ctx, n: int = 0):
+    """A poison job: every run takes its worker process down."""
+    os.kill(os.getpid(), 9)

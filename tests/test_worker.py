@@ -317,3 +317,61 @@ def test_a_settled_run_resets_the_crash_count(harness):
     [run] = run_until_idle()  # re-claimed after one expiry: fails, nacked by a live worker
     assert run.outcome == Outcome.RETRIED
     assert harness.row(job_id).lease_expiries == 0
+
+
+def test_work_02_se_24_a_capped_job_without_a_lease_store_refuses_to_start(live_harness):
+    from django_xjobs.errors import ConcurrencyUnenforceableError
+
+    live_harness.driver.leases = None
+    try:
+        with pytest.raises(ConcurrencyUnenforceableError) as caught:
+            Worker(queues=["default"], driver=live_harness.driver, burst=True).run()
+    finally:
+        del live_harness.driver.leases  # back to the class's store
+    assert "tests.jobs.exclusive" in caught.value.message
+    assert caught.value.code == "X_JOB_CONCURRENCY_UNENFORCEABLE"
+
+
+def test_slot_03_work_08_a_full_slot_sheds_the_job_without_an_attempt(live_harness):
+    leases = live_harness.driver.leases
+    assert leases.acquire("job:tests.jobs.exclusive", 1, 30, "elsewhere:1") == 0
+    job_id = jobs.exclusive.enqueue(token=f"shed-{uuid.uuid4()}", hold=0).id
+    stats = burst(live_harness, concurrency=2)
+    assert stats.outcomes == {"shed": 1}
+    row = live_harness.row(job_id)
+    assert (row.state, row.attempt, row.last_error) == ("ready", 0, None)  # SPEC SE-58
+    assert leases.release("job:tests.jobs.exclusive", 0, "elsewhere:1")
+    live_harness.advance(5)
+    assert burst(live_harness).outcomes == {Outcome.COMPLETED: 1}
+    assert leases.held("job:tests.jobs.exclusive") == 0  # SPEC SLOT-02: released at settle
+
+
+def test_slot_01_a_job_without_concurrency_never_touches_the_lease_table(live_harness):
+    calls = []
+    real_acquire = live_harness.driver.leases.acquire
+
+    def recording_acquire(*args):
+        calls.append(args)
+        return real_acquire(*args)
+
+    live_harness.driver.leases.acquire = recording_acquire
+    try:
+        jobs.ok.enqueue(n=1)
+        assert burst(live_harness).outcomes == {Outcome.COMPLETED: 1}
+    finally:
+        del live_harness.driver.leases.acquire
+    assert calls == []
+
+
+def test_limit_01_work_07_a_process_limit_sheds_the_rest(live_harness):
+    settings = {"QUEUES": ["other"], "OUTBOX": "off", "LIMITS": {"per_queue": {"default": 1}}}
+    tokens = [f"lim-{uuid.uuid4()}" for _ in range(2)]
+    with override_settings(XJOBS=settings):
+        for token in tokens:
+            jobs.ledger.enqueue(token=token, hold=0.3, heed_signal=False)
+        first = burst(live_harness, concurrency=2)
+        live_harness.advance(5)
+        second = burst(live_harness, concurrency=2)
+    assert first.outcomes == {Outcome.COMPLETED: 1, "shed": 1}
+    assert second.outcomes == {Outcome.COMPLETED: 1}
+    assert Ledger.objects.filter(token__in=tokens, phase="done").count() == 2

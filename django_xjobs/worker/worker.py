@@ -180,6 +180,7 @@ class Worker:
                     )
                     self._draining.wait(self.poll_interval)
                     continue
+            started = 0
             for job in claimed:
                 admitted = self._admit(job)
                 if admitted is None:
@@ -187,8 +188,9 @@ class Worker:
                 with self._runs_lock:
                     self._runs[job.id] = admitted
                 pool.submit(self._execute, admitted)
-            if self.burst and not claimed and not self._runs:
-                return
+                started += 1
+            if self.burst and not started and not self._runs:
+                return  # nothing runnable now: shed jobs wait for a slot, not for this burst
             if free > 0 and len(claimed) == free:
                 continue  # the queue may hold more; claim again when a slot frees
             self._wake.wait(self.poll_interval)
