@@ -41,9 +41,18 @@ from .errors import (
     XJobsError,
 )
 from .events import publish_event
-from .inspect import cancel_job, inspect_dead_letters, inspect_job, inspect_queues, retry_job
+from .inspect import (
+    cancel_job,
+    inspect_dead_letters,
+    inspect_job,
+    inspect_manifest,
+    inspect_outbox,
+    inspect_queues,
+    retry_job,
+)
 from .registry import get_job, registered_jobs
 from .retry import Retry, retry_schedule
+from .tasks import TaskHandle, registered_tasks, task
 
 __all__ = [
     "DriverUnavailableError",
@@ -73,6 +82,7 @@ __all__ = [
     "Signal",
     "StepDuplicateError",
     "StepOutputInvalidError",
+    "TaskHandle",
     "TerminalError",
     "XJobsError",
     "cancel_job",
@@ -80,12 +90,16 @@ __all__ = [
     "get_job",
     "inspect_dead_letters",
     "inspect_job",
+    "inspect_manifest",
+    "inspect_outbox",
     "inspect_queues",
     "job",
     "publish_event",
     "register_error_retry",
     "registered_jobs",
+    "registered_tasks",
     "retry_class",
     "retry_job",
     "retry_schedule",
+    "task",
 ]

@@ -13,3 +13,4 @@ class XJobsConfig(AppConfig):
         # Import every installed app's jobs.py, as the admin does with admin.py, so a worker
         # knows every job the project declares.
         autodiscover_modules("jobs")
+        autodiscover_modules("tasks")  # cron tasks may live beside the jobs or in tasks.py

@@ -206,3 +206,33 @@ def inspect_outbox() -> dict[str, Any]:
         ),
         "databases": databases,
     }
+
+
+def inspect_manifest() -> dict[str, Any]:
+    """Every declared job and task, in code-unit order, as plain JSON (SPEC INSP-08)::
+
+    inspect_manifest()["tasks"][0]["next_run"]  # "2026-12-01T02:00:00+00:00"
+    """
+    from datetime import UTC, datetime
+
+    from .tasks import registered_tasks
+
+    now = datetime.now(UTC)
+    return {
+        "jobs": [
+            {
+                "name": h.name,
+                "queue": h.queue,
+                "attempts": h.retry.attempts,
+                "backoff": h.retry.backoff,
+                "concurrency": h.concurrency,
+                "timeout": h.timeout,
+                "retry_delays": retry_schedule(h.retry),
+            }
+            for h in registry.registered_jobs()
+        ],
+        "tasks": [
+            {**t.describe(), "next_run": t.next_occurrence(now).isoformat()}
+            for t in registered_tasks()
+        ],
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -33,6 +34,14 @@ class Command(BaseCommand):
         parser.add_argument("--visibility-timeout", help='lease length, e.g. "30s"')
         parser.add_argument("--poll-interval", help='idle re-check interval, e.g. "1s"')
         parser.add_argument("--worker-id", help="name in claimed_by (default: worker-<uuid>)")
+        parser.add_argument(
+            "--with-scheduler",
+            action="store_true",
+            help="also run a scheduler in this process (leadership still picks one dispatcher)",
+        )
+        parser.add_argument(
+            "--with-relay", action="store_true", help="also run the outbox relay in this process"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_console(options["verbosity"])
@@ -56,10 +65,34 @@ class Command(BaseCommand):
             worker_id=options["worker_id"],
             burst=options["burst"],
         )
+        companions = _companions(options, settings)
         _drain_on_signals(worker)
-        stats = worker.run()
+        for _, thread in companions:
+            thread.start()
+        try:
+            stats = worker.run()
+        finally:
+            for role, thread in companions:
+                role.stop()
+                thread.join()
         summary = ", ".join(f"{k} {v}" for k, v in sorted(stats.outcomes.items())) or "no jobs"
         self.stdout.write(f"worker {stats.worker_id} stopped: {summary}")
+
+
+def _companions(options: dict[str, Any], settings: Any) -> list[tuple[Any, threading.Thread]]:
+    """The scheduler and relay a small deployment runs inside its worker process."""
+    roles: list[Any] = []
+    if options["with_scheduler"]:
+        from ...scheduler.role import Scheduler
+
+        roles.append(Scheduler())
+    if options["with_relay"]:
+        from ...outbox.postgres import PostgresOutboxStore
+        from ...outbox.relay import Relay
+
+        for alias in settings.outbox_databases:
+            roles.append(Relay(store=PostgresOutboxStore(alias), database=alias))
+    return [(role, threading.Thread(target=role.run, name=type(role).__name__)) for role in roles]
 
 
 def _parse_queues(raw: str | None, known: set[str]) -> list[str]:

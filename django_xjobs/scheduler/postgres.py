@@ -1,0 +1,46 @@
+"""The scheduler's state on PostgreSQL: the named statements of ``scheduler.sql``."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from django.db import connections, transaction
+
+from ..drivers.sql import load
+from .store import NotLeaderError
+
+STATEMENTS = load(Path(__file__).with_name("scheduler.sql"))
+
+
+class PostgresSchedulerStore:
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def _execute(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(STATEMENTS[name], params)
+            return list(cursor.fetchall()) if cursor.description else []
+
+    def watermark(self, task: str) -> datetime | None:
+        rows = self._execute("watermark", {"task": task})
+        return rows[0][0] if rows else None
+
+    def mark_fired(self, task: str, at: datetime) -> None:
+        self._execute("mark_fired", {"task": task, "at": at})
+
+    def acquire(self, key: str, holder: str, ttl: float) -> bool:
+        rows = self._execute("acquire", {"key": key, "holder": holder, "ttl": ttl})
+        return bool(rows) and rows[0][0] == holder
+
+    def confirm(self, key: str, holder: str) -> None:
+        if not self._execute("confirm", {"key": key, "holder": holder}):
+            raise NotLeaderError(key)
+
+    def release(self, key: str, holder: str) -> None:
+        self._execute("release", {"key": key, "holder": holder})
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        return transaction.atomic(using=self.using)

@@ -1,0 +1,255 @@
+"""The scheduler role: on each tick, the leader dispatches every task's due occurrences once."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from django.db import connections
+
+from .. import log, tasks
+from ..clock import system_clock
+from ..drivers import get_driver
+from ..drivers.base import JobDriver
+from ..errors import XJobsError
+from ..ids import uuid7
+from .store import MemorySchedulerStore, NotLeaderError, SchedulerStore
+
+LEADER_KEY = "scheduler"
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One occurrence of one task, enqueued (a value a test can compare)."""
+
+    task: str
+    occurrence: datetime
+    catch_up: bool
+    jobs: tuple[str, ...]
+
+
+class Scheduler:
+    """Fires each task occurrence exactly once across a fleet of schedulers.
+
+    * Leadership is an expiring lease row, taken (= renewed) at the start of every round
+      (SPEC SCHED-09/14); only the leader dispatches.
+    * Each task has a durable, forward-only watermark; due occurrences are those in
+      ``(watermark, now]`` (SCHED-02), dispatched by the task's catch-up policy (SCHED-03..05).
+    * On the database, an occurrence's jobs, the watermark advance and a leadership check
+      commit in one transaction: a crash or a lost lease mid-dispatch re-dispatches nothing
+      (DESIGN Q-07); keys scoped to the occurrence absorb the rest.
+    """
+
+    def __init__(
+        self,
+        *,
+        driver: JobDriver | None = None,
+        store: SchedulerStore | None = None,
+        task_names: list[str] | None = None,
+        tick_interval: float = 1.0,
+        leader_ttl: float = 30.0,
+        holder: str | None = None,
+        clock: Any = system_clock,
+    ) -> None:
+        self.driver = driver or get_driver()
+        self.store = store or _store_for(self.driver, clock)
+        self.task_names = task_names
+        self.tick_interval, self.leader_ttl = tick_interval, leader_ttl
+        self.holder = holder or f"scheduler-{uuid7()}"
+        self.clock = clock
+        self.is_leader = False
+        self.state = "idle"
+        self._round: Future[list[Dispatch]] | None = None
+        self._round_lock = threading.Lock()
+        self._draining = threading.Event()
+
+    # --- rounds -----------------------------------------------------------------------------
+
+    def tick(self) -> list[Dispatch]:
+        """Run one round; a tick during a round joins it and returns its result (SCHED-10)."""
+        with self._round_lock:
+            joined = self._round
+            if joined is None:
+                mine: Future[list[Dispatch]] = Future()
+                self._round = mine
+        if joined is not None:
+            return joined.result()
+        try:
+            result = self._run_round()
+            mine.set_result(result)
+            return result
+        except BaseException as error:
+            mine.set_exception(error)
+            raise
+        finally:
+            with self._round_lock:
+                self._round = None
+
+    def _run_round(self) -> list[Dispatch]:
+        if self._draining.is_set():
+            return []  # SPEC SCHED-11: a round that starts during the drain does nothing
+        if not self.store.acquire(LEADER_KEY, self.holder, self.leader_ttl):
+            if self.is_leader:
+                log.event(logging.WARNING, "xjobs.scheduler.leadership_lost", holder=self.holder)
+            self.is_leader = False
+            return []
+        if not self.is_leader:
+            log.event(logging.INFO, "xjobs.scheduler.leader", holder=self.holder)
+        self.is_leader = True
+        now = self.clock.now()
+        dispatched: list[Dispatch] = []
+        for handle in self._tasks():
+            if self._draining.is_set():
+                break  # checked again before each task
+            try:
+                dispatched += self._task_round(handle, now)
+            except NotLeaderError:
+                log.event(logging.WARNING, "xjobs.scheduler.leadership_lost", holder=self.holder)
+                self.is_leader = False
+                break
+            except Exception as error:  # one task's failure never stops the others
+                fields = (
+                    {"code": error.code, "hint": error.hint}
+                    if isinstance(error, XJobsError)
+                    else {}
+                )
+                log.event(
+                    logging.ERROR,
+                    "xjobs.scheduler.task_failed",
+                    task=handle.name,
+                    error=error,
+                    **fields,
+                )
+        return dispatched
+
+    def _tasks(self) -> list[tasks.TaskHandle]:
+        every = tasks.registered_tasks()
+        if self.task_names is None:
+            return every
+        return [t for t in every if t.name in self.task_names]
+
+    def _task_round(self, handle: tasks.TaskHandle, now: datetime) -> list[Dispatch]:
+        mark = self.store.watermark(handle.name)
+        if mark is None:  # SPEC SCHED-01: arm, dispatch nothing
+            self.store.mark_fired(handle.name, handle.next_occurrence(now) - tasks.ONE_MICROSECOND)
+            return []
+        due = tasks.occurrences_between(handle, mark, now, handle.max_catch_up)
+        if not due:
+            return []
+        if handle.catch_up == "skip":  # SPEC SCHED-03: only the latest, flagged if it skipped any
+            latest = _latest_due(handle, due, now)
+            return [self._dispatch(handle, latest, catch_up=latest != due[0], mark=latest)]
+        if handle.catch_up == "run-once":  # SPEC SCHED-04, SE-37: the earliest, then move to now
+            first = due[0]
+            missed = len(due) > 1 or handle.next_occurrence(first) <= now
+            return [self._dispatch(handle, first, catch_up=missed, mark=max(first, now))]
+        plan = []  # SPEC SCHED-05: every missed occurrence, each with its own payload
+        for index, occurrence in enumerate(due):
+            is_last = index == len(due) - 1 and handle.next_occurrence(occurrence) > now
+            plan.append(self._dispatch(handle, occurrence, catch_up=not is_last, mark=occurrence))
+        return plan
+
+    def _dispatch(
+        self, handle: tasks.TaskHandle, occurrence: datetime, *, catch_up: bool, mark: datetime
+    ) -> Dispatch:
+        try:
+            requests = [
+                _occurrence_request(handle, job, inputs, occurrence)
+                for job, inputs in handle.entries(occurrence)  # SPEC SCHED-07: from the occurrence
+            ]
+        except Exception:
+            self.store.mark_fired(handle.name, mark)  # skip this occurrence, once, loudly
+            raise
+        with self.store.transaction():
+            for request in requests:
+                self.driver.enqueue(request)
+            self.store.mark_fired(handle.name, mark)
+            self.store.confirm(LEADER_KEY, self.holder)  # a stalled leader's dispatch rolls back
+        names = tuple(r.name for r in requests)
+        log.event(
+            logging.INFO,
+            "xjobs.scheduler.dispatched",
+            task=handle.name,
+            occurrence=occurrence.isoformat(),
+            tz=handle.tz,
+            catch_up=catch_up,
+            jobs=",".join(names) or "-",
+        )
+        return Dispatch(handle.name, occurrence, catch_up, names)
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Round after round, ``tick_interval`` after each one ends, until ``stop()``."""
+        self.state = "running"
+        self._draining.clear()
+        log.event(logging.INFO, "xjobs.scheduler.started", holder=self.holder)
+        try:
+            while not self._draining.is_set():
+                try:
+                    self.tick()
+                except Exception as error:  # SPEC SCHED-12
+                    log.event(logging.ERROR, "xjobs.scheduler.tick_failed", error=error)
+                self._draining.wait(self.tick_interval)
+        finally:
+            connections.close_all()
+
+    def stop(self) -> None:
+        """Drain: wait for the round in flight, then give up leadership (SPEC SCHED-11, SE-39)."""
+        self.state = "draining"
+        self._draining.set()
+        with self._round_lock:
+            current = self._round
+        if current is not None:
+            with contextlib.suppress(Exception):  # it logged its own failure
+                current.result()
+        try:
+            if self.is_leader:
+                self.store.release(LEADER_KEY, self.holder)
+        finally:
+            self.is_leader = False
+            self.state = "stopped"
+
+    def next_runs(self) -> dict[str, str]:
+        """Each task's next occurrence from now, ISO 8601 (for the manifest)."""
+        now = self.clock.now()
+        return {t.name: t.next_occurrence(now).isoformat() for t in self._tasks()}
+
+
+def _latest_due(handle: tasks.TaskHandle, due: list[datetime], now: datetime) -> datetime:
+    """The last occurrence at or before ``now``, even past a bounded walk."""
+    latest = due[-1]
+    for _ in range(1_000_000):
+        nxt = handle.next_occurrence(latest)
+        if nxt > now:
+            return latest
+        latest = nxt
+    return latest
+
+
+def _occurrence_request(
+    handle: tasks.TaskHandle, job: Any, inputs: dict[str, Any], occurrence: datetime
+) -> Any:
+    """The job's request with an occurrence-scoped key and run_at (SPEC SCHED-06)."""
+    request = job.build_request(inputs)
+    epoch_ms = int(occurrence.timestamp() * 1000)
+    return replace(
+        request,
+        idempotency_key=f"{handle.name}:{epoch_ms}:{request.idempotency_key}",
+        run_at=occurrence,
+        delay=None,
+        tenant_id=None,
+    )
+
+
+def _store_for(driver: JobDriver, clock: Any) -> SchedulerStore:
+    if driver.name == "postgres":
+        from .postgres import PostgresSchedulerStore
+
+        return PostgresSchedulerStore(driver.using)  # type: ignore[attr-defined]
+    return MemorySchedulerStore(clock)

@@ -1,0 +1,33 @@
+-- The scheduler's durable watermark (x_scheduler_state) and its expiring-lease leader
+-- (x_scheduler_leader), by name. Loaded once by scheduler/postgres.py. Never an advisory lock:
+-- a lease row survives poolers and PgBouncer (SPEC SCHED-14/15, SE-40).
+
+-- name: watermark
+SELECT last_fired_at FROM x_scheduler_state WHERE task_name = %(task)s;
+
+-- name: mark_fired
+-- Forward only (SPEC SCHED-13, SE-41): a stale round never rewinds the watermark.
+INSERT INTO x_scheduler_state (task_name, last_fired_at, updated_at)
+VALUES (%(task)s, %(at)s, now())
+ON CONFLICT (task_name) DO UPDATE
+SET last_fired_at = GREATEST(x_scheduler_state.last_fired_at, EXCLUDED.last_fired_at),
+    updated_at = now();
+
+-- name: acquire
+-- One upsert that wins when the key is free, already ours (a renewal), or expired.
+INSERT INTO x_scheduler_leader (lock_key, holder, expires_at)
+VALUES (%(key)s, %(holder)s, now() + make_interval(secs => %(ttl)s))
+ON CONFLICT (lock_key) DO UPDATE
+SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+WHERE x_scheduler_leader.holder = EXCLUDED.holder OR x_scheduler_leader.expires_at <= now()
+RETURNING holder;
+
+-- name: confirm
+-- Inside the dispatch transaction: still the leader, lease unexpired. FOR SHARE keeps a rival's
+-- takeover waiting until this dispatch commits or rolls back.
+SELECT 1 FROM x_scheduler_leader
+WHERE lock_key = %(key)s AND holder = %(holder)s AND expires_at > now()
+FOR SHARE;
+
+-- name: release
+DELETE FROM x_scheduler_leader WHERE lock_key = %(key)s AND holder = %(holder)s;

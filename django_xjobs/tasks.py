@@ -1,0 +1,237 @@
+"""``task()``: a cron schedule whose occurrences enqueue jobs; validated at declaration."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from croniter import croniter
+from croniter.croniter import CroniterBadCronError, CroniterBadDateError
+
+from .errors import InvariantError, JobDefinitionError, XJobsError
+
+CatchUp = Literal["skip", "run-once", "run-all"]
+_tasks: dict[str, TaskHandle] = {}
+_lock = threading.Lock()
+_ZONES: set[str] | None = None
+
+
+class TaskHandle:
+    """A declared cron task: ``fn(occurrence)`` returns ``[(job_handle, inputs), ...]``."""
+
+    def __init__(
+        self,
+        fn: Callable[[datetime], Any],
+        *,
+        name: str,
+        cron: str,
+        tz: str,
+        catch_up: CatchUp,
+        max_catch_up: int,
+    ) -> None:
+        self.fn, self.name, self.cron, self.tz = fn, name, cron, tz
+        self.zone = ZoneInfo(tz)
+        self.catch_up, self.max_catch_up = catch_up, max_catch_up
+        self.origin = f"{fn.__module__}.{fn.__qualname__}"
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __repr__(self) -> str:
+        return f"<TaskHandle {self.name} {self.cron!r} {self.tz}>"
+
+    def next_occurrence(self, after: datetime) -> datetime:
+        """The first occurrence strictly after ``after`` (aware), as an aware UTC datetime.
+
+        Each matching wall-clock time happens once, at the earliest instant that exists: in a
+        fall-back fold the first pass of the hour, in a spring-forward gap the same wall time
+        shifted past the gap, never skipped (SPEC SCHED-16, SE-43).
+        """
+        local = after.astimezone(self.zone).replace(tzinfo=None)
+        walk = croniter(self.cron, local)
+        for _ in range(10_000):
+            wall = walk.get_next(datetime)
+            instant = wall.replace(tzinfo=self.zone, fold=0).astimezone(UTC)
+            if instant > after:
+                return instant
+        raise InvariantError(f"task {self.name!r}: no occurrence after {after.isoformat()}")
+
+    def entries(self, occurrence: datetime) -> list[tuple[Any, dict[str, Any]]]:
+        """What ``occurrence`` enqueues, checked: job handles with a dict of inputs each."""
+        from .definitions import JobHandle
+
+        produced = self.fn(occurrence)
+        if produced is None:
+            return []
+        entries = []
+        for index, entry in enumerate(produced):
+            if (
+                not isinstance(entry, tuple | list)
+                or len(entry) != 2
+                or not isinstance(entry[0], JobHandle)
+                or not isinstance(entry[1], dict)
+            ):
+                raise InvariantError(
+                    f"task {self.name!r}: entry {index} is {entry!r}, not (job_handle, inputs)",
+                    hint="return a list of (job, {inputs}) pairs, e.g. [(send_digest, {'day': ...})]",
+                )
+            entries.append((entry[0], entry[1]))
+        return entries
+
+    def enqueue(self) -> list[dict[str, Any]]:
+        """Fire the entries now, with each job's plain idempotency key (SPEC TASK-04)."""
+        now = datetime.now(UTC)
+        return [
+            {"job": handle.name, "result": handle.enqueue(**inputs)}
+            for handle, inputs in self.entries(now)
+        ]
+
+    def describe(self) -> dict[str, Any]:
+        """SPEC TASK-05: plain JSON."""
+        return {
+            "kind": "task",
+            "name": self.name,
+            "cron": self.cron,
+            "tz": self.tz,
+            "catch_up": self.catch_up,
+            "max_catch_up": self.max_catch_up,
+        }
+
+
+def task(
+    fn: Callable[[datetime], Any] | None = None,
+    *,
+    cron: str,
+    tz: str,
+    name: str | None = None,
+    catch_up: CatchUp = "skip",
+    max_catch_up: int = 10,
+) -> Any:
+    """Declare a cron task. ``fn(occurrence)`` gets the occurrence as an aware datetime and
+    returns the jobs to enqueue for it::
+
+        @task(cron="0 3 * * *", tz="Europe/Paris", catch_up="skip")
+        def nightly(occurrence):
+            return [(send_digest, {"day": occurrence.date().isoformat()})]
+
+    Build inputs from ``occurrence``, never from the wall clock: a catch-up run gets its own
+    day's payload. ``cron`` has 5 fields, or 6 with seconds last; ``tz`` is an IANA zone.
+    """
+
+    def declare(handler: Callable[[datetime], Any]) -> TaskHandle:
+        label = (
+            name or f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', '?')}"
+        )
+        try:
+            handle = _build(handler, label)
+        except JobDefinitionError:
+            raise
+        except XJobsError as error:
+            raise JobDefinitionError(
+                f"task {label!r}: {error.message}", code=error.code, hint=error.hint
+            ) from error
+        register(handle)
+        return handle
+
+    def _build(handler: Callable[[datetime], Any], label: str) -> TaskHandle:
+        if not callable(handler):
+            raise InvariantError(
+                f"@task decorates a function, got {handler!r}", hint="put @task(...) above a def"
+            )
+        zone = _check_tz(tz)
+        _check_cron(cron, zone)
+        if catch_up not in ("skip", "run-once", "run-all"):
+            raise InvariantError(
+                f"catch_up={catch_up!r} is not a policy", hint='use "skip", "run-once" or "run-all"'
+            )
+        if isinstance(max_catch_up, bool) or not isinstance(max_catch_up, int) or max_catch_up < 1:
+            raise InvariantError(
+                f"max_catch_up={max_catch_up!r} must be an integer of at least 1",
+                hint="0 would mean the task never fires (SPEC SE-61)",
+            )
+        return TaskHandle(
+            handler, name=label, cron=cron, tz=zone, catch_up=catch_up, max_catch_up=max_catch_up
+        )
+
+    return declare if fn is None else declare(fn)
+
+
+def _check_tz(tz: Any) -> str:
+    global _ZONES
+    if _ZONES is None:
+        _ZONES = available_timezones()
+    if not isinstance(tz, str) or not tz or tz not in _ZONES:
+        raise InvariantError(
+            f"tz={tz!r} is not an IANA time zone",
+            hint='name a zone such as "Europe/Paris" or "UTC"; offsets like "+02:00" shift with '
+            "no daylight-saving rule (SPEC SE-42)",
+        )
+    try:
+        ZoneInfo(tz)
+    except ZoneInfoNotFoundError:  # pragma: no cover - listed zones load
+        raise InvariantError(f"tz={tz!r} could not be loaded") from None
+    return tz
+
+
+def _check_cron(cron: Any, tz: str) -> None:
+    if not isinstance(cron, str) or len(cron.split()) not in (5, 6):
+        raise JobDefinitionError(
+            f"cron={cron!r} must have 5 fields (minute hour day month weekday), or 6 with seconds",
+            code="X_CRON_INVALID",
+            hint='e.g. "0 3 * * *" for 03:00 every day',
+        )
+    try:
+        walk = croniter(cron, datetime(2026, 1, 1, tzinfo=ZoneInfo(tz)))
+        walk.get_next(datetime)
+    except CroniterBadCronError as error:
+        raise JobDefinitionError(
+            f"cron={cron!r} is not valid: {error}",
+            code="X_CRON_INVALID",
+            hint="check each field's range",
+        ) from None
+    except CroniterBadDateError:
+        raise JobDefinitionError(
+            f"cron={cron!r} can never fire", code="X_CRON_INVALID", hint="e.g. February has no 31st"
+        ) from None
+
+
+def register(handle: TaskHandle) -> None:
+    with _lock:
+        existing = _tasks.get(handle.name)
+        if existing is not None and existing is not handle and existing.origin != handle.origin:
+            raise JobDefinitionError(
+                f"two tasks are named {handle.name!r}: {existing.origin} and {handle.origin}",
+                code="X_JOB_DUPLICATE",
+                hint="the name keys the task's watermark; give one of them another name=",
+            )
+        _tasks[handle.name] = handle
+
+
+def unregister(name: str) -> None:
+    with _lock:
+        _tasks.pop(name, None)
+
+
+def registered_tasks() -> list[TaskHandle]:
+    """Every task, sorted by name in code-unit order (SPEC JOB-16)."""
+    return [_tasks[name] for name in sorted(_tasks)]
+
+
+def occurrences_between(
+    task: TaskHandle, after: datetime, until: datetime, limit: int
+) -> list[datetime]:
+    """Occurrences in ``(after, until]``, walked forward, at most ``limit`` (SPEC SCHED-02)."""
+    found: list[datetime] = []
+    cursor = after
+    while len(found) < limit:
+        nxt = task.next_occurrence(cursor)
+        if nxt > until:
+            break
+        found.append(nxt)
+        cursor = nxt
+    return found
+
+
+ONE_MICROSECOND = timedelta(microseconds=1)
