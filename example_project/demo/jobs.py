@@ -1,6 +1,6 @@
 """Three jobs that show the three ways a job ends."""
 
-from django_xjobs import Retry, TerminalError, job
+from django_xjobs import Retry, TerminalError, job, task
 
 QUICK = Retry(attempts=3, delay="300ms", max_delay="1s")
 
@@ -48,3 +48,18 @@ def send_order_confirmation(ctx, order_id: int):
 
     order = Order.objects.get(pk=order_id)
     return {"confirmed": order.pk, "to": order.email}
+
+
+@job(idempotency_key="digest:{day}", queue="emails")
+def send_daily_digest(ctx, day: str):
+    """Enqueued once per day by the nightly_digest task, for that day."""
+    return {"digest_for": day}
+
+
+@task(cron="0 7 * * *", tz="Europe/Paris", catch_up="run-once")
+def nightly_digest(occurrence):
+    """07:00 Paris time, every day. After downtime, one catch-up run, never a burst.
+
+    The payload comes from the occurrence, not the clock: a late run digests its own day.
+    """
+    return [(send_daily_digest, {"day": occurrence.date().isoformat()})]
