@@ -120,6 +120,74 @@ def inspect_queues() -> dict[str, Any]:
     }
 
 
+def list_jobs(
+    *,
+    queue: str | None = None,
+    name: str | None = None,
+    state: str | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
+    """Jobs newest first, ``limit`` after sorting (SPEC INSP-04), without their step traces::
+
+    list_jobs(state="dead", queue="emails", limit=20)
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvariantError(f"limit={limit!r} must be a positive integer")
+    rows = get_driver().list_jobs(queue=queue, name=name, state=state, limit=limit)
+    return [_summary(row) for row in rows]
+
+
+def prune_jobs(*, older_than: float, states: list[str], batch: int = 1000) -> int:
+    """Delete finished jobs (in ``states``) last updated more than ``older_than`` seconds ago,
+    with their steps, ``batch`` rows per transaction so no lock is held for long::
+
+    prune_jobs(older_than=30 * 86400, states=["done", "cancelled"])
+    """
+    from datetime import timedelta
+
+    from django.db import transaction
+    from django.utils import timezone
+
+    from .models import Job, JobStep
+
+    finished = {"done", "dead", "failed", "cancelled"}
+    if not states or set(states) - finished:
+        raise InvariantError(
+            f"prune states {states!r} must be finished states",
+            hint=f"choose from {sorted(finished)}",
+        )
+    alias = conf.get().database
+    cutoff = timezone.now() - timedelta(seconds=older_than)
+    deleted = 0
+    while True:
+        with transaction.atomic(using=alias):
+            rows = list(
+                Job.objects.using(alias)
+                .filter(state__in=states, updated_at__lt=cutoff)
+                .order_by("updated_at")
+                .values_list("id", "run_id")[:batch]
+            )
+            if not rows:
+                return deleted
+            JobStep.objects.using(alias).filter(run_id__in=[r[1] for r in rows]).delete()
+            deleted += Job.objects.using(alias).filter(id__in=[r[0] for r in rows]).delete()[0]
+
+
+def _summary(row: JobSnapshot) -> dict[str, Any]:
+    return {
+        "id": str(row.id),
+        "name": row.name,
+        "queue": row.queue,
+        "state": row.state,
+        "attempt": row.attempt,
+        "max_attempts": row.max_attempts,
+        "stop_reason": row.stop_reason,
+        "last_error": row.last_error,
+        "run_at": _iso(row.run_at),
+        "updated_at": _iso(row.updated_at),
+    }
+
+
 def _job_id(value: UUID | str) -> UUID:
     if isinstance(value, UUID):
         return value

@@ -1,0 +1,145 @@
+"""``manage.py xjobs <action>``: see and act on jobs from a shell. Every action goes through
+``django_xjobs.inspect`` (the admin's and the tests' path too) and takes ``--json``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ... import inspect
+from ...durations import parse_duration
+from ...errors import XJobsError
+
+TERMINAL = ("done", "dead", "failed", "cancelled")
+
+
+class Command(BaseCommand):
+    help = "Inspect and operate jobs: ls, show, cancel, retry, dead, queues, manifest, prune."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+        def action(name: str, help_text: str) -> Any:
+            sub = actions.add_parser(name, help=help_text)
+            sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+            return sub
+
+        ls = action("ls", "list jobs, newest first")
+        ls.add_argument("--queue")
+        ls.add_argument("--name")
+        ls.add_argument("--state", choices=["ready", "delayed", "running", "suspended", *TERMINAL])
+        ls.add_argument("--limit", type=int, default=50)
+        show = action("show", "one job: its row, step trace and retry schedule")
+        show.add_argument("job_id")
+        cancel = action("cancel", "cancel a job (a running one stops at its next heartbeat)")
+        cancel.add_argument("job_id")
+        cancel.add_argument("--reason")
+        retry = action("retry", "run a dead or failed job again")
+        retry.add_argument("job_id")
+        retry.add_argument("--from-step", help="re-run this step and every later one")
+        retry.add_argument("--force", action="store_true", help="also retry a cancelled job")
+        dead = action("dead", "dead-lettered jobs, newest first")
+        dead.add_argument("--limit", type=int, default=50)
+        action("queues", "per-queue counts and the oldest ready job's age")
+        action("manifest", "every declared job and task")
+        prune = action("prune", "delete finished jobs (and their steps) older than a duration")
+        prune.add_argument("--older-than", required=True, help='e.g. "30d"')
+        prune.add_argument("--state", action="append", choices=TERMINAL, help="repeatable")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            result, text = getattr(self, f"_{options['action']}")(options)
+        except XJobsError as error:
+            raise CommandError(str(error)) from None
+        if options["json"]:
+            self.stdout.write(json.dumps(result, indent=2, default=str))
+        else:
+            self.stdout.write(text)
+
+    # --- actions: each returns (json-able result, text) ----------------------------------
+
+    def _ls(self, o: dict[str, Any]) -> tuple[Any, str]:
+        rows = inspect.list_jobs(
+            queue=o["queue"], name=o["name"], state=o["state"], limit=o["limit"]
+        )
+        lines = [_row_line(r) for r in rows] or ["no jobs"]
+        return rows, "\n".join(lines)
+
+    def _show(self, o: dict[str, Any]) -> tuple[Any, str]:
+        job = inspect.inspect_job(o["job_id"])
+        if job is None:
+            raise CommandError(f"X_JOB_NOT_FOUND: no job {o['job_id']} exists")
+        lines = [
+            f"{job['name']}  {job['id']}",
+            f"  state      {job['state']}  (attempt {job['attempt']} of {job['max_attempts']})",
+            f"  queue      {job['queue']}  priority {job['priority']}",
+            f"  key        {job['idempotency_key']}",
+            f"  run at     {job['run_at']}",
+            f"  stop       {job['stop_reason'] or '-'}",
+            f"  last error {job['last_error'] or '-'}",
+            f"  result     {json.dumps(job['result'])}",
+            f"  retries    {', '.join(f'{d:g}s' for d in job['retry_delays']) or '-'}",
+            "  steps:" if job["steps"] else "  steps: none",
+        ]
+        for step in job["steps"]:
+            took = f"{step['duration']:.3f}s" if step["duration"] is not None else "-"
+            extra = step["error"] or (f"wakes {step['wake_at']}" if step["wake_at"] else "")
+            lines.append(
+                f"    {step['name']:<24} {step['status']:<9} x{step['attempts']} {took:>9}  {extra}"
+            )
+        return job, "\n".join(lines)
+
+    def _cancel(self, o: dict[str, Any]) -> tuple[Any, str]:
+        job = inspect.cancel_job(o["job_id"], reason=o["reason"])
+        return job, f"cancelled {job['id']} ({job['name']})"
+
+    def _retry(self, o: dict[str, Any]) -> tuple[Any, str]:
+        job = inspect.retry_job(o["job_id"], from_step=o["from_step"], force=o["force"])
+        since = f" from step {o['from_step']!r}" if o["from_step"] else ""
+        return job, f"queued {job['id']} ({job['name']}) again{since}"
+
+    def _dead(self, o: dict[str, Any]) -> tuple[Any, str]:
+        rows = inspect.inspect_dead_letters(limit=o["limit"])
+        lines = [
+            f"{r['id']}  {r['name']:<32} attempt {r['attempt']}  {r['failed_at']}\n    {r['last_error']}"
+            for r in rows
+        ]
+        return rows, "\n".join(lines) or "no dead jobs"
+
+    def _queues(self, o: dict[str, Any]) -> tuple[Any, str]:
+        report = inspect.inspect_queues()
+        header = f"{'queue':<20} {'ready':>7} {'delayed':>8} {'running':>8} {'suspended':>10} {'dead':>6}  oldest ready"
+        lines = [header]
+        for q in report["queues"]:
+            lines.append(
+                f"{q['queue']:<20} {q['ready']:>7} {q['delayed']:>8} {q['running']:>8} "
+                f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:.1f}s"
+            )
+        return report, "\n".join(lines)
+
+    def _manifest(self, o: dict[str, Any]) -> tuple[Any, str]:
+        manifest = inspect.inspect_manifest()
+        lines = [
+            f"job  {j['name']}  queue={j['queue']} attempts={j['attempts']}"
+            for j in manifest["jobs"]
+        ]
+        lines += [
+            f"task {t['name']}  cron={t['cron']!r} tz={t['tz']} catch_up={t['catch_up']} next={t['next_run']}"
+            for t in manifest["tasks"]
+        ]
+        return manifest, "\n".join(lines)
+
+    def _prune(self, o: dict[str, Any]) -> tuple[Any, str]:
+        seconds = parse_duration(o["older_than"], field="--older-than")
+        states = o["state"] or list(TERMINAL)
+        deleted = inspect.prune_jobs(older_than=seconds, states=states)
+        return {"deleted": deleted}, f"deleted {deleted} job(s)"
+
+
+def _row_line(row: dict[str, Any]) -> str:
+    return (
+        f"{row['id']}  {row['name']:<32} {row['queue']:<10} {row['state']:<9} "
+        f"{row['attempt']}/{row['max_attempts']}  {row['updated_at']}"
+    )

@@ -1,0 +1,134 @@
+"""``manage.py xjobs``: each action's text and ``--json`` output, and its refusals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from django_xjobs.models import Job
+from django_xjobs.testing import run_until_idle
+from tests import jobs
+from tests.test_process import MANAGE, ROOT, worker_env
+
+
+def xjobs(*args: str) -> str:
+    out = StringIO()
+    call_command("xjobs", *args, stdout=out)
+    return out.getvalue()
+
+
+def dead_job() -> str:
+    job_id = str(jobs.terminal.enqueue(n=1).id)
+    run_until_idle()
+    return job_id
+
+
+def test_ls_lists_newest_first_with_filters(db):
+    first = jobs.ok.enqueue(n=1).id
+    second = jobs.on_other_queue.enqueue(n=2).id
+    text = xjobs("ls")
+    assert text.index(str(second)) < text.index(str(first))
+    assert str(first) not in xjobs("ls", "--queue", "other")
+    rows = json.loads(xjobs("ls", "--json", "--state", "ready", "--limit", "1"))
+    assert [r["id"] for r in rows] == [str(second)]
+    assert set(rows[0]) >= {
+        "id",
+        "name",
+        "queue",
+        "state",
+        "attempt",
+        "max_attempts",
+        "stop_reason",
+    }
+
+
+def test_show_prints_the_row_the_steps_and_the_retry_schedule(db):
+    job_id = dead_job()
+    text = xjobs("show", job_id)
+    assert "tests.jobs.terminal" in text and "dead" in text and "X_TERMINAL" in text
+    assert "0.01s, 0.02s, 0.04s, 0.08s" in text  # Retry(attempts=5, delay="10ms", jitter=False)
+    shown = json.loads(xjobs("show", job_id, "--json"))
+    assert shown["id"] == job_id and shown["stop_reason"] == "terminal" and shown["steps"] == []
+
+
+def test_retry_and_cancel_act_through_the_operator_api(db):
+    job_id = dead_job()
+    assert f"queued {job_id}" in xjobs("retry", job_id)
+    assert Job.objects.get(id=job_id).state == "ready"
+    cancelled = json.loads(xjobs("cancel", job_id, "--reason", "not today", "--json"))
+    assert (cancelled["state"], cancelled["last_error"]) == ("cancelled", "not today")
+    assert "again" in xjobs("retry", job_id, "--force")
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("show", "0197a3c2-5b1e-7c4d-9f00-1a2b3c4d5e6f"), "X_JOB_NOT_FOUND"),
+        (("cancel", "not-a-uuid"), "X_JOB_NOT_FOUND"),
+        (("retry", "0197a3c2-5b1e-7c4d-9f00-1a2b3c4d5e6f"), "X_JOB_NOT_FOUND"),
+    ],
+)
+def test_an_unknown_id_is_one_clear_error(db, args, code):
+    with pytest.raises(CommandError) as caught:
+        xjobs(*args)
+    assert str(caught.value).startswith(code)
+
+
+def test_a_refused_action_names_the_state(db):
+    job_id = str(jobs.ok.enqueue(n=1).id)
+    with pytest.raises(CommandError, match=r"X_JOB_NOT_RETRYABLE.*ready"):
+        xjobs("retry", job_id)
+    run_until_idle()
+    with pytest.raises(CommandError, match=r"X_JOB_NOT_CANCELLABLE.*done"):
+        xjobs("cancel", job_id)
+
+
+def test_dead_queues_and_manifest(db):
+    job_id = dead_job()
+    jobs.ok.enqueue(n=5)
+    dead = json.loads(xjobs("dead", "--json"))
+    assert [d["id"] for d in dead] == [job_id]
+    assert "python manage.py xjobs retry" in dead[0]["retry_command"]
+    queues = json.loads(xjobs("queues", "--json"))
+    assert queues["totals"]["dead"] == 1 and queues["totals"]["ready"] == 1
+    assert "default" in xjobs("queues")
+    manifest = json.loads(xjobs("manifest", "--json"))
+    assert "tests.jobs.ok" in [j["name"] for j in manifest["jobs"]]
+    assert "tests.daily" in [t["name"] for t in manifest["tasks"]]
+    assert "task tests.daily" in xjobs("manifest")
+
+
+def test_prune_deletes_old_finished_jobs_only(db):
+    old_done = str(jobs.ok.enqueue(n=1).id)
+    run_until_idle()
+    Job.objects.filter(id=old_done).update(
+        updated_at=Job.objects.get(id=old_done).updated_at - timedelta(days=40)
+    )
+    fresh_dead = dead_job()
+    live = str(jobs.ok.enqueue(n=2).id)
+    assert json.loads(xjobs("prune", "--older-than", "30d", "--json")) == {"deleted": 1}
+    assert set(Job.objects.values_list("id", flat=True)) == {uuid.UUID(fresh_dead), uuid.UUID(live)}
+    with pytest.raises(CommandError, match="X_DURATION_INVALID"):
+        xjobs("prune", "--older-than", "soon")
+
+
+@pytest.mark.process
+def test_the_command_exits_non_zero_with_one_line(transactional_db):
+    done = subprocess.run(
+        [sys.executable, str(MANAGE), "xjobs", "--settings=tests.settings", "show", "nope"],
+        env=worker_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "X_JOB_NOT_FOUND" in lines[0]
