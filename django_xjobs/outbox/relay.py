@@ -29,7 +29,7 @@ def publish_batch(store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], 
     for index, row in enumerate(rows):
         try:
             driver.enqueue(row.request())
-            store.mark_published(row.id, token)
+            marked = store.mark_published(row.id, token)
         except Exception as error:
             log.event(
                 logging.WARNING,
@@ -45,7 +45,10 @@ def publish_batch(store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], 
             except Exception as release_error:  # the lease will hand them back anyway
                 log.event(logging.WARNING, "xjobs.outbox.release_failed", error=release_error)
             break
-        published += 1
+        if marked:
+            published += 1
+        else:  # another relay took the row after our lease lapsed; its mark stands
+            log.event(logging.INFO, "xjobs.outbox.mark_refused", id=row.id, token=token)
     return published
 
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import logging
-import signal
 import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ... import conf, log
+from ... import conf
 from ...errors import XJobsError
 from ...outbox.postgres import PostgresOutboxStore
 from ...outbox.relay import Relay
 from ...worker.preflight import preflight
+from ..lifecycle import run_until_signalled
 from .xjobs_worker import _duration, _log_to_console
 
 
@@ -69,23 +68,18 @@ class Command(BaseCommand):
             self.stdout.write(f"published {total}")
             return
         threads = [threading.Thread(target=r.run, name=f"xjobs-relay-{r.database}") for r in relays]
-        stopping = threading.Event()
 
-        def on_signal(signum: int, frame: Any) -> None:
-            log.event(logging.INFO, "xjobs.relay.signal", signal=signal.Signals(signum).name)
-            stopping.set()
+        def run_all() -> None:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
 
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        for thread in threads:
-            thread.start()
-        while not stopping.wait(0.5):
-            if not any(t.is_alive() for t in threads):
-                break
-        for relay in relays:
-            relay.stop()
-        for thread in threads:
-            thread.join()
+        def stop_all() -> None:
+            for relay in relays:
+                relay.stop()
+
+        run_until_signalled("xjobs.relay", run_all, stop_all)
         self.stdout.write(f"relay stopped: published {sum(r.published for r in relays)}")
 
 

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import logging
-import signal
-import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ... import conf, log, tasks
+from ... import conf, tasks
 from ...errors import XJobsError
 from ...scheduler.role import Scheduler
 from ...worker.preflight import preflight
+from ..lifecycle import run_until_signalled
 from .xjobs_worker import _duration, _log_to_console
 
 
@@ -39,18 +37,5 @@ class Command(BaseCommand):
         if not tasks.registered_tasks():
             self.stderr.write("no tasks are declared; the scheduler will idle")
         scheduler = Scheduler(tick_interval=tick, leader_ttl=ttl, holder=options["holder"])
-        stopping = threading.Event()
-
-        def on_signal(signum: int, frame: Any) -> None:
-            log.event(logging.INFO, "xjobs.scheduler.signal", signal=signal.Signals(signum).name)
-            stopping.set()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        thread = threading.Thread(target=scheduler.run, name="xjobs-scheduler")
-        thread.start()
-        while not stopping.wait(0.5) and thread.is_alive():
-            pass
-        scheduler.stop()
-        thread.join()
+        run_until_signalled("xjobs.scheduler", scheduler.run, scheduler.stop)
         self.stdout.write(f"scheduler {scheduler.holder} stopped")

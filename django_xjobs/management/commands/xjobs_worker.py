@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ... import conf, log, registry
+from ... import conf, registry
 from ...durations import parse_duration
 from ...errors import XJobsError
 from ...worker.preflight import preflight
 from ...worker.worker import Worker
+from ..lifecycle import run_until_signalled
 
 
 class Command(BaseCommand):
@@ -66,11 +66,10 @@ class Command(BaseCommand):
             burst=options["burst"],
         )
         companions = _companions(options, settings)
-        _drain_on_signals(worker)
         for _, thread in companions:
             thread.start()
         try:
-            stats = worker.run()
+            stats = run_until_signalled("xjobs.worker", worker.run, worker.stop)
         finally:
             for role, thread in companions:
                 role.stop()
@@ -126,24 +125,6 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _drain_on_signals(worker: Worker) -> None:
-    def on_signal(signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        if worker.draining:
-            log.event(
-                logging.WARNING,
-                "xjobs.worker.already_draining",
-                signal=name,
-                hint="waiting for in-flight jobs; SIGKILL abandons them to the visibility timeout",
-            )
-            return
-        log.event(logging.INFO, "xjobs.worker.signal", signal=name)
-        worker.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
 
 
 def _log_to_console(verbosity: int) -> None:
