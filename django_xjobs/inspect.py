@@ -300,7 +300,11 @@ def inspect_manifest() -> dict[str, Any]:
             for h in registry.registered_jobs()
         ],
         "tasks": [
-            {**t.describe(), "next_run": t.next_occurrence(now).isoformat()}
+            {
+                **t.describe(),
+                "enqueues": t.job_names(),
+                "next_run": t.next_occurrence(now).isoformat(),
+            }
             for t in registered_tasks()
         ],
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
@@ -49,7 +49,14 @@ class TaskHandle:
         fall-back fold the first pass of the hour, in a spring-forward gap the same wall time
         shifted past the gap, never skipped (SPEC SCHED-16, SE-43).
         """
-        local = after.astimezone(self.zone).replace(tzinfo=None)
+        # Read ``after`` as a wall time at the smaller of today's and yesterday's UTC offsets:
+        # just past a spring-forward gap, the wall times inside the gap (shifted past it) are
+        # still ahead of us, and starting from the later offset would skip them.
+        offset = min(
+            after.astimezone(self.zone).utcoffset() or timedelta(0),
+            (after - timedelta(days=1)).astimezone(self.zone).utcoffset() or timedelta(0),
+        )
+        local = after.astimezone(timezone(offset)).replace(tzinfo=None)
         walk = croniter(self.cron, local)
         for _ in range(10_000):
             wall = walk.get_next(datetime)
@@ -89,7 +96,7 @@ class TaskHandle:
         ]
 
     def describe(self) -> dict[str, Any]:
-        """SPEC TASK-05: plain JSON."""
+        """SPEC TASK-05: plain JSON; ``jobs`` are those its next occurrence would enqueue."""
         return {
             "kind": "task",
             "name": self.name,
@@ -97,7 +104,16 @@ class TaskHandle:
             "tz": self.tz,
             "catch_up": self.catch_up,
             "max_catch_up": self.max_catch_up,
+            "jobs": self.job_names(),
         }
+
+    def job_names(self) -> list[str]:
+        """The jobs an occurrence enqueues, in declaration order (never raises)."""
+        try:
+            entries = self.entries(self.next_occurrence(datetime.now(UTC)))
+        except Exception:
+            return []
+        return list(dict.fromkeys(handle.name for handle, _ in entries))
 
 
 def task(

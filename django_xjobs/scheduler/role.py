@@ -169,7 +169,8 @@ class Scheduler:
             for request in requests:
                 self.driver.enqueue(request)
             self.store.mark_fired(handle.name, mark)
-            self.store.confirm(LEADER_KEY, self.holder)  # a stalled leader's dispatch rolls back
+            # on the database, a stalled leader's dispatch rolls back here (DESIGN Q-07)
+            self.store.confirm(LEADER_KEY, self.holder)
         names = tuple(r.name for r in requests)
         log.event(
             logging.INFO,
