@@ -34,6 +34,7 @@ def run_until_signalled(name: str, run: Callable[[], Any], stop: Callable[[], No
 
     thread = threading.Thread(target=target, name=name)
     thread.start()
+    stopper: threading.Thread | None = None
     handled = 0
     while thread.is_alive():
         thread.join(0.2)
@@ -41,7 +42,8 @@ def run_until_signalled(name: str, run: Callable[[], Any], stop: Callable[[], No
             signame = signal.Signals(received[handled]).name
             if handled == 0:
                 log.event(logging.INFO, f"{name}.signal", signal=signame)
-                threading.Thread(target=stop, name=f"{name}-stop", daemon=True).start()
+                stopper = threading.Thread(target=stop, name=f"{name}-stop")
+                stopper.start()
             else:
                 log.event(
                     logging.WARNING,
@@ -50,6 +52,8 @@ def run_until_signalled(name: str, run: Callable[[], Any], stop: Callable[[], No
                     hint="waiting for work in flight; SIGKILL abandons it to its lease",
                 )
             handled += 1
+    if stopper is not None:
+        stopper.join()  # stop() finishes its hand-back (a leader lease, a relay's batch)
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
