@@ -84,6 +84,8 @@ class Nack:
     final_state: FinalState | None = None
     stop_reason: str | None = None
     park: bool = False
+    #: handed back unrun (a full slot or limit): the row keeps its crash count
+    shed: bool = False
 
     @property
     def state(self) -> str:

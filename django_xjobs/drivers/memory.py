@@ -193,7 +193,7 @@ class MemoryDriver:
                     row,
                     state="running",
                     attempt=row.attempt + 1,
-                    lease_expiries=row.lease_expiries + 1 if row.state == "running" else 0,
+                    lease_expiries=row.lease_expiries + (1 if row.state == "running" else 0),
                     claimed_by=worker_id,
                     lease_token=uuid.uuid4(),
                     visible_at=now + timedelta(seconds=visibility_timeout),
@@ -257,7 +257,7 @@ class MemoryDriver:
             self._rows[row.id] = replace(
                 row,
                 state=nack.state,
-                lease_expiries=0,
+                lease_expiries=row.lease_expiries if nack.shed else 0,
                 attempt=row.attempt if nack.counts_as_attempt else max(row.attempt - 1, 0),
                 run_at=now + timedelta(seconds=max(0.0, nack.delay)),
                 last_error=row.last_error if nack.error is None else nack.error,

@@ -155,6 +155,7 @@ class PostgresDriver:
                     "delay": max(0.0, nack.delay),
                     "error": nack.error,
                     "stop_reason": nack.stop_reason,
+                    "shed": nack.shed,
                 },
             )
             == 1

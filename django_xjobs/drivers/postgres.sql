@@ -66,7 +66,7 @@ UPDATE x_jobs j
 SET state = 'running',
     attempt = j.attempt + 1,
     -- a running row claimed again means its last run died with its lease (poison count)
-    lease_expiries = CASE WHEN j.state = 'running' THEN j.lease_expiries + 1 ELSE 0 END,
+    lease_expiries = CASE WHEN j.state = 'running' THEN j.lease_expiries + 1 ELSE j.lease_expiries END,
     claimed_by = %(worker_id)s,
     lease_token = gen_random_uuid(),
     visible_at = now() + make_interval(secs => %(visibility_timeout)s),
@@ -98,7 +98,8 @@ RETURNING j.id;
 -- Settle one run as not done: dead / failed / suspended / ready again (SPEC DRV-01, STATE-02/03).
 UPDATE x_jobs
 SET state = %(state)s,
-    lease_expiries = 0,
+    -- a shed hands the job back unrun: it keeps its crash count; any other settle clears it
+    lease_expiries = CASE WHEN %(shed)s THEN lease_expiries ELSE 0 END,
     attempt = CASE WHEN %(counts_as_attempt)s THEN attempt ELSE GREATEST(attempt - 1, 0) END,
     run_at = now() + make_interval(secs => %(delay)s),
     last_error = COALESCE(%(error)s, last_error),

@@ -88,6 +88,7 @@ class Worker:
         self._wake = threading.Event()
         self._draining = threading.Event()
         self._settle_queue: queue_module.Queue[Execution | None] = queue_module.Queue()
+        self._quarantined = False
 
     # --- public -----------------------------------------------------------------------------
 
@@ -161,7 +162,7 @@ class Worker:
     def _loop(self, pool: ThreadPoolExecutor) -> None:
         while not self._draining.is_set():
             self._wake.clear()
-            free = self.concurrency - len(self._runs)
+            free = 0 if self._quarantined else self.concurrency - len(self._runs)
             claimed = []
             if free > 0:
                 try:
@@ -198,6 +199,14 @@ class Worker:
     def _admit(self, job: ClaimedJob) -> Run | None:
         """Take the per-process limit, then the fleet slot; shed the job when either is full
         (SPEC WORK-04/07/08): it goes back to ready without spending an attempt."""
+        if job.lease_expiries and (self._runs or self._quarantined):
+            # Its last run died with its worker. Until it runs alone, a death cannot say which
+            # job caused it, and every job sharing the worker would be blamed with it.
+            self._shed(job, "suspect: its last run died with its worker; it runs alone")
+            return None
+        if self._quarantined:
+            self._shed(job, "a suspect job is running alone on this worker")
+            return None
         lease = self.limiter.acquire(job.queue, job.tenant_id)
         if lease is None:
             self._shed(job, f"limited: {self.limiter.last_reason}")
@@ -219,6 +228,8 @@ class Worker:
                 self._shed(job, f"job concurrency ({handle.concurrency})")
                 return None
             slot = (key, granted, holder)
+        if job.lease_expiries:
+            self._quarantined = True  # nothing else runs or is claimed beside it
         return Run(job, self.worker_id, self.visibility_timeout, slot=slot, limit_lease=lease)
 
     def _shed(self, job: ClaimedJob, reason: str) -> None:
@@ -235,7 +246,13 @@ class Worker:
         self.outcomes["shed"] += 1
         try:
             self.driver.nack(
-                Nack(job.id, job.lease_token, delay=self.poll_interval, counts_as_attempt=False)
+                Nack(
+                    job.id,
+                    job.lease_token,
+                    delay=self.poll_interval,
+                    counts_as_attempt=False,
+                    shed=True,
+                )
             )
         except Exception as error:  # the lease hands it back anyway
             log.event(logging.WARNING, "xjobs.worker.shed_failed", id=job.id, error=error)
@@ -312,6 +329,8 @@ class Worker:
         if run is not None:
             run.settled.set()
             self._release(run)
+            if run.job.lease_expiries:
+                self._quarantined = False
         outcome = execution.outcome
         if not settled and outcome is not Outcome.CANCELLED:
             outcome = Outcome.LEASE_LOST
