@@ -40,6 +40,11 @@ def test_migrations_match_the_models(db):
         ({"POLL_INTERVAL": "soon"}, "not a duration"),
         ({"QUEUES": "emails"}, "list of names"),
         ({"QUEUES": ["bad name"]}, "not valid"),
+        ({"OUTBOX": "sometimes"}, "not a mode"),
+        ({"OUTBOX_DATABASES": ["nope"]}, "aliases of DATABASES"),
+        ({"OUTBOX_CLAIM_LEASE": 0.5}, "shorter than a second"),
+        ({"MAX_LEASE_EXPIRIES": 0}, "positive integer"),
+        ({"LIMITS": {"global": 0}}, "LIMITS"),
     ],
 )
 def test_a_bad_xjobs_setting_fails_the_system_check(xjobs, needle):

@@ -25,6 +25,7 @@ from django.utils import timezone
 from django_xjobs.ids import uuid7
 from django_xjobs.models import Job, OutboxEntry
 from django_xjobs.testing.postgres import database_url, url_for_database
+from tests import jobs
 from tests.test_process import MANAGE, ROOT, wait_for, worker_env
 
 pytestmark = pytest.mark.process
@@ -386,3 +387,34 @@ def test_outbox_03_relay_once_publishes_everything_pending_and_exits_0(lab):
     assert jobs_per_key(keys) == dict.fromkeys(keys, 1)
     assert not Job.objects.filter(idempotency_key="ok:9999").exists()  # already published
     assert OutboxEntry.objects.get(id=done[0].id).claimed_by == "relay-old"
+
+
+def test_a_worker_with_relay_publishes_and_runs_staged_jobs(transactional_db):
+    """``xjobs_worker --with-relay``: one process relays the outbox and runs what it publishes."""
+    from django.test import override_settings
+
+    from tests.test_process import WorkerProcess
+
+    with override_settings(XJOBS={"QUEUES": ["other"], "OUTBOX": "auto"}):
+        from django_xjobs.outbox import stage
+
+        real_fast_path = stage.fast_path
+        stage.fast_path = lambda alias, row_id: None  # leave the row to the relay
+        try:
+            with transaction.atomic():
+                staged = jobs.ok.enqueue(n=4242)
+        finally:
+            stage.fast_path = real_fast_path
+    assert staged.staged and not Job.objects.filter(idempotency_key="ok:4242").exists()
+    worker = WorkerProcess("--queues", "default", "--with-relay", "--poll-interval", "100ms")
+    try:
+        wait_for(
+            lambda: Job.objects.filter(idempotency_key="ok:4242", state="done").exists(),
+            what="the relayed job to run",
+        )
+        worker.send(signal.SIGTERM)
+        code, _, err = worker.finish()
+        assert code == 0, err
+    finally:
+        worker.kill()
+    assert OutboxEntry.objects.get(id=staged.id).published_at is not None
