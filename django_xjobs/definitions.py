@@ -18,7 +18,6 @@ from .errors import (
     JobDefinitionError,
     JobDuplicateError,
     QueueUnknownError,
-    XJobsError,
 )
 from .payload import NotJSON, check_json, encode
 from .retry import DEFAULT_RETRY, Retry, retry_schedule
@@ -314,14 +313,7 @@ def job(
         label = (
             name or f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', '?')}"
         )
-        try:
-            handle = _build(handler, label)
-        except JobDefinitionError:
-            raise
-        except XJobsError as error:
-            raise JobDefinitionError(
-                f"job {label!r}: {error.message}", code=error.code, hint=error.hint
-            ) from error
+        handle = registry.declare("job", label, lambda: _build(handler, label))
         registry.register(handle)
         return handle
 

@@ -1,50 +1,82 @@
-"""The process-wide registry of job definitions, keyed by their durable name (SPEC JOB-11..16)."""
+"""The process-wide registries of declarations (jobs, tasks), keyed by their durable name
+(SPEC JOB-11..16)."""
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from .errors import JobDefinitionError
+from .errors import JobDefinitionError, XJobsError
 
 if TYPE_CHECKING:
     from .definitions import JobHandle
-
-_jobs: dict[str, JobHandle] = {}
-_lock = threading.Lock()
+    from .tasks import TaskHandle
 
 
-def register(handle: JobHandle) -> None:
-    """Add ``handle``; a second, different definition under the same name is refused.
-
-    Re-executing the same definition (a module imported twice, an autoreload) replaces it,
-    because it is the same code under the same name.
-    """
-    with _lock:
-        existing = _jobs.get(handle.name)
-        if existing is not None and existing is not handle and existing.origin != handle.origin:
-            raise JobDefinitionError(
-                f"two jobs are named {handle.name!r}: {existing.origin} and {handle.origin}",
-                code="X_JOB_DUPLICATE",
-                hint="the name is the durable key of queued rows; give one of them another name=",
-            )
-        _jobs[handle.name] = handle
+class Declared(Protocol):
+    name: str
+    origin: str
 
 
-def unregister(name: str) -> None:
-    with _lock:
-        _jobs.pop(name, None)
+H = TypeVar("H", bound=Declared)
+T = TypeVar("T")
 
 
-def get_job(name: str) -> JobHandle | None:
-    return _jobs.get(name)
+class Registry(Generic[H]):
+    """Handles by name. A second, different definition under a taken name is refused;
+    re-executing the same definition (a module imported twice, an autoreload) replaces it."""
+
+    def __init__(self, kind: str, why: str) -> None:
+        self.kind, self.why = kind, why
+        self._items: dict[str, H] = {}
+        self._lock = threading.Lock()
+
+    def register(self, handle: H) -> None:
+        with self._lock:
+            existing = self._items.get(handle.name)
+            if existing is not None and existing is not handle and existing.origin != handle.origin:
+                raise JobDefinitionError(
+                    f"two {self.kind}s are named {handle.name!r}: {existing.origin} and {handle.origin}",
+                    code="X_JOB_DUPLICATE",
+                    hint=f"the name {self.why}; give one of them another name=",
+                )
+            self._items[handle.name] = handle
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._items.pop(name, None)
+
+    def get(self, name: str) -> H | None:
+        return self._items.get(name)
+
+    def all(self) -> list[H]:
+        """Sorted by name in code-unit order, never by locale (SPEC JOB-16, SE-26)."""
+        return [self._items[name] for name in sorted(self._items)]
 
 
-def registered_jobs() -> list[JobHandle]:
-    """Every registered job, sorted by name in code-unit order (SPEC JOB-16)."""
-    return [_jobs[name] for name in sorted(_jobs)]
+jobs: Registry[JobHandle] = Registry("job", "is the durable key of queued rows")
+tasks: Registry[TaskHandle] = Registry("task", "keys the task's watermark")
+
+register = jobs.register
+unregister = jobs.unregister
+get_job = jobs.get
+registered_jobs = jobs.all
 
 
 def known_queues(extra: tuple[str, ...] = ()) -> set[str]:
     """``default``, every queue a job declares, and the ones the settings list."""
-    return {"default", *(h.queue for h in _jobs.values()), *extra}
+    return {"default", *(h.queue for h in jobs.all()), *extra}
+
+
+def declare(kind: str, label: str, build: Callable[[], T]) -> T:
+    """Run ``build`` for a declaration; any rule it breaks surfaces as ``JobDefinitionError``
+    naming the declaration, with the rule's own code and hint, at import time."""
+    try:
+        return build()
+    except JobDefinitionError:
+        raise
+    except XJobsError as error:
+        raise JobDefinitionError(
+            f"{kind} {label!r}: {error.message}", code=error.code, hint=error.hint
+        ) from error

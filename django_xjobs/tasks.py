@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
@@ -11,11 +10,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from croniter import croniter
 from croniter.croniter import CroniterBadCronError, CroniterBadDateError
 
-from .errors import InvariantError, JobDefinitionError, XJobsError
+from . import registry
+from .errors import InvariantError, JobDefinitionError
 
 CatchUp = Literal["skip", "run-once", "run-all"]
-_tasks: dict[str, TaskHandle] = {}
-_lock = threading.Lock()
 _ZONES: set[str] | None = None
 
 
@@ -140,15 +138,8 @@ def task(
         label = (
             name or f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', '?')}"
         )
-        try:
-            handle = _build(handler, label)
-        except JobDefinitionError:
-            raise
-        except XJobsError as error:
-            raise JobDefinitionError(
-                f"task {label!r}: {error.message}", code=error.code, hint=error.hint
-            ) from error
-        register(handle)
+        handle = registry.declare("task", label, lambda: _build(handler, label))
+        registry.tasks.register(handle)
         return handle
 
     def _build(handler: Callable[[datetime], Any], label: str) -> TaskHandle:
@@ -213,26 +204,13 @@ def _check_cron(cron: Any, tz: str) -> None:
         ) from None
 
 
-def register(handle: TaskHandle) -> None:
-    with _lock:
-        existing = _tasks.get(handle.name)
-        if existing is not None and existing is not handle and existing.origin != handle.origin:
-            raise JobDefinitionError(
-                f"two tasks are named {handle.name!r}: {existing.origin} and {handle.origin}",
-                code="X_JOB_DUPLICATE",
-                hint="the name keys the task's watermark; give one of them another name=",
-            )
-        _tasks[handle.name] = handle
-
-
 def unregister(name: str) -> None:
-    with _lock:
-        _tasks.pop(name, None)
+    registry.tasks.unregister(name)
 
 
 def registered_tasks() -> list[TaskHandle]:
     """Every task, sorted by name in code-unit order (SPEC JOB-16)."""
-    return [_tasks[name] for name in sorted(_tasks)]
+    return registry.tasks.all()
 
 
 def occurrences_between(
