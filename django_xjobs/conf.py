@@ -23,6 +23,8 @@ DEFAULTS: dict[str, Any] = {
     "QUEUES": [],
     # a claim holds a job this long unless the worker's heartbeat renews it (SPEC LEASE-01)
     "VISIBILITY_TIMEOUT": 30,
+    # how often the heartbeat renews (default: a third of VISIBILITY_TIMEOUT, SPEC LEASE-03)
+    "HEARTBEAT_INTERVAL": None,
     # how often an idle worker looks for due jobs when no notification woke it
     "POLL_INTERVAL": 1,
     # threads per worker process when --concurrency is not given
@@ -61,6 +63,7 @@ class XJobsSettings:
     driver: str
     queues: tuple[str, ...]
     visibility_timeout: float
+    heartbeat_interval: float
     poll_interval: float
     concurrency: int
     max_payload_bytes: int
@@ -121,6 +124,16 @@ def validate(raw: Any) -> XJobsSettings:
             f'XJOBS["OUTBOX"]={merged["OUTBOX"]!r} is not a mode',
             hint='use "auto" (the default), "required" or "off"',
         )
+    visibility = duration("VISIBILITY_TIMEOUT")
+    heartbeat = (
+        visibility / 3 if merged["HEARTBEAT_INTERVAL"] is None else duration("HEARTBEAT_INTERVAL")
+    )
+    if visibility < 3 * heartbeat:
+        raise ConfigInvalidError(
+            f'XJOBS["VISIBILITY_TIMEOUT"] ({visibility:g}s) is shorter than three heartbeats '
+            f"({heartbeat:g}s each); one slow renewal would lose every lease",
+            hint="raise VISIBILITY_TIMEOUT or lower HEARTBEAT_INTERVAL (default: a third of it)",
+        )
     outbox_databases = merged["OUTBOX_DATABASES"] or [merged["DATABASE"]]
     if isinstance(outbox_databases, str) or any(
         alias not in settings.DATABASES for alias in outbox_databases
@@ -138,7 +151,8 @@ def validate(raw: Any) -> XJobsSettings:
         database=merged["DATABASE"],
         driver=merged["DRIVER"],
         queues=tuple(queues),
-        visibility_timeout=duration("VISIBILITY_TIMEOUT"),
+        visibility_timeout=visibility,
+        heartbeat_interval=heartbeat,
         poll_interval=duration("POLL_INTERVAL"),
         concurrency=positive_int("CONCURRENCY"),
         max_payload_bytes=positive_int("MAX_PAYLOAD_BYTES"),

@@ -7,6 +7,7 @@ import threading
 from io import StringIO
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import override_settings
@@ -93,3 +94,52 @@ def test_a_ready_job_wakes_a_listening_worker(transactional_db):
         assert woke.wait(10)
     finally:
         listener.stop()
+
+
+def ids(found):
+    return sorted(message.id for message in found)
+
+
+def test_a_heartbeat_too_slow_for_the_visibility_timeout_is_an_error():
+    with override_settings(XJOBS={**BASE, "VISIBILITY_TIMEOUT": 10, "HEARTBEAT_INTERVAL": 5}):
+        [error] = checks.check_settings()
+    assert error.id == "django_xjobs.E001" and "three heartbeats" in error.msg and error.hint
+    with override_settings(XJOBS={**BASE, "VISIBILITY_TIMEOUT": 30, "HEARTBEAT_INTERVAL": 5}):
+        assert checks.check_settings() == []
+        assert conf.get().heartbeat_interval == 5
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_a_non_postgres_database_is_an_error_and_the_memory_driver_a_warning():
+    sqlite = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+    with override_settings(DATABASES={**settings.DATABASES, "lite": sqlite}):
+        with override_settings(XJOBS={**BASE, "DATABASE": "lite"}):
+            assert ids(checks.check_settings()) == ["django_xjobs.E002"]
+        with override_settings(
+            XJOBS={**BASE, "OUTBOX": "auto", "OUTBOX_DATABASES": ["default", "lite"]}
+        ):
+            assert ids(checks.check_settings()) == ["django_xjobs.E003"]
+    with override_settings(XJOBS={**BASE, "DRIVER": "memory"}):
+        [warning] = checks.check_settings()
+    assert warning.id == "django_xjobs.W001" and warning.hint
+
+
+def test_registry_sanity_checks(monkeypatch):
+    from django_xjobs import job, registry
+
+    @job(idempotency_key="x", name="test_app.slow_steps", timeout="10s", step_timeout="30s")
+    def slow_steps(ctx):
+        return None
+
+    try:
+        assert "django_xjobs.W002" in ids(checks.check_settings())
+
+        class NoLeases:
+            name = "custom"
+            leases = None
+
+        monkeypatch.setattr("django_xjobs.drivers.get_driver", lambda: NoLeases())
+        found = {m.id: m for m in checks.check_settings()}
+        assert "tests.jobs.exclusive" in found["django_xjobs.E004"].msg
+    finally:
+        registry.unregister("test_app.slow_steps")

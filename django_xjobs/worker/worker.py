@@ -68,7 +68,12 @@ class Worker:
         self.concurrency = concurrency or settings.concurrency
         self.driver = driver or get_driver()
         self.visibility_timeout = visibility_timeout or settings.visibility_timeout
-        self.heartbeat_interval = heartbeat_interval or self.visibility_timeout / 3  # SPEC LEASE-03
+        if heartbeat_interval is None:  # SPEC LEASE-03: a third of the timeout unless configured
+            configured = visibility_timeout is None
+            heartbeat_interval = (
+                settings.heartbeat_interval if configured else self.visibility_timeout / 3
+            )
+        self.heartbeat_interval = heartbeat_interval
         if self.visibility_timeout < 3 * self.heartbeat_interval:
             raise InvariantError(
                 f"a visibility timeout of {self.visibility_timeout:g}s is shorter than three "
