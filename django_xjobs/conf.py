@@ -52,6 +52,9 @@ DEFAULTS: dict[str, Any] = {
     "LIMITS": {},
     # a job whose runs die with their worker this many times in a row is dead-lettered
     "MAX_LEASE_EXPIRIES": 3,
+    # finished jobs older than this, per state, are deleted by workers (hourly, in batches);
+    # e.g. {"done": "7d", "cancelled": "7d", "dead": "90d"}; {} keeps everything
+    "RETENTION": {},
 }
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -77,6 +80,7 @@ class XJobsSettings:
     relay_interval: float
     limits: Any
     max_lease_expiries: int
+    retention: dict[str, float]
 
 
 def validate(raw: Any) -> XJobsSettings:
@@ -166,7 +170,24 @@ def validate(raw: Any) -> XJobsSettings:
         relay_interval=duration("RELAY_INTERVAL"),
         limits=_limits(merged["LIMITS"]),
         max_lease_expiries=positive_int("MAX_LEASE_EXPIRIES"),
+        retention=_retention(merged["RETENTION"]),
     )
+
+
+def _retention(raw: Any) -> dict[str, float]:
+    finished = ("done", "dead", "failed", "cancelled")
+    if not isinstance(raw, dict) or any(state not in finished for state in raw):
+        raise ConfigInvalidError(
+            f'XJOBS["RETENTION"]={raw!r} must map finished states to durations',
+            hint=f'states: {", ".join(finished)}; e.g. {{"done": "7d", "dead": "90d"}}',
+        )
+    kept = {}
+    for state, value in raw.items():
+        try:
+            kept[state] = parse_duration(value, field=f'XJOBS["RETENTION"]["{state}"]')
+        except XJobsError as error:
+            raise ConfigInvalidError(error.message, hint=error.hint) from None
+    return kept
 
 
 def _limits(raw: Any) -> Any:

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from django_xjobs.drivers.base import Ack, EnqueueRequest
 from django_xjobs.execute import Outcome
@@ -375,3 +376,28 @@ def test_limit_01_work_07_a_process_limit_sheds_the_rest(live_harness):
     assert first.outcomes == {Outcome.COMPLETED: 1, "shed": 1}
     assert second.outcomes == {Outcome.COMPLETED: 1}
     assert Ledger.objects.filter(token__in=tokens, phase="done").count() == 2
+
+
+def test_retention_prunes_old_finished_jobs_by_state(transactional_db):
+    from datetime import timedelta
+
+    from django_xjobs.drivers.postgres import PostgresDriver
+    from django_xjobs.models import Job
+
+    driver = PostgresDriver("default")
+    old_done, recent_done = jobs.ok.enqueue(n=1).id, jobs.ok.enqueue(n=2).id
+    old_dead = jobs.terminal.enqueue(n=3).id
+    live = jobs.ok.using(delay="1h").enqueue(n=4).id
+    Worker(queues=["default"], driver=driver, burst=True).run()
+    Job.objects.filter(id__in=[old_done, old_dead]).update(
+        updated_at=timezone.now() - timedelta(days=3)
+    )
+    settings = {"QUEUES": ["other"], "OUTBOX": "off", "RETENTION": {"done": "1d"}}
+    with override_settings(XJOBS=settings):
+        worker = Worker(queues=["default"], driver=driver)
+        worker._maybe_prune()
+        deadline = time.monotonic() + 20
+        while worker._pruning.is_set():
+            assert time.monotonic() < deadline, "the prune never finished"
+            time.sleep(0.02)
+    assert set(Job.objects.values_list("id", flat=True)) == {recent_done, old_dead, live}

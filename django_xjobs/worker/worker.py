@@ -27,6 +27,7 @@ from .run import Run
 
 _SETTLE_BATCH = 500
 _SETTLE_RETRIES = (0.1, 0.5, 2.0)
+_PRUNE_EVERY = 3600.0
 
 
 @dataclass
@@ -94,6 +95,8 @@ class Worker:
         self._draining = threading.Event()
         self._settle_queue: queue_module.Queue[Execution | None] = queue_module.Queue()
         self._quarantined = False
+        self._last_prune = -_PRUNE_EVERY
+        self._pruning = threading.Event()
 
     # --- public -----------------------------------------------------------------------------
 
@@ -195,11 +198,39 @@ class Worker:
                     self._runs[job.id] = admitted
                 pool.submit(self._execute, admitted)
                 started += 1
+            self._maybe_prune()
             if self.burst and not started and not self._runs:
                 return  # nothing runnable now: shed jobs wait for a slot, not for this burst
             if free > 0 and len(claimed) == free:
                 continue  # the queue may hold more; claim again when a slot frees
             self._wake.wait(self.poll_interval)
+
+    def _maybe_prune(self) -> None:
+        """Apply ``XJOBS["RETENTION"]`` at most hourly, off the claim loop's thread."""
+        retention = conf.get().retention
+        now = time.monotonic()
+        if not retention or now - self._last_prune < _PRUNE_EVERY or self._pruning.is_set():
+            return
+        self._last_prune = now
+        self._pruning.set()
+        threading.Thread(
+            target=self._prune, args=(retention,), name="xjobs-prune", daemon=True
+        ).start()
+
+    def _prune(self, retention: dict[str, float]) -> None:
+        from ..inspect import prune_jobs
+
+        try:
+            for state, older_than in retention.items():
+                deleted = prune_jobs(older_than=older_than, states=[state])
+                if deleted:
+                    log.event(logging.INFO, "xjobs.worker.pruned", state=state, deleted=deleted)
+        except Exception as error:
+            log.event(logging.WARNING, "xjobs.worker.prune_failed", error=error)
+        finally:
+            if self._database:
+                connections[self._database].close()
+            self._pruning.clear()
 
     def _admit(self, job: ClaimedJob) -> Run | None:
         """Take the per-process limit, then the fleet slot; shed the job when either is full
@@ -340,6 +371,20 @@ class Worker:
         if not settled and outcome is not Outcome.CANCELLED:
             outcome = Outcome.LEASE_LOST
         self.outcomes[outcome] += 1
+        # SPEC MET-02: one per settled run, no job-name label; a suspension is not counted
+        # (nor is a shed job, which never reaches here)
+        counted = {
+            Outcome.COMPLETED: "ok",
+            Outcome.RETRIED: "failed",
+            Outcome.DEAD_LETTERED: "dead",
+            Outcome.FAILED: "failed",
+            Outcome.CANCELLED: "cancelled",
+            Outcome.LEASE_LOST: "lease_lost",
+        }.get(outcome)
+        if counted is not None:
+            from .. import metrics
+
+            metrics.inc("xjobs_jobs_total", queue=job.queue, outcome=counted)
         if outcome is Outcome.CANCELLED:
             pass  # reported by the heartbeat that saw it (xjobs.job.cancelled)
         elif settled and outcome is Outcome.COMPLETED:

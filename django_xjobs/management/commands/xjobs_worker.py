@@ -42,6 +42,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--with-relay", action="store_true", help="also run the outbox relay in this process"
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            metavar="PORT",
+            help="serve Prometheus metrics on http://0.0.0.0:PORT/ (needs django-xjobs[metrics])",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_console(options["verbosity"])
@@ -65,6 +71,7 @@ class Command(BaseCommand):
             worker_id=options["worker_id"],
             burst=options["burst"],
         )
+        server = _metrics_server(options["metrics_port"])
         companions = _companions(options, settings)
         for _, thread in companions:
             thread.start()
@@ -74,8 +81,35 @@ class Command(BaseCommand):
             for role, thread in companions:
                 role.stop()
                 thread.join()
+            if server is not None:
+                server.shutdown()
+                server.server_close()
         summary = ", ".join(f"{k} {v}" for k, v in sorted(stats.outcomes.items())) or "no jobs"
         self.stdout.write(f"worker {stats.worker_id} stopped: {summary}")
+
+
+def _metrics_server(port: int | None) -> Any:
+    """Start the ``--metrics-port`` endpoint on its own thread; ``None`` without the flag."""
+    if port is None:
+        return None
+    if not 0 < port < 65536:
+        raise CommandError(f"X_INVARIANT: --metrics-port {port} is not a TCP port (1-65535)")
+    from ... import metrics
+
+    try:
+        import prometheus_client
+    except ImportError:
+        raise CommandError(f"--metrics-port: {metrics.MISSING}") from None
+    try:
+        # each scrape is served on a fresh thread: close its database connection after the read
+        server, _ = prometheus_client.start_http_server(
+            port, registry=metrics.registry(close_connections=True)
+        )
+    except OSError as error:
+        raise CommandError(
+            f"--metrics-port {port}: cannot serve metrics there ({error.strerror or error})"
+        ) from None
+    return server
 
 
 def _companions(options: dict[str, Any], settings: Any) -> list[tuple[Any, threading.Thread]]:
