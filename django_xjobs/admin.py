@@ -1,22 +1,35 @@
 """Every job in the Django admin: why it stopped, its step timeline, and the operator actions.
 
 Rows are read-only; retry and cancel go through ``django_xjobs.inspect``, the same path as
-``manage.py xjobs`` and the tests.
+``manage.py xjobs`` and the tests. Beside the job list (``/admin/django_xjobs/job/``):
+
+* ``job/queues/``: depth per queue from ``inspect_queues()``, with the outbox, fleet slots and
+  scheduler leader at a glance;
+* ``job/?state__exact=dead``: the dead letters, linked from every page as "Dead letters (N)";
+* ``job/tasks/``: every cron task with its policy, last firing, next run and the leader;
+* ``outboxentry/``, ``joblease/``, ``schedulerstate/``: the staged rows, the fleet slots held
+  and the scheduler's watermarks, view-only.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.core.exceptions import PermissionDenied
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.db.models.functions import Now
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from . import inspect
+from . import conf, inspect
 from .errors import XJobsError
-from .models import Job
+from .models import Job, JobLease, JobState, OutboxEntry, SchedulerLeader, SchedulerState
 
 
 @admin.register(Job)
@@ -36,6 +49,7 @@ class JobAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
     actions = ("retry_selected", "cancel_selected")
+    change_list_template = "django_xjobs/admin/job_change_list.html"
     fieldsets = (
         (
             None,
@@ -60,6 +74,10 @@ class JobAdmin(admin.ModelAdmin):
         ("Origin", {"fields": ("tenant_id", "enqueued_by", "traceparent")}),
     )
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
+        # where the driver (and so retry and cancel) reads and writes: XJOBS["DATABASE"]
+        return super().get_queryset(request).using(conf.get().database)
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Job._meta.fields] + [
             "attempt_of",
@@ -73,6 +91,104 @@ class JobAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return super().changelist_view(
+            request, {**_nav(self.admin_site, request), **(extra_context or {})}
+        )
+
+    # --- the queue overview and the scheduled tasks ---------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        # before the default patterns: "<path:object_id>/" would take "queues/" for a job id
+        view = self.admin_site.admin_view
+        return [
+            path("queues/", view(self.queues_view), name="django_xjobs_job_queues"),
+            path("tasks/", view(self.tasks_view), name="django_xjobs_job_tasks"),
+            *super().get_urls(),
+        ]
+
+    def _page(self, request: HttpRequest, title: str, **context: Any) -> dict[str, Any]:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return {
+            **self.admin_site.each_context(request),
+            **_nav(self.admin_site, request),
+            "title": title,
+            "opts": self.opts,
+            **context,
+        }
+
+    def queues_view(self, request: HttpRequest) -> TemplateResponse:
+        """Depth per queue (``inspect_queues()``), each number a link to the matching jobs."""
+        overview = inspect.inspect_queues()
+        jobs_url = _url(self.admin_site, "django_xjobs_job_changelist")
+        rows = [
+            {
+                **q,
+                "oldest_ready": _age(q["oldest_ready_seconds"]) if q["ready"] else "-",
+                "url": f"{jobs_url}?{urlencode({'queue__exact': q['queue']})}",
+                "links": {
+                    state: f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'state__exact': state})}"
+                    for state in ("running", "suspended", "dead")
+                },
+            }
+            for q in overview["queues"]
+        ]
+        outbox = inspect.inspect_outbox()
+        alias = conf.get().database
+        context = self._page(
+            request,
+            "Queues",
+            driver=overview["driver"],
+            rows=rows,
+            totals=overview["totals"],
+            oldest_ready=_age(overview["oldest_ready_seconds"])
+            if overview["totals"]["ready"]
+            else "-",
+            outbox_pending=outbox["pending"],
+            outbox_oldest=_age(outbox["oldest_pending_seconds"]),
+            slots_held=JobLease.objects.using(alias).filter(expires_at__gt=Now()).count(),
+            leader=_leader(alias),
+        )
+        return TemplateResponse(request, "django_xjobs/admin/queues.html", context)
+
+    def tasks_view(self, request: HttpRequest) -> TemplateResponse:
+        """Every registered cron task: its schedule and policy, last firing, next run."""
+        from .tasks import registered_tasks
+
+        alias = conf.get().database
+        fired = dict(SchedulerState.objects.using(alias).values_list("task_name", "last_fired_at"))
+        now = timezone.now()
+        tasks = []
+        for task in registered_tasks():
+            next_run = task.next_occurrence(now)
+            tasks.append(
+                {
+                    "name": task.name,
+                    "origin": task.origin,
+                    "cron": task.cron,
+                    "tz": task.tz,
+                    "catch_up": task.catch_up,
+                    "max_catch_up": task.max_catch_up,
+                    "jobs": task.job_names(),
+                    "last_fired": fired.pop(task.name, None),
+                    "next_run": next_run,
+                    "next_run_local": next_run.astimezone(task.zone),
+                    "next_in": _age((next_run - now).total_seconds()),
+                }
+            )
+        context = self._page(
+            request,
+            "Scheduled tasks",
+            tasks=tasks,
+            leader=_leader(alias),
+            # watermarks of tasks this code no longer declares (renamed or removed)
+            orphans=sorted(fired.items()),
+        )
+        return TemplateResponse(request, "django_xjobs/admin/tasks.html", context)
 
     # --- columns and fields ----------------------------------------------------------------
 
@@ -140,6 +256,188 @@ class JobAdmin(admin.ModelAdmin):
                 self.message_user(request, f"{job.name} {job.pk}: {error}", messages.WARNING)
             else:
                 self.message_user(request, f"{job.name} {job.pk}: {done}", messages.SUCCESS)
+
+
+class _ViewOnly(admin.ModelAdmin):
+    """Rows the library writes: shown, never added, edited or deleted by hand. Read from
+    ``XJOBS["DATABASE"]``, where the x_* tables live."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).using(conf.get().database)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return super().changelist_view(
+            request, {**_nav(self.admin_site, request), **(extra_context or {})}
+        )
+
+
+class OutboxStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("pending", "pending (not published yet)"), ("published", "published")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "pending":
+            return queryset.filter(published_at__isnull=True)
+        if self.value() == "published":
+            return queryset.filter(published_at__isnull=False)
+        return queryset
+
+
+@admin.register(OutboxEntry)
+class OutboxEntryAdmin(_ViewOnly):
+    """The transactional outbox: rows staged inside ``atomic()`` until the relay publishes them
+    as jobs; published rows stay for ``OUTBOX_RETENTION`` as an audit trail."""
+
+    change_list_template = "django_xjobs/admin/outbox_change_list.html"
+    list_display = (
+        "job",
+        "queue",
+        "status",
+        "staged_at",
+        "age",
+        "claimed_by",
+        "claimed_at",
+        "published_at",
+    )
+    list_filter = (OutboxStatusFilter, "queue", "job")
+    search_fields = ("=id", "job", "idempotency_key")
+    ordering = ("-staged_at",)
+
+    @admin.display(description="status")
+    def status(self, obj: OutboxEntry) -> str:
+        if obj.published_at is not None:
+            return "published"
+        return "claimed" if obj.claimed_by else "pending"
+
+    @admin.display(description="age", ordering="staged_at")
+    def age(self, obj: OutboxEntry) -> str:
+        """How long an unpublished row has waited; a published one has no age."""
+        if obj.published_at is not None:
+            return "-"
+        return _age((timezone.now() - obj.staged_at).total_seconds())
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        outbox = inspect.inspect_outbox()
+        databases = [
+            (alias, d["pending"], _age(d["oldest_pending_seconds"]))
+            for alias, d in outbox["databases"].items()
+        ]
+        return super().changelist_view(
+            request, {"outbox_databases": databases, **(extra_context or {})}
+        )
+
+
+class LeaseLiveFilter(admin.SimpleListFilter):
+    title = "live"
+    parameter_name = "live"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "held"), ("no", "expired")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "yes":
+            return queryset.filter(expires_at__gt=Now())
+        if self.value() == "no":
+            return queryset.filter(expires_at__lte=Now())
+        return queryset
+
+
+@admin.register(JobLease)
+class JobLeaseAdmin(_ViewOnly):
+    """Fleet concurrency slots (``job(concurrency=N)``): a live row is a run holding a slot; an
+    expired one is free for the next claim to take over."""
+
+    list_display = ("lease_key", "slot", "holder", "expires_at", "live")
+    list_filter = (LeaseLiveFilter, "lease_key")
+    search_fields = ("lease_key", "holder")
+    ordering = ("lease_key", "slot")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        alive = ExpressionWrapper(Q(expires_at__gt=Now()), output_field=BooleanField())
+        return super().get_queryset(request).annotate(is_live=alive)
+
+    @admin.display(description="live", boolean=True, ordering="is_live")
+    def live(self, obj: JobLease) -> bool:
+        return bool(getattr(obj, "is_live", False))
+
+
+@admin.register(SchedulerState)
+class SchedulerStateAdmin(_ViewOnly):
+    """Each cron task's durable watermark: the last occurrence the scheduler fired."""
+
+    list_display = ("task_name", "last_fired_at", "updated_at", "declared")
+    search_fields = ("task_name",)
+    ordering = ("task_name",)
+
+    @admin.display(description="declared in code", boolean=True)
+    def declared(self, obj: SchedulerState) -> bool:
+        from .tasks import registered_tasks
+
+        return obj.task_name in {t.name for t in registered_tasks()}
+
+
+def _leader(alias: str) -> dict[str, Any] | None:
+    """The scheduler's leadership row, with whether its lease is still running."""
+    from .scheduler.role import LEADER_KEY
+
+    alive = ExpressionWrapper(Q(expires_at__gt=Now()), output_field=BooleanField())
+    row = (
+        SchedulerLeader.objects.using(alias)
+        .filter(lock_key=LEADER_KEY)
+        .annotate(is_live=alive)
+        .values("holder", "expires_at", "is_live")
+        .first()
+    )
+    return None if row is None else dict(row)
+
+
+def _url(site: admin.AdminSite, name: str) -> str:
+    return reverse(f"{site.name}:{name}", current_app=site.name)
+
+
+def _nav(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
+    """The links every page of the app shows: one click to each view, and to the dead letters."""
+    jobs = _url(site, "django_xjobs_job_changelist")
+    dead = Job.objects.using(conf.get().database).filter(state=JobState.DEAD).count()
+    return {
+        "xjobs_nav": [
+            ("Queues", _url(site, "django_xjobs_job_queues")),
+            (f"Dead letters ({dead})", f"{jobs}?state__exact=dead"),
+            ("Scheduled tasks", _url(site, "django_xjobs_job_tasks")),
+            ("Outbox", _url(site, "django_xjobs_outboxentry_changelist")),
+            ("Fleet slots", _url(site, "django_xjobs_joblease_changelist")),
+        ],
+        "xjobs_dead": dead,
+    }
+
+
+def _age(seconds: float) -> str:
+    """A duration as an operator reads it: ``0.4s``, ``42s``, ``3m 12s``, ``2h 5m``, ``3d 4h``."""
+    if seconds < 10:
+        return f"{max(seconds, 0.0):.1f}s"
+    whole = int(seconds)
+    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60)):
+        if whole >= size:
+            return f"{whole // size}{unit} {whole % size // sub_size}{sub}"
+    if whole >= 60:
+        return f"{whole // 60}m {whole % 60}s"
+    return f"{whole}s"
 
 
 def _preview(value: Any) -> str:

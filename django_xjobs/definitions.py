@@ -21,6 +21,7 @@ from .errors import (
 )
 from .payload import NotJSON, check_json, encode
 from .retry import DEFAULT_RETRY, Retry, retry_schedule
+from .tracing import current_traceparent
 
 _MISSING: Any = object()
 OnConflict = Literal["dedupe", "error"]
@@ -208,6 +209,7 @@ class JobHandle:
             delay=self.options.delay,
             tenant_id=tenant_id,
             enqueued_by=self.options.enqueued_by,
+            traceparent=current_traceparent(),
         )
 
     def bind(self, inputs: dict[str, Any]) -> dict[str, Any]:

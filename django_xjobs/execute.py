@@ -34,6 +34,7 @@ from .payload import NotJSON, check_json, encode
 from .retry import DEFAULT_RETRY, Retry, decide
 from .steps import Steps
 from .steps_async import AsyncSteps
+from .tracing import job_span
 
 
 class Outcome(enum.StrEnum):
@@ -100,7 +101,8 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Any) -
             ),
             step=AsyncSteps(steps) if handle.is_async else steps,
         )
-        value = _run_body(handle, ctx, job, signal)
+        with job_span(job):
+            value = _run_body(handle, ctx, job, signal)
         result_json = _result_json(value, job.name)
     except StepSuspension as suspension:
         return _suspended(job, suspension, clock, time.monotonic() - started)

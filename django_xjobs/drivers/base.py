@@ -56,6 +56,7 @@ class ClaimedJob:
     created_at: datetime
     #: runs in a row that died with their lease before this claim (0 for a normal claim)
     lease_expiries: int = 0
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True)

@@ -216,6 +216,7 @@ class MemoryDriver:
                         idempotency_key=row.idempotency_key,
                         created_at=row.created_at,
                         lease_expiries=row.lease_expiries,
+                        traceparent=row.traceparent,
                     )
                 )
             return claimed

@@ -126,6 +126,7 @@ class PostgresDriver:
                 idempotency_key=r[11],
                 created_at=r[12],
                 lease_expiries=r[14],
+                traceparent=r[15],
             )
             for r in rows
         ]

@@ -75,7 +75,7 @@ FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
           j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at, j.run_at,
-          j.lease_expiries;
+          j.lease_expiries, j.traceparent;
 
 -- name: ack
 -- Settle many runs as done in one statement, each fenced on its own lease token (SPEC STATE-01).

@@ -102,14 +102,14 @@ def _metrics_server(port: int | None) -> Any:
         raise CommandError(f"--metrics-port: {metrics.MISSING}") from None
     try:
         # each scrape is served on a fresh thread: close its database connection after the read
-        server, _ = prometheus_client.start_http_server(
+        started = prometheus_client.start_http_server(
             port, registry=metrics.registry(close_connections=True)
         )
     except OSError as error:
         raise CommandError(
             f"--metrics-port {port}: cannot serve metrics there ({error.strerror or error})"
         ) from None
-    return server
+    return started[0] if isinstance(started, tuple) else None  # (server, thread) since 0.20
 
 
 def _companions(options: dict[str, Any], settings: Any) -> list[tuple[Any, threading.Thread]]:

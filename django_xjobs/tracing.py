@@ -1,0 +1,43 @@
+"""Optional OpenTelemetry: an enqueue stamps the current trace on the job (SPEC ENQ-12), and a
+run executes in a child span ``job.<name>`` (EXEC-11). Without ``opentelemetry-api`` installed
+both are no-ops."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+try:  # an optional dependency: tracing is off without it
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+except ImportError:  # pragma: no cover - depends on the environment
+    trace = None  # type: ignore[assignment]
+
+
+def current_traceparent() -> str | None:
+    """The W3C ``traceparent`` of the current span, or None (no span, or an empty span id:
+    never an all-zero header, SPEC SE-55)."""
+    if trace is None:
+        return None
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid or not context.span_id:
+        return None
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+@contextlib.contextmanager
+def job_span(job: Any) -> Iterator[None]:
+    """Run a job in span ``job.<name>``, a child of the trace that enqueued it when it had one."""
+    if trace is None:
+        yield
+        return
+    parent = None
+    if getattr(job, "traceparent", None):
+        parent = TraceContextTextMapPropagator().extract({"traceparent": job.traceparent})
+    attributes = {"job.name": job.name, "job.id": str(job.id), "job.attempt": job.attempt}
+    if job.enqueued_by:
+        attributes["job.enqueued_by"] = job.enqueued_by
+    tracer = trace.get_tracer("django_xjobs")
+    with tracer.start_as_current_span(f"job.{job.name}", context=parent, attributes=attributes):
+        yield
