@@ -176,7 +176,9 @@ class JobAdmin(admin.ModelAdmin):
                     "jobs": task.job_names(),
                     "last_fired": fired.pop(task.name, None),
                     "next_run": next_run,
-                    "next_run_local": next_run.astimezone(task.zone),
+                    # formatted here: the template's date filter would turn it into TIME_ZONE
+                    "next_run_text": f"{next_run.astimezone(task.zone):%Y-%m-%d %H:%M} {task.tz}"
+                    + ("" if task.tz == "UTC" else f" ({next_run:%H:%M} UTC)"),
                     "next_in": _age((next_run - now).total_seconds()),
                 }
             )
@@ -261,6 +263,8 @@ class JobAdmin(admin.ModelAdmin):
 class _ViewOnly(admin.ModelAdmin):
     """Rows the library writes: shown, never added, edited or deleted by hand. Read from
     ``XJOBS["DATABASE"]``, where the x_* tables live."""
+
+    change_list_template = "django_xjobs/admin/change_list.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).using(conf.get().database)

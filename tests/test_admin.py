@@ -1,14 +1,22 @@
-"""The admin: list, filters, the detail page with its step timeline, and the operator actions."""
+"""The admin: list, filters, the detail page with its step timeline, the operator actions, and
+the views beside it (queues, dead letters, scheduled tasks, outbox, fleet slots)."""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from django_xjobs.clock import FrozenClock
-from django_xjobs.models import Job
+from django_xjobs.models import Job, JobLease, OutboxEntry, SchedulerLeader, SchedulerState
 from django_xjobs.testing import run_to_completion, run_until_idle
 from tests import jobs
+
+HOUR = timedelta(hours=1)
+FIRED = datetime(2026, 1, 2, 3, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -67,3 +75,176 @@ def test_rows_cannot_be_edited_by_hand(admin_client):
     job_id = jobs.ok.enqueue(n=5).id
     admin_client.post(f"/admin/django_xjobs/job/{job_id}/change/", {"state": "done"})
     assert Job.objects.get(id=job_id).state == "ready"
+
+
+# --- the views beside the job list: queues, dead letters, tasks, outbox, fleet slots -------------
+
+
+def test_the_job_list_links_every_view_and_counts_the_dead_letters(admin_client):
+    jobs.terminal.enqueue(n=10)
+    jobs.terminal.enqueue(n=11)
+    jobs.ok.enqueue(n=12)
+    run_until_idle()
+    text = admin_client.get("/admin/django_xjobs/job/").content.decode()
+    for link in (
+        'href="/admin/django_xjobs/job/queues/"',
+        'href="/admin/django_xjobs/job/?state__exact=dead">Dead letters (2)<',
+        'href="/admin/django_xjobs/job/tasks/"',
+        'href="/admin/django_xjobs/outboxentry/"',
+        'href="/admin/django_xjobs/joblease/"',
+    ):
+        assert link in text
+    dead = admin_client.get("/admin/django_xjobs/job/?state__exact=dead")
+    assert sorted(j.idempotency_key for j in dead.context["cl"].result_list) == [
+        "terminal:10",
+        "terminal:11",
+    ]
+
+
+def test_the_queue_overview_shows_each_queues_depth_and_links_to_its_jobs(admin_client):
+    jobs.terminal.enqueue(n=20)
+    run_until_idle()
+    old = jobs.ok.enqueue(n=21).id
+    jobs.ok.enqueue(n=22)
+    jobs.ok.using(delay="1h").enqueue(n=23)
+    jobs.on_other_queue.enqueue(n=24)
+    Job.objects.filter(id=old).update(run_at=timezone.now() - timedelta(seconds=7230))
+    JobLease.objects.create(
+        lease_key="tests.jobs.ledger", slot=0, holder="w1", expires_at=timezone.now() + HOUR
+    )
+    page = admin_client.get("/admin/django_xjobs/job/queues/")
+    assert page.status_code == 200
+    rows = {r["queue"]: r for r in page.context["rows"]}
+    counts = ("ready", "delayed", "running", "suspended", "dead")
+    assert {q: tuple(r[c] for c in counts) for q, r in rows.items()} == {
+        "default": (2, 1, 0, 0, 1),
+        "other": (1, 0, 0, 0, 0),
+    }
+    assert rows["default"]["oldest_ready"] == "2h 0m"
+    assert page.context["totals"] == {
+        "ready": 3,
+        "delayed": 1,
+        "running": 0,
+        "suspended": 0,
+        "dead": 1,
+    }
+    assert page.context["slots_held"] == 1 and page.context["leader"] is None
+    text = page.content.decode()
+    assert 'href="/admin/django_xjobs/job/?queue__exact=default&amp;state__exact=dead"' in text
+    assert 'href="/admin/django_xjobs/job/?queue__exact=other"' in text
+    assert "no scheduler is running" in text
+
+
+def test_the_scheduled_tasks_page_has_schedule_policy_last_and_next_run_and_leader(
+    admin_client,
+):
+    from tests import tasks
+
+    SchedulerState.objects.create(task_name="tests.daily", last_fired_at=FIRED)
+    SchedulerState.objects.create(task_name="tests.renamed_long_ago", last_fired_at=FIRED)
+    SchedulerLeader.objects.create(
+        lock_key="scheduler", holder="host-a:4242", expires_at=timezone.now() + HOUR
+    )
+    before = timezone.now()
+    page = admin_client.get("/admin/django_xjobs/job/tasks/")
+    assert page.status_code == 200
+    listed = {t["name"]: t for t in page.context["tasks"]}
+    daily = listed["tests.daily"]
+    assert (daily["cron"], daily["tz"], daily["catch_up"]) == ("0 3 * * *", "UTC", "skip")
+    assert daily["last_fired"] == FIRED and daily["jobs"] == ["tests.jobs.ok"]
+    assert daily["next_run"] == tasks.daily.next_occurrence(before)
+    assert listed["tests.hourly_once"]["catch_up"] == "run-once"
+    assert listed["tests.daily_all"]["last_fired"] is None
+    assert " 02:00 Europe/Berlin (" in listed["tests.berlin_2am"]["next_run_text"]
+    assert page.context["orphans"] == [("tests.renamed_long_ago", FIRED)]
+    text = page.content.decode()
+    for fragment in ("<code>0 3 * * *</code>", "2026-01-02 03:00:00 UTC", "host-a:4242", "never"):
+        assert fragment in text
+    SchedulerLeader.objects.update(expires_at=timezone.now() - HOUR)
+    lapsed = admin_client.get("/admin/django_xjobs/job/tasks/").content.decode()
+    assert "the last leader, host-a:4242, let its lease lapse" in lapsed
+    watermarks = admin_client.get("/admin/django_xjobs/schedulerstate/")
+    assert [s.task_name for s in watermarks.context["cl"].result_list] == [
+        "tests.daily",
+        "tests.renamed_long_ago",
+    ]
+
+
+def test_the_outbox_lists_staged_rows_with_their_age_and_filters_by_status(admin_client):
+    now = timezone.now()
+    staged = {"input": {"n": 1}, "queue": "default", "staged_at": now - timedelta(seconds=95)}
+    waiting = OutboxEntry.objects.create(job="tests.jobs.ok", idempotency_key="ok:1", **staged)
+    OutboxEntry.objects.create(
+        job="tests.jobs.ok",
+        idempotency_key="ok:2",
+        claimed_by="relay-7",
+        claimed_at=now,
+        **staged,
+    )
+    OutboxEntry.objects.create(
+        job="tests.jobs.ok", idempotency_key="ok:3", published_at=now, **staged
+    )
+    page = admin_client.get("/admin/django_xjobs/outboxentry/")
+    assert page.status_code == 200 and len(page.context["cl"].result_list) == 3
+    text = page.content.decode()
+    assert re.search(r"<strong>default</strong> 2 \(oldest 1m 3\ds\)", text)
+    assert len(re.findall(r'<td class="field-age">1m 3\ds</td>', text)) == 2
+    assert "relay-7" in text and "claimed" in text
+    pending = admin_client.get("/admin/django_xjobs/outboxentry/?status=pending")
+    keys = sorted(e.idempotency_key for e in pending.context["cl"].result_list)
+    assert keys == ["ok:1", "ok:2"]
+    published = admin_client.get("/admin/django_xjobs/outboxentry/?status=published")
+    assert [e.idempotency_key for e in published.context["cl"].result_list] == ["ok:3"]
+    # view-only: no add form, and a change page that refuses a POST
+    assert admin_client.get("/admin/django_xjobs/outboxentry/add/").status_code == 403
+    change = f"/admin/django_xjobs/outboxentry/{waiting.pk}/change/"
+    assert admin_client.get(change).status_code == 200
+    assert admin_client.post(change, {"job": "tests.jobs.fails"}).status_code == 403
+    assert OutboxEntry.objects.get(pk=waiting.pk).job == "tests.jobs.ok"
+
+
+def test_the_fleet_slots_show_who_holds_each_and_whether_it_is_live(admin_client):
+    now = timezone.now()
+    JobLease.objects.create(
+        lease_key="tests.jobs.ledger", slot=0, holder="w1", expires_at=now + HOUR
+    )
+    JobLease.objects.create(
+        lease_key="tests.jobs.ledger", slot=1, holder="w2", expires_at=now - HOUR
+    )
+    page = admin_client.get("/admin/django_xjobs/joblease/")
+    assert page.status_code == 200
+    assert [(s.slot, s.holder, s.is_live) for s in page.context["cl"].result_list] == [
+        (0, "w1", True),
+        (1, "w2", False),
+    ]
+    text = page.content.decode()
+    assert 'alt="True"' in text and 'alt="False"' in text
+    held = admin_client.get("/admin/django_xjobs/joblease/?live=yes")
+    assert [s.holder for s in held.context["cl"].result_list] == ["w1"]
+    expired = admin_client.get("/admin/django_xjobs/joblease/?live=no")
+    assert [s.holder for s in expired.context["cl"].result_list] == ["w2"]
+
+
+@pytest.mark.parametrize(
+    "url", ["/admin/django_xjobs/job/queues/", "/admin/django_xjobs/job/tasks/"]
+)
+def test_the_custom_views_need_a_staff_login_and_the_view_permission(client, db, url):
+    anonymous = client.get(url)
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/admin/login/")
+    client.force_login(User.objects.create_user("visitor", password="pw"))
+    not_staff = client.get(url)
+    assert not_staff.status_code == 302 and not_staff["Location"].startswith("/admin/login/")
+    client.force_login(User.objects.create_user("clerk", password="pw", is_staff=True))
+    assert client.get(url).status_code == 403
+
+
+def test_age_reads_like_an_operator_would_say_it():
+    from django_xjobs.admin import _age
+
+    assert [_age(s) for s in (0.42, 42, 192, 7500, 273600)] == [
+        "0.4s",
+        "42s",
+        "3m 12s",
+        "2h 5m",
+        "3d 4h",
+    ]
