@@ -5,9 +5,9 @@
     urlpatterns = [path("metrics/", django_xjobs.views.metrics_view)]
 
 It is not authenticated: keep it off the public internet (network rules, a reverse proxy that
-only lets Prometheus in) or wrap it in your own check, e.g.
-``staff_member_required(django_xjobs.views.metrics_view)``. Without ``prometheus-client``
-installed it answers 501 with the install command. See docs/monitoring.md.
+only lets Prometheus in) or wrap it in a check of your own, such as a bearer token Prometheus
+sends. Without ``prometheus-client`` installed it answers 501 with the install command. See
+docs/monitoring.md.
 """
 
 from __future__ import annotations

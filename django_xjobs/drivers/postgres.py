@@ -20,6 +20,7 @@ from django.db import (
     transaction,
 )
 
+from .. import log as events
 from ..errors import DriverUnavailableError
 from ..ids import uuid7
 from . import sql
@@ -44,7 +45,6 @@ from .memory import (
 from .postgres_leases import PostgresLeaseStore
 from .postgres_steps import PostgresEventStore, PostgresStepStore
 
-log = logging.getLogger("django_xjobs.driver")
 STATEMENTS = sql.load(Path(__file__).with_name("postgres.sql"))
 CHANNEL = "xjobs"
 
@@ -363,7 +363,12 @@ class Listener(threading.Thread):
                         if self.payloads is None or note.payload in self.payloads:
                             self.callback()
             except Exception as error:  # raw psycopg errors too: this is not a Django cursor
-                log.warning("xjobs.listener.failed error=%s", _first_line(error))
+                events.event(
+                    logging.WARNING,
+                    "xjobs.listener.failed",
+                    channel=self.channel,
+                    error=_first_line(error),
+                )
             finally:
                 wrapper.close()
             self._halt.wait(1.0)
