@@ -21,7 +21,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.db.models.functions import Now
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
@@ -107,6 +107,11 @@ class JobAdmin(admin.ModelAdmin):
         return [
             path("queues/", view(self.queues_view), name="django_xjobs_job_queues"),
             path("tasks/", view(self.tasks_view), name="django_xjobs_job_tasks"),
+            path(
+                "<path:object_id>/retry-from-step/",
+                view(self.retry_from_step_view),
+                name="django_xjobs_job_retry_from_step",
+            ),
             *super().get_urls(),
         ]
 
@@ -217,9 +222,12 @@ class JobAdmin(admin.ModelAdmin):
         steps = trace["steps"] if trace else []
         if not steps:
             return "no steps recorded"
+        retry_url = _url(self.admin_site, "django_xjobs_job_retry_from_step", obj.pk)
+        can_retry = obj.state in ("dead", "failed")
         rows = format_html_join(
             "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+            "<td><code>{}</code></td><td>{}</td></tr>",
             (
                 (
                     s["name"],
@@ -229,15 +237,42 @@ class JobAdmin(admin.ModelAdmin):
                     s["wake_at"] or "-",
                     s["error"] or "-",
                     _preview(s.get("output")),
+                    # submits the change form's CSRF token to the retry view (no nested form)
+                    format_html(
+                        '<button type="submit" formaction="{}" formmethod="post" name="step" '
+                        'value="{}">retry from here</button>',
+                        retry_url,
+                        s["name"],
+                    )
+                    if can_retry
+                    else "",
                 )
                 for s in steps
             ),
         )
         return format_html(
             "<table><thead><tr><th>step</th><th>status</th><th>attempts</th><th>took</th>"
-            "<th>wakes</th><th>error</th><th>output</th></tr></thead><tbody>{}</tbody></table>",
+            "<th>wakes</th><th>error</th><th>output</th><th></th></tr></thead>"
+            "<tbody>{}</tbody></table>",
             rows,
         )
+
+    def retry_from_step_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        """Retry a dead or failed job from one step: it and later steps run again; earlier
+        ones replay (the same operator call as ``xjobs retry --from-step``)."""
+        job = self.get_object(request, object_id)
+        if request.method != "POST" or job is None or not self.has_change_permission(request, job):
+            raise PermissionDenied
+        step = request.POST.get("step", "")
+        try:
+            inspect.retry_job(job.pk, from_step=step)
+        except XJobsError as error:
+            self.message_user(request, f"{job.name} {job.pk}: {error}", messages.WARNING)
+        else:
+            self.message_user(
+                request, f"{job.name} {job.pk}: queued again from step {step!r}", messages.SUCCESS
+            )
+        return HttpResponseRedirect(_url(self.admin_site, "django_xjobs_job_change", job.pk))
 
     # --- actions ------------------------------------------------------------------------------
 
@@ -411,8 +446,8 @@ def _leader(alias: str) -> dict[str, Any] | None:
     return None if row is None else dict(row)
 
 
-def _url(site: admin.AdminSite, name: str) -> str:
-    return reverse(f"{site.name}:{name}", current_app=site.name)
+def _url(site: admin.AdminSite, name: str, *args: Any) -> str:
+    return reverse(f"{site.name}:{name}", args=args, current_app=site.name)
 
 
 def _nav(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:

@@ -248,3 +248,27 @@ def test_age_reads_like_an_operator_would_say_it():
         "2h 5m",
         "3d 4h",
     ]
+
+
+def test_retry_from_a_chosen_step_on_the_detail_page(admin_client):
+    """The detail page offers 'retry from here' per step of a dead job; it goes through
+    retry_job(from_step=...): that step and later ones are dropped, earlier ones replay."""
+    from django_xjobs.drivers import get_driver
+
+    job_id = jobs.fails_at_b.enqueue(token="admin-retry-step").id
+    run_to_completion(job_id, clock=FrozenClock())
+    Job.objects.filter(id=job_id).update(state="dead")  # as if its last attempt had failed
+    page = admin_client.get(f"/admin/django_xjobs/job/{job_id}/change/").content.decode()
+    assert page.count("retry from here") == 3
+    response = admin_client.post(
+        f"/admin/django_xjobs/job/{job_id}/retry-from-step/", {"step": "b"}, follow=True
+    )
+    assert "queued again from step &#x27;b&#x27;" in response.content.decode()
+    row = Job.objects.get(id=job_id)
+    assert row.state == "ready"
+    assert [s.name for s in get_driver().steps.list(row.run_id)] == ["a"]
+    refused = admin_client.post(
+        f"/admin/django_xjobs/job/{job_id}/retry-from-step/", {"step": "a"}, follow=True
+    )
+    assert "X_JOB_NOT_RETRYABLE" in refused.content.decode()
+    assert admin_client.get(f"/admin/django_xjobs/job/{job_id}/retry-from-step/").status_code == 403
