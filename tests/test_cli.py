@@ -132,3 +132,33 @@ def test_the_command_exits_non_zero_with_one_line(transactional_db):
     assert done.returncode == 1
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "X_JOB_NOT_FOUND" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "action", ["ls", "show", "cancel", "retry", "dead", "queues", "manifest", "prune"]
+)
+def test_every_action_prints_text_and_json(db, action):
+    """Each action's text is non-empty prose (not JSON), and its --json parses."""
+    dead = dead_job()
+    live = str(jobs.ok.enqueue(n=9).id)
+    args = {
+        "ls": [],
+        "show": [dead],
+        "cancel": [live],
+        "retry": [dead],
+        "dead": [],
+        "queues": [],
+        "manifest": [],
+        "prune": ["--older-than", "30d"],
+    }[action]
+    text = xjobs(action, *args)
+    assert text.strip() and not text.lstrip().startswith(("{", "["))
+    if action in ("cancel", "retry"):  # the first call acted; act on a fresh row for --json
+        args = [str(jobs.ok.enqueue(n=10).id)] if action == "cancel" else [dead_job_again()]
+    json.loads(xjobs(action, *args, "--json"))
+
+
+def dead_job_again() -> str:
+    job_id = str(jobs.terminal.enqueue(n=2).id)
+    run_until_idle()
+    return job_id
