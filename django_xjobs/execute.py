@@ -76,7 +76,7 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Any) -
     try:
         steps = Steps(
             job=job,
-            records=driver.steps.list(job.run_id),
+            records=lambda: driver.steps.list(job.run_id),
             store=driver.steps,
             events=driver.events,
             signal=signal,

@@ -48,7 +48,7 @@ class Steps:
         self,
         *,
         job: ClaimedJob,
-        records: list[StepRecord],
+        records: list[StepRecord] | Callable[[], list[StepRecord]],
         store: StepStore,
         events: EventStore,
         signal: Signal,
@@ -65,11 +65,20 @@ class Steps:
         )
         self.step_timeout = step_timeout
         self.event_poll = event_poll or DEFAULT_EVENT_POLL
-        self._records = {r.name: r for r in records}  # SPEC STEP-06: one read per attempt
+        # SPEC STEP-06: one read per attempt, made on the first step call, so a job without
+        # steps costs no query at all
+        self._load = records if callable(records) else (lambda: records)
+        self._loaded: dict[str, StepRecord] | None = None
         self._used: set[str] = set()  # SPEC SE-47: a set, so an old name is still refused
         self._used_trace: deque[str] = deque(maxlen=MAX_TRACE_NAMES)
         self._replayed: deque[str] = deque(maxlen=MAX_TRACE_NAMES)
         self._sleeps: Counter[str] = Counter()
+
+    @property
+    def _records(self) -> dict[str, StepRecord]:
+        if self._loaded is None:
+            self._loaded = {r.name: r for r in self._load()}
+        return self._loaded
 
     @property
     def used_names(self) -> list[str]:
