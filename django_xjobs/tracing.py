@@ -29,8 +29,8 @@ def current_traceparent() -> str | None:
 @contextlib.contextmanager
 def job_span(job: Any) -> Iterator[None]:
     """Run a job in span ``job.<name>``, a child of the trace that enqueued it when it had one."""
-    if trace is None:
-        yield
+    if trace is None or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        yield  # no provider configured: a no-op span would still cost a context switch per job
         return
     parent = None
     if getattr(job, "traceparent", None):

@@ -21,6 +21,7 @@ PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
 @pytest.fixture(autouse=True)
 def tracer_provider(monkeypatch):
     monkeypatch.setattr(trace, "get_tracer", PROVIDER.get_tracer)
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: PROVIDER)
     EXPORTER.clear()
     yield
     EXPORTER.clear()
@@ -51,3 +52,10 @@ def test_se_55_no_span_means_no_traceparent(harness):
     run_until_idle()
     [job_span] = EXPORTER.get_finished_spans()
     assert job_span.parent is None  # a root span of its own
+
+
+def test_without_a_configured_provider_runs_are_not_wrapped_in_spans(harness, monkeypatch):
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
+    jobs.ok.enqueue(n=3)
+    [run] = run_until_idle()
+    assert run.outcome == "completed" and EXPORTER.get_finished_spans() == ()
