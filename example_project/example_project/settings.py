@@ -45,7 +45,10 @@ TEMPLATES = [
         },
     }
 ]
-DATABASES = {"default": env.db("DATABASE_URL")}
+# make demo sets DATABASE_URL (an embedded server); otherwise a local PostgreSQL is assumed
+DATABASES = {
+    "default": env.db("DATABASE_URL", default="postgres://postgres@localhost:5432/xjobs_example")
+}
 # a socket-directory URL (postgres://user@/db?host=/run/postgresql) names the host in OPTIONS
 if "host" in DATABASES["default"].get("OPTIONS", {}):
     DATABASES["default"]["HOST"] = DATABASES["default"]["OPTIONS"].pop("host")
