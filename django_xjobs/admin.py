@@ -32,8 +32,29 @@ from .errors import XJobsError
 from .models import Job, JobLease, JobState, OutboxEntry, SchedulerLeader, SchedulerState
 
 
+class _LibraryRows(admin.ModelAdmin):
+    """Rows the library writes: shown, never added or deleted by hand, read from
+    ``XJOBS["DATABASE"]`` (where the driver, and so retry and cancel, reads and writes)."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).using(conf.get().database)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return super().changelist_view(
+            request, {**_nav(self.admin_site, request), **(extra_context or {})}
+        )
+
+
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(_LibraryRows):
     list_display = (
         "name",
         "queue",
@@ -74,10 +95,6 @@ class JobAdmin(admin.ModelAdmin):
         ("Origin", {"fields": ("tenant_id", "enqueued_by", "traceparent")}),
     )
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
-        # where the driver (and so retry and cancel) reads and writes: XJOBS["DATABASE"]
-        return super().get_queryset(request).using(conf.get().database)
-
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Job._meta.fields] + [
             "attempt_of",
@@ -85,19 +102,6 @@ class JobAdmin(admin.ModelAdmin):
             "pretty_input",
             "pretty_result",
         ]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        return super().changelist_view(
-            request, {**_nav(self.admin_site, request), **(extra_context or {})}
-        )
 
     # --- the queue overview and the scheduled tasks ---------------------------------------
 
@@ -295,30 +299,13 @@ class JobAdmin(admin.ModelAdmin):
                 self.message_user(request, f"{job.name} {job.pk}: {done}", messages.SUCCESS)
 
 
-class _ViewOnly(admin.ModelAdmin):
-    """Rows the library writes: shown, never added, edited or deleted by hand. Read from
-    ``XJOBS["DATABASE"]``, where the x_* tables live."""
+class _ViewOnly(_LibraryRows):
+    """Rows only the library writes: not even their state changes from the admin."""
 
     change_list_template = "django_xjobs/admin/change_list.html"
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return super().get_queryset(request).using(conf.get().database)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        return super().changelist_view(
-            request, {**_nav(self.admin_site, request), **(extra_context or {})}
-        )
 
 
 class OutboxStatusFilter(admin.SimpleListFilter):
