@@ -299,7 +299,7 @@ def test_a_job_that_kills_every_worker_is_dead_lettered_and_the_rest_keep_flowin
     max_expiries = conf.get().max_lease_expiries
     poison_id = jobs.kills_its_worker.enqueue(n=int(uuid.uuid4().int % 10**9)).id
     ok_ids = [jobs.ok.enqueue(n=int(uuid.uuid4().int % 10**9)).id for _ in range(10)]
-    fleet = Supervisor(workers, (*FLEET, "--concurrency", "2", "--visibility-timeout", "1s"))
+    fleet = Supervisor(workers, (*FLEET, "--concurrency", "2", "--visibility-timeout", "2s"))
     fleet.run_until(
         lambda: Job.objects.get(id=poison_id).state == "dead",
         timeout=90,
@@ -330,7 +330,9 @@ def test_a_bystander_claimed_with_the_poison_job_is_not_dead_lettered_with_it(wo
     poison_id = jobs.kills_its_worker.enqueue(n=int(uuid.uuid4().int % 10**9)).id
     token = f"bystander-{uuid.uuid4()}"
     bystander_id = jobs.ledger.enqueue(token=token, hold=2.0, hold_attempts=10).id
-    fleet = Supervisor(workers, (*FLEET, "--concurrency", "2", "--visibility-timeout", "1s"))
+    # 3 s of lease for a 2 s hold: on a loaded machine a 1 s lease can lapse under a live run,
+    # and a run whose lease keeps lapsing is (rightly) counted as stalling
+    fleet = Supervisor(workers, (*FLEET, "--concurrency", "2", "--visibility-timeout", "3s"))
     fleet.run_until(
         lambda: settled([poison_id, bystander_id]),
         timeout=60,

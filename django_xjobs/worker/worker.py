@@ -189,15 +189,18 @@ class Worker:
                     )
                     self._draining.wait(self.poll_interval)
                     continue
-            started = 0
+            # Decide the whole batch (admit, or shed back) before starting any of it: a job that
+            # kills its worker at once must not take down jobs this loop had yet to shed.
+            admitted = []
             for job in claimed:
-                admitted = self._admit(job)
-                if admitted is None:
-                    continue
-                with self._runs_lock:
-                    self._runs[job.id] = admitted
-                pool.submit(self._execute, admitted)
-                started += 1
+                run = self._admit(job)
+                if run is not None:
+                    with self._runs_lock:
+                        self._runs[job.id] = run
+                    admitted.append(run)
+            for run in admitted:
+                pool.submit(self._execute, run)
+            started = len(admitted)
             self._maybe_prune()
             if self.burst and not started and not self._runs:
                 return  # nothing runnable now: shed jobs wait for a slot, not for this burst
