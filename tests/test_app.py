@@ -4,6 +4,7 @@ switch."""
 from __future__ import annotations
 
 import threading
+import uuid
 from io import StringIO
 
 import pytest
@@ -17,6 +18,8 @@ from django_xjobs.drivers import get_driver
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.errors import ConfigInvalidError
+from django_xjobs.outbox.postgres import PostgresOutboxStore
+from django_xjobs.scheduler.postgres import PostgresSchedulerStore
 from tests import jobs
 
 BASE = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
@@ -143,3 +146,27 @@ def test_registry_sanity_checks(monkeypatch):
         assert "tests.jobs.exclusive" in found["django_xjobs.E004"].msg
     finally:
         registry.unregister("test_app.slow_steps")
+
+
+STORES = {
+    "x_jobs": lambda: PostgresDriver("default").stats(),
+    "x_job_steps": lambda: PostgresDriver("default").steps.list(uuid.uuid4()),
+    "x_job_leases": lambda: PostgresDriver("default").leases.held("job:x"),
+    "x_outbox": lambda: PostgresOutboxStore("default").pending(),
+    "x_scheduler_state": lambda: PostgresSchedulerStore("default").watermark("t"),
+}
+
+
+@pytest.mark.parametrize(("table", "call"), list(STORES.items()))
+def test_every_store_names_a_missing_table_and_migrate(db, table, call):
+    """One mechanism (drivers/sql.py) for every store: a missing table is X_DRIVER_UNAVAILABLE
+    naming the table and ``migrate``, never a raw database error."""
+    from django.db import connection
+
+    from django_xjobs.errors import DriverUnavailableError
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_away")  # undone with the test
+    with pytest.raises(DriverUnavailableError) as caught:
+        call()
+    assert table in caught.value.message and "migrate" in caught.value.hint

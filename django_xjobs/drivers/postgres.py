@@ -13,9 +13,6 @@ from uuid import UUID
 
 from django.db import (
     IntegrityError,
-    InterfaceError,
-    OperationalError,
-    ProgrammingError,
     connections,
     transaction,
 )
@@ -281,11 +278,10 @@ class PostgresDriver:
     # --- plumbing ---------------------------------------------------------------------------
 
     def _run(self, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        with self._cursor(statement, params) as cursor:
-            return list(cursor.fetchall()) if cursor.description else []
+        return sql.fetch(self.using, STATEMENTS[statement], params)
 
     def _snapshots(self, statement: str, params: dict[str, Any]) -> list[JobSnapshot]:
-        with self._cursor(statement, params) as cursor:
+        with sql.execute(self.using, STATEMENTS[statement], params) as cursor:
             names = [column.name for column in cursor.description]
             rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
         for row in rows:
@@ -293,42 +289,7 @@ class PostgresDriver:
         return [snapshot(SimpleNamespace(**row)) for row in rows]
 
     def _count(self, statement: str, params: dict[str, Any]) -> int:
-        with self._cursor(statement, params) as cursor:
-            return int(cursor.rowcount)
-
-    def _cursor(self, statement: str, params: dict[str, Any]) -> Any:
-        return _Statement(self.using, statement, params)
-
-
-class _Statement:
-    """Run one named statement; turn connection and schema failures into a clear error."""
-
-    def __init__(self, using: str, statement: str, params: dict[str, Any]) -> None:
-        self.using, self.statement, self.params = using, statement, params
-
-    def __enter__(self) -> Any:
-        connection = connections[self.using]
-        try:
-            self.cursor = connection.cursor()
-            self.cursor.execute(STATEMENTS[self.statement], self.params)
-        except ProgrammingError as error:
-            if "x_jobs" in str(error) and "does not exist" in str(error):
-                raise DriverUnavailableError(
-                    f"the x_jobs table does not exist in database {self.using!r}",
-                    hint="run: python manage.py migrate django_xjobs",
-                ) from error
-            raise
-        except (OperationalError, InterfaceError) as error:
-            if not connection.in_atomic_block:
-                connection.close()  # the next statement reconnects
-            raise DriverUnavailableError(
-                f"database {self.using!r} is unavailable: {_first_line(error)}",
-                hint="check DATABASES / DATABASE_URL and that PostgreSQL is running",
-            ) from error
-        return self.cursor
-
-    def __exit__(self, *exc: Any) -> None:
-        self.cursor.close()
+        return sql.count(self.using, STATEMENTS[statement], params)
 
 
 class Listener(threading.Thread):
@@ -367,7 +328,7 @@ class Listener(threading.Thread):
                     logging.WARNING,
                     "xjobs.listener.failed",
                     channel=self.channel,
-                    error=_first_line(error),
+                    error=sql.first_line(error),
                 )
             finally:
                 wrapper.close()
@@ -408,8 +369,3 @@ def snapshot(row: Any) -> JobSnapshot:
 
 def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

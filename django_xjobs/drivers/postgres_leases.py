@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from django.db import connections
-
 from . import sql
 from .memory_leases import check_limit, check_ttl
 
@@ -26,34 +24,27 @@ class PostgresLeaseStore:
         if limit <= 0:
             return None  # SLOT-06: grants nothing
         params: dict[str, Any] = {"key": key, "limit": limit, "ttl": seconds, "holder": holder}
-        with connections[self.using].cursor() as cursor:
-            # Each attempt is one statement that cannot grant a slot twice. An attempt that
-            # lost its candidate to a racer leaves that slot live for the next snapshot, so
-            # without releases in between, limit + 1 attempts reach an answer; giving up
-            # after them sheds the claim, which is always safe.
-            for _ in range(limit + 1):
-                cursor.execute(STATEMENTS["acquire_slot"], params)
-                row = cursor.fetchone()
-                candidate, granted = row if row is not None else (None, None)
-                if granted is not None:
-                    return int(granted)
-                if candidate is None:
-                    return None  # every slot is live
+        # Each attempt is one statement that cannot grant a slot twice. An attempt that lost
+        # its candidate to a racer leaves that slot live for the next snapshot, so without
+        # releases in between, limit + 1 attempts reach an answer; giving up after them sheds
+        # the claim, which is always safe.
+        for _ in range(limit + 1):
+            rows = sql.fetch(self.using, STATEMENTS["acquire_slot"], params)
+            candidate, granted = rows[0] if rows else (None, None)
+            if granted is not None:
+                return int(granted)
+            if candidate is None:
+                return None  # every slot is live
         return None
 
     def renew(self, key: str, slot: int, ttl: float, holder: str) -> bool:
         params: dict[str, Any] = {"key": key, "slot": slot, "ttl": check_ttl(ttl), "holder": holder}
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(STATEMENTS["renew_slot"], params)
-            return bool(cursor.rowcount == 1)
+        return sql.count(self.using, STATEMENTS["renew_slot"], params) == 1
 
     def release(self, key: str, slot: int, holder: str) -> bool:
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(STATEMENTS["release_slot"], {"key": key, "slot": slot, "holder": holder})
-            return bool(cursor.rowcount == 1)
+        params = {"key": key, "slot": slot, "holder": holder}
+        return sql.count(self.using, STATEMENTS["release_slot"], params) == 1
 
     def held(self, key: str) -> int:
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(STATEMENTS["held_slots"], {"key": key})
-            row = cursor.fetchone()
-        return int(row[0]) if row is not None else 0
+        rows = sql.fetch(self.using, STATEMENTS["held_slots"], {"key": key})
+        return int(rows[0][0]) if rows else 0

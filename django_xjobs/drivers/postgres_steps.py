@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from django.db import connections
-
 from . import sql
 from .base import STEP_STATUSES, EventRecord, StepRecord
 
@@ -29,9 +27,7 @@ class PostgresStepStore:
         self.using = using
 
     def list(self, run_id: UUID) -> list[StepRecord]:
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(STATEMENTS["list_steps"], {"run_id": run_id})
-            rows = cursor.fetchall()
+        rows = sql.fetch(self.using, STATEMENTS["list_steps"], {"run_id": run_id})
         records = []
         for r in rows:
             if r[2] not in STEP_STATUSES:  # SPEC DB-05: never guess what an unknown status means
@@ -69,9 +65,7 @@ class PostgresStepStore:
             "job_id": job_id,
             "lease_token": lease_token,
         }
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(STATEMENTS["put_step"], params)
-            return bool(cursor.rowcount == 1)
+        return sql.count(self.using, STATEMENTS["put_step"], params) == 1
 
 
 class PostgresEventStore:
@@ -79,18 +73,15 @@ class PostgresEventStore:
         self.using = using
 
     def publish(self, event: EventRecord) -> None:
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(
-                STATEMENTS["publish_event"],
-                {
-                    "id": event.id,
-                    "name": event.name,
-                    "payload": _dumps(event.payload) or "null",
-                    "correlation_key": event.correlation_key,
-                    "published_at": event.published_at,
-                    "expires_at": event.expires_at,
-                },
-            )
+        params = {
+            "id": event.id,
+            "name": event.name,
+            "payload": _dumps(event.payload) or "null",
+            "correlation_key": event.correlation_key,
+            "published_at": event.published_at,
+            "expires_at": event.expires_at,
+        }
+        sql.count(self.using, STATEMENTS["publish_event"], params)
 
     def find(
         self,
@@ -101,23 +92,18 @@ class PostgresEventStore:
         correlation_key: str | None = None,
         match: dict[str, Any] | None = None,
     ) -> EventRecord | None:
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(
-                STATEMENTS["find_event"],
-                {
-                    "name": name,
-                    "after": after,
-                    "now": now,
-                    "correlation_key": correlation_key,
-                    "match": _dumps(match or {}),
-                },
-            )
-            row = cursor.fetchone()
-        if row is None:
+        params = {
+            "name": name,
+            "after": after,
+            "now": now,
+            "correlation_key": correlation_key,
+            "match": _dumps(match or {}),
+        }
+        rows = sql.fetch(self.using, STATEMENTS["find_event"], params)
+        if not rows:
             return None
+        row = rows[0]
         return EventRecord(row[0], row[1], _json(row[2]), row[3], row[4], row[5])
 
     def purge(self, now: datetime) -> int:
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(STATEMENTS["purge_events"], {"now": now})
-            return int(cursor.rowcount)
+        return sql.count(self.using, STATEMENTS["purge_events"], {"now": now})

@@ -8,16 +8,13 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from django.db import ProgrammingError, connections
-
 from .. import conf
+from ..drivers import sql
 from ..drivers.base import EnqueueRequest
-from ..drivers.sql import load
-from ..errors import DriverUnavailableError
 from ..ids import uuid7
 from .store import OutboxRow
 
-STATEMENTS = load(Path(__file__).with_name("outbox.sql"))
+STATEMENTS = sql.load(Path(__file__).with_name("outbox.sql"))
 
 
 class PostgresOutboxStore:
@@ -75,26 +72,10 @@ class PostgresOutboxStore:
         return self._count("prune", {"retention": retention})
 
     def _run(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        with self._cursor(name, params) as cursor:
-            return list(cursor.fetchall()) if cursor.description else []
+        return sql.fetch(self.using, STATEMENTS[name], params)
 
     def _count(self, name: str, params: dict[str, Any]) -> int:
-        with self._cursor(name, params) as cursor:
-            return int(cursor.rowcount)
-
-    def _cursor(self, name: str, params: dict[str, Any]) -> Any:
-        cursor = connections[self.using].cursor()
-        try:
-            cursor.execute(STATEMENTS[name], params)
-        except ProgrammingError as error:
-            cursor.close()
-            if "x_outbox" in str(error) and "does not exist" in str(error):
-                raise DriverUnavailableError(
-                    f"the x_outbox table does not exist in database {self.using!r}",
-                    hint=f"run: python manage.py migrate django_xjobs --database {self.using}",
-                ) from error
-            raise
-        return cursor
+        return sql.count(self.using, STATEMENTS[name], params)
 
 
 def _row(r: tuple[Any, ...]) -> OutboxRow:

@@ -7,12 +7,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import transaction
 
-from ..drivers.sql import load
+from ..drivers import sql
 from .store import NotLeaderError
 
-STATEMENTS = load(Path(__file__).with_name("scheduler.sql"))
+STATEMENTS = sql.load(Path(__file__).with_name("scheduler.sql"))
 
 
 class PostgresSchedulerStore:
@@ -20,9 +20,7 @@ class PostgresSchedulerStore:
         self.using = using
 
     def _execute(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(STATEMENTS[name], params)
-            return list(cursor.fetchall()) if cursor.description else []
+        return sql.fetch(self.using, STATEMENTS[name], params)
 
     def watermark(self, task: str) -> datetime | None:
         rows = self._execute("watermark", {"task": task})
