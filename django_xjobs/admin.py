@@ -151,6 +151,7 @@ class JobAdmin(_LibraryRows):
         context = self._page(
             request,
             "Queues",
+            page="queues",
             driver=overview["driver"],
             rows=rows,
             totals=overview["totals"],
@@ -194,6 +195,7 @@ class JobAdmin(_LibraryRows):
         context = self._page(
             request,
             "Scheduled tasks",
+            page="tasks",
             tasks=tasks,
             leader=_leader(alias),
             # watermarks of tasks this code no longer declares (renamed or removed)
