@@ -460,3 +460,24 @@ def test_publish_event_refuses_bad_input_and_writes_nothing(harness, kwargs, cod
         )
         is None
     )
+
+
+def test_evt_04_the_memory_event_store_is_bounded_and_purges_expired_events():
+    from django_xjobs.drivers.base import EventRecord
+    from django_xjobs.drivers.memory import MemoryDriver
+    from django_xjobs.drivers.memory_steps import MAX_EVENTS
+    from django_xjobs.ids import uuid7
+
+    clock = FrozenClock(timezone.now())
+    store = MemoryDriver(clock).events
+    start = clock.now()
+    for n in range(MAX_EVENTS + 1):
+        store.publish(
+            EventRecord(uuid7(), "tick", {"n": n}, None, start, start + timedelta(days=1))
+        )
+    assert len(store._events) == MAX_EVENTS
+    assert store.find("tick", after=start, now=start).payload == {"n": 1}  # the oldest went
+    clock.advance(2 * 86400)
+    later = clock.now()
+    store.publish(EventRecord(uuid7(), "tock", {}, None, later, later + timedelta(hours=1)))
+    assert [e.name for e in store._events] == ["tock"]  # expired ones purged on publish
