@@ -21,16 +21,36 @@ RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
 
 def inspect_job(job_id: UUID | str) -> dict[str, Any] | None:
-    """The job with its step trace and retry schedule, or ``None`` if there is no such job
-    (SPEC INSP-02/03)::
+    """The job with its step trace and retry schedule, or ``None`` when no job has this id
+    (SPEC INSP-02/03). A value that is not a UUID at all raises ``JobNotFoundError``::
 
         >>> trace = inspect_job("0197a3c2-...")
         >>> trace["state"], trace["attempt"], [s["name"] for s in trace["steps"]]
         ('dead', 3, ['load', 'charge'])
+
+    The id an ``enqueue()`` inside ``atomic()`` returned answers too once its transaction has
+    committed. If the publish found a live job with the same idempotency key, the staged enqueue
+    collapsed into that job: the trace is that job's, with ``collapsed_from`` set to the id
+    asked for. A rolled-back enqueue's id names nothing (``None``).
     """
     driver = get_driver()
-    row = driver.get_job(_job_id(job_id))
-    return None if row is None else _trace(driver, row)
+    wanted = _job_id(job_id)
+    row = driver.get_job(wanted)
+    if row is not None:
+        return _trace(driver, row)
+    target = collapsed_into(wanted)
+    row = None if target is None else driver.get_job(target)
+    return None if row is None else {**_trace(driver, row), "collapsed_from": str(wanted)}
+
+
+def collapsed_into(job_id: UUID) -> UUID | None:
+    """The job a staged enqueue with this id collapsed into at publish, if it did."""
+    driver = get_driver()
+    for alias in conf.get().outbox_databases:
+        target = driver.outbox_store(alias).resolve(job_id)
+        if target is not None:
+            return target
+    return None
 
 
 def cancel_job(job_id: UUID | str, reason: str | None = None) -> dict[str, Any]:
@@ -261,11 +281,10 @@ def inspect_outbox() -> dict[str, Any]:
 
     inspect_outbox()  # {"pending": 3, "oldest_pending_seconds": 0.4, "databases": {...}}
     """
-    from .outbox.postgres import PostgresOutboxStore
-
+    driver = get_driver()
     databases: dict[str, dict[str, Any]] = {}
     for alias in conf.get().outbox_databases:
-        count, oldest = PostgresOutboxStore(alias).pending()
+        count, oldest = driver.outbox_store(alias).pending()
         databases[alias] = {"pending": count, "oldest_pending_seconds": oldest}
     return {
         "pending": sum(d["pending"] for d in databases.values()),

@@ -134,6 +134,8 @@ class OutboxEntry(models.Model):
     traceparent = models.TextField(null=True, blank=True)
     enqueued_by = models.TextField(null=True, blank=True)
     published_at = models.DateTimeField(null=True, blank=True)
+    #: the job this row was published as: its own id, or the live duplicate it collapsed into
+    job_id = models.UUIDField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     claimed_by = models.TextField(null=True, blank=True)
 

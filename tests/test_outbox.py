@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.test import override_settings
 
-from django_xjobs.drivers.base import EnqueueRequest
+from django_xjobs.drivers.base import EnqueueRequest, EnqueueResult
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.errors import InputInvalidError, InvariantError, OutboxNoTxError
 from django_xjobs.inspect import inspect_outbox
@@ -350,6 +350,7 @@ def test_outbox_09_10_se_35_a_failed_publish_stops_the_batch_and_releases_the_re
             if request.input["n"] == 2:
                 raise ConnectionError("down")
             self.enqueued.append(request.input["n"])
+            return EnqueueResult(id=request.id, run_id=None)
 
     driver = FailsOnThird()
     assert publish_batch(outbox.store, driver, rows, "relay-a") == 2
@@ -422,6 +423,7 @@ def test_outbox_18_se_33_stop_waits_for_the_pass_in_flight(live_outbox):
         def enqueue(self, request):
             entered.set()
             release.wait(10)
+            return EnqueueResult(id=request.id, run_id=None)
 
     relay = Relay(store=outbox.store, driver=SlowDriver())
     ticking = threading.Thread(target=lambda: (relay.tick(), connections.close_all()))

@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
 
 from ..errors import InvariantError
+
+if TYPE_CHECKING:
+    from ..outbox.store import OutboxStore
 
 LIVE_STATES = ("ready", "delayed", "running", "suspended")
 CLAIMABLE_STATES = ("ready", "delayed", "suspended")
@@ -21,7 +24,8 @@ FinalState = Literal["dead", "failed"]
 
 @dataclass(frozen=True)
 class EnqueueRequest:
-    """One job to insert. ``run_at`` wins over ``delay``; neither means now."""
+    """One job to insert. ``run_at`` wins over ``delay``; neither means now. ``id`` is the id a
+    staged enqueue minted and already returned to its caller; ``None`` lets the driver mint it."""
 
     name: str
     queue: str
@@ -35,6 +39,7 @@ class EnqueueRequest:
     tenant_id: str | None = None
     enqueued_by: str | None = None
     traceparent: str | None = None
+    id: UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -139,12 +144,18 @@ class JobSnapshot:
 
 @dataclass(frozen=True)
 class EnqueueResult:
-    """What an enqueue did: the job's ``id`` and ``run_id``; ``deduped`` when a live job with
-    the same key already existed (its ids are returned); ``staged`` when it waits in the outbox."""
+    """What an enqueue did.
+
+    ``id`` is always the job's id. ``deduped`` is True when a live job with the same key already
+    existed (its ids are returned). ``staged`` is True when the job waits in the outbox for the
+    caller's transaction to commit: its id was minted at staging and the publish inserts the job
+    with it, ``run_id`` is None and ``deduped`` is None — unknown until the publish, which may
+    collapse it into a live duplicate (``inspect_job`` then answers for that job).
+    """
 
     id: UUID
     run_id: UUID | None
-    deduped: bool = False
+    deduped: bool | None = False
     staged: bool = False
 
 
@@ -279,6 +290,9 @@ class JobDriver(Protocol):
     def requeue(self, job_id: UUID, *, from_step: str | None, force: bool) -> JobSnapshot:
         """Make a dead/failed (or, with force, cancelled) job ready again: attempt 0, run_at now,
         same run_id; ``from_step`` deletes that step and every step recorded after it."""
+
+    def outbox_store(self, alias: str) -> OutboxStore:
+        """The outbox that stages enqueues made inside ``atomic()`` on database ``alias``."""
 
     def close(self) -> None: ...
 

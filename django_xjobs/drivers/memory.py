@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ..clock import SystemClock
@@ -39,6 +39,9 @@ from .base import (
 )
 from .memory_leases import MemoryLeaseStore
 from .memory_steps import MemoryEventStore, MemoryStepStore
+
+if TYPE_CHECKING:
+    from ..outbox.store import OutboxStore
 
 # --- the operator actions' rules, shared by both drivers so they refuse alike (SPEC DRV-04 g/k)
 
@@ -119,6 +122,7 @@ class MemoryDriver:
         self.steps = MemoryStepStore(self)
         self.leases = MemoryLeaseStore(self)
         self.events = MemoryEventStore(self)
+        self._outbox: OutboxStore | None = None
 
     def _now(self) -> datetime:
         return self.clock.now()
@@ -126,6 +130,9 @@ class MemoryDriver:
     def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
         with self._lock:
             now = self._now()
+            existing = self._rows.get(request.id) if request.id is not None else None
+            if existing is not None:  # a staged id published again: the job it already is
+                return EnqueueResult(id=existing.id, run_id=existing.run_id)
             for row in self._rows.values():
                 if (
                     row.state in LIVE_STATES
@@ -136,7 +143,7 @@ class MemoryDriver:
                     return EnqueueResult(id=row.id, run_id=row.run_id, deduped=True)
             run_at = request.run_at or now + timedelta(seconds=request.delay or 0.0)
             row = JobSnapshot(
-                id=uuid7(),
+                id=request.id or uuid7(),
                 name=request.name,
                 queue=request.queue,
                 state="delayed" if run_at > now else "ready",
@@ -421,6 +428,15 @@ class MemoryDriver:
         with self._lock:
             self._subscriptions.append(subscription)
         return subscription
+
+    def outbox_store(self, alias: str) -> OutboxStore:
+        """One in-process outbox for every alias: memory has no transaction to stage in."""
+        with self._lock:
+            if self._outbox is None:
+                from ..outbox.memory import MemoryOutboxStore
+
+                self._outbox = MemoryOutboxStore(clock=self.clock)
+            return self._outbox
 
     def close(self) -> None:
         """Nothing to release; the rows stay for the next user of this driver."""

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import (
@@ -42,6 +42,9 @@ from .memory import (
 from .postgres_leases import PostgresLeaseStore
 from .postgres_steps import PostgresEventStore, PostgresStepStore
 
+if TYPE_CHECKING:
+    from ..outbox.store import OutboxStore
+
 STATEMENTS = sql.load(Path(__file__).with_name("postgres.sql"))
 CHANNEL = "xjobs"
 
@@ -65,7 +68,7 @@ class PostgresDriver:
 
     def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
         params = {
-            "id": uuid7(),
+            "id": request.id or uuid7(),
             "run_id": uuid7(),
             "name": request.name,
             "queue": request.queue,
@@ -85,6 +88,8 @@ class PostgresDriver:
             rows = self._run("enqueue", params)
             if rows:
                 return EnqueueResult(id=rows[0][0], run_id=rows[0][1])
+            if request.id is not None and (same := self._run("find_published", params)):
+                return EnqueueResult(id=same[0][0], run_id=same[0][1])
             live = self._run("find_live", params)
             if live:
                 return EnqueueResult(id=live[0][0], run_id=live[0][1], deduped=True)
@@ -271,6 +276,11 @@ class PostgresDriver:
         listener = Listener(self.using, CHANNEL, callback, set(queues))
         listener.start()
         return listener
+
+    def outbox_store(self, alias: str) -> OutboxStore:
+        from ..outbox.postgres import PostgresOutboxStore
+
+        return PostgresOutboxStore(alias)
 
     def close(self) -> None:
         connections[self.using].close()

@@ -15,9 +15,9 @@ WITH due AS (
            %(max_attempts)s, CASE WHEN due.run_at > now() THEN 'delayed' ELSE 'ready' END,
            %(priority)s, due.run_at, %(tenant_id)s, %(enqueued_by)s, %(traceparent)s, now(), now()
     FROM due
-    ON CONFLICT (name, (COALESCE(tenant_id, '')), idempotency_key)
-        WHERE state IN ('ready', 'delayed', 'running', 'suspended')
-        DO NOTHING
+    -- No conflict target: the live-key index dedupes, and the primary key makes a second
+    -- publish of a staged id (whose job was already inserted) a no-op (SPEC OUTBOX-12).
+    ON CONFLICT DO NOTHING
     RETURNING id, run_id, state, queue
 )
 SELECT id, run_id, CASE WHEN state = 'ready' THEN pg_notify('xjobs', queue) END FROM ins;
@@ -31,6 +31,10 @@ WHERE name = %(name)s
   AND idempotency_key = %(idempotency_key)s
   AND state IN ('ready', 'delayed', 'running', 'suspended')
 LIMIT 1;
+
+-- name: find_published
+-- A staged id published a second time: the job already inserted under it, whatever its state.
+SELECT id, run_id FROM x_jobs WHERE id = %(id)s;
 
 -- name: claim
 -- Lock and take up to `limit` due rows in one statement (SPEC DRV-03): waiting rows in priority

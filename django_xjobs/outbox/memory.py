@@ -1,13 +1,16 @@
 """The outbox store in memory: the database store's lease, order and fences, in one process.
 
 Published rows are deleted at once, so memory stays bounded (SPEC OUTBOX-16, SE-36); the
-database keeps them for ``OUTBOX_RETENTION`` as an audit trail.
+database keeps them for ``OUTBOX_RETENTION`` as an audit trail. Memory cannot take part in a
+database transaction, so the memory driver stages a row only once the caller's transaction
+commits (``transactional = False``).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -16,12 +19,17 @@ from uuid import UUID
 
 from .. import conf
 from ..clock import SystemClock
-from ..drivers.base import EnqueueRequest
+from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
 from ..ids import uuid7
 from .store import OutboxRow
 
+#: how many collapsed ids the store remembers (the database keeps them for OUTBOX_RETENTION)
+COLLAPSED_KEPT = 10_000
+
 
 class MemoryOutboxStore:
+    transactional = False
+
     def __init__(self, claim_lease: Any = None, clock: Any = None) -> None:
         self.claim_lease = (
             conf.get().outbox_claim_lease if claim_lease is None else conf.claim_lease(claim_lease)
@@ -29,12 +37,13 @@ class MemoryOutboxStore:
         self.clock = clock or SystemClock()
         self._rows: dict[UUID, OutboxRow] = {}
         self._claimed_at: dict[UUID, datetime] = {}
+        self._collapsed: OrderedDict[UUID, UUID] = OrderedDict()
         self._lock = threading.Lock()
 
     def stage(self, request: EnqueueRequest) -> UUID:
         now = self.clock.now()
         row = OutboxRow(
-            id=uuid7(),
+            id=request.id or uuid7(),
             job=request.name,
             queue=request.queue,
             input=json.loads(request.input_json),
@@ -89,14 +98,26 @@ class MemoryOutboxStore:
                     released += 1
         return released
 
-    def mark_published(self, row_id: UUID, token: str) -> bool:
+    def mark_published(self, row_id: UUID, token: str, job_id: UUID | None = None) -> bool:
         with self._lock:
             row = self._rows.get(row_id)
             if row is None or row.claimed_by != token:
                 return False
             del self._rows[row_id]
             self._claimed_at.pop(row_id, None)
+            if job_id is not None and job_id != row_id:
+                self._collapsed[row_id] = job_id
+                while len(self._collapsed) > COLLAPSED_KEPT:
+                    self._collapsed.popitem(last=False)
             return True
+
+    def publish(self, driver: JobDriver, row: OutboxRow, token: str) -> tuple[EnqueueResult, bool]:
+        result = driver.enqueue(row.request())
+        return result, self.mark_published(row.id, token, result.id)
+
+    def resolve(self, job_id: UUID) -> UUID | None:
+        with self._lock:
+            return self._collapsed.get(job_id)
 
     def pending(self) -> tuple[int, float]:
         with self._lock:

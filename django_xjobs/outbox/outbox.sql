@@ -60,12 +60,18 @@ WHERE id = ANY(%(ids)s::uuid[])
   AND claimed_by = %(token)s;
 
 -- name: mark_published
--- First writer wins; a stale relay retires nothing (SPEC OUTBOX-12).
+-- First writer wins; a stale relay retires nothing (SPEC OUTBOX-12). job_id is the job the row
+-- became: its own id, or the live duplicate it collapsed into.
 UPDATE x_outbox
-SET published_at = now()
+SET published_at = now(), job_id = %(job_id)s
 WHERE id = %(id)s
   AND published_at IS NULL
   AND claimed_by = %(token)s;
+
+-- name: resolve
+-- A staged id that collapsed into another job at publish answers for that job.
+SELECT job_id FROM x_outbox
+WHERE id = %(id)s AND job_id IS NOT NULL AND job_id <> id;
 
 -- name: pending
 -- Unpublished rows, claimed ones included (SPEC OUTBOX-19), and the oldest one's age.

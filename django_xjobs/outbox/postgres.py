@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from django.db import transaction
+
 from .. import conf
 from ..drivers import sql
-from ..drivers.base import EnqueueRequest
+from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
+from ..drivers.postgres import PostgresDriver
 from ..ids import uuid7
 from .store import OutboxRow
 
@@ -21,6 +25,8 @@ class PostgresOutboxStore:
     """``x_outbox`` on the database alias ``using``. ``claim_lease`` is checked here, when the
     store is built, never at the first claim (SPEC OUTBOX-14)."""
 
+    transactional = True
+
     def __init__(self, using: str, claim_lease: Any = None) -> None:
         self.using = using
         self.claim_lease = (
@@ -28,7 +34,7 @@ class PostgresOutboxStore:
         )
 
     def stage(self, request: EnqueueRequest) -> UUID:
-        row_id = uuid7()
+        row_id = request.id or uuid7()
         params = {
             "id": row_id,
             "job": request.name,
@@ -61,8 +67,22 @@ class PostgresOutboxStore:
             return 0  # SPEC OUTBOX-11: no statement for nothing
         return self._count("release", {"ids": list(ids), "token": token})
 
-    def mark_published(self, row_id: UUID, token: str) -> bool:
-        return self._count("mark_published", {"id": row_id, "token": token}) == 1
+    def mark_published(self, row_id: UUID, token: str, job_id: UUID | None = None) -> bool:
+        params = {"id": row_id, "token": token, "job_id": job_id or row_id}
+        return self._count("mark_published", params) == 1
+
+    def publish(self, driver: JobDriver, row: OutboxRow, token: str) -> tuple[EnqueueResult, bool]:
+        # On the jobs' own database the insert and the mark commit together, so a relay killed
+        # between them leaves nothing to publish twice; across databases the job's primary key
+        # (the staged id) turns a second publish into a no-op (SPEC OUTBOX-12).
+        same_database = isinstance(driver, PostgresDriver) and driver.using == self.using
+        with transaction.atomic(using=self.using) if same_database else nullcontext():
+            result = driver.enqueue(row.request())
+            return result, self.mark_published(row.id, token, result.id)
+
+    def resolve(self, job_id: UUID) -> UUID | None:
+        rows = self._run("resolve", {"id": job_id})
+        return rows[0][0] if rows else None
 
     def pending(self) -> tuple[int, float]:
         [(count, oldest)] = self._run("pending", {})

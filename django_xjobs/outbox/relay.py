@@ -28,8 +28,7 @@ def publish_batch(store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], 
     published = 0
     for index, row in enumerate(rows):
         try:
-            driver.enqueue(row.request())
-            marked = store.mark_published(row.id, token)
+            _, marked = store.publish(driver, row, token)
         except Exception as error:
             log.event(
                 logging.WARNING,

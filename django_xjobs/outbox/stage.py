@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from functools import partial
-from typing import Any
+from uuid import UUID
 
 from django.db import connections, transaction
 
@@ -14,6 +15,7 @@ from ..drivers.base import EnqueueRequest, EnqueueResult
 from ..errors import InvariantError, OutboxNoTxError
 from ..ids import uuid7
 from .relay import publish_batch
+from .store import OutboxStore
 
 
 def atomic_alias(settings: conf.XJobsSettings) -> str | None:
@@ -27,8 +29,9 @@ def atomic_alias(settings: conf.XJobsSettings) -> str | None:
 def submit(request: EnqueueRequest, *, outbox: bool | None, on_conflict: str) -> EnqueueResult:
     """Stage ``request`` in the caller's transaction, or publish it directly (SPEC OUTBOX-01/04).
 
-    Staged rows publish right after commit (the fast path) and otherwise through the relay;
-    a rollback takes them away with everything else the transaction wrote.
+    A staged job's id is minted here and returned at once; the publish inserts the job with
+    that id, right after commit (the fast path) or through the relay. A rollback takes the row
+    away with everything else the transaction wrote, and the id then names nothing.
     """
     settings = conf.get()
     use_outbox = outbox is not False and settings.outbox != "off"
@@ -46,37 +49,33 @@ def submit(request: EnqueueRequest, *, outbox: bool | None, on_conflict: str) ->
             'on_conflict="error" cannot be decided inside atomic(): the job is only staged',
             hint="use .using(outbox=False, on_conflict='error') to enqueue directly",
         )
-    driver = get_driver()
-    if driver.name == "memory":  # no table to stage in: publish when the transaction commits
-        transaction.on_commit(partial(_publish_now, driver, request), using=alias)
-        return EnqueueResult(id=uuid7(), run_id=None, staged=True)
-    store = _store(alias)
-    row_id = store.stage(request)
-    transaction.on_commit(partial(fast_path, alias, row_id), using=alias)
-    return EnqueueResult(id=row_id, run_id=None, staged=True)
+    job_id = request.id or uuid7()
+    staged = replace(request, id=job_id)
+    store = get_driver().outbox_store(alias)
+    if store.transactional:
+        store.stage(staged)
+        transaction.on_commit(partial(fast_path, store, [job_id]), using=alias)
+    else:  # a store outside the database can only stage what has committed
+        transaction.on_commit(partial(_stage_committed, store, staged, job_id), using=alias)
+    return EnqueueResult(id=job_id, run_id=None, deduped=None, staged=True)
 
 
-def fast_path(alias: str, row_id: Any) -> None:
-    """After commit, publish the row this enqueue staged, through the relay's lease and fences,
-    so it can never race a relay into a duplicate. A failure is left to the relay and never
-    reaches the caller's request."""
-    store = _store(alias)
+def fast_path(store: OutboxStore, ids: list[UUID]) -> None:
+    """After commit, publish the rows this transaction staged, through the relay's lease and
+    fences, so it can never race a relay into a duplicate. A failure is left to the relay and
+    never reaches the caller's request."""
     token = f"commit-{uuid7()}"
     try:
-        rows = store.claim_ids([row_id], token)
+        rows = store.claim_ids(ids, token)
         publish_batch(store, get_driver(), rows, token)
     except Exception as error:
-        log.event(logging.WARNING, "xjobs.outbox.fast_path_failed", id=row_id, error=error)
+        log.event(logging.WARNING, "xjobs.outbox.fast_path_failed", id=ids[0], error=error)
 
 
-def _publish_now(driver: Any, request: EnqueueRequest) -> None:
+def _stage_committed(store: OutboxStore, request: EnqueueRequest, job_id: UUID) -> None:
     try:
-        driver.enqueue(request)
+        store.stage(request)
     except Exception as error:
         log.event(logging.ERROR, "xjobs.outbox.publish_failed", job=request.name, error=error)
-
-
-def _store(alias: str) -> Any:
-    from .postgres import PostgresOutboxStore
-
-    return PostgresOutboxStore(alias)
+        return
+    fast_path(store, [job_id])

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from ..drivers.base import EnqueueRequest
+from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class OutboxRow:
     claimed_by: str | None = None
 
     def request(self) -> EnqueueRequest:
-        """The direct enqueue this row stands for."""
+        """The direct enqueue this row stands for, under the job id the stage returned."""
         import json
 
         return EnqueueRequest(
@@ -45,13 +45,21 @@ class OutboxRow:
             tenant_id=self.tenant_id,
             enqueued_by=self.enqueued_by,
             traceparent=self.traceparent,
+            id=self.id,
         )
 
 
 class OutboxStore(Protocol):
-    claim_lease: float
+    """Staged enqueues. A row's id is the job id its enqueue returned (SPEC OUTBOX-02)."""
 
-    def stage(self, request: EnqueueRequest) -> UUID: ...
+    claim_lease: float
+    #: True when ``stage`` writes in the caller's transaction (a rollback takes the row away);
+    #: False when the store cannot, and the row is staged only once the transaction commits.
+    transactional: bool
+
+    def stage(self, request: EnqueueRequest) -> UUID:
+        """Write ``request`` as an unpublished row whose id is ``request.id`` (minted when None)
+        and is the id of the job it publishes as; returns that id."""
 
     def claim(self, limit: int, token: str) -> list[OutboxRow]: ...
 
@@ -59,7 +67,14 @@ class OutboxStore(Protocol):
 
     def release(self, ids: Sequence[UUID], token: str) -> int: ...
 
-    def mark_published(self, row_id: UUID, token: str) -> bool: ...
+    def publish(self, driver: JobDriver, row: OutboxRow, token: str) -> tuple[EnqueueResult, bool]:
+        """Enqueue ``row`` and mark it published under ``token``, recording the job it became
+        (itself, or the live duplicate it collapsed into). Returns the enqueue's result and
+        whether the mark landed (False: another relay holds the row now)."""
+
+    def resolve(self, job_id: UUID) -> UUID | None:
+        """The job a published row with this id collapsed into, if it collapsed (None when it is
+        its own job, unpublished, or unknown)."""
 
     def pending(self) -> tuple[int, float]:
         """(unpublished rows, age in seconds of the oldest)."""

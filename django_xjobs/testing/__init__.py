@@ -87,15 +87,12 @@ def relay_staged(driver: JobDriver | None = None) -> int:
     Inside a test transaction (``TestCase``, pytest's ``db``) nothing commits, so neither the
     on-commit fast path nor a relay process ever sees a staged job; this does.
     """
-    driver = driver or get_driver()
-    if driver.name != "postgres":
-        return 0
-    from ..outbox.postgres import PostgresOutboxStore
     from ..outbox.relay import publish_batch
 
+    driver = driver or get_driver()
     published = 0
     for alias in conf.get().outbox_databases:
-        store = PostgresOutboxStore(alias)
+        store = driver.outbox_store(alias)
         rows = store.claim(10_000, "test-relay")
         published += publish_batch(store, driver, rows, "test-relay")
     return published
