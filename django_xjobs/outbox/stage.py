@@ -56,7 +56,7 @@ def submit(request: EnqueueRequest, *, outbox: bool | None, on_conflict: str) ->
         store.stage(staged)
         transaction.on_commit(partial(fast_path, store, [job_id]), using=alias)
     else:  # a store outside the database can only stage what has committed
-        transaction.on_commit(partial(_stage_committed, store, staged, job_id), using=alias)
+        transaction.on_commit(partial(stage_at_commit, store, staged, job_id), using=alias)
     return EnqueueResult(id=job_id, run_id=None, deduped=None, staged=True)
 
 
@@ -72,7 +72,8 @@ def fast_path(store: OutboxStore, ids: list[UUID]) -> None:
         log.event(logging.WARNING, "xjobs.outbox.fast_path_failed", id=ids[0], error=error)
 
 
-def _stage_committed(store: OutboxStore, request: EnqueueRequest, job_id: UUID) -> None:
+def stage_at_commit(store: OutboxStore, request: EnqueueRequest, job_id: UUID) -> None:
+    """Stage and publish a committed enqueue in a store that cannot join the transaction."""
     try:
         store.stage(request)
     except Exception as error:

@@ -1,0 +1,148 @@
+"""The id ``enqueue()`` returns inside ``atomic()`` is the job's id, on both drivers.
+
+A staged enqueue mints the job id when it stages; the publish inserts the job with exactly that
+id, on the on-commit fast path or through the relay. A publish that collapses into a live job
+with the same idempotency key still answers for the staged id. (SPEC OUTBOX-01/02/12)
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+from django.test import override_settings
+
+from django_xjobs.inspect import inspect_job
+from django_xjobs.models import Job, OutboxEntry
+from django_xjobs.outbox.relay import Relay
+from django_xjobs.testing import run_to_completion, run_until_idle
+from tests import jobs
+
+AUTO = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "auto"}
+
+
+@pytest.fixture
+def live(live_harness):
+    with override_settings(XJOBS=AUTO):
+        yield live_harness
+
+
+@pytest.fixture
+def in_test_transaction(harness):
+    with override_settings(XJOBS=AUTO):
+        yield harness
+
+
+def test_the_id_returned_inside_atomic_is_the_published_jobs_id(live):
+    with transaction.atomic():
+        result = jobs.ok.enqueue(n=1)
+        assert result.staged and result.run_id is None
+        assert result.deduped is None  # unknown until the publish
+        assert live.driver.get_job(result.id) is None  # nothing in the job store before commit
+    row = live.driver.get_job(result.id)  # the on-commit fast path published it under that id
+    assert row is not None and row.input == {"n": 1}
+    trace = inspect_job(result.id)
+    assert trace is not None and trace["id"] == str(result.id) and "collapsed_from" not in trace
+
+
+def test_the_relay_publishes_under_the_same_id_when_the_fast_path_failed(live, monkeypatch):
+    real_enqueue = live.driver.enqueue
+    calls = []
+
+    def broken_once(request):
+        calls.append(request.id)
+        if len(calls) == 1:
+            raise ConnectionError("the jobs database blinked")
+        return real_enqueue(request)
+
+    monkeypatch.setattr(live.driver, "enqueue", broken_once)
+    with transaction.atomic():
+        result = jobs.ok.enqueue(n=2)
+    assert calls == [result.id] and live.driver.get_job(result.id) is None
+    relay = Relay(store=live.driver.outbox_store("default"), driver=live.driver)
+    assert relay.tick() == 1
+    assert calls == [result.id, result.id]
+    assert live.driver.get_job(result.id).input == {"n": 2}
+
+
+def test_a_staged_enqueue_that_collapses_still_resolves_to_the_live_job(live):
+    existing = jobs.ok.enqueue(n=3)  # outside atomic: published at once, live
+    with transaction.atomic():
+        staged = jobs.ok.enqueue(n=3)  # same idempotency key
+    assert staged.id != existing.id and live.driver.get_job(staged.id) is None
+    trace = inspect_job(staged.id)
+    assert trace is not None
+    assert trace["id"] == str(existing.id) and trace["collapsed_from"] == str(staged.id)
+    assert inspect_job(str(staged.id))["id"] == str(existing.id)  # a string id too
+
+
+def test_a_rolled_back_enqueue_id_resolves_to_nothing(live):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        result = jobs.ok.enqueue(n=4)
+        raise RuntimeError("the order could not be saved")
+    assert inspect_job(result.id) is None
+    assert live.driver.get_job(result.id) is None
+    assert live.driver.outbox_store("default").pending()[0] == 0
+
+
+def test_a_second_publish_of_one_staged_id_is_a_no_op(live):
+    """A relay that inserted the job and died before its mark leaves the row to be published
+    again; the job's primary key (the staged id) makes that a no-op (SPEC OUTBOX-12)."""
+    store = live.driver.outbox_store("default")
+    staged_id = store.stage(jobs.ok.build_request({"n": 5}))  # committed, left for a relay
+    [row] = store.claim(10, "relay-a")
+    first = live.driver.enqueue(row.request())  # inserted; the relay dies before its mark
+    assert first.id == staged_id
+    assert store.release([staged_id], "relay-a") == 1  # as its lapsed lease would
+    [again] = store.claim(10, "relay-b")
+    result, marked = store.publish(live.driver, again, "relay-b")
+    assert marked and result.id == staged_id and not result.deduped
+    assert [r.id for r in live.driver.list_jobs(name="tests.jobs.ok")] == [staged_id]
+    assert store.pending()[0] == 0
+
+
+@pytest.fixture
+def live_postgres(transactional_db):
+    from django_xjobs.drivers import install, uninstall
+    from django_xjobs.drivers.postgres import PostgresDriver
+
+    driver = PostgresDriver("default")
+    install(driver)
+    yield driver
+    uninstall(driver)
+
+
+def test_on_the_jobs_database_insert_and_mark_commit_together(live_postgres, monkeypatch):
+    """A publish whose mark fails leaves no job behind on the jobs' own database. (The memory
+    store cannot join a transaction; the primary-key no-op above covers it.)"""
+    store = live_postgres.outbox_store("default")
+    staged_id = store.stage(jobs.ok.build_request({"n": 6}))
+    [row] = store.claim(10, "relay-a")
+
+    def mark_fails(*args, **kwargs):
+        raise ConnectionError("lost before the mark")
+
+    monkeypatch.setattr(store, "mark_published", mark_fails)
+    with pytest.raises(ConnectionError):
+        store.publish(live_postgres, row, "relay-a")
+    assert not Job.objects.filter(id=staged_id).exists()
+    assert OutboxEntry.objects.get(id=staged_id).published_at is None
+
+
+# --- the testing helpers with the default OUTBOX="auto", inside a test's transaction ----------
+
+
+def test_run_to_completion_finds_the_job_by_the_id_enqueue_returned(in_test_transaction):
+    from django_xjobs.clock import FrozenClock
+
+    job_id = jobs.ok.enqueue(n=7).id  # staged: the test transaction never commits
+    runs = run_to_completion(job_id, clock=FrozenClock())
+    assert [r.outcome for r in runs] == ["completed"]
+    assert runs[0].job.id == job_id
+    assert in_test_transaction.driver.get_job(job_id).state == "done"
+
+
+def test_run_until_idle_publishes_what_the_test_staged_on_both_drivers(in_test_transaction):
+    staged = [jobs.ok.enqueue(n=n).id for n in (8, 9)]
+    runs = run_until_idle()
+    assert sorted(r.job.id for r in runs) == sorted(staged)
+    assert {r.outcome for r in runs} == {"completed"}

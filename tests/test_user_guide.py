@@ -1,0 +1,56 @@
+"""A user's test module, as the guide writes it, under the DEFAULT settings.
+
+The project's own settings turn the outbox off for the driver tests; a user's project does not.
+With ``OUTBOX="auto"`` every enqueue in a test runs inside the test's transaction, so it is
+staged and never commits: the testing helpers must publish it and find it by the id
+``enqueue()`` returned.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.test import TestCase, override_settings
+
+from django_xjobs import conf
+from django_xjobs.testing import FrozenClock, memory_driver, run_to_completion, run_until_idle
+from tests import jobs
+
+
+@pytest.fixture(autouse=True)
+def default_settings():
+    with override_settings(XJOBS={}):
+        assert conf.get().outbox == "auto"
+        yield
+
+
+def test_invoice_is_sent(db):
+    result = jobs.ok.enqueue(n=7)
+    assert result.staged  # the default: inside the test's transaction
+    [execution] = run_until_idle()
+    assert execution.outcome == "completed" and execution.job.id == result.id
+
+
+def test_fulfilment_survives_a_week(db):
+    job_id = jobs.waiter.enqueue(order_id=7).id
+    runs = run_to_completion(
+        job_id, clock=FrozenClock(), events={"order.shipped": {"order_id": 7, "carrier": "ups"}}
+    )
+    assert runs[-1].outcome == "completed"
+    assert runs[-1].job.id == job_id
+
+
+def test_with_the_memory_driver(db):
+    with memory_driver() as driver:
+        job_id = jobs.ok.enqueue(n=8).id
+        [execution] = run_until_idle()
+        assert execution.outcome == "completed"
+        assert driver.get_job(job_id).state == "done"
+
+
+@override_settings(XJOBS={})
+class InvoiceTests(TestCase):
+    def test_run_to_completion_in_a_test_case(self):
+        job_id = jobs.flaky.enqueue(n=9, failures=1).id
+        runs = run_to_completion(job_id, clock=FrozenClock())
+        self.assertEqual([r.outcome for r in runs], ["retried", "completed"])
+        self.assertEqual({r.job.id for r in runs}, {job_id})
