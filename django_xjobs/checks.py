@@ -75,3 +75,48 @@ def _check_jobs() -> list[checks.CheckMessage]:
                 )
             )
     return found
+
+
+@checks.register(checks.Tags.database)
+def check_unregistered_names(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """``manage.py check --database default``: live rows whose job name this process does not
+    register. Run at deploy time, it catches a rename before the worker parks the queued rows
+    as ``X_JOB_UNKNOWN`` and dead-letters them after ``UNKNOWN_JOB_GRACE``."""
+    from django.db import DatabaseError
+
+    from .drivers.base import LIVE_STATES
+    from .models import Job
+
+    try:
+        xjobs = conf.validate(getattr(settings, "XJOBS", {}))
+    except XJobsError:
+        return []  # check_settings reports it
+    if xjobs.driver != "postgres" or xjobs.database not in (databases or ()):
+        return []
+    try:
+        names = set(
+            Job.objects.using(xjobs.database)
+            .filter(state__in=LIVE_STATES)
+            .values_list("name", flat=True)
+            .distinct()
+        )
+    except DatabaseError:
+        return []  # not migrated yet: migrate runs this check before it creates the tables
+    unknown = sorted(names - {h.name for h in registry.registered_jobs()})
+    if not unknown:
+        return []
+    shown = ", ".join(unknown[:10]) + (
+        f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+    )
+    return [
+        checks.Warning(
+            f"live jobs in database {xjobs.database!r} carry names no job in this process "
+            f"registers: {shown}; {registry.discovered()}",
+            hint="a worker parks such rows as X_JOB_UNKNOWN and dead-letters them after "
+            'XJOBS["UNKNOWN_JOB_GRACE"]: deploy the code that declares them, or keep the old '
+            "name with job(name=...)",
+            id="django_xjobs.W003",
+        )
+    ]

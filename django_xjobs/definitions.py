@@ -193,8 +193,10 @@ class JobHandle:
         queue = self.options.queue or self.queue
         if queue not in registry.known_queues(settings.queues):
             raise QueueUnknownError(
-                f"no job declares queue {queue!r}, so no worker would be told to watch it",
-                hint='declare it with job(queue=...) or list it in XJOBS["QUEUES"]',
+                f"no job declares queue {queue!r}, so no worker would be told to watch it; "
+                f"{registry.discovered()}",
+                hint="declare a job with queue=... in an installed app's jobs.py, or list the "
+                'queue in XJOBS["QUEUES"]',
             )
         tenant_id = self.options.tenant_id or self._tenant_for(bound)
         return EnqueueRequest(

@@ -58,6 +58,17 @@ class Registry(Generic[H]):
 jobs: Registry[JobHandle] = Registry("job", "is the durable key of queued rows")
 tasks: Registry[TaskHandle] = Registry("task", "keys the task's watermark")
 
+#: where declarations come from, for messages that say one was not found
+DISCOVERY = "the jobs.py module of each app in INSTALLED_APPS"
+
+
+def discovered() -> str:
+    """Where jobs are discovered and which modules declared them, for a message."""
+    modules = sorted({h.fn.__module__ for h in jobs.all()})
+    found = f"found in {', '.join(modules)}" if modules else "none was found"
+    return f"jobs are discovered from {DISCOVERY} ({found})"
+
+
 register = jobs.register
 unregister = jobs.unregister
 get_job = jobs.get

@@ -129,6 +129,14 @@ class Worker:
             concurrency=self.concurrency,
             driver=self.driver.name,
         )
+        if not registry.registered_jobs():  # every row it claims would be parked as unknown
+            log.event(
+                logging.WARNING,
+                "xjobs.worker.no_jobs",
+                worker=self.worker_id,
+                looked_in=registry.DISCOVERY,
+                hint="put the @job declarations in an installed app's jobs.py",
+            )
         try:
             self._loop(pool)
         finally:
