@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -65,6 +66,20 @@ class Signal:
             raise JobAbortedError(f"the run was stopped: {self._reason}") from self._reason
         if self._event.is_set():  # pragma: no cover - abort() always sets a reason first
             raise JobAbortedError()
+
+
+class JobLogger(logging.LoggerAdapter[logging.Logger]):
+    """``ctx.logger``: each line starts with the job's name and id, so the default log format
+    says which job wrote it; ``job``, ``job_id`` and ``attempt`` also ride on the record."""
+
+    def __init__(self, job: str, job_id: UUID, attempt: int) -> None:
+        logger = logging.getLogger(f"django_xjobs.jobs.{job}")
+        super().__init__(logger, {"job": job, "job_id": str(job_id), "attempt": attempt})
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
+        extra = dict(self.extra or {})
+        kwargs["extra"] = {**extra, **kwargs.get("extra", {})}
+        return f"[{extra['job']} {extra['job_id']}] {msg}", kwargs
 
 
 @dataclass

@@ -150,16 +150,19 @@ class JobHandle:
 
     # --- enqueue ----------------------------------------------------------------------------
 
-    def enqueue(self, **inputs: Any) -> EnqueueResult:
+    def enqueue(self, *args: Any, **inputs: Any) -> EnqueueResult:
         """Queue one run of this job with ``inputs``; never runs the handler inline (SPEC JOB-19).
 
         Inside ``transaction.atomic()`` the job is staged in the same transaction and published
-        once it commits (``staged=True``); a rollback leaves no job. Outside, it is inserted at
-        once. A live job with the same idempotency key is returned instead (``deduped=True``),
-        or refused with ``JobDuplicateError`` under ``using(on_conflict="error")``.
+        once it commits (``staged=True``; its ``id`` is the job's id, ``deduped`` is None until
+        the publish); a rollback leaves no job. Outside, it is inserted at once. A live job with
+        the same idempotency key is returned instead (``deduped=True``), or refused with
+        ``JobDuplicateError`` under ``using(on_conflict="error")``. Inputs are keyword
+        arguments only: they are stored by name.
         """
         from .outbox.stage import submit
 
+        self._refuse_positional(args)
         request = self.build_request(inputs)
         result = submit(request, outbox=self.options.outbox, on_conflict=self.options.on_conflict)
         if result.deduped and self.options.on_conflict == "error":
@@ -170,11 +173,27 @@ class JobHandle:
             )
         return result
 
-    async def aenqueue(self, **inputs: Any) -> EnqueueResult:
+    async def aenqueue(self, *args: Any, **inputs: Any) -> EnqueueResult:
         """``enqueue`` for async code."""
         from asgiref.sync import sync_to_async
 
+        self._refuse_positional(args)
         return await sync_to_async(self.enqueue)(**inputs)
+
+    def _refuse_positional(self, args: tuple[Any, ...]) -> None:
+        if args:
+            raise InputInvalidError(
+                f"job {self.name!r} was given {len(args)} positional input(s); inputs are "
+                "stored by name, so they are keyword arguments only",
+                hint=f"call {self.fn.__name__}.enqueue({self._example_call()})",
+            )
+
+    def _example_call(self) -> str:
+        names = [p.name for p in list(self.signature.parameters.values())[1:]]
+        names = [
+            n for n in names if self.signature.parameters[n].kind != inspect.Parameter.VAR_KEYWORD
+        ]
+        return ", ".join(f"{n}=..." for n in names) or "name=value, ..."
 
     def build_request(self, inputs: dict[str, Any]) -> EnqueueRequest:
         """Validate ``inputs`` and turn them into the driver's request (nothing is written)."""
@@ -184,7 +203,7 @@ class JobHandle:
             check_json(bound, "inputs")
         except NotJSON as error:
             raise InputInvalidError(
-                f"job {self.name!r}: {error.path} {error.reason}",
+                f"job {self.name!r}: {error.path}: {error.reason}",
                 hint="job inputs are stored as JSON; pass ids and plain values",
             ) from None
         encoded = encode(
@@ -355,7 +374,7 @@ def job(
         ):
             raise InvariantError(
                 f"concurrency={concurrency!r} must be a positive integer",
-                hint="omit it for no cap; concurrency=0 would never run (SPEC SE-23)",
+                hint="omit it for no cap; concurrency=0 would never run",
             )
         _check_priority(priority)
         return JobHandle(
@@ -383,14 +402,27 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature:
         return inspect.signature(fn)
 
 
+#: annotations that say a first parameter is an input, not the job context
+_INPUT_TYPES = (int, float, str, bool, bytes, list, dict, tuple)
+
+
 def _check_signature(handler: Callable[..., Any]) -> inspect.Signature:
     signature = _signature(handler)
     params = list(signature.parameters.values())
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    if not params or params[0].kind not in positional:
+    first = params[0] if params else None
+    if (
+        first is None
+        or first.kind not in positional
+        or first.default is not inspect.Parameter.empty
+        or first.annotation in _INPUT_TYPES
+        or first.annotation in {t.__name__ for t in _INPUT_TYPES}
+    ):
+        name = getattr(handler, "__qualname__", repr(handler))
         raise InvariantError(
-            "the handler must take the job context as its first argument",
-            hint="def my_job(ctx, **inputs): ...",
+            f"handler {name}() is missing its ctx parameter: a job handler takes the job "
+            "context first, then its inputs",
+            hint=f"def {getattr(handler, '__name__', 'my_job')}(ctx, ...): ...",
         )
     for param in params[1:]:
         if param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL):

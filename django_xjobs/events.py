@@ -49,7 +49,7 @@ def publish_event(
         check_json(data, "data")
     except NotJSON as error:
         raise InputInvalidError(
-            f"event {event!r}: {error.path} {error.reason}", hint="event data is stored as JSON"
+            f"event {event!r}: {error.path}: {error.reason}", hint="event data is stored as JSON"
         ) from None
     encode(data, limit=conf.get().max_payload_bytes, what=f"the data of event {event!r}")
     seconds = parse_duration(ttl, field="ttl")

@@ -15,7 +15,7 @@ from asgiref.sync import async_to_sync
 from django.db import connections
 
 from . import conf, log, registry
-from .context import JobContext, Signal
+from .context import JobContext, JobLogger, Signal
 from .drivers.base import Ack, ClaimedJob, JobDriver, Nack
 from .durations import format_seconds
 from .errors import (
@@ -95,10 +95,7 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Any) -
             tenant_id=job.tenant_id,
             enqueued_by=job.enqueued_by,
             signal=signal,
-            logger=logging.LoggerAdapter(
-                logging.getLogger(f"django_xjobs.jobs.{job.name}"),
-                {"job_id": str(job.id), "attempt": job.attempt},
-            ),
+            logger=JobLogger(job.name, job.id, job.attempt),
             step=AsyncSteps(steps) if handle.is_async else steps,
         )
         with job_span(job):
@@ -177,7 +174,7 @@ def _result_json(value: Any, name: str) -> str | None:
     try:
         check_json(value, "result")
     except NotJSON as error:
-        raise ResultInvalidError(f"job {name!r} returned {error.path} {error.reason}") from None
+        raise ResultInvalidError(f"job {name!r} returned {error.path}: {error.reason}") from None
     return encode(value, limit=conf.get().max_payload_bytes, what=f"the result of job {name!r}")
 
 

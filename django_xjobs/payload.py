@@ -46,7 +46,7 @@ def check_json(value: Any, path: str = "$", _seen: frozenset[int] = frozenset())
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise NotJSON(
-                        path, f"key {key!r} is a {type(key).__name__}; JSON keys are strings"
+                        path, f"key {key!r} is {_a(type(key).__name__)}; JSON keys are strings"
                     )
                 check_json(key, f"{path}.{key}", seen)
                 check_json(item, f"{path}.{key}", seen)
@@ -54,7 +54,12 @@ def check_json(value: Any, path: str = "$", _seen: frozenset[int] = frozenset())
             for index, item in enumerate(value):
                 check_json(item, f"{path}[{index}]", seen)
         return
-    raise NotJSON(path, f"a {type(value).__name__} is not JSON ({_advice(value)})")
+    raise NotJSON(path, f"{_a(type(value).__name__)} is not JSON ({_advice(value)})")
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its indefinite article: "an Order", "a datetime"."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 def _advice(value: Any) -> str:

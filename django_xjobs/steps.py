@@ -121,7 +121,7 @@ class Steps:
             check_json(value, f"step {name!r}")
             encode(value, limit=conf.get().max_payload_bytes, what=f"the output of step {name!r}")
         except NotJSON as error:
-            invalid = StepOutputInvalidError(f"{error.path} returned {error.reason}")
+            invalid = StepOutputInvalidError(f"{error.path}: {error.reason}")
             self.fail(name, invalid)
             raise invalid from None
         except Exception as error:

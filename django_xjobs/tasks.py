@@ -156,7 +156,7 @@ def task(
         if isinstance(max_catch_up, bool) or not isinstance(max_catch_up, int) or max_catch_up < 1:
             raise InvariantError(
                 f"max_catch_up={max_catch_up!r} must be an integer of at least 1",
-                hint="0 would mean the task never fires (SPEC SE-61)",
+                hint="0 would mean the task never fires",
             )
         return TaskHandle(
             handler, name=label, cron=cron, tz=zone, catch_up=catch_up, max_catch_up=max_catch_up
@@ -173,7 +173,7 @@ def _check_tz(tz: Any) -> str:
         raise InvariantError(
             f"tz={tz!r} is not an IANA time zone",
             hint='name a zone such as "Europe/Paris" or "UTC"; offsets like "+02:00" shift with '
-            "no daylight-saving rule (SPEC SE-42)",
+            "no daylight-saving rule",
         )
     try:
         ZoneInfo(tz)

@@ -534,7 +534,9 @@ def test_sched_03_skip_dispatches_only_the_latest_due_occurrence(bench, caplog):
     assert row.run_at == utc(2026, 7, 29, 3)
     assert bench.store.watermark("tests.daily") == utc(2026, 7, 29, 3)
     [logged] = events(caplog, "xjobs.scheduler.dispatched")
-    assert logged.fields["catch_up"] is True
+    assert logged.fields["catch_up"] == "skip"  # the policy, by name
+    assert logged.fields["late"] is True  # this occurrence was caught up
+    assert "catch_up=skip late=True" in logged.getMessage()
 
 
 def test_sched_04_se_37_run_once_dispatches_once_then_moves_to_now(bench):
@@ -623,7 +625,8 @@ def test_sched_06_a_dispatch_enqueues_occurrence_scoped_rows_on_the_driver(bench
         "task": "tests.daily",
         "occurrence": occurrence.isoformat(),
         "tz": "UTC",
-        "catch_up": False,
+        "catch_up": "skip",
+        "late": False,
         "jobs": "tests.jobs.ok",
     }
 

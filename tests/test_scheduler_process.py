@@ -35,7 +35,7 @@ TASK = "tests.every_second"
 TTL = 2.0
 FLEET = ("--tick-interval", "200ms", "--leader-ttl", f"{TTL:g}s")
 DISPATCHED = re.compile(
-    rf"xjobs\.scheduler\.dispatched task={re.escape(TASK)} occurrence=(\S+) .*catch_up=(True|False)"
+    rf"xjobs\.scheduler\.dispatched task={re.escape(TASK)} occurrence=(\S+) .*catch_up=skip late=(True|False)"
 )
 
 
@@ -66,7 +66,7 @@ class ManageProcess:
         return any(text in line for line in list(self.err))
 
     def dispatches(self) -> list[tuple[int, bool]]:
-        """``(occurrence epoch seconds, catch_up)`` for each dispatch this process logged."""
+        """``(occurrence epoch seconds, late)`` for each dispatch this process logged."""
         found = []
         for line in list(self.err):
             match = DISPATCHED.search(line)
@@ -175,7 +175,7 @@ def test_two_schedulers_leader_killed_then_next_leader_frozen_past_its_lease(man
     Observed (three runs, 18-19 seconds from the first dispatch to the last, 14-17 of them
     dispatched): the occurrences are consecutive except exactly two gaps of 1-2 seconds, one
     starting at the SIGKILL's second (the dead leader's lease runs out its TTL, ~2 s, then the
-    survivor dispatches only the latest due second, ``catch_up=True``) and one at the SIGSTOP's
+    survivor dispatches only the latest due second, ``late=True``) and one at the SIGSTOP's
     second (the same, with C taking over). That is the ``skip`` policy (SCHED-03), not a lost
     dispatch: e.g. killed at ...775.10, survivor led at ...777.13 and dispatched 777 (catch-up),
     so 775-776 were skipped; frozen at ...781.08, C led at ...783.13, dispatched 783, 782 skipped.

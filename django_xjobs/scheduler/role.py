@@ -178,7 +178,8 @@ class Scheduler:
             task=handle.name,
             occurrence=occurrence.isoformat(),
             tz=handle.tz,
-            catch_up=catch_up,
+            catch_up=handle.catch_up,  # the policy; late says whether this one was caught up
+            late=catch_up,
             jobs=",".join(names) or "-",
         )
         return Dispatch(handle.name, occurrence, catch_up, names)
@@ -199,6 +200,7 @@ class Scheduler:
                 self._draining.wait(self.tick_interval)
         finally:
             connections.close_all()
+            log.event(logging.INFO, "xjobs.scheduler.stopped", holder=self.holder)
 
     def stop(self) -> None:
         """Drain: wait for the round in flight, then give up leadership (SPEC SCHED-11, SE-39)."""
