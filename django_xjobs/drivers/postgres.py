@@ -256,7 +256,7 @@ class PostgresDriver:
                         names = [r.name for r in self.steps.list(run_id)]
                         raise unknown_step(job_id, from_step, names)  # rolls the requeue back
         except IntegrityError as error:
-            if "x_jobs_name_tenant_idempotency_live_idx" not in str(error):
+            if sql.constraint(error) != "x_jobs_name_tenant_idempotency_live_idx":
                 raise
             row = self.get_job(job_id)
             live = []

@@ -18,7 +18,46 @@ from django.db import InterfaceError, OperationalError, ProgrammingError, connec
 from ..errors import DriverUnavailableError
 
 _HEADER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
-_MISSING_TABLE = re.compile(r'relation "(x_[a-z_]+)" does not exist')
+_TABLE = re.compile(r"\bx_[a-z_]+\b")
+
+# SQLSTATE codes, so a server whose messages are in another language behaves the same
+UNDEFINED_TABLE = "42P01"
+UNIQUE_VIOLATION = "23505"
+#: failures a second try can get past: the connection (class 08, an administrator or crash
+#: shutdown, a server starting up, too many clients), a serialization failure, a deadlock
+TRANSIENT = frozenset({"40001", "40P01", "57P01", "57P02", "57P03", "53300"})
+
+
+def sqlstate(error: BaseException | None) -> str | None:
+    """The SQLSTATE of ``error`` or of the driver error it wraps (None when there is none)."""
+    while error is not None:
+        code = getattr(error, "sqlstate", None)
+        if isinstance(code, str):
+            return code
+        error = error.__cause__
+    return None
+
+
+def constraint(error: BaseException | None) -> str | None:
+    """The name of the constraint ``error`` (or the driver error it wraps) violated."""
+    while error is not None:
+        name = getattr(getattr(error, "diag", None), "constraint_name", None)
+        if name:
+            return str(name)
+        error = error.__cause__
+    return None
+
+
+def is_transient(error: BaseException) -> bool:
+    """True when trying the same statement again may succeed: a lost or refused connection,
+    a serialization failure or a deadlock. Everything else fails the same way twice."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OperationalError | InterfaceError) and sqlstate(seen) is None:
+            return True  # no server answer at all: the connection itself failed
+        seen = seen.__cause__
+    code = sqlstate(error)
+    return code is not None and (code.startswith("08") or code in TRANSIENT)
 
 
 @cache
@@ -40,25 +79,35 @@ def execute(using: str, statement: str, params: dict[str, Any]) -> Iterator[Any]
     try:
         cursor = connection.cursor()
         cursor.execute(statement, params)
-    except ProgrammingError as error:
-        missing = _MISSING_TABLE.search(str(error))
-        if missing:
-            raise DriverUnavailableError(
-                f"the {missing.group(1)} table does not exist in database {using!r}",
-                hint=f"run: python manage.py migrate django_xjobs --database {using}",
-            ) from error
-        raise
-    except (OperationalError, InterfaceError) as error:
-        if not connection.in_atomic_block:
+    except (ProgrammingError, OperationalError, InterfaceError) as error:
+        translated = translate(error, using, statement)
+        if translated is None:
+            raise
+        if isinstance(error, OperationalError | InterfaceError) and not connection.in_atomic_block:
             connection.close()  # the next statement reconnects
-        raise DriverUnavailableError(
-            f"database {using!r} is unavailable: {first_line(error)}",
-            hint="check DATABASES / DATABASE_URL and that PostgreSQL is running",
-        ) from error
+        raise translated from error
     try:
         yield cursor
     finally:
         cursor.close()
+
+
+def translate(error: BaseException, using: str, statement: str) -> DriverUnavailableError | None:
+    """The one clear error for a missing table or an unusable connection, decided by SQLSTATE
+    and exception class, never by message text; None for anything else."""
+    if sqlstate(error) == UNDEFINED_TABLE:
+        tables = sorted(set(_TABLE.findall(statement)))
+        named = f"the {tables[0]} table" if len(tables) == 1 else f"a table of {', '.join(tables)}"
+        return DriverUnavailableError(
+            f"{named} does not exist in database {using!r}",
+            hint=f"run: python manage.py migrate django_xjobs --database {using}",
+        )
+    if isinstance(error, OperationalError | InterfaceError):
+        return DriverUnavailableError(
+            f"database {using!r} is unavailable: {first_line(error)}",
+            hint="check DATABASES / DATABASE_URL and that PostgreSQL is running",
+        )
+    return None
 
 
 def fetch(using: str, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -16,7 +16,7 @@ from django.db import close_old_connections, connections
 
 from .. import conf, log, registry
 from ..clock import system_clock
-from ..drivers import get_driver
+from ..drivers import get_driver, sql
 from ..drivers.base import Ack, ClaimedJob, JobDriver, Nack
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..execute import Execution, Outcome, execute, failure
@@ -355,7 +355,7 @@ class Worker:
             try:
                 return call()
             except Exception as error:
-                if pause is None:
+                if pause is None or not sql.is_transient(error):  # the same error again
                     for execution in batch:
                         log.event(
                             logging.ERROR,
