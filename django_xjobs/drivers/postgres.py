@@ -17,6 +17,7 @@ from django.db import (
     transaction,
 )
 
+from .. import history
 from .. import log as events
 from ..errors import DriverUnavailableError
 from ..ids import uuid7
@@ -44,6 +45,7 @@ from .postgres_steps import PostgresEventStore, PostgresStepStore
 
 STATEMENTS = sql.load(Path(__file__).with_name("postgres.sql"))
 CHANNEL = "xjobs"
+_LAPSED_JSON = history.LAPSED.to_json()
 
 
 class PostgresDriver:
@@ -104,6 +106,8 @@ class PostgresDriver:
                 "limit": limit,
                 "worker_id": worker_id,
                 "visibility_timeout": visibility_timeout,
+                "lapsed": _LAPSED_JSON,
+                "keep": history.KEEP,
             },
         )
         rows.sort(key=lambda r: (-r[8], r[13], r[0]))
@@ -154,6 +158,8 @@ class PostgresDriver:
                     "error": nack.error,
                     "stop_reason": nack.stop_reason,
                     "shed": nack.shed,
+                    "failure": None if nack.failure is None else nack.failure.to_json(),
+                    "keep": history.KEEP,
                 },
             )
             == 1
@@ -286,6 +292,7 @@ class PostgresDriver:
             rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
         for row in rows:
             row["input"], row["result"] = _json(row["input"]), _json(row["result"])
+            row["errors"] = _json(row["errors"])
         return [snapshot(SimpleNamespace(**row)) for row in rows]
 
     def _count(self, statement: str, params: dict[str, Any]) -> int:
@@ -364,6 +371,7 @@ def snapshot(row: Any) -> JobSnapshot:
         created_at=row.created_at,
         updated_at=row.updated_at,
         lease_expiries=row.lease_expiries,
+        errors=tuple(history.FailedAttempt.from_json(e) for e in row.errors),
     )
 
 
