@@ -4,8 +4,14 @@ cases run on the memory driver AND the PostgreSQL driver through the ``harness``
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
 
 from django_xjobs import conf, history
 from django_xjobs.drivers.base import Ack, Nack
@@ -200,3 +206,47 @@ def test_cap_leaves_text_that_fits_alone_and_never_splits_a_character():
     assert len(cut.encode()) <= 1024
     assert cut.startswith("a€") and cut.endswith("€") and "bytes cut" in cut
     cut.encode().decode()  # whole characters only
+
+
+# --- where an operator reads it ------------------------------------------------------------------
+
+
+def test_xjobs_show_prints_each_failed_attempt_and_the_last_traceback(db):
+    job_id = str(jobs.fails.enqueue(n=3).id)
+    run_until_idle()
+    out = StringIO()
+    call_command("xjobs", "show", job_id, stdout=out)
+    text = out.getvalue()
+    assert "failed attempts:" in text
+    assert "#1" in text and "retried" in text and "builtins.ValueError: boom 3" in text
+    assert "traceback of attempt 1:" in text and "raise ValueError" in text
+    out = StringIO()
+    call_command("xjobs", "show", job_id, "--json", stdout=out)
+    [attempt] = json.loads(out.getvalue())["attempts"]
+    assert attempt["exception"] == "builtins.ValueError" and "Traceback" in attempt["traceback"]
+
+
+def test_xjobs_show_says_when_no_attempt_failed(db):
+    job_id = str(jobs.ok.enqueue(n=3).id)
+    out = StringIO()
+    call_command("xjobs", "show", job_id, stdout=out)
+    assert "failed attempts: none" in out.getvalue()
+
+
+@pytest.fixture
+def admin_client(client, db):
+    client.force_login(User.objects.create_superuser("admin", "admin@example.com", "pw"))
+    return client
+
+
+def test_the_admin_detail_page_shows_the_attempt_history(admin_client):
+    job_id = jobs.fails.enqueue(n=4).id
+    run_until_idle()
+    page = admin_client.get(f"/admin/django_xjobs/job/{job_id}/change/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "Failed attempts" in body and "Attempt history" in body
+    assert "builtins.ValueError" in body and "boom 4" in body and "<details>" in body
+    assert "raise ValueError(f&quot;boom {n}&quot;)" in body  # the traceback, escaped
+    empty = admin_client.get(f"/admin/django_xjobs/job/{jobs.ok.enqueue(n=4).id}/change/")
+    assert "no failed attempts" in empty.content.decode()
