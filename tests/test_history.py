@@ -5,6 +5,8 @@ cases run on the memory driver AND the PostgreSQL driver through the ``harness``
 from __future__ import annotations
 
 import json
+import logging
+import time
 import uuid
 from datetime import datetime, timedelta
 from io import StringIO
@@ -189,9 +191,13 @@ def test_a_crash_loop_is_recorded_as_crashed(harness):
     assert verdict["attempt"] == expiries + 1
 
 
-def test_a_timed_out_attempt_is_recorded_as_timeout(db):
+def test_a_timed_out_attempt_is_recorded_as_timeout(db, caplog):
     job_id = jobs.overruns.enqueue(token=f"late-{uuid.uuid4()}", late_step=False).id
-    run_until_idle()
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        run_until_idle()
+        deadline = time.monotonic() + 10
+        while "xjobs.timeout.abandoned" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.02)  # the abandoned body ends on its own thread; poll for its log
     [attempt] = inspect_job(job_id)["attempts"]
     assert (attempt["code"], attempt["outcome"]) == ("X_JOB_TIMEOUT", "timeout")
     assert attempt["exception"] == "django_xjobs.errors.JobTimeoutError"
