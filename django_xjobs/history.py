@@ -94,11 +94,16 @@ def failure(error: BaseException, outcome: Ending) -> Failure:
     message = str(error) if code is None else str(error).removeprefix(f"{code}: ")
     return Failure(
         code=code,
-        message=cap(message, MESSAGE_LIMIT),
+        message=cap(_storable(message), MESSAGE_LIMIT),
         exception=_class_path(type(error)),
-        traceback=cap("".join(tb.format_exception(error)), TRACEBACK_LIMIT),
+        traceback=cap(_storable("".join(tb.format_exception(error))), TRACEBACK_LIMIT),
         outcome=outcome,
     )
+
+
+def _storable(text: str) -> str:
+    """PostgreSQL's jsonb refuses NUL and lone surrogates; a settle must never fail on them."""
+    return text.replace("\x00", "\\x00").encode(errors="backslashreplace").decode()
 
 
 def cap(text: str, limit: int) -> str:

@@ -128,6 +128,15 @@ def test_a_traceback_is_capped_at_16_kib_with_a_marker(harness):
     assert len(entry.message.encode()) <= history.MESSAGE_LIMIT
 
 
+def test_text_postgresql_cannot_store_is_escaped_not_fatal(harness):
+    job_id = jobs.ok.enqueue(n=1).id
+    [held] = claim(harness.driver)
+    failure = history.failure(raised(ValueError("nul \x00 and \udcff")), "retried")
+    assert harness.driver.nack(Nack(held.id, held.lease_token, failure=failure))
+    [entry] = harness.driver.get_job(job_id).errors
+    assert entry.message == "nul \\x00 and \\udcff"
+
+
 def test_a_stale_settle_writes_no_history(harness):
     job_id = jobs.ok.enqueue(n=1).id
     [first] = claim(harness.driver, vis=5)
