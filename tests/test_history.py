@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from django_xjobs import conf, history
-from django_xjobs.drivers.base import Ack, Nack
+from django_xjobs.drivers.base import Ack, EnqueueRequest, Nack
 from django_xjobs.execute import Outcome
 from django_xjobs.history import KEEP, TRACEBACK_LIMIT, FailedAttempt, cap
 from django_xjobs.inspect import inspect_job, retry_job
@@ -198,6 +198,24 @@ def test_a_crash_loop_is_recorded_as_crashed(harness):
     ]
     assert (verdict["code"], verdict["outcome"]) == ("X_JOB_CRASHED", "crashed")
     assert verdict["attempt"] == expiries + 1
+
+
+def test_an_unknown_name_is_recorded_when_it_is_dead_lettered_not_while_parked(harness):
+    request = EnqueueRequest(
+        name="gone.from.this.deploy",
+        queue="default",
+        input={},
+        input_json="{}",
+        idempotency_key="x",
+        max_attempts=3,
+    )
+    job_id = harness.driver.enqueue(request).id
+    assert [r.outcome for r in run_until_idle()] == [Outcome.SUSPENDED]
+    assert inspect_job(job_id)["attempts"] == []  # parked, no attempt spent: not a failure
+    harness.advance(86400)  # past the grace period
+    assert [r.outcome for r in run_until_idle()] == [Outcome.DEAD_LETTERED]
+    [attempt] = inspect_job(job_id)["attempts"]
+    assert (attempt["code"], attempt["outcome"]) == ("X_JOB_UNKNOWN", "dead")
 
 
 def test_a_timed_out_attempt_is_recorded_as_timeout(db, caplog):
