@@ -77,6 +77,7 @@ class JobAdmin(_LibraryRows):
             {"fields": ("id", "name", "queue", "state", "attempt_of", "stop_reason", "priority")},
         ),
         ("Why it stopped", {"fields": ("last_error",)}),
+        ("Failed attempts", {"fields": ("attempt_history",)}),
         ("Steps", {"fields": ("step_timeline",)}),
         ("Data", {"fields": ("pretty_input", "pretty_result", "idempotency_key", "run_id")}),
         (
@@ -98,6 +99,7 @@ class JobAdmin(_LibraryRows):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Job._meta.fields] + [
             "attempt_of",
+            "attempt_history",
             "step_timeline",
             "pretty_input",
             "pretty_result",
@@ -221,6 +223,36 @@ class JobAdmin(_LibraryRows):
     @admin.display(description="result")
     def pretty_result(self, obj: Job) -> str:
         return format_html("<pre>{}</pre>", json.dumps(obj.result, indent=2, ensure_ascii=False))
+
+    @admin.display(description="attempt history")
+    def attempt_history(self, obj: Job) -> str:
+        """The last failed attempts, newest first; each traceback folds open."""
+        trace = inspect.inspect_job(obj.pk)
+        attempts = trace["attempts"] if trace else []
+        if not attempts:
+            return "no failed attempts"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td>"
+            "<td>{}<details><summary>traceback</summary><pre>{}</pre></details></td></tr>",
+            (
+                (
+                    a["attempt"],
+                    a["at"],
+                    a["outcome"],
+                    a["code"] or "-",
+                    a["exception"],
+                    a["message"] or "-",
+                    a["traceback"],
+                )
+                for a in reversed(attempts)
+            ),
+        )
+        return format_html(
+            "<table><thead><tr><th>attempt</th><th>ended at</th><th>outcome</th><th>code</th>"
+            "<th>exception</th><th>message</th></tr></thead><tbody>{}</tbody></table>",
+            rows,
+        )
 
     @admin.display(description="step timeline")
     def step_timeline(self, obj: Job) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from asgiref.sync import async_to_sync
 from django.db import connections
 
-from . import conf, log, registry
+from . import conf, history, log, registry
 from .context import JobContext, JobLogger, Signal
 from .drivers.base import Ack, ClaimedJob, JobDriver, Nack
 from .durations import format_seconds
@@ -222,6 +222,9 @@ def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: floa
     message = describe_error(error)
     if stop_reason == "terminal":
         message += " — not retried: the error is terminal"  # SPEC CLASS-09, SE-19
+    ending: history.Ending = "retried" if decision.retry else decision.final_state or "failed"
+    if isinstance(error, JobTimeoutError):
+        ending = "timeout"
     nack = Nack(
         job.id,
         job.lease_token,
@@ -229,6 +232,7 @@ def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: floa
         error=message,
         final_state=decision.final_state,
         stop_reason=stop_reason,
+        failure=history.failure(error, ending),
     )
     if decision.retry:
         outcome = Outcome.RETRIED
@@ -270,7 +274,14 @@ def _crash_looping(job: ClaimedJob, policy: Retry) -> Execution:
     stop_reason = "attempts-exhausted" if exhausted else "terminal"
     message = f"{error} — not retried"
     final: Literal["dead", "failed"] = "dead" if policy.dead_letter else "failed"
-    nack = Nack(job.id, job.lease_token, error=message, final_state=final, stop_reason=stop_reason)
+    nack = Nack(
+        job.id,
+        job.lease_token,
+        error=message,
+        final_state=final,
+        stop_reason=stop_reason,
+        failure=history.failure(error, "crashed"),
+    )
     log.event(
         logging.ERROR,
         "xjobs.job.crash_loop",
@@ -294,7 +305,12 @@ def _unknown(job: ClaimedJob, now: datetime) -> Execution:
     if age >= settings.unknown_job_grace:
         message = f"{error} — not retried: still unknown {age:.0f}s after it was created"
         nack = Nack(
-            job.id, job.lease_token, error=message, final_state="dead", stop_reason="terminal"
+            job.id,
+            job.lease_token,
+            error=message,
+            final_state="dead",
+            stop_reason="terminal",
+            failure=history.failure(error, "dead"),
         )
         log.event(logging.ERROR, "xjobs.job.unknown", job=job.name, id=job.id, dead=True)
         return Execution(Outcome.DEAD_LETTERED, job, 0.0, nack, str(error), "terminal")

@@ -15,18 +15,26 @@ from . import conf, registry
 from .drivers import get_driver
 from .drivers.base import JobDriver, JobSnapshot, StepRecord
 from .errors import InvariantError, JobNotFoundError
+from .history import FailedAttempt
 from .retry import retry_schedule
 
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
 
 def inspect_job(job_id: UUID | str) -> dict[str, Any] | None:
-    """The job with its step trace and retry schedule, or ``None`` when no job has this id
-    (SPEC INSP-02/03). A value that is not a UUID at all raises ``JobNotFoundError``::
+    """The job with its step trace, retry schedule and failed attempts, or ``None`` when no job
+    has this id (SPEC INSP-02/03). A value that is not a UUID at all raises
+    ``JobNotFoundError``.
+
+    ``attempts`` holds the last 10 failed attempts, oldest first: ``attempt``, ``at``,
+    ``code`` (ours, else None), ``message``, ``exception`` (the class path), ``traceback``
+    (at most 16 KiB) and ``outcome`` (retried, dead, failed, timeout or crashed)::
 
         >>> trace = inspect_job("0197a3c2-...")
         >>> trace["state"], trace["attempt"], [s["name"] for s in trace["steps"]]
         ('dead', 3, ['load', 'charge'])
+        >>> [(a["attempt"], a["exception"], a["outcome"]) for a in trace["attempts"]]
+        [(1, 'builtins.ValueError', 'retried'), ..., (3, 'builtins.ValueError', 'dead')]
 
     The id an ``enqueue()`` inside ``atomic()`` returned answers too once its transaction has
     committed. If the publish found a live job with the same idempotency key, the staged enqueue
@@ -74,7 +82,8 @@ def retry_job(
 ) -> dict[str, Any]:
     """Run a ``dead`` or ``failed`` job again, on the same run (SPEC INSP-06, DESIGN Q-03/Q-04).
 
-    The job becomes ready with attempt 0; its completed steps replay from storage. With
+    The job becomes ready with attempt 0; its completed steps replay from storage and its
+    failed attempts stay in its history. With
     ``from_step`` that step and every step recorded after it run again. A ``cancelled`` job
     needs ``force=True``; a live or ``done`` one raises ``JobNotRetryableError``::
 
@@ -243,6 +252,19 @@ def _trace(driver: JobDriver, row: JobSnapshot) -> dict[str, Any]:
         "enqueued_by": row.enqueued_by,
         "steps": [_step(s) for s in driver.steps.list(row.run_id)],
         "retry_delays": _retry_delays(row.name),
+        "attempts": [_failed_attempt(a) for a in row.errors],
+    }
+
+
+def _failed_attempt(entry: FailedAttempt) -> dict[str, Any]:
+    return {
+        "attempt": entry.attempt,
+        "at": _iso(entry.at),
+        "code": entry.code,
+        "message": entry.message,
+        "exception": entry.exception,
+        "traceback": entry.traceback,
+        "outcome": entry.outcome,
     }
 
 

@@ -54,6 +54,10 @@ class Job(models.Model):
         help_text="Runs in a row whose lease lapsed (the worker died or stalled); a settle resets it.",
     )
     last_error = models.TextField(null=True, blank=True)
+    errors = models.JSONField(
+        db_default=Value([], output_field=models.JSONField()),
+        help_text="The last failed attempts, oldest first: error, class path, traceback, outcome.",
+    )
     stop_reason = models.TextField(choices=StopReason.choices, null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     tenant_id = models.TextField(null=True, blank=True)

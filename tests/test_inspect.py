@@ -388,6 +388,7 @@ def test_insp_02_03_the_trace_is_plain_json_with_steps_in_seconds(harness):
         "tenant_id": "acme",
         "traceparent": None,
         "enqueued_by": "user:7",
+        "attempts": [],  # no attempt has failed
     }
     load, charge, nap = trace["steps"]
     assert load == {

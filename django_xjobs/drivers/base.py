@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
 
 from ..errors import InvariantError
+from ..history import FailedAttempt, Failure
 
 if TYPE_CHECKING:
     from ..outbox.store import OutboxStore
@@ -79,7 +80,8 @@ class Nack:
 
     ``final_state`` ends the job (dead / failed); otherwise ``park`` suspends it and anything
     else makes it ready again after ``delay`` seconds. ``counts_as_attempt=False`` gives the
-    attempt back (floored at 0, SPEC STATE-03).
+    attempt back (floored at 0, SPEC STATE-03). ``failure`` is appended to the job's failure
+    history (the last ``history.KEEP`` kept), stamped with the attempt number and the time.
     """
 
     job_id: UUID
@@ -92,6 +94,7 @@ class Nack:
     park: bool = False
     #: handed back unrun (a full slot or limit): the row keeps its crash count
     shed: bool = False
+    failure: Failure | None = None
 
     @property
     def state(self) -> str:
@@ -140,6 +143,8 @@ class JobSnapshot:
     created_at: datetime
     updated_at: datetime
     lease_expiries: int = 0
+    #: the failed attempts, oldest first, at most ``history.KEEP``
+    errors: tuple[FailedAttempt, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -250,7 +255,8 @@ class JobDriver(Protocol):
 
     def ack(self, acks: Sequence[Ack]) -> set[UUID]: ...
 
-    def nack(self, nack: Nack) -> bool: ...
+    def nack(self, nack: Nack) -> bool:
+        """Fenced like ack; appends ``nack.failure`` to the history in the same write."""
 
     def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool: ...
 

@@ -24,6 +24,7 @@ from ..errors import (
     JobNotRetryableError,
     XJobsError,
 )
+from ..history import KEEP, LAPSED, FailedAttempt
 from ..ids import uuid7
 from .base import (
     LIVE_STATES,
@@ -196,11 +197,18 @@ class MemoryDriver:
             due.sort(key=lambda r: (-r.priority, r.run_at, r.id))
             claimed = []
             for row in due[:limit]:
+                lapsed = row.state == "running"
+                errors = row.errors
+                if lapsed:
+                    at = row.visible_at or now  # when its lease ran out
+                    entry = FailedAttempt.stamped(LAPSED, attempt=row.attempt, at=at)
+                    errors = (*errors, entry)[-KEEP:]
                 row = replace(
                     row,
                     state="running",
                     attempt=row.attempt + 1,
-                    lease_expiries=row.lease_expiries + (1 if row.state == "running" else 0),
+                    lease_expiries=row.lease_expiries + (1 if lapsed else 0),
+                    errors=errors,
                     claimed_by=worker_id,
                     lease_token=uuid.uuid4(),
                     visible_at=now + timedelta(seconds=visibility_timeout),
@@ -262,9 +270,14 @@ class MemoryDriver:
             if row is None:
                 return False
             now = self._now()
+            errors = row.errors
+            if nack.failure is not None:
+                entry = FailedAttempt.stamped(nack.failure, attempt=row.attempt, at=now)
+                errors = (*errors, entry)[-KEEP:]
             self._rows[row.id] = replace(
                 row,
                 state=nack.state,
+                errors=errors,
                 lease_expiries=row.lease_expiries if nack.shed else 0,
                 attempt=row.attempt if nack.counts_as_attempt else max(row.attempt - 1, 0),
                 run_at=now + timedelta(seconds=max(0.0, nack.delay)),

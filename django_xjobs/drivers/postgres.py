@@ -17,6 +17,7 @@ from django.db import (
     transaction,
 )
 
+from .. import history
 from .. import log as events
 from ..errors import DriverUnavailableError
 from ..ids import uuid7
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 STATEMENTS = sql.load(Path(__file__).with_name("postgres.sql"))
 CHANNEL = "xjobs"
+_LAPSED_JSON = history.LAPSED.to_json()
 
 
 class PostgresDriver:
@@ -109,6 +111,8 @@ class PostgresDriver:
                 "limit": limit,
                 "worker_id": worker_id,
                 "visibility_timeout": visibility_timeout,
+                "lapsed": _LAPSED_JSON,
+                "keep": history.KEEP,
             },
         )
         rows.sort(key=lambda r: (-r[8], r[13], r[0]))
@@ -159,6 +163,8 @@ class PostgresDriver:
                     "error": nack.error,
                     "stop_reason": nack.stop_reason,
                     "shed": nack.shed,
+                    "failure": None if nack.failure is None else nack.failure.to_json(),
+                    "keep": history.KEEP,
                 },
             )
             == 1
@@ -296,6 +302,7 @@ class PostgresDriver:
             rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
         for row in rows:
             row["input"], row["result"] = _json(row["input"]), _json(row["result"])
+            row["errors"] = _json(row["errors"])
         return [snapshot(SimpleNamespace(**row)) for row in rows]
 
     def _count(self, statement: str, params: dict[str, Any]) -> int:
@@ -374,6 +381,7 @@ def snapshot(row: Any) -> JobSnapshot:
         created_at=row.created_at,
         updated_at=row.updated_at,
         lease_expiries=row.lease_expiries,
+        errors=tuple(history.FailedAttempt.from_json(e) for e in row.errors),
     )
 
 

@@ -41,6 +41,8 @@ SELECT id, run_id FROM x_jobs WHERE id = %(id)s;
 -- and run_at order, plus running rows whose lease lapsed (T4). Each queue is read on its own
 -- (LATERAL) so the claim index is walked in order instead of sorting every ready row. Every claim
 -- mints a new lease token; the previous holder's writes are refused from here on (DESIGN Q-01).
+-- A lapsed row's unsettled run joins its failure history as crashed (`lapsed`), dated when its
+-- lease ran out; only the last `keep` entries stay, as in nack.
 WITH waiting AS (
     SELECT w.id, w.priority, w.run_at
     FROM unnest(%(queues)s::text[]) AS q(name)
@@ -71,6 +73,18 @@ SET state = 'running',
     attempt = j.attempt + 1,
     -- a running row claimed again means its last run died with its lease (poison count)
     lease_expiries = CASE WHEN j.state = 'running' THEN j.lease_expiries + 1 ELSE j.lease_expiries END,
+    errors = CASE WHEN j.state <> 'running' THEN j.errors ELSE (
+        SELECT jsonb_agg(kept.entry ORDER BY kept.n)
+        FROM (
+            SELECT entry, n
+            FROM jsonb_array_elements(
+                j.errors || jsonb_build_array(
+                    jsonb_build_object('attempt', j.attempt, 'at', j.visible_at) || %(lapsed)s::jsonb)
+            ) WITH ORDINALITY AS entries(entry, n)
+            ORDER BY n DESC
+            LIMIT %(keep)s
+        ) AS kept
+    ) END,
     claimed_by = %(worker_id)s,
     lease_token = gen_random_uuid(),
     visible_at = now() + make_interval(secs => %(visibility_timeout)s),
@@ -100,8 +114,22 @@ RETURNING j.id;
 
 -- name: nack
 -- Settle one run as not done: dead / failed / suspended / ready again (SPEC DRV-01, STATE-02/03).
+-- A failed attempt's `failure` joins the history in this same fenced write, stamped with the
+-- attempt and now(); only the last `keep` entries stay, so a failure still costs one statement.
 UPDATE x_jobs
 SET state = %(state)s,
+    errors = CASE WHEN %(failure)s::jsonb IS NULL THEN errors ELSE (
+        SELECT jsonb_agg(kept.entry ORDER BY kept.n)
+        FROM (
+            SELECT entry, n
+            FROM jsonb_array_elements(
+                errors || jsonb_build_array(
+                    jsonb_build_object('attempt', attempt, 'at', now()) || %(failure)s::jsonb)
+            ) WITH ORDINALITY AS entries(entry, n)
+            ORDER BY n DESC
+            LIMIT %(keep)s
+        ) AS kept
+    ) END,
     -- a shed hands the job back unrun: it keeps its crash count; any other settle clears it
     lease_expiries = CASE WHEN %(shed)s THEN lease_expiries ELSE 0 END,
     attempt = CASE WHEN %(counts_as_attempt)s THEN attempt ELSE GREATEST(attempt - 1, 0) END,
@@ -155,7 +183,7 @@ WHERE id = %(id)s
   AND state IN ('ready', 'delayed', 'running', 'suspended')
 RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
           priority, run_at, visible_at, claimed_by, lease_token, last_error, stop_reason, result,
-          tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries;
+          tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries, errors;
 
 -- name: requeue
 -- Run a finished job again from its stored steps (SPEC INSP-06, DESIGN Q-03): only from the
@@ -175,7 +203,7 @@ WHERE id = %(id)s
   AND state = ANY(%(states)s::text[])
 RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
           priority, run_at, visible_at, claimed_by, lease_token, last_error, stop_reason, result,
-          tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries,
+          tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries, errors,
           pg_notify('xjobs', queue) AS notified;
 
 -- name: requeue_from_step

@@ -89,6 +89,7 @@ class Command(BaseCommand):
             lines.append(
                 f"    {step['name']:<24} {step['status']:<9} x{step['attempts']} {took:>9}  {extra}"
             )
+        lines += _attempt_lines(job["attempts"])
         return job, "\n".join(lines)
 
     def _cancel(self, o: dict[str, Any]) -> tuple[Any, str]:
@@ -136,6 +137,19 @@ class Command(BaseCommand):
         states = o["state"] or list(TERMINAL)
         deleted = inspect.prune_jobs(older_than=seconds, states=states)
         return {"deleted": deleted}, f"deleted {deleted} job(s)"
+
+
+def _attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
+    """One line per failed attempt, oldest first, then the newest one's traceback."""
+    if not attempts:
+        return ["  failed attempts: none"]
+    lines = ["  failed attempts:"]
+    for a in attempts:
+        what = " ".join(filter(None, [a["code"], a["exception"]]))
+        lines.append(f"    #{a['attempt']:<3} {a['at']}  {a['outcome']:<8} {what}: {a['message']}")
+    lines.append(f"  traceback of attempt {attempts[-1]['attempt']}:")
+    lines += [f"    {line}" for line in attempts[-1]["traceback"].rstrip().splitlines()]
+    return lines
 
 
 def _row_line(row: dict[str, Any]) -> str:

@@ -1,0 +1,127 @@
+"""A job's failure history: what ended each failed attempt, bounded so a row stays small.
+
+The settle of a failed attempt carries a ``Failure``; the driver stamps it with the attempt
+number and the time, appends it to the row's ``errors`` and keeps the last ``KEEP`` — in the
+same fenced statement, so a stale settle writes no history either. ``inspect_job()``, ``xjobs
+show`` and the admin read it back as ``FailedAttempt`` values, oldest first.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback as tb
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from .errors import JobInterrupt, LeaseLostError, XJobsError
+
+#: failed attempts kept per job; older ones are dropped as new ones arrive
+KEEP = 10
+#: a traceback longer than this (UTF-8 bytes) keeps its head and tail around a marker
+TRACEBACK_LIMIT = 16 * 1024
+MESSAGE_LIMIT = 4 * 1024
+#: of a cut text, the share kept from its start: the outermost frames and any chained cause
+_HEAD_SHARE = 0.25
+
+Ending = Literal["retried", "dead", "failed", "timeout", "crashed"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What ended one attempt. ``outcome`` is how it ended: ``timeout`` or ``crashed`` when
+    that is what happened, else what the job became (``retried``, ``dead``, ``failed``)."""
+
+    code: str | None
+    message: str
+    exception: str
+    traceback: str
+    outcome: Ending
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+@dataclass(frozen=True)
+class FailedAttempt:
+    """One stored entry of a job's failure history (``JobSnapshot.errors``)."""
+
+    attempt: int
+    at: datetime
+    code: str | None
+    message: str
+    exception: str
+    traceback: str
+    outcome: str
+
+    @classmethod
+    def stamped(cls, failure: Failure, *, attempt: int, at: datetime) -> FailedAttempt:
+        return cls(attempt=attempt, at=at, **asdict(failure))
+
+    @classmethod
+    def from_json(cls, entry: dict[str, Any]) -> FailedAttempt:
+        """An entry as PostgreSQL stores it: ``at`` is ``now()`` as ISO 8601 text."""
+        return cls(
+            attempt=entry["attempt"],
+            at=datetime.fromisoformat(entry["at"]),
+            code=entry.get("code"),
+            message=entry.get("message", ""),
+            exception=entry.get("exception", ""),
+            traceback=entry.get("traceback", ""),
+            outcome=entry.get("outcome", ""),
+        )
+
+
+def _class_path(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+#: what a claim records for the run before it when that run's lease lapsed unsettled: it died
+#: with its worker (SIGKILL, OOM, a hung process); no traceback survives a dead process
+LAPSED = Failure(
+    code=LeaseLostError.code,
+    message="the lease lapsed before the run settled: its worker died or stalled",
+    exception=_class_path(LeaseLostError),
+    traceback="",
+    outcome="crashed",
+)
+
+
+def failure(error: BaseException, outcome: Ending) -> Failure:
+    """The history entry for ``error`` ending an attempt: its code (ours only), message, the
+    class path ``django.tasks`` reports (``builtins.ValueError``) and a capped traceback."""
+    code = error.code if isinstance(error, XJobsError | JobInterrupt) else None
+    message = str(error) if code is None else str(error).removeprefix(f"{code}: ")
+    return Failure(
+        code=code,
+        message=cap(_storable(message), MESSAGE_LIMIT),
+        exception=_class_path(type(error)),
+        traceback=cap(_storable("".join(tb.format_exception(error))), TRACEBACK_LIMIT),
+        outcome=outcome,
+    )
+
+
+def _storable(text: str) -> str:
+    """PostgreSQL's jsonb refuses NUL and lone surrogates; a settle must never fail on them."""
+    return text.replace("\x00", "\\x00").encode(errors="backslashreplace").decode()
+
+
+def cap(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` UTF-8 bytes, else its head and tail around a marker
+    that says how much was cut; the result always fits."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    # the marker's own length depends on the count it prints; size it for the largest count
+    room = limit - len(_marker(len(data), limit).encode())
+    head = int(room * _HEAD_SHARE)
+    tail = room - head
+    cut = len(data) - head - tail
+    # a cut inside a multi-byte character drops that character rather than the limit
+    start = data[:head].decode(errors="ignore")
+    end = data[len(data) - tail :].decode(errors="ignore")
+    return f"{start}{_marker(cut, limit)}{end}"
+
+
+def _marker(cut: int, limit: int) -> str:
+    return f"\n[... {cut} bytes cut to keep it within {limit} bytes ...]\n"
