@@ -280,6 +280,12 @@ class JobDriver(Protocol):
         """Make a dead/failed (or, with force, cancelled) job ready again: attempt 0, run_at now,
         same run_id; ``from_step`` deletes that step and every step recorded after it."""
 
+    def prune(
+        self, *, older_than: float, states: Sequence[str], dry_run: bool = False
+    ) -> dict[str, int]:
+        """Delete jobs in the finished ``states`` last updated over ``older_than`` seconds ago,
+        with their steps; the count per state (with ``dry_run``: what would go, nothing does)."""
+
     def close(self) -> None: ...
 
 
