@@ -107,3 +107,28 @@ def test_the_manifest_needs_no_database(empty_database_url):
     )
     assert done.returncode == 0, done.stderr
     assert "tests.daily" in done.stdout
+
+
+def test_a_schema_behind_the_code_names_migrate(empty_database_url):
+    """A table from an older release (a column a later migration adds is missing): the stray
+    database error is told apart by SQLSTATE and still ends as one line naming ``migrate``."""
+    import psycopg
+
+    with psycopg.connect(empty_database_url, autocommit=True) as other:
+        other.execute("CREATE TABLE IF NOT EXISTS x_jobs (id uuid PRIMARY KEY)")
+    try:
+        done = subprocess.run(
+            [sys.executable, str(MANAGE), "xjobs", "ls", "--settings=tests.settings"],
+            env=worker_env(empty_database_url),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        with psycopg.connect(empty_database_url, autocommit=True) as other:
+            other.execute("DROP TABLE x_jobs")
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert "X_DRIVER_UNAVAILABLE" in lines[0] and "missing a column" in lines[0], lines[0]
+    assert "migrate" in lines[0]
