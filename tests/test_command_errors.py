@@ -132,3 +132,17 @@ def test_a_schema_behind_the_code_names_migrate(empty_database_url):
     assert done.returncode == 1 and len(lines) == 1, done.stderr
     assert "X_DRIVER_UNAVAILABLE" in lines[0] and "missing a column" in lines[0], lines[0]
     assert "migrate" in lines[0]
+
+
+def test_traceback_still_shows_the_whole_story():
+    """``--traceback`` is how an operator asks for more than the one line."""
+    done = subprocess.run(
+        [sys.executable, str(MANAGE), "xjobs", "ls", "--settings=tests.settings", "--traceback"],
+        env=worker_env(closed_port_url()),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "Traceback" in done.stderr and "X_DRIVER_UNAVAILABLE" in done.stderr

@@ -35,10 +35,12 @@ class XJobsCommand(BaseCommand):
     def execute(self, *args: Any, **options: Any) -> Any:
         try:
             return super().execute(*args, **options)
-        except XJobsError as error:
+        except (XJobsError, DatabaseError) as error:
+            if options.get("traceback"):
+                raise  # asked for: the whole story, not the one line
+            if isinstance(error, DatabaseError):
+                error = database_error(error, options.get("database"))
             raise CommandError(str(error)) from None
-        except DatabaseError as error:
-            raise CommandError(str(database_error(error, options.get("database")))) from None
 
 
 def database_error(error: DatabaseError, alias: Any = None) -> DriverUnavailableError:
