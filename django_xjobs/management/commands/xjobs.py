@@ -46,7 +46,9 @@ class Command(XJobsCommand):
         dead.add_argument("--limit", type=int, default=50)
         action("queues", "per-queue counts and the oldest ready job's age")
         action("manifest", "every declared job and task")
-        prune = action("prune", "delete finished jobs (and their steps) older than a duration")
+        prune = action(
+            "prune", "delete finished jobs and their steps (dead ones only with --state dead)"
+        )
         prune.add_argument(
             "--older-than", required=True, help='seconds, or with a unit: "90m", "30d"'
         )
