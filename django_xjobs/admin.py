@@ -4,7 +4,8 @@ Rows are read-only; retry and cancel go through ``django_xjobs.inspect``, the sa
 ``manage.py xjobs`` and the tests. Beside the job list (``/admin/django_xjobs/job/``):
 
 * ``job/queues/``: depth per queue from ``inspect_queues()``, with the outbox, fleet slots and
-  scheduler leader at a glance;
+  scheduler leader at a glance, and how many suspended rows are parked unknown job names;
+* ``job/?unknown=parked``: rows parked because no process registers their job name;
 * ``job/?state__exact=dead``: the dead letters, linked from every page as "Dead letters (N)";
 * ``job/tasks/``: every cron task with its policy, last firing, next run and the leader;
 * ``outboxentry/``, ``joblease/``, ``schedulerstate/``: the staged rows, the fleet slots held
@@ -19,7 +20,7 @@ from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -28,7 +29,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from . import conf, inspect
-from .errors import XJobsError
+from .errors import JobUnknownError, XJobsError
 from .models import Job, JobLease, JobState, OutboxEntry, SchedulerLeader, SchedulerState
 
 
@@ -53,19 +54,76 @@ class _LibraryRows(admin.ModelAdmin):
         )
 
 
+SHORT_ERROR = 60  # characters of "last error" in the list: the columns fit a 1440 px screen
+
+
+def _admin_hint(error: XJobsError, state: str) -> str:
+    """What to do about a refused retry or cancel, in the admin's terms (the library's hints
+    name Python calls and command flags)."""
+    if error.code == "X_JOB_NOT_CANCELLABLE":
+        if state == "done":
+            return "it already completed; there is nothing left to cancel"
+        return "it already stopped; to run it again, select it and choose “Retry selected jobs”"
+    if error.code == "X_JOB_NOT_RETRYABLE":
+        if state == "cancelled":
+            return (
+                "it was cancelled on purpose; to run it anyway use "
+                "“python manage.py xjobs retry <id> --force” on a server"
+            )
+        if state == "done":
+            return "it completed; there is nothing to retry"
+        return "it has not finished; wait for it, or choose “Cancel selected jobs” first"
+    return error.hint
+
+
+UNKNOWN_CODE = JobUnknownError.code
+
+
+def _parked_unknown(obj: Job) -> bool:
+    return obj.state == JobState.SUSPENDED and (obj.last_error or "").startswith(UNKNOWN_CODE)
+
+
+class UnknownJobFilter(admin.SimpleListFilter):
+    """Rows whose job name no process registers (a rename, or code not deployed yet): parked
+    as suspended with an ``X_JOB_UNKNOWN`` last error until the grace runs out."""
+
+    title = "unknown job name"
+    parameter_name = "unknown"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("parked", "parked: no process registers the name"),
+            ("here", "not registered in this process (any state)"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "parked":
+            return queryset.filter(parked_unknown())
+        if self.value() == "here":
+            from . import registry
+
+            return queryset.exclude(name__in=[h.name for h in registry.registered_jobs()])
+        return queryset
+
+
+def parked_unknown() -> Q:
+    """The rows ``execute`` parks when it finds no job registered under their name."""
+    return Q(state=JobState.SUSPENDED, last_error__startswith=UNKNOWN_CODE)
+
+
 @admin.register(Job)
 class JobAdmin(_LibraryRows):
     list_display = (
         "name",
         "queue",
-        "state",
+        "state_shown",
         "attempt_of",
         "stop_reason",
         "run_at",
         "updated_at",
         "short_error",
     )
-    list_filter = ("state", "queue", "stop_reason", "name")
+    list_filter = ("state", UnknownJobFilter, "queue", "stop_reason", "name")
     search_fields = ("=id", "name", "idempotency_key")
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
@@ -95,6 +153,34 @@ class JobAdmin(_LibraryRows):
         ),
         ("Origin", {"fields": ("tenant_id", "enqueued_by", "traceparent")}),
     )
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The job page is read-only: no Save buttons, and a posted form changes nothing (a
+        stale copy saved over the row would undo what a worker wrote since). Jobs change only
+        through retry and cancel."""
+        if request.method == "POST":
+            self.message_user(
+                request,
+                "Jobs are not edited by hand: use “Retry selected jobs” or “Cancel selected "
+                "jobs” on the job list, or “retry from here” on a step.",
+                messages.WARNING,
+            )
+            return HttpResponseRedirect(request.path)
+        buttons = {
+            "show_save": False,
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+            "show_delete": False,
+        }
+        return super().change_view(
+            request, object_id, form_url, {**buttons, **(extra_context or {})}
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Job._meta.fields] + [
@@ -136,20 +222,32 @@ class JobAdmin(_LibraryRows):
         """Depth per queue (``inspect_queues()``), each number a link to the matching jobs."""
         overview = inspect.inspect_queues()
         jobs_url = _url(self.admin_site, "django_xjobs_job_changelist")
+        alias = conf.get().database
+        # of the suspended rows, those parked because no process registers their job name
+        unknown = dict(
+            Job.objects.using(alias)
+            .filter(parked_unknown())
+            .values("queue")
+            .annotate(n=Count("id"))
+            .values_list("queue", "n")
+        )
         rows = [
             {
                 **q,
+                "unknown": unknown.get(q["queue"], 0),
                 "oldest_ready": _age(q["oldest_ready_seconds"]) if q["ready"] else "-",
                 "url": f"{jobs_url}?{urlencode({'queue__exact': q['queue']})}",
                 "links": {
                     state: f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'state__exact': state})}"
                     for state in ("running", "suspended", "dead")
+                }
+                | {
+                    "unknown": f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'unknown': 'parked'})}"
                 },
             }
             for q in overview["queues"]
         ]
         outbox = inspect.inspect_outbox()
-        alias = conf.get().database
         context = self._page(
             request,
             "Queues",
@@ -157,6 +255,8 @@ class JobAdmin(_LibraryRows):
             driver=overview["driver"],
             rows=rows,
             totals=overview["totals"],
+            unknown_total=sum(unknown.values()),
+            unknown_url=f"{jobs_url}?unknown=parked",
             oldest_ready=_age(overview["oldest_ready_seconds"])
             if overview["totals"]["ready"]
             else "-",
@@ -211,10 +311,27 @@ class JobAdmin(_LibraryRows):
     def attempt_of(self, obj: Job) -> str:
         return f"{obj.attempt} of {obj.max_attempts}"
 
+    @admin.display(description="state", ordering="state")
+    def state_shown(self, obj: Job) -> str:
+        """A row parked because no process registers its name says so, not only "suspended"."""
+        if _parked_unknown(obj):
+            return format_html(
+                '{} <span class="xjobs-unknown" title="{}">(unknown job)</span>',
+                obj.state,
+                "no process registers this job name; it waits for code that declares it "
+                "and is dead-lettered after XJOBS['UNKNOWN_JOB_GRACE']",
+            )
+        return obj.state
+
     @admin.display(description="last error")
     def short_error(self, obj: Job) -> str:
+        """One line that fits beside the other columns; the full text is on hover."""
         text = obj.last_error or ""
-        return text if len(text) <= 80 else text[:77] + "..."
+        if not text:
+            return "-"
+        short = text.splitlines()[0]
+        short = short if len(short) <= SHORT_ERROR else short[: SHORT_ERROR - 1] + "…"
+        return format_html('<span class="xjobs-error" title="{}">{}</span>', text, short)
 
     @admin.display(description="input")
     def pretty_input(self, obj: Job) -> str:
@@ -302,35 +419,46 @@ class JobAdmin(_LibraryRows):
         if request.method != "POST" or job is None or not self.has_change_permission(request, job):
             raise PermissionDenied
         step = request.POST.get("step", "")
-        try:
-            inspect.retry_job(job.pk, from_step=step)
-        except XJobsError as error:
-            self.message_user(request, f"{job.name} {job.pk}: {error}", messages.WARNING)
-        else:
-            self.message_user(
-                request, f"{job.name} {job.pk}: queued again from step {step!r}", messages.SUCCESS
-            )
+        self._act(
+            request,
+            job,
+            "retry",
+            f"Queued again from step {step!r}",
+            lambda: inspect.retry_job(job.pk, from_step=step),
+        )
         return HttpResponseRedirect(_url(self.admin_site, "django_xjobs_job_change", job.pk))
 
     # --- actions ------------------------------------------------------------------------------
 
     @admin.action(description="Retry selected jobs (dead or failed)")
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._each(request, queryset, "queued again", lambda job: inspect.retry_job(job.pk))
+        for job in queryset:
+            self._act(request, job, "retry", "Queued again", lambda j=job: inspect.retry_job(j.pk))
 
     @admin.action(description="Cancel selected jobs")
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         reason = f"cancelled from the admin by {request.user}"
-        self._each(request, queryset, "cancelled", lambda job: inspect.cancel_job(job.pk, reason))
-
-    def _each(self, request: HttpRequest, queryset: QuerySet[Job], done: str, act: Any) -> None:
         for job in queryset:
-            try:
-                act(job)
-            except XJobsError as error:
-                self.message_user(request, f"{job.name} {job.pk}: {error}", messages.WARNING)
-            else:
-                self.message_user(request, f"{job.name} {job.pk}: {done}", messages.SUCCESS)
+            self._act(
+                request, job, "cancel", "Cancelled", lambda j=job: inspect.cancel_job(j.pk, reason)
+            )
+
+    def _act(self, request: HttpRequest, job: Job, verb: str, done: str, act: Any) -> None:
+        """Run one operator call; say what happened (job names as written: the message starts
+        with a verb, so the admin's capfirst leaves the name alone) and record it in the
+        admin's history with the user who did it."""
+        try:
+            act()
+        except XJobsError as error:
+            self.message_user(
+                request,
+                f"Could not {verb} {job.name} {job.pk}: {error.code}: {error.message} — "
+                f"{_admin_hint(error, job.state)}",
+                messages.WARNING,
+            )
+        else:
+            self.log_change(request, job, f"{done} from the admin.")
+            self.message_user(request, f"{done}: {job.name} {job.pk}", messages.SUCCESS)
 
 
 class _ViewOnly(_LibraryRows):

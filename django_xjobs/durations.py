@@ -1,4 +1,8 @@
-"""Durations: a ``timedelta``, a number of seconds, or a string such as ``"2h30m"`` -> seconds."""
+"""Durations: a ``timedelta``, a number of seconds, or a string such as ``"2h30m"`` -> seconds.
+
+One parser for every duration (DESIGN §7). In Python and settings a number is seconds and a
+string needs a unit; on the command line, where every value is text, a bare number is seconds.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ _UNITS = {
     "w": 604800,
 }
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|sec|min|hr|s|m|h|d|w)")
+_DECIMAL = re.compile(r"[+-]?\d+(?:\.\d+)?")
 _ISO = re.compile(
     r"P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
     r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
@@ -51,6 +56,27 @@ def parse_duration(value: Duration, *, field: str = "duration") -> float:
     return seconds
 
 
+def parse_command_line(raw: str | None, *, flag: str) -> float | None:
+    """A duration option's text in seconds, a bare number being seconds (``--older-than 30``);
+    ``None`` when the option was not given::
+
+        parse_command_line("30", flag="--older-than")  # 30.0
+        parse_command_line("2h", flag="--older-than")  # 7200.0
+    """
+    if raw is None:
+        return None
+    number = _number(raw)
+    try:
+        return parse_duration(raw if number is None else number, field=flag)
+    except (DurationInvalidError, InvariantError) as error:
+        # the same rule, told in the shell's words: no timedelta, no quotes
+        wrong = "must be above zero" if isinstance(error, InvariantError) else "is not a duration"
+        raise type(error)(
+            f"{flag} {raw} {wrong}",
+            hint='give seconds (30) or a duration with a unit ("500ms", "5m", "2h30m", "3d")',
+        ) from None
+
+
 def parse_optional(value: Duration | None, *, field: str) -> float | None:
     """``parse_duration`` that lets ``None`` (meaning "not set") through."""
     return None if value is None else parse_duration(value, field=field)
@@ -67,7 +93,17 @@ def _parse_text(text: str, field: str) -> float:
         parts = _PART.findall(compact.lower())
         if parts and "".join(n + u for n, u in parts) == compact.lower():
             return sum(float(number) * _UNITS[unit] for number, unit in parts)
+    if _number(text) is not None:
+        raise DurationInvalidError(
+            f"{field}={text!r} has no unit",
+            hint=f'write "{text.strip()}s" for seconds, or pass the number {text.strip()} (not a string)',
+        )
     raise DurationInvalidError(f"{field}={text!r} is not a duration")
+
+
+def _number(text: str) -> float | None:
+    """A plain decimal such as ``30``, ``-5`` or ``0.5``; None for anything else."""
+    return float(text) if _DECIMAL.fullmatch(text.strip()) else None
 
 
 def format_seconds(seconds: float) -> str:

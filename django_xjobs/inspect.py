@@ -7,6 +7,7 @@ around them (DESIGN §3). Each looks the driver up when it is called, takes a jo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -14,6 +15,7 @@ from uuid import UUID
 from . import conf, registry
 from .drivers import get_driver
 from .drivers.base import JobDriver, JobSnapshot, StepRecord
+from .durations import Duration, parse_duration
 from .errors import InvariantError, JobNotFoundError
 from .history import FailedAttempt
 from .retry import retry_schedule
@@ -166,40 +168,29 @@ def list_jobs(
     return [_summary(row) for row in rows]
 
 
-def prune_jobs(*, older_than: float, states: list[str], batch: int = 1000) -> int:
-    """Delete finished jobs (in ``states``) last updated more than ``older_than`` seconds ago,
-    with their steps, ``batch`` rows per transaction so no lock is held for long::
+#: What ``prune`` deletes when no state is named: never ``dead``, whose jobs wait for an operator.
+PRUNE_DEFAULT_STATES = ("done", "failed", "cancelled")
+FINISHED_STATES = ("done", "dead", "failed", "cancelled")
 
-    prune_jobs(older_than=30 * 86400, states=["done", "cancelled"])
+
+def prune_jobs(
+    *, older_than: Duration, states: Sequence[str] | None = None, dry_run: bool = False
+) -> dict[str, int]:
+    """Delete finished jobs last updated more than ``older_than`` ago, with their steps, and
+    return how many went per state. Without ``states``: done, failed and cancelled; a ``dead``
+    job is deleted only when ``"dead"`` is named. ``dry_run`` counts and deletes nothing::
+
+        prune_jobs(older_than="30d")  # {"done": 120, "failed": 3, "cancelled": 0}
+        prune_jobs(older_than="90d", states=["dead"], dry_run=True)  # {"dead": 7}
     """
-    from datetime import timedelta
-
-    from django.db import transaction
-    from django.utils import timezone
-
-    from .models import Job, JobStep
-
-    finished = {"done", "dead", "failed", "cancelled"}
-    if not states or set(states) - finished:
+    seconds = parse_duration(older_than, field="older_than")
+    chosen = list(PRUNE_DEFAULT_STATES if states is None else dict.fromkeys(states))
+    if not chosen or set(chosen) - set(FINISHED_STATES):
         raise InvariantError(
-            f"prune states {states!r} must be finished states",
-            hint=f"choose from {sorted(finished)}",
+            f"prune states {chosen!r} must be finished states",
+            hint=f"choose from {', '.join(FINISHED_STATES)}",
         )
-    alias = conf.get().database
-    cutoff = timezone.now() - timedelta(seconds=older_than)
-    deleted = 0
-    while True:
-        with transaction.atomic(using=alias):
-            rows = list(
-                Job.objects.using(alias)
-                .filter(state__in=states, updated_at__lt=cutoff)
-                .order_by("updated_at")
-                .values_list("id", "run_id")[:batch]
-            )
-            if not rows:
-                return deleted
-            JobStep.objects.using(alias).filter(run_id__in=[r[1] for r in rows]).delete()
-            deleted += Job.objects.using(alias).filter(id__in=[r[0] for r in rows]).delete()[0]
+    return get_driver().prune(older_than=seconds, states=chosen, dry_run=bool(dry_run))
 
 
 def _summary(row: JobSnapshot) -> dict[str, Any]:

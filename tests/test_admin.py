@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import User
 from django.utils import timezone
 
@@ -60,7 +61,7 @@ def test_actions_go_through_the_operator_api_and_report_each_row(admin_client):
         follow=True,
     )
     text = response.content.decode()
-    assert "queued again" in text and "X_JOB_NOT_RETRYABLE" in text
+    assert "Queued again" in text and "X_JOB_NOT_RETRYABLE" in text
     assert Job.objects.get(id=dead).state == "ready"
     admin_client.post(
         "/admin/django_xjobs/job/",
@@ -263,7 +264,7 @@ def test_retry_from_a_chosen_step_on_the_detail_page(admin_client):
     response = admin_client.post(
         f"/admin/django_xjobs/job/{job_id}/retry-from-step/", {"step": "b"}, follow=True
     )
-    assert "queued again from step &#x27;b&#x27;" in response.content.decode()
+    assert "Queued again from step &#x27;b&#x27;" in response.content.decode()
     row = Job.objects.get(id=job_id)
     assert row.state == "ready"
     assert [s.name for s in get_driver().steps.list(row.run_id)] == ["a"]
@@ -272,3 +273,125 @@ def test_retry_from_a_chosen_step_on_the_detail_page(admin_client):
     )
     assert "X_JOB_NOT_RETRYABLE" in refused.content.decode()
     assert admin_client.get(f"/admin/django_xjobs/job/{job_id}/retry-from-step/").status_code == 403
+
+
+# --- operator safety (issue 10, item 6) and unknown job names (item 3) --------------------------
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+def test_the_job_page_is_read_only_without_save_buttons(admin_client):
+    job_id = jobs.ok.enqueue(n=30).id
+    page = admin_client.get(f"/admin/django_xjobs/job/{job_id}/change/")
+    text = page.content.decode()
+    assert page.status_code == 200 and "tests.jobs.ok" in text
+    for button in ('name="_save"', 'name="_continue"', 'name="_addanother"', "deletelink"):
+        assert button not in text, button
+    posted = admin_client.post(
+        f"/admin/django_xjobs/job/{job_id}/change/", {"state": "done"}, follow=True
+    )
+    assert any("not edited by hand" in m for m in messages_of(posted))
+    assert Job.objects.get(id=job_id).state == "ready"
+    assert not LogEntry.objects.exists()
+
+
+def test_retry_and_cancel_write_the_admin_history_with_the_user(admin_client):
+    """Each retry and cancel that acted is a LogEntry by the user; a refused one is not."""
+    dead = jobs.terminal.enqueue(n=31).id
+    finished = jobs.ok.enqueue(n=33).id
+    run_until_idle()
+    ready = jobs.ok.enqueue(n=32).id
+    for action, ids in (("retry_selected", [dead]), ("cancel_selected", [ready, finished])):
+        admin_client.post("/admin/django_xjobs/job/", {"action": action, "_selected_action": ids})
+    history = {
+        (e.object_id, e.user.username, e.action_flag, e.change_message)
+        for e in LogEntry.objects.all()
+    }
+    assert history == {
+        (str(dead), "admin", CHANGE, "Queued again from the admin."),
+        (str(ready), "admin", CHANGE, "Cancelled from the admin."),
+    }
+    assert Job.objects.get(id=finished).state == "done"
+
+
+def test_messages_keep_job_names_as_written(admin_client):
+    dead = jobs.terminal.enqueue(n=34).id
+    run_until_idle()
+    response = admin_client.post(
+        "/admin/django_xjobs/job/",
+        {"action": "retry_selected", "_selected_action": [str(dead)]},
+        follow=True,
+    )
+    assert messages_of(response) == [f"Queued again: tests.jobs.terminal {dead}"]
+    text = response.content.decode()
+    assert f"Queued again: tests.jobs.terminal {dead}" in text and "Tests.jobs" not in text
+
+
+def test_a_refused_cancel_says_what_to_do_in_the_admin(admin_client):
+    dead = jobs.terminal.enqueue(n=35).id
+    run_until_idle()
+    response = admin_client.post(
+        "/admin/django_xjobs/job/",
+        {"action": "cancel_selected", "_selected_action": [str(dead)]},
+        follow=True,
+    )
+    [message] = messages_of(response)
+    assert message.startswith(f"Could not cancel tests.jobs.terminal {dead}: X_JOB_NOT_CANCELLABLE")
+    assert "“Retry selected jobs”" in message
+    assert "retry_job(" not in message and "force=True" not in message
+    assert Job.objects.get(id=dead).state == "dead" and not LogEntry.objects.exists()
+
+
+def test_the_last_error_column_is_one_short_line_with_the_full_text_on_hover(admin_client):
+    from django_xjobs import inspect
+    from django_xjobs.admin import SHORT_ERROR
+
+    job_id = jobs.ok.enqueue(n=36).id
+    reason = "the customer wrote in to ask that " + "we stop this order please " * 12
+    inspect.cancel_job(job_id, reason=reason.strip())
+    text = admin_client.get("/admin/django_xjobs/job/").content.decode()
+    cell = re.search(r'<span class="xjobs-error" title="([^"]*)">([^<]*)</span>', text)
+    assert cell is not None
+    assert cell.group(1) == reason.strip()
+    assert cell.group(2).endswith("…") and len(cell.group(2)) == SHORT_ERROR
+    # the browser keeps it on one line however wide a word is
+    assert re.search(r"\.xjobs-error \{[^}]*max-width: 22em;[^}]*text-overflow: ellipsis", text)
+
+
+def park_an_unknown_job(n: int) -> str:
+    """A queued job whose name no process registers any more (a rename): a run parks it."""
+    job_id = jobs.ok.enqueue(n=n).id
+    Job.objects.filter(id=job_id).update(name="tests.jobs.renamed_away")
+    run_until_idle()
+    row = Job.objects.get(id=job_id)
+    assert row.state == "suspended" and row.last_error.startswith("X_JOB_UNKNOWN")
+    return str(job_id)
+
+
+def test_parked_unknown_jobs_have_a_filter_and_a_label(admin_client):
+    parked = park_an_unknown_job(40)
+    jobs.ok.enqueue(n=41)
+    suspended_otherwise = jobs.ok.enqueue(n=42).id
+    Job.objects.filter(id=suspended_otherwise).update(state="suspended", last_error="slept")
+    filtered = admin_client.get("/admin/django_xjobs/job/?unknown=parked")
+    assert [str(j.id) for j in filtered.context["cl"].result_list] == [parked]
+    text = filtered.content.decode()
+    assert "parked: no process registers the name" in text  # the filter itself
+    assert text.count("(unknown job)</span>") == 1
+    anywhere = admin_client.get("/admin/django_xjobs/job/?unknown=here")
+    assert [str(j.id) for j in anywhere.context["cl"].result_list] == [parked]
+
+
+def test_the_queue_overview_counts_parked_unknown_jobs(admin_client):
+    park_an_unknown_job(43)
+    park_an_unknown_job(44)
+    jobs.on_other_queue.enqueue(n=45)
+    page = admin_client.get("/admin/django_xjobs/job/queues/")
+    rows = {r["queue"]: r for r in page.context["rows"]}
+    assert (rows["default"]["suspended"], rows["default"]["unknown"]) == (2, 2)
+    assert rows["other"]["unknown"] == 0 and page.context["unknown_total"] == 2
+    text = page.content.decode()
+    assert "of them unknown job" in text
+    assert 'href="/admin/django_xjobs/job/?queue__exact=default&amp;unknown=parked"' in text

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
-from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from django_xjobs import inspect
+from django_xjobs.errors import XJobsError
 from django_xjobs.models import Job
 from django_xjobs.testing import run_until_idle
 from tests import jobs
@@ -105,18 +105,101 @@ def test_dead_queues_and_manifest(db):
     assert "task tests.daily" in xjobs("manifest")
 
 
-def test_prune_deletes_old_finished_jobs_only(db):
-    old_done = str(jobs.ok.enqueue(n=1).id)
+def test_prune_keeps_dead_jobs_unless_named_and_reports_each_state(harness):
+    """Item 6: without --state a prune never deletes dead jobs; --dry-run only counts; the
+    counts are per state; a bare --older-than number is seconds. Both drivers."""
+    stepped = jobs.five_steps.enqueue(token="prune").id
+    failed = jobs.no_dead_letter.enqueue(n=1).id
+    dead = jobs.terminal.enqueue(n=1).id
+    cancelled = jobs.ok.enqueue(n=2).id
+    inspect.cancel_job(cancelled)
     run_until_idle()
-    Job.objects.filter(id=old_done).update(
-        updated_at=Job.objects.get(id=old_done).updated_at - timedelta(days=40)
+    run_id = harness.row(stepped).run_id
+    assert harness.driver.steps.list(run_id)
+    harness.advance(3600)
+    fresh = jobs.ok.enqueue(n=4).id
+    run_until_idle()
+    live = jobs.ok.using(delay="1h").enqueue(n=3).id
+    everything = {stepped, failed, dead, cancelled, fresh, live}
+    assert {harness.row(i).state for i in everything} == {
+        "done",
+        "failed",
+        "dead",
+        "cancelled",
+        "delayed",
+    }
+
+    dry = json.loads(xjobs("prune", "--older-than", "60", "--dry-run", "--json"))
+    assert dry == {
+        "dry_run": True,
+        "older_than": 60.0,
+        "states": {"done": 1, "failed": 1, "cancelled": 1},
+        "total": 3,
+    }
+    assert all(harness.row(i) is not None for i in everything)
+
+    text = xjobs("prune", "--older-than", "60")
+    assert text.startswith("deleted 3 job(s) older than 1m: done 1, failed 1, cancelled 1")
+    assert "add --state dead" in text
+    assert {i for i in everything if harness.row(i) is not None} == {dead, fresh, live}
+    assert harness.driver.steps.list(run_id) == []
+
+    named = json.loads(xjobs("prune", "--older-than", "1m", "--state", "dead", "--json"))
+    assert named["states"] == {"dead": 1} and named["total"] == 1
+    assert {i for i in everything if harness.row(i) is not None} == {fresh, live}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"older_than": "30"}, "X_DURATION_INVALID"),  # in Python a string needs a unit
+        ({"older_than": 0}, "X_INVARIANT"),
+        ({"older_than": "1d", "states": ["ready"]}, "X_INVARIANT"),
+        ({"older_than": "1d", "states": []}, "X_INVARIANT"),
+    ],
+)
+def test_prune_refuses_bad_arguments(db, kwargs, code):
+    with pytest.raises(XJobsError) as caught:
+        inspect.prune_jobs(**kwargs)
+    assert caught.value.code == code
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5"])
+def test_a_bad_older_than_is_one_error_in_the_shells_words(db, value):
+    with pytest.raises(CommandError) as caught:
+        xjobs("prune", f"--older-than={value}")
+    message = str(caught.value)
+    assert message.startswith(("X_DURATION_INVALID", "X_INVARIANT")), message
+    assert f"--older-than {value}" in message and "timedelta" not in message
+
+
+def test_global_options_work_after_the_action():
+    """``manage.py xjobs ls --settings X -v 2``: argparse subparsers used to refuse them."""
+    from django_xjobs.management.commands.xjobs import Command
+
+    parser = Command().create_parser("manage.py", "xjobs")
+    after = parser.parse_args(["ls", "--settings", "tests.settings", "-v", "2", "--traceback"])
+    assert (after.verbosity, after.settings, after.traceback) == (2, "tests.settings", True)
+    before = parser.parse_args(["-v", "3", "--settings", "x", "ls", "--state", "dead"])
+    assert (before.verbosity, before.settings, before.state) == (3, "x", "dead")
+    assert parser.parse_args(["queues"]).verbosity == 1
+
+
+GLOBAL_OPTIONS_AFTER = ("--settings=tests.settings", "-v", "2", "--no-color")
+
+
+@pytest.mark.process
+def test_global_options_after_the_action_in_a_real_process(transactional_db):
+    done = subprocess.run(
+        [sys.executable, str(MANAGE), "xjobs", "queues", "--json", *GLOBAL_OPTIONS_AFTER],
+        env=worker_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
-    fresh_dead = dead_job()
-    live = str(jobs.ok.enqueue(n=2).id)
-    assert json.loads(xjobs("prune", "--older-than", "30d", "--json")) == {"deleted": 1}
-    assert set(Job.objects.values_list("id", flat=True)) == {uuid.UUID(fresh_dead), uuid.UUID(live)}
-    with pytest.raises(CommandError, match="X_DURATION_INVALID"):
-        xjobs("prune", "--older-than", "soon")
+    assert done.returncode == 0, done.stderr
+    assert "totals" in json.loads(done.stdout)
 
 
 @pytest.mark.process

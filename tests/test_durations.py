@@ -10,7 +10,12 @@ from decimal import Decimal
 
 import pytest
 
-from django_xjobs.durations import format_seconds, parse_duration, parse_optional
+from django_xjobs.durations import (
+    format_seconds,
+    parse_command_line,
+    parse_duration,
+    parse_optional,
+)
 from django_xjobs.errors import DurationInvalidError, InvariantError, XJobsError
 
 # --- accepted forms -------------------------------------------------------------------------
@@ -248,3 +253,96 @@ def test_format_seconds_round_trips(text):
     assert parse_duration(format_seconds(parse_duration(text))) == pytest.approx(
         parse_duration(text)
     )
+
+
+# --- one parser everywhere (issue 10, item 6) ------------------------------------------------
+
+
+def test_a_bare_numeric_string_in_python_says_it_needs_a_unit():
+    """In Python and settings a string needs a unit; the error shows the fix."""
+    with pytest.raises(DurationInvalidError) as caught:
+        parse_duration("30", field="delay")
+    assert str(caught.value).startswith("X_DURATION_INVALID: delay='30' has no unit")
+    assert '"30s"' in caught.value.hint
+
+
+def test_a_bare_numeric_string_in_settings_is_refused_and_a_number_is_seconds():
+    from django_xjobs.conf import validate
+    from django_xjobs.errors import ConfigInvalidError
+
+    with pytest.raises(ConfigInvalidError, match=r"POLL_INTERVAL.*has no unit"):
+        validate({"POLL_INTERVAL": "5"})
+    assert validate({"POLL_INTERVAL": 5}).poll_interval == 5.0
+    assert validate({"POLL_INTERVAL": "5s"}).poll_interval == 5.0
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30", 30.0), ("0.5", 0.5), ("90s", 90.0), ("2h30m", 9000.0)]
+)
+def test_on_the_command_line_a_bare_number_is_seconds(text, seconds):
+    assert parse_command_line(text, flag="--older-than") == seconds
+
+
+def test_an_option_not_given_stays_none():
+    assert parse_command_line(None, flag="--poll-interval") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "wrong"),
+    [
+        ("0", InvariantError, "must be above zero"),
+        ("-5", InvariantError, "must be above zero"),
+        ("soon", DurationInvalidError, "is not a duration"),
+        ("inf", DurationInvalidError, "is not a duration"),
+    ],
+)
+def test_a_bad_command_line_duration_is_told_in_the_shells_words(text, error, wrong):
+    with pytest.raises(error) as caught:
+        parse_command_line(text, flag="--older-than")
+    assert caught.value.message == f"--older-than {text} {wrong}"
+    assert "timedelta" not in str(caught.value) and "seconds (30)" in caught.value.hint
+
+
+# every duration option of every command goes through parse_command_line
+DURATION_OPTIONS = [
+    ("xjobs", ["prune"], "--older-than"),
+    ("xjobs_worker", ["--burst"], "--visibility-timeout"),
+    ("xjobs_worker", ["--burst"], "--poll-interval"),
+    ("xjobs_relay", ["--once"], "--interval"),
+    ("xjobs_relay", ["--once"], "--claim-lease"),
+    ("xjobs_scheduler", [], "--tick-interval"),
+    ("xjobs_scheduler", [], "--leader-ttl"),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "flag"), DURATION_OPTIONS)
+def test_every_duration_option_shares_the_command_line_parser(db, command, args, flag):
+    """Refusing ``0`` in the shell's words proves the option went through the one parser."""
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError) as caught:
+        call_command(command, *args, f"{flag}=0")
+    assert str(caught.value).startswith(f"X_INVARIANT: {flag} 0 must be above zero")
+
+
+def test_bare_numbers_are_accepted_by_the_relay(db):
+    """``--claim-lease 30`` used to be handed to the settings parser, which wants a unit."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("xjobs_relay", "--once", "--claim-lease", "30", "--interval", "1", stdout=out)
+    assert out.getvalue().strip() == "published 0"
+
+
+@pytest.mark.parametrize("delay", [0, 0.0, timedelta(0)])
+def test_delay_zero_means_now_on_both_drivers(harness, delay):
+    """``delay=0`` is not refused as a non-positive duration: the job is due at once."""
+    from django_xjobs.testing import run_until_idle
+    from tests import jobs
+
+    job_id = jobs.ok.using(delay=delay).enqueue(n=70).id
+    assert harness.row(job_id).state == "ready"
+    assert [e.job.id for e in run_until_idle()] == [job_id]
+    assert harness.row(job_id).state == "done"

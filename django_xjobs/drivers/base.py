@@ -300,6 +300,12 @@ class JobDriver(Protocol):
     def outbox_store(self, alias: str) -> OutboxStore:
         """The outbox that stages enqueues made inside ``atomic()`` on database ``alias``."""
 
+    def prune(
+        self, *, older_than: float, states: Sequence[str], dry_run: bool = False
+    ) -> dict[str, int]:
+        """Delete jobs in the finished ``states`` last updated over ``older_than`` seconds ago,
+        with their steps; the count per state (with ``dry_run``: what would go, nothing does)."""
+
     def close(self) -> None: ...
 
 

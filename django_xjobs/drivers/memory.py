@@ -436,6 +436,20 @@ class MemoryDriver:
             callback()
         return row
 
+    def prune(
+        self, *, older_than: float, states: Sequence[str], dry_run: bool = False
+    ) -> dict[str, int]:
+        cutoff = self._now() - timedelta(seconds=older_than)
+        counts = dict.fromkeys(states, 0)
+        with self._lock:
+            doomed = [r for r in self._rows.values() if r.state in counts and r.updated_at < cutoff]
+            for row in doomed:
+                counts[row.state] += 1
+                if not dry_run:
+                    del self._rows[row.id]
+                    self._steps.pop(row.run_id, None)
+        return counts
+
     def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> _Subscription:
         subscription = _Subscription(set(queues), callback, self)
         with self._lock:

@@ -278,6 +278,22 @@ class PostgresDriver:
 
     # --- wake-ups ---------------------------------------------------------------------------
 
+    def prune(
+        self, *, older_than: float, states: Sequence[str], dry_run: bool = False
+    ) -> dict[str, int]:
+        params: dict[str, Any] = {"states": list(states), "older_than": older_than, "batch": 1000}
+        counts = dict.fromkeys(states, 0)
+        if dry_run:
+            counts.update(dict(self._run("prune_count", params)))
+            return counts
+        while True:  # one short transaction per batch: no lock is held for long
+            with transaction.atomic(using=self.using):
+                gone = [state for (state,) in self._run("prune", params)]
+            for state in gone:
+                counts[state] += 1
+            if len(gone) < params["batch"]:
+                return counts
+
     def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> Listener:
         listener = Listener(self.using, CHANNEL, callback, set(queues))
         listener.start()

@@ -222,3 +222,29 @@ USING ordered o, target t
 WHERE s.id = o.id
   AND o.position >= t.position
 RETURNING s.name;
+
+-- name: prune_count
+-- What `prune` would delete, per state (xjobs prune --dry-run).
+SELECT state, count(*)
+FROM x_jobs
+WHERE state = ANY(%(states)s::text[])
+  AND updated_at < now() - make_interval(secs => %(older_than)s)
+GROUP BY state;
+
+-- name: prune
+-- Delete up to `batch` finished jobs last updated before the cutoff, and their steps. Rows a
+-- concurrent retry holds are skipped (SKIP LOCKED) and left for the next prune.
+WITH doomed AS (
+    SELECT id, run_id
+    FROM x_jobs
+    WHERE state = ANY(%(states)s::text[])
+      AND updated_at < now() - make_interval(secs => %(older_than)s)
+    ORDER BY updated_at
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+), steps AS (
+    DELETE FROM x_job_steps WHERE run_id IN (SELECT run_id FROM doomed)
+)
+DELETE FROM x_jobs
+WHERE id IN (SELECT id FROM doomed)
+RETURNING state;

@@ -233,7 +233,7 @@ class Worker:
 
         try:
             for state, older_than in retention.items():
-                deleted = prune_jobs(older_than=older_than, states=[state])
+                deleted = prune_jobs(older_than=older_than, states=[state])[state]
                 if deleted:
                     log.event(logging.INFO, "xjobs.worker.pruned", state=state, deleted=deleted)
         except Exception as error:

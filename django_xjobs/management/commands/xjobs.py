@@ -6,16 +6,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from ... import inspect
-from ...durations import parse_duration
-from ...errors import XJobsError
+from ... import conf, inspect
+from ...durations import format_seconds, parse_command_line
+from ...worker.preflight import preflight
+from ..command import XJobsCommand, accept_global_options
 
-TERMINAL = ("done", "dead", "failed", "cancelled")
+TERMINAL = inspect.FINISHED_STATES
 
 
-class Command(BaseCommand):
+class Command(XJobsCommand):
     help = "Inspect and operate jobs: ls, show, cancel, retry, dead, queues, manifest, prune."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -24,6 +25,7 @@ class Command(BaseCommand):
         def action(name: str, help_text: str) -> Any:
             sub = actions.add_parser(name, help=help_text)
             sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+            accept_global_options(parser, sub)
             return sub
 
         ls = action("ls", "list jobs, newest first")
@@ -44,15 +46,26 @@ class Command(BaseCommand):
         dead.add_argument("--limit", type=int, default=50)
         action("queues", "per-queue counts and the oldest ready job's age")
         action("manifest", "every declared job and task")
-        prune = action("prune", "delete finished jobs (and their steps) older than a duration")
-        prune.add_argument("--older-than", required=True, help='e.g. "30d"')
-        prune.add_argument("--state", action="append", choices=TERMINAL, help="repeatable")
+        prune = action(
+            "prune", "delete finished jobs and their steps (dead ones only with --state dead)"
+        )
+        prune.add_argument(
+            "--older-than", required=True, help='seconds, or with a unit: "90m", "30d"'
+        )
+        prune.add_argument(
+            "--state",
+            action="append",
+            choices=TERMINAL,
+            help="repeatable (default: done, failed, cancelled; dead only when named)",
+        )
+        prune.add_argument(
+            "--dry-run", action="store_true", help="print what would be deleted; delete nothing"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            result, text = getattr(self, f"_{options['action']}")(options)
-        except XJobsError as error:
-            raise CommandError(str(error)) from None
+        if options["action"] != "manifest":  # the manifest is code, not rows
+            preflight(conf.get())
+        result, text = getattr(self, f"_{options['action']}")(options)
         if options["json"]:
             self.stdout.write(json.dumps(result, indent=2, default=str))
         else:
@@ -133,10 +146,16 @@ class Command(BaseCommand):
         return manifest, "\n".join(lines)
 
     def _prune(self, o: dict[str, Any]) -> tuple[Any, str]:
-        seconds = parse_duration(o["older_than"], field="--older-than")
-        states = o["state"] or list(TERMINAL)
-        deleted = inspect.prune_jobs(older_than=seconds, states=states)
-        return {"deleted": deleted}, f"deleted {deleted} job(s)"
+        seconds = parse_command_line(o["older_than"], flag="--older-than") or 0.0  # required
+        counts = inspect.prune_jobs(older_than=seconds, states=o["state"], dry_run=o["dry_run"])
+        total = sum(counts.values())
+        verb = "would delete" if o["dry_run"] else "deleted"
+        each = ", ".join(f"{state} {n}" for state, n in counts.items())
+        text = f"{verb} {total} job(s) older than {format_seconds(seconds)}: {each}"
+        if "dead" not in counts:
+            text += "\ndead jobs are kept for an operator; add --state dead to delete them too"
+        result = {"dry_run": o["dry_run"], "older_than": seconds, "states": counts, "total": total}
+        return result, text
 
 
 def _attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:

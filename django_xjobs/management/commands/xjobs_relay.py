@@ -5,18 +5,19 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ... import conf
-from ...errors import XJobsError
+from ...durations import parse_command_line
 from ...outbox.postgres import PostgresOutboxStore
 from ...outbox.relay import Relay
 from ...worker.preflight import preflight
+from ..command import XJobsCommand
 from ..lifecycle import run_until_signalled
-from .xjobs_worker import _duration, _log_to_console
+from .xjobs_worker import _log_to_console
 
 
-class Command(BaseCommand):
+class Command(XJobsCommand):
     help = "Publish jobs staged in the transactional outbox (x_outbox) to the job store."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -26,8 +27,8 @@ class Command(BaseCommand):
             help='outbox database alias (repeatable; default: XJOBS["OUTBOX_DATABASES"])',
         )
         parser.add_argument("--batch-size", type=int, help="rows per pass (default 100)")
-        parser.add_argument("--interval", help='pause between idle passes, e.g. "200ms"')
-        parser.add_argument("--claim-lease", help='how long a claim holds rows, e.g. "30s"')
+        parser.add_argument("--interval", help='pause between idle passes: seconds, or "200ms"')
+        parser.add_argument("--claim-lease", help='how long a claim holds rows: seconds, or "1m"')
         parser.add_argument("--relay-id", help="the name in claimed_by (default relay-<uuid>)")
         parser.add_argument(
             "--once", action="store_true", help="publish everything pending, then exit"
@@ -45,24 +46,22 @@ class Command(BaseCommand):
             )
         if options["batch_size"] is not None and options["batch_size"] < 1:
             raise CommandError("X_INVARIANT: --batch-size must be at least 1")
-        try:
-            interval = _duration(options["interval"], "--interval")
-            preflight(settings)
-            relays = []
-            for alias in aliases:
-                preflight(settings, database=alias, table="x_outbox")
-                store = PostgresOutboxStore(alias, claim_lease=options["claim_lease"])
-                relays.append(
-                    Relay(
-                        store=store,
-                        batch_size=options["batch_size"],
-                        interval=interval,
-                        relay_id=options["relay_id"],
-                        database=alias,
-                    )
+        interval = parse_command_line(options["interval"], flag="--interval")
+        claim_lease = parse_command_line(options["claim_lease"], flag="--claim-lease")
+        preflight(settings)
+        relays = []
+        for alias in aliases:
+            preflight(settings, database=alias, table="x_outbox")
+            store = PostgresOutboxStore(alias, claim_lease=claim_lease)
+            relays.append(
+                Relay(
+                    store=store,
+                    batch_size=options["batch_size"],
+                    interval=interval,
+                    relay_id=options["relay_id"],
+                    database=alias,
                 )
-        except XJobsError as error:
-            raise CommandError(str(error)) from None
+            )
         if options["once"]:
             total = sum(_drain(relay) for relay in relays)
             self.stdout.write(f"published {total}")

@@ -4,32 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ... import conf, tasks
-from ...errors import XJobsError
+from ...durations import parse_command_line
 from ...scheduler.role import Scheduler
 from ...worker.preflight import preflight
+from ..command import XJobsCommand
 from ..lifecycle import run_until_signalled
-from .xjobs_worker import _duration, _log_to_console
+from .xjobs_worker import _log_to_console
 
 
-class Command(BaseCommand):
+class Command(XJobsCommand):
     help = "Dispatch cron tasks: one leader across all schedulers fires each occurrence once."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--tick-interval", help='pause between rounds (default "1s")')
-        parser.add_argument("--leader-ttl", help='leadership lease (default "30s")')
+        parser.add_argument(
+            "--tick-interval", help='pause between rounds: seconds, or "500ms" (default 1)'
+        )
+        parser.add_argument("--leader-ttl", help='leadership lease: seconds, or "1m" (default 30)')
         parser.add_argument("--holder", help="this scheduler's name (default scheduler-<uuid>)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_console(options["verbosity"])
-        try:
-            tick = _duration(options["tick_interval"], "--tick-interval") or 1.0
-            ttl = _duration(options["leader_ttl"], "--leader-ttl") or 30.0
-            preflight(conf.get(), table="x_scheduler_state")
-        except XJobsError as error:
-            raise CommandError(str(error)) from None
+        tick = parse_command_line(options["tick_interval"], flag="--tick-interval") or 1.0
+        ttl = parse_command_line(options["leader_ttl"], flag="--leader-ttl") or 30.0
+        preflight(conf.get(), table="x_scheduler_state")
         if ttl < 2 * tick:
             raise CommandError(
                 "X_INVARIANT: --leader-ttl must be at least two ticks, or leadership lapses between rounds"

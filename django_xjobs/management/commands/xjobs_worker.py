@@ -7,17 +7,17 @@ import sys
 import threading
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ... import conf, registry
-from ...durations import parse_duration
-from ...errors import XJobsError
+from ...durations import parse_command_line
 from ...worker.preflight import preflight
 from ...worker.worker import Worker
+from ..command import XJobsCommand
 from ..lifecycle import run_until_signalled
 
 
-class Command(BaseCommand):
+class Command(XJobsCommand):
     help = "Run jobs: claim due jobs from the given queues and run them on a pool of threads."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -31,8 +31,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--burst", action="store_true", help="run what is due, then exit once idle"
         )
-        parser.add_argument("--visibility-timeout", help='lease length, e.g. "30s"')
-        parser.add_argument("--poll-interval", help='idle re-check interval, e.g. "1s"')
+        parser.add_argument("--visibility-timeout", help='lease length: seconds, or "30s", "5m"')
+        parser.add_argument("--poll-interval", help='idle re-check interval: seconds, or "500ms"')
         parser.add_argument("--worker-id", help="name in claimed_by (default: worker-<uuid>)")
         parser.add_argument(
             "--with-scheduler",
@@ -57,12 +57,9 @@ class Command(BaseCommand):
         concurrency = options["concurrency"]
         if concurrency is not None and concurrency < 1:
             raise CommandError("X_INVARIANT: --concurrency must be at least 1")
-        try:
-            visibility = _duration(options["visibility_timeout"], "--visibility-timeout")
-            poll = _duration(options["poll_interval"], "--poll-interval")
-            preflight(settings)
-        except XJobsError as error:
-            raise CommandError(str(error)) from None
+        visibility = parse_command_line(options["visibility_timeout"], flag="--visibility-timeout")
+        poll = parse_command_line(options["poll_interval"], flag="--poll-interval")
+        preflight(settings)
         worker = Worker(
             queues=queues,
             concurrency=concurrency,
@@ -142,23 +139,6 @@ def _parse_queues(raw: str | None, known: set[str]) -> list[str]:
             'XJOBS["QUEUES"]'
         )
     return queues
-
-
-def _duration(raw: str | None, flag: str) -> float | None:
-    if raw is None:
-        return None
-    try:
-        return parse_duration(float(raw) if _is_number(raw) else raw, field=flag)
-    except XJobsError as error:
-        raise CommandError(str(error)) from None
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _log_to_console(verbosity: int) -> None:

@@ -1,0 +1,79 @@
+"""What every ``xjobs`` management command shares: a failure is one line with its code and fix.
+
+Before ``migrate``, or with the database down, an operator should read what to do, not a
+traceback. ``XJobsCommand.execute`` is the one place a library error or a database error that got
+past a store becomes a ``CommandError`` (Django prints it as one line and exits non-zero).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, InterfaceError, OperationalError
+
+from ..drivers import sql
+from ..errors import DriverUnavailableError, XJobsError
+
+# SQLSTATEs of a schema that is behind the code: a table or a column a migration adds
+_SCHEMA_BEHIND = {"42P01": "table", "42703": "column"}
+_GLOBAL_OPTIONS = (
+    "verbosity",
+    "settings",
+    "pythonpath",
+    "traceback",
+    "no_color",
+    "force_color",
+    "skip_checks",
+)
+
+
+class XJobsCommand(BaseCommand):
+    """A command whose errors are one line: ``CommandError: X_CODE: what happened — the fix``."""
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        try:
+            return super().execute(*args, **options)
+        except (XJobsError, DatabaseError) as error:
+            if options.get("traceback"):
+                raise  # asked for: the whole story, not the one line
+            if isinstance(error, DatabaseError):
+                error = database_error(error, options.get("database"))
+            raise CommandError(str(error)) from None
+
+
+def database_error(error: DatabaseError, alias: Any = None) -> DriverUnavailableError:
+    """A database error as the operator's fix, told apart by SQLSTATE (never by message text)."""
+    where = f"database {alias!r}" if isinstance(alias, str) else "the database"
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    state = sql.sqlstate(error)
+    if state in _SCHEMA_BEHIND:
+        return DriverUnavailableError(
+            f"{where} is missing a {_SCHEMA_BEHIND[state]} django_xjobs needs ({first})",
+            hint="run: python manage.py migrate",
+        )
+    if isinstance(error, OperationalError | InterfaceError):
+        return DriverUnavailableError(
+            f"cannot reach {where}: {first}",
+            hint="check DATABASE_URL / DATABASES and that PostgreSQL is running",
+        )
+    return DriverUnavailableError(
+        f"{where} refused a statement: {first}",
+        hint="run: python manage.py migrate, then retry; rerun with --traceback to see where",
+    )
+
+
+def accept_global_options(parent: argparse.ArgumentParser, sub: argparse.ArgumentParser) -> None:
+    """Let Django's global options follow a subcommand (``xjobs ls --settings X -v 2``).
+
+    argparse gives a subparser only its own options, so each one repeats the global ones; their
+    defaults are suppressed so that, when absent, the value given before the subcommand stands.
+    """
+    for action in parent._actions:
+        if action.dest in _GLOBAL_OPTIONS:
+            repeated = copy.copy(action)
+            repeated.default = argparse.SUPPRESS
+            repeated.help = argparse.SUPPRESS
+            sub._add_action(repeated)
