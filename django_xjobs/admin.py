@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 from urllib.parse import urlencode
+from uuid import UUID
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -172,6 +173,15 @@ class JobAdmin(_LibraryRows):
                 messages.WARNING,
             )
             return HttpResponseRedirect(request.path)
+        moved = self._collapsed_into(object_id)
+        if moved is not None:
+            self.message_user(
+                request,
+                f"Job {object_id} was staged and, at publish, collapsed into this live job with "
+                "the same idempotency key.",
+                messages.INFO,
+            )
+            return HttpResponseRedirect(_url(self.admin_site, "django_xjobs_job_change", moved))
         buttons = {
             "show_save": False,
             "show_save_and_continue": False,
@@ -181,6 +191,16 @@ class JobAdmin(_LibraryRows):
         return super().change_view(
             request, object_id, form_url, {**buttons, **(extra_context or {})}
         )
+
+    def _collapsed_into(self, object_id: str) -> Any:
+        """The job a staged id that names no row collapsed into, if it did."""
+        try:
+            wanted = UUID(str(object_id))
+        except ValueError:
+            return None
+        if Job.objects.filter(pk=wanted).exists():
+            return None
+        return inspect.collapsed_into(wanted)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Job._meta.fields] + [

@@ -7,7 +7,11 @@ with the same idempotency key still answers for the staged id. (SPEC OUTBOX-01/0
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import transaction
 from django.test import override_settings
 
@@ -146,3 +150,44 @@ def test_run_until_idle_publishes_what_the_test_staged_on_both_drivers(in_test_t
     runs = run_until_idle()
     assert sorted(r.job.id for r in runs) == sorted(staged)
     assert {r.outcome for r in runs} == {"completed"}
+
+
+# --- the operator's views of a collapsed id ------------------------------------------------------
+
+
+def test_xjobs_show_answers_for_a_collapsed_id_and_says_so(live):
+    existing = jobs.ok.enqueue(n=10)
+    with transaction.atomic():
+        staged = jobs.ok.enqueue(n=10)
+    out = io.StringIO()
+    call_command("xjobs", "show", str(staged.id), stdout=out)
+    text = out.getvalue()
+    assert text.splitlines()[0] == f"tests.jobs.ok  {existing.id}"
+    assert f"asked for {staged.id}" in text and "collapsed into this live job" in text
+    out = io.StringIO()
+    call_command("xjobs", "show", str(staged.id), "--json", stdout=out)
+    shown = json.loads(out.getvalue())
+    assert (shown["id"], shown["collapsed_from"]) == (str(existing.id), str(staged.id))
+
+
+def test_xjobs_show_of_a_rolled_back_id_is_one_line_not_found(live):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        result = jobs.ok.enqueue(n=11)
+        raise RuntimeError("rolled back")
+    with pytest.raises(CommandError) as caught:
+        call_command("xjobs", "show", str(result.id))
+    assert str(caught.value).startswith(f"X_JOB_NOT_FOUND: no job {result.id} exists")
+
+
+def test_the_admin_redirects_a_collapsed_id_to_the_job_it_became(live_postgres, client):
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.create_superuser("admin", "admin@example.com", "pw"))
+    with override_settings(XJOBS=AUTO):
+        existing = jobs.ok.enqueue(n=12)
+        with transaction.atomic():
+            staged = jobs.ok.enqueue(n=12)
+    page = client.get(f"/admin/django_xjobs/job/{staged.id}/change/", follow=True)
+    assert page.redirect_chain == [(f"/admin/django_xjobs/job/{existing.id}/change/", 302)]
+    assert "collapsed into this live job" in page.content.decode()
+    assert client.get(f"/admin/django_xjobs/job/{existing.id}/change/").status_code == 200

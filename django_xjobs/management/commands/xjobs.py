@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandParser
 
 from ... import conf, inspect
 from ...durations import format_seconds, parse_command_line
+from ...errors import JobNotFoundError
 from ...worker.preflight import preflight
 from ..command import XJobsCommand, accept_global_options
 
@@ -83,9 +84,18 @@ class Command(XJobsCommand):
     def _show(self, o: dict[str, Any]) -> tuple[Any, str]:
         job = inspect.inspect_job(o["job_id"])
         if job is None:
-            raise CommandError(f"X_JOB_NOT_FOUND: no job {o['job_id']} exists")
-        lines = [
-            f"{job['name']}  {job['id']}",
+            raise JobNotFoundError(
+                f"no job {o['job_id']} exists",
+                hint="an id enqueue() returned inside atomic() names a job once that transaction "
+                "commits; python manage.py xjobs ls lists recent jobs",
+            )
+        lines = [f"{job['name']}  {job['id']}"]
+        if "collapsed_from" in job:
+            lines.append(
+                f"  (asked for {job['collapsed_from']}: that enqueue was staged and, at publish, "
+                "collapsed into this live job with the same idempotency key)"
+            )
+        lines += [
             f"  state      {job['state']}  (attempt {job['attempt']} of {job['max_attempts']})",
             f"  queue      {job['queue']}  priority {job['priority']}",
             f"  key        {job['idempotency_key']}",
