@@ -42,11 +42,11 @@ lint: $(VENV)/.installed  ## ruff, formatting, type hints, and models in step wi
 	$(BIN)/mypy
 	$(BIN)/python -m django makemigrations --check --dry-run --settings=tests.settings
 
-docs: $(VENV)/.docs-installed  ## the documentation site in docs/_build/html; warnings fail
-	$(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+docs: $(VENV)/.docs-installed  ## the documentation site in build/docs; warnings fail
+	$(BIN)/python -m sphinx -E -W --keep-going -q -b html docs build/docs
 
 bench: $(VENV)/.installed  ## W1-W3 throughput and latency figures (not a test; empties x_jobs)
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info docs/_build
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info build
