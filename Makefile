@@ -1,24 +1,37 @@
 # The two commands of the README, plus the checks CI runs.
 # Needs only Python 3.11+: a virtualenv is made in $(VENV), and PostgreSQL is embedded unless
 # DATABASE_URL points at a server.
+#
+# Each target installs only the extra it needs, behind its own marker file: `make demo` the
+# small `demo` extra (seconds), `make test`/`lint` the `dev` extra, `make docs` the `docs` extra.
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint docs bench clean
 
 $(BIN)/python:
-	$(PYTHON) -c 'import sys; sys.exit("django-xjobs needs Python 3.11+" if sys.version_info < (3, 11) else 0)'
+	@$(PYTHON) -c 'import sys; sys.exit("django-xjobs needs Python 3.11+" if sys.version_info < (3, 11) else 0)'
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(PIP) install --upgrade pip
+	$(PIP) install -e '.[dev]'
 	touch $@
 
-demo: $(VENV)/.installed  ## enqueue three jobs and run a worker until they settle
-	$(BIN)/python example_project/run_demo.py
+# the demo's path skips the pip upgrade and the linters: the venv's own pip is good enough
+$(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
+	$(PIP) install -e '.[demo]'
+	touch $@
+
+$(VENV)/.docs-installed: pyproject.toml | $(BIN)/python
+	$(PIP) install -e '.[docs]'
+	touch $@
+
+demo: $(VENV)/.demo-installed  ## enqueue five jobs and run a worker until they settle
+	@$(BIN)/python example_project/run_demo.py
 
 test: $(VENV)/.installed  ## the whole suite, on PostgreSQL
 	$(BIN)/python -m pytest
@@ -29,8 +42,11 @@ lint: $(VENV)/.installed  ## ruff, formatting, type hints, and models in step wi
 	$(BIN)/mypy
 	$(BIN)/python -m django makemigrations --check --dry-run --settings=tests.settings
 
+docs: $(VENV)/.docs-installed  ## the documentation site in build/docs; warnings fail
+	$(BIN)/python -m sphinx -E -W --keep-going -q -b html docs build/docs
+
 bench: $(VENV)/.installed  ## W1-W3 throughput and latency figures (not a test; empties x_jobs)
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info build

@@ -12,7 +12,7 @@ once per ``STATS_INTERVAL`` seconds per process (SPEC MET-01)::
     from prometheus_client import generate_latest
     generate_latest(metrics.registry())  # b'# HELP xjobs_queue_depth ...'
 
-See docs/monitoring.md for every series.
+See docs/reference/metrics.md for every series.
 """
 
 from __future__ import annotations

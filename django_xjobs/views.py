@@ -7,7 +7,7 @@
 It is not authenticated: keep it off the public internet (network rules, a reverse proxy that
 only lets Prometheus in) or wrap it in a check of your own, such as a bearer token Prometheus
 sends. Without ``prometheus-client`` installed it answers 501 with the install command. See
-docs/monitoring.md.
+docs/howto/monitoring.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""``make demo``: start PostgreSQL if DATABASE_URL is unset, migrate, run the demo command."""
+"""``make demo``: start PostgreSQL if DATABASE_URL is unset, migrate, run the demo command.
+
+A database that cannot be reached or set up ends the demo with one line, the error's code and
+the fix, and exit status 1: a traceback would bury the one thing to do.
+"""
 
 import os
 import sys
@@ -8,22 +12,33 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 
-def main() -> None:
+def main() -> int:
     from django_xjobs.testing.postgres import database_url
 
-    if "DATABASE_URL" not in os.environ:
+    given = "DATABASE_URL" in os.environ
+    if not given:
         print("DATABASE_URL is not set: starting a throwaway embedded PostgreSQL ...", flush=True)
     os.environ["DATABASE_URL"] = database_url()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
 
     import django
-    from django.core.management import call_command
+    from demo.failure import one_line
+    from django.core.management import CommandError, call_command
+    from django.db import Error as DatabaseError
 
     django.setup()
-    call_command("migrate", verbosity=0)
-    print("migrated; the x_* tables are ready", flush=True)
-    call_command("xjobs_demo")
+    try:
+        call_command("migrate", verbosity=0)
+        print("migrated; the x_* tables are ready", flush=True)
+        call_command("xjobs_demo")
+    except DatabaseError as error:
+        print(one_line(error, given_url=given), file=sys.stderr)
+        return 1
+    except CommandError as error:  # the demo command's own one line
+        print(error, file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,4 +1,5 @@
-"""Three jobs that show the three ways a job ends."""
+"""Five jobs: one that succeeds, one retried, one terminal, one of durable steps, and one
+staged by a view in the same transaction as its order (the outbox)."""
 
 from django_xjobs import Retry, TerminalError, job, task
 

@@ -1,4 +1,4 @@
-"""``manage.py xjobs_demo``: enqueue three jobs, run a worker until they settle, show the end."""
+"""``manage.py xjobs_demo``: enqueue five jobs, run a worker until they settle, show the end."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import threading
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.db import Error as DatabaseError
 from django.test import Client
 
+from demo.failure import one_line
 from demo.jobs import charge_card, onboard_customer, send_welcome_email, sync_account
 from django_xjobs import inspect_job, publish_event
+from django_xjobs.errors import XJobsError
 from django_xjobs.models import Job, JobStep
 from django_xjobs.worker.worker import Worker
 
@@ -27,6 +30,12 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            self._demo(options["timeout"])
+        except (XJobsError, DatabaseError) as error:  # e.g. the database is down or unmigrated
+            raise CommandError(one_line(error)) from None
+
+    def _demo(self, timeout: float) -> None:
         n = random.randint(1000, 9999)  # fresh keys, so a second demo run is not deduped
         results = [
             send_welcome_email.enqueue(user_id=n),
@@ -58,7 +67,7 @@ class Command(BaseCommand):
         thread.start()
         seen: dict[Any, tuple[str, int]] = {}
         confirmed = False
-        deadline = time.monotonic() + options["timeout"]
+        deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:
                 rows = list(Job.objects.filter(id__in=ids))
@@ -92,15 +101,16 @@ class Command(BaseCommand):
 
     def _steps(self, job_id: Any) -> str:
         trace = inspect_job(job_id) or {"steps": []}
-        lines = ["steps of onboard_customer (stored in x_job_steps, replayed after a crash):"]
+        lines = [
+            "steps of demo.jobs.onboard_customer (stored in x_job_steps, replayed after a crash):"
+        ]
         for step in trace["steps"]:
             took = f"{step['duration']:.2f}s" if step["duration"] is not None else "-"
             lines.append(f"  {step['name']:<18} {step['status']:<10} {took:>7}  {step['output']}")
         return "\n".join(lines) + "\n"
 
     def _progress(self, row: Job) -> str:
-        short = row.name.rsplit(".", 1)[-1]
-        text = f"  {short:<24} {row.state:<9} attempt {row.attempt}/{row.max_attempts}"
+        text = f"  {row.name:<34} {row.state:<9} attempt {row.attempt} of {row.max_attempts}"
         if row.state in ("ready", "delayed") and row.last_error:
             text += f"  retrying after: {row.last_error}"
         if row.state == "suspended":
@@ -115,7 +125,7 @@ class Command(BaseCommand):
             outcome = row.result if row.state == "done" else row.last_error
             lines.append(
                 (
-                    row.name.rsplit(".", 1)[-1],
+                    row.name,  # as the admin, `xjobs show` and the log lines spell it
                     row.state,
                     f"{row.attempt} of {row.max_attempts}",
                     row.stop_reason or "-",

@@ -1,0 +1,244 @@
+"""The reference pages keep step with the code: every error code, ``XJOBS`` key and default,
+system check, log event and metric the package defines is documented, and nothing documented
+there is gone from the code.
+
+The names are read from the code (the error classes, ``conf.DEFAULTS``, the ``log.event`` calls,
+the metric names in ``metrics.py``), not from a list kept here, so a name added later fails
+these tests until the reference page lists it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from django_xjobs import conf, errors
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "django_xjobs"
+REFERENCE = ROOT / "docs" / "reference"
+
+
+def page(name: str) -> str:
+    return (REFERENCE / name).read_text()
+
+
+def first_column(text: str) -> set[str]:
+    """The backquoted names in the first cell of every table row of a page."""
+    return {m for m in re.findall(r"^\| `([^`]+)` \|", text, flags=re.M)}
+
+
+@cache
+def modules() -> tuple[tuple[Path, ast.Module], ...]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "migrations" not in path.parts:
+            found.append((path, ast.parse(path.read_text(), filename=str(path))))
+    return tuple(found)
+
+
+def string_constants() -> Iterator[tuple[Path, str]]:
+    for path, tree in modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                yield path, node.value
+
+
+# --- error codes ------------------------------------------------------------------------------
+
+
+def coded_classes(base: type) -> Iterator[type]:
+    for cls in base.__subclasses__():
+        yield cls
+        yield from coded_classes(cls)
+
+
+def error_codes() -> set[str]:
+    """Every code the package can raise: each error class's own ``code``, the ``CODES`` table,
+    and every ``code="X_..."`` given to a class at a raise site."""
+    codes = {cls.code for cls in coded_classes(errors._Coded)} | set(errors.CODES)
+    for _path, tree in modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "code":
+                value = node.value
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    codes.add(value.value)
+    return codes
+
+
+def test_every_error_code_is_in_the_error_reference():
+    documented = first_column(page("errors.md"))
+    codes = error_codes()
+    assert len(codes) > 20  # the reading above found the classes
+    assert sorted(codes - documented) == []
+
+
+def test_the_error_reference_lists_no_code_the_package_lacks():
+    documented = {name for name in first_column(page("errors.md")) if name.startswith("X_")}
+    assert sorted(documented - error_codes()) == []
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+
+def literal(value: Any) -> str:
+    """A default as the settings page writes it: JSON-style strings, Python for the rest."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def settings_rows() -> dict[str, str]:
+    rows = re.findall(r"^\| `([A-Z][A-Z_]+)` \| ([^|]+) \|", page("settings.md"), flags=re.M)
+    return dict(rows)
+
+
+def test_every_xjobs_key_and_its_default_is_in_the_settings_reference():
+    rows = settings_rows()
+    missing = sorted(set(conf.DEFAULTS) - set(rows))
+    assert missing == [], f"XJOBS keys without a row in docs/reference/settings.md: {missing}"
+    wrong = {
+        key: (rows[key].strip(), literal(default))
+        for key, default in conf.DEFAULTS.items()
+        if f"`{literal(default)}`" not in rows[key]
+    }
+    assert wrong == {}, "the settings page's default cell must show the default in backquotes"
+
+
+def test_the_settings_reference_lists_no_key_the_code_lacks():
+    assert sorted(set(settings_rows()) - set(conf.DEFAULTS)) == []
+
+
+def test_every_system_check_id_is_in_the_settings_reference():
+    ids = {
+        match
+        for _path, text in string_constants()
+        for match in re.findall(r"^django_xjobs\.[EW]\d{3}$", text)
+    }
+    assert len(ids) >= 6
+    documented = first_column(page("settings.md"))
+    assert sorted(ids - documented) == []
+
+
+# --- log events -------------------------------------------------------------------------------
+
+
+def log_aliases(tree: ast.Module) -> set[str]:
+    """The names this module gave ``django_xjobs.log`` (``from . import log as events``)."""
+    return {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level > 0 and node.module is None
+        for alias in node.names
+        if alias.name == "log"
+    }
+
+
+def calls_of_log_event(
+    node: ast.AST, aliases: set[str], outer: list[ast.AST]
+) -> Iterator[tuple[ast.Call, list[ast.AST]]]:
+    """Each ``log.event(...)`` call under ``node``, with the functions it sits in."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        outer = [*outer, node]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "event"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id in aliases
+    ):
+        yield node, outer
+    for child in ast.iter_child_nodes(node):
+        yield from calls_of_log_event(child, aliases, outer)
+
+
+def event_calls() -> Iterator[tuple[Path, ast.Call, list[ast.AST]]]:
+    for path, tree in modules():
+        for call, outer in calls_of_log_event(tree, log_aliases(tree), []):
+            yield path, call, outer
+
+
+def constant_arguments(function: str, index: int) -> set[str]:
+    """Every string literal passed as positional argument ``index`` to ``function``."""
+    found = set()
+    for _path, tree in modules():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or len(node.args) <= index:
+                continue
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            argument = node.args[index]
+            if name == function and isinstance(argument, ast.Constant):
+                found.add(argument.value)
+    return found
+
+
+def event_names() -> set[str]:
+    """Every event name the package logs. A name built from a parameter
+    (``f"{name}.signal"``) is expanded with the literals the callers pass for it; a name
+    that cannot be read from the code fails, so it cannot go undocumented unseen."""
+    names: set[str] = set()
+    for path, call, outer in event_calls():
+        where = f"{path.relative_to(ROOT)}:{call.lineno}"
+        assert len(call.args) >= 2, f"log.event without a name at {where}"
+        name = call.args[1]
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            names.add(name.value)
+            continue
+        parts = name.values if isinstance(name, ast.JoinedStr) else []
+        shape = [type(part).__name__ for part in parts]
+        assert shape == ["FormattedValue", "Constant"], f"unreadable event name at {where}"
+        head, tail = parts
+        assert isinstance(head, ast.FormattedValue) and isinstance(head.value, ast.Name)
+        assert isinstance(tail, ast.Constant)
+        function = outer[-1]
+        assert isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef), where
+        index = [a.arg for a in function.args.args].index(head.value.id)
+        prefixes = constant_arguments(function.name, index)
+        assert prefixes, f"no caller of {function.name} names the event prefix at {where}"
+        names |= {f"{prefix}{tail.value}" for prefix in prefixes}
+    return names
+
+
+def documented_events() -> set[str]:
+    """Events in the tables of the log events page; one row may name two (`a` / `b`)."""
+    text = page("log-events.md")
+    rows = re.findall(r"^\| (`xjobs\.[^|]+) \|", text, flags=re.M)
+    return {name for row in rows for name in re.findall(r"`(xjobs\.[a-z_.]+)`", row)}
+
+
+def test_every_log_event_is_in_the_log_events_reference():
+    names = event_names()
+    assert len(names) > 30
+    assert "xjobs.worker.signal" in names  # the f-string names were expanded
+    assert sorted(names - documented_events()) == []
+
+
+def test_the_log_events_reference_lists_no_event_the_code_lacks():
+    assert sorted(documented_events() - event_names()) == []
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def metric_names() -> set[str]:
+    source = PACKAGE / "metrics.py"
+    return {
+        text
+        for path, text in string_constants()
+        if path == source and re.fullmatch(r"xjobs_[a-z_]+", text)
+    }
+
+
+def test_every_metric_is_in_the_metrics_reference():
+    names = metric_names()
+    assert {"xjobs_queue_depth", "xjobs_jobs_total"} <= names
+    documented = first_column(page("metrics.md"))
+    assert sorted(names - documented) == []
+
+
+def test_the_metrics_reference_lists_no_series_the_code_lacks():
+    documented = {name for name in first_column(page("metrics.md")) if name.startswith("xjobs_")}
+    assert sorted(documented - metric_names()) == []
