@@ -66,7 +66,7 @@ def _check_jobs() -> list[checks.CheckMessage]:
     if capped:
         from .drivers import get_driver
 
-        if getattr(get_driver(), "leases", None) is None:
+        if get_driver().leases is None:
             found.append(
                 checks.Error(
                     f"jobs {', '.join(capped)} declare concurrency, and the driver has no lease store",

@@ -145,22 +145,14 @@ def _read_database(now: float) -> DatabaseStats:
 def scheduler_leaders() -> list[str]:
     """The holder of the unexpired scheduler leadership, if any (a list of at most one).
 
-    Read from ``x_scheduler_leader`` on the driver's database, with the database's clock (the
-    one the scheduler's lease is judged by). The memory driver keeps no such row: ``[]``.
+    Read from the driver's scheduler store, on its clock (on PostgreSQL the database's, the
+    one the scheduler's lease is judged by).
     """
-    from django.db.models.functions import Now
-
     from .drivers import get_driver
-    from .models import SchedulerLeader
     from .scheduler.role import LEADER_KEY
 
-    driver = get_driver()
-    if driver.name != "postgres":
-        return []
-    rows = SchedulerLeader.objects.using(driver.using).filter(  # type: ignore[attr-defined]
-        lock_key=LEADER_KEY, expires_at__gt=Now()
-    )
-    return sorted(rows.values_list("holder", flat=True))
+    holder = get_driver().scheduler_store().leader(LEADER_KEY)
+    return [] if holder is None else [holder]
 
 
 # --- the Prometheus side ----------------------------------------------------------------------

@@ -342,6 +342,7 @@ def test_outbox_09_10_se_35_a_failed_publish_stops_the_batch_and_releases_the_re
 
     class FailsOnThird:
         name = "memory"
+        database = None  # not a database: nothing to share a transaction with
 
         def __init__(self):
             self.enqueued = []
@@ -397,6 +398,7 @@ def test_outbox_17_se_34_a_failing_pass_is_logged_and_the_loop_goes_on(live_outb
 
     class Driver:
         name = "test"
+        database = None  # not a database: nothing to share a transaction with
 
         def enqueue(self, request):
             published.append(request.input)
@@ -419,6 +421,7 @@ def test_outbox_18_se_33_stop_waits_for_the_pass_in_flight(live_outbox):
 
     class SlowDriver:
         name = "test"
+        database = None  # not a database: nothing to share a transaction with
 
         def enqueue(self, request):
             entered.set()

@@ -17,6 +17,7 @@ from ..history import FailedAttempt, Failure
 
 if TYPE_CHECKING:
     from ..outbox.store import OutboxStore
+    from ..scheduler.store import SchedulerStore
 
 LIVE_STATES = ("ready", "delayed", "running", "suspended")
 CLAIMABLE_STATES = ("ready", "delayed", "suspended")
@@ -243,9 +244,16 @@ class Notifier(Protocol):
 
 
 class JobDriver(Protocol):
-    """A job store. Every write on a claimed row is fenced on ``state='running'`` and its token."""
+    """A job store. Every write on a claimed row is fenced on ``state='running'`` and its token.
 
+    This protocol is the only door to storage: callers never ask a driver its name or probe it
+    for attributes, so a third driver needs no edit outside its own module.
+    """
+
+    #: a label for logs and reports (never a switch)
     name: str
+    #: the Django database alias holding the jobs, or None when they are not in a database
+    database: str | None
 
     def enqueue(self, request: EnqueueRequest) -> EnqueueResult: ...
 
@@ -299,6 +307,9 @@ class JobDriver(Protocol):
 
     def outbox_store(self, alias: str) -> OutboxStore:
         """The outbox that stages enqueues made inside ``atomic()`` on database ``alias``."""
+
+    def scheduler_store(self) -> SchedulerStore:
+        """The cron scheduler's watermarks and leader lease, beside these jobs."""
 
     def prune(
         self, *, older_than: float, states: Sequence[str], dry_run: bool = False

@@ -16,14 +16,6 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ..clock import SystemClock
-from ..errors import (
-    InvariantError,
-    JobDuplicateError,
-    JobNotCancellableError,
-    JobNotFoundError,
-    JobNotRetryableError,
-    XJobsError,
-)
 from ..history import KEEP, LAPSED, FailedAttempt
 from ..ids import uuid7
 from .base import (
@@ -40,62 +32,18 @@ from .base import (
 )
 from .memory_leases import MemoryLeaseStore
 from .memory_steps import MemoryEventStore, MemoryStepStore
+from .rules import (
+    CANCELLED,
+    cancel_refusal,
+    live_duplicate,
+    not_found,
+    requeue_refusal,
+    unknown_step,
+)
 
 if TYPE_CHECKING:
     from ..outbox.store import OutboxStore
-
-# --- the operator actions' rules, shared by both drivers so they refuse alike (SPEC DRV-04 g/k)
-
-CANCELLED = "cancelled"
-
-
-def not_found(job_id: UUID) -> JobNotFoundError:
-    return JobNotFoundError(
-        f"no job {job_id} exists", hint="check the id; python manage.py xjobs ls lists the jobs"
-    )
-
-
-def cancel_refusal(job_id: UUID, state: str) -> XJobsError | None:
-    """Why a job in ``state`` cannot be cancelled, or None (DESIGN Q-09: done/dead/failed)."""
-    if state in LIVE_STATES or state == CANCELLED:
-        return None
-    if state == "done":
-        hint = "it already completed; there is nothing left to cancel"
-    else:
-        hint = f"it already stopped; retry it with retry_job({str(job_id)!r}) or leave it"
-    return JobNotCancellableError(f"job {job_id} is {state!r} and cannot be cancelled", hint=hint)
-
-
-def requeue_refusal(job_id: UUID, state: str, force: bool) -> XJobsError | None:
-    """Why a job in ``state`` cannot be requeued, or None (DESIGN Q-03: dead, failed, and
-    cancelled only with force)."""
-    if state in ("dead", "failed") or (state == CANCELLED and force):
-        return None
-    if state == CANCELLED:
-        hint = "it was cancelled on purpose; pass force=True (--force) to run it again"
-    elif state == "done":
-        hint = "it completed; enqueue it again instead"
-    else:
-        hint = f"it has not finished; wait for it, or cancel_job({str(job_id)!r}) it first"
-    return JobNotRetryableError(f"job {job_id} is {state!r} and cannot be retried", hint=hint)
-
-
-def requeue_states(force: bool) -> list[str]:
-    return ["dead", "failed", CANCELLED] if force else ["dead", "failed"]
-
-
-def unknown_step(job_id: UUID, step: str, names: list[str]) -> InvariantError:
-    return InvariantError(
-        f"job {job_id} has no step {step!r} in its run; nothing was changed",
-        hint=f"its steps, oldest first: {', '.join(map(repr, names)) or '(none)'}",
-    )
-
-
-def live_duplicate(job_id: UUID, live_id: UUID | None) -> JobDuplicateError:
-    return JobDuplicateError(
-        f"job {job_id} cannot be retried: live job {live_id} holds its idempotency key",
-        hint="let that job finish or cancel it, then retry this one",
-    )
+    from ..scheduler.store import SchedulerStore
 
 
 @dataclass
@@ -112,6 +60,7 @@ class _Subscription:
 
 class MemoryDriver:
     name = "memory"
+    database: str | None = None
 
     def __init__(self, clock: Any = None) -> None:
         self.clock = clock or SystemClock()
@@ -124,6 +73,7 @@ class MemoryDriver:
         self.leases = MemoryLeaseStore(self)
         self.events = MemoryEventStore(self)
         self._outbox: OutboxStore | None = None
+        self._scheduler: SchedulerStore | None = None
 
     def _now(self) -> datetime:
         return self.clock.now()
@@ -455,6 +405,15 @@ class MemoryDriver:
         with self._lock:
             self._subscriptions.append(subscription)
         return subscription
+
+    def scheduler_store(self) -> SchedulerStore:
+        """One in-process scheduler state per driver, on the driver's clock."""
+        with self._lock:
+            if self._scheduler is None:
+                from ..scheduler.store import MemorySchedulerStore
+
+                self._scheduler = MemorySchedulerStore(self.clock)
+            return self._scheduler
 
     def outbox_store(self, alias: str) -> OutboxStore:
         """One in-process outbox for every alias: memory has no transaction to stage in."""

@@ -6,32 +6,14 @@ driver's clock; a row is live while ``expires_at > now`` (SPEC SLOT-03/06, SE-08
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ..errors import InvariantError
+from .rules import check_limit, check_ttl
 
 if TYPE_CHECKING:
     from .memory import MemoryDriver
-
-
-def check_ttl(ttl: float) -> float:
-    """Both drivers refuse the same TTLs: a slot must outlive the moment it is granted."""
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
-        raise InvariantError(f"lease ttl={ttl!r} must be a finite number of seconds")
-    if ttl <= 0:
-        raise InvariantError(
-            f"lease ttl={ttl!r} must be positive", hint="pass the visibility timeout (SLOT-02)"
-        )
-    return float(ttl)
-
-
-def check_limit(limit: int) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise InvariantError(f"lease limit={limit!r} must be an integer")
-    return limit
 
 
 @dataclass

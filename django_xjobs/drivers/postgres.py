@@ -32,7 +32,9 @@ from .base import (
     QueueStats,
     check_claim_args,
 )
-from .memory import (
+from .postgres_leases import PostgresLeaseStore
+from .postgres_steps import PostgresEventStore, PostgresStepStore
+from .rules import (
     cancel_refusal,
     live_duplicate,
     not_found,
@@ -40,11 +42,10 @@ from .memory import (
     requeue_states,
     unknown_step,
 )
-from .postgres_leases import PostgresLeaseStore
-from .postgres_steps import PostgresEventStore, PostgresStepStore
 
 if TYPE_CHECKING:
     from ..outbox.store import OutboxStore
+    from ..scheduler.store import SchedulerStore
 
 STATEMENTS = sql.load(Path(__file__).with_name("postgres.sql"))
 CHANNEL = "xjobs"
@@ -62,6 +63,7 @@ class PostgresDriver:
 
     def __init__(self, using: str = "default") -> None:
         self.using = using
+        self.database: str | None = using
         self.steps = PostgresStepStore(using)
         self.leases = PostgresLeaseStore(using)
         self.events = PostgresEventStore(using)
@@ -298,6 +300,11 @@ class PostgresDriver:
         listener = Listener(self.using, CHANNEL, callback, set(queues))
         listener.start()
         return listener
+
+    def scheduler_store(self) -> SchedulerStore:
+        from ..scheduler.postgres import PostgresSchedulerStore
+
+        return PostgresSchedulerStore(self.using)
 
     def outbox_store(self, alias: str) -> OutboxStore:
         from ..outbox.postgres import PostgresOutboxStore

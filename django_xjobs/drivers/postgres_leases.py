@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import sql
-from .memory_leases import check_limit, check_ttl
+from .rules import check_limit, check_ttl
 
 STATEMENTS = sql.load(Path(__file__).with_name("leases.sql"))
 

@@ -14,7 +14,6 @@ from django.db import transaction
 from .. import conf
 from ..drivers import sql
 from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
-from ..drivers.postgres import PostgresDriver
 from ..ids import uuid7
 from .store import OutboxRow
 
@@ -75,7 +74,7 @@ class PostgresOutboxStore:
         # On the jobs' own database the insert and the mark commit together, so a relay killed
         # between them leaves nothing to publish twice; across databases the job's primary key
         # (the staged id) turns a second publish into a no-op (SPEC OUTBOX-12).
-        same_database = isinstance(driver, PostgresDriver) and driver.using == self.using
+        same_database = driver.database == self.using
         with transaction.atomic(using=self.using) if same_database else nullcontext():
             result = driver.enqueue(row.request())
             return result, self.mark_published(row.id, token, result.id)

@@ -40,5 +40,9 @@ class PostgresSchedulerStore:
     def release(self, key: str, holder: str) -> None:
         self._execute("release", {"key": key, "holder": holder})
 
+    def leader(self, key: str) -> str | None:
+        rows = self._execute("leader", {"key": key})
+        return rows[0][0] if rows else None
+
     def transaction(self) -> contextlib.AbstractContextManager[Any]:
         return transaction.atomic(using=self.using)

@@ -18,7 +18,7 @@ from ..drivers import get_driver
 from ..drivers.base import JobDriver
 from ..errors import XJobsError
 from ..ids import uuid7
-from .store import MemorySchedulerStore, NotLeaderError, SchedulerStore
+from .store import NotLeaderError, SchedulerStore
 
 LEADER_KEY = "scheduler"
 
@@ -57,7 +57,7 @@ class Scheduler:
         clock: Any = system_clock,
     ) -> None:
         self.driver = driver or get_driver()
-        self.store = store or _store_for(self.driver, clock)
+        self.store = store or self.driver.scheduler_store()
         self.task_names = task_names
         self.tick_interval, self.leader_ttl = tick_interval, leader_ttl
         self.holder = holder or f"scheduler-{uuid7()}"
@@ -248,11 +248,3 @@ def _occurrence_request(
         delay=None,
         tenant_id=None,
     )
-
-
-def _store_for(driver: JobDriver, clock: Any) -> SchedulerStore:
-    if driver.name == "postgres":
-        from .postgres import PostgresSchedulerStore
-
-        return PostgresSchedulerStore(driver.using)  # type: ignore[attr-defined]
-    return MemorySchedulerStore(clock)

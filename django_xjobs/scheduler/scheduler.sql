@@ -31,3 +31,7 @@ FOR SHARE;
 
 -- name: release
 DELETE FROM x_scheduler_leader WHERE lock_key = %(key)s AND holder = %(holder)s;
+
+-- name: leader
+-- Who leads now: the holder of an unexpired lease on the key, on the database clock.
+SELECT holder FROM x_scheduler_leader WHERE lock_key = %(key)s AND expires_at > now();

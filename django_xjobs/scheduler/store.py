@@ -16,16 +16,25 @@ class NotLeaderError(Exception):
 
 
 class SchedulerStore(Protocol):
-    def watermark(self, task: str) -> datetime | None: ...
+    """Watermarks and the leader lease; every time is the store's own clock (the database's)."""
 
-    def mark_fired(self, task: str, at: datetime) -> None: ...
+    def watermark(self, task: str) -> datetime | None:
+        """The last occurrence of ``task`` that fired, or None before its first."""
 
-    def acquire(self, key: str, holder: str, ttl: float) -> bool: ...
+    def mark_fired(self, task: str, at: datetime) -> None:
+        """Move the watermark forward to ``at``; never backward."""
+
+    def acquire(self, key: str, holder: str, ttl: float) -> bool:
+        """Take or renew the lease on ``key`` for ``ttl`` seconds; False while another holds it."""
 
     def confirm(self, key: str, holder: str) -> None:
         """Raise NotLeaderError unless ``holder`` still holds an unexpired lease on ``key``."""
 
-    def release(self, key: str, holder: str) -> None: ...
+    def release(self, key: str, holder: str) -> None:
+        """Give the lease up, only ``holder``'s own."""
+
+    def leader(self, key: str) -> str | None:
+        """The holder of the unexpired lease on ``key``, if any."""
 
     def transaction(self) -> contextlib.AbstractContextManager[Any]:
         """Dispatched jobs and the watermark advance commit together (DESIGN Q-07)."""
@@ -69,6 +78,11 @@ class MemorySchedulerStore:
         with self._lock:
             if self._leaders.get(key, ("",))[0] == holder:
                 del self._leaders[key]
+
+    def leader(self, key: str) -> str | None:
+        with self._lock:
+            current = self._leaders.get(key)
+            return current[0] if current and current[1] > self.clock.now() else None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

@@ -1,0 +1,89 @@
+"""The rules both drivers apply alike, in one place each imports, so they refuse the same
+input with the same error (SPEC DRV-04 g/k): the operator actions' refusals and the lease checks.
+"""
+
+from __future__ import annotations
+
+import math
+from uuid import UUID
+
+from ..errors import (
+    InvariantError,
+    JobDuplicateError,
+    JobNotCancellableError,
+    JobNotFoundError,
+    JobNotRetryableError,
+    XJobsError,
+)
+from .base import LIVE_STATES
+
+CANCELLED = "cancelled"
+
+
+def not_found(job_id: UUID) -> JobNotFoundError:
+    return JobNotFoundError(
+        f"no job {job_id} exists", hint="check the id; python manage.py xjobs ls lists the jobs"
+    )
+
+
+def cancel_refusal(job_id: UUID, state: str) -> XJobsError | None:
+    """Why a job in ``state`` cannot be cancelled, or None (DESIGN Q-09: done/dead/failed)."""
+    if state in LIVE_STATES or state == CANCELLED:
+        return None
+    if state == "done":
+        hint = "it already completed; there is nothing left to cancel"
+    else:
+        hint = f"it already stopped; retry it with retry_job({str(job_id)!r}) or leave it"
+    return JobNotCancellableError(f"job {job_id} is {state!r} and cannot be cancelled", hint=hint)
+
+
+def requeue_refusal(job_id: UUID, state: str, force: bool) -> XJobsError | None:
+    """Why a job in ``state`` cannot be requeued, or None (DESIGN Q-03: dead, failed, and
+    cancelled only with force)."""
+    if state in ("dead", "failed") or (state == CANCELLED and force):
+        return None
+    if state == CANCELLED:
+        hint = "it was cancelled on purpose; pass force=True (--force) to run it again"
+    elif state == "done":
+        hint = "it completed; enqueue it again instead"
+    else:
+        hint = f"it has not finished; wait for it, or cancel_job({str(job_id)!r}) it first"
+    return JobNotRetryableError(f"job {job_id} is {state!r} and cannot be retried", hint=hint)
+
+
+def requeue_states(force: bool) -> list[str]:
+    return ["dead", "failed", CANCELLED] if force else ["dead", "failed"]
+
+
+def unknown_step(job_id: UUID, step: str, names: list[str]) -> InvariantError:
+    return InvariantError(
+        f"job {job_id} has no step {step!r} in its run; nothing was changed",
+        hint=f"its steps, oldest first: {', '.join(map(repr, names)) or '(none)'}",
+    )
+
+
+def live_duplicate(job_id: UUID, live_id: UUID | None) -> JobDuplicateError:
+    return JobDuplicateError(
+        f"job {job_id} cannot be retried: live job {live_id} holds its idempotency key",
+        hint="let that job finish or cancel it, then retry this one",
+    )
+
+
+# --- fleet slot leases (SPEC SLOT-*)
+
+
+def check_ttl(ttl: float) -> float:
+    """Both drivers refuse the same TTLs: a slot must outlive the moment it is granted."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
+        raise InvariantError(f"lease ttl={ttl!r} must be a finite number of seconds")
+    if ttl <= 0:
+        raise InvariantError(
+            f"lease ttl={ttl!r} must be positive", hint="pass the visibility timeout"
+        )
+    return float(ttl)
+
+
+def check_limit(limit: int) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvariantError(f"lease limit={limit!r} must be an integer")
+    return limit
