@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """What every part that reads the time takes: ``now()``, aware, in UTC. Time that two
+    processes compare comes from the database instead (its ``now()``)."""
+
+    def now(self) -> datetime: ...
 
 
 class SystemClock:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from ..clock import SystemClock
+from ..clock import Clock, SystemClock
 from ..history import KEEP, LAPSED, FailedAttempt
 from ..ids import uuid7
 from .base import (
@@ -62,7 +62,7 @@ class MemoryDriver:
     name = "memory"
     database: str | None = None
 
-    def __init__(self, clock: Any = None) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or SystemClock()
         self._rows: dict[UUID, JobSnapshot] = {}
         self._lock = threading.RLock()

@@ -18,7 +18,7 @@ from typing import Any
 from uuid import UUID
 
 from .. import conf
-from ..clock import SystemClock
+from ..clock import Clock, SystemClock
 from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
 from ..ids import uuid7
 from .store import OutboxRow
@@ -30,7 +30,7 @@ COLLAPSED_KEPT = 10_000
 class MemoryOutboxStore:
     transactional = False
 
-    def __init__(self, claim_lease: Any = None, clock: Any = None) -> None:
+    def __init__(self, claim_lease: Any = None, clock: Clock | None = None) -> None:
         self.claim_lease = (
             conf.get().outbox_claim_lease if claim_lease is None else conf.claim_lease(claim_lease)
         )

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import connections
 
 from .. import log, tasks
-from ..clock import system_clock
+from ..clock import Clock, system_clock
 from ..drivers import get_driver
 from ..drivers.base import JobDriver
 from ..errors import XJobsError
@@ -54,7 +54,7 @@ class Scheduler:
         tick_interval: float = 1.0,
         leader_ttl: float = 30.0,
         holder: str | None = None,
-        clock: Any = system_clock,
+        clock: Clock = system_clock,
     ) -> None:
         self.driver = driver or get_driver()
         self.store = store or self.driver.scheduler_store()

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from ..clock import SystemClock
+from ..clock import Clock, SystemClock
 
 
 class NotLeaderError(Exception):
@@ -43,7 +43,7 @@ class SchedulerStore(Protocol):
 class MemorySchedulerStore:
     """One process's scheduler state: monotonic like the database's (closes SPEC DRV-05)."""
 
-    def __init__(self, clock: Any = None) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or SystemClock()
         self._marks: dict[str, datetime] = {}
         self._leaders: dict[str, tuple[str, datetime]] = {}
