@@ -12,6 +12,7 @@
 
 from .classify import classify, register_error_retry, retry_class
 from .context import JobContext, Signal
+from .cron import CronHandle, cron, registered_crons
 from .definitions import JobHandle, job
 from .drivers.base import EnqueueResult
 from .errors import (
@@ -52,9 +53,9 @@ from .inspect import (
 )
 from .registry import get_job, registered_jobs
 from .retry import Retry, retry_schedule
-from .tasks import TaskHandle, registered_tasks, task
 
 __all__ = [
+    "CronHandle",
     "DriverUnavailableError",
     "DurationInvalidError",
     "EnqueueResult",
@@ -82,11 +83,11 @@ __all__ = [
     "Signal",
     "StepDuplicateError",
     "StepOutputInvalidError",
-    "TaskHandle",
     "TerminalError",
     "XJobsError",
     "cancel_job",
     "classify",
+    "cron",
     "get_job",
     "inspect_dead_letters",
     "inspect_job",
@@ -96,10 +97,9 @@ __all__ = [
     "job",
     "publish_event",
     "register_error_retry",
+    "registered_crons",
     "registered_jobs",
-    "registered_tasks",
     "retry_class",
     "retry_job",
     "retry_schedule",
-    "task",
 ]

@@ -7,7 +7,7 @@ Rows are read-only; retry and cancel go through ``django_xjobs.inspect``, the sa
   scheduler leader at a glance, and how many suspended rows are parked unknown job names;
 * ``job/?unknown=parked``: rows parked because no process registers their job name;
 * ``job/?state__exact=dead``: the dead letters, linked from every page as "Dead letters (N)";
-* ``job/tasks/``: every cron task with its policy, last firing, next run and the leader;
+* ``job/crons/``: every cron with its schedule and policy, last firing, next run and the leader;
 * ``outboxentry/``, ``joblease/``, ``schedulerstate/``: the staged rows, the fleet slots held
   and the scheduler's watermarks, view-only.
 """
@@ -211,14 +211,14 @@ class JobAdmin(_LibraryRows):
             "pretty_result",
         ]
 
-    # --- the queue overview and the scheduled tasks ---------------------------------------
+    # --- the queue overview and the cron schedules -----------------------------------------
 
     def get_urls(self) -> list[URLPattern]:
         # before the default patterns: "<path:object_id>/" would take "queues/" for a job id
         view = self.admin_site.admin_view
         return [
             path("queues/", view(self.queues_view), name="django_xjobs_job_queues"),
-            path("tasks/", view(self.tasks_view), name="django_xjobs_job_tasks"),
+            path("crons/", view(self.crons_view), name="django_xjobs_job_crons"),
             path(
                 "<path:object_id>/retry-from-step/",
                 view(self.retry_from_step_view),
@@ -287,43 +287,43 @@ class JobAdmin(_LibraryRows):
         )
         return TemplateResponse(request, "django_xjobs/admin/queues.html", context)
 
-    def tasks_view(self, request: HttpRequest) -> TemplateResponse:
-        """Every registered cron task: its schedule and policy, last firing, next run."""
-        from .tasks import registered_tasks
+    def crons_view(self, request: HttpRequest) -> TemplateResponse:
+        """Every registered cron: its schedule and policy, last firing, next run."""
+        from .cron import registered_crons
 
         alias = conf.get().database
         fired = dict(SchedulerState.objects.using(alias).values_list("task_name", "last_fired_at"))
         now = timezone.now()
-        tasks = []
-        for task in registered_tasks():
-            next_run = task.next_occurrence(now)
-            tasks.append(
+        crons = []
+        for handle in registered_crons():
+            next_run = handle.next_occurrence(now)
+            crons.append(
                 {
-                    "name": task.name,
-                    "origin": task.origin,
-                    "cron": task.cron,
-                    "tz": task.tz,
-                    "catch_up": task.catch_up,
-                    "max_catch_up": task.max_catch_up,
-                    "jobs": task.job_names(),
-                    "last_fired": fired.pop(task.name, None),
+                    "name": handle.name,
+                    "origin": handle.origin,
+                    "schedule": handle.schedule,
+                    "tz": handle.tz,
+                    "catch_up": handle.catch_up,
+                    "max_catch_up": handle.max_catch_up,
+                    "jobs": handle.job_names(),
+                    "last_fired": fired.pop(handle.name, None),
                     "next_run": next_run,
                     # formatted here: the template's date filter would turn it into TIME_ZONE
-                    "next_run_text": f"{next_run.astimezone(task.zone):%Y-%m-%d %H:%M} {task.tz}"
-                    + ("" if task.tz == "UTC" else f" ({next_run:%H:%M} UTC)"),
+                    "next_run_text": f"{next_run.astimezone(handle.zone):%Y-%m-%d %H:%M} {handle.tz}"
+                    + ("" if handle.tz == "UTC" else f" ({next_run:%H:%M} UTC)"),
                     "next_in": _age((next_run - now).total_seconds()),
                 }
             )
         context = self._page(
             request,
-            "Scheduled tasks",
-            page="tasks",
-            tasks=tasks,
+            "Cron schedules",
+            page="crons",
+            crons=crons,
             leader=_leader(alias),
-            # watermarks of tasks this code no longer declares (renamed or removed)
+            # watermarks of crons this code no longer declares (renamed or removed)
             orphans=sorted(fired.items()),
         )
-        return TemplateResponse(request, "django_xjobs/admin/tasks.html", context)
+        return TemplateResponse(request, "django_xjobs/admin/crons.html", context)
 
     # --- columns and fields ----------------------------------------------------------------
 
@@ -587,7 +587,7 @@ class JobLeaseAdmin(_ViewOnly):
 
 @admin.register(SchedulerState)
 class SchedulerStateAdmin(_ViewOnly):
-    """Each cron task's durable watermark: the last occurrence the scheduler fired."""
+    """Each cron's durable watermark: the last occurrence the scheduler fired."""
 
     list_display = ("task_name", "last_fired_at", "updated_at", "declared")
     search_fields = ("task_name",)
@@ -595,9 +595,9 @@ class SchedulerStateAdmin(_ViewOnly):
 
     @admin.display(description="declared in code", boolean=True)
     def declared(self, obj: SchedulerState) -> bool:
-        from .tasks import registered_tasks
+        from .cron import registered_crons
 
-        return obj.task_name in {t.name for t in registered_tasks()}
+        return obj.task_name in {c.name for c in registered_crons()}
 
 
 def _leader(alias: str) -> dict[str, Any] | None:
@@ -627,7 +627,7 @@ def _nav(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
         "xjobs_nav": [
             ("Queues", _url(site, "django_xjobs_job_queues")),
             (f"Dead letters ({dead})", f"{jobs}?state__exact=dead"),
-            ("Scheduled tasks", _url(site, "django_xjobs_job_tasks")),
+            ("Cron schedules", _url(site, "django_xjobs_job_crons")),
             ("Outbox", _url(site, "django_xjobs_outboxentry_changelist")),
             ("Fleet slots", _url(site, "django_xjobs_joblease_changelist")),
         ],

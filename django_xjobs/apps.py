@@ -11,6 +11,6 @@ class XJobsConfig(AppConfig):
         from . import checks  # noqa: F401  (registers the system checks)
 
         # Import every installed app's jobs.py, as the admin does with admin.py, so a worker
-        # knows every job the project declares.
+        # knows every job and cron the project declares. Only jobs.py: tasks.py belongs to
+        # django.tasks and Celery projects.
         autodiscover_modules("jobs")
-        autodiscover_modules("tasks")  # cron tasks may live beside the jobs or in tasks.py

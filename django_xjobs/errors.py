@@ -67,7 +67,7 @@ class DurationInvalidError(XJobsError):
 
 
 class JobDefinitionError(XJobsError):
-    """A job or task declaration is invalid; raised when the module defining it is imported.
+    """A job or cron declaration is invalid; raised when the module defining it is imported.
 
     Its ``code`` is the precise rule that failed (``X_INVARIANT``, ``X_IDEMPOTENCY_REQUIRED``,
     ``X_JOB_DUPLICATE``, ``X_DURATION_INVALID``, ...).

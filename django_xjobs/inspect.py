@@ -309,13 +309,13 @@ def inspect_outbox() -> dict[str, Any]:
 
 
 def inspect_manifest() -> dict[str, Any]:
-    """Every declared job and task, in code-unit order, as plain JSON (SPEC INSP-08)::
+    """Every declared job and cron, in code-unit order, as plain JSON (SPEC INSP-08)::
 
-    inspect_manifest()["tasks"][0]["next_run"]  # "2026-12-01T02:00:00+00:00"
+    inspect_manifest()["crons"][0]["next_run"]  # "2026-12-01T02:00:00+00:00"
     """
     from datetime import UTC, datetime
 
-    from .tasks import registered_tasks
+    from .cron import registered_crons
 
     now = datetime.now(UTC)
     return {
@@ -331,12 +331,12 @@ def inspect_manifest() -> dict[str, Any]:
             }
             for h in registry.registered_jobs()
         ],
-        "tasks": [
+        "crons": [
             {
-                **t.describe(),
-                "enqueues": t.job_names(),
-                "next_run": t.next_occurrence(now).isoformat(),
+                **c.describe(),
+                "enqueues": c.job_names(),
+                "next_run": c.next_occurrence(now).isoformat(),
             }
-            for t in registered_tasks()
+            for c in registered_crons()
         ],
     }

@@ -1,4 +1,4 @@
-"""The process-wide registries of declarations (jobs, tasks), keyed by their durable name
+"""The process-wide registries of declarations (jobs, crons), keyed by their durable name
 (SPEC JOB-11..16)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 from .errors import JobDefinitionError, XJobsError
 
 if TYPE_CHECKING:
+    from .cron import CronHandle
     from .definitions import JobHandle
-    from .tasks import TaskHandle
 
 
 class Declared(Protocol):
@@ -56,7 +56,7 @@ class Registry(Generic[H]):
 
 
 jobs: Registry[JobHandle] = Registry("job", "is the durable key of queued rows")
-tasks: Registry[TaskHandle] = Registry("task", "keys the task's watermark")
+crons: Registry[CronHandle] = Registry("cron", "keys the schedule's watermark")
 
 #: where declarations come from, for messages that say one was not found
 DISCOVERY = "the jobs.py module of each app in INSTALLED_APPS"

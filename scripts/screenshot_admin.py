@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument(
         "--all",
         action="store_true",
-        help="also the scheduled tasks, the outbox and the fleet slots (not kept in docs/)",
+        help="also the cron schedules, the outbox and the fleet slots (not kept in docs/)",
     )
     args = parser.parse_args()
 
@@ -143,7 +143,7 @@ def _shoot(base: str, password: str, out: Path, every_page: bool) -> None:
         ]
         if every_page:
             shots += [
-                ("admin-tasks.png", "/admin/django_xjobs/job/tasks/", "#xjobs-tasks", None),
+                ("admin-crons.png", "/admin/django_xjobs/job/crons/", "#xjobs-crons", None),
                 ("admin-outbox.png", "/admin/django_xjobs/outboxentry/", "#result_list", None),
                 ("admin-slots.png", "/admin/django_xjobs/joblease/", "#changelist", None),
             ]

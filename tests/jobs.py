@@ -215,3 +215,7 @@ def exclusive(ctx, token: str, hold: float = 0.3, kill_first: bool = False):
 def kills_its_worker(ctx, n: int = 0):
     """A poison job: every run takes its worker process down."""
     os.kill(os.getpid(), 9)
+
+
+# crons live in jobs.py in an app; the fixtures are kept apart and registered from here
+from tests import crons  # noqa: E402, F401

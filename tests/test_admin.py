@@ -1,5 +1,5 @@
 """The admin: list, filters, the detail page with its step timeline, the operator actions, and
-the views beside it (queues, dead letters, scheduled tasks, outbox, fleet slots)."""
+the views beside it (queues, dead letters, cron schedules, outbox, fleet slots)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_rows_cannot_be_edited_by_hand(admin_client):
     assert Job.objects.get(id=job_id).state == "ready"
 
 
-# --- the views beside the job list: queues, dead letters, tasks, outbox, fleet slots -------------
+# --- the views beside the job list: queues, dead letters, crons, outbox, fleet slots -------------
 
 
 def test_the_job_list_links_every_view_and_counts_the_dead_letters(admin_client):
@@ -90,7 +90,7 @@ def test_the_job_list_links_every_view_and_counts_the_dead_letters(admin_client)
     for link in (
         'href="/admin/django_xjobs/job/queues/"',
         'href="/admin/django_xjobs/job/?state__exact=dead">Dead letters (2)<',
-        'href="/admin/django_xjobs/job/tasks/"',
+        'href="/admin/django_xjobs/job/crons/"',
         'href="/admin/django_xjobs/outboxentry/"',
         'href="/admin/django_xjobs/joblease/"',
     ):
@@ -136,10 +136,10 @@ def test_the_queue_overview_shows_each_queues_depth_and_links_to_its_jobs(admin_
     assert "no scheduler is running" in text
 
 
-def test_the_scheduled_tasks_page_has_schedule_policy_last_and_next_run_and_leader(
+def test_the_cron_schedules_page_has_schedule_policy_last_and_next_run_and_leader(
     admin_client,
 ):
-    from tests import tasks
+    from tests import crons
 
     SchedulerState.objects.create(task_name="tests.daily", last_fired_at=FIRED)
     SchedulerState.objects.create(task_name="tests.renamed_long_ago", last_fired_at=FIRED)
@@ -147,13 +147,13 @@ def test_the_scheduled_tasks_page_has_schedule_policy_last_and_next_run_and_lead
         lock_key="scheduler", holder="host-a:4242", expires_at=timezone.now() + HOUR
     )
     before = timezone.now()
-    page = admin_client.get("/admin/django_xjobs/job/tasks/")
+    page = admin_client.get("/admin/django_xjobs/job/crons/")
     assert page.status_code == 200
-    listed = {t["name"]: t for t in page.context["tasks"]}
+    listed = {t["name"]: t for t in page.context["crons"]}
     daily = listed["tests.daily"]
-    assert (daily["cron"], daily["tz"], daily["catch_up"]) == ("0 3 * * *", "UTC", "skip")
+    assert (daily["schedule"], daily["tz"], daily["catch_up"]) == ("0 3 * * *", "UTC", "skip")
     assert daily["last_fired"] == FIRED and daily["jobs"] == ["tests.jobs.ok"]
-    assert daily["next_run"] == tasks.daily.next_occurrence(before)
+    assert daily["next_run"] == crons.daily.next_occurrence(before)
     assert listed["tests.hourly_once"]["catch_up"] == "run-once"
     assert listed["tests.daily_all"]["last_fired"] is None
     assert " 02:00 Europe/Berlin (" in listed["tests.berlin_2am"]["next_run_text"]
@@ -162,7 +162,7 @@ def test_the_scheduled_tasks_page_has_schedule_policy_last_and_next_run_and_lead
     for fragment in ("<code>0 3 * * *</code>", "2026-01-02 03:00:00 UTC", "host-a:4242", "never"):
         assert fragment in text
     SchedulerLeader.objects.update(expires_at=timezone.now() - HOUR)
-    lapsed = admin_client.get("/admin/django_xjobs/job/tasks/").content.decode()
+    lapsed = admin_client.get("/admin/django_xjobs/job/crons/").content.decode()
     assert "the last leader, host-a:4242, let its lease lapse" in lapsed
     watermarks = admin_client.get("/admin/django_xjobs/schedulerstate/")
     assert [s.task_name for s in watermarks.context["cl"].result_list] == [
@@ -227,7 +227,7 @@ def test_the_fleet_slots_show_who_holds_each_and_whether_it_is_live(admin_client
 
 
 @pytest.mark.parametrize(
-    "url", ["/admin/django_xjobs/job/queues/", "/admin/django_xjobs/job/tasks/"]
+    "url", ["/admin/django_xjobs/job/queues/", "/admin/django_xjobs/job/crons/"]
 )
 def test_the_custom_views_need_a_staff_login_and_the_view_permission(client, db, url):
     anonymous = client.get(url)

@@ -101,8 +101,8 @@ def test_dead_queues_and_manifest(db):
     assert "default" in xjobs("queues")
     manifest = json.loads(xjobs("manifest", "--json"))
     assert "tests.jobs.ok" in [j["name"] for j in manifest["jobs"]]
-    assert "tests.daily" in [t["name"] for t in manifest["tasks"]]
-    assert "task tests.daily" in xjobs("manifest")
+    assert "tests.daily" in [t["name"] for t in manifest["crons"]]
+    assert "cron tests.daily" in xjobs("manifest")
 
 
 def test_prune_keeps_dead_jobs_unless_named_and_reports_each_state(harness):

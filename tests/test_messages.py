@@ -54,7 +54,7 @@ def test_a_stopped_scheduler_logs_stopped_like_the_worker_and_relay(caplog):
     scheduler = Scheduler(
         driver=MemoryDriver(clock),
         store=MemorySchedulerStore(clock),
-        task_names=[],
+        cron_names=[],
         clock=clock,
         tick_interval=0.05,
     )

@@ -1,4 +1,4 @@
-"""Cron tasks and the scheduler: SPEC §10 (TASK-01..05, SCHED-01..17), sharp edges SE-37..44 and
+"""Crons and the scheduler: SPEC §10 (TASK-01..05, SCHED-01..17), sharp edges SE-37..44 and
 SE-61, DESIGN §7 Q-06 (validation at declaration) and Q-07 (dispatch in one transaction).
 
 Every scheduler case runs on both stores (the ``bench`` fixture): the memory driver with
@@ -6,7 +6,7 @@ Every scheduler case runs on both stores (the ``bench`` fixture): the memory dri
 test transaction. The scheduler's time is a ``FrozenClock``; nothing waits on the wall clock.
 On PostgreSQL the leader lease reads the database's ``now()``, which is constant inside the test
 transaction, so a test that needs an expired (or shortened) lease rewrites ``expires_at``.
-Each Scheduler is restricted to the tasks its test is about (``task_names=``).
+Each Scheduler is restricted to the crons its test is about (``cron_names=``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,15 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.db import connection, connections
 
-from django_xjobs import Retry, job, task
+from django_xjobs import Retry, cron, job
 from django_xjobs.clock import FrozenClock
+from django_xjobs.cron import (
+    ONE_MICROSECOND,
+    CronHandle,
+    occurrences_between,
+    registered_crons,
+    unregister,
+)
 from django_xjobs.drivers import install, uninstall
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
@@ -35,15 +42,8 @@ from django_xjobs.scheduler import role
 from django_xjobs.scheduler.postgres import PostgresSchedulerStore
 from django_xjobs.scheduler.role import LEADER_KEY, Dispatch, Scheduler
 from django_xjobs.scheduler.store import MemorySchedulerStore, NotLeaderError
-from django_xjobs.tasks import (
-    ONE_MICROSECOND,
-    TaskHandle,
-    occurrences_between,
-    registered_tasks,
-    unregister,
-)
+from tests import crons as fixtures
 from tests import jobs
-from tests import tasks as fixtures
 
 START = datetime(2026, 7, 26, tzinfo=UTC)  # the scheduler's first round, unless a test says so
 OK = ("tests.jobs.ok",)
@@ -57,15 +57,15 @@ def epoch_ms(when: datetime) -> int:
     return int(when.timestamp()) * 1000
 
 
-def task_named(name: str) -> TaskHandle:
-    return {t.name: t for t in registered_tasks()}[name]
+def cron_named(name: str) -> CronHandle:
+    return {t.name: t for t in registered_crons()}[name]
 
 
 def events(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
     return [r for r in caplog.records if getattr(r, "event", None) == name]
 
 
-# --- module-level fixtures (unique names; each Scheduler only sees the tasks it is given) ------
+# --- module-level fixtures (unique names; each Scheduler only sees the crons it is given) ------
 
 
 @job(name="test_scheduler.digest", idempotency_key="digest:{day}")
@@ -84,24 +84,24 @@ def tenanted(ctx, day: str):
     return day
 
 
-@task(cron="0 3 * * *", tz="UTC", name="test_scheduler.tenanted_daily")
+@cron("0 3 * * *", tz="UTC", name="test_scheduler.tenanted_daily")
 def tenanted_daily(occurrence):
     return [(tenanted, {"day": occurrence.date().isoformat()})]
 
 
-@task(cron="0 3 * * *", tz="UTC", name="test_scheduler.per_day", catch_up="run-all")
+@cron("0 3 * * *", tz="UTC", name="test_scheduler.per_day", catch_up="run-all")
 def per_day(occurrence):
     """SPEC SCHED-07 / SE-44: the payload is the occurrence's own day."""
     return [(digest, {"day": occurrence.date().isoformat()})]
 
 
-@task(cron="0 3 * * *", tz="UTC", name="test_scheduler.fixed")
+@cron("0 3 * * *", tz="UTC", name="test_scheduler.fixed")
 def fixed(occurrence):
     """The same two entries for every occurrence (TASK-04 plain keys)."""
     return [(jobs.ok, {"n": 7}), (jobs.on_other_queue, {"n": 8})]
 
 
-@task(cron="0 3 * * *", tz="UTC", name="test_scheduler.capped", catch_up="run-all", max_catch_up=3)
+@cron("0 3 * * *", tz="UTC", name="test_scheduler.capped", catch_up="run-all", max_catch_up=3)
 def capped(occurrence):
     return []
 
@@ -109,7 +109,7 @@ def capped(occurrence):
 BAD: dict[str, Any] = {"entries": []}
 
 
-@task(cron="0 3 * * *", tz="UTC", name="test_scheduler.bad")
+@cron("0 3 * * *", tz="UTC", name="test_scheduler.bad")
 def bad(occurrence):
     return BAD["entries"]
 
@@ -131,13 +131,13 @@ class Gate:
 GATE = Gate()
 
 
-@task(cron="0 * * * *", tz="UTC", name="test_scheduler.gate_a", catch_up="run-all")
+@cron("0 * * * *", tz="UTC", name="test_scheduler.gate_a", catch_up="run-all")
 def gate_a(occurrence):
     GATE.pass_through()
     return [(jobs.ok, {"n": int(occurrence.timestamp())})]
 
 
-@task(cron="0 * * * *", tz="UTC", name="test_scheduler.gate_b", catch_up="run-all")
+@cron("0 * * * *", tz="UTC", name="test_scheduler.gate_b", catch_up="run-all")
 def gate_b(occurrence):
     return [(jobs.ok, {"n": int(occurrence.timestamp()) + 1})]
 
@@ -145,39 +145,39 @@ def gate_b(occurrence):
 ONCE: list[Any] = []  # callables the next call of ``usurped`` runs, then forgets
 
 
-@task(cron="0 * * * *", tz="UTC", name="test_scheduler.usurped")
+@cron("0 * * * *", tz="UTC", name="test_scheduler.usurped")
 def usurped(occurrence):
     while ONCE:
         ONCE.pop(0)()
     return [(jobs.ok, {"n": int(occurrence.timestamp())})]
 
 
-@task(cron="30 1 * * *", tz="America/New_York", name="test_scheduler.ny_0130")
+@cron("30 1 * * *", tz="America/New_York", name="test_scheduler.ny_0130")
 def ny_0130(occurrence):
     return []
 
 
-@task(cron="30 2 * * *", tz="America/New_York", name="test_scheduler.ny_0230")
+@cron("30 2 * * *", tz="America/New_York", name="test_scheduler.ny_0230")
 def ny_0230(occurrence):
     return []
 
 
-@task(cron="30 2 * * *", tz="Australia/Sydney", name="test_scheduler.sydney_0230")
+@cron("30 2 * * *", tz="Australia/Sydney", name="test_scheduler.sydney_0230")
 def sydney_0230(occurrence):
     return []
 
 
-@task(cron="0 3 * * *", tz="America/New_York", name="test_scheduler.ny_3am")
+@cron("0 3 * * *", tz="America/New_York", name="test_scheduler.ny_3am")
 def ny_3am(occurrence):
     return []
 
 
-@task(cron="0 3 * * *", tz="UTC", name="test_scheduler.Zed")
+@cron("0 3 * * *", tz="UTC", name="test_scheduler.Zed")
 def zed(occurrence):
     return []
 
 
-@task(cron="0 3 * * *", tz="UTC", name="test_scheduler.abc")
+@cron("0 3 * * *", tz="UTC", name="test_scheduler.abc")
 def abc(occurrence):
     return []
 
@@ -214,7 +214,7 @@ class Bench:
         return Scheduler(
             driver=self.driver,
             store=store or self.store,
-            task_names=list(names),
+            cron_names=list(names),
             clock=self.clock,
             holder=holder,
             **options,
@@ -268,7 +268,7 @@ class Bench:
 
 def _bench(kind: str) -> Iterator[Bench]:
     bench = Bench(kind)
-    install(bench.driver)  # TaskHandle.enqueue goes through the installed driver
+    install(bench.driver)  # CronHandle.enqueue goes through the installed driver
     try:
         yield bench
     finally:
@@ -337,25 +337,25 @@ def watch_joins(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[
 # --- TASK-01/02, DESIGN Q-06: declaration-time validation ---------------------------------------
 
 
-def declare(**options: Any) -> TaskHandle:
+def declare(schedule: Any, **options: Any) -> CronHandle:
     def fn(occurrence):
         return []
 
-    return task(**options)(fn)
+    return cron(schedule, **options)(fn)
 
 
 def test_task_01_tz_is_a_required_argument():
     with pytest.raises(TypeError):
-        task(cron="0 3 * * *")
+        cron("0 3 * * *")
 
 
 @pytest.mark.parametrize("tz", ["", "Bogota", "+02:00", "Mars/Olympus", None, 2])
 def test_task_01_se_42_tz_must_be_an_iana_zone(tz):
     with pytest.raises(JobDefinitionError) as caught:
-        declare(cron="0 3 * * *", tz=tz, name="test_scheduler.bad_tz")
+        declare("0 3 * * *", tz=tz, name="test_scheduler.bad_tz")
     assert caught.value.code == "X_INVARIANT"
     assert caught.value.hint and "zone" in caught.value.hint
-    assert "test_scheduler.bad_tz" not in {t.name for t in registered_tasks()}
+    assert "test_scheduler.bad_tz" not in {t.name for t in registered_crons()}
 
 
 def test_task_02_defaults_are_skip_and_ten():
@@ -366,15 +366,15 @@ def test_task_02_defaults_are_skip_and_ten():
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "3", None])
 def test_task_02_se_61_max_catch_up_must_be_an_integer_of_at_least_one(value):
     with pytest.raises(JobDefinitionError) as caught:
-        declare(cron="0 3 * * *", tz="UTC", name="test_scheduler.bad_max", max_catch_up=value)
+        declare("0 3 * * *", tz="UTC", name="test_scheduler.bad_max", max_catch_up=value)
     assert caught.value.code == "X_INVARIANT"
     assert caught.value.hint
-    assert "test_scheduler.bad_max" not in {t.name for t in registered_tasks()}
+    assert "test_scheduler.bad_max" not in {t.name for t in registered_crons()}
 
 
 def test_task_02_max_catch_up_of_one_is_accepted():
     try:
-        handle = declare(cron="0 3 * * *", tz="UTC", name="test_scheduler.max1", max_catch_up=1)
+        handle = declare("0 3 * * *", tz="UTC", name="test_scheduler.max1", max_catch_up=1)
         assert handle.max_catch_up == 1
     finally:
         unregister("test_scheduler.max1")
@@ -383,7 +383,7 @@ def test_task_02_max_catch_up_of_one_is_accepted():
 @pytest.mark.parametrize("policy", ["run-twice", "RUN-ALL", "", None])
 def test_task_02_an_unknown_catch_up_policy_is_refused(policy):
     with pytest.raises(JobDefinitionError) as caught:
-        declare(cron="0 3 * * *", tz="UTC", name="test_scheduler.bad_policy", catch_up=policy)
+        declare("0 3 * * *", tz="UTC", name="test_scheduler.bad_policy", catch_up=policy)
     assert caught.value.code == "X_INVARIANT"
     assert "run-all" in caught.value.hint
 
@@ -393,16 +393,16 @@ def test_task_02_an_unknown_catch_up_policy_is_refused(policy):
 )
 def test_q_06_a_malformed_cron_is_refused_at_declaration(cron):
     with pytest.raises(JobDefinitionError) as caught:
-        declare(cron=cron, tz="UTC", name="test_scheduler.bad_cron")
+        declare(cron, tz="UTC", name="test_scheduler.bad_cron")
     assert caught.value.code == "X_CRON_INVALID"
     assert caught.value.hint
-    assert "test_scheduler.bad_cron" not in {t.name for t in registered_tasks()}
+    assert "test_scheduler.bad_cron" not in {t.name for t in registered_crons()}
 
 
 @pytest.mark.parametrize("cron", ["0 0 31 2 *", "0 0 30 2 *"])
 def test_q_06_a_cron_that_can_never_fire_is_refused(cron):
     with pytest.raises(JobDefinitionError) as caught:
-        declare(cron=cron, tz="UTC", name="test_scheduler.never")
+        declare(cron, tz="UTC", name="test_scheduler.never")
     assert caught.value.code == "X_CRON_INVALID"
     assert caught.value.hint
 
@@ -417,16 +417,16 @@ def test_job_11_a_second_function_under_a_taken_task_name_is_refused():
         return []
 
     try:
-        handle = task(cron="0 3 * * *", tz="UTC", name="test_scheduler.dup")(first)
+        handle = cron("0 3 * * *", tz="UTC", name="test_scheduler.dup")(first)
         with pytest.raises(JobDefinitionError) as caught:
-            task(cron="0 4 * * *", tz="UTC", name="test_scheduler.dup")(second)
+            cron("0 4 * * *", tz="UTC", name="test_scheduler.dup")(second)
         assert caught.value.code == "X_JOB_DUPLICATE"
         assert caught.value.hint
-        assert task_named("test_scheduler.dup") is handle
+        assert cron_named("test_scheduler.dup") is handle
         with pytest.raises(JobDefinitionError) as caught:
-            task(cron="0 3 * * *", tz="UTC", name="tests.daily")(second)
+            cron("0 3 * * *", tz="UTC", name="tests.daily")(second)
         assert caught.value.code == "X_JOB_DUPLICATE"
-        assert task_named("tests.daily") is fixtures.daily
+        assert cron_named("tests.daily") is fixtures.daily
     finally:
         unregister("test_scheduler.dup")
 
@@ -445,9 +445,9 @@ def test_task_05_describe_is_json_with_the_listed_fields():
     described = fixed.describe()
     assert json.loads(json.dumps(described)) == described
     assert described == {
-        "kind": "task",
+        "kind": "cron",
         "name": "test_scheduler.fixed",
-        "cron": "0 3 * * *",
+        "schedule": "0 3 * * *",
         "tz": "UTC",
         "catch_up": "skip",
         "max_catch_up": 10,
@@ -620,9 +620,9 @@ def test_sched_06_a_dispatch_enqueues_occurrence_scoped_rows_on_the_driver(bench
             }
         assert stored == expected
     assert bench.store.watermark("tests.daily") == occurrence  # then mark_fired
-    logged = {r.fields["task"]: r.fields for r in events(caplog, "xjobs.scheduler.dispatched")}
+    logged = {r.fields["cron"]: r.fields for r in events(caplog, "xjobs.scheduler.dispatched")}
     assert logged["tests.daily"] == {
-        "task": "tests.daily",
+        "cron": "tests.daily",
         "occurrence": occurrence.isoformat(),
         "tz": "UTC",
         "catch_up": "skip",
@@ -655,7 +655,7 @@ def test_sched_08_the_same_occurrence_is_never_dispatched_twice(bench):
     again = Scheduler(
         driver=bench.driver,
         store=bench.same_store(),
-        task_names=["tests.daily", "tests.daily_all", "tests.hourly_once"],
+        cron_names=["tests.daily", "tests.daily_all", "tests.hourly_once"],
         clock=bench.clock,
         holder=sched.holder,
     )
@@ -691,17 +691,17 @@ def test_a_bad_entry_skips_that_occurrence_loudly_and_others_still_dispatch(
     occurrence = utc(2026, 7, 26, 3)
     bench.at(occurrence)
     assert sched.tick() == [Dispatch("tests.daily", occurrence, False, OK)]
-    [failed] = events(caplog, "xjobs.scheduler.task_failed")
+    [failed] = events(caplog, "xjobs.scheduler.cron_failed")
     assert failed.levelno == logging.ERROR
-    assert failed.fields["task"] == "test_scheduler.bad"
-    assert "task=test_scheduler.bad" in failed.getMessage()
+    assert failed.fields["cron"] == "test_scheduler.bad"
+    assert "cron=test_scheduler.bad" in failed.getMessage()
     if code is not None:
         assert failed.fields["code"] == code and failed.fields["hint"]
     # nothing of it was enqueued, not even its valid first entry; the occurrence is passed
     assert [r.idempotency_key.split(":")[0] for r in bench.rows()] == ["tests.daily"]
     assert bench.store.watermark("test_scheduler.bad") == occurrence
     assert sched.tick() == []  # skipped once, not retried every tick
-    assert len(events(caplog, "xjobs.scheduler.task_failed")) == 1
+    assert len(events(caplog, "xjobs.scheduler.cron_failed")) == 1
 
 
 # --- SCHED-09/14: leadership --------------------------------------------------------------------
@@ -783,8 +783,8 @@ def test_sched_14_the_lease_wins_when_free_held_by_the_caller_or_expired(bench):
 
 
 def test_sched_14_defaults_key_holder_and_ttl(bench):
-    one = Scheduler(driver=bench.driver, store=bench.store, task_names=[], clock=bench.clock)
-    two = Scheduler(driver=bench.driver, store=bench.store, task_names=[], clock=bench.clock)
+    one = Scheduler(driver=bench.driver, store=bench.store, cron_names=[], clock=bench.clock)
+    two = Scheduler(driver=bench.driver, store=bench.store, cron_names=[], clock=bench.clock)
     assert LEADER_KEY == "scheduler"
     assert one.holder.startswith("scheduler-") and one.holder != two.holder
     assert one.leader_ttl == 30 and one.tick_interval == 1
@@ -881,7 +881,7 @@ def test_sched_10_12_run_loops_until_stop_and_a_failed_round_is_logged(caplog):
     store, driver = MemorySchedulerStore(clock), MemoryDriver(clock)
     store.mark_fired("tests.daily", utc(2026, 7, 25, 3))
     sched = Scheduler(
-        driver=driver, store=store, task_names=["tests.daily"], clock=clock, tick_interval=0
+        driver=driver, store=store, cron_names=["tests.daily"], clock=clock, tick_interval=0
     )
     calls: list[int] = []
     later_round = threading.Event()
@@ -1015,7 +1015,7 @@ DST_CASES = [
 
 @pytest.mark.parametrize(("name", "start", "expected"), DST_CASES)
 def test_sched_16_se_43_one_occurrence_per_local_day_across_dst(name, start, expected):
-    handle = task_named(name)
+    handle = cron_named(name)
     zone = ZoneInfo(handle.tz)
     first = handle.next_occurrence(start)
     second = handle.next_occurrence(first)
@@ -1042,7 +1042,7 @@ def test_sched_16_the_scheduler_fires_once_per_local_day_across_dst(bench, name,
     """Armed before the first occurrence (watermark = occurrence - 1 µs, SCHED-01), then ticked
     every 30 minutes across the transition: one dispatch per local day, each on time."""
     clock = FrozenClock(start)  # the scheduler's own clock: some cases predate the bench's
-    sched = Scheduler(driver=bench.driver, store=bench.store, task_names=[name], clock=clock)
+    sched = Scheduler(driver=bench.driver, store=bench.store, cron_names=[name], clock=clock)
     assert sched.tick() == []
     assert bench.store.watermark(name) == expected[0][0] - ONE_MICROSECOND
     end = expected[-1][0] + timedelta(hours=1)
@@ -1120,20 +1120,20 @@ def test_q_07_a_rival_taking_the_expired_lease_mid_dispatch_rolls_the_dispatch_b
 # --- INSP-08: the manifest -----------------------------------------------------------------------
 
 
-def test_insp_08_the_manifest_lists_tasks_in_code_unit_order_with_their_next_run():
+def test_insp_08_the_manifest_lists_crons_in_code_unit_order_with_their_next_run():
     before = datetime.now(UTC)
     manifest = inspect_manifest()
     after = datetime.now(UTC)
     assert json.loads(json.dumps(manifest)) == manifest
-    rows = {row["name"]: row for row in manifest["tasks"]}
-    names = [row["name"] for row in manifest["tasks"]]
+    rows = {row["name"]: row for row in manifest["crons"]}
+    names = [row["name"] for row in manifest["crons"]]
     assert names == sorted(names)
     assert {"tests.daily", "tests.berlin_2am", "test_scheduler.fixed"} <= set(names)
     assert names.index("test_scheduler.Zed") < names.index("test_scheduler.abc")  # not locale
-    for row in manifest["tasks"]:
+    for row in manifest["crons"]:
         assert datetime.fromisoformat(row["next_run"]).tzinfo is not None
     daily = rows["tests.daily"]
-    assert (daily["cron"], daily["tz"], daily["catch_up"]) == ("0 3 * * *", "UTC", "skip")
+    assert (daily["schedule"], daily["tz"], daily["catch_up"]) == ("0 3 * * *", "UTC", "skip")
     assert daily["next_run"] in {
         fixtures.daily.next_occurrence(before).isoformat(),
         fixtures.daily.next_occurrence(after).isoformat(),
@@ -1142,8 +1142,8 @@ def test_insp_08_the_manifest_lists_tasks_in_code_unit_order_with_their_next_run
     assert berlin.astimezone(ZoneInfo("Europe/Berlin")).strftime("%H:%M") in {"02:00", "03:00"}
 
 
-def test_insp_08_a_manifest_task_row_names_the_jobs_it_enqueues():
-    rows = {row["name"]: row for row in inspect_manifest()["tasks"]}
+def test_insp_08_a_manifest_cron_row_names_the_jobs_it_enqueues():
+    rows = {row["name"]: row for row in inspect_manifest()["crons"]}
     assert rows["test_scheduler.fixed"]["enqueues"] == [
         "tests.jobs.ok",
         "tests.jobs.on_other_queue",

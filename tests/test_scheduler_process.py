@@ -1,7 +1,7 @@
 """Real ``manage.py xjobs_scheduler`` processes racing for one lease (SPEC §10 SCHED-09..15).
 
 Schedulers are SIGKILLed while they lead, SIGSTOPped past their lease, stopped across
-occurrences and restarted. The fixture task is ``tests.every_second`` (cron ``* * * * * *``,
+occurrences and restarted. The fixture cron is ``tests.every_second`` (schedule ``* * * * * *``,
 ``skip``), so the workload IS wall-clock time: the waits here are polls with a deadline, or
 "until this instant" loops, never a fixed sleep standing in for work.
 
@@ -35,7 +35,7 @@ TASK = "tests.every_second"
 TTL = 2.0
 FLEET = ("--tick-interval", "200ms", "--leader-ttl", f"{TTL:g}s")
 DISPATCHED = re.compile(
-    rf"xjobs\.scheduler\.dispatched task={re.escape(TASK)} occurrence=(\S+) .*catch_up=skip late=(True|False)"
+    rf"xjobs\.scheduler\.dispatched cron={re.escape(TASK)} occurrence=(\S+) .*catch_up=skip late=(True|False)"
 )
 
 
@@ -147,7 +147,7 @@ def dispatched_rows() -> list[Job]:
 
 def occurrence_of(row: Job) -> int:
     """The occurrence a row belongs to, checked against its key, input and run_at
-    (SCHED-06/07: ``<task>:<occurrence epoch ms>:<job key>``, payload from the occurrence)."""
+    (SCHED-06/07: ``<cron>:<occurrence epoch ms>:<job key>``, payload from the occurrence)."""
     _, ms, job_key = row.idempotency_key.split(":", 2)
     second = int(ms) // 1000
     assert int(ms) % 1000 == 0, row.idempotency_key

@@ -22,12 +22,12 @@ class PostgresSchedulerStore:
     def _execute(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         return sql.fetch(self.using, STATEMENTS[name], params)
 
-    def watermark(self, task: str) -> datetime | None:
-        rows = self._execute("watermark", {"task": task})
+    def watermark(self, cron: str) -> datetime | None:
+        rows = self._execute("watermark", {"task": cron})
         return rows[0][0] if rows else None
 
-    def mark_fired(self, task: str, at: datetime) -> None:
-        self._execute("mark_fired", {"task": task, "at": at})
+    def mark_fired(self, cron: str, at: datetime) -> None:
+        self._execute("mark_fired", {"task": cron, "at": at})
 
     def acquire(self, key: str, holder: str, ttl: float) -> bool:
         rows = self._execute("acquire", {"key": key, "holder": holder, "ttl": ttl})

@@ -1,4 +1,4 @@
-"""The scheduler role: on each tick, the leader dispatches every task's due occurrences once."""
+"""The scheduler role: on each tick, the leader dispatches every cron's due occurrences once."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 
 from django.db import connections
 
-from .. import log, tasks
+from .. import log
 from ..clock import Clock, system_clock
+from ..cron import ONE_MICROSECOND, CronHandle, occurrences_between, registered_crons
 from ..drivers import get_driver
 from ..drivers.base import JobDriver
 from ..errors import XJobsError
@@ -25,21 +26,21 @@ LEADER_KEY = "scheduler"
 
 @dataclass(frozen=True)
 class Dispatch:
-    """One occurrence of one task, enqueued (a value a test can compare)."""
+    """One occurrence of one cron, enqueued (a value a test can compare)."""
 
-    task: str
+    cron: str
     occurrence: datetime
     catch_up: bool
     jobs: tuple[str, ...]
 
 
 class Scheduler:
-    """Fires each task occurrence exactly once across a fleet of schedulers.
+    """Fires each cron occurrence exactly once across a fleet of schedulers.
 
     * Leadership is an expiring lease row, taken (= renewed) at the start of every round
       (SPEC SCHED-09/14); only the leader dispatches.
-    * Each task has a durable, forward-only watermark; due occurrences are those in
-      ``(watermark, now]`` (SCHED-02), dispatched by the task's catch-up policy (SCHED-03..05).
+    * Each cron has a durable, forward-only watermark; due occurrences are those in
+      ``(watermark, now]`` (SCHED-02), dispatched by the cron's catch-up policy (SCHED-03..05).
     * On the database, an occurrence's jobs, the watermark advance and a leadership check
       commit in one transaction: a crash or a lost lease mid-dispatch re-dispatches nothing
       (DESIGN Q-07); keys scoped to the occurrence absorb the rest.
@@ -50,7 +51,7 @@ class Scheduler:
         *,
         driver: JobDriver | None = None,
         store: SchedulerStore | None = None,
-        task_names: list[str] | None = None,
+        cron_names: list[str] | None = None,
         tick_interval: float = 1.0,
         leader_ttl: float = 30.0,
         holder: str | None = None,
@@ -58,7 +59,7 @@ class Scheduler:
     ) -> None:
         self.driver = driver or get_driver()
         self.store = store or self.driver.scheduler_store()
-        self.task_names = task_names
+        self.cron_names = cron_names
         self.tick_interval, self.leader_ttl = tick_interval, leader_ttl
         self.holder = holder or f"scheduler-{uuid7()}"
         self.clock = clock
@@ -103,16 +104,16 @@ class Scheduler:
         self.is_leader = True
         now = self.clock.now()
         dispatched: list[Dispatch] = []
-        for handle in self._tasks():
+        for handle in self._crons():
             if self._draining.is_set():
-                break  # checked again before each task
+                break  # checked again before each cron
             try:
-                dispatched += self._task_round(handle, now)
+                dispatched += self._cron_round(handle, now)
             except NotLeaderError:
                 log.event(logging.WARNING, "xjobs.scheduler.leadership_lost", holder=self.holder)
                 self.is_leader = False
                 break
-            except Exception as error:  # one task's failure never stops the others
+            except Exception as error:  # one cron's failure never stops the others
                 fields = (
                     {"code": error.code, "hint": error.hint}
                     if isinstance(error, XJobsError)
@@ -120,25 +121,25 @@ class Scheduler:
                 )
                 log.event(
                     logging.ERROR,
-                    "xjobs.scheduler.task_failed",
-                    task=handle.name,
+                    "xjobs.scheduler.cron_failed",
+                    cron=handle.name,
                     error=error,
                     **fields,
                 )
         return dispatched
 
-    def _tasks(self) -> list[tasks.TaskHandle]:
-        every = tasks.registered_tasks()
-        if self.task_names is None:
+    def _crons(self) -> list[CronHandle]:
+        every = registered_crons()
+        if self.cron_names is None:
             return every
-        return [t for t in every if t.name in self.task_names]
+        return [t for t in every if t.name in self.cron_names]
 
-    def _task_round(self, handle: tasks.TaskHandle, now: datetime) -> list[Dispatch]:
+    def _cron_round(self, handle: CronHandle, now: datetime) -> list[Dispatch]:
         mark = self.store.watermark(handle.name)
         if mark is None:  # SPEC SCHED-01: arm, dispatch nothing
-            self.store.mark_fired(handle.name, handle.next_occurrence(now) - tasks.ONE_MICROSECOND)
+            self.store.mark_fired(handle.name, handle.next_occurrence(now) - ONE_MICROSECOND)
             return []
-        due = tasks.occurrences_between(handle, mark, now, handle.max_catch_up)
+        due = occurrences_between(handle, mark, now, handle.max_catch_up)
         if not due:
             return []
         if handle.catch_up == "skip":  # SPEC SCHED-03: only the latest, flagged if it skipped any
@@ -155,7 +156,7 @@ class Scheduler:
         return plan
 
     def _dispatch(
-        self, handle: tasks.TaskHandle, occurrence: datetime, *, catch_up: bool, mark: datetime
+        self, handle: CronHandle, occurrence: datetime, *, catch_up: bool, mark: datetime
     ) -> Dispatch:
         try:
             requests = [
@@ -175,7 +176,7 @@ class Scheduler:
         log.event(
             logging.INFO,
             "xjobs.scheduler.dispatched",
-            task=handle.name,
+            cron=handle.name,
             occurrence=occurrence.isoformat(),
             tz=handle.tz,
             catch_up=handle.catch_up,  # the policy; late says whether this one was caught up
@@ -219,12 +220,12 @@ class Scheduler:
             self.state = "stopped"
 
     def next_runs(self) -> dict[str, str]:
-        """Each task's next occurrence from now, ISO 8601 (for the manifest)."""
+        """Each cron's next occurrence from now, ISO 8601 (for the manifest)."""
         now = self.clock.now()
-        return {t.name: t.next_occurrence(now).isoformat() for t in self._tasks()}
+        return {t.name: t.next_occurrence(now).isoformat() for t in self._crons()}
 
 
-def _latest_due(handle: tasks.TaskHandle, due: list[datetime], now: datetime) -> datetime:
+def _latest_due(handle: CronHandle, due: list[datetime], now: datetime) -> datetime:
     """The last occurrence at or before ``now``, even past a bounded walk."""
     latest = due[-1]
     for _ in range(1_000_000):
@@ -236,7 +237,7 @@ def _latest_due(handle: tasks.TaskHandle, due: list[datetime], now: datetime) ->
 
 
 def _occurrence_request(
-    handle: tasks.TaskHandle, job: Any, inputs: dict[str, Any], occurrence: datetime
+    handle: CronHandle, job: Any, inputs: dict[str, Any], occurrence: datetime
 ) -> Any:
     """The job's request with an occurrence-scoped key and run_at (SPEC SCHED-06)."""
     request = job.build_request(inputs)

@@ -1,4 +1,4 @@
-"""The scheduler's state: a forward-only watermark per task and an expiring leader lease."""
+"""The scheduler's state: a forward-only watermark per cron and an expiring leader lease."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ class NotLeaderError(Exception):
 class SchedulerStore(Protocol):
     """Watermarks and the leader lease; every time is the store's own clock (the database's)."""
 
-    def watermark(self, task: str) -> datetime | None:
-        """The last occurrence of ``task`` that fired, or None before its first."""
+    def watermark(self, cron: str) -> datetime | None:
+        """The last occurrence of ``cron`` that fired, or None before its first."""
 
-    def mark_fired(self, task: str, at: datetime) -> None:
+    def mark_fired(self, cron: str, at: datetime) -> None:
         """Move the watermark forward to ``at``; never backward."""
 
     def acquire(self, key: str, holder: str, ttl: float) -> bool:
@@ -49,15 +49,15 @@ class MemorySchedulerStore:
         self._leaders: dict[str, tuple[str, datetime]] = {}
         self._lock = threading.RLock()
 
-    def watermark(self, task: str) -> datetime | None:
+    def watermark(self, cron: str) -> datetime | None:
         with self._lock:
-            return self._marks.get(task)
+            return self._marks.get(cron)
 
-    def mark_fired(self, task: str, at: datetime) -> None:
+    def mark_fired(self, cron: str, at: datetime) -> None:
         with self._lock:
-            current = self._marks.get(task)
+            current = self._marks.get(cron)
             if current is None or at > current:
-                self._marks[task] = at
+                self._marks[cron] = at
 
     def acquire(self, key: str, holder: str, ttl: float) -> bool:
         with self._lock:

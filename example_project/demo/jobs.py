@@ -1,7 +1,7 @@
 """Five jobs: one that succeeds, one retried, one terminal, one of durable steps, and one
 staged by a view in the same transaction as its order (the outbox)."""
 
-from django_xjobs import Retry, TerminalError, job, task
+from django_xjobs import Retry, TerminalError, cron, job
 
 QUICK = Retry(attempts=3, delay="300ms", max_delay="1s")
 
@@ -53,11 +53,11 @@ def send_order_confirmation(ctx, order_id: int):
 
 @job(idempotency_key="digest:{day}", queue="emails")
 def send_daily_digest(ctx, day: str):
-    """Enqueued once per day by the nightly_digest task, for that day."""
+    """Enqueued once per day by the nightly_digest cron, for that day."""
     return {"digest_for": day}
 
 
-@task(cron="0 7 * * *", tz="Europe/Paris", catch_up="run-once")
+@cron("0 7 * * *", tz="Europe/Paris", catch_up="run-once")
 def nightly_digest(occurrence):
     """07:00 Paris time, every day. After downtime, one catch-up run, never a burst.
 

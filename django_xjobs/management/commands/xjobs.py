@@ -46,7 +46,7 @@ class Command(XJobsCommand):
         dead = action("dead", "dead-lettered jobs, newest first")
         dead.add_argument("--limit", type=int, default=50)
         action("queues", "per-queue counts and the oldest ready job's age")
-        action("manifest", "every declared job and task")
+        action("manifest", "every declared job and cron")
         prune = action(
             "prune", "delete finished jobs and their steps (dead ones only with --state dead)"
         )
@@ -150,8 +150,8 @@ class Command(XJobsCommand):
             for j in manifest["jobs"]
         ]
         lines += [
-            f"task {t['name']}  cron={t['cron']!r} tz={t['tz']} catch_up={t['catch_up']} next={t['next_run']}"
-            for t in manifest["tasks"]
+            f"cron {c['name']}  schedule={c['schedule']!r} tz={c['tz']} catch_up={c['catch_up']} next={c['next_run']}"
+            for c in manifest["crons"]
         ]
         return manifest, "\n".join(lines)
 

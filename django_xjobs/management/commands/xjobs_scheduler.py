@@ -6,7 +6,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ... import conf, tasks
+from ... import conf
+from ...cron import registered_crons
 from ...durations import parse_command_line
 from ...scheduler.role import Scheduler
 from ...worker.preflight import preflight
@@ -16,7 +17,7 @@ from .xjobs_worker import _log_to_console
 
 
 class Command(XJobsCommand):
-    help = "Dispatch cron tasks: one leader across all schedulers fires each occurrence once."
+    help = "Dispatch crons: one leader across all schedulers fires each occurrence once."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -34,8 +35,10 @@ class Command(XJobsCommand):
             raise CommandError(
                 "X_INVARIANT: --leader-ttl must be at least two ticks, or leadership lapses between rounds"
             )
-        if not tasks.registered_tasks():
-            self.stderr.write("no tasks are declared; the scheduler will idle")
+        if not registered_crons():
+            self.stderr.write(
+                "no cron is declared (@cron in an installed app's jobs.py); the scheduler will idle"
+            )
         scheduler = Scheduler(tick_interval=tick, leader_ttl=ttl, holder=options["holder"])
         run_until_signalled("xjobs.scheduler", scheduler.run, scheduler.stop)
         self.stdout.write(f"scheduler {scheduler.holder} stopped")

@@ -1,4 +1,8 @@
-"""``task()``: a cron schedule whose occurrences enqueue jobs; validated at declaration."""
+"""``cron()``: a schedule whose occurrences enqueue jobs; validated at declaration.
+
+(Django 6 gave the word "task" to ``django.tasks``: a background function. Here a cron is the
+schedule, and the jobs it enqueues are the work.)
+"""
 
 from __future__ import annotations
 
@@ -17,20 +21,20 @@ CatchUp = Literal["skip", "run-once", "run-all"]
 _ZONES: set[str] | None = None
 
 
-class TaskHandle:
-    """A declared cron task: ``fn(occurrence)`` returns ``[(job_handle, inputs), ...]``."""
+class CronHandle:
+    """A declared cron schedule: ``fn(occurrence)`` returns ``[(job_handle, inputs), ...]``."""
 
     def __init__(
         self,
         fn: Callable[[datetime], Any],
         *,
         name: str,
-        cron: str,
+        schedule: str,
         tz: str,
         catch_up: CatchUp,
         max_catch_up: int,
     ) -> None:
-        self.fn, self.name, self.cron, self.tz = fn, name, cron, tz
+        self.fn, self.name, self.schedule, self.tz = fn, name, schedule, tz
         self.zone = ZoneInfo(tz)
         self.catch_up, self.max_catch_up = catch_up, max_catch_up
         self.origin = f"{fn.__module__}.{fn.__qualname__}"
@@ -38,7 +42,7 @@ class TaskHandle:
         self.__wrapped__ = fn
 
     def __repr__(self) -> str:
-        return f"<TaskHandle {self.name} {self.cron!r} {self.tz}>"
+        return f"<CronHandle {self.name} {self.schedule!r} {self.tz}>"
 
     def next_occurrence(self, after: datetime) -> datetime:
         """The first occurrence strictly after ``after`` (aware), as an aware UTC datetime.
@@ -55,13 +59,13 @@ class TaskHandle:
             (after - timedelta(days=1)).astimezone(self.zone).utcoffset() or timedelta(0),
         )
         local = after.astimezone(timezone(offset)).replace(tzinfo=None)
-        walk = croniter(self.cron, local)
+        walk = croniter(self.schedule, local)
         for _ in range(10_000):
             wall = walk.get_next(datetime)
             instant = wall.replace(tzinfo=self.zone, fold=0).astimezone(UTC)
             if instant > after:
                 return instant
-        raise InvariantError(f"task {self.name!r}: no occurrence after {after.isoformat()}")
+        raise InvariantError(f"cron {self.name!r}: no occurrence after {after.isoformat()}")
 
     def entries(self, occurrence: datetime) -> list[tuple[Any, dict[str, Any]]]:
         """What ``occurrence`` enqueues, checked: job handles with a dict of inputs each."""
@@ -79,7 +83,7 @@ class TaskHandle:
                 or not isinstance(entry[1], dict)
             ):
                 raise InvariantError(
-                    f"task {self.name!r}: entry {index} is {entry!r}, not (job_handle, inputs)",
+                    f"cron {self.name!r}: entry {index} is {entry!r}, not (job_handle, inputs)",
                     hint="return a list of (job, {inputs}) pairs, e.g. [(send_digest, {'day': ...})]",
                 )
             entries.append((entry[0], entry[1]))
@@ -96,9 +100,9 @@ class TaskHandle:
     def describe(self) -> dict[str, Any]:
         """SPEC TASK-05: plain JSON; ``jobs`` are those its next occurrence would enqueue."""
         return {
-            "kind": "task",
+            "kind": "cron",
             "name": self.name,
-            "cron": self.cron,
+            "schedule": self.schedule,
             "tz": self.tz,
             "catch_up": self.catch_up,
             "max_catch_up": self.max_catch_up,
@@ -114,41 +118,47 @@ class TaskHandle:
         return list(dict.fromkeys(handle.name for handle, _ in entries))
 
 
-def task(
-    fn: Callable[[datetime], Any] | None = None,
+def cron(
+    schedule: str,
     *,
-    cron: str,
     tz: str,
     name: str | None = None,
     catch_up: CatchUp = "skip",
     max_catch_up: int = 10,
-) -> Any:
-    """Declare a cron task. ``fn(occurrence)`` gets the occurrence as an aware datetime and
+) -> Callable[[Callable[[datetime], Any]], CronHandle]:
+    """Declare a cron schedule. ``fn(occurrence)`` gets the occurrence as an aware datetime and
     returns the jobs to enqueue for it::
 
-        @task(cron="0 3 * * *", tz="Europe/Paris", catch_up="skip")
+        @cron("0 3 * * *", tz="Europe/Paris", catch_up="skip")
         def nightly(occurrence):
             return [(send_digest, {"day": occurrence.date().isoformat()})]
 
     Build inputs from ``occurrence``, never from the wall clock: a catch-up run gets its own
-    day's payload. ``cron`` has 5 fields, or 6 with seconds last; ``tz`` is an IANA zone.
+    day's payload. ``schedule`` has 5 fields, or 6 with seconds last; ``tz`` is an IANA zone.
+    Declare crons in an installed app's ``jobs.py``, beside the jobs they enqueue.
     """
+    if callable(schedule):
+        raise JobDefinitionError(
+            f'@cron needs its schedule: @cron("0 3 * * *", tz=...) above {getattr(schedule, "__name__", "the function")}',
+            code="X_CRON_INVALID",
+            hint='e.g. @cron("0 3 * * *", tz="UTC")',
+        )
 
-    def declare(handler: Callable[[datetime], Any]) -> TaskHandle:
+    def declare(handler: Callable[[datetime], Any]) -> CronHandle:
         label = (
             name or f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', '?')}"
         )
-        handle = registry.declare("task", label, lambda: _build(handler, label))
-        registry.tasks.register(handle)
+        handle = registry.declare("cron", label, lambda: _build(handler, label))
+        registry.crons.register(handle)
         return handle
 
-    def _build(handler: Callable[[datetime], Any], label: str) -> TaskHandle:
+    def _build(handler: Callable[[datetime], Any], label: str) -> CronHandle:
         if not callable(handler):
             raise InvariantError(
-                f"@task decorates a function, got {handler!r}", hint="put @task(...) above a def"
+                f"@cron decorates a function, got {handler!r}", hint="put @cron(...) above a def"
             )
         zone = _check_tz(tz)
-        _check_cron(cron, zone)
+        _check_cron(schedule, zone)
         if catch_up not in ("skip", "run-once", "run-all"):
             raise InvariantError(
                 f"catch_up={catch_up!r} is not a policy", hint='use "skip", "run-once" or "run-all"'
@@ -156,13 +166,18 @@ def task(
         if isinstance(max_catch_up, bool) or not isinstance(max_catch_up, int) or max_catch_up < 1:
             raise InvariantError(
                 f"max_catch_up={max_catch_up!r} must be an integer of at least 1",
-                hint="0 would mean the task never fires",
+                hint="0 would mean the schedule never fires",
             )
-        return TaskHandle(
-            handler, name=label, cron=cron, tz=zone, catch_up=catch_up, max_catch_up=max_catch_up
+        return CronHandle(
+            handler,
+            name=label,
+            schedule=schedule,
+            tz=zone,
+            catch_up=catch_up,
+            max_catch_up=max_catch_up,
         )
 
-    return declare if fn is None else declare(fn)
+    return declare
 
 
 def _check_tz(tz: Any) -> str:
@@ -182,45 +197,47 @@ def _check_tz(tz: Any) -> str:
     return tz
 
 
-def _check_cron(cron: Any, tz: str) -> None:
-    if not isinstance(cron, str) or len(cron.split()) not in (5, 6):
+def _check_cron(schedule: Any, tz: str) -> None:
+    if not isinstance(schedule, str) or len(schedule.split()) not in (5, 6):
         raise JobDefinitionError(
-            f"cron={cron!r} must have 5 fields (minute hour day month weekday), or 6 with seconds",
+            f"schedule {schedule!r} must have 5 fields (minute hour day month weekday), or 6 with seconds",
             code="X_CRON_INVALID",
             hint='e.g. "0 3 * * *" for 03:00 every day',
         )
     try:
-        walk = croniter(cron, datetime(2026, 1, 1, tzinfo=ZoneInfo(tz)))
+        walk = croniter(schedule, datetime(2026, 1, 1, tzinfo=ZoneInfo(tz)))
         walk.get_next(datetime)
     except CroniterBadCronError as error:
         raise JobDefinitionError(
-            f"cron={cron!r} is not valid: {error}",
+            f"schedule {schedule!r} is not valid: {error}",
             code="X_CRON_INVALID",
             hint="check each field's range",
         ) from None
     except CroniterBadDateError:
         raise JobDefinitionError(
-            f"cron={cron!r} can never fire", code="X_CRON_INVALID", hint="e.g. February has no 31st"
+            f"schedule {schedule!r} can never fire",
+            code="X_CRON_INVALID",
+            hint="e.g. February has no 31st",
         ) from None
 
 
 def unregister(name: str) -> None:
-    registry.tasks.unregister(name)
+    registry.crons.unregister(name)
 
 
-def registered_tasks() -> list[TaskHandle]:
-    """Every task, sorted by name in code-unit order (SPEC JOB-16)."""
-    return registry.tasks.all()
+def registered_crons() -> list[CronHandle]:
+    """Every cron, sorted by name in code-unit order (SPEC JOB-16)."""
+    return registry.crons.all()
 
 
 def occurrences_between(
-    task: TaskHandle, after: datetime, until: datetime, limit: int
+    handle: CronHandle, after: datetime, until: datetime, limit: int
 ) -> list[datetime]:
     """Occurrences in ``(after, until]``, walked forward, at most ``limit`` (SPEC SCHED-02)."""
     found: list[datetime] = []
     cursor = after
     while len(found) < limit:
-        nxt = task.next_occurrence(cursor)
+        nxt = handle.next_occurrence(cursor)
         if nxt > until:
             break
         found.append(nxt)
