@@ -258,9 +258,9 @@ def test_outbox_03_06_08_se_28_two_relays_race_over_5000_rows_and_publish_each_o
 
 
 def test_outbox_09_19_se_29_a_relay_killed_between_publish_and_mark_is_republished_once(lab):
-    """OUTBOX-09: publish (the job row) commits before the mark. Relay A is SIGKILLed in the
-    gap; its claim lapses (SE-29), relay B publishes the row again, and the re-publish is
-    deduped by the idempotency key because A's job is still live (OUTBOX-19)."""
+    """OUTBOX-09/12: on the jobs' own database the job insert and the mark commit in one
+    transaction. Relay A is SIGKILLed inside its mark: the insert rolls back with it, its claim
+    lapses (SE-29), and relay B publishes the row, so the job exists exactly once."""
     key = "ok:1"
     lab.sleep_trigger(
         "hang_mark",
@@ -273,11 +273,10 @@ def test_outbox_09_19_se_29_a_relay_killed_between_publish_and_mark_is_republish
     a = lab.relay("--claim-lease", "2s", "--relay-id", "relay-a")
 
     def marking() -> list[int]:
-        if not Job.objects.filter(idempotency_key=key).exists():
-            return []
         return backends("state = 'active' AND query ILIKE %s", "%published_at = now()%")
 
-    [pid] = wait_for(marking, what="relay A to publish, then hang in its mark")
+    [pid] = wait_for(marking, what="relay A to insert the job, then hang in its mark")
+    assert not Job.objects.filter(idempotency_key=key).exists()  # not committed without the mark
     a.send(signal.SIGKILL)
     a.finish()
     # The backend of a killed client only notices at its next write; end its statement now.
@@ -287,7 +286,7 @@ def test_outbox_09_19_se_29_a_relay_killed_between_publish_and_mark_is_republish
 
     entry = OutboxEntry.objects.get(id=row.id)
     assert (entry.published_at, entry.claimed_by) == (None, "relay-a")  # the mark rolled back
-    assert Job.objects.filter(idempotency_key=key).count() == 1  # ... the publish did not
+    assert not Job.objects.filter(idempotency_key=key).exists()  # ... and the insert with it
 
     b = lab.relay("--claim-lease", "2s", "--relay-id", "relay-b")
     wait_for(
@@ -301,13 +300,16 @@ def test_outbox_09_19_se_29_a_relay_killed_between_publish_and_mark_is_republish
 
     assert OutboxEntry.objects.get(id=row.id).claimed_by == "relay-b"
     [job] = Job.objects.filter(idempotency_key=key)
+    assert job.id == row.id  # the job has the id its enqueue returned
     assert (job.name, job.state, job.input) == ("tests.jobs.ok", "ready", {"n": 1})
 
 
 def test_outbox_11_12_se_30_a_relay_stopped_past_its_lease_retires_nothing_when_it_resumes(lab):
     """Relay A claims 20 rows and is SIGSTOPped while publishing the first; its lease lapses and
-    relay B publishes all 20. Resumed, A finishes its stale pass: its marks are fenced on
-    claimed_by (OUTBOX-12, SE-30), its publishes are deduped, and nothing changes."""
+    relay B publishes all 20. A's open publish transaction does not block B: the server ends it
+    once it has been idle for A's lease, and it rolls back. Resumed, A finishes its stale pass:
+    its marks are fenced on claimed_by (OUTBOX-12, SE-30), its publishes are no-ops, and
+    nothing changes."""
     keys = [f"stop:{i}" for i in range(20)]
     # One transaction, so all 20 tie on staged_at; the slow one has the lowest id (OUTBOX-08).
     rows = stage(keys, names={keys[0]: "tests.relay.slow"})
@@ -325,9 +327,9 @@ def test_outbox_11_12_se_30_a_relay_stopped_past_its_lease_retires_nothing_when_
     a.send(signal.SIGSTOP)
     try:
         assert set(outbox().values()) == {(None, "relay-a")}  # A holds all 20, marked none
-        # DROP TRIGGER waits for A's in-flight insert; that statement still commits.
+        # DROP TRIGGER waits for A's open transaction, which the server ends after A's lease.
         lab.drop_triggers()
-        assert jobs_per_key(keys[:1]) == {keys[0]: 1}
+        assert jobs_per_key(keys[:1]) == {keys[0]: 0}  # A's insert rolled back with it
 
         b = lab.relay("--claim-lease", "1s", "--relay-id", "relay-b")
         wait_for(lambda: unpublished() == 0, what="relay B to publish all 20 rows")

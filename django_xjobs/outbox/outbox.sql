@@ -68,6 +68,13 @@ WHERE id = %(id)s
   AND published_at IS NULL
   AND claimed_by = %(token)s;
 
+-- name: bound_publish
+-- The publish transaction holds the new job row and its key until it commits. A relay that
+-- stalls in it past its lease must not block the next relay forever: the server ends a
+-- transaction left idle that long, and a publish waiting on another's row gives up.
+SELECT set_config('idle_in_transaction_session_timeout', %(ms)s, true),
+       set_config('lock_timeout', %(ms)s, true);
+
 -- name: resolve
 -- A staged id that collapsed into another job at publish answers for that job.
 SELECT job_id FROM x_outbox

@@ -76,6 +76,8 @@ class PostgresOutboxStore:
         # (the staged id) turns a second publish into a no-op (SPEC OUTBOX-12).
         same_database = driver.database == self.using
         with transaction.atomic(using=self.using) if same_database else nullcontext():
+            if same_database:
+                self._run("bound_publish", {"ms": str(max(1, int(self.claim_lease * 1000)))})
             result = driver.enqueue(row.request())
             return result, self.mark_published(row.id, token, result.id)
 
