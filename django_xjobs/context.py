@@ -6,10 +6,14 @@ import logging
 import threading
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from .errors import JobAbortedError, JobInterrupt
+
+if TYPE_CHECKING:
+    from .steps import Steps
+    from .steps_async import AsyncSteps
 
 
 class Signal:
@@ -82,9 +86,9 @@ class JobLogger(logging.LoggerAdapter[logging.Logger]):
         return f"[{extra['job']} {extra['job_id']}] {msg}", kwargs
 
 
-@dataclass
+@dataclass(frozen=True)
 class JobContext:
-    """The first argument of every handler."""
+    """The first argument of every handler. Frozen: a handler reads its run, never rewrites it."""
 
     job_id: UUID
     run_id: UUID
@@ -99,4 +103,4 @@ class JobContext:
     logger: logging.LoggerAdapter[logging.Logger] = field(repr=False)
     #: the step runner (``ctx.step.run``, ``.sleep``, ``.wait_for_event``; awaitable in
     #: ``async def`` handlers)
-    step: Any = field(default=None, repr=False)
+    step: Steps | AsyncSteps = field(repr=False)

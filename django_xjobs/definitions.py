@@ -7,7 +7,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from . import conf, registry
 from .drivers.base import EnqueueRequest, EnqueueResult
@@ -303,6 +303,40 @@ class JobHandle:
         }
 
 
+@overload
+def job(
+    fn: Callable[..., Any],
+    *,
+    idempotency_key: str | Callable[..., Any] = ...,
+    name: str | None = ...,
+    queue: str = ...,
+    retry: Retry | None = ...,
+    timeout: Duration | None = ...,
+    step_timeout: Duration | None = ...,
+    event_poll: Duration | None = ...,
+    concurrency: int | None = ...,
+    priority: int = ...,
+    tenant: Callable[..., Any] | None = ...,
+) -> JobHandle: ...
+
+
+@overload
+def job(
+    fn: None = None,
+    *,
+    idempotency_key: str | Callable[..., Any] = ...,
+    name: str | None = ...,
+    queue: str = ...,
+    retry: Retry | None = ...,
+    timeout: Duration | None = ...,
+    step_timeout: Duration | None = ...,
+    event_poll: Duration | None = ...,
+    concurrency: int | None = ...,
+    priority: int = ...,
+    tenant: Callable[..., Any] | None = ...,
+) -> Callable[[Callable[..., Any]], JobHandle]: ...
+
+
 def job(
     fn: Callable[..., Any] | None = None,
     *,
@@ -316,7 +350,7 @@ def job(
     concurrency: int | None = None,
     priority: int = 0,
     tenant: Callable[..., Any] | None = None,
-) -> Any:
+) -> JobHandle | Callable[[Callable[..., Any]], JobHandle]:
     """Declare a durable job. Put it in ``<app>/jobs.py``; it is imported at startup.
 
     ::

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from ..scheduler.store import SchedulerStore
 
 LIVE_STATES = ("ready", "delayed", "running", "suspended")
-CLAIMABLE_STATES = ("ready", "delayed", "suspended")
 FinalState = Literal["dead", "failed"]
 
 
