@@ -4,6 +4,10 @@ event waits, step deadlines, and the write fence.
 A step's result is stored before the next step starts, so an attempt that fails at step 3 runs
 step 3 again and replays 1 and 2 from their records. Sleeps and waits park the run (no process
 held, no attempt burned) by raising ``StepSuspension``.
+
+Every time is on the store's clock (``store.now()``: the database's ``now()`` on PostgreSQL),
+never this process's: an event's ``published_at`` and a wait's ``started_at`` are compared on one
+clock even when the publisher and the worker run on two machines (issue 11).
 """
 
 from __future__ import annotations
@@ -52,17 +56,10 @@ class Steps:
         store: StepStore,
         events: EventStore,
         signal: Signal,
-        clock: Any,
         step_timeout: float | None = None,
         event_poll: float | None = None,
     ) -> None:
-        self.job, self.store, self.events, self.signal, self.clock = (
-            job,
-            store,
-            events,
-            signal,
-            clock,
-        )
+        self.job, self.store, self.events, self.signal = job, store, events, signal
         self.step_timeout = step_timeout
         self.event_poll = event_poll or DEFAULT_EVENT_POLL
         # SPEC STEP-06: one read per attempt, made on the first step call, so a job without
@@ -127,16 +124,13 @@ class Steps:
         except Exception as error:
             self.fail(name, error)
             raise
-        now = self.clock.now()
         previous = self._records.get(name)
-        self._write(
+        self._write(  # the store stamps started_at and completed_at on its own clock
             StepRecord(
                 run_id=self.job.run_id,
                 name=name,
                 status="completed",
-                started_at=previous.started_at if previous else now,
                 output=value,
-                completed_at=now,
                 attempts=(previous.attempts + 1) if previous else 1,
             )
         )
@@ -146,13 +140,11 @@ class Steps:
         """Record a failed step (SPEC STEP-03) unless the run was stopped (STEP-17/18)."""
         if isinstance(error, JobInterrupt) or self.signal.is_set():
             return
-        now = self.clock.now()
         previous = self._records.get(name)
         record = StepRecord(
             run_id=self.job.run_id,
             name=name,
             status="failed",
-            started_at=previous.started_at if previous else now,
             error=_message(error),
             attempts=(previous.attempts + 1) if previous else 1,
         )
@@ -218,31 +210,30 @@ class Steps:
     def _park(self, name: str, wake: Callable[[datetime], datetime]) -> None:
         self._claim_name(name)
         record = self._records.get(name)
-        now = self.clock.now()
         if record is not None and record.status == "completed":
             self._replayed.append(name)
             return
+        now = self.store.now()
         if record is None:
             wake_at = wake(now)
             if wake_at <= now:
                 self._write(self._sleep_record(name, now, wake_at, completed=True))
                 return
             self._write(self._sleep_record(name, now, wake_at))  # SPEC STEP-07
-            raise StepSuspension(name, wake_at, "sleep")
+            raise StepSuspension(name, wake_at, "sleep", _seconds(wake_at - now))
         wake_at = record.wake_at or now
-        if wake_at > now:
-            raise StepSuspension(name, wake_at, "sleep")  # SPEC STEP-08: nothing written
-        self._write(self._sleep_record(name, record.started_at, wake_at, completed=True))
+        if wake_at > now:  # SPEC STEP-08: nothing written
+            raise StepSuspension(name, wake_at, "sleep", _seconds(wake_at - now))
+        self._write(self._sleep_record(name, now, wake_at, completed=True))
 
     def _sleep_record(
-        self, name: str, started: datetime, wake_at: datetime, completed: bool = False
+        self, name: str, now: datetime, wake_at: datetime, completed: bool = False
     ) -> StepRecord:
-        now = self.clock.now()
         return StepRecord(
             run_id=self.job.run_id,
             name=name,
             status="completed" if completed else "sleeping",
-            started_at=started,
+            started_at=now,  # a first write only: the upsert keeps the first start
             completed_at=now if completed else None,
             wake_at=wake_at,
         )
@@ -275,12 +266,10 @@ class Steps:
         if record is not None and record.status == "completed":
             self._replayed.append(name)
             return record.output
-        now = self.clock.now()
-        started = record.started_at if record else now
+        now = self.store.now()  # SPEC EVT-02/03: the clock the event's published_at is on
+        started = record.started_at if record and record.started_at else now
         deadline = started + timedelta(seconds=seconds)
-        hit = self.events.find(
-            event, after=started, now=now, correlation_key=correlation_key, match=match
-        )
+        hit = self.events.find(event, after=started, correlation_key=correlation_key, match=match)
         if hit is not None or now >= deadline:
             if hit is None and required:
                 raise JobTimeoutError(
@@ -320,7 +309,7 @@ class Steps:
                 correlation_key=correlation_key,
             )
         )
-        raise StepSuspension(name, wake_at, "event")
+        raise StepSuspension(name, wake_at, "event", _seconds(wake_at - now))
 
     # --- bookkeeping ------------------------------------------------------------------------
 
@@ -352,6 +341,10 @@ class Steps:
             )
             raise JobAbortedError(f"step {record.name!r} was not recorded: the job moved on")
         self._records[record.name] = record
+
+
+def _seconds(delta: timedelta) -> float:
+    return max(0.0, delta.total_seconds())
 
 
 def _takes_argument(fn: Callable[..., Any]) -> bool:
