@@ -70,6 +70,8 @@ class Steps:
         self._used_trace: deque[str] = deque(maxlen=MAX_TRACE_NAMES)
         self._replayed: deque[str] = deque(maxlen=MAX_TRACE_NAMES)
         self._sleeps: Counter[str] = Counter()
+        self._position = -1  # this attempt's place in the run of the step being reached
+        self._reordered = False
 
     @property
     def _records(self) -> dict[str, StepRecord]:
@@ -132,6 +134,7 @@ class Steps:
                 status="completed",
                 output=value,
                 attempts=(previous.attempts + 1) if previous else 1,
+                position=self._position,
             )
         )
         return value
@@ -147,6 +150,7 @@ class Steps:
             status="failed",
             error=_message(error),
             attempts=(previous.attempts + 1) if previous else 1,
+            position=self._position,
         )
         with contextlib.suppress(JobInterrupt):  # the caller needs the original error (STEP-17)
             self._write(record)
@@ -236,6 +240,7 @@ class Steps:
             started_at=now,  # a first write only: the upsert keeps the first start
             completed_at=now if completed else None,
             wake_at=wake_at,
+            position=self._position,
         )
 
     # --- events -----------------------------------------------------------------------------
@@ -294,6 +299,7 @@ class Steps:
                     completed_at=now,
                     event=event,
                     correlation_key=correlation_key,
+                    position=self._position,
                 )
             )
             return None if hit is None else hit.payload
@@ -307,6 +313,7 @@ class Steps:
                 wake_at=wake_at,
                 event=event,
                 correlation_key=correlation_key,
+                position=self._position,
             )
         )
         raise StepSuspension(name, wake_at, "event", _seconds(wake_at - now))
@@ -323,6 +330,26 @@ class Steps:
             raise StepDuplicateError(f"step {name!r} is used twice in one run")  # SPEC STEP-04
         self._used.add(name)
         self._used_trace.append(name)
+        self._position += 1
+        self._check_position(name)
+
+    def _check_position(self, name: str) -> None:
+        """Say so, once an attempt, when a deploy moved a step: the first step out of place is
+        named, and every step still replays by name (DBOS raises here)."""
+        record = self._records.get(name)
+        recorded = None if record is None else record.position
+        if self._reordered or recorded is None or recorded == self._position:
+            return
+        self._reordered = True
+        log.event(
+            logging.WARNING,
+            "xjobs.step.reordered",
+            job=self.job.name,
+            id=self.job.id,
+            step=name,
+            recorded=recorded,
+            current=self._position,
+        )
 
     def _write(self, record: StepRecord) -> None:
         """Persist ``record`` only while this run still holds the job (SPEC STEP-17, SE-21)."""

@@ -1,5 +1,5 @@
-"""One clock for events and steps (issue 11 item 1), each case on the memory driver and the
-PostgreSQL driver through the ``harness`` fixture.
+"""One clock for events and steps, and steps that keep their order (issue 11 items 1 and 7),
+each case on the memory driver and the PostgreSQL driver through the ``harness`` fixture.
 
 SPEC EVT-02/03 compare an event's ``published_at`` with a wait's first ``started_at``; both now
 come from the store's clock, so a publisher or a worker whose own clock is off changes nothing.
@@ -8,6 +8,7 @@ come from the store's clock, so a publisher or a worker whose own clock is off c
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import datetime, timedelta
 
 import pytest
@@ -19,6 +20,7 @@ from django_xjobs.events import publish_event
 from django_xjobs.execute import Outcome
 from django_xjobs.testing import age_steps, run_to_completion, run_until_idle
 from tests import jobs
+from tests.models import Ledger
 
 
 class SkewedClock:
@@ -44,6 +46,10 @@ def publisher_behind(monkeypatch):
 def step(harness, job_id, name):
     [record] = [r for r in harness.driver.steps.list(harness.row(job_id).run_id) if r.name == name]
     return record
+
+
+def reorders_warnings(caplog):
+    return [r for r in caplog.records if getattr(r, "event", None) == "xjobs.step.reordered"]
 
 
 # --- item 1: one clock ------------------------------------------------------------------------
@@ -94,3 +100,39 @@ def test_step_07_10_a_sleep_parks_for_its_length_on_the_store_clock_whatever_the
     ahead = (row.run_at - harness.driver.steps.now()).total_seconds()
     assert abs(ahead - 3 * 86400) < 5  # the row wakes in 3 days on the store's clock (STEP-10)
     assert nap.wake_at - nap.started_at == timedelta(days=3)
+
+
+# --- item 7: steps keep their order -----------------------------------------------------------
+
+
+def test_step_positions_are_stored_in_the_order_the_run_first_reaches_them(harness):
+    job_id = jobs.fails_at_b.enqueue(token=f"t-{uuid.uuid4()}").id
+    run_to_completion(job_id)
+    records = harness.driver.steps.list(harness.row(job_id).run_id)
+    assert [(r.name, r.position) for r in records] == [("a", 0), ("b", 1), ("c", 2)]
+
+
+def test_reordered_steps_warn_once_naming_both_positions_and_replay_by_name(harness, caplog):
+    token = f"t-{uuid.uuid4()}"
+    job_id = jobs.reorders.enqueue(token=token).id
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        runs = run_to_completion(job_id)
+    assert [r.outcome for r in runs] == [Outcome.RETRIED, Outcome.COMPLETED]
+    [warning] = reorders_warnings(caplog)
+    assert warning.fields["step"] == "b"
+    assert (warning.fields["recorded"], warning.fields["current"]) == (1, 0)
+    assert "step=b recorded=1 current=0" in warning.getMessage()
+    assert runs[-1].replayed == ("b", "a")  # replayed by name, not by place
+    assert harness.row(job_id).result == [1, 1]  # each step's stored result, from attempt 1
+    assert list(Ledger.objects.filter(token=token).values_list("phase", flat=True)) == ["a", "b"]
+    records = harness.driver.steps.list(harness.row(job_id).run_id)
+    assert [(r.name, r.position) for r in records] == [("a", 0), ("b", 1)]  # the first order
+
+
+def test_steps_in_the_same_order_replay_without_a_warning(harness, caplog):
+    job_id = jobs.reorders.enqueue(token=f"t-{uuid.uuid4()}", swap=False).id
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        runs = run_to_completion(job_id)
+    assert [r.outcome for r in runs] == [Outcome.RETRIED, Outcome.COMPLETED]
+    assert runs[-1].replayed == ("a", "b")
+    assert reorders_warnings(caplog) == []

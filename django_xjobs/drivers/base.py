@@ -170,7 +170,8 @@ class StepRecord:
 
     Times are on the store's clock (the database's ``now()`` on PostgreSQL): a ``put`` without
     ``started_at`` is stamped with the store's now, and so is a ``completed`` one without
-    ``completed_at``.
+    ``completed_at``. ``position`` is the step's place in the run, in the order the run first
+    reached it (0, 1, 2...); ``None`` for a record written before positions were kept.
     """
 
     run_id: UUID
@@ -184,6 +185,7 @@ class StepRecord:
     correlation_key: str | None = None
     error: str | None = None
     attempts: int = 1
+    position: int | None = None
 
 
 STEP_STATUSES = ("completed", "sleeping", "waiting", "failed")
@@ -208,11 +210,12 @@ class StepStore(Protocol):
         database's ``now()`` on PostgreSQL, the driver's clock in memory."""
 
     def list(self, run_id: UUID) -> list[StepRecord]:
-        """Every record of the run, oldest ``started_at`` first (one read per attempt)."""
+        """Every record of the run, by position, then oldest ``started_at`` (one read per
+        attempt)."""
 
     def put(self, record: StepRecord, *, job_id: UUID, lease_token: UUID) -> bool:
         """Upsert, fenced: False (nothing written) unless the job is running under the token.
-        The first ``started_at``, event and key are kept; missing times are stamped
+        The first ``started_at``, position, event and key are kept; missing times are stamped
         on the store's clock."""
 
 

@@ -27,7 +27,8 @@ class MemoryStepStore:
     def list(self, run_id: UUID) -> list[StepRecord]:
         with self.driver._lock:
             records = list(self.driver._steps.get(run_id, {}).values())
-        return sorted(records, key=lambda r: (r.started_at is None, r.started_at))  # stable
+        # stable: ties keep write order, like the database's tie-break on id
+        return sorted(records, key=lambda r: (r.position is None, r.position or 0, r.started_at))
 
     def put(self, record: StepRecord, *, job_id: UUID, lease_token: UUID) -> bool:
         with self.driver._lock:
@@ -38,12 +39,15 @@ class MemoryStepStore:
             existing = run.get(record.name)
             completed_at = (record.completed_at or now) if record.status == "completed" else None
             record = replace(record, started_at=record.started_at or now, completed_at=completed_at)
-            if existing is not None:  # the upsert keeps the first start, event and key
+            if existing is not None:  # the upsert keeps the first start, position, event and key
                 record = replace(
                     record,
                     started_at=existing.started_at,
                     event=existing.event,
                     correlation_key=existing.correlation_key,
+                    position=existing.position
+                    if existing.position is not None
+                    else record.position,
                 )
             run[record.name] = replace(record, output=_copy(record.output))
             return True

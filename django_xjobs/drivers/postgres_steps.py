@@ -49,6 +49,7 @@ class PostgresStepStore:
                     correlation_key=r[8],
                     error=r[9],
                     attempts=r[10],
+                    position=r[11],
                 )
             )
         return records
@@ -66,6 +67,7 @@ class PostgresStepStore:
             "correlation_key": record.correlation_key,
             "error": record.error,
             "attempts": record.attempts,
+            "position": record.position,
             "job_id": job_id,
             "lease_token": lease_token,
         }

@@ -9,23 +9,23 @@ SELECT now();
 -- name: list_steps
 -- Every record of a run, in the order the steps were first reached (SPEC STEP-06: one read).
 SELECT run_id, name, status, output, started_at, completed_at, wake_at, event, correlation_key,
-       error, attempts
+       error, attempts, position
 FROM x_job_steps
 WHERE run_id = %(run_id)s
-ORDER BY started_at, id;
+ORDER BY position NULLS LAST, started_at, id;
 
 -- name: put_step
 -- Upsert one record, only while the job is running under this claim's token (SPEC STEP-17,
 -- DESIGN Q-01). FOR SHARE holds off a re-claim until the write is in. The upsert keeps the
--- first started_at, event and correlation key (SPEC §14); times the caller leaves
+-- first started_at, position, event and correlation key (SPEC §14); times the caller leaves
 -- out are stamped with now().
 INSERT INTO x_job_steps (run_id, name, status, output, started_at, completed_at, wake_at, event,
-                         correlation_key, error, attempts)
+                         correlation_key, error, attempts, position)
 SELECT %(run_id)s, %(name)s, %(status)s, %(output)s::jsonb,
        COALESCE(%(started_at)s::timestamptz, now()),
        CASE WHEN %(status)s = 'completed'
             THEN COALESCE(%(completed_at)s::timestamptz, now()) END,
-       %(wake_at)s, %(event)s, %(correlation_key)s, %(error)s, %(attempts)s
+       %(wake_at)s, %(event)s, %(correlation_key)s, %(error)s, %(attempts)s, %(position)s
 FROM (SELECT 1 FROM x_jobs
       WHERE id = %(job_id)s AND state = 'running' AND lease_token = %(lease_token)s
       FOR SHARE) AS held
@@ -35,7 +35,8 @@ SET status = EXCLUDED.status,
     completed_at = EXCLUDED.completed_at,
     wake_at = EXCLUDED.wake_at,
     error = EXCLUDED.error,
-    attempts = EXCLUDED.attempts;
+    attempts = EXCLUDED.attempts,
+    position = COALESCE(x_job_steps.position, EXCLUDED.position);
 
 -- name: publish_event
 -- published_at is the database's now(), never the publisher's clock (SPEC EVT-01).
