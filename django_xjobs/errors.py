@@ -258,9 +258,11 @@ class StepSuspension(JobInterrupt):
 
     code = "X_STEP_SUSPENDED"
 
-    def __init__(self, step: str, resume_at: Any, reason: str) -> None:
+    def __init__(self, step: str, resume_at: Any, reason: str, resume_in: float = 0.0) -> None:
         super().__init__(f"step {step!r} parks the run until {resume_at} ({reason})")
         self.step, self.resume_at, self.reason = step, resume_at, reason
+        #: seconds from now to ``resume_at``, both on the step store's clock (issue 11)
+        self.resume_in = resume_in
 
 
 #: Every code this package owns, with its class: the table the docs list.

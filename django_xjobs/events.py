@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
 from typing import Any
 
 from . import conf
-from .clock import system_clock
 from .drivers import get_driver
-from .drivers.base import EventRecord
+from .drivers.base import EventRecord, EventStore
 from .durations import Duration, parse_duration
 from .errors import InputInvalidError, InvariantError, OutboxNoTxError
 from .ids import uuid7
@@ -28,7 +26,6 @@ def publish_event(
     correlation_key: str | None = None,
     ttl: Duration = "7d",
     using: str | None = None,
-    clock: Any = None,
 ) -> EventRecord:
     """Store an event; every step waiting for it (now or until ``ttl`` runs out) receives it.
 
@@ -38,6 +35,8 @@ def publish_event(
 
     Inside ``transaction.atomic()`` on the jobs database, the event commits or rolls back with
     the caller. Events are not consumed: two waiting runs can both receive one (SPEC EVT-03).
+    Its times come from the store's clock (the database's ``now()``), not this machine's, so a
+    publisher whose clock is behind still wakes a run that began waiting earlier.
     """
     if not isinstance(event, str) or not event:
         raise InvariantError(f"event name {event!r} must be a non-empty string")
@@ -54,18 +53,11 @@ def publish_event(
     encode(data, limit=conf.get().max_payload_bytes, what=f"the data of event {event!r}")
     seconds = parse_duration(ttl, field="ttl")
     _check_transaction(event, using)
-    now = (clock or system_clock).now()
-    record = EventRecord(
-        id=uuid7(),
-        name=event,
-        payload=data,
-        correlation_key=correlation_key,
-        published_at=now,
-        expires_at=now + timedelta(seconds=seconds),
-    )
     store = _store(using)
-    store.publish(record)
-    _maybe_purge(store, now)
+    record = store.publish(
+        id=uuid7(), name=event, payload=data, correlation_key=correlation_key, ttl=seconds
+    )
+    _maybe_purge(store)
     return record
 
 
@@ -83,7 +75,7 @@ def _check_transaction(event: str, using: str | None) -> None:
         )
 
 
-def _store(using: str | None) -> Any:
+def _store(using: str | None) -> EventStore:
     driver = get_driver()
     if using is None or getattr(driver, "using", using) == using:
         return driver.events
@@ -92,10 +84,10 @@ def _store(using: str | None) -> Any:
     return PostgresEventStore(using)
 
 
-def _maybe_purge(store: Any, now: Any) -> None:
+def _maybe_purge(store: EventStore) -> None:
     """Sweep expired events at most once a minute per process (SPEC EVT-04)."""
     with _purge_lock:
         if time.monotonic() - _last_purge[0] < _PURGE_EVERY:
             return
         _last_purge[0] = time.monotonic()
-    store.purge(now)
+    store.purge()

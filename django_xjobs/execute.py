@@ -80,7 +80,6 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Any) -
             store=driver.steps,
             events=driver.events,
             signal=signal,
-            clock=clock,
             step_timeout=handle.step_timeout,
             event_poll=handle.event_poll,
         )
@@ -182,7 +181,7 @@ def _suspended(
     job: ClaimedJob, suspension: StepSuspension, clock: Any, duration: float
 ) -> Execution:
     """SPEC STEP-10: park the run until the step's wake time; no attempt burned, no error."""
-    delay = max(0.0, (suspension.resume_at - clock.now()).total_seconds())
+    delay = suspension.resume_in  # on the step store's clock, not this process's (issue 11)
     nack = Nack(job.id, job.lease_token, delay=delay, counts_as_attempt=False, park=True)
     log.event(
         logging.INFO,

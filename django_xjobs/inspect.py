@@ -267,7 +267,9 @@ def _step(record: StepRecord) -> dict[str, Any]:
         "started_at": _iso(record.started_at),
         "completed_at": _iso(done),
         "wake_at": _iso(record.wake_at),
-        "duration": None if done is None else (done - record.started_at).total_seconds(),
+        "duration": None
+        if done is None or record.started_at is None
+        else (done - record.started_at).total_seconds(),
         "attempts": record.attempts,
         "error": record.error,
         "output": record.output,

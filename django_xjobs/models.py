@@ -113,6 +113,11 @@ class JobStep(models.Model):
     correlation_key = models.TextField(null=True, blank=True)
     error = models.TextField(null=True, blank=True)
     attempts = models.IntegerField(db_default=1)
+    position = models.IntegerField(
+        null=True,
+        blank=True,
+        help_text="The step's place in the run, in the order it was first reached (0, 1, 2...).",
+    )
 
     class Meta:
         db_table = "x_job_steps"

@@ -4,6 +4,10 @@ event waits, step deadlines, and the write fence.
 A step's result is stored before the next step starts, so an attempt that fails at step 3 runs
 step 3 again and replays 1 and 2 from their records. Sleeps and waits park the run (no process
 held, no attempt burned) by raising ``StepSuspension``.
+
+Every time is on the store's clock (``store.now()``: the database's ``now()`` on PostgreSQL),
+never this process's: an event's ``published_at`` and a wait's ``started_at`` are compared on one
+clock even when the publisher and the worker run on two machines (issue 11).
 """
 
 from __future__ import annotations
@@ -52,17 +56,10 @@ class Steps:
         store: StepStore,
         events: EventStore,
         signal: Signal,
-        clock: Any,
         step_timeout: float | None = None,
         event_poll: float | None = None,
     ) -> None:
-        self.job, self.store, self.events, self.signal, self.clock = (
-            job,
-            store,
-            events,
-            signal,
-            clock,
-        )
+        self.job, self.store, self.events, self.signal = job, store, events, signal
         self.step_timeout = step_timeout
         self.event_poll = event_poll or DEFAULT_EVENT_POLL
         # SPEC STEP-06: one read per attempt, made on the first step call, so a job without
@@ -73,6 +70,8 @@ class Steps:
         self._used_trace: deque[str] = deque(maxlen=MAX_TRACE_NAMES)
         self._replayed: deque[str] = deque(maxlen=MAX_TRACE_NAMES)
         self._sleeps: Counter[str] = Counter()
+        self._position = -1  # this attempt's place in the run of the step being reached
+        self._reordered = False
 
     @property
     def _records(self) -> dict[str, StepRecord]:
@@ -127,17 +126,15 @@ class Steps:
         except Exception as error:
             self.fail(name, error)
             raise
-        now = self.clock.now()
         previous = self._records.get(name)
-        self._write(
+        self._write(  # the store stamps started_at and completed_at on its own clock
             StepRecord(
                 run_id=self.job.run_id,
                 name=name,
                 status="completed",
-                started_at=previous.started_at if previous else now,
                 output=value,
-                completed_at=now,
                 attempts=(previous.attempts + 1) if previous else 1,
+                position=self._position,
             )
         )
         return value
@@ -146,15 +143,14 @@ class Steps:
         """Record a failed step (SPEC STEP-03) unless the run was stopped (STEP-17/18)."""
         if isinstance(error, JobInterrupt) or self.signal.is_set():
             return
-        now = self.clock.now()
         previous = self._records.get(name)
         record = StepRecord(
             run_id=self.job.run_id,
             name=name,
             status="failed",
-            started_at=previous.started_at if previous else now,
             error=_message(error),
             attempts=(previous.attempts + 1) if previous else 1,
+            position=self._position,
         )
         with contextlib.suppress(JobInterrupt):  # the caller needs the original error (STEP-17)
             self._write(record)
@@ -218,33 +214,33 @@ class Steps:
     def _park(self, name: str, wake: Callable[[datetime], datetime]) -> None:
         self._claim_name(name)
         record = self._records.get(name)
-        now = self.clock.now()
         if record is not None and record.status == "completed":
             self._replayed.append(name)
             return
+        now = self.store.now()
         if record is None:
             wake_at = wake(now)
             if wake_at <= now:
                 self._write(self._sleep_record(name, now, wake_at, completed=True))
                 return
             self._write(self._sleep_record(name, now, wake_at))  # SPEC STEP-07
-            raise StepSuspension(name, wake_at, "sleep")
+            raise StepSuspension(name, wake_at, "sleep", _seconds(wake_at - now))
         wake_at = record.wake_at or now
-        if wake_at > now:
-            raise StepSuspension(name, wake_at, "sleep")  # SPEC STEP-08: nothing written
-        self._write(self._sleep_record(name, record.started_at, wake_at, completed=True))
+        if wake_at > now:  # SPEC STEP-08: nothing written
+            raise StepSuspension(name, wake_at, "sleep", _seconds(wake_at - now))
+        self._write(self._sleep_record(name, now, wake_at, completed=True))
 
     def _sleep_record(
-        self, name: str, started: datetime, wake_at: datetime, completed: bool = False
+        self, name: str, now: datetime, wake_at: datetime, completed: bool = False
     ) -> StepRecord:
-        now = self.clock.now()
         return StepRecord(
             run_id=self.job.run_id,
             name=name,
             status="completed" if completed else "sleeping",
-            started_at=started,
+            started_at=now,  # a first write only: the upsert keeps the first start
             completed_at=now if completed else None,
             wake_at=wake_at,
+            position=self._position,
         )
 
     # --- events -----------------------------------------------------------------------------
@@ -275,12 +271,10 @@ class Steps:
         if record is not None and record.status == "completed":
             self._replayed.append(name)
             return record.output
-        now = self.clock.now()
-        started = record.started_at if record else now
+        now = self.store.now()  # SPEC EVT-02/03: the clock the event's published_at is on
+        started = record.started_at if record and record.started_at else now
         deadline = started + timedelta(seconds=seconds)
-        hit = self.events.find(
-            event, after=started, now=now, correlation_key=correlation_key, match=match
-        )
+        hit = self.events.find(event, after=started, correlation_key=correlation_key, match=match)
         if hit is not None or now >= deadline:
             if hit is None and required:
                 raise JobTimeoutError(
@@ -305,6 +299,7 @@ class Steps:
                     completed_at=now,
                     event=event,
                     correlation_key=correlation_key,
+                    position=self._position,
                 )
             )
             return None if hit is None else hit.payload
@@ -318,9 +313,10 @@ class Steps:
                 wake_at=wake_at,
                 event=event,
                 correlation_key=correlation_key,
+                position=self._position,
             )
         )
-        raise StepSuspension(name, wake_at, "event")
+        raise StepSuspension(name, wake_at, "event", _seconds(wake_at - now))
 
     # --- bookkeeping ------------------------------------------------------------------------
 
@@ -334,6 +330,26 @@ class Steps:
             raise StepDuplicateError(f"step {name!r} is used twice in one run")  # SPEC STEP-04
         self._used.add(name)
         self._used_trace.append(name)
+        self._position += 1
+        self._check_position(name)
+
+    def _check_position(self, name: str) -> None:
+        """Say so, once an attempt, when a deploy moved a step: the first step out of place is
+        named, and every step still replays by name (DBOS raises here)."""
+        record = self._records.get(name)
+        recorded = None if record is None else record.position
+        if self._reordered or recorded is None or recorded == self._position:
+            return
+        self._reordered = True
+        log.event(
+            logging.WARNING,
+            "xjobs.step.reordered",
+            job=self.job.name,
+            id=self.job.id,
+            step=name,
+            recorded=recorded,
+            current=self._position,
+        )
 
     def _write(self, record: StepRecord) -> None:
         """Persist ``record`` only while this run still holds the job (SPEC STEP-17, SE-21)."""
@@ -352,6 +368,10 @@ class Steps:
             )
             raise JobAbortedError(f"step {record.name!r} was not recorded: the job moved on")
         self._records[record.name] = record
+
+
+def _seconds(delta: timedelta) -> float:
+    return max(0.0, delta.total_seconds())
 
 
 def _takes_argument(fn: Callable[..., Any]) -> bool:

@@ -124,6 +124,17 @@ def _fail_first(token: str, attempt: int) -> int:
     return attempt
 
 
+@job(idempotency_key="reorders:{token}", retry=FAST)
+def reorders(ctx, token: str, swap: bool = True):
+    """Steps a and b, then the first attempt fails; with ``swap`` the retry reaches a and b the
+    other way round, as after a deploy that reordered them."""
+    order = ["b", "a"] if swap and ctx.attempt > 1 else ["a", "b"]
+    done = [ctx.step.run(name, lambda name=name: _mark(token, name, ctx.attempt)) for name in order]
+    if ctx.attempt == 1:
+        raise ConnectionError("the first attempt fails after its steps")
+    return done
+
+
 @job(idempotency_key="sleeper:{n}")
 def sleeper(ctx, n: int = 0, token: str = ""):
     ctx.step.run("before", lambda: _mark(token, "before", ctx.attempt) if token else 0)

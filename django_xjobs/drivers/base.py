@@ -166,12 +166,18 @@ class EnqueueResult:
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One step of a run (SPEC §14 x_job_steps). ``status``: completed|sleeping|waiting|failed."""
+    """One step of a run (SPEC §14 x_job_steps). ``status``: completed|sleeping|waiting|failed.
+
+    Times are on the store's clock (the database's ``now()`` on PostgreSQL): a ``put`` without
+    ``started_at`` is stamped with the store's now, and so is a ``completed`` one without
+    ``completed_at``. ``position`` is the step's place in the run, in the order the run first
+    reached it (0, 1, 2...); ``None`` for a record written before positions were kept.
+    """
 
     run_id: UUID
     name: str
     status: str
-    started_at: datetime
+    started_at: datetime | None = None
     output: Any = None
     completed_at: datetime | None = None
     wake_at: datetime | None = None
@@ -179,6 +185,7 @@ class StepRecord:
     correlation_key: str | None = None
     error: str | None = None
     attempts: int = 1
+    position: int | None = None
 
 
 STEP_STATUSES = ("completed", "sleeping", "waiting", "failed")
@@ -186,7 +193,8 @@ STEP_STATUSES = ("completed", "sleeping", "waiting", "failed")
 
 @dataclass(frozen=True)
 class EventRecord:
-    """A published event (SPEC EVT-01): stored, not consumed; matched until it expires."""
+    """A published event (SPEC EVT-01): stored, not consumed; matched until it expires.
+    ``published_at`` and ``expires_at`` are on the store's clock, never the publisher's."""
 
     id: UUID
     name: str
@@ -197,28 +205,40 @@ class EventRecord:
 
 
 class StepStore(Protocol):
+    def now(self) -> datetime:
+        """The store's clock, the one every step time is written and compared on: the
+        database's ``now()`` on PostgreSQL, the driver's clock in memory."""
+
     def list(self, run_id: UUID) -> list[StepRecord]:
-        """Every record of the run, oldest ``started_at`` first (one read per attempt)."""
+        """Every record of the run, by position, then oldest ``started_at`` (one read per
+        attempt)."""
 
     def put(self, record: StepRecord, *, job_id: UUID, lease_token: UUID) -> bool:
-        """Upsert, fenced: False (nothing written) unless the job is running under the token."""
+        """Upsert, fenced: False (nothing written) unless the job is running under the token.
+        The first ``started_at``, position, event and key are kept; missing times are stamped
+        on the store's clock."""
 
 
 class EventStore(Protocol):
-    def publish(self, event: EventRecord) -> None: ...
+    def publish(
+        self, *, id: UUID, name: str, payload: Any, correlation_key: str | None, ttl: float
+    ) -> EventRecord:
+        """Store an event published now on the store's clock, expiring ``ttl`` seconds later;
+        return it as stored (SPEC EVT-01)."""
 
     def find(
         self,
         name: str,
         *,
         after: datetime,
-        now: datetime,
         correlation_key: str | None = None,
         match: dict[str, Any] | None = None,
     ) -> EventRecord | None:
-        """The earliest live event named ``name`` published at or after ``after`` (SPEC EVT-02)."""
+        """The earliest event named ``name`` published at or after ``after`` and not expired on
+        the store's clock (SPEC EVT-02)."""
 
-    def purge(self, now: datetime) -> int: ...
+    def purge(self) -> int:
+        """Delete the events expired on the store's clock; how many went (SPEC EVT-04)."""
 
 
 class LeaseStore(Protocol):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -21,26 +21,48 @@ class MemoryStepStore:
     def __init__(self, driver: MemoryDriver) -> None:
         self.driver = driver
 
+    def now(self) -> datetime:
+        return self.driver.clock.now()  # the driver's one clock, as the database has one
+
     def list(self, run_id: UUID) -> list[StepRecord]:
         with self.driver._lock:
             records = list(self.driver._steps.get(run_id, {}).values())
-        return sorted(records, key=lambda r: r.started_at)  # stable: ties keep write order
+        # stable: ties keep write order, like the database's tie-break on id
+        return sorted(records, key=lambda r: (r.position is None, r.position or 0, r.started_at))
 
     def put(self, record: StepRecord, *, job_id: UUID, lease_token: UUID) -> bool:
         with self.driver._lock:
             if self.driver._held(job_id, lease_token) is None:
                 return False  # the write fence (SPEC STEP-17, DESIGN Q-01)
+            now = self.now()
             run = self.driver._steps.setdefault(record.run_id, {})
             existing = run.get(record.name)
-            if existing is not None:  # the upsert keeps the first start, event and key
+            completed_at = (record.completed_at or now) if record.status == "completed" else None
+            record = replace(record, started_at=record.started_at or now, completed_at=completed_at)
+            if existing is not None:  # the upsert keeps the first start, position, event and key
                 record = replace(
                     record,
                     started_at=existing.started_at,
                     event=existing.event,
                     correlation_key=existing.correlation_key,
+                    position=existing.position
+                    if existing.position is not None
+                    else record.position,
                 )
             run[record.name] = replace(record, output=_copy(record.output))
             return True
+
+    def shift(self, seconds: float) -> None:
+        """Test support: make every step time ``seconds`` earlier (as waiting would)."""
+        with self.driver._lock:
+            for run in self.driver._steps.values():
+                for name, record in run.items():
+                    run[name] = replace(
+                        record,
+                        started_at=_earlier(record.started_at, seconds),
+                        completed_at=_earlier(record.completed_at, seconds),
+                        wake_at=_earlier(record.wake_at, seconds),
+                    )
 
 
 class MemoryEventStore:
@@ -48,21 +70,28 @@ class MemoryEventStore:
         self.driver = driver
         self._events: deque[EventRecord] = deque(maxlen=MAX_EVENTS)
 
-    def publish(self, event: EventRecord) -> None:
+    def publish(
+        self, *, id: UUID, name: str, payload: Any, correlation_key: str | None, ttl: float
+    ) -> EventRecord:
         with self.driver._lock:
-            self.purge(event.published_at)
-            self._events.append(replace(event, payload=_copy(event.payload)))
+            self.purge()
+            now = self.driver.clock.now()
+            event = EventRecord(
+                id, name, _copy(payload), correlation_key, now, now + timedelta(seconds=ttl)
+            )
+            self._events.append(event)
+        return replace(event, payload=_copy(payload))
 
     def find(
         self,
         name: str,
         *,
         after: datetime,
-        now: datetime,
         correlation_key: str | None = None,
         match: dict[str, Any] | None = None,
     ) -> EventRecord | None:
         with self.driver._lock:
+            now = self.driver.clock.now()
             hits = [
                 e
                 for e in self._events
@@ -74,12 +103,29 @@ class MemoryEventStore:
             ]
         return min(hits, key=lambda e: (e.published_at, e.id), default=None)
 
-    def purge(self, now: datetime) -> int:
+    def purge(self) -> int:
         with self.driver._lock:
+            now = self.driver.clock.now()
             live = [e for e in self._events if e.expires_at > now]
             purged = len(self._events) - len(live)
             self._events = deque(live, maxlen=MAX_EVENTS)
         return purged
+
+    def shift(self, seconds: float) -> None:
+        """Test support: make every event's times ``seconds`` earlier (as waiting would)."""
+        delta = timedelta(seconds=seconds)
+        with self.driver._lock:
+            self._events = deque(
+                (
+                    replace(e, published_at=e.published_at - delta, expires_at=e.expires_at - delta)
+                    for e in self._events
+                ),
+                maxlen=MAX_EVENTS,
+            )
+
+
+def _earlier(when: datetime | None, seconds: float) -> datetime | None:
+    return None if when is None else when - timedelta(seconds=seconds)
 
 
 def _matches(payload: Any, match: dict[str, Any] | None) -> bool:

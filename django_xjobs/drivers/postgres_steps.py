@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from . import sql
@@ -26,6 +26,10 @@ class PostgresStepStore:
     def __init__(self, using: str) -> None:
         self.using = using
 
+    def now(self) -> datetime:
+        [(now,)] = sql.fetch(self.using, STATEMENTS["now"], {})
+        return cast(datetime, now)
+
     def list(self, run_id: UUID) -> list[StepRecord]:
         rows = sql.fetch(self.using, STATEMENTS["list_steps"], {"run_id": run_id})
         records = []
@@ -45,6 +49,7 @@ class PostgresStepStore:
                     correlation_key=r[8],
                     error=r[9],
                     attempts=r[10],
+                    position=r[11],
                 )
             )
         return records
@@ -62,6 +67,7 @@ class PostgresStepStore:
             "correlation_key": record.correlation_key,
             "error": record.error,
             "attempts": record.attempts,
+            "position": record.position,
             "job_id": job_id,
             "lease_token": lease_token,
         }
@@ -72,38 +78,39 @@ class PostgresEventStore:
     def __init__(self, using: str) -> None:
         self.using = using
 
-    def publish(self, event: EventRecord) -> None:
+    def publish(
+        self, *, id: UUID, name: str, payload: Any, correlation_key: str | None, ttl: float
+    ) -> EventRecord:
         params = {
-            "id": event.id,
-            "name": event.name,
-            "payload": _dumps(event.payload) or "null",
-            "correlation_key": event.correlation_key,
-            "published_at": event.published_at,
-            "expires_at": event.expires_at,
+            "id": id,
+            "name": name,
+            "payload": _dumps(payload) or "null",
+            "correlation_key": correlation_key,
+            "ttl": ttl,
         }
-        sql.count(self.using, STATEMENTS["publish_event"], params)
+        [row] = sql.fetch(self.using, STATEMENTS["publish_event"], params)
+        return _event(row)
 
     def find(
         self,
         name: str,
         *,
         after: datetime,
-        now: datetime,
         correlation_key: str | None = None,
         match: dict[str, Any] | None = None,
     ) -> EventRecord | None:
         params = {
             "name": name,
             "after": after,
-            "now": now,
             "correlation_key": correlation_key,
             "match": _dumps(match or {}),
         }
         rows = sql.fetch(self.using, STATEMENTS["find_event"], params)
-        if not rows:
-            return None
-        row = rows[0]
-        return EventRecord(row[0], row[1], _json(row[2]), row[3], row[4], row[5])
+        return _event(rows[0]) if rows else None
 
-    def purge(self, now: datetime) -> int:
-        return sql.count(self.using, STATEMENTS["purge_events"], {"now": now})
+    def purge(self) -> int:
+        return sql.count(self.using, STATEMENTS["purge_events"], {})
+
+
+def _event(row: tuple[Any, ...]) -> EventRecord:
+    return EventRecord(row[0], row[1], _json(row[2]), row[3], row[4], row[5])

@@ -1,22 +1,31 @@
 -- The step and event stores of the PostgreSQL driver (x_job_steps, x_job_events), by name.
--- Loaded once by drivers/postgres_steps.py. Times come from the caller's clock.
+-- Loaded once by drivers/postgres_steps.py. Every time is the database's now(): a publisher and
+-- a worker on two machines compare times on one clock (issue 11, SPEC EVT-02/03).
+
+-- name: now
+-- The clock the step runner decides sleeps and waits on, the same one the rows are written with.
+SELECT now();
 
 -- name: list_steps
 -- Every record of a run, in the order the steps were first reached (SPEC STEP-06: one read).
 SELECT run_id, name, status, output, started_at, completed_at, wake_at, event, correlation_key,
-       error, attempts
+       error, attempts, position
 FROM x_job_steps
 WHERE run_id = %(run_id)s
-ORDER BY started_at, id;
+ORDER BY position NULLS LAST, started_at, id;
 
 -- name: put_step
 -- Upsert one record, only while the job is running under this claim's token (SPEC STEP-17,
 -- DESIGN Q-01). FOR SHARE holds off a re-claim until the write is in. The upsert keeps the
--- first started_at, event and correlation key (SPEC §14).
+-- first started_at, position, event and correlation key (SPEC §14); times the caller leaves
+-- out are stamped with now().
 INSERT INTO x_job_steps (run_id, name, status, output, started_at, completed_at, wake_at, event,
-                         correlation_key, error, attempts)
-SELECT %(run_id)s, %(name)s, %(status)s, %(output)s::jsonb, %(started_at)s, %(completed_at)s,
-       %(wake_at)s, %(event)s, %(correlation_key)s, %(error)s, %(attempts)s
+                         correlation_key, error, attempts, position)
+SELECT %(run_id)s, %(name)s, %(status)s, %(output)s::jsonb,
+       COALESCE(%(started_at)s::timestamptz, now()),
+       CASE WHEN %(status)s = 'completed'
+            THEN COALESCE(%(completed_at)s::timestamptz, now()) END,
+       %(wake_at)s, %(event)s, %(correlation_key)s, %(error)s, %(attempts)s, %(position)s
 FROM (SELECT 1 FROM x_jobs
       WHERE id = %(job_id)s AND state = 'running' AND lease_token = %(lease_token)s
       FOR SHARE) AS held
@@ -26,19 +35,22 @@ SET status = EXCLUDED.status,
     completed_at = EXCLUDED.completed_at,
     wake_at = EXCLUDED.wake_at,
     error = EXCLUDED.error,
-    attempts = EXCLUDED.attempts;
+    attempts = EXCLUDED.attempts,
+    position = COALESCE(x_job_steps.position, EXCLUDED.position);
 
 -- name: publish_event
+-- published_at is the database's now(), never the publisher's clock (SPEC EVT-01).
 INSERT INTO x_job_events (id, name, payload, correlation_key, published_at, expires_at)
-VALUES (%(id)s, %(name)s, %(payload)s::jsonb, %(correlation_key)s, %(published_at)s,
-        %(expires_at)s);
+VALUES (%(id)s, %(name)s, %(payload)s::jsonb, %(correlation_key)s, now(),
+        now() + make_interval(secs => %(ttl)s))
+RETURNING id, name, payload, correlation_key, published_at, expires_at;
 
 -- name: find_event
 -- The earliest live event (SPEC EVT-02); `match` holds scalar fields, so containment is equality.
 SELECT id, name, payload, correlation_key, published_at, expires_at
 FROM x_job_events
 WHERE name = %(name)s
-  AND expires_at > %(now)s
+  AND expires_at > now()
   AND published_at >= %(after)s
   AND (%(correlation_key)s::text IS NULL OR correlation_key = %(correlation_key)s)
   AND payload @> %(match)s::jsonb
@@ -46,4 +58,4 @@ ORDER BY published_at, id
 LIMIT 1;
 
 -- name: purge_events
-DELETE FROM x_job_events WHERE expires_at <= %(now)s;
+DELETE FROM x_job_events WHERE expires_at <= now();

@@ -8,13 +8,12 @@ without starting a worker or waiting::
         executions = run_until_idle()
         assert [e.outcome for e in executions] == ["completed"]
 
-``run_to_completion()`` runs one job to its end on a controllable clock, so a three-day
-``sleep`` or a ``wait_for_event`` completes at once::
+``run_to_completion()`` runs one job to its end, moving stored times back instead of waiting,
+so a three-day ``sleep`` or a ``wait_for_event`` completes at once::
 
     def test_follow_up(db):
-        clock = FrozenClock()
         job_id = follow_up.enqueue(order_id=7).id
-        runs = run_to_completion(job_id, clock=clock, events={"order.shipped": {"order_id": 7}})
+        runs = run_to_completion(job_id, events={"order.shipped": {"order_id": 7}})
         assert runs[-1].outcome == "completed"
 
 ``memory_driver()`` installs the in-process driver for the duration of a ``with`` block.
@@ -122,15 +121,17 @@ def _stage_pending_commits(alias: str) -> None:
 def run_to_completion(
     job_id: UUID,
     *,
-    clock: FrozenClock,
+    clock: Any = system_clock,
     events: dict[str, Any] | None = None,
     max_rounds: int = 100,
 ) -> list[Execution]:
     """Run the job ``job_id`` (and anything else due) until it ends; return the executions.
 
-    Between rounds the job's wait is skipped: ``clock`` moves to its wake time (a sleep, an
-    event poll, a retry backoff) and the row is made due. ``events`` maps an event name to
-    its data, published (once, on ``clock``) when a step first waits for that name.
+    Between rounds the job's wait is skipped by moving stored times back, as waiting would:
+    the row's ``run_at`` (a sleep, an event poll, a retry backoff), and every step's and
+    event's times. Steps and events keep to the store's clock, so ``clock`` is only the one the
+    executor reads. ``events`` maps an event name to its data, published (once) when a step
+    first waits for that name.
     """
     from ..events import publish_event
 
@@ -149,38 +150,61 @@ def run_to_completion(
             name = record.event
             if record.status == "waiting" and name in wanted and name not in published:
                 published.add(name)
-                key = record.correlation_key
-                publish_event(name, wanted[name], correlation_key=key, clock=clock)
-        _fast_forward(driver, job_id, clock)
+                publish_event(name, wanted[name], correlation_key=record.correlation_key)
+        _fast_forward(driver, job_id)
     raise AssertionError(f"job {job_id} did not finish in {max_rounds} rounds")
 
 
-def _fast_forward(driver: JobDriver, job_id: UUID, clock: FrozenClock) -> None:
-    """Make the job's row due on the driver's clock, and move ``clock`` past its steps' wake
-    times (the two clocks differ when the driver is the database)."""
+def _fast_forward(driver: JobDriver, job_id: UUID) -> None:
+    """Move the job's row, every step and every event back by as long as the job has left
+    to wait, on the store's clock: the same as that much time passing."""
     row = driver.get_job(job_id)
     assert row is not None
-    if isinstance(driver, MemoryDriver):
-        row_ahead = (row.run_at - driver.clock.now()).total_seconds()
-        if row_ahead > 0 and driver.clock is not clock:
-            driver.shift(row_ahead)
-    else:
-        with connections[conf.get().database].cursor() as cursor:
-            params: list[Any] = [row.run_at]
-            cursor.execute("SELECT %s::timestamptz - now()", params)
-            row_ahead = cursor.fetchone()[0].total_seconds()
-            if row_ahead > 0:
-                shift: list[Any] = [timedelta(seconds=row_ahead), job_id]
-                cursor.execute("UPDATE x_jobs SET run_at = run_at - %s WHERE id = %s", shift)
-    now = clock.now()
-    wakes = [
-        (r.wake_at - now).total_seconds()
+    now = driver.steps.now()
+    waits = [
+        r.wake_at
         for r in driver.steps.list(row.run_id)
         if r.status in ("sleeping", "waiting") and r.wake_at is not None
     ]
-    ahead = max([row_ahead, *wakes])
-    if ahead > 0:
-        clock.advance(ahead)
+    ahead = max((when - now).total_seconds() for when in [row.run_at, *waits])
+    if ahead <= 0:
+        return
+    if isinstance(driver, MemoryDriver):
+        driver.shift(ahead)
+    else:
+        with connections[conf.get().database].cursor() as cursor:
+            shift: list[Any] = [timedelta(seconds=ahead), job_id]
+            cursor.execute("UPDATE x_jobs SET run_at = run_at - %s WHERE id = %s", shift)
+    age_steps(driver, ahead)  # every run's, as the frozen clock used to move for all of them
+    age_events(driver, ahead)
+
+
+def age_steps(driver: JobDriver, seconds: float) -> None:
+    """Make every stored step time ``seconds`` earlier, as if that much time had passed."""
+    if isinstance(driver, MemoryDriver):
+        driver.steps.shift(seconds)
+        return
+    params: dict[str, Any] = {"d": timedelta(seconds=seconds)}
+    with connections[conf.get().database].cursor() as cursor:
+        cursor.execute(
+            "UPDATE x_job_steps SET started_at = started_at - %(d)s,"
+            " completed_at = completed_at - %(d)s, wake_at = wake_at - %(d)s",
+            params,
+        )
+
+
+def age_events(driver: JobDriver, seconds: float) -> None:
+    """Make every stored event ``seconds`` older, as if that much time had passed."""
+    if isinstance(driver, MemoryDriver):
+        driver.events.shift(seconds)
+        return
+    params: dict[str, Any] = {"d": timedelta(seconds=seconds)}
+    with connections[conf.get().database].cursor() as cursor:
+        cursor.execute(
+            "UPDATE x_job_events SET published_at = published_at - %(d)s,"
+            " expires_at = expires_at - %(d)s",
+            params,
+        )
 
 
 @contextmanager
@@ -194,4 +218,12 @@ def memory_driver(clock: Any = None) -> Iterator[MemoryDriver]:
         uninstall(driver)
 
 
-__all__ = ["FrozenClock", "memory_driver", "relay_staged", "run_to_completion", "run_until_idle"]
+__all__ = [
+    "FrozenClock",
+    "age_events",
+    "age_steps",
+    "memory_driver",
+    "relay_staged",
+    "run_to_completion",
+    "run_until_idle",
+]
