@@ -30,6 +30,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from . import conf, inspect
+from .durations import format_span
 from .errors import JobUnknownError, XJobsError
 from .models import Job, JobLease, JobState, OutboxEntry, SchedulerLeader, SchedulerState
 
@@ -255,7 +256,7 @@ class JobAdmin(_LibraryRows):
             {
                 **q,
                 "unknown": unknown.get(q["queue"], 0),
-                "oldest_ready": _age(q["oldest_ready_seconds"]) if q["ready"] else "-",
+                "oldest_ready": format_span(q["oldest_ready_seconds"]) if q["ready"] else "-",
                 "url": f"{jobs_url}?{urlencode({'queue__exact': q['queue']})}",
                 "links": {
                     state: f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'state__exact': state})}"
@@ -277,11 +278,11 @@ class JobAdmin(_LibraryRows):
             totals=overview["totals"],
             unknown_total=sum(unknown.values()),
             unknown_url=f"{jobs_url}?unknown=parked",
-            oldest_ready=_age(overview["oldest_ready_seconds"])
+            oldest_ready=format_span(overview["oldest_ready_seconds"])
             if overview["totals"]["ready"]
             else "-",
             outbox_pending=outbox["pending"],
-            outbox_oldest=_age(outbox["oldest_pending_seconds"]),
+            outbox_oldest=format_span(outbox["oldest_pending_seconds"]),
             slots_held=JobLease.objects.using(alias).filter(expires_at__gt=Now()).count(),
             leader=_leader(alias),
         )
@@ -311,7 +312,7 @@ class JobAdmin(_LibraryRows):
                     # formatted here: the template's date filter would turn it into TIME_ZONE
                     "next_run_text": f"{next_run.astimezone(handle.zone):%Y-%m-%d %H:%M} {handle.tz}"
                     + ("" if handle.tz == "UTC" else f" ({next_run:%H:%M} UTC)"),
-                    "next_in": _age((next_run - now).total_seconds()),
+                    "next_in": format_span((next_run - now).total_seconds()),
                 }
             )
         context = self._page(
@@ -536,14 +537,14 @@ class OutboxEntryAdmin(_ViewOnly):
         """How long an unpublished row has waited; a published one has no age."""
         if obj.published_at is not None:
             return "-"
-        return _age((timezone.now() - obj.staged_at).total_seconds())
+        return format_span((timezone.now() - obj.staged_at).total_seconds())
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         outbox = inspect.inspect_outbox()
         databases = [
-            (alias, d["pending"], _age(d["oldest_pending_seconds"]))
+            (alias, d["pending"], format_span(d["oldest_pending_seconds"]))
             for alias, d in outbox["databases"].items()
         ]
         return super().changelist_view(
@@ -633,19 +634,6 @@ def _nav(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
         ],
         "xjobs_dead": dead,
     }
-
-
-def _age(seconds: float) -> str:
-    """A duration as an operator reads it: ``0.4s``, ``42s``, ``3m 12s``, ``2h 5m``, ``3d 4h``."""
-    if seconds < 10:
-        return f"{max(seconds, 0.0):.1f}s"
-    whole = int(seconds)
-    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60)):
-        if whole >= size:
-            return f"{whole // size}{unit} {whole % size // sub_size}{sub}"
-    if whole >= 60:
-        return f"{whole // 60}m {whole % 60}s"
-    return f"{whole}s"
 
 
 def _preview(value: Any) -> str:

@@ -175,7 +175,8 @@ def validate(raw: Any) -> XJobsSettings:
 
 
 def _retention(raw: Any) -> dict[str, float]:
-    finished = ("done", "dead", "failed", "cancelled")
+    from .states import FINISHED_STATES as finished
+
     if not isinstance(raw, dict) or any(state not in finished for state in raw):
         raise ConfigInvalidError(
             f'XJOBS["RETENTION"]={raw!r} must map finished states to durations',

@@ -114,3 +114,16 @@ def format_seconds(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds / size:g}{unit}"
     return f"{seconds:g}s"
+
+
+def format_span(seconds: float) -> str:
+    """A duration as an operator reads it: ``0.4s``, ``42s``, ``3m 12s``, ``2h 5m``, ``3d 4h``."""
+    if seconds < 10:
+        return f"{max(seconds, 0.0):.1f}s"
+    whole = int(seconds)
+    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60)):
+        if whole >= size:
+            return f"{whole // size}{unit} {whole % size // sub_size}{sub}"
+    if whole >= 60:
+        return f"{whole // 60}m {whole % 60}s"
+    return f"{whole}s"

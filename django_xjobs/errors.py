@@ -298,3 +298,21 @@ CODES: dict[str, type[_Coded]] = {
     )
 }
 CODES["X_IDEMPOTENCY_REQUIRED"] = JobDefinitionError
+
+
+# --- the text of an error, in one place --------------------------------------------------------
+
+
+def describe_error(error: BaseException) -> str:
+    """How an error reads in ``last_error``, a step record or a log: the code first for ours,
+    else the exception's type and message."""
+    if isinstance(error, XJobsError | JobInterrupt):
+        return str(error)
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (a database error's can run to many)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

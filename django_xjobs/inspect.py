@@ -19,6 +19,7 @@ from .durations import Duration, parse_duration
 from .errors import InvariantError, JobNotFoundError
 from .history import FailedAttempt
 from .retry import retry_schedule
+from .states import FINISHED_STATES
 
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
@@ -170,7 +171,6 @@ def list_jobs(
 
 #: What ``prune`` deletes when no state is named: never ``dead``, whose jobs wait for an operator.
 PRUNE_DEFAULT_STATES = ("done", "failed", "cancelled")
-FINISHED_STATES = ("done", "dead", "failed", "cancelled")
 
 
 def prune_jobs(
@@ -311,7 +311,8 @@ def inspect_outbox() -> dict[str, Any]:
 
 
 def inspect_manifest() -> dict[str, Any]:
-    """Every declared job and cron, in code-unit order, as plain JSON (SPEC INSP-08)::
+    """Every declared job and cron, in code-unit order, as plain JSON (SPEC INSP-08): each
+    handle's ``describe()`` row, and a cron's next run::
 
     inspect_manifest()["crons"][0]["next_run"]  # "2026-12-01T02:00:00+00:00"
     """
@@ -321,24 +322,9 @@ def inspect_manifest() -> dict[str, Any]:
 
     now = datetime.now(UTC)
     return {
-        "jobs": [
-            {
-                "name": h.name,
-                "queue": h.queue,
-                "attempts": h.retry.attempts,
-                "backoff": h.retry.backoff,
-                "concurrency": h.concurrency,
-                "timeout": h.timeout,
-                "retry_delays": retry_schedule(h.retry),
-            }
-            for h in registry.registered_jobs()
-        ],
+        "jobs": [h.describe() for h in registry.registered_jobs()],
         "crons": [
-            {
-                **c.describe(),
-                "enqueues": c.job_names(),
-                "next_run": c.next_occurrence(now).isoformat(),
-            }
+            {**c.describe(), "next_run": c.next_occurrence(now).isoformat()}
             for c in registered_crons()
         ],
     }

@@ -37,6 +37,7 @@ from .errors import (
     StepDuplicateError,
     StepOutputInvalidError,
     StepSuspension,
+    describe_error,
 )
 from .payload import NotJSON, check_json, encode
 
@@ -148,7 +149,7 @@ class Steps:
             run_id=self.job.run_id,
             name=name,
             status="failed",
-            error=_message(error),
+            error=describe_error(error),
             attempts=(previous.attempts + 1) if previous else 1,
             position=self._position,
         )
@@ -402,10 +403,3 @@ def _check_match(name: str, match: Any) -> None:
                 f"wait_for_event {name!r}: match[{key!r}]={value!r} is not a plain value",
                 hint="match compares top-level fields with str, number, bool or None values",
             )
-
-
-def _message(error: BaseException) -> str:
-    text = str(error)
-    if hasattr(error, "code"):
-        return text
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__

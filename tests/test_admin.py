@@ -240,7 +240,7 @@ def test_the_custom_views_need_a_staff_login_and_the_view_permission(client, db,
 
 
 def test_age_reads_like_an_operator_would_say_it():
-    from django_xjobs.admin import _age
+    from django_xjobs.durations import format_span as _age
 
     assert [_age(s) for s in (0.42, 42, 192, 7500, 273600)] == [
         "0.4s",

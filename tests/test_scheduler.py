@@ -1144,7 +1144,7 @@ def test_insp_08_the_manifest_lists_crons_in_code_unit_order_with_their_next_run
 
 def test_insp_08_a_manifest_cron_row_names_the_jobs_it_enqueues():
     rows = {row["name"]: row for row in inspect_manifest()["crons"]}
-    assert rows["test_scheduler.fixed"]["enqueues"] == [
+    assert rows["test_scheduler.fixed"]["jobs"] == [
         "tests.jobs.ok",
         "tests.jobs.on_other_queue",
     ]

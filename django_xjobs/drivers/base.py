@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from ..outbox.store import OutboxStore
     from ..scheduler.store import SchedulerStore
 
-LIVE_STATES = ("ready", "delayed", "running", "suspended")
+from ..states import FINISHED_STATES, LIVE_STATES  # noqa: F401  (the driver vocabulary)
+
 FinalState = Literal["dead", "failed"]
 
 

@@ -19,7 +19,7 @@ from django.db import (
 
 from .. import history
 from .. import log as events
-from ..errors import DriverUnavailableError
+from ..errors import DriverUnavailableError, first_line
 from ..ids import uuid7
 from . import sql
 from .base import (
@@ -368,7 +368,7 @@ class Listener(threading.Thread):
                     logging.WARNING,
                     "xjobs.listener.failed",
                     channel=self.channel,
-                    error=sql.first_line(error),
+                    error=first_line(error),
                 )
             finally:
                 wrapper.close()

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError, ProgrammingError, connections
 
-from ..errors import DriverUnavailableError
+from ..errors import DriverUnavailableError, first_line
 
 _HEADER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 _TABLE = re.compile(r"\bx_[a-z_]+\b")
@@ -120,8 +120,3 @@ def count(using: str, statement: str, params: dict[str, Any]) -> int:
     """How many rows ``statement`` changed."""
     with execute(using, statement, params) as cursor:
         return int(cursor.rowcount)
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from ..drivers import sql
-from ..errors import DriverUnavailableError, XJobsError
+from ..errors import DriverUnavailableError, XJobsError, first_line
 
 # SQLSTATEs of a schema that is behind the code: a table or a column a migration adds
 _SCHEMA_BEHIND = {"42P01": "table", "42703": "column"}
@@ -47,7 +47,7 @@ class XJobsCommand(BaseCommand):
 def database_error(error: DatabaseError, alias: Any = None) -> DriverUnavailableError:
     """A database error as the operator's fix, told apart by SQLSTATE (never by message text)."""
     where = f"database {alias!r}" if isinstance(alias, str) else "the database"
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    first = first_line(error)
     state = sql.sqlstate(error)
     if state in _SCHEMA_BEHIND:
         return DriverUnavailableError(

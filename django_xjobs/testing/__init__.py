@@ -36,6 +36,7 @@ from ..drivers import get_driver, install, uninstall
 from ..drivers.base import Ack, JobDriver
 from ..drivers.memory import MemoryDriver
 from ..execute import Execution, Outcome, execute
+from ..states import FINISHED_STATES
 
 
 def run_until_idle(
@@ -75,9 +76,6 @@ def run_until_idle(
             )
         executions.append(execution)
     raise AssertionError(f"run_until_idle ran {max_runs} jobs and the queue is still not idle")
-
-
-TERMINAL = ("done", "dead", "failed", "cancelled")
 
 
 def relay_staged(driver: JobDriver | None = None) -> int:
@@ -143,7 +141,7 @@ def run_to_completion(
         row = driver.get_job(job_id)
         if row is None:
             raise AssertionError(f"no job {job_id}")
-        if row.state in TERMINAL:
+        if row.state in FINISHED_STATES:
             return executions
         wanted = events or {}
         for record in driver.steps.list(row.run_id):

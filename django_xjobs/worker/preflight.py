@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import DatabaseError, connections
 
 from ..conf import XJobsSettings
-from ..errors import DriverUnavailableError
+from ..errors import DriverUnavailableError, first_line
 
 
 def preflight(
@@ -23,7 +23,7 @@ def preflight(
     try:
         connection.ensure_connection()
     except DatabaseError as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        first = first_line(error)
         raise DriverUnavailableError(
             f"cannot connect to database {alias!r} ({where}): {first}",
             hint="check DATABASE_URL / DATABASES and that PostgreSQL is running",

@@ -11,10 +11,9 @@ from django.core.management.base import CommandParser
 from ... import conf, inspect
 from ...durations import format_seconds, parse_command_line
 from ...errors import JobNotFoundError
+from ...states import FINISHED_STATES
 from ...worker.preflight import preflight
 from ..command import XJobsCommand, accept_global_options
-
-TERMINAL = inspect.FINISHED_STATES
 
 
 class Command(XJobsCommand):
@@ -32,7 +31,9 @@ class Command(XJobsCommand):
         ls = action("ls", "list jobs, newest first")
         ls.add_argument("--queue")
         ls.add_argument("--name")
-        ls.add_argument("--state", choices=["ready", "delayed", "running", "suspended", *TERMINAL])
+        ls.add_argument(
+            "--state", choices=["ready", "delayed", "running", "suspended", *FINISHED_STATES]
+        )
         ls.add_argument("--limit", type=int, default=50)
         show = action("show", "one job: its row, step trace and retry schedule")
         show.add_argument("job_id")
@@ -56,7 +57,7 @@ class Command(XJobsCommand):
         prune.add_argument(
             "--state",
             action="append",
-            choices=TERMINAL,
+            choices=FINISHED_STATES,
             help="repeatable (default: done, failed, cancelled; dead only when named)",
         )
         prune.add_argument(
@@ -146,7 +147,7 @@ class Command(XJobsCommand):
     def _manifest(self, o: dict[str, Any]) -> tuple[Any, str]:
         manifest = inspect.inspect_manifest()
         lines = [
-            f"job  {j['name']}  queue={j['queue']} attempts={j['attempts']}"
+            f"job  {j['name']}  queue={j['queue']} attempts={j['retry']['attempts']}"
             for j in manifest["jobs"]
         ]
         lines += [
