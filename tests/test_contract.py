@@ -188,7 +188,7 @@ def test_state_04_settled_rows_are_never_claimed(harness, final):
     assert claim(harness.driver) == []
 
 
-# --- (d) ack / nack fenced on running and the lease token -----------------------------------
+# --- (d) every settle fenced on running and the lease token --------------------------------
 
 
 def test_ack_stores_the_result_and_clears_the_claim(harness):

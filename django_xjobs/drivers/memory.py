@@ -422,8 +422,8 @@ class MemoryDriver:
                 raise refusal
             if row.state == CANCELLED:
                 return row  # DESIGN Q-09: a no-op, the first reason stays
-            # Clearing the token is what stops the holder: its heartbeat, step writes, ack and
-            # nack are all fenced on it (SPEC CANCEL-05/06).
+            # Clearing the token is what stops the holder: its heartbeat, step writes and every
+            # settle are fenced on it (SPEC CANCEL-05/06).
             row = replace(
                 row,
                 state=CANCELLED,

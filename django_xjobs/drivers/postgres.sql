@@ -42,7 +42,7 @@ SELECT id, run_id FROM x_jobs WHERE id = %(id)s;
 -- (LATERAL) so the claim index is walked in order instead of sorting every ready row. Every claim
 -- mints a new lease token; the previous holder's writes are refused from here on (DESIGN Q-01).
 -- A lapsed row's unsettled run joins its failure history as crashed (`lapsed`), dated when its
--- lease ran out; only the last `keep` entries stay, as in nack.
+-- lease ran out; only the last `keep` entries stay, as in retry and finish.
 WITH waiting AS (
     SELECT w.id, w.priority, w.run_at
     FROM unnest(%(queues)s::text[]) AS q(name)
@@ -229,7 +229,7 @@ ORDER BY queue;
 
 -- name: cancel
 -- Cancel a live job (SPEC CANCEL-02, DESIGN Q-09). Clearing the lease token is what stops its
--- holder: heartbeat, step writes, ack and nack are all fenced on it (CANCEL-05/06). No row back
+-- holder: heartbeat, step writes, and every settle are fenced on it (CANCEL-05/06). No row back
 -- means the job is missing or not live; the driver then reads its state to say which.
 UPDATE x_jobs
 SET state = 'cancelled',
