@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue as queue_module
 import threading
@@ -379,29 +380,36 @@ class Worker:
         if not batch:
             return
         names = {e.job.id: e.job.name for e in batch}
-
-        def with_retries(call: Any, values: Sequence[Settle], failed: Any) -> Any:
-            for pause in (*_SETTLE_RETRIES, None):
-                try:
-                    return call()
-                except Exception as error:
-                    if pause is None or not sql.is_transient(error):  # the same error again
-                        for value in values:
-                            log.event(
-                                logging.ERROR,
-                                "xjobs.worker.settle_failed",
-                                worker=self.worker_id,
-                                job=names.get(value.job_id),
-                                id=value.job_id,
-                                error=error,
-                            )
-                        return failed
-                    time.sleep(pause)
-            return failed  # pragma: no cover - the loop always returns
-
-        settled = settle(self.driver, [e.settle for e in batch], with_retries)
+        guard = functools.partial(self._with_retries, names=names)
+        settled = settle(self.driver, [e.settle for e in batch], guard)
         for execution in batch:
             self._finish(execution, execution.job.id in settled)
+
+    def _with_retries(
+        self,
+        call: Any,
+        values: Sequence[Settle],
+        failed: Any,
+        names: dict[Any, str] | None = None,
+    ) -> Any:
+        """The settle guard: retry transient database errors only (typed, SPEC by SQLSTATE)."""
+        for pause in (*_SETTLE_RETRIES, None):
+            try:
+                return call()
+            except Exception as error:
+                if pause is None or not sql.is_transient(error):  # the same error again
+                    for value in values:
+                        log.event(
+                            logging.ERROR,
+                            "xjobs.worker.settle_failed",
+                            worker=self.worker_id,
+                            job=(names or {}).get(value.job_id),
+                            id=value.job_id,
+                            error=error,
+                        )
+                    return failed
+                time.sleep(pause)
+        return failed  # pragma: no cover - the loop always returns
 
     def _finish(self, execution: Execution, settled: bool) -> None:
         job = execution.job
