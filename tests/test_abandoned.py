@@ -59,7 +59,8 @@ def most_at_once(runs: list[tuple[str, int, datetime, datetime]]) -> int:
 
 def test_exec_05_a_capped_body_past_its_timeout_never_overlaps_its_retry(live_harness, caplog):
     token = f"capped-{uuid.uuid4()}"
-    job_id = jobs.overrun_capped.enqueue(token=token, hold=1.0).id
+    # busy 1.5 s against a 1 s slot TTL: only the heartbeat's renewals keep the slot held
+    job_id = jobs.overrun_capped.enqueue(token=token, hold=1.5).id
     baseline = metrics.gauge_value(ABANDONED)
     worker = Worker(
         queues=["default"],
@@ -67,7 +68,7 @@ def test_exec_05_a_capped_body_past_its_timeout_never_overlaps_its_retry(live_ha
         driver=live_harness.driver,
         poll_interval=0.05,
         heartbeat_interval=0.1,
-        visibility_timeout=2,
+        visibility_timeout=1,
     )
     with caplog.at_level(logging.INFO, logger="django_xjobs"), running(worker):
         # the row is already retried while the first body still runs: it holds its capacity
