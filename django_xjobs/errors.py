@@ -253,7 +253,7 @@ class StepSuspension(JobInterrupt):
     """Internal: a step parks the run until ``resume_at`` (a sleep or an event wait).
 
     It unwinds the handler like a cancellation (an ``except Exception`` must not stop it) and
-    the executor turns it into a parked nack that burns no attempt (SPEC STEP-10).
+    the executor turns it into a SuspendUntil settle that burns no attempt (SPEC STEP-10).
     """
 
     code = "X_STEP_SUSPENDED"

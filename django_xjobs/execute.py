@@ -7,7 +7,8 @@ import logging
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -16,7 +17,7 @@ from django.db import connections
 
 from . import conf, history, log, registry
 from .context import JobContext, JobLogger, Signal
-from .drivers.base import Ack, ClaimedJob, JobDriver, Nack
+from .drivers.base import ClaimedJob, Complete, Finish, JobDriver, RetryAt, Settle, SuspendUntil
 from .durations import format_seconds
 from .errors import (
     JobAbortedError,
@@ -29,6 +30,7 @@ from .errors import (
     ResultInvalidError,
     StepSuspension,
     XJobsError,
+    describe_error,
 )
 from .payload import NotJSON, check_json, encode
 from .retry import DEFAULT_RETRY, Retry, decide
@@ -51,17 +53,48 @@ class Outcome(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Execution:
-    """What one run did and the single driver call that settles it."""
+    """What one run did and the single settle value that ends it."""
 
     outcome: Outcome
     job: ClaimedJob
     duration: float
-    settle: Ack | Nack
+    settle: Settle
     error: str | None = None
     stop_reason: str | None = None
     retry_in: float | None = None
     resume_at: datetime | None = None
     replayed: tuple[str, ...] = ()
+    #: a body that passed its timeout and still runs in its thread (SPEC EXEC-05): whoever
+    #: runs it keeps its capacity until ``body.when_ended`` fires
+    abandoned: Body | None = None
+
+
+class Body:
+    """A body running in its own thread, so a timeout can stop waiting for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ended = False
+        self._callbacks: list[Callable[[], None]] = []
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def when_ended(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the thread has returned: now if it has, else on that thread."""
+        with self._lock:
+            if not self._ended:
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def end(self) -> None:
+        with self._lock:
+            self._ended = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
 
 
 def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Any) -> Execution:
@@ -73,6 +106,7 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Any) -
     if job.lease_expiries >= conf.get().max_lease_expiries or job.attempt > job.max_attempts:
         return _crash_looping(job, handle.retry)
     steps: Steps | None = None
+    body = Body()
     try:
         steps = Steps(
             job=job,
@@ -98,23 +132,27 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Any) -
             step=AsyncSteps(steps) if handle.is_async else steps,
         )
         with job_span(job):
-            value = _run_body(handle, ctx, job, signal)
+            value = _run_body(handle, ctx, job, signal, body)
         result_json = _result_json(value, job.name)
     except StepSuspension as suspension:
         return _suspended(job, suspension, clock, time.monotonic() - started)
     except BaseException as error:  # a handler's sys.exit() fails its attempt, not the worker
-        return _stopped_or_failed(job, handle.retry, error, signal, time.monotonic() - started)
+        ended = _stopped_or_failed(job, handle.retry, error, signal, time.monotonic() - started)
+        if isinstance(error, JobTimeoutError) and not body.ended:
+            return replace(ended, abandoned=body)
+        return ended
     finally:
         # SPEC EXEC-06, SE-21: whatever the body left running writes nothing from here on
         signal.abort(JobAbortedError("the attempt has ended"))
     replayed = tuple(steps.replayed_names) if steps else ()
-    ack = Ack(job.id, job.lease_token, result_json)
+    complete = Complete(job.id, job.lease_token, result_json)
     if isinstance(signal.reason, JobCancelledError):
-        return Execution(Outcome.CANCELLED, job, time.monotonic() - started, ack)
-    return Execution(Outcome.COMPLETED, job, time.monotonic() - started, ack, replayed=replayed)
+        return Execution(Outcome.CANCELLED, job, time.monotonic() - started, complete)
+    duration = time.monotonic() - started
+    return Execution(Outcome.COMPLETED, job, duration, complete, replayed=replayed)
 
 
-def _run_body(handle: Any, ctx: JobContext, job: ClaimedJob, signal: Signal) -> Any:
+def _run_body(handle: Any, ctx: JobContext, job: ClaimedJob, signal: Signal, body: Body) -> Any:
     def call() -> Any:
         if handle.is_async:
             # async_to_sync, not asyncio.run: the body's sync_to_async calls (ORM, step writes)
@@ -137,6 +175,7 @@ def _run_body(handle: Any, ctx: JobContext, job: ClaimedJob, signal: Signal) -> 
             finished.set()
             if box.get("late"):
                 _abandoned(job, handle.timeout, box.get("error"))
+            body.end()
 
     threading.Thread(target=target, name=f"xjobs-body-{job.id}", daemon=True).start()
     if not finished.wait(handle.timeout):
@@ -181,8 +220,8 @@ def _suspended(
     job: ClaimedJob, suspension: StepSuspension, clock: Any, duration: float
 ) -> Execution:
     """SPEC STEP-10: park the run until the step's wake time; no attempt burned, no error."""
-    delay = suspension.resume_in  # on the step store's clock, not this process's (issue 11)
-    nack = Nack(job.id, job.lease_token, delay=delay, counts_as_attempt=False, park=True)
+    delay = suspension.resume_in  # on the step store's clock, not this process's
+    suspend = SuspendUntil(job.id, job.lease_token, delay=delay)
     log.event(
         logging.INFO,
         "xjobs.job.suspended",
@@ -192,7 +231,7 @@ def _suspended(
         reason=suspension.reason,
         resume_in=format_seconds(delay) if delay else "0s",
     )
-    return Execution(Outcome.SUSPENDED, job, duration, nack, resume_at=suspension.resume_at)
+    return Execution(Outcome.SUSPENDED, job, duration, suspend, resume_at=suspension.resume_at)
 
 
 def _stopped_or_failed(
@@ -200,10 +239,10 @@ def _stopped_or_failed(
 ) -> Execution:
     reason = signal.reason
     if isinstance(reason, JobCancelledError | LeaseLostError):
-        # The row is no longer this run's: the nack is a formality the fence will refuse.
+        # The row is no longer this run's: the retry is a formality the fence will refuse.
         outcome = Outcome.CANCELLED if isinstance(reason, JobCancelledError) else Outcome.LEASE_LOST
-        nack = Nack(job.id, job.lease_token, error=describe_error(error))
-        return Execution(outcome, job, duration, nack, error=describe_error(reason))
+        retry = RetryAt(job.id, job.lease_token, error=describe_error(error))
+        return Execution(outcome, job, duration, retry, error=describe_error(reason))
     return _failed(job, policy, error, duration)
 
 
@@ -224,15 +263,19 @@ def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: floa
     ending: history.Ending = "retried" if decision.retry else decision.final_state or "failed"
     if isinstance(error, JobTimeoutError):
         ending = "timeout"
-    nack = Nack(
-        job.id,
-        job.lease_token,
-        delay=decision.delay,
-        error=message,
-        final_state=decision.final_state,
-        stop_reason=stop_reason,
-        failure=history.failure(error, ending),
-    )
+    failed = history.failure(error, ending)
+    settle: RetryAt | Finish
+    if decision.final_state is None:
+        settle = RetryAt(
+            job.id,
+            job.lease_token,
+            delay=decision.delay,
+            error=message,
+            stop_reason=stop_reason,
+            failure=failed,
+        )
+    else:
+        settle = Finish(job.id, job.lease_token, decision.final_state, stop_reason, message, failed)
     if decision.retry:
         outcome = Outcome.RETRIED
     else:
@@ -253,7 +296,7 @@ def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: floa
         outcome,
         job,
         duration,
-        nack,
+        settle,
         error=message,
         stop_reason=stop_reason,
         retry_in=decision.delay if decision.retry else None,
@@ -273,12 +316,12 @@ def _crash_looping(job: ClaimedJob, policy: Retry) -> Execution:
     stop_reason = "attempts-exhausted" if exhausted else "terminal"
     message = f"{error} — not retried"
     final: Literal["dead", "failed"] = "dead" if policy.dead_letter else "failed"
-    nack = Nack(
+    finish = Finish(
         job.id,
         job.lease_token,
-        error=message,
-        final_state=final,
+        final,
         stop_reason=stop_reason,
+        error=message,
         failure=history.failure(error, "crashed"),
     )
     log.event(
@@ -290,7 +333,7 @@ def _crash_looping(job: ClaimedJob, policy: Retry) -> Execution:
         lease_expiries=expiries,
     )
     outcome = Outcome.DEAD_LETTERED if final == "dead" else Outcome.FAILED
-    return Execution(outcome, job, 0.0, nack, error=message, stop_reason=stop_reason)
+    return Execution(outcome, job, 0.0, finish, error=message, stop_reason=stop_reason)
 
 
 def _unknown(job: ClaimedJob, now: datetime) -> Execution:
@@ -303,24 +346,17 @@ def _unknown(job: ClaimedJob, now: datetime) -> Execution:
     )
     if age >= settings.unknown_job_grace:
         message = f"{error} — not retried: still unknown {age:.0f}s after it was created"
-        nack = Nack(
+        finish = Finish(
             job.id,
             job.lease_token,
-            error=message,
-            final_state="dead",
+            "dead",
             stop_reason="terminal",
+            error=message,
             failure=history.failure(error, "dead"),
         )
         log.event(logging.ERROR, "xjobs.job.unknown", job=job.name, id=job.id, dead=True)
-        return Execution(Outcome.DEAD_LETTERED, job, 0.0, nack, str(error), "terminal")
-    nack = Nack(
-        job.id,
-        job.lease_token,
-        delay=settings.unknown_job_delay,
-        error=str(error),
-        counts_as_attempt=False,
-        park=True,
-    )
+        return Execution(Outcome.DEAD_LETTERED, job, 0.0, finish, str(error), "terminal")
+    park = SuspendUntil(job.id, job.lease_token, delay=settings.unknown_job_delay, error=str(error))
     log.event(
         logging.WARNING,
         "xjobs.job.unknown",
@@ -328,15 +364,7 @@ def _unknown(job: ClaimedJob, now: datetime) -> Execution:
         id=job.id,
         retry_in=f"{settings.unknown_job_delay:g}s",
     )
-    return Execution(Outcome.SUSPENDED, job, 0.0, nack, str(error))
-
-
-def describe_error(error: BaseException) -> str:
-    """``last_error`` text: the code first for our errors, else the exception type."""
-    if isinstance(error, XJobsError | JobInterrupt):
-        return str(error)
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return Execution(Outcome.SUSPENDED, job, 0.0, park, str(error))
 
 
 def _traceback(error: BaseException) -> str:

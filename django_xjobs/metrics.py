@@ -75,6 +75,29 @@ def snapshot() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         return dict(_counters)
 
 
+# --- in-process gauges ------------------------------------------------------------------------
+
+_gauges: dict[str, float] = {}
+
+#: The process gauges the collector exports, with their help text.
+GAUGES: dict[str, str] = {
+    "xjobs_worker_abandoned_bodies": (
+        "Bodies in this process that passed their timeout and still run; each keeps its fleet "
+        "slot, its limit and a worker thread until it returns"
+    ),
+}
+
+
+def gauge_add(name: str, amount: float) -> None:
+    with _lock:
+        _gauges[name] = _gauges.get(name, 0.0) + amount
+
+
+def gauge_value(name: str) -> float:
+    with _lock:
+        return _gauges.get(name, 0.0)
+
+
 # --- what the database says, read at most once per STATS_INTERVAL ---------------------------
 
 
@@ -223,6 +246,8 @@ class XJobsCollector:
             for holder in stats.leaders:
                 leader.add_metric([holder], 1.0)
             yield leader
+        for name, text in GAUGES.items():
+            yield GaugeMetricFamily(name, text, value=gauge_value(name))
         counted = snapshot()
         for name, (text, labels) in COUNTERS.items():
             counter = CounterMetricFamily(name, text, labels=list(labels))

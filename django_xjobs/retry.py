@@ -112,7 +112,7 @@ def decide(
     - retry-after: while attempts remain, wait the seconds the error states
       (``error.retry_after``), capped at ``max_delay``; a missing, non-numeric, negative,
       infinite or NaN value falls back to the backoff (CLASS-06). It still counts as an
-      attempt (CLASS-08): the executor's nack says so;
+      attempt (CLASS-08): the executor's RetryAt says so;
     - retryable, unclassified, a plain exception: exactly the backoff (CLASS-07).
 
     Whatever the classification short of terminal, the attempt ceiling wins (CLASS-05).

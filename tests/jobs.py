@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from django_xjobs import Retry, TerminalError, job
@@ -226,6 +227,50 @@ def exclusive(ctx, token: str, hold: float = 0.3, kill_first: bool = False):
 def kills_its_worker(ctx, n: int = 0):
     """A poison job: every run takes its worker process down."""
     os.kill(os.getpid(), 9)
+
+
+# --- a body that outlives its timeout (SPEC EXEC-05, issue 11 item 2) ------------------------
+
+_live_lock = threading.Lock()
+#: bodies of ``overrun_busy`` running now in this process, and the most seen at once
+live_bodies = {"now": 0, "max": 0}
+
+
+@job(
+    idempotency_key="overrun-capped:{token}",
+    concurrency=1,
+    timeout="300ms",
+    retry=Retry(attempts=3, delay="10ms", jitter=False),
+)
+def overrun_capped(ctx, token: str, hold: float = 1.0):
+    """concurrency=1; its first attempt ignores its signal and stays busy ``hold`` s, well past
+    its timeout. Start and end in the ledger prove whether a retry overlapped it."""
+    _mark(token, "start", ctx.attempt)
+    if ctx.attempt == 1:
+        _busy(hold)
+    _mark(token, "end", ctx.attempt)
+    return ctx.attempt
+
+
+@job(idempotency_key="overrun-busy:{token}", timeout="300ms", retry=Retry(attempts=1))
+def overrun_busy(ctx, token: str, hold: float = 1.0):
+    """Ignores its signal, busy ``hold`` s past a 300 ms timeout; counts the bodies live at once."""
+    with _live_lock:
+        live_bodies["now"] += 1
+        live_bodies["max"] = max(live_bodies["max"], live_bodies["now"])
+    try:
+        _mark(token, "start", ctx.attempt)
+        _busy(hold)
+        _mark(token, "end", ctx.attempt)
+    finally:
+        with _live_lock:
+            live_bodies["now"] -= 1
+
+
+def _busy(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 # crons live in jobs.py in an app; the fixtures are kept apart and registered from here

@@ -25,6 +25,7 @@ from django_xjobs import (
     retry_class,
 )
 from django_xjobs.classify import BUILTIN, _isolated_registry, is_declared, retry_for
+from django_xjobs.drivers.base import Finish, RetryAt
 from django_xjobs.errors import (
     DriverUnavailableError,
     ErrorRetryInvalidError,
@@ -433,15 +434,15 @@ def test_class_04_registered_terminal_code_stops_at_once():
 
 def test_class_04_se_17_terminal_at_attempt_1_of_5_through_the_executor(harness):
     """SPEC CLASS-04: ``attempts=5``, a terminal error at attempt 1 → dead at attempt 1, one
-    nack ``{delay 0, counts True, dead_letter}``."""
+    settle, ``Finish`` in ``dead`` (no delay, the attempt spent)."""
     from tests import jobs
 
     job_id = jobs.terminal.enqueue(n=901).id
     (execution,) = run_until_idle()
     assert execution.outcome == Outcome.DEAD_LETTERED
     assert execution.stop_reason == "terminal"
-    nack = execution.settle
-    assert (nack.delay, nack.counts_as_attempt, nack.final_state) == (0, True, "dead")
+    assert isinstance(execution.settle, Finish)
+    assert (execution.settle.state, execution.settle.stop_reason) == ("dead", "terminal")
     row = harness.row(job_id)
     assert (row.state, row.attempt, row.max_attempts) == ("dead", 1, 5)
     assert row.stop_reason == "terminal"
@@ -638,8 +639,8 @@ def test_class_07_plain_error_with_a_stated_delay_waits_the_backoff(harness):
 def test_class_08_retry_after_counts_as_an_attempt(harness):
     job_id = rate_limited.enqueue(n=8, after=2).id
     (first,) = run_until_idle()
+    assert isinstance(first.settle, RetryAt)  # ready again, not parked
     assert first.settle.counts_as_attempt is True
-    assert first.settle.park is False
     assert harness.row(job_id).attempt == 1
     harness.advance(3)
     (second,) = run_until_idle()
@@ -716,7 +717,8 @@ def test_class_11_terminal_without_dead_letter_ends_failed(harness):
     job_id = terminal_kept.enqueue(n=13).id
     (execution,) = run_until_idle()
     assert execution.outcome == Outcome.FAILED
-    assert execution.settle.final_state == "failed"
+    assert isinstance(execution.settle, Finish)
+    assert execution.settle.state == "failed"
     row = harness.row(job_id)
     assert (row.state, row.attempt, row.stop_reason) == ("failed", 1, "terminal")
     assert row.last_error.endswith(" — not retried: the error is terminal")

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from django_xjobs.drivers.base import Ack, EnqueueRequest, Nack
+from django_xjobs.drivers.base import Complete, EnqueueRequest, Finish, RetryAt, SuspendUntil
 from django_xjobs.errors import InvariantError, JobDuplicateError
 from tests import jobs
 
@@ -52,9 +52,7 @@ def test_enq_06_running_and_suspended_rows_are_live(harness, state_change):
     first = jobs.ok.enqueue(n=1)
     [held] = claim(harness.driver)
     if state_change == "suspended":
-        assert harness.driver.nack(
-            Nack(held.id, held.lease_token, park=True, counts_as_attempt=False)
-        )
+        assert harness.driver.suspend(SuspendUntil(held.id, held.lease_token))
     assert jobs.ok.enqueue(n=1).id == first.id
 
 
@@ -69,7 +67,7 @@ def test_enq_07_on_conflict_error_names_the_live_job(harness):
 def test_enq_08_a_terminal_row_frees_the_key(harness):
     first = jobs.ok.enqueue(n=1)
     [held] = claim(harness.driver)
-    assert harness.driver.ack([Ack(held.id, held.lease_token)]) == {held.id}
+    assert harness.driver.ack([Complete(held.id, held.lease_token)]) == {held.id}
     second = jobs.ok.enqueue(n=1)
     assert not second.deduped and second.id != first.id
 
@@ -183,20 +181,20 @@ def test_state_04_settled_rows_are_never_claimed(harness, final):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
     if final == "done":
-        harness.driver.ack([Ack(job.id, job.lease_token)])
+        harness.driver.ack([Complete(job.id, job.lease_token)])
     else:
-        harness.driver.nack(Nack(job.id, job.lease_token, final_state=final))
+        harness.driver.finish(Finish(job.id, job.lease_token, final))
     harness.advance(3600)
     assert claim(harness.driver) == []
 
 
-# --- (d) ack / nack fenced on running and the lease token -----------------------------------
+# --- (d) every settle fenced on running and the lease token --------------------------------
 
 
 def test_ack_stores_the_result_and_clears_the_claim(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
-    assert harness.driver.ack([Ack(job.id, job.lease_token, '{"x": [1, 2]}')]) == {job.id}
+    assert harness.driver.ack([Complete(job.id, job.lease_token, '{"x": [1, 2]}')]) == {job.id}
     row = harness.row(job.id)
     assert (row.state, row.result) == ("done", {"x": [1, 2]})
     assert (row.claimed_by, row.visible_at, row.lease_token) == (None, None, None)
@@ -206,8 +204,8 @@ def test_ack_settles_a_batch_each_on_its_own_token(harness):
     for i in range(3):
         jobs.ok.enqueue(n=i)
     a, b, c = claim(harness.driver)
-    stale = Ack(c.id, uuid.uuid4())
-    done = harness.driver.ack([Ack(a.id, a.lease_token), Ack(b.id, b.lease_token), stale])
+    stale = Complete(c.id, uuid.uuid4())
+    done = harness.driver.ack([Complete(a.id, a.lease_token), Complete(b.id, b.lease_token), stale])
     assert done == {a.id, b.id}
     assert harness.row(c.id).state == "running"
 
@@ -217,20 +215,20 @@ def test_state_01_q_01_a_lapsed_claim_cannot_settle_its_successors_run(harness):
     [old] = claim(harness.driver, vis=5)
     harness.advance(5)
     [new] = claim(harness.driver, worker="w2")
-    assert harness.driver.ack([Ack(old.id, old.lease_token)]) == set()
-    assert not harness.driver.nack(Nack(old.id, old.lease_token, final_state="dead", error="x"))
+    assert harness.driver.ack([Complete(old.id, old.lease_token)]) == set()
+    assert not harness.driver.finish(Finish(old.id, old.lease_token, "dead", error="x"))
     row = harness.row(new.id)
     assert (row.state, row.lease_token, row.last_error) == ("running", new.lease_token, None)
-    assert harness.driver.ack([Ack(new.id, new.lease_token)]) == {new.id}
+    assert harness.driver.ack([Complete(new.id, new.lease_token)]) == {new.id}
 
 
 def test_state_01_se_03_settling_a_row_that_is_not_running_changes_nothing(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
-    assert harness.driver.nack(Nack(job.id, job.lease_token, delay=60, error="first"))
+    assert harness.driver.retry(RetryAt(job.id, job.lease_token, delay=60, error="first"))
     before = harness.row(job.id)
-    assert harness.driver.ack([Ack(job.id, job.lease_token)]) == set()
-    assert not harness.driver.nack(Nack(job.id, job.lease_token, error="second"))
+    assert harness.driver.ack([Complete(job.id, job.lease_token)]) == set()
+    assert not harness.driver.retry(RetryAt(job.id, job.lease_token, error="second"))
     after = harness.row(job.id)
     assert (after.state, after.attempt, after.last_error) == (before.state, before.attempt, "first")
 
@@ -238,7 +236,7 @@ def test_state_01_se_03_settling_a_row_that_is_not_running_changes_nothing(harne
 def test_drv_01_nack_retry_goes_back_to_ready_after_the_delay(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
-    assert harness.driver.nack(Nack(job.id, job.lease_token, delay=60, error="ValueError: x"))
+    assert harness.driver.retry(RetryAt(job.id, job.lease_token, delay=60, error="ValueError: x"))
     row = harness.row(job.id)
     assert (row.state, row.attempt, row.last_error) == ("ready", 1, "ValueError: x")
     assert (row.claimed_by, row.visible_at, row.lease_token) == (None, None, None)
@@ -252,8 +250,8 @@ def test_drv_01_nack_retry_goes_back_to_ready_after_the_delay(harness):
 def test_drv_01_nack_with_a_final_state_ends_the_job(harness, final):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
-    nack = Nack(job.id, job.lease_token, error="E", final_state=final, stop_reason="terminal")
-    assert harness.driver.nack(nack)
+    finish = Finish(job.id, job.lease_token, final, error="E", stop_reason="terminal")
+    assert harness.driver.finish(finish)
     row = harness.row(job.id)
     assert (row.state, row.stop_reason, row.last_error) == (final, "terminal", "E")
 
@@ -261,9 +259,9 @@ def test_drv_01_nack_with_a_final_state_ends_the_job(harness, final):
 def test_state_02_a_nack_without_error_keeps_the_previous_one(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
-    harness.driver.nack(Nack(job.id, job.lease_token, error="first"))
+    harness.driver.retry(RetryAt(job.id, job.lease_token, error="first"))
     [job] = claim(harness.driver)
-    harness.driver.nack(Nack(job.id, job.lease_token, park=True, counts_as_attempt=False))
+    harness.driver.suspend(SuspendUntil(job.id, job.lease_token))
     assert harness.row(job.id).last_error == "first"
 
 
@@ -273,9 +271,7 @@ def test_state_02_a_nack_without_error_keeps_the_previous_one(harness):
 def test_state_03_a_parked_nack_gives_the_attempt_back(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
-    assert harness.driver.nack(
-        Nack(job.id, job.lease_token, delay=5, park=True, counts_as_attempt=False)
-    )
+    assert harness.driver.suspend(SuspendUntil(job.id, job.lease_token, delay=5))
     row = harness.row(job.id)
     assert (row.state, row.attempt) == ("suspended", 0)
     harness.advance(5)
@@ -301,7 +297,7 @@ def test_lease_02_heartbeat_after_settle_or_reclaim_is_false(harness):
     jobs.ok.enqueue(n=1)
     jobs.ok.enqueue(n=2)
     a, b = claim(harness.driver, vis=5)
-    harness.driver.ack([Ack(a.id, a.lease_token)])
+    harness.driver.ack([Complete(a.id, a.lease_token)])
     assert harness.driver.heartbeat(a.id, a.lease_token, 5) is False
     harness.advance(5)
     [b2] = claim(harness.driver, worker="w2")
@@ -337,10 +333,10 @@ def test_insp_05_dead_letters_newest_first(harness):
     jobs.ok.enqueue(n=2)
     jobs.ok.enqueue(n=3)
     a, b, c = claim(harness.driver)
-    harness.driver.nack(Nack(b.id, b.lease_token, final_state="dead"))
+    harness.driver.finish(Finish(b.id, b.lease_token, "dead"))
     harness.advance(10)
-    harness.driver.nack(Nack(a.id, a.lease_token, final_state="dead"))
-    harness.driver.ack([Ack(c.id, c.lease_token)])
+    harness.driver.finish(Finish(a.id, a.lease_token, "dead"))
+    harness.driver.ack([Complete(c.id, c.lease_token)])
     assert [r.id for r in harness.driver.dead_letters()] == [a.id, b.id]
     assert [r.id for r in harness.driver.dead_letters(limit=1)] == [a.id]
 
@@ -361,8 +357,8 @@ def test_met_03_q_05_stats_buckets_are_exclusive(harness):
     jobs.ok.enqueue(n=6)
     jobs.ok.enqueue(n=7)
     [dead, parked] = claim(harness.driver, limit=2)
-    harness.driver.nack(Nack(dead.id, dead.lease_token, final_state="dead"))
-    harness.driver.nack(Nack(parked.id, parked.lease_token, park=True, delay=60))
+    harness.driver.finish(Finish(dead.id, dead.lease_token, "dead"))
+    harness.driver.suspend(SuspendUntil(parked.id, parked.lease_token, delay=60))
     stats = {s.queue: s for s in harness.driver.stats()}
     assert list(stats) == ["default", "other"]
     default = stats["default"]

@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from django_xjobs import conf, history
-from django_xjobs.drivers.base import Ack, EnqueueRequest, Nack
+from django_xjobs.drivers.base import Complete, EnqueueRequest, RetryAt, SuspendUntil
 from django_xjobs.execute import Outcome
 from django_xjobs.history import KEEP, TRACEBACK_LIMIT, FailedAttempt, cap
 from django_xjobs.inspect import inspect_job, retry_job
@@ -51,7 +51,9 @@ def fail_once(harness, job_id, error: BaseException, outcome="retried") -> None:
     [held] = claim(harness.driver)
     assert held.id == job_id
     failure = history.failure(raised(error), outcome)
-    assert harness.driver.nack(Nack(held.id, held.lease_token, error=str(error), failure=failure))
+    assert harness.driver.retry(
+        RetryAt(held.id, held.lease_token, error=str(error), failure=failure)
+    )
     harness.advance(1)
 
 
@@ -100,8 +102,8 @@ def test_a_successful_attempt_adds_nothing(harness):
 def test_a_settle_without_a_failure_writes_no_history(harness):
     job_id = jobs.ok.enqueue(n=1).id
     [held] = claim(harness.driver)
-    park = Nack(held.id, held.lease_token, park=True, counts_as_attempt=False, error="waits")
-    assert harness.driver.nack(park)
+    park = SuspendUntil(held.id, held.lease_token, error="waits")
+    assert harness.driver.suspend(park)
     assert harness.driver.get_job(job_id).errors == ()
 
 
@@ -132,7 +134,7 @@ def test_text_postgresql_cannot_store_is_escaped_not_fatal(harness):
     job_id = jobs.ok.enqueue(n=1).id
     [held] = claim(harness.driver)
     failure = history.failure(raised(ValueError("nul \x00 and \udcff")), "retried")
-    assert harness.driver.nack(Nack(held.id, held.lease_token, failure=failure))
+    assert harness.driver.retry(RetryAt(held.id, held.lease_token, failure=failure))
     [entry] = harness.driver.get_job(job_id).errors
     assert entry.message == "nul \\x00 and \\udcff"
 
@@ -144,11 +146,13 @@ def test_a_stale_settle_writes_no_history(harness):
     [second] = claim(harness.driver)
     kept = harness.driver.get_job(job_id).errors  # the lapsed run, recorded by the claim
     late = history.failure(raised(ValueError("late")), "retried")
-    assert not harness.driver.nack(Nack(first.id, first.lease_token, error="late", failure=late))
+    assert not harness.driver.retry(
+        RetryAt(first.id, first.lease_token, error="late", failure=late)
+    )
     assert harness.driver.get_job(job_id).errors == kept
-    assert harness.driver.ack([Ack(second.id, second.lease_token)]) == {job_id}
-    done = Nack(second.id, second.lease_token, error="after", failure=late)
-    assert not harness.driver.nack(done)  # a settled row is not running: fenced out too
+    assert harness.driver.ack([Complete(second.id, second.lease_token)]) == {job_id}
+    done = RetryAt(second.id, second.lease_token, error="after", failure=late)
+    assert not harness.driver.retry(done)  # a settled row is not running: fenced out too
     assert harness.driver.get_job(job_id).errors == kept
     assert [e.message for e in kept] == [history.LAPSED.message]
 

@@ -10,7 +10,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from django_xjobs.drivers.base import Ack, EnqueueRequest, Nack, StepRecord
+from django_xjobs.drivers.base import (
+    Complete,
+    EnqueueRequest,
+    Finish,
+    RetryAt,
+    StepRecord,
+    SuspendUntil,
+)
 from django_xjobs.errors import (
     InvariantError,
     JobDuplicateError,
@@ -44,11 +51,11 @@ def make(harness, state, n=1, error="boom"):
     [held] = claim(harness.driver)
     driver = harness.driver
     if state == "suspended":
-        assert driver.nack(Nack(held.id, held.lease_token, delay=60, park=True, error=error))
+        assert driver.suspend(SuspendUntil(held.id, held.lease_token, delay=60, error=error))
     elif state in ("dead", "failed"):
-        assert driver.nack(Nack(held.id, held.lease_token, final_state=state, error=error))
+        assert driver.finish(Finish(held.id, held.lease_token, state, error=error))
     elif state == "done":
-        assert driver.ack([Ack(held.id, held.lease_token, '{"ok": true}')]) == {held.id}
+        assert driver.ack([Complete(held.id, held.lease_token, '{"ok": true}')]) == {held.id}
     elif state == "cancelled":
         driver.cancel(held.id, "stop")
     return held, held.id
@@ -156,9 +163,9 @@ def test_cancel_05_06_the_holder_of_a_cancelled_job_settles_nothing(harness):
     cancel_job(job_id, reason="operator")
     driver = harness.driver
     assert driver.heartbeat(held.id, held.lease_token, 30) is False
-    assert driver.ack([Ack(held.id, held.lease_token, '{"late": 1}')]) == set()
-    assert not driver.nack(Nack(held.id, held.lease_token, delay=1, error="late"))
-    assert not driver.nack(Nack(held.id, held.lease_token, final_state="dead", error="late"))
+    assert driver.ack([Complete(held.id, held.lease_token, '{"late": 1}')]) == set()
+    assert not driver.retry(RetryAt(held.id, held.lease_token, delay=1, error="late"))
+    assert not driver.finish(Finish(held.id, held.lease_token, "dead", error="late"))
     late = StepRecord(run_id=held.run_id, name="late", status="completed", started_at=BASE)
     assert driver.steps.put(late, job_id=held.id, lease_token=held.lease_token) is False
     row = harness.row(job_id)
@@ -257,7 +264,7 @@ def test_requeue_of_an_unknown_job_is_not_found(harness):
 def test_requeue_keeps_every_step_without_from_step(harness):
     held, job_id = make(harness, "running")
     put_steps(harness, held, "a", "b", "c")
-    harness.driver.nack(Nack(held.id, held.lease_token, final_state="dead", error="x"))
+    harness.driver.finish(Finish(held.id, held.lease_token, "dead", error="x"))
     retry_job(job_id)
     assert step_names(harness, held.run_id) == ["a", "b", "c"]
 
@@ -265,7 +272,7 @@ def test_requeue_keeps_every_step_without_from_step(harness):
 def test_insp_06_q_04_drv_04_k_from_step_deletes_it_and_every_later_step(harness):
     held, job_id = make(harness, "running")
     put_steps(harness, held, "load", "charge", "email", "audit")
-    harness.driver.nack(Nack(held.id, held.lease_token, final_state="dead", error="x"))
+    harness.driver.finish(Finish(held.id, held.lease_token, "dead", error="x"))
     trace = retry_job(job_id, from_step="email")
     assert [s["name"] for s in trace["steps"]] == ["load", "charge"]
     assert step_names(harness, held.run_id) == ["load", "charge"]
@@ -284,7 +291,7 @@ def test_q_04_later_means_later_started_at_then_later_written(harness):
         )
         assert driver.steps.put(record, job_id=held.id, lease_token=token)
     assert step_names(harness, held.run_id) == ["first", "tie-a", "tie-b", "late"]
-    driver.nack(Nack(held.id, token, final_state="failed", error="x"))
+    driver.finish(Finish(held.id, token, "failed", error="x"))
     driver.requeue(job_id, from_step="tie-b", force=False)
     assert step_names(harness, held.run_id) == ["first", "tie-a"]
 
@@ -292,14 +299,14 @@ def test_q_04_later_means_later_started_at_then_later_written(harness):
 def test_q_04_from_the_first_step_deletes_the_whole_trace(harness):
     held, job_id = make(harness, "running")
     put_steps(harness, held, "a", "b")
-    harness.driver.nack(Nack(held.id, held.lease_token, final_state="dead", error="x"))
+    harness.driver.finish(Finish(held.id, held.lease_token, "dead", error="x"))
     assert retry_job(job_id, from_step="a")["steps"] == []
 
 
 def test_q_04_an_unknown_step_is_an_invariant_error_and_changes_nothing(harness):
     held, job_id = make(harness, "running")
     put_steps(harness, held, "load", "charge")
-    harness.driver.nack(Nack(held.id, held.lease_token, final_state="dead", error="x"))
+    harness.driver.finish(Finish(held.id, held.lease_token, "dead", error="x"))
     before = harness.row(job_id)
     with pytest.raises(InvariantError) as caught:
         retry_job(job_id, from_step="ship")

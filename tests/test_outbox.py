@@ -370,9 +370,9 @@ def test_outbox_19_a_republish_is_deduped_only_while_the_job_is_live(harness):
     assert publish_batch(store, harness.driver, rows, "r") == 2
     assert len(harness.driver.list_jobs()) == 1  # the live job absorbed the repeat
     [job] = harness.driver.claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="w")
-    from django_xjobs.drivers.base import Ack
+    from django_xjobs.drivers.base import Complete
 
-    harness.driver.ack([Ack(job.id, job.lease_token)])
+    harness.driver.ack([Complete(job.id, job.lease_token)])
     box.stage(1)
     publish_batch(store, harness.driver, store.claim(10, "r"), "r")
     assert len(harness.driver.list_jobs()) == 2  # at-least-once once the first finished

@@ -11,7 +11,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from django_xjobs.drivers.base import Ack, EnqueueRequest
+from django_xjobs.drivers.base import Complete, EnqueueRequest
 from django_xjobs.execute import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.heartbeat import Heartbeat
@@ -217,7 +217,7 @@ def test_lease_12_a_settled_run_never_reports_a_lost_lease(live_harness, caplog)
         queues=["default"], limit=1, visibility_timeout=5, worker_id="w1"
     )
     run = Run(job, "w1")
-    live_harness.driver.ack([Ack(job.id, job.lease_token)])
+    live_harness.driver.ack([Complete(job.id, job.lease_token)])
     run.settled.set()
     beat = Heartbeat(
         live_harness.driver,

@@ -66,9 +66,15 @@ class ClaimedJob:
     traceparent: str | None = None
 
 
+# --- settle values: how a run ends, one driver call each (STYLE: one settle) ----------------
+#
+# Every one is fenced on state='running' and its lease token: a row that moved on (lapsed,
+# re-claimed, cancelled) refuses it and the call answers False (SPEC STATE-01, DESIGN Q-01).
+
+
 @dataclass(frozen=True)
-class Ack:
-    """Settle a run as done, with its JSON ``result`` text (or ``None``)."""
+class Complete:
+    """Done, with its JSON ``result`` text (or ``None``); ``JobDriver.ack`` takes many at once."""
 
     job_id: UUID
     lease_token: UUID
@@ -76,32 +82,55 @@ class Ack:
 
 
 @dataclass(frozen=True)
-class Nack:
-    """Settle a run as not done (SPEC DRV-01, later rule).
-
-    ``final_state`` ends the job (dead / failed); otherwise ``park`` suspends it and anything
-    else makes it ready again after ``delay`` seconds. ``counts_as_attempt=False`` gives the
-    attempt back (floored at 0, SPEC STATE-03). ``failure`` is appended to the job's failure
-    history (the last ``history.KEEP`` kept), stamped with the attempt number and the time.
-    """
+class RetryAt:
+    """Ready again after ``delay`` seconds (SPEC DRV-01, STATE-02). ``counts_as_attempt=False``
+    gives the attempt back (floored at 0, SPEC STATE-03); ``failure`` joins the history."""
 
     job_id: UUID
     lease_token: UUID
     delay: float = 0.0
     error: str | None = None
     counts_as_attempt: bool = True
-    final_state: FinalState | None = None
     stop_reason: str | None = None
-    park: bool = False
-    #: handed back unrun (a full slot or limit): the row keeps its crash count
-    shed: bool = False
     failure: Failure | None = None
 
-    @property
-    def state(self) -> str:
-        if self.final_state is not None:
-            return self.final_state
-        return "suspended" if self.park else "ready"
+
+@dataclass(frozen=True)
+class SuspendUntil:
+    """Parked (``suspended``) for ``delay`` seconds without spending an attempt (SPEC STEP-10)."""
+
+    job_id: UUID
+    lease_token: UUID
+    delay: float = 0.0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Shed:
+    """Handed back unrun (a full slot or limit, SPEC WORK-04/07/08): ready after ``delay``, no
+    attempt spent, no error, and the row keeps its crash count. ``reason`` is for the log."""
+
+    job_id: UUID
+    lease_token: UUID
+    delay: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Ended for good in ``state`` (dead / failed) with ``stop_reason``; ``failure`` joins the
+    history."""
+
+    job_id: UUID
+    lease_token: UUID
+    state: FinalState
+    stop_reason: str | None = None
+    error: str | None = None
+    failure: Failure | None = None
+
+
+#: The closed set of ways a claimed run is settled.
+Settle = Complete | RetryAt | SuspendUntil | Shed | Finish
 
 
 @dataclass(frozen=True)
@@ -281,10 +310,21 @@ class JobDriver(Protocol):
         self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
     ) -> list[ClaimedJob]: ...
 
-    def ack(self, acks: Sequence[Ack]) -> set[UUID]: ...
+    # settling a claimed run: one call per settle value, each fenced on 'running' and its token
+    def ack(self, completes: Sequence[Complete]) -> set[UUID]:
+        """Every run held by its token becomes ``done``, in one statement; the ids that did."""
 
-    def nack(self, nack: Nack) -> bool:
-        """Fenced like ack; appends ``nack.failure`` to the history in the same write."""
+    def retry(self, retry: RetryAt) -> bool:
+        """Ready again at now + delay; the failure joins the history in the same write."""
+
+    def suspend(self, suspend: SuspendUntil) -> bool:
+        """Suspended until now + delay, the attempt given back."""
+
+    def shed(self, shed: Shed) -> bool:
+        """Ready again at now + delay, the attempt given back, the crash count kept."""
+
+    def finish(self, finish: Finish) -> bool:
+        """Dead or failed for good; the failure joins the history in the same write."""
 
     def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool: ...
 

@@ -16,18 +16,22 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ..clock import Clock, SystemClock
-from ..history import KEEP, LAPSED, FailedAttempt
+from ..history import KEEP, LAPSED, FailedAttempt, Failure
 from ..ids import uuid7
 from .base import (
     LIVE_STATES,
-    Ack,
     ClaimedJob,
+    Complete,
     EnqueueRequest,
     EnqueueResult,
+    Finish,
     JobSnapshot,
-    Nack,
     QueueStats,
+    RetryAt,
+    Settle,
+    Shed,
     StepRecord,
+    SuspendUntil,
     check_claim_args,
 )
 from .memory_leases import MemoryLeaseStore
@@ -192,19 +196,20 @@ class MemoryDriver:
             return None
         return row
 
-    def ack(self, acks: Sequence[Ack]) -> set[UUID]:
+    def ack(self, completes: Sequence[Complete]) -> set[UUID]:
         done: set[UUID] = set()
         with self._lock:
             now = self._now()
-            for ack in acks:
-                row = self._held(ack.job_id, ack.lease_token)
+            for complete in completes:
+                row = self._held(complete.job_id, complete.lease_token)
                 if row is None:
                     continue
+                result = complete.result_json
                 self._rows[row.id] = replace(
                     row,
                     state="done",
                     lease_expiries=0,
-                    result=None if ack.result_json is None else json.loads(ack.result_json),
+                    result=None if result is None else json.loads(result),
                     stop_reason=None,
                     visible_at=None,
                     claimed_by=None,
@@ -214,25 +219,65 @@ class MemoryDriver:
                 done.add(row.id)
         return done
 
-    def nack(self, nack: Nack) -> bool:
+    def retry(self, retry: RetryAt) -> bool:
+        return self._release(
+            retry,
+            state="ready",
+            delay=retry.delay,
+            give_back=not retry.counts_as_attempt,
+            error=retry.error,
+            stop_reason=retry.stop_reason,
+            failure=retry.failure,
+        )
+
+    def suspend(self, suspend: SuspendUntil) -> bool:
+        return self._release(
+            suspend, state="suspended", delay=suspend.delay, give_back=True, error=suspend.error
+        )
+
+    def shed(self, shed: Shed) -> bool:
+        return self._release(shed, state="ready", delay=shed.delay, give_back=True, shed=True)
+
+    def finish(self, finish: Finish) -> bool:
+        return self._release(
+            finish,
+            state=finish.state,
+            error=finish.error,
+            stop_reason=finish.stop_reason,
+            failure=finish.failure,
+        )
+
+    def _release(
+        self,
+        value: Settle,
+        *,
+        state: str,
+        delay: float = 0.0,
+        give_back: bool = False,
+        error: str | None = None,
+        stop_reason: str | None = None,
+        failure: Failure | None = None,
+        shed: bool = False,
+    ) -> bool:
+        """The one write behind retry/suspend/shed/finish, as their named statements do."""
         with self._lock:
-            row = self._held(nack.job_id, nack.lease_token)
+            row = self._held(value.job_id, value.lease_token)
             if row is None:
                 return False
             now = self._now()
             errors = row.errors
-            if nack.failure is not None:
-                entry = FailedAttempt.stamped(nack.failure, attempt=row.attempt, at=now)
+            if failure is not None:
+                entry = FailedAttempt.stamped(failure, attempt=row.attempt, at=now)
                 errors = (*errors, entry)[-KEEP:]
             self._rows[row.id] = replace(
                 row,
-                state=nack.state,
+                state=state,
                 errors=errors,
-                lease_expiries=row.lease_expiries if nack.shed else 0,
-                attempt=row.attempt if nack.counts_as_attempt else max(row.attempt - 1, 0),
-                run_at=now + timedelta(seconds=max(0.0, nack.delay)),
-                last_error=row.last_error if nack.error is None else nack.error,
-                stop_reason=nack.stop_reason,
+                lease_expiries=row.lease_expiries if shed else 0,
+                attempt=max(row.attempt - 1, 0) if give_back else row.attempt,
+                run_at=now + timedelta(seconds=max(0.0, delay)),
+                last_error=row.last_error if error is None else error,
+                stop_reason=stop_reason,
                 visible_at=None,
                 claimed_by=None,
                 lease_token=None,
@@ -327,8 +372,8 @@ class MemoryDriver:
                 raise refusal
             if row.state == CANCELLED:
                 return row  # DESIGN Q-09: a no-op, the first reason stays
-            # Clearing the token is what stops the holder: its heartbeat, step writes, ack and
-            # nack are all fenced on it (SPEC CANCEL-05/06).
+            # Clearing the token is what stops the holder: its heartbeat, step writes and every
+            # settle are fenced on it (SPEC CANCEL-05/06).
             row = replace(
                 row,
                 state=CANCELLED,

@@ -23,13 +23,17 @@ from ..errors import DriverUnavailableError, first_line
 from ..ids import uuid7
 from . import sql
 from .base import (
-    Ack,
     ClaimedJob,
+    Complete,
     EnqueueRequest,
     EnqueueResult,
+    Finish,
     JobSnapshot,
-    Nack,
     QueueStats,
+    RetryAt,
+    Settle,
+    Shed,
+    SuspendUntil,
     check_claim_args,
 )
 from .postgres_leases import PostgresLeaseStore
@@ -50,6 +54,10 @@ if TYPE_CHECKING:
 STATEMENTS = sql.load(Path(__file__).with_name("postgres.sql"))
 CHANNEL = "xjobs"
 _LAPSED_JSON = history.LAPSED.to_json()
+
+
+def _history(failure: history.Failure | None) -> dict[str, Any]:
+    return {"failure": None if failure is None else failure.to_json(), "keep": history.KEEP}
 
 
 class PostgresDriver:
@@ -139,38 +147,48 @@ class PostgresDriver:
             for r in rows
         ]
 
-    def ack(self, acks: Sequence[Ack]) -> set[UUID]:
-        if not acks:
+    def ack(self, completes: Sequence[Complete]) -> set[UUID]:
+        if not completes:
             return set()
         rows = self._run(
             "ack",
             {
-                "ids": [a.job_id for a in acks],
-                "tokens": [a.lease_token for a in acks],
-                "results": [a.result_json for a in acks],
+                "ids": [c.job_id for c in completes],
+                "tokens": [c.lease_token for c in completes],
+                "results": [c.result_json for c in completes],
             },
         )
         return {r[0] for r in rows}
 
-    def nack(self, nack: Nack) -> bool:
-        return (
-            self._count(
-                "nack",
-                {
-                    "id": nack.job_id,
-                    "lease_token": nack.lease_token,
-                    "state": nack.state,
-                    "counts_as_attempt": nack.counts_as_attempt,
-                    "delay": max(0.0, nack.delay),
-                    "error": nack.error,
-                    "stop_reason": nack.stop_reason,
-                    "shed": nack.shed,
-                    "failure": None if nack.failure is None else nack.failure.to_json(),
-                    "keep": history.KEEP,
-                },
-            )
-            == 1
-        )
+    def retry(self, retry: RetryAt) -> bool:
+        params = {
+            "delay": max(0.0, retry.delay),
+            "counts_as_attempt": retry.counts_as_attempt,
+            "error": retry.error,
+            "stop_reason": retry.stop_reason,
+            **_history(retry.failure),
+        }
+        return self._fenced("retry", retry, params)
+
+    def suspend(self, suspend: SuspendUntil) -> bool:
+        params = {"delay": max(0.0, suspend.delay), "error": suspend.error}
+        return self._fenced("suspend", suspend, params)
+
+    def shed(self, shed: Shed) -> bool:
+        return self._fenced("shed", shed, {"delay": max(0.0, shed.delay)})
+
+    def finish(self, finish: Finish) -> bool:
+        params = {
+            "state": finish.state,
+            "error": finish.error,
+            "stop_reason": finish.stop_reason,
+            **_history(finish.failure),
+        }
+        return self._fenced("finish", finish, params)
+
+    def _fenced(self, statement: str, value: Settle, params: dict[str, Any]) -> bool:
+        fence = {"id": value.job_id, "lease_token": value.lease_token}
+        return self._count(statement, {**fence, **params}) == 1
 
     def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool:
         params = {

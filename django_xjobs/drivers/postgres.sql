@@ -42,7 +42,7 @@ SELECT id, run_id FROM x_jobs WHERE id = %(id)s;
 -- (LATERAL) so the claim index is walked in order instead of sorting every ready row. Every claim
 -- mints a new lease token; the previous holder's writes are refused from here on (DESIGN Q-01).
 -- A lapsed row's unsettled run joins its failure history as crashed (`lapsed`), dated when its
--- lease ran out; only the last `keep` entries stay, as in nack.
+-- lease ran out; only the last `keep` entries stay, as in retry and finish.
 WITH waiting AS (
     SELECT w.id, w.priority, w.run_at
     FROM unnest(%(queues)s::text[]) AS q(name)
@@ -112,10 +112,73 @@ WHERE j.id = a.id
   AND j.lease_token = a.token
 RETURNING j.id;
 
--- name: nack
--- Settle one run as not done: dead / failed / suspended / ready again (SPEC DRV-01, STATE-02/03).
--- A failed attempt's `failure` joins the history in this same fenced write, stamped with the
--- attempt and now(); only the last `keep` entries stay, so a failure still costs one statement.
+-- name: retry
+-- Settle one run as ready again after `delay` (SPEC DRV-01, STATE-02/03). A failed attempt's
+-- `failure` joins the history in this same fenced write, stamped with the attempt and now();
+-- only the last `keep` entries stay, so a failure still costs one statement.
+UPDATE x_jobs
+SET state = 'ready',
+    errors = CASE WHEN %(failure)s::jsonb IS NULL THEN errors ELSE (
+        SELECT jsonb_agg(kept.entry ORDER BY kept.n)
+        FROM (
+            SELECT entry, n
+            FROM jsonb_array_elements(
+                errors || jsonb_build_array(
+                    jsonb_build_object('attempt', attempt, 'at', now()) || %(failure)s::jsonb)
+            ) WITH ORDINALITY AS entries(entry, n)
+            ORDER BY n DESC
+            LIMIT %(keep)s
+        ) AS kept
+    ) END,
+    lease_expiries = 0,
+    attempt = CASE WHEN %(counts_as_attempt)s THEN attempt ELSE GREATEST(attempt - 1, 0) END,
+    run_at = now() + make_interval(secs => %(delay)s),
+    last_error = COALESCE(%(error)s, last_error),
+    stop_reason = %(stop_reason)s,
+    visible_at = NULL,
+    claimed_by = NULL,
+    lease_token = NULL,
+    updated_at = now()
+WHERE id = %(id)s
+  AND state = 'running'
+  AND lease_token = %(lease_token)s;
+
+-- name: suspend
+-- Park one run until now + `delay` without spending its attempt (SPEC STEP-10, STATE-03).
+UPDATE x_jobs
+SET state = 'suspended',
+    lease_expiries = 0,
+    attempt = GREATEST(attempt - 1, 0),
+    run_at = now() + make_interval(secs => %(delay)s),
+    last_error = COALESCE(%(error)s, last_error),
+    stop_reason = NULL,
+    visible_at = NULL,
+    claimed_by = NULL,
+    lease_token = NULL,
+    updated_at = now()
+WHERE id = %(id)s
+  AND state = 'running'
+  AND lease_token = %(lease_token)s;
+
+-- name: shed
+-- Hand one run back unrun (a full slot or limit, SPEC WORK-04/07/08): ready after `delay`, the
+-- attempt given back, and the crash count kept, since the run never started.
+UPDATE x_jobs
+SET state = 'ready',
+    attempt = GREATEST(attempt - 1, 0),
+    run_at = now() + make_interval(secs => %(delay)s),
+    stop_reason = NULL,
+    visible_at = NULL,
+    claimed_by = NULL,
+    lease_token = NULL,
+    updated_at = now()
+WHERE id = %(id)s
+  AND state = 'running'
+  AND lease_token = %(lease_token)s;
+
+-- name: finish
+-- End one run for good as dead or failed, with its stop reason; the failure joins the history
+-- as in retry.
 UPDATE x_jobs
 SET state = %(state)s,
     errors = CASE WHEN %(failure)s::jsonb IS NULL THEN errors ELSE (
@@ -130,10 +193,8 @@ SET state = %(state)s,
             LIMIT %(keep)s
         ) AS kept
     ) END,
-    -- a shed hands the job back unrun: it keeps its crash count; any other settle clears it
-    lease_expiries = CASE WHEN %(shed)s THEN lease_expiries ELSE 0 END,
-    attempt = CASE WHEN %(counts_as_attempt)s THEN attempt ELSE GREATEST(attempt - 1, 0) END,
-    run_at = now() + make_interval(secs => %(delay)s),
+    lease_expiries = 0,
+    run_at = now(),
     last_error = COALESCE(%(error)s, last_error),
     stop_reason = %(stop_reason)s,
     visible_at = NULL,
@@ -168,7 +229,7 @@ ORDER BY queue;
 
 -- name: cancel
 -- Cancel a live job (SPEC CANCEL-02, DESIGN Q-09). Clearing the lease token is what stops its
--- holder: heartbeat, step writes, ack and nack are all fenced on it (CANCEL-05/06). No row back
+-- holder: heartbeat, step writes, and every settle are fenced on it (CANCEL-05/06). No row back
 -- means the job is missing or not live; the driver then reads its state to say which.
 UPDATE x_jobs
 SET state = 'cancelled',

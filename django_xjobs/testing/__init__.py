@@ -33,9 +33,10 @@ from .. import conf, registry
 from ..clock import FrozenClock, system_clock
 from ..context import Signal
 from ..drivers import get_driver, install, uninstall
-from ..drivers.base import Ack, JobDriver
+from ..drivers.base import JobDriver
 from ..drivers.memory import MemoryDriver
 from ..execute import Execution, Outcome, execute
+from ..settle import settle
 from ..states import FINISHED_STATES
 
 
@@ -66,11 +67,7 @@ def run_until_idle(
         if not claimed:
             return executions
         execution = execute(claimed[0], Signal(), driver=driver, clock=clock)
-        if isinstance(execution.settle, Ack):
-            held = claimed[0].id in driver.ack([execution.settle])
-        else:
-            held = driver.nack(execution.settle)
-        if not held:
+        if claimed[0].id not in settle(driver, [execution.settle]):
             execution = Execution(
                 Outcome.LEASE_LOST, execution.job, execution.duration, execution.settle
             )

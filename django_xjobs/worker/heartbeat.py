@@ -29,6 +29,7 @@ class Heartbeat(threading.Thread):
         driver: JobDriver,
         runs: Callable[[], list[Run]],
         *,
+        abandoned: Callable[[], list[Run]] = list,
         interval: float,
         visibility_timeout: float,
         worker_id: str,
@@ -37,7 +38,7 @@ class Heartbeat(threading.Thread):
         submit: Callable[..., Any] | None = None,
     ) -> None:
         super().__init__(name="xjobs-heartbeat", daemon=True)
-        self.driver, self.runs = driver, runs
+        self.driver, self.runs, self.abandoned = driver, runs, abandoned
         self.interval, self.visibility_timeout = interval, visibility_timeout
         self.worker_id, self.database = worker_id, database
         self.monotonic = monotonic
@@ -69,6 +70,11 @@ class Heartbeat(threading.Thread):
                 continue  # SPEC LEASE-07: one renewal in flight, however long it takes
             run.renewing = True
             self.submit(self.renew, run)
+        for run in self.abandoned():
+            # settled, but its body still runs: its fleet slot must outlive it (SPEC EXEC-05)
+            if run.slot is not None and not run.renewing:
+                run.renewing = True
+                self.submit(self.renew_held_slot, run)
 
     def renew(self, run: Run) -> None:
         started = self.monotonic()
@@ -131,6 +137,28 @@ class Heartbeat(threading.Thread):
             return  # SPEC SLOT-04: the TTL covers a failed renewal
         if kept is False and not run.settled.is_set():
             run.lose_slot()
+
+    def renew_held_slot(self, run: Run) -> None:
+        leases = getattr(self.driver, "leases", None)
+        try:
+            if run.slot is not None and leases is not None:
+                key, slot, holder = run.slot
+                if leases.renew(key, slot, self.visibility_timeout, holder) is False:
+                    log.event(
+                        logging.ERROR,
+                        "xjobs.worker.slot_lost",
+                        worker=self.worker_id,
+                        id=run.job.id,
+                        lease_key=key,
+                        slot=slot,
+                        abandoned=True,
+                    )
+        except Exception:
+            pass  # SPEC SLOT-04: the TTL covers a failed renewal
+        finally:
+            run.renewing = False
+            if self._pool is not None:
+                close_old_connections()
 
     def _row(self, run: Run) -> Any:
         try:

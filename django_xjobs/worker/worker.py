@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue as queue_module
 import threading
@@ -14,13 +15,14 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
-from .. import conf, log, registry
+from .. import conf, log, metrics, registry
 from ..clock import system_clock
 from ..drivers import get_driver, sql
-from ..drivers.base import Ack, ClaimedJob, JobDriver, Nack
+from ..drivers.base import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..execute import Execution, Outcome, execute, failure
 from ..ids import uuid7
+from ..settle import settle
 from .heartbeat import Heartbeat
 from .limits import Limiter
 from .run import Run
@@ -28,6 +30,7 @@ from .run import Run
 _SETTLE_BATCH = 500
 _SETTLE_RETRIES = (0.1, 0.5, 2.0)
 _PRUNE_EVERY = 3600.0
+_ABANDONED = "xjobs_worker_abandoned_bodies"
 
 
 @dataclass
@@ -37,6 +40,22 @@ class WorkerStats:
     state: str
     in_flight: int
     outcomes: Counter[str] = field(default_factory=Counter)
+    #: bodies past their timeout that still run, each holding its capacity (SPEC EXEC-05)
+    abandoned: int = 0
+
+
+@dataclass(frozen=True)
+class Admit:
+    """Admission said yes: ``run`` holds the limit and the slot it needs to start."""
+
+    run: Run
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """An abandoned body returned: its capacity can be handed back."""
+
+    run: Run
 
 
 class Worker:
@@ -93,7 +112,9 @@ class Worker:
         self._runs_lock = threading.Lock()
         self._wake = threading.Event()
         self._draining = threading.Event()
-        self._settle_queue: queue_module.Queue[Execution | None] = queue_module.Queue()
+        self._settle_queue: queue_module.Queue[Execution | _Ended | None] = queue_module.Queue()
+        #: runs settled while their body still runs past its timeout, by lease token
+        self._abandoned: dict[Any, Run] = {}
         self._quarantined = False
         self._last_prune = -_PRUNE_EVERY
         self._pruning = threading.Event()
@@ -112,6 +133,7 @@ class Worker:
         heartbeat = Heartbeat(
             self.driver,
             self.in_flight,
+            abandoned=self.abandoned,
             interval=self.heartbeat_interval,
             visibility_timeout=self.visibility_timeout,
             worker_id=self.worker_id,
@@ -168,9 +190,19 @@ class Worker:
         with self._runs_lock:
             return list(self._runs.values())
 
+    def abandoned(self) -> list[Run]:
+        """Runs already settled whose body passed its timeout and has not returned yet."""
+        with self._runs_lock:
+            return list(self._abandoned.values())
+
     def stats(self) -> WorkerStats:
         return WorkerStats(
-            self.worker_id, self.queues, self.state, len(self._runs), Counter(self.outcomes)
+            self.worker_id,
+            self.queues,
+            self.state,
+            len(self._runs),
+            Counter(self.outcomes),
+            abandoned=len(self._abandoned),
         )
 
     # --- the claim loop ---------------------------------------------------------------------
@@ -178,7 +210,9 @@ class Worker:
     def _loop(self, pool: ThreadPoolExecutor) -> None:
         while not self._draining.is_set():
             self._wake.clear()
-            free = 0 if self._quarantined else self.concurrency - len(self._runs)
+            # an abandoned body still holds a thread: it counts against --concurrency
+            busy = len(self._runs) + len(self._abandoned)
+            free = 0 if self._quarantined else self.concurrency - busy
             claimed = []
             if free > 0:
                 try:
@@ -201,11 +235,13 @@ class Worker:
             # kills its worker at once must not take down jobs this loop had yet to shed.
             admitted = []
             for job in claimed:
-                run = self._admit(job)
-                if run is not None:
-                    with self._runs_lock:
-                        self._runs[job.id] = run
-                    admitted.append(run)
+                admission = self._admit(job)
+                if isinstance(admission, Shed):
+                    self._shed(job, admission)
+                    continue
+                with self._runs_lock:
+                    self._runs[job.id] = admission.run
+                admitted.append(admission.run)
             for run in admitted:
                 pool.submit(self._execute, run)
             started = len(admitted)
@@ -243,21 +279,22 @@ class Worker:
                 connections[self._database].close()
             self._pruning.clear()
 
-    def _admit(self, job: ClaimedJob) -> Run | None:
+    def _admit(self, job: ClaimedJob) -> Admit | Shed:
         """Take the per-process limit, then the fleet slot; shed the job when either is full
         (SPEC WORK-04/07/08): it goes back to ready without spending an attempt."""
-        if job.lease_expiries and (self._runs or self._quarantined):
+
+        def shed(reason: str) -> Shed:
+            return Shed(job.id, job.lease_token, delay=self.poll_interval, reason=reason)
+
+        if job.lease_expiries and (self._runs or self._abandoned or self._quarantined):
             # Its last run died with its worker. Until it runs alone, a death cannot say which
             # job caused it, and every job sharing the worker would be blamed with it.
-            self._shed(job, "suspect: its last run died with its worker; it runs alone")
-            return None
+            return shed("suspect: its last run died with its worker; it runs alone")
         if self._quarantined:
-            self._shed(job, "a suspect job is running alone on this worker")
-            return None
+            return shed("a suspect job is running alone on this worker")
         lease = self.limiter.acquire(job.queue, job.tenant_id)
         if lease is None:
-            self._shed(job, f"limited: {self.limiter.last_reason}")
-            return None
+            return shed(f"limited: {self.limiter.last_reason}")
         handle = registry.get_job(job.name)
         slot = None
         leases = getattr(self.driver, "leases", None)
@@ -268,18 +305,17 @@ class Worker:
             except Exception as error:
                 lease.release()  # SPEC WORK-09, SE-09: never leak the process slot
                 log.event(logging.ERROR, "xjobs.worker.slot_failed", id=job.id, error=error)
-                self._shed(job, "the concurrency slot could not be taken")
-                return None
+                return shed("the concurrency slot could not be taken")
             if granted is None:
                 lease.release()
-                self._shed(job, f"job concurrency ({handle.concurrency})")
-                return None
+                return shed(f"job concurrency ({handle.concurrency})")
             slot = (key, granted, holder)
         if job.lease_expiries:
             self._quarantined = True  # nothing else runs or is claimed beside it
-        return Run(job, self.worker_id, self.visibility_timeout, slot=slot, limit_lease=lease)
+        run = Run(job, self.worker_id, self.visibility_timeout, slot=slot, limit_lease=lease)
+        return Admit(run)
 
-    def _shed(self, job: ClaimedJob, reason: str) -> None:
+    def _shed(self, job: ClaimedJob, shed: Shed) -> None:
         """Hand a claimed job straight back: ready again after a poll, no attempt, no error."""
         log.event(
             logging.DEBUG,
@@ -288,21 +324,18 @@ class Worker:
             job=job.name,
             id=job.id,
             queue=job.queue,
-            reason=reason,
+            reason=shed.reason,
         )
         self.outcomes["shed"] += 1
-        try:
-            self.driver.nack(
-                Nack(
-                    job.id,
-                    job.lease_token,
-                    delay=self.poll_interval,
-                    counts_as_attempt=False,
-                    shed=True,
-                )
-            )
-        except Exception as error:  # the lease hands it back anyway
-            log.event(logging.WARNING, "xjobs.worker.shed_failed", id=job.id, error=error)
+
+        def guard(call: Any, values: Sequence[Settle], failed: Any) -> Any:
+            try:
+                return call()
+            except Exception as error:  # the lease hands it back anyway
+                log.event(logging.WARNING, "xjobs.worker.shed_failed", id=job.id, error=error)
+                return failed
+
+        settle(self.driver, [shed], guard)
 
     def _execute(self, run: Run) -> None:
         close_old_connections()
@@ -322,47 +355,56 @@ class Worker:
                 first = self._settle_queue.get()
                 if first is None:
                     return
-                batch = [first]
-                while len(batch) < _SETTLE_BATCH:
+                batch: list[Execution] = []
+                item: Execution | _Ended | None = first
+                while True:
+                    if isinstance(item, _Ended):
+                        self._body_ended(item.run)
+                    elif item is None:
+                        self._settle_batch(batch)
+                        return
+                    else:
+                        batch.append(item)
+                    if len(batch) >= _SETTLE_BATCH:
+                        break
                     try:
                         item = self._settle_queue.get_nowait()
                     except queue_module.Empty:
                         break
-                    if item is None:
-                        self._settle_batch(batch)
-                        return
-                    batch.append(item)
                 self._settle_batch(batch)
         finally:
             if self._database:
                 connections[self._database].close()
 
     def _settle_batch(self, batch: list[Execution]) -> None:
-        acks = [e.settle for e in batch if isinstance(e.settle, Ack)]
-        settled: set[Any] = set()
-        if acks:
-            settled |= self._with_retries(lambda: self.driver.ack(acks), batch, set())
-        for execution in batch:
-            if isinstance(execution.settle, Nack):
-                nack = execution.settle
-                if self._with_retries(lambda n=nack: self.driver.nack(n), [execution], False):
-                    settled.add(execution.job.id)
+        if not batch:
+            return
+        names = {e.job.id: e.job.name for e in batch}
+        guard = functools.partial(self._with_retries, names=names)
+        settled = settle(self.driver, [e.settle for e in batch], guard)
         for execution in batch:
             self._finish(execution, execution.job.id in settled)
 
-    def _with_retries(self, call: Any, batch: list[Execution], failed: Any) -> Any:
+    def _with_retries(
+        self,
+        call: Any,
+        values: Sequence[Settle],
+        failed: Any,
+        names: dict[Any, str] | None = None,
+    ) -> Any:
+        """The settle guard: retry transient database errors only (typed, SPEC by SQLSTATE)."""
         for pause in (*_SETTLE_RETRIES, None):
             try:
                 return call()
             except Exception as error:
                 if pause is None or not sql.is_transient(error):  # the same error again
-                    for execution in batch:
+                    for value in values:
                         log.event(
                             logging.ERROR,
                             "xjobs.worker.settle_failed",
                             worker=self.worker_id,
-                            job=execution.job.name,
-                            id=execution.job.id,
+                            job=(names or {}).get(value.job_id),
+                            id=value.job_id,
                             error=error,
                         )
                     return failed
@@ -373,11 +415,15 @@ class Worker:
         job = execution.job
         with self._runs_lock:
             run = self._runs.pop(job.id, None)
+            if run is not None and execution.abandoned is not None:
+                # in the same lock as the pop: the claim loop never sees its thread as free
+                self._abandoned[run.job.lease_token] = run
         if run is not None:
             run.settled.set()
-            self._release(run)
-            if run.job.lease_expiries:
-                self._quarantined = False
+            if execution.abandoned is not None:
+                self._hold_for(run, execution.abandoned)
+            else:
+                self._release(run)
         outcome = execution.outcome
         if not settled and outcome is not Outcome.CANCELLED:
             outcome = Outcome.LEASE_LOST
@@ -393,8 +439,6 @@ class Worker:
             Outcome.LEASE_LOST: "lease_lost",
         }.get(outcome)
         if counted is not None:
-            from .. import metrics
-
             metrics.inc("xjobs_jobs_total", queue=job.queue, outcome=counted)
         if outcome is Outcome.CANCELLED:
             pass  # reported by the heartbeat that saw it (xjobs.job.cancelled)
@@ -421,8 +465,43 @@ class Worker:
             )
         self._wake.set()
 
+    def _hold_for(self, run: Run, body: Any) -> None:
+        """SPEC EXEC-05: a body past its timeout still runs, so its fleet slot, its limit and a
+        thread stay counted until it returns; a retry of a capped job waits for that slot."""
+        metrics.gauge_add(_ABANDONED, 1)
+        log.event(
+            logging.WARNING,
+            "xjobs.worker.body_abandoned",
+            worker=self.worker_id,
+            job=run.job.name,
+            id=run.job.id,
+            attempt=run.job.attempt,
+            slot=f"{run.slot[0]}#{run.slot[1]}" if run.slot else None,
+            hint="the body ignores ctx.signal; its capacity stays held until it returns",
+        )
+        body.when_ended(lambda: self._settle_queue.put(_Ended(run)))
+
+    def _body_ended(self, run: Run) -> None:
+        with self._runs_lock:
+            held = self._abandoned.pop(run.job.lease_token, None)
+        if held is None:
+            return
+        metrics.gauge_add(_ABANDONED, -1)
+        log.event(
+            logging.INFO,
+            "xjobs.worker.body_ended",
+            worker=self.worker_id,
+            job=run.job.name,
+            id=run.job.id,
+            attempt=run.job.attempt,
+        )
+        self._release(run)
+        self._wake.set()
+
     def _release(self, run: Run) -> None:
         """Hand back the process limit and the fleet slot; a failure never fails the settle."""
+        if run.job.lease_expiries:
+            self._quarantined = False
         try:
             if run.limit_lease is not None:
                 run.limit_lease.release()
@@ -456,6 +535,14 @@ class Worker:
             self._settle_queue.put(None)
             settler.join()
             heartbeat.stop()
+            for run in self.abandoned():  # they end with the process; their slots by TTL
+                log.event(
+                    logging.WARNING,
+                    "xjobs.worker.body_left_running",
+                    worker=self.worker_id,
+                    job=run.job.name,
+                    id=run.job.id,
+                )
         finally:
             if self._database:
                 connections[self._database].close()

@@ -1,0 +1,53 @@
+"""Apply settle values through a driver: one call each, every ``Complete`` in one statement.
+
+The worker and ``testing.run_until_idle`` both settle here, so a run ends the same way in a
+test as in production (STYLE: one settle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TypeVar
+from uuid import UUID
+
+from .drivers.base import Complete, Finish, JobDriver, RetryAt, Settle, Shed, SuspendUntil
+
+T = TypeVar("T")
+
+#: Wraps each driver call: ``guard(call, values, failed)`` returns ``call()`` or ``failed``
+#: (the worker's retries on transient errors and its logging live in one).
+Guard = Callable[[Callable[[], T], Sequence[Settle], T], T]
+
+
+def settle(driver: JobDriver, values: Sequence[Settle], guard: Guard | None = None) -> set[UUID]:
+    """Settle every value; the ids of the runs whose row was still held by its token."""
+    completes = [v for v in values if isinstance(v, Complete)]
+    held: set[UUID] = set()
+    if completes:
+        held |= _guarded(guard, lambda: driver.ack(completes), completes, set())
+    for value in values:
+        if isinstance(value, Complete):
+            continue
+        if _guarded(guard, partial(apply, driver, value), [value], False):
+            held.add(value.job_id)
+    return held
+
+
+def apply(driver: JobDriver, value: Settle) -> bool:
+    """The one driver call that settles ``value``: True when the row was still held."""
+    if isinstance(value, Complete):
+        return value.job_id in driver.ack([value])
+    if isinstance(value, RetryAt):
+        return driver.retry(value)
+    if isinstance(value, SuspendUntil):
+        return driver.suspend(value)
+    if isinstance(value, Shed):
+        return driver.shed(value)
+    if isinstance(value, Finish):
+        return driver.finish(value)
+    raise TypeError(f"not a settle value: {value!r}")  # pragma: no cover - the union is closed
+
+
+def _guarded(guard: Guard | None, call: Callable[[], T], values: Sequence[Settle], failed: T) -> T:
+    return call() if guard is None else guard(call, values, failed)
