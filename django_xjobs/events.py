@@ -77,7 +77,7 @@ def _check_transaction(event: str, using: str | None) -> None:
 
 def _store(using: str | None) -> EventStore:
     driver = get_driver()
-    if using is None or getattr(driver, "using", using) == using:
+    if using is None or driver.database in (None, using):
         return driver.events
     from .drivers.postgres_steps import PostgresEventStore
 

@@ -127,7 +127,7 @@ class Heartbeat(threading.Thread):
         run.renewed_at = started
 
     def _renew_slot(self, run: Run) -> None:
-        leases = getattr(self.driver, "leases", None)
+        leases = self.driver.leases
         if run.slot is None or leases is None or run.settled.is_set():
             return
         key, slot, holder = run.slot
@@ -139,7 +139,7 @@ class Heartbeat(threading.Thread):
             run.lose_slot()
 
     def renew_held_slot(self, run: Run) -> None:
-        leases = getattr(self.driver, "leases", None)
+        leases = self.driver.leases
         try:
             if run.slot is not None and leases is not None:
                 key, slot, holder = run.slot

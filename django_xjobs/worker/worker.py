@@ -107,7 +107,7 @@ class Worker:
         self.clock = clock
         self.state = "idle"
         self.outcomes: Counter[str] = Counter()
-        self._database = settings.database if self.driver.name == "postgres" else None
+        self._database = self.driver.database
         self._runs: dict[Any, Run] = {}
         self._runs_lock = threading.Lock()
         self._wake = threading.Event()
@@ -174,7 +174,7 @@ class Worker:
     def check_enforceable(self) -> None:
         """SPEC WORK-02, SE-24: a fleet cap the driver cannot enforce refuses to start."""
         capped = sorted(h.name for h in registry.registered_jobs() if h.concurrency)
-        if capped and getattr(self.driver, "leases", None) is None:
+        if capped and self.driver.leases is None:
             raise ConcurrencyUnenforceableError(
                 f"jobs {', '.join(capped)} declare concurrency, and the {self.driver.name} "
                 "driver has no lease store to hold their slots",
@@ -297,7 +297,7 @@ class Worker:
             return shed(f"limited: {self.limiter.last_reason}")
         handle = registry.get_job(job.name)
         slot = None
-        leases = getattr(self.driver, "leases", None)
+        leases = self.driver.leases
         if handle is not None and handle.concurrency and leases is not None:
             key, holder = f"job:{job.name}", f"{self.worker_id}:{job.id}"  # SPEC SLOT-02
             try:
@@ -505,7 +505,7 @@ class Worker:
         try:
             if run.limit_lease is not None:
                 run.limit_lease.release()
-            leases = getattr(self.driver, "leases", None)
+            leases = self.driver.leases
             if run.slot is not None and leases is not None:
                 key, slot, holder = run.slot
                 leases.release(key, slot, holder)
