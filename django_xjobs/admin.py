@@ -15,7 +15,7 @@ Rows are read-only; retry and cancel go through ``django_xjobs.inspect``, the sa
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 from uuid import UUID
 
@@ -34,8 +34,13 @@ from .durations import format_span
 from .errors import JobUnknownError, XJobsError
 from .models import Job, JobLease, JobState, OutboxEntry, SchedulerLeader, SchedulerState
 
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Any]
+else:  # ModelAdmin is generic to the type checker only
+    _ModelAdmin = admin.ModelAdmin
 
-class _LibraryRows(admin.ModelAdmin):
+
+class _LibraryRows(_ModelAdmin):
     """Rows the library writes: shown, never added or deleted by hand, read from
     ``XJOBS["DATABASE"]`` (where the driver, and so retry and cancel, reads and writes)."""
 
@@ -579,7 +584,8 @@ class JobLeaseAdmin(_ViewOnly):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         alive = ExpressionWrapper(Q(expires_at__gt=Now()), output_field=BooleanField())
-        return super().get_queryset(request).annotate(is_live=alive)
+        rows: QuerySet[Any] = super().get_queryset(request).annotate(is_live=alive)
+        return rows
 
     @admin.display(description="live", boolean=True, ordering="is_live")
     def live(self, obj: JobLease) -> bool:

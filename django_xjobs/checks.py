@@ -86,8 +86,8 @@ def check_unregistered_names(
     as ``X_JOB_UNKNOWN`` and dead-letters them after ``UNKNOWN_JOB_GRACE``."""
     from django.db import DatabaseError
 
-    from .drivers.base import LIVE_STATES
     from .models import Job
+    from .states import LIVE_STATES
 
     try:
         xjobs = conf.validate(getattr(settings, "XJOBS", {}))

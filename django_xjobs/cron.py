@@ -61,7 +61,7 @@ class CronHandle:
         local = after.astimezone(timezone(offset)).replace(tzinfo=None)
         walk = croniter(self.schedule, local)
         for _ in range(10_000):
-            wall = walk.get_next(datetime)
+            wall: datetime = walk.get_next(datetime)
             instant = wall.replace(tzinfo=self.zone, fold=0).astimezone(UTC)
             if instant > after:
                 return instant

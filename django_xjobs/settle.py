@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from .drivers.base import Complete, Finish, JobDriver, RetryAt, Settle, Shed, SuspendUntil
@@ -20,7 +20,9 @@ T = TypeVar("T")
 Guard = Callable[[Callable[[], T], Sequence[Settle], T], T]
 
 
-def settle(driver: JobDriver, values: Sequence[Settle], guard: Guard | None = None) -> set[UUID]:
+def settle(
+    driver: JobDriver, values: Sequence[Settle], guard: Guard[Any] | None = None
+) -> set[UUID]:
     """Settle every value; the ids of the runs whose row was still held by its token."""
     completes = [v for v in values if isinstance(v, Complete)]
     held: set[UUID] = set()
@@ -49,5 +51,7 @@ def apply(driver: JobDriver, value: Settle) -> bool:
     raise TypeError(f"not a settle value: {value!r}")  # pragma: no cover - the union is closed
 
 
-def _guarded(guard: Guard | None, call: Callable[[], T], values: Sequence[Settle], failed: T) -> T:
+def _guarded(
+    guard: Guard[T] | None, call: Callable[[], T], values: Sequence[Settle], failed: T
+) -> T:
     return call() if guard is None else guard(call, values, failed)

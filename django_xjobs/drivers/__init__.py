@@ -16,7 +16,8 @@ _lock = threading.Lock()
 def get_driver() -> JobDriver:
     """The driver enqueue, the worker and the operator API talk to, looked up at call time."""
     if _installed:
-        return _installed[-1]
+        installed: JobDriver = _installed[-1]
+        return installed
     settings = conf.get()
     key = (settings.driver, settings.database)
     with _lock:

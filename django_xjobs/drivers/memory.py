@@ -18,8 +18,8 @@ from uuid import UUID
 from ..clock import Clock, SystemClock
 from ..history import KEEP, LAPSED, FailedAttempt, Failure
 from ..ids import uuid7
+from ..states import LIVE_STATES
 from .base import (
-    LIVE_STATES,
     ClaimedJob,
     Complete,
     EnqueueRequest,

@@ -15,7 +15,7 @@ from ..errors import (
     JobNotRetryableError,
     XJobsError,
 )
-from .base import LIVE_STATES
+from ..states import LIVE_STATES
 
 CANCELLED = "cancelled"
 

