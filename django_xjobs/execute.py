@@ -16,6 +16,7 @@ from asgiref.sync import async_to_sync
 from django.db import connections
 
 from . import conf, history, log, registry
+from .clock import Clock
 from .context import JobContext, JobLogger, Signal
 from .drivers.base import ClaimedJob, Complete, Finish, JobDriver, RetryAt, Settle, SuspendUntil
 from .durations import format_seconds
@@ -97,7 +98,7 @@ class Body:
             callback()
 
 
-def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Any) -> Execution:
+def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock) -> Execution:
     """Run ``job``'s handler and return its outcome; only step records are written here."""
     started = time.monotonic()
     handle = registry.get_job(job.name)
@@ -217,7 +218,7 @@ def _result_json(value: Any, name: str) -> str | None:
 
 
 def _suspended(
-    job: ClaimedJob, suspension: StepSuspension, clock: Any, duration: float
+    job: ClaimedJob, suspension: StepSuspension, clock: Clock, duration: float
 ) -> Execution:
     """SPEC STEP-10: park the run until the step's wake time; no attempt burned, no error."""
     delay = suspension.resume_in  # on the step store's clock, not this process's

@@ -30,7 +30,7 @@ from uuid import UUID
 from django.db import connections
 
 from .. import conf, registry
-from ..clock import FrozenClock, system_clock
+from ..clock import Clock, FrozenClock, system_clock
 from ..context import Signal
 from ..drivers import get_driver, install, uninstall
 from ..drivers.base import JobDriver
@@ -44,7 +44,7 @@ def run_until_idle(
     *,
     queues: Sequence[str] | None = None,
     driver: JobDriver | None = None,
-    clock: Any = system_clock,
+    clock: Clock = system_clock,
     max_runs: int = 1000,
     worker_id: str = "test-worker",
 ) -> list[Execution]:
@@ -116,7 +116,7 @@ def _stage_pending_commits(alias: str) -> None:
 def run_to_completion(
     job_id: UUID,
     *,
-    clock: Any = system_clock,
+    clock: Clock = system_clock,
     events: dict[str, Any] | None = None,
     max_rounds: int = 100,
 ) -> list[Execution]:
@@ -203,7 +203,7 @@ def age_events(driver: JobDriver, seconds: float) -> None:
 
 
 @contextmanager
-def memory_driver(clock: Any = None) -> Iterator[MemoryDriver]:
+def memory_driver(clock: Clock | None = None) -> Iterator[MemoryDriver]:
     """Use a fresh in-process driver inside the block."""
     driver = MemoryDriver(clock=clock)
     install(driver)

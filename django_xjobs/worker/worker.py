@@ -16,7 +16,7 @@ from typing import Any
 from django.db import close_old_connections, connections
 
 from .. import conf, log, metrics, registry
-from ..clock import system_clock
+from ..clock import Clock, system_clock
 from ..drivers import get_driver, sql
 from ..drivers.base import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
@@ -81,7 +81,7 @@ class Worker:
         poll_interval: float | None = None,
         worker_id: str | None = None,
         burst: bool = False,
-        clock: Any = system_clock,
+        clock: Clock = system_clock,
     ) -> None:
         settings = conf.get()
         self.queues = tuple(queues)
@@ -265,11 +265,9 @@ class Worker:
         ).start()
 
     def _prune(self, retention: dict[str, float]) -> None:
-        from ..inspect import prune_jobs
-
         try:
             for state, older_than in retention.items():
-                deleted = prune_jobs(older_than=older_than, states=[state])[state]
+                deleted = self.driver.prune(older_than=older_than, states=[state])[state]
                 if deleted:
                     log.event(logging.INFO, "xjobs.worker.pruned", state=state, deleted=deleted)
         except Exception as error:
