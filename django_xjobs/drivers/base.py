@@ -304,11 +304,15 @@ class JobDriver(Protocol):
     #: the Django database alias holding the jobs, or None when they are not in a database
     database: str | None
 
-    def enqueue(self, request: EnqueueRequest) -> EnqueueResult: ...
+    def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
+        """Insert one job (under ``request.id`` when set), unless a live row holds its key: then
+        that row's ids with ``deduped=True``; a row already under ``request.id`` is returned as is."""
 
     def claim(
         self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
-    ) -> list[ClaimedJob]: ...
+    ) -> list[ClaimedJob]:
+        """Lock and take up to ``limit`` due rows (and running rows whose lease lapsed), each
+        with a fresh lease token that fences every later write; priority, then run_at order."""
 
     # settling a claimed run: one call per settle value, each fenced on 'running' and its token
     def ack(self, completes: Sequence[Complete]) -> set[UUID]:
@@ -326,11 +330,15 @@ class JobDriver(Protocol):
     def finish(self, finish: Finish) -> bool:
         """Dead or failed for good; the failure joins the history in the same write."""
 
-    def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool: ...
+    def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool:
+        """Extend the lease to now + visibility_timeout, only while 'running' under this token;
+        False when the run no longer holds the job (lapsed, re-claimed or cancelled)."""
 
-    def stats(self) -> list[QueueStats]: ...
+    def stats(self) -> list[QueueStats]:
+        """Depth per queue (a due delayed row counts as ready); reads only."""
 
-    def get_job(self, job_id: UUID) -> JobSnapshot | None: ...
+    def get_job(self, job_id: UUID) -> JobSnapshot | None:
+        """The row, or None; reads only."""
 
     def list_jobs(
         self,
@@ -339,18 +347,24 @@ class JobDriver(Protocol):
         name: str | None = None,
         state: str | None = None,
         limit: int = 100,
-    ) -> list[JobSnapshot]: ...
+    ) -> list[JobSnapshot]:
+        """Rows newest first, filtered, at most ``limit``; reads only."""
 
-    def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]: ...
+    def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
+        """``dead`` rows, most recently failed first; reads only."""
 
-    def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> Notifier: ...
+    def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> Notifier:
+        """Call ``callback`` (ids never payloads) when a row becomes ready on ``queues``; polling
+        stays the fallback, so a lost notification only delays."""
 
     # steps and events (SPEC §4)
     @property
-    def steps(self) -> StepStore: ...
+    def steps(self) -> StepStore:
+        """Step records of runs; writes fenced like settles, times on the store's clock."""
 
     @property
-    def events(self) -> EventStore: ...
+    def events(self) -> EventStore:
+        """Published events; times on the store's clock."""
 
     @property
     def leases(self) -> LeaseStore | None:
@@ -377,7 +391,8 @@ class JobDriver(Protocol):
         """Delete jobs in the finished ``states`` last updated over ``older_than`` seconds ago,
         with their steps; the count per state (with ``dry_run``: what would go, nothing does)."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Let go of connections and listeners this driver opened."""
 
 
 def check_claim_args(queues: Sequence[str], limit: int, visibility_timeout: float) -> None:
