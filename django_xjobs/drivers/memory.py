@@ -405,9 +405,7 @@ class MemoryDriver:
                 ):
                     raise live_duplicate(job_id, other.id)  # the live unique index on PostgreSQL
             if from_step is not None:
-                names = [
-                    r.name for r in self.steps.list(row.run_id)
-                ]  # started_at, then write order
+                names = [r.name for r in self.steps.list(row.run_id)]  # in position order
                 if from_step not in names:
                     raise unknown_step(job_id, from_step, names)
                 run = self._steps[row.run_id]

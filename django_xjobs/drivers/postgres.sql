@@ -269,10 +269,11 @@ RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_a
 
 -- name: requeue_from_step
 -- Delete the step `step` of a run and every step recorded after it, in the order the run
--- reached them (started_at, then insertion) (DESIGN Q-04); earlier steps stay and replay.
--- Nothing back means the run has no such step.
+-- reached them (its stored position, the same order list_steps reads) (DESIGN Q-04); earlier
+-- steps stay and replay. Nothing back means the run has no such step.
 WITH ordered AS (
-    SELECT id, name, row_number() OVER (ORDER BY started_at, id) AS position
+    SELECT id, name,
+           row_number() OVER (ORDER BY position NULLS LAST, started_at, id) AS position
     FROM x_job_steps
     WHERE run_id = %(run_id)s
 ), target AS (
