@@ -50,12 +50,12 @@ def empty_database_url() -> Iterator[str]:
     import psycopg
 
     name = f"xjobs_unmigrated_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(database_url(), autocommit=True) as admin:
+    with psycopg.connect(_maintenance_url(), autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
     try:
         yield url_for_database(database_url(), name)
     finally:
-        with psycopg.connect(database_url(), autocommit=True) as admin:
+        with psycopg.connect(_maintenance_url(), autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
@@ -146,3 +146,9 @@ def test_traceback_still_shows_the_whole_story():
     )
     assert done.returncode == 1
     assert "Traceback" in done.stderr and "X_DRIVER_UNAVAILABLE" in done.stderr
+
+
+def _maintenance_url() -> str:
+    """The server's own "postgres" database: the URL's database need not exist (Django's test
+    runner creates test_<name> beside it; CI points DATABASE_URL at a name it never creates)."""
+    return url_for_database(database_url(), "postgres")

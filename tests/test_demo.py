@@ -51,7 +51,7 @@ def test_demo_with_the_database_down_says_so_in_one_line():
 
 @pytest.fixture
 def unmigrated_url() -> Iterator[str]:
-    server = database_url()
+    server = url_for_database(database_url(), "postgres")  # the URL's database need not exist
     with psycopg.connect(server, autocommit=True) as admin:
         admin.execute("DROP DATABASE IF EXISTS xjobs_demo_unmigrated")
         admin.execute("CREATE DATABASE xjobs_demo_unmigrated")
