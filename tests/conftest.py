@@ -1,8 +1,9 @@
-"""Shared fixtures: the contract harness runs each case on both drivers."""
+"""Shared fixtures: the contract harness runs each case on both drivers; the process tests'
+``workers``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,7 @@ from django.db import connection
 from django_xjobs.drivers import install, uninstall
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
+from tests.support.process import WorkerProcess
 
 
 class Harness:
@@ -54,3 +56,19 @@ def harness(request, db) -> Iterator[Harness]:
 def live_harness(request, transactional_db) -> Iterator[Harness]:
     """Both drivers with committed rows, for workers whose threads use their own connections."""
     yield from _installed(request.param)
+
+
+@pytest.fixture
+def workers(transactional_db) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start ``manage.py xjobs_worker`` processes that see the committed rows; each one is
+    killed at teardown, before the flush."""
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, **kwargs) -> WorkerProcess:
+        process = WorkerProcess(*args, **kwargs)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()
