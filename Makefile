@@ -10,7 +10,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test lint docs bench clean
+.PHONY: demo test test-fast lint docs bench clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit("django-xjobs needs Python 3.11+" if sys.version_info < (3, 11) else 0)'
@@ -33,14 +33,19 @@ $(VENV)/.docs-installed: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.demo-installed  ## enqueue five jobs and run a worker until they settle
 	@$(BIN)/python example_project/run_demo.py
 
-test: $(VENV)/.installed  ## the whole suite, on PostgreSQL
-	$(BIN)/python -m pytest
+test: $(VENV)/.installed  ## the whole suite, on PostgreSQL, in a random order (the seed is printed)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(VENV)/.installed  ## the unit lane: no database, no subprocess, no server started
+	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed  ## ruff, formatting, type hints, and models in step with migrations
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m django makemigrations --check --dry-run --settings=tests.settings
+	@# tests.settings starts no server; makemigrations's history check would warn that it is not there
+	$(BIN)/python -W "ignore:Got an error checking a consistent migration history:RuntimeWarning" \
+		-m django makemigrations --check --dry-run --settings=tests.settings
 
 docs: $(VENV)/.docs-installed  ## the documentation site in build/docs; warnings fail
 	$(BIN)/python -m sphinx -E -W --keep-going -q -b html docs build/docs

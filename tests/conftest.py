@@ -1,16 +1,51 @@
-"""Shared fixtures: the contract harness runs each case on both drivers."""
+"""Shared fixtures (the contract harness runs each case on both drivers, the process tests'
+``workers``), the lazy embedded PostgreSQL, and the ``unit`` lane.
+
+A test is in the ``unit`` lane when it uses no database fixture, no ``django_db`` mark and no
+subprocess (``process`` mark): ``pytest -m unit`` runs those without starting a server.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db import connection
+from django.test import TransactionTestCase
 
 from django_xjobs.drivers import install, uninstall
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
+from django_xjobs.testing.postgres import embedded_started, start_lazily
+from tests.support.process import WorkerProcess
+
+#: fixtures that reach the database; a test whose fixture closure has none of them is a unit test
+DATABASE_FIXTURES = frozenset({"django_db_setup", "db", "transactional_db", "live_server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        uses_database = not DATABASE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+        cls = getattr(item, "cls", None)  # Django's TestCase sets its database up itself
+        uses_database |= cls is not None and issubclass(cls, TransactionTestCase)
+        marked = item.get_closest_marker("django_db") or item.get_closest_marker("process")
+        if not uses_database and marked is None:
+            item.add_marker(pytest.mark.unit)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Say whether this run paid for a server (the unit lane must not)."""
+    state = "started" if embedded_started() else "not started"
+    terminalreporter.write_line(f"xjobs: embedded PostgreSQL {state}")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -> None:
+    """The first test that uses the database starts the embedded server (unless DATABASE_URL
+    names one); pytest-django runs this just before it creates the test databases."""
+    start_lazily(settings.DATABASES)
 
 
 class Harness:
@@ -54,3 +89,19 @@ def harness(request, db) -> Iterator[Harness]:
 def live_harness(request, transactional_db) -> Iterator[Harness]:
     """Both drivers with committed rows, for workers whose threads use their own connections."""
     yield from _installed(request.param)
+
+
+@pytest.fixture
+def workers(transactional_db) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start ``manage.py xjobs_worker`` processes that see the committed rows; each one is
+    killed at teardown, before the flush."""
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, **kwargs) -> WorkerProcess:
+        process = WorkerProcess(*args, **kwargs)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()

@@ -1,11 +1,13 @@
-"""Settings for the test suite: PostgreSQL from DATABASE_URL, or an embedded throwaway server."""
+"""Settings for the test suite: PostgreSQL from DATABASE_URL, or an embedded throwaway server
+that starts only when the first test that uses the database is set up (tests/conftest.py), so
+the unit lane and the linters that load these settings need no server."""
 
 from django_xjobs.testing.postgres import database_config, database_url
 
 SECRET_KEY = "tests-only"
 USE_TZ = True
 TIME_ZONE = "UTC"
-DATABASES = {"default": database_config(database_url())}
+DATABASES = {"default": database_config(database_url(lazy=True))}
 # A second database on the same server, for the outbox across databases (tests/test_outbox.py).
 DATABASES["orders"] = {
     **DATABASES["default"],

@@ -15,7 +15,7 @@ from django_xjobs.errors import XJobsError
 from django_xjobs.models import Job
 from django_xjobs.testing import run_until_idle
 from tests import jobs
-from tests.test_process import MANAGE, ROOT, worker_env
+from tests.support.process import MANAGE, ROOT, worker_env
 
 
 def xjobs(*args: str) -> str:

@@ -7,16 +7,14 @@ fix, never a traceback. The commands of one database run side by side to keep th
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from django_xjobs.testing.postgres import database_url, url_for_database
-from tests.test_process import MANAGE, ROOT, worker_env
+from tests.support.database import closed_port_url, unmigrated_database
+from tests.support.process import MANAGE, ROOT, run_manage, worker_env
 
 pytestmark = pytest.mark.process
 
@@ -37,26 +35,11 @@ COMMANDS = {
 FIX = {"no tables": "migrate", "closed port": "PostgreSQL is running"}
 
 
-def closed_port_url() -> str:
-    with socket.socket() as probe:  # a port the OS just handed out and nobody listens on now
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"postgres://nobody:secret@127.0.0.1:{port}/nothing"
-
-
 @pytest.fixture(scope="module")
 def empty_database_url() -> Iterator[str]:
     """A database on the test server where ``migrate`` never ran."""
-    import psycopg
-
-    name = f"xjobs_unmigrated_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(_maintenance_url(), autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield url_for_database(database_url(), name)
-    finally:
-        with psycopg.connect(_maintenance_url(), autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with unmigrated_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -97,14 +80,7 @@ def test_a_command_without_its_database_prints_one_line_with_the_code_and_the_fi
 
 def test_the_manifest_needs_no_database(empty_database_url):
     """``xjobs manifest`` reads the code, so it answers before ``migrate`` too."""
-    done = subprocess.run(
-        [sys.executable, str(MANAGE), "xjobs", "manifest", "--settings=tests.settings"],
-        env=worker_env(closed_port_url()),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_manage("xjobs", "manifest", "--settings=tests.settings", url=closed_port_url())
     assert done.returncode == 0, done.stderr
     assert "tests.daily" in done.stdout
 
@@ -117,14 +93,7 @@ def test_a_schema_behind_the_code_names_migrate(empty_database_url):
     with psycopg.connect(empty_database_url, autocommit=True) as other:
         other.execute("CREATE TABLE IF NOT EXISTS x_jobs (id uuid PRIMARY KEY)")
     try:
-        done = subprocess.run(
-            [sys.executable, str(MANAGE), "xjobs", "ls", "--settings=tests.settings"],
-            env=worker_env(empty_database_url),
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = run_manage("xjobs", "ls", "--settings=tests.settings", url=empty_database_url)
     finally:
         with psycopg.connect(empty_database_url, autocommit=True) as other:
             other.execute("DROP TABLE x_jobs")
@@ -136,19 +105,8 @@ def test_a_schema_behind_the_code_names_migrate(empty_database_url):
 
 def test_traceback_still_shows_the_whole_story():
     """``--traceback`` is how an operator asks for more than the one line."""
-    done = subprocess.run(
-        [sys.executable, str(MANAGE), "xjobs", "ls", "--settings=tests.settings", "--traceback"],
-        env=worker_env(closed_port_url()),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = run_manage(
+        "xjobs", "ls", "--settings=tests.settings", "--traceback", url=closed_port_url()
     )
     assert done.returncode == 1
     assert "Traceback" in done.stderr and "X_DRIVER_UNAVAILABLE" in done.stderr
-
-
-def _maintenance_url() -> str:
-    """The server's own "postgres" database: the URL's database need not exist (Django's test
-    runner creates test_<name> beside it; CI points DATABASE_URL at a name it never creates)."""
-    return url_for_database(database_url(), "postgres")

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
-import psycopg
 import pytest
 
-from django_xjobs.testing.postgres import database_url, url_for_database
+from tests.support.database import closed_port_url, unmigrated_database
+from tests.support.process import ROOT
 
 pytestmark = pytest.mark.process
-ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "example_project"
 
 
@@ -25,12 +22,6 @@ def run(*args: str, url: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
     )
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:  # a port the kernel just gave out and nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def assert_one_line(result: subprocess.CompletedProcess[str], fix: str) -> None:
@@ -43,23 +34,15 @@ def assert_one_line(result: subprocess.CompletedProcess[str], fix: str) -> None:
 
 
 def test_demo_with_the_database_down_says_so_in_one_line():
-    url = f"postgres://demo@127.0.0.1:{closed_port()}/demo"
-    result = run(str(DEMO / "run_demo.py"), url=url)
+    result = run(str(DEMO / "run_demo.py"), url=closed_port_url())
     assert_one_line(result, fix="DATABASE_URL")
     assert "Connection refused" in result.stderr
 
 
 @pytest.fixture
 def unmigrated_url() -> Iterator[str]:
-    server = url_for_database(database_url(), "postgres")  # the URL's database need not exist
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute("DROP DATABASE IF EXISTS xjobs_demo_unmigrated")
-        admin.execute("CREATE DATABASE xjobs_demo_unmigrated")
-    try:
-        yield url_for_database(server, "xjobs_demo_unmigrated")
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute("DROP DATABASE xjobs_demo_unmigrated WITH (FORCE)")
+    with unmigrated_database("xjobs_demo_unmigrated") as url:
+        yield url
 
 
 def test_demo_command_before_migrate_says_so_in_one_line(unmigrated_url):

@@ -30,7 +30,7 @@ from django_xjobs.models import Job, SchedulerLeader
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.worker import Worker
 from tests import jobs
-from tests.test_process import WorkerProcess, wait_for
+from tests.support.process import WorkerProcess, wait_for
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

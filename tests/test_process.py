@@ -5,87 +5,18 @@ Waits are polls with a deadline on the ledger or the job row, never a fixed slee
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from django_xjobs.models import Job, JobStep
-from django_xjobs.testing.postgres import database_url, url_for_database
 from tests import jobs
-from tests.models import Ledger
+from tests.support.database import unmigrated_database
+from tests.support.process import ledger, run_manage, wait_for, worker_env
 
 pytestmark = pytest.mark.process
-ROOT = Path(__file__).resolve().parent.parent
-MANAGE = ROOT / "example_project" / "manage.py"
-
-
-def worker_env(url: str | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["DATABASE_URL"] = url or url_for_database(database_url(), connection.settings_dict["NAME"])
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-class WorkerProcess:
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        command = [sys.executable, str(MANAGE), "xjobs_worker", "--settings=tests.settings", *args]
-        self.proc = subprocess.Popen(
-            command,
-            env=env or worker_env(),
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def send(self, sig: int) -> None:
-        self.proc.send_signal(sig)
-
-    def finish(self, timeout: float = 30) -> tuple[int, str, str]:
-        out, err = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, out, err
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.communicate()
-
-
-@pytest.fixture
-def workers(transactional_db) -> Iterator[Callable[..., WorkerProcess]]:
-    started: list[WorkerProcess] = []
-
-    def start(*args: str, **kwargs) -> WorkerProcess:
-        process = WorkerProcess(*args, **kwargs)
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        process.kill()
-
-
-def wait_for(condition: Callable[[], object], timeout: float = 30, what: str = "") -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or condition}")
-
-
-def ledger(token: str, phase: str) -> list[Ledger]:
-    return list(Ledger.objects.filter(token=token, phase=phase))
 
 
 def test_sigterm_drains_in_flight_work_and_exits_0(workers):
@@ -184,17 +115,10 @@ def test_a_database_url_that_does_not_connect_is_one_clear_line(workers):
 
 
 def test_a_database_without_the_tables_names_migrate(workers):
-    name = f"xjobs_empty_{uuid.uuid4().hex[:8]}"
-    with connection.cursor() as cursor:
-        cursor.execute(f"CREATE DATABASE {name}")
-    try:
-        env = worker_env(url_for_database(database_url(), name))
-        code, _, err = workers("--burst", env=env).finish()
-        assert code == 1
-        assert "X_DRIVER_UNAVAILABLE" in err and "migrate" in err
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with unmigrated_database("xjobs_empty") as url:
+        code, _, err = workers("--burst", env=worker_env(url)).finish()
+    assert code == 1
+    assert "X_DRIVER_UNAVAILABLE" in err and "migrate" in err
 
 
 def test_a_sigkill_in_step_3_reruns_step_3_only(workers):
@@ -228,21 +152,12 @@ def test_an_event_from_another_process_reaches_a_waiting_job_within_one_event_po
         )
 
     wait_for(waiting, what="the job to wait for its event")
-    publisher = subprocess.run(
-        [
-            sys.executable,
-            str(MANAGE),
-            "shell",
-            "--settings=tests.settings",
-            "-c",
-            "from django_xjobs import publish_event; "
-            f"publish_event('order.shipped', {{'order_id': {order}, 'carrier': 'ups'}})",
-        ],
-        env=worker_env(),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    publisher = run_manage(
+        "shell",
+        "--settings=tests.settings",
+        "-c",
+        "from django_xjobs import publish_event; "
+        f"publish_event('order.shipped', {{'order_id': {order}, 'carrier': 'ups'}})",
     )
     assert publisher.returncode == 0, publisher.stderr
     published = time.monotonic()

@@ -1,6 +1,6 @@
 """Failure semantics across real worker processes: fleet caps, SIGKILL, SIGSTOP, crash loops.
 
-Each test starts real ``manage.py xjobs_worker`` processes (helpers from tests.test_process) and
+Each test starts real ``manage.py xjobs_worker`` processes (helpers from tests.support.process) and
 judges the outcome from what the jobs wrote themselves (the Ledger) and from the job rows. Waits
 are polls with a deadline, never a fixed sleep.
 """
@@ -19,12 +19,11 @@ from django.utils import timezone
 
 from django_xjobs import cancel_job, conf
 from django_xjobs.models import Job, JobLease, JobStep
-from tests import jobs, test_process
+from tests import jobs
 from tests.models import Ledger
-from tests.test_process import WorkerProcess, ledger, wait_for
+from tests.support.process import WorkerProcess, ledger, wait_for
 
 pytestmark = pytest.mark.process
-workers = test_process.workers  # the fixture: each process it starts is killed at teardown
 
 FLEET = ("--queues", "default", "--poll-interval", "100ms")
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -26,48 +24,9 @@ from django_xjobs.ids import uuid7
 from django_xjobs.models import Job, OutboxEntry
 from django_xjobs.testing.postgres import database_url, url_for_database
 from tests import jobs
-from tests.test_process import MANAGE, ROOT, wait_for, worker_env
+from tests.support.process import ManageProcess, WorkerProcess, wait_for, worker_env
 
 pytestmark = pytest.mark.process
-
-
-class ManageProcess:
-    """``manage.py <command> --settings=tests.settings ...`` against the test database.
-
-    faulthandler is on, so a process that does not exit in time is sent SIGABRT and its
-    threads' stacks end up in the failure message instead of a bare timeout.
-    """
-
-    def __init__(self, command: str, *args: str, env: dict[str, str] | None = None) -> None:
-        argv = [sys.executable, str(MANAGE), command, "--settings=tests.settings", *args]
-        self.proc = subprocess.Popen(
-            argv,
-            env={**(env or worker_env()), "PYTHONFAULTHANDLER": "1"},
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def send(self, sig: int) -> None:
-        self.proc.send_signal(sig)
-
-    def finish(self, timeout: float = 30) -> tuple[int, str, str]:
-        try:
-            out, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.send_signal(signal.SIGABRT)  # faulthandler: dump every thread's stack
-            out, err = self.proc.communicate(timeout=30)
-            raise AssertionError(
-                f"{self.proc.args[2:]} did not exit within {timeout}s; its threads:\n{err}"
-                f"\nstdout:\n{out}"
-            ) from None
-        return self.proc.returncode, out, err
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()  # SIGKILL works on a SIGSTOPped process too
-        self.proc.communicate()
 
 
 class Lab:
@@ -394,8 +353,6 @@ def test_outbox_03_relay_once_publishes_everything_pending_and_exits_0(lab):
 def test_a_worker_with_relay_publishes_and_runs_staged_jobs(transactional_db):
     """``xjobs_worker --with-relay``: one process relays the outbox and runs what it publishes."""
     from django.test import override_settings
-
-    from tests.test_process import WorkerProcess
 
     with override_settings(XJOBS={"QUEUES": ["other"], "OUTBOX": "auto"}):
         from django_xjobs.outbox import stage

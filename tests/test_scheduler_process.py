@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
-import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -27,7 +24,7 @@ from itertools import pairwise
 import pytest
 
 from django_xjobs.models import Job, SchedulerLeader, SchedulerState
-from tests.test_process import MANAGE, ROOT, wait_for, worker_env
+from tests.support.process import ManageProcess, wait_for
 
 pytestmark = pytest.mark.process
 
@@ -39,31 +36,8 @@ DISPATCHED = re.compile(
 )
 
 
-class ManageProcess:
-    """``manage.py <command> --settings=tests.settings ...`` whose output is read as it comes
-    (a thread per pipe), so the test can poll the log and a chatty process never blocks."""
-
-    def __init__(self, command: str, *args: str) -> None:
-        argv = [sys.executable, str(MANAGE), command, "--settings=tests.settings", *args]
-        self.proc = subprocess.Popen(
-            argv,
-            env={**worker_env(), "PYTHONFAULTHANDLER": "1"},
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.out: list[str] = []
-        self.err: list[str] = []
-        self.readers = [
-            threading.Thread(target=_drain, args=(stream, lines), daemon=True)
-            for stream, lines in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
-        ]
-        for reader in self.readers:
-            reader.start()
-
-    def saw(self, text: str) -> bool:
-        return any(text in line for line in list(self.err))
+class SchedulerProcess(ManageProcess):
+    """A ``manage.py`` process whose scheduler log this module reads."""
 
     def dispatches(self) -> list[tuple[int, bool]]:
         """``(occurrence epoch seconds, late)`` for each dispatch this process logged."""
@@ -75,47 +49,15 @@ class ManageProcess:
                 found.append((int(occurrence.timestamp()), match[2] == "True"))
         return found
 
-    def send(self, sig: int) -> None:
-        self.proc.send_signal(sig)
-
-    def finish(self, timeout: float = 30) -> tuple[int, str, str]:
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.send_signal(signal.SIGABRT)  # faulthandler: every thread's stack
-            self.proc.wait(timeout=30)
-            self._join()
-            raise AssertionError(
-                f"{self.proc.args[2:]} did not exit within {timeout}s:\n{''.join(self.err)}"
-            ) from None
-        self._join()
-        return self.proc.returncode, "".join(self.out), "".join(self.err)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()  # SIGKILL ends a SIGSTOPped process too
-        self.proc.wait()
-        self._join()
-
-    def _join(self) -> None:
-        for reader in self.readers:
-            reader.join(timeout=5)
-
-
-def _drain(stream, lines: list[str]) -> None:
-    for line in iter(stream.readline, ""):
-        lines.append(line)
-    stream.close()
-
 
 @pytest.fixture
-def manage(transactional_db) -> Iterator[Callable[..., ManageProcess]]:
+def manage(transactional_db) -> Iterator[Callable[..., SchedulerProcess]]:
     """Committed rows the subprocesses see; every process started is killed at teardown
     (before the flush)."""
-    started: list[ManageProcess] = []
+    started: list[SchedulerProcess] = []
 
-    def start(command: str, *args: str) -> ManageProcess:
-        process = ManageProcess(command, *args)
+    def start(command: str, *args: str) -> SchedulerProcess:
+        process = SchedulerProcess(command, *args)
         started.append(process)
         return process
 

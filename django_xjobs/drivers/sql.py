@@ -15,9 +15,10 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError, ProgrammingError, connections
 
-from ..errors import DriverUnavailableError, first_line
+from ..errors import DriverUnavailableError, InvariantError, first_line
 
 _HEADER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
+_LOOSE_HEADER = re.compile(r"^\s*--\s*name\s*:", re.IGNORECASE)  # what a header looks like
 _TABLE = re.compile(r"\bx_[a-z_]+\b")
 
 # SQLSTATE codes, so a server whose messages are in another language behaves the same
@@ -62,14 +63,39 @@ def is_transient(error: BaseException) -> bool:
 
 @cache
 def load(path: str | Path) -> dict[str, str]:
-    """The statements of the ``.sql`` file at ``path`` (pass ``Path(__file__).with_name(...)``)."""
+    """The statements of the ``.sql`` file at ``path`` (pass ``Path(__file__).with_name(...)``).
+
+    A header that is misspelt or repeated, SQL before the first header, or a header with no
+    statement is refused: each would otherwise merge into, replace or drop a neighbour silently.
+    """
     text = Path(path).read_text()
+    for line in text.splitlines():
+        if _LOOSE_HEADER.match(line) and not _HEADER.match(line):
+            raise _malformed(path, f"malformed header {line.strip()!r}")
     parts = _HEADER.split(text)
+    if _code(parts[0]):
+        raise _malformed(path, "SQL before the first '-- name:' header")
     statements: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        lines = [line for line in body.strip().splitlines() if not line.lstrip().startswith("--")]
-        statements[name] = "\n".join(lines).strip().rstrip(";")
+        if name in statements:
+            raise _malformed(path, f"statement {name!r} is named twice")
+        statements[name] = _code(body).rstrip(";").rstrip()
+        if not statements[name]:
+            raise _malformed(path, f"statement {name!r} is empty")
     return statements
+
+
+def _code(body: str) -> str:
+    """``body`` without its whole-line comments and surrounding blank lines."""
+    lines = [line for line in body.strip().splitlines() if not line.lstrip().startswith("--")]
+    return "\n".join(lines).strip()
+
+
+def _malformed(path: str | Path, problem: str) -> InvariantError:
+    return InvariantError(
+        f"{Path(path).name}: {problem}",
+        hint="each statement starts with a line '-- name: <lowercase_name>', once per file",
+    )
 
 
 @contextmanager

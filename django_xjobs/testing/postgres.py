@@ -2,6 +2,11 @@
 
 ``database_url()`` returns ``DATABASE_URL`` when it is set; otherwise it starts a private server
 in a temporary directory (once per process), which is stopped and deleted at exit.
+
+Test settings that should not pay for a server until a test needs one use
+``database_url(lazy=True)``: without ``DATABASE_URL`` it names a server that is not there yet,
+and ``start_lazily(settings.DATABASES)`` (called by the test run when the first database test
+is set up) starts it and points those entries at it.
 """
 
 from __future__ import annotations
@@ -13,9 +18,34 @@ from functools import cache
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+#: The socket directory of a server that has not started yet: a connection made before
+#: ``start_lazily`` fails with this path in its message instead of reaching another server.
+NOT_STARTED = "/nonexistent/xjobs-embedded-postgres-not-started"
 
-def database_url() -> str:
-    return os.environ.get("DATABASE_URL") or start_embedded()
+
+def database_url(*, lazy: bool = False) -> str:
+    """``DATABASE_URL``, else the embedded server's URL (started now unless ``lazy``)."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    return f"postgres://postgres@/postgres?host={NOT_STARTED}" if lazy else start_embedded()
+
+
+def start_lazily(databases: dict[str, dict[str, Any]]) -> bool:
+    """Start the embedded server if an entry of ``databases`` waits for it, and point those
+    entries at it in place (Django's connections share these dicts). True if it did."""
+    waiting = [entry for entry in databases.values() if entry.get("HOST") == NOT_STARTED]
+    if not waiting:
+        return False
+    server = database_config(start_embedded())
+    for entry in waiting:
+        entry.update({key: server.get(key, "") for key in ("HOST", "PORT", "USER", "PASSWORD")})
+    return True
+
+
+def embedded_started() -> bool:
+    """True once this process has started the embedded server."""
+    return start_embedded.cache_info().currsize > 0
 
 
 def database_config(url: str) -> dict[str, Any]:

@@ -1,0 +1,38 @@
+"""Scratch databases and unreachable servers, for tests of what a command says without its
+database."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django_xjobs.testing.postgres import database_url, url_for_database
+
+
+def closed_port_url() -> str:
+    """A URL whose port the OS just handed out and nobody listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"postgres://nobody:secret@127.0.0.1:{port}/nothing"
+
+
+@contextmanager
+def unmigrated_database(prefix: str = "xjobs_unmigrated") -> Iterator[str]:
+    """The URL of a new database on the test server where ``migrate`` never ran; dropped after
+    (WITH FORCE: a child process may still hold a connection)."""
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    # through the server's own "postgres" database: the URL's database need not exist (CI
+    # points DATABASE_URL at a name only the test runner's test_<name> is made beside)
+    server = url_for_database(database_url(), "postgres")
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield url_for_database(database_url(), name)
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

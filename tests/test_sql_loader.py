@@ -1,0 +1,87 @@
+"""The named-SQL loader (drivers/sql.py ``load``): what a ``.sql`` file of ``-- name:`` blocks
+becomes, and the files it refuses rather than misread. No database: the unit lane."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import django_xjobs
+from django_xjobs.drivers import sql
+from django_xjobs.errors import InvariantError
+
+PACKAGED = sorted(Path(django_xjobs.__file__).parent.rglob("*.sql"))
+
+
+def load(tmp_path: Path, text: str) -> dict[str, str]:
+    path = tmp_path / "store.sql"
+    path.write_text(text)
+    return sql.load(path)
+
+
+def test_each_block_is_one_statement_under_its_name_without_comments_or_semicolon(tmp_path):
+    statements = load(
+        tmp_path,
+        "-- The store, by name. A file comment before the first header is fine.\n"
+        "\n"
+        "-- name: claim\n"
+        "-- Why this statement locks what it locks.\n"
+        "SELECT id\n"
+        "  -- an indented comment line goes too\n"
+        "FROM x_jobs WHERE state = 'ready' -- a trailing comment stays (it is SQL)\n"
+        "FOR UPDATE SKIP LOCKED;\n"
+        "\n"
+        "-- name: touch_row\n"
+        "UPDATE x_jobs SET updated_at = now() WHERE id = %(id)s;;  \n",
+    )
+    assert statements == {
+        "claim": "SELECT id\n"
+        "FROM x_jobs WHERE state = 'ready' -- a trailing comment stays (it is SQL)\n"
+        "FOR UPDATE SKIP LOCKED",
+        "touch_row": "UPDATE x_jobs SET updated_at = now() WHERE id = %(id)s",
+    }
+
+
+def test_the_order_of_the_file_is_kept(tmp_path):
+    statements = load(tmp_path, "-- name: zeta\nSELECT 1;\n-- name: alpha\nSELECT 2;\n")
+    assert list(statements) == ["zeta", "alpha"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("-- name: one\nSELECT 1;\n-- name: one\nSELECT 2;\n", "statement 'one' is named twice"),
+        ("-- name: one\nSELECT 1;\n-- name: Two\nSELECT 2;\n", "malformed header '-- name: Two'"),
+        ("-- name: one\nSELECT 1;\n-- name: two-b\nSELECT 2;\n", "malformed header"),
+        ("-- name: one\nSELECT 1;\n--name:two\nSELECT 2;\n", "malformed header '--name:two'"),
+        ("-- name: one two\nSELECT 1;\n", "malformed header '-- name: one two'"),
+        ("SELECT 0;\n-- name: one\nSELECT 1;\n", "SQL before the first '-- name:' header"),
+        ("-- name: one\n-- only a comment\n;\n-- name: two\nSELECT 2;\n", "'one' is empty"),
+    ],
+    ids=["duplicate", "uppercase", "dash", "no-spaces", "two-words", "preamble", "empty"],
+)
+def test_a_file_that_would_merge_replace_or_drop_a_statement_is_refused(tmp_path, text, problem):
+    """Without the refusal, a misspelt header reads as a comment (its SQL joins the block
+    above), a repeated name silently replaces the first, and SQL before any header is lost."""
+    with pytest.raises(InvariantError) as refused:
+        load(tmp_path, text)
+    message = str(refused.value)
+    assert message.startswith("X_INVARIANT: store.sql: ") and problem in message, message
+    assert "'-- name: <lowercase_name>'" in refused.value.hint
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("path", PACKAGED, ids=lambda path: path.name)
+def test_every_packaged_sql_file_loads(path):
+    statements = sql.load(path)
+    assert statements and all(statements.values()), path
+    assert all(not body.endswith(";") for body in statements.values())
+
+
+def test_a_file_is_read_once(tmp_path):
+    path = tmp_path / "store.sql"
+    path.write_text("-- name: one\nSELECT 1;\n")
+    first = sql.load(path)
+    path.write_text("-- name: one\nSELECT 2;\n")
+    assert sql.load(path) is first  # loaded at import, never re-read on the hot path
