@@ -43,11 +43,12 @@ def replaced(process: WorkerProcess) -> list[str]:
 
 
 def alive(pid: int) -> bool:
+    """Running, and not a zombie waiting for a parent that is gone to reap it."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
         return False
-    return True
 
 
 @pytest.fixture
@@ -169,6 +170,20 @@ def test_sigterm_to_the_supervisor_drains_every_child(supervisors):
     assert not any(alive(pid) for pid in children)
     assert err.count("xjobs.supervisor.exited") == 2 and "reason=drained" in err
     assert "xjobs.supervisor.replaced" not in err
+
+
+def test_children_of_a_sigkilled_supervisor_drain_and_exit(supervisors):
+    """No one would replace them: a child whose supervisor vanished finishes its run and exits."""
+    supervisor = supervisors(*FLEET, "--processes", "1", "--concurrency", "1")
+    [child] = wait_for(lambda: spawned(supervisor), timeout=30)
+    token = f"sup-orphan-{uuid.uuid4()}"
+    job_id = jobs.ledger.enqueue(token=token, hold=1.0, heed_signal=False).id
+    wait_for(lambda: Ledger.objects.filter(token=token, phase="start"), timeout=30)
+    supervisor.kill()
+    wait_for(lambda: not alive(child), timeout=30, what="the orphaned child to exit")
+    assert any("reason=orphaned" in line for line in list(supervisor.err))
+    assert done_once([token]) == {token: 1}
+    assert Job.objects.get(id=job_id).state == "done"
 
 
 def backends() -> int:

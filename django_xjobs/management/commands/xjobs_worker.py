@@ -133,9 +133,16 @@ class Command(XJobsCommand):
                 "X_INVARIANT: --metrics-port cannot be shared by --processes children — run "
                 "one worker per port, or scrape the children through a multiprocess registry"
             )
-        # Each child parses the same line again and refuses bad input before it runs a job; the
-        # supervisor opens no database connection of its own.
-        shutdown = options.get("shutdown_timeout")  # present once the worker has the flag
+        if "xjobs_worker" not in sys.argv[1:3]:  # call_command(): no command line to re-run
+            raise CommandError(
+                "X_INVARIANT: --processes re-runs this command line, and this process was not "
+                "started as `manage.py xjobs_worker` — run it from the shell or a process manager"
+            )
+        # The line was checked above. The supervisor opens no database connection: a child that
+        # cannot reach the database exits, and is restarted after a growing pause.
+        shutdown = options.get("shutdown_timeout")  # the worker's drain bound, when it has one
+        if isinstance(shutdown, str):
+            shutdown = parse_command_line(shutdown, flag="--shutdown-timeout")
         supervisor = Supervisor(
             child_argv(sys.argv),
             processes,
