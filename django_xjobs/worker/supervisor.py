@@ -152,7 +152,9 @@ class Supervisor:
                 if code is None:
                     continue
                 del self.children[slot]
-                clean = clean and (code == 0 or code in REASONS)  # a recycle drained too
+                # a recycle drained too; a child still starting dies of the forwarded SIGTERM
+                # itself, before its handler is in place, which is before it could claim a job
+                clean = clean and (code in (0, -signal.SIGTERM) or code in REASONS)
                 log.event(
                     logging.INFO if code == 0 else logging.WARNING,
                     "xjobs.supervisor.exited",
