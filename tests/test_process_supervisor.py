@@ -51,6 +51,18 @@ def alive(pid: int) -> bool:
         return False
 
 
+def sockets(pid: int) -> list[str]:
+    """The sockets a process holds open (a database connection is one, TCP or Unix)."""
+    fds = f"/proc/{pid}/fd"
+    links = []
+    for fd in os.listdir(fds):
+        try:
+            links.append(os.readlink(f"{fds}/{fd}"))
+        except FileNotFoundError:  # closed while listed
+            continue
+    return [link for link in links if link.startswith("socket:")]
+
+
 @pytest.fixture
 def supervisors(workers):
     """Start ``xjobs_worker --processes ...``; at teardown its children are killed with it."""
@@ -161,6 +173,8 @@ def test_sigterm_to_the_supervisor_drains_every_child(supervisors):
         timeout=30,
         what="one job in each child",
     )
+    assert sockets(supervisor.proc.pid) == [], "the supervisor holds no database connection"
+    assert all(sockets(pid) for pid in children), "each child is a worker with its connections"
     signalled = time.monotonic()
     supervisor.send(signal.SIGTERM)
     code, _, err = supervisor.finish(timeout=40)  # the children's drain bound and a grace
