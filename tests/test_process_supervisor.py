@@ -167,6 +167,26 @@ def test_an_abandoned_body_past_the_bound_gets_its_child_replaced(supervisors):
     assert "xjobs.worker.recycle" in err and "reason=max_abandoned" in err
 
 
+def test_a_child_above_its_memory_bound_is_replaced_after_a_growing_pause(supervisors):
+    """A bound below a fresh child's own size: each child recycles at once, and the supervisor
+    slows its restarts down instead of spinning."""
+    supervisor = supervisors(*FLEET, "--processes", "1", "--max-memory-per-child", "1MB")
+    wait_for(lambda: len(replaced(supervisor)) >= 2, timeout=40, what="two recycles")
+    assert replaced(supervisor)[:2] == ["max_memory", "max_memory"]
+    pauses = [
+        float(m.group(1))
+        for line in list(supervisor.err)
+        if (m := re.search(r"xjobs\.supervisor\.replaced .*restart_in=([\d.]+)", line))
+    ]
+    assert pauses[:2] == [0.5, 1.0]
+    assert any(
+        "xjobs.worker.recycle" in line and "reason=max_memory" in line for line in supervisor.err
+    )
+    supervisor.send(signal.SIGTERM)
+    code, _, err = supervisor.finish(timeout=60)
+    assert code == 0, err
+
+
 def test_sigterm_to_the_supervisor_drains_every_child(supervisors):
     supervisor = supervisors(*FLEET, "--processes", "2", "--concurrency", "1")
     children = wait_for(lambda: len(spawned(supervisor)) == 2 and spawned(supervisor), timeout=30)

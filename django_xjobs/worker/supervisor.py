@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .. import log
-from .recycle import REASONS
+from .recycle import EXIT_CODES, REASONS
 
 #: a child that dies sooner than this after its start is restarted after a growing pause
 _QUICK_DEATH = 5.0
@@ -118,7 +118,9 @@ class Supervisor:
             if code is None:
                 continue
             del self.children[slot]
-            quick = now - child.started < _QUICK_DEATH and code not in REASONS
+            # a child that keeps ending at start (no database, a memory limit below its
+            # baseline) is restarted after a growing pause; a fast max_jobs recycle is not that
+            quick = now - child.started < _QUICK_DEATH and code != EXIT_CODES["max_jobs"]
             deaths = self._quick_deaths[slot] = self._quick_deaths.get(slot, 0) + 1 if quick else 0
             pause = _RESTART_BACKOFF[min(deaths, len(_RESTART_BACKOFF)) - 1] if deaths else 0.0
             log.event(
