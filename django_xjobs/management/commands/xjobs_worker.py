@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 import threading
@@ -12,6 +13,8 @@ from django.core.management.base import CommandError, CommandParser
 from ... import conf, registry
 from ...durations import parse_command_line
 from ...worker.preflight import preflight
+from ...worker.recycle import ChildLimits, Recycler, parse_size
+from ...worker.supervisor import Supervisor, child_argv
 from ...worker.worker import Worker
 from ..command import XJobsCommand
 from ..lifecycle import run_until_signalled
@@ -48,6 +51,31 @@ class Command(XJobsCommand):
             metavar="PORT",
             help="serve Prometheus metrics on http://0.0.0.0:PORT/ (needs django-xjobs[metrics])",
         )
+        parser.add_argument(
+            "--processes",
+            type=int,
+            metavar="N",
+            help="run N child worker processes with these options and replace any that ends",
+        )
+        parser.add_argument(
+            "--max-jobs-per-child",
+            type=int,
+            metavar="N",
+            help="a child drains and is replaced after N runs",
+        )
+        parser.add_argument(
+            "--max-memory-per-child",
+            metavar="SIZE",
+            help='a child drains and is replaced above this resident memory ("300MB")',
+        )
+        parser.add_argument(
+            "--max-abandoned-per-child",
+            type=int,
+            metavar="N",
+            help="a child drains and is replaced once more than N timed-out bodies still run",
+        )
+        # set by the supervisor on its children: a child whose supervisor is gone drains
+        parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_console(options["verbosity"])
@@ -59,6 +87,11 @@ class Command(XJobsCommand):
             raise CommandError("X_INVARIANT: --concurrency must be at least 1")
         visibility = parse_command_line(options["visibility_timeout"], flag="--visibility-timeout")
         poll = parse_command_line(options["poll_interval"], flag="--poll-interval")
+        limits = _child_limits(options)
+        processes = options["processes"]
+        if processes is not None and options["supervisor_pid"] is None:
+            self._supervise(processes, options)
+            return
         preflight(settings)
         worker = Worker(
             queues=queues,
@@ -72,9 +105,15 @@ class Command(XJobsCommand):
         companions = _companions(options, settings)
         for _, thread in companions:
             thread.start()
+        recycler = None
+        if limits.any or options["supervisor_pid"] is not None:
+            recycler = Recycler(worker, limits, supervisor_pid=options["supervisor_pid"])
+            recycler.start()
         try:
             stats = run_until_signalled("xjobs.worker", worker.run, worker.stop)
         finally:
+            if recycler is not None:
+                recycler.stop()
             for role, thread in companions:
                 role.stop()
                 thread.join()
@@ -83,6 +122,53 @@ class Command(XJobsCommand):
                 server.server_close()
         summary = ", ".join(f"{k} {v}" for k, v in sorted(stats.outcomes.items())) or "no jobs"
         self.stdout.write(f"worker {stats.worker_id} stopped: {summary}")
+        if recycler is not None and recycler.reason:
+            sys.exit(recycler.exit_code)  # the supervisor reads the reason from the code
+
+    def _supervise(self, processes: int, options: dict[str, Any]) -> None:
+        if processes < 1:
+            raise CommandError("X_INVARIANT: --processes must be at least 1")
+        if options["metrics_port"] is not None:
+            raise CommandError(
+                "X_INVARIANT: --metrics-port cannot be shared by --processes children — run "
+                "one worker per port, or scrape the children through a multiprocess registry"
+            )
+        if "xjobs_worker" not in sys.argv[1:3]:  # call_command(): no command line to re-run
+            raise CommandError(
+                "X_INVARIANT: --processes re-runs this command line, and this process was not "
+                "started as `manage.py xjobs_worker` — run it from the shell or a process manager"
+            )
+        # The line was checked above. The supervisor opens no database connection: a child that
+        # cannot reach the database exits, and is restarted after a growing pause.
+        shutdown = options.get("shutdown_timeout")  # the worker's drain bound, when it has one
+        if isinstance(shutdown, str):
+            shutdown = parse_command_line(shutdown, flag="--shutdown-timeout")
+        supervisor = Supervisor(
+            child_argv(sys.argv),
+            processes,
+            worker_id=options["worker_id"],
+            shutdown_timeout=shutdown if shutdown is not None else 30.0,
+        )
+        code = supervisor.run()
+        if code:
+            sys.exit(code)
+
+
+def _child_limits(options: dict[str, Any]) -> ChildLimits:
+    """The ``--max-*-per-child`` flags, checked before anything starts."""
+    for flag in ("max_jobs_per_child", "max_abandoned_per_child"):
+        value = options[flag]
+        least = 1 if flag == "max_jobs_per_child" else 0
+        if value is not None and value < least:
+            name = "--" + flag.replace("_", "-")
+            raise CommandError(f"X_INVARIANT: {name} must be at least {least}")
+    memory = options["max_memory_per_child"]
+    max_memory = parse_size(memory, flag="--max-memory-per-child") if memory else None
+    return ChildLimits(
+        max_jobs=options["max_jobs_per_child"],
+        max_memory=max_memory,
+        max_abandoned=options["max_abandoned_per_child"],
+    )
 
 
 def _metrics_server(port: int | None) -> Any:
