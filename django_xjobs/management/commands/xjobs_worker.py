@@ -10,6 +10,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from ... import conf, registry
+from ...connections import as_role, bound_connections
 from ...durations import parse_command_line
 from ...worker.preflight import preflight
 from ...worker.worker import Worker
@@ -43,6 +44,16 @@ class Command(XJobsCommand):
             "--with-relay", action="store_true", help="also run the outbox relay in this process"
         )
         parser.add_argument(
+            "--shutdown-timeout",
+            default="30",
+            help="after SIGTERM/SIGINT, exit (code 75) if the drain takes longer (default 30s)",
+        )
+        parser.add_argument(
+            "--stall-timeout",
+            help="exit (code 70) when a claim or a settle blocks this long "
+            '(default: XJOBS["STALL_TIMEOUT"])',
+        )
+        parser.add_argument(
             "--metrics-port",
             type=int,
             metavar="PORT",
@@ -59,6 +70,9 @@ class Command(XJobsCommand):
             raise CommandError("X_INVARIANT: --concurrency must be at least 1")
         visibility = parse_command_line(options["visibility_timeout"], flag="--visibility-timeout")
         poll = parse_command_line(options["poll_interval"], flag="--poll-interval")
+        shutdown = parse_command_line(options["shutdown_timeout"], flag="--shutdown-timeout")
+        stall = parse_command_line(options["stall_timeout"], flag="--stall-timeout")
+        bound_connections([settings.database, *settings.outbox_databases])
         preflight(settings)
         worker = Worker(
             queues=queues,
@@ -67,13 +81,14 @@ class Command(XJobsCommand):
             poll_interval=poll,
             worker_id=options["worker_id"],
             burst=options["burst"],
+            stall_timeout=stall,
         )
         server = _metrics_server(options["metrics_port"])
         companions = _companions(options, settings)
         for _, thread in companions:
             thread.start()
         try:
-            stats = run_until_signalled("xjobs.worker", worker.run, worker.stop)
+            stats = run_until_signalled("xjobs.worker", worker.run, worker.stop, shutdown)
         finally:
             for role, thread in companions:
                 role.stop()
@@ -122,7 +137,10 @@ def _companions(options: dict[str, Any], settings: Any) -> list[tuple[Any, threa
 
         for alias in settings.outbox_databases:
             roles.append(Relay(store=PostgresOutboxStore(alias), database=alias))
-    return [(role, threading.Thread(target=role.run, name=type(role).__name__)) for role in roles]
+    return [
+        (role, threading.Thread(target=as_role(role.run), name=type(role).__name__))
+        for role in roles
+    ]
 
 
 def _parse_queues(raw: str | None, known: set[str]) -> list[str]:
