@@ -9,12 +9,11 @@ import uuid
 import pytest
 
 from django_xjobs.models import Job
-from tests import jobs, test_process
+from tests import jobs
+from tests.support.process import WorkerProcess, wait_for
 from tests.test_abandoned import intervals, most_at_once
-from tests.test_process import WorkerProcess, wait_for
 
 pytestmark = pytest.mark.process
-workers = test_process.workers  # the fixture: each process it starts is killed at teardown
 
 FLEET = ("--queues", "default", "--poll-interval", "100ms", "--visibility-timeout", "3s")
 
