@@ -8,7 +8,10 @@ class XJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import (
+            checks,  # noqa: F401  (registers the system checks)
+            connections,  # noqa: F401  (bounds the roles' connections as they open)
+        )
 
         # Import every installed app's jobs.py, as the admin does with admin.py, so a worker
         # knows every job and cron the project declares. Only jobs.py: tasks.py belongs to

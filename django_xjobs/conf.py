@@ -55,6 +55,21 @@ DEFAULTS: dict[str, Any] = {
     # finished jobs older than this, per state, are deleted by workers (hourly, in batches);
     # e.g. {"done": "7d", "cancelled": "7d", "dead": "90d"}; {} keeps everything
     "RETENTION": {},
+    # libpq options every connection of a worker, relay or scheduler process opens with (merged
+    # under DATABASES OPTIONS, which win): a silently dropped connection fails instead of hanging
+    "CONNECTION_OPTIONS": {
+        "connect_timeout": 10,
+        "keepalives": 1,
+        "keepalives_idle": 10,
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+        "tcp_user_timeout": 30000,
+    },
+    # statement_timeout and lock_timeout of the roles' own statements (claim, settle, heartbeat,
+    # relay, scheduler); job bodies are not bounded by it
+    "STATEMENT_TIMEOUT": 30,
+    # a worker whose claim loop or settler makes no progress for this long exits non-zero
+    "STALL_TIMEOUT": 120,
 }
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -81,6 +96,9 @@ class XJobsSettings:
     limits: Any
     max_lease_expiries: int
     retention: dict[str, float]
+    connection_options: dict[str, Any]
+    statement_timeout: float
+    stall_timeout: float
 
 
 def validate(raw: Any) -> XJobsSettings:
@@ -171,7 +189,19 @@ def validate(raw: Any) -> XJobsSettings:
         limits=_limits(merged["LIMITS"]),
         max_lease_expiries=positive_int("MAX_LEASE_EXPIRIES"),
         retention=_retention(merged["RETENTION"]),
+        connection_options=_connection_options(merged["CONNECTION_OPTIONS"]),
+        statement_timeout=duration("STATEMENT_TIMEOUT"),
+        stall_timeout=duration("STALL_TIMEOUT"),
     )
+
+
+def _connection_options(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict) or not all(isinstance(key, str) for key in raw):
+        raise ConfigInvalidError(
+            f'XJOBS["CONNECTION_OPTIONS"]={raw!r} must map libpq option names to values',
+            hint='e.g. {"keepalives_idle": 10, "tcp_user_timeout": 30000}; {} turns them off',
+        )
+    return dict(raw)
 
 
 def _retention(raw: Any) -> dict[str, float]:

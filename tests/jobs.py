@@ -273,5 +273,26 @@ def _busy(seconds: float) -> None:
         time.sleep(0.02)
 
 
+# --- faults (issue 12): a ledger that needs no database ---------------------------------------
+
+
+@job(idempotency_key="file:{token}", retry=Retry(attempts=5, delay="100ms", jitter=False))
+def file_ledger(ctx, token: str, path: str, hold: float = 0.0, hold_attempts: int = 1):
+    """Record start and end in a file (its worker may be cut off from the database); hold on the
+    first ``hold_attempts`` attempts, and on an aborted signal record "stopped" and stop."""
+    _file_mark(path, token, "start", ctx.attempt)
+    if ctx.attempt <= hold_attempts and hold and ctx.signal.wait(hold):
+        _file_mark(path, token, "stopped", ctx.attempt)
+        ctx.signal.raise_if_set()
+    _file_mark(path, token, "end", ctx.attempt)
+    return {"pid": os.getpid(), "attempt": ctx.attempt}
+
+
+def _file_mark(path: str, token: str, phase: str, attempt: int) -> None:
+    line = f"{token} {phase} {attempt} {os.getpid()} {time.time():.6f}\n"
+    with open(path, "a") as ledger_file:  # one short append per line: whole lines interleave
+        ledger_file.write(line)
+
+
 # crons live in jobs.py in an app; the fixtures are kept apart and registered from here
 from tests import crons  # noqa: E402, F401

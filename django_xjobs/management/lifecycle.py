@@ -8,15 +8,27 @@ Event's own lock; here the main thread notices the signal and calls ``stop()`` i
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from .. import log
 
+#: EX_TEMPFAIL: the drain outlived --shutdown-timeout; unsettled runs are left to their leases
+EXIT_SHUTDOWN_TIMEOUT = 75
 
-def run_until_signalled(name: str, run: Callable[[], Any], stop: Callable[[], None]) -> Any:
+
+def run_until_signalled(
+    name: str,
+    run: Callable[[], Any],
+    stop: Callable[[], None],
+    shutdown_timeout: float | None = None,
+) -> Any:
+    """Run ``run`` until a signal, then ``stop()``; past ``shutdown_timeout`` after the first
+    signal the process exits with ``EXIT_SHUTDOWN_TIMEOUT`` (SPEC HANG-05), whatever hangs."""
     received: list[int] = []
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -36,12 +48,24 @@ def run_until_signalled(name: str, run: Callable[[], Any], stop: Callable[[], No
     thread.start()
     stopper: threading.Thread | None = None
     handled = 0
-    while thread.is_alive():
-        thread.join(0.2)
+    give_up: float | None = None
+    while thread.is_alive() or (stopper is not None and stopper.is_alive()):
+        # stop() finishes its hand-back (a leader lease, a relay's batch) before the exit
+        (thread if thread.is_alive() else stopper).join(0.2)  # type: ignore[union-attr]
+        if give_up is not None and time.monotonic() >= give_up:
+            log.event(
+                logging.ERROR,
+                f"{name}.shutdown_timeout",
+                timeout=f"{shutdown_timeout:g}s",
+                hint="work in flight did not drain in time; unsettled runs return by their leases",
+            )
+            _exit(EXIT_SHUTDOWN_TIMEOUT)
         while handled < len(received):
             signame = signal.Signals(received[handled]).name
             if handled == 0:
                 log.event(logging.INFO, f"{name}.signal", signal=signame)
+                if shutdown_timeout is not None:
+                    give_up = time.monotonic() + shutdown_timeout
                 stopper = threading.Thread(target=stop, name=f"{name}-stop")
                 stopper.start()
             else:
@@ -52,8 +76,13 @@ def run_until_signalled(name: str, run: Callable[[], Any], stop: Callable[[], No
                     hint="waiting for work in flight; SIGKILL abandons it to its lease",
                 )
             handled += 1
-    if stopper is not None:
-        stopper.join()  # stop() finishes its hand-back (a leader lease, a relay's batch)
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
+
+
+def _exit(code: int) -> None:
+    """End the process now: threads stuck in a blocking call would keep a clean exit waiting."""
+    for handler in logging.getLogger("django_xjobs").handlers:
+        handler.flush()
+    os._exit(code)

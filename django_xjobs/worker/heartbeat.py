@@ -3,6 +3,10 @@
 The window is measured on this worker's own clock from the last renewal that landed, never from
 the database's ``visible_at`` (SPEC LEASE-04, SE-12). Renewals run on a small pool of their own
 connections, one at a time per run, so a renewal that hangs cannot hide a lapse (LEASE-06/07).
+
+Two bounds keep a worker whose connections went silent from holding jobs: a timer aborts each
+run's signal at its local deadline (LEASE-15), and a run whose body returned is renewed only
+while its settle is within the settle deadline (HANG-03).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import close_old_connections, connections
 
 from .. import log
+from ..connections import mark_role_thread
 
 if TYPE_CHECKING:
     from ..drivers.base import JobDriver
@@ -36,26 +41,55 @@ class Heartbeat(threading.Thread):
         database: str | None,
         monotonic: Callable[[], float] = time.monotonic,
         submit: Callable[..., Any] | None = None,
+        settle_deadline: float | None = None,
     ) -> None:
         super().__init__(name="xjobs-heartbeat", daemon=True)
         self.driver, self.runs, self.abandoned = driver, runs, abandoned
         self.interval, self.visibility_timeout = interval, visibility_timeout
         self.worker_id, self.database = worker_id, database
         self.monotonic = monotonic
+        #: SPEC LEASE-15: a tenth of the timeout covers the renewal's trip and the handler's stop
+        self.margin = visibility_timeout / 10
+        #: SPEC HANG-03: how long a returned body's settle may take while its lease is renewed
+        self.settle_deadline = visibility_timeout if settle_deadline is None else settle_deadline
         self._pool: ThreadPoolExecutor | None = None
         if submit is None:
-            self._pool = ThreadPoolExecutor(4, thread_name_prefix="xjobs-renew")
+            self._pool = ThreadPoolExecutor(
+                4, thread_name_prefix="xjobs-renew", initializer=mark_role_thread
+            )
             submit = self._pool.submit
         self.submit = submit
         self._halt = threading.Event()
+        self._timer = threading.Thread(target=self._deadlines, name="xjobs-deadline", daemon=True)
 
     def run(self) -> None:
+        self._timer.start()
         try:
             while not self._halt.wait(self.interval):
                 self.beat()
         finally:
             if self.database:
                 connections[self.database].close()
+
+    def _deadlines(self) -> None:
+        """SPEC LEASE-15: abort each run's signal at its local deadline, not at the next tick."""
+        while not self._halt.is_set():
+            self._halt.wait(self.expire_due())
+
+    def expire_due(self) -> float:
+        """Lose every run past its local deadline; the seconds until the next one is due
+        (at most a quarter second, so a run claimed meanwhile is seen in time)."""
+        now = self.monotonic()
+        wait = 0.25
+        for run in self.runs():
+            if run.settled.is_set() or run.lost or run.cancelled:
+                continue
+            due = run.deadline(self.margin)
+            if due <= now:
+                run.lose("deadline")
+            else:
+                wait = min(wait, due - now)
+        return wait
 
     def beat(self) -> None:
         """One tick: report lapsed leases, start renewals that are due (the one-shot entry)."""
@@ -68,6 +102,8 @@ class Heartbeat(threading.Thread):
                 continue
             if run.renewing:
                 continue  # SPEC LEASE-07: one renewal in flight, however long it takes
+            if self._settle_overdue(run, now):
+                continue  # SPEC HANG-03: its lease lapses, so another worker can take the job
             run.renewing = True
             self.submit(self.renew, run)
         for run in self.abandoned():
@@ -75,6 +111,23 @@ class Heartbeat(threading.Thread):
             if run.slot is not None and not run.renewing:
                 run.renewing = True
                 self.submit(self.renew_held_slot, run)
+
+    def _settle_overdue(self, run: Run, now: float) -> bool:
+        if run.returned_at is None or now - run.returned_at < self.settle_deadline:
+            return False
+        if not run.overdue:
+            run.overdue = True
+            log.event(
+                logging.ERROR,
+                "xjobs.worker.settle_overdue",
+                worker=self.worker_id,
+                job=run.job.name,
+                id=run.job.id,
+                attempt=run.job.attempt,
+                waited=f"{now - run.returned_at:.1f}s",
+                hint="its settle is stuck; the lease is no longer renewed and will lapse",
+            )
+        return True
 
     def renew(self, run: Run) -> None:
         started = self.monotonic()
@@ -170,5 +223,7 @@ class Heartbeat(threading.Thread):
         self._halt.set()
         if self.is_alive():
             self.join(timeout=10)
+        if self._timer.is_alive():
+            self._timer.join(timeout=10)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)

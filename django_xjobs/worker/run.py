@@ -22,14 +22,24 @@ class Run:
     signal: Signal = field(default_factory=Signal)
     #: the stopped() latch (SPEC LEASE-12): set when the run settled; a loss after it is no loss
     settled: threading.Event = field(default_factory=threading.Event)
-    #: worker's own clock (monotonic seconds) at the last renewal that landed (SPEC LEASE-04)
+    #: worker's own clock (monotonic seconds) when the last renewal that landed was SENT (the
+    #: claim, at first): the database's window opened after it, never before (SPEC LEASE-04)
     renewed_at: float = field(default_factory=time.monotonic)
+    #: worker's own clock when the body returned; the heartbeat renews a finished run only
+    #: while its settle is within the settle deadline (SPEC HANG-03)
+    returned_at: float | None = None
+    overdue: bool = False
     renewing: bool = False
     lost: bool = False
     cancelled: bool = False
     #: the fleet concurrency slot this run holds, and what releases the per-process limit
     slot: tuple[str, int, str] | None = None
     limit_lease: Any = None
+
+    def deadline(self, margin: float) -> float:
+        """SPEC LEASE-15: the local deadline, the last renewal sent + the timeout - ``margin``;
+        past it the database may already let another worker claim the job."""
+        return self.renewed_at + self.visibility_timeout - margin
 
     def lose(self, reason: str, error: BaseException | None = None) -> None:
         """Report the loss once — error log, counter, then the signal (SPEC LEASE-11)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import queue as queue_module
@@ -17,6 +18,7 @@ from django.db import close_old_connections, connections
 
 from .. import conf, log, metrics, registry
 from ..clock import Clock, system_clock
+from ..connections import mark_role_thread, role_connections
 from ..drivers import get_driver, sql
 from ..drivers.base import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
@@ -26,6 +28,7 @@ from ..settle import settle
 from .heartbeat import Heartbeat
 from .limits import Limiter
 from .run import Run
+from .watchdog import Watchdog
 
 _SETTLE_BATCH = 500
 _SETTLE_RETRIES = (0.1, 0.5, 2.0)
@@ -82,6 +85,7 @@ class Worker:
         worker_id: str | None = None,
         burst: bool = False,
         clock: Clock = system_clock,
+        stall_timeout: float | None = None,
     ) -> None:
         settings = conf.get()
         self.queues = tuple(queues)
@@ -100,6 +104,9 @@ class Worker:
                 f"heartbeats of {self.heartbeat_interval:g}s; one slow renewal would lose the lease",
                 hint="raise the visibility timeout or shorten the heartbeat interval",
             )
+        #: SPEC HANG-04: a claim or a settle blocked this long ends the process
+        self.stall_timeout = stall_timeout or settings.stall_timeout
+        self.watchdog: Watchdog | None = None
         self.limiter = Limiter(settings.limits, clock)
         self.poll_interval = poll_interval or settings.poll_interval
         self.worker_id = worker_id or f"worker-{uuid7()}"
@@ -139,10 +146,12 @@ class Worker:
             worker_id=self.worker_id,
             database=self._database,
         )
+        self.watchdog = Watchdog(self.stall_timeout, worker_id=self.worker_id)
         # a burst ends when idle, so it has nothing to be woken for
         notifier = None if self.burst else self.driver.notify_on_ready(self.queues, self._wake.set)
         settler.start()
         heartbeat.start()
+        self.watchdog.start()
         log.event(
             logging.INFO,
             "xjobs.worker.started",
@@ -160,7 +169,8 @@ class Worker:
                 hint="put the @job declarations in an installed app's jobs.py",
             )
         try:
-            self._loop(pool)
+            with role_connections():
+                self._loop(pool)
         finally:
             self._drain(pool, settler, heartbeat, notifier)
         return self.stats()
@@ -214,14 +224,16 @@ class Worker:
             busy = len(self._runs) + len(self._abandoned)
             free = 0 if self._quarantined else self.concurrency - busy
             claimed = []
+            sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
             if free > 0:
                 try:
-                    claimed = self.driver.claim(
-                        queues=self.queues,
-                        limit=free,
-                        visibility_timeout=self.visibility_timeout,
-                        worker_id=self.worker_id,
-                    )
+                    with self._watch("claim"):
+                        claimed = self.driver.claim(
+                            queues=self.queues,
+                            limit=free,
+                            visibility_timeout=self.visibility_timeout,
+                            worker_id=self.worker_id,
+                        )
                 except Exception as error:
                     log.event(
                         logging.ERROR,
@@ -234,14 +246,16 @@ class Worker:
             # Decide the whole batch (admit, or shed back) before starting any of it: a job that
             # kills its worker at once must not take down jobs this loop had yet to shed.
             admitted = []
-            for job in claimed:
-                admission = self._admit(job)
-                if isinstance(admission, Shed):
-                    self._shed(job, admission)
-                    continue
-                with self._runs_lock:
-                    self._runs[job.id] = admission.run
-                admitted.append(admission.run)
+            with self._watch("admit"):
+                for job in claimed:
+                    admission = self._admit(job)
+                    if isinstance(admission, Shed):
+                        self._shed(job, admission)
+                        continue
+                    admission.run.renewed_at = sent
+                    with self._runs_lock:
+                        self._runs[job.id] = admission.run
+                    admitted.append(admission.run)
             for run in admitted:
                 pool.submit(self._execute, run)
             started = len(admitted)
@@ -251,6 +265,12 @@ class Worker:
             if free > 0 and len(claimed) == free:
                 continue  # the queue may hold more; claim again when a slot frees
             self._wake.wait(self.poll_interval)
+
+    def _watch(self, section: str) -> Any:
+        """A blocking stretch the watchdog bounds (SPEC HANG-04)."""
+        if self.watchdog is None:
+            return contextlib.nullcontext()
+        return self.watchdog.section(section)
 
     def _maybe_prune(self) -> None:
         """Apply ``XJOBS["RETENTION"]`` at most hourly, off the claim loop's thread."""
@@ -343,11 +363,13 @@ class Worker:
             execution = failure(run.job, error)
         finally:
             close_old_connections()
+        run.returned_at = time.monotonic()  # SPEC HANG-03: its settle deadline starts now
         self._settle_queue.put(execution)
 
     # --- settling ---------------------------------------------------------------------------
 
     def _settle_loop(self) -> None:
+        mark_role_thread()
         try:
             while True:
                 first = self._settle_queue.get()
@@ -357,9 +379,11 @@ class Worker:
                 item: Execution | _Ended | None = first
                 while True:
                     if isinstance(item, _Ended):
-                        self._body_ended(item.run)
+                        with self._watch("settle"):
+                            self._body_ended(item.run)
                     elif item is None:
-                        self._settle_batch(batch)
+                        with self._watch("settle"):
+                            self._settle_batch(batch)
                         return
                     else:
                         batch.append(item)
@@ -369,7 +393,8 @@ class Worker:
                         item = self._settle_queue.get_nowait()
                     except queue_module.Empty:
                         break
-                self._settle_batch(batch)
+                with self._watch("settle"):
+                    self._settle_batch(batch)
         finally:
             if self._database:
                 connections[self._database].close()
@@ -390,12 +415,15 @@ class Worker:
         failed: Any,
         names: dict[Any, str] | None = None,
     ) -> Any:
-        """The settle guard: retry transient database errors only (typed, SPEC by SQLSTATE)."""
+        """The settle guard: retry transient database errors only (typed, SPEC by SQLSTATE),
+        and never past the settle deadline (SPEC HANG-03)."""
+        deadline = time.monotonic() + self.visibility_timeout
         for pause in (*_SETTLE_RETRIES, None):
             try:
                 return call()
             except Exception as error:
-                if pause is None or not sql.is_transient(error):  # the same error again
+                late = pause is not None and time.monotonic() + pause >= deadline
+                if pause is None or late or not sql.is_transient(error):  # the same error again
                     for value in values:
                         log.event(
                             logging.ERROR,
@@ -533,6 +561,8 @@ class Worker:
             self._settle_queue.put(None)
             settler.join()
             heartbeat.stop()
+            if self.watchdog is not None:
+                self.watchdog.stop()
             for run in self.abandoned():  # they end with the process; their slots by TTL
                 log.event(
                     logging.WARNING,

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from ... import conf
+from ...connections import as_role, bound_connections
 from ...durations import parse_command_line
 from ...outbox.postgres import PostgresOutboxStore
 from ...outbox.relay import Relay
@@ -29,6 +30,11 @@ class Command(XJobsCommand):
         parser.add_argument("--batch-size", type=int, help="rows per pass (default 100)")
         parser.add_argument("--interval", help='pause between idle passes: seconds, or "200ms"')
         parser.add_argument("--claim-lease", help='how long a claim holds rows: seconds, or "1m"')
+        parser.add_argument(
+            "--shutdown-timeout",
+            default="30",
+            help="after SIGTERM/SIGINT, exit (code 75) if the drain takes longer (default 30s)",
+        )
         parser.add_argument("--relay-id", help="the name in claimed_by (default relay-<uuid>)")
         parser.add_argument(
             "--once", action="store_true", help="publish everything pending, then exit"
@@ -48,6 +54,8 @@ class Command(XJobsCommand):
             raise CommandError("X_INVARIANT: --batch-size must be at least 1")
         interval = parse_command_line(options["interval"], flag="--interval")
         claim_lease = parse_command_line(options["claim_lease"], flag="--claim-lease")
+        shutdown = parse_command_line(options["shutdown_timeout"], flag="--shutdown-timeout")
+        bound_connections([settings.database, *aliases])
         preflight(settings)
         relays = []
         for alias in aliases:
@@ -66,7 +74,10 @@ class Command(XJobsCommand):
             total = sum(_drain(relay) for relay in relays)
             self.stdout.write(f"published {total}")
             return
-        threads = [threading.Thread(target=r.run, name=f"xjobs-relay-{r.database}") for r in relays]
+        threads = [
+            threading.Thread(target=as_role(r.run), name=f"xjobs-relay-{r.database}")
+            for r in relays
+        ]
 
         def run_all() -> None:
             for thread in threads:
@@ -78,7 +89,7 @@ class Command(XJobsCommand):
             for relay in relays:
                 relay.stop()
 
-        run_until_signalled("xjobs.relay", run_all, stop_all)
+        run_until_signalled("xjobs.relay", run_all, stop_all, shutdown)
         self.stdout.write(f"relay stopped: published {sum(r.published for r in relays)}")
 
 

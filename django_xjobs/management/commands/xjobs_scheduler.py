@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from ... import conf
+from ...connections import as_role, bound_connections
 from ...cron import registered_crons
 from ...durations import parse_command_line
 from ...scheduler.role import Scheduler
@@ -24,12 +25,19 @@ class Command(XJobsCommand):
             "--tick-interval", help='pause between rounds: seconds, or "500ms" (default 1)'
         )
         parser.add_argument("--leader-ttl", help='leadership lease: seconds, or "1m" (default 30)')
+        parser.add_argument(
+            "--shutdown-timeout",
+            default="30",
+            help="after SIGTERM/SIGINT, exit (code 75) if the drain takes longer (default 30s)",
+        )
         parser.add_argument("--holder", help="this scheduler's name (default scheduler-<uuid>)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_console(options["verbosity"])
         tick = parse_command_line(options["tick_interval"], flag="--tick-interval") or 1.0
         ttl = parse_command_line(options["leader_ttl"], flag="--leader-ttl") or 30.0
+        shutdown = parse_command_line(options["shutdown_timeout"], flag="--shutdown-timeout")
+        bound_connections([conf.get().database])
         preflight(conf.get(), table="x_scheduler_state")
         if ttl < 2 * tick:
             raise CommandError(
@@ -40,5 +48,5 @@ class Command(XJobsCommand):
                 "no cron is declared (@cron in an installed app's jobs.py); the scheduler will idle"
             )
         scheduler = Scheduler(tick_interval=tick, leader_ttl=ttl, holder=options["holder"])
-        run_until_signalled("xjobs.scheduler", scheduler.run, scheduler.stop)
+        run_until_signalled("xjobs.scheduler", as_role(scheduler.run), scheduler.stop, shutdown)
         self.stdout.write(f"scheduler {scheduler.holder} stopped")

@@ -11,6 +11,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from ... import conf, registry
+from ...connections import as_role, bound_connections
 from ...durations import parse_command_line
 from ...worker.preflight import preflight
 from ...worker.recycle import ChildLimits, Recycler, parse_size
@@ -44,6 +45,16 @@ class Command(XJobsCommand):
         )
         parser.add_argument(
             "--with-relay", action="store_true", help="also run the outbox relay in this process"
+        )
+        parser.add_argument(
+            "--shutdown-timeout",
+            default="30",
+            help="after SIGTERM/SIGINT, exit (code 75) if the drain takes longer (default 30s)",
+        )
+        parser.add_argument(
+            "--stall-timeout",
+            help="exit (code 70) when a claim or a settle blocks this long "
+            '(default: XJOBS["STALL_TIMEOUT"])',
         )
         parser.add_argument(
             "--metrics-port",
@@ -87,11 +98,14 @@ class Command(XJobsCommand):
             raise CommandError("X_INVARIANT: --concurrency must be at least 1")
         visibility = parse_command_line(options["visibility_timeout"], flag="--visibility-timeout")
         poll = parse_command_line(options["poll_interval"], flag="--poll-interval")
+        shutdown = parse_command_line(options["shutdown_timeout"], flag="--shutdown-timeout")
+        stall = parse_command_line(options["stall_timeout"], flag="--stall-timeout")
         limits = _child_limits(options)
         processes = options["processes"]
         if processes is not None and options["supervisor_pid"] is None:
-            self._supervise(processes, options)
+            self._supervise(processes, options)  # holds no database connection
             return
+        bound_connections([settings.database, *settings.outbox_databases])
         preflight(settings)
         worker = Worker(
             queues=queues,
@@ -100,6 +114,7 @@ class Command(XJobsCommand):
             poll_interval=poll,
             worker_id=options["worker_id"],
             burst=options["burst"],
+            stall_timeout=stall,
         )
         server = _metrics_server(options["metrics_port"])
         companions = _companions(options, settings)
@@ -110,7 +125,7 @@ class Command(XJobsCommand):
             recycler = Recycler(worker, limits, supervisor_pid=options["supervisor_pid"])
             recycler.start()
         try:
-            stats = run_until_signalled("xjobs.worker", worker.run, worker.stop)
+            stats = run_until_signalled("xjobs.worker", worker.run, worker.stop, shutdown)
         finally:
             if recycler is not None:
                 recycler.stop()
@@ -208,7 +223,10 @@ def _companions(options: dict[str, Any], settings: Any) -> list[tuple[Any, threa
 
         for alias in settings.outbox_databases:
             roles.append(Relay(store=PostgresOutboxStore(alias), database=alias))
-    return [(role, threading.Thread(target=role.run, name=type(role).__name__)) for role in roles]
+    return [
+        (role, threading.Thread(target=as_role(role.run), name=type(role).__name__))
+        for role in roles
+    ]
 
 
 def _parse_queues(raw: str | None, known: set[str]) -> list[str]:
