@@ -46,9 +46,12 @@ class WorkerStats:
 
 @dataclass(frozen=True)
 class Admit:
-    """Admission said yes: ``run`` holds the limit and the slot it needs to start."""
+    """Admission said yes: ``run`` holds the limit and the slot it needs to start. A suspect
+    claimed beside other runs ``waits`` (held, its lease renewed) until they end, then runs
+    alone."""
 
     run: Run
+    waits: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,8 @@ class Worker:
         #: runs settled while their body still runs past its timeout, by lease token
         self._abandoned: dict[Any, Run] = {}
         self._quarantined = False
+        #: suspects claimed beside other runs, oldest first: each runs alone once they end
+        self._held: list[Run] = []
         self._last_prune = -_PRUNE_EVERY
         self._pruning = threading.Event()
 
@@ -212,7 +217,8 @@ class Worker:
             self._wake.clear()
             # an abandoned body still holds a thread: it counts against --concurrency
             busy = len(self._runs) + len(self._abandoned)
-            free = 0 if self._quarantined else self.concurrency - busy
+            # a suspect running or waiting to run alone stops the claims
+            free = 0 if self._quarantined or self._held else self.concurrency - busy
             claimed = []
             if free > 0:
                 try:
@@ -241,10 +247,13 @@ class Worker:
                     continue
                 with self._runs_lock:
                     self._runs[job.id] = admission.run
-                admitted.append(admission.run)
+                if admission.waits:
+                    self._held.append(admission.run)
+                else:
+                    admitted.append(admission.run)
             for run in admitted:
                 pool.submit(self._execute, run)
-            started = len(admitted)
+            started = len(admitted) + self._start_held(pool)
             self._maybe_prune()
             if self.burst and not started and not self._runs:
                 return  # nothing runnable now: shed jobs wait for a slot, not for this burst
@@ -284,11 +293,11 @@ class Worker:
         def shed(reason: str) -> Shed:
             return Shed(job.id, job.lease_token, delay=self.poll_interval, reason=reason)
 
-        if job.lease_expiries and (self._runs or self._abandoned or self._quarantined):
+        if job.lease_expiries and self._abandoned:
             # Its last run died with its worker. Until it runs alone, a death cannot say which
-            # job caused it, and every job sharing the worker would be blamed with it.
+            # job caused it; an abandoned body may never end, so another worker takes it.
             return shed("suspect: its last run died with its worker; it runs alone")
-        if self._quarantined:
+        if not job.lease_expiries and (self._quarantined or self._held):
             return shed("a suspect job is running alone on this worker")
         lease = self.limiter.acquire(job.queue, job.tenant_id)
         if lease is None:
@@ -308,10 +317,29 @@ class Worker:
                 lease.release()
                 return shed(f"job concurrency ({handle.concurrency})")
             slot = (key, granted, holder)
-        if job.lease_expiries:
-            self._quarantined = True  # nothing else runs or is claimed beside it
         run = Run(job, self.worker_id, self.visibility_timeout, slot=slot, limit_lease=lease)
+        if job.lease_expiries:
+            # claimed beside other runs, it waits for them rather than going back
+            # to the end of the queue again and again under a steady stream
+            return Admit(run, waits=True)
         return Admit(run)
+
+    def _start_held(self, pool: ThreadPoolExecutor) -> int:
+        """Start the oldest held suspect once nothing else runs or is abandoned: 1 if started."""
+        while self._held and not self._quarantined:
+            if len(self._runs) > len(self._held) or self._abandoned:
+                return 0
+            run = self._held.pop(0)
+            if run.signal.is_set():  # lost or cancelled while it waited: never start its body
+                with self._runs_lock:
+                    self._runs.pop(run.job.id, None)
+                run.settled.set()
+                self._release(run)
+                continue
+            self._quarantined = True  # nothing else runs or is claimed beside it
+            pool.submit(self._execute, run)
+            return 1
+        return 0
 
     def _shed(self, job: ClaimedJob, shed: Shed) -> None:
         """Hand a claimed job straight back: ready again after a poll, no attempt, no error."""
@@ -514,6 +542,17 @@ class Worker:
 
     # --- shutdown ---------------------------------------------------------------------------
 
+    def _hand_back_held(self) -> None:
+        """Suspects that never started go back unrun: a lapsed lease would count a crash."""
+        held, self._held = self._held, []
+        for run in held:
+            with self._runs_lock:
+                self._runs.pop(run.job.id, None)
+            run.settled.set()
+            self._release(run)
+            shed = Shed(run.job.id, run.job.lease_token, reason="the worker stopped")
+            self._shed(run.job, shed)
+
     def _drain(
         self,
         pool: ThreadPoolExecutor,
@@ -529,6 +568,7 @@ class Worker:
         try:
             if notifier is not None:
                 notifier.stop()
+            self._hand_back_held()
             pool.shutdown(wait=True)  # in-flight runs finish (SPEC WORK-12)
             self._settle_queue.put(None)
             settler.join()
