@@ -23,6 +23,7 @@ from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..execute import Execution, Outcome, execute, failure
 from ..ids import uuid7
 from ..settle import settle
+from .breaker import Breaker
 from .heartbeat import Heartbeat
 from .limits import Limiter
 from .run import Run
@@ -30,6 +31,8 @@ from .run import Run
 _SETTLE_BATCH = 500
 _SETTLE_RETRIES = (0.1, 0.5, 2.0)
 _PRUNE_EVERY = 3600.0
+#: the longest the claim loop waits between tries while the database fails
+_CLAIM_BACKOFF_CAP = 10.0
 _ABANDONED = "xjobs_worker_abandoned_bodies"
 
 
@@ -122,6 +125,7 @@ class Worker:
         #: suspects claimed beside other runs, oldest first: each runs alone once they end
         self._held: list[Run] = []
         self._last_prune = -_PRUNE_EVERY
+        self._breaker = Breaker(base=self.poll_interval, cap=_CLAIM_BACKOFF_CAP)
         self._pruning = threading.Event()
 
     # --- public -----------------------------------------------------------------------------
@@ -221,6 +225,10 @@ class Worker:
             free = 0 if self._quarantined or self._held else self.concurrency - busy
             claimed = []
             if free > 0:
+                pause = self._breaker.wait()
+                if pause > 0:  # open: a notification does not cut the backoff short
+                    self._draining.wait(pause)
+                    continue
                 try:
                     claimed = self.driver.claim(
                         queues=self.queues,
@@ -229,14 +237,9 @@ class Worker:
                         worker_id=self.worker_id,
                     )
                 except Exception as error:
-                    log.event(
-                        logging.ERROR,
-                        "xjobs.worker.claim_failed",
-                        worker=self.worker_id,
-                        error=error,
-                    )
-                    self._draining.wait(self.poll_interval)
+                    self._claim_failed(error)
                     continue
+                self._claim_resumed()
             # Decide the whole batch (admit, or shed back) before starting any of it: a job that
             # kills its worker at once must not take down jobs this loop had yet to shed.
             admitted = []
@@ -260,6 +263,30 @@ class Worker:
             if free > 0 and len(claimed) == free:
                 continue  # the queue may hold more; claim again when a slot frees
             self._wake.wait(self.poll_interval)
+
+    def _claim_failed(self, error: Exception) -> None:
+        """Open the breaker: the next claim waits, longer after each failure in a row."""
+        opened = self._breaker.failure()
+        log.throttled(
+            logging.ERROR,
+            "xjobs.worker.claim_failed",
+            kind=sql.sqlstate(error) or type(error).__name__,
+            worker=self.worker_id,
+            failures=opened.failures,
+            retry_in=f"{opened.delay:.2f}s",
+            error=error,
+        )
+
+    def _claim_resumed(self) -> None:
+        closed = self._breaker.success()
+        if closed is not None:
+            log.event(
+                logging.WARNING,
+                "xjobs.worker.claim_resumed",
+                worker=self.worker_id,
+                failures=closed.failures,
+                outage=f"{closed.outage:.1f}s",
+            )
 
     def _maybe_prune(self) -> None:
         """Apply ``XJOBS["RETENTION"]`` at most hourly, off the claim loop's thread."""
