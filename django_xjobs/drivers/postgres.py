@@ -382,9 +382,10 @@ class Listener(threading.Thread):
                         if self.payloads is None or note.payload in self.payloads:
                             self.callback()
             except Exception as error:  # raw psycopg errors too: this is not a Django cursor
-                events.event(
+                events.throttled(  # it retries every second: once per kind of error
                     logging.WARNING,
                     "xjobs.listener.failed",
+                    kind=sql.sqlstate(error) or type(error).__name__,
                     channel=self.channel,
                     error=first_line(error),
                 )
