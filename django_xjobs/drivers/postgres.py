@@ -175,7 +175,9 @@ class PostgresDriver:
         return self._fenced("suspend", suspend, params)
 
     def shed(self, shed: Shed) -> bool:
-        return self._fenced("shed", shed, {"delay": max(0.0, shed.delay)})
+        return self._fenced(
+            "shed", shed, {"delay": max(0.0, shed.delay), "keep_place": shed.keep_place}
+        )
 
     def finish(self, finish: Finish) -> bool:
         params = {

@@ -49,12 +49,9 @@ class WorkerStats:
 
 @dataclass(frozen=True)
 class Admit:
-    """Admission said yes: ``run`` holds the limit and the slot it needs to start. A suspect
-    claimed beside other runs ``waits`` (held, its lease renewed) until they end, then runs
-    alone."""
+    """Admission said yes: ``run`` holds the limit and the slot it needs to start."""
 
     run: Run
-    waits: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,8 +119,8 @@ class Worker:
         #: runs settled while their body still runs past its timeout, by lease token
         self._abandoned: dict[Any, Run] = {}
         self._quarantined = False
-        #: suspects claimed beside other runs, oldest first: each runs alone once they end
-        self._held: list[Run] = []
+        #: a suspect was handed back until this worker's runs end: claim nothing until then
+        self._awaiting_idle = False
         self._last_prune = -_PRUNE_EVERY
         self._breaker = Breaker(base=self.poll_interval, cap=_CLAIM_BACKOFF_CAP)
         self._pruning = threading.Event()
@@ -221,8 +218,10 @@ class Worker:
             self._wake.clear()
             # an abandoned body still holds a thread: it counts against --concurrency
             busy = len(self._runs) + len(self._abandoned)
-            # a suspect running or waiting to run alone stops the claims
-            free = 0 if self._quarantined or self._held else self.concurrency - busy
+            if self._awaiting_idle and not self._runs:
+                self._awaiting_idle = False  # idle: the next claim takes the suspect, alone
+            # a suspect running alone, or waiting for this worker to be idle, stops the claims
+            free = 0 if self._quarantined or self._awaiting_idle else self.concurrency - busy
             claimed = []
             if free > 0:
                 pause = self._breaker.wait()
@@ -250,13 +249,10 @@ class Worker:
                     continue
                 with self._runs_lock:
                     self._runs[job.id] = admission.run
-                if admission.waits:
-                    self._held.append(admission.run)
-                else:
-                    admitted.append(admission.run)
+                admitted.append(admission.run)
             for run in admitted:
                 pool.submit(self._execute, run)
-            started = len(admitted) + self._start_held(pool)
+            started = len(admitted)
             self._maybe_prune()
             if self.burst and not started and not self._runs:
                 return  # nothing runnable now: shed jobs wait for a slot, not for this burst
@@ -317,15 +313,22 @@ class Worker:
         """Take the per-process limit, then the fleet slot; shed the job when either is full
         (SPEC WORK-04/07/08): it goes back to ready without spending an attempt."""
 
-        def shed(reason: str) -> Shed:
-            return Shed(job.id, job.lease_token, delay=self.poll_interval, reason=reason)
+        def shed(reason: str, keep_place: bool = False) -> Shed:
+            delay = self.poll_interval
+            return Shed(job.id, job.lease_token, delay=delay, reason=reason, keep_place=keep_place)
 
         if job.lease_expiries and self._abandoned:
             # Its last run died with its worker. Until it runs alone, a death cannot say which
             # job caused it; an abandoned body may never end, so another worker takes it.
             return shed("suspect: its last run died with its worker; it runs alone")
-        if not job.lease_expiries and (self._quarantined or self._held):
-            return shed("a suspect job is running alone on this worker")
+        if job.lease_expiries and (self._runs or self._quarantined):
+            # Held here beside live runs, it would be blamed if one of them killed this worker:
+            # it goes back in its place in the queue, and this worker claims nothing more until
+            # its runs end, then takes it first (not after the whole backlog, as a shed would).
+            self._awaiting_idle = True
+            return shed("suspect: it runs alone once this worker's runs end", keep_place=True)
+        if self._quarantined or self._awaiting_idle:
+            return shed("a suspect job runs alone on this worker, or waits to", keep_place=True)
         lease = self.limiter.acquire(job.queue, job.tenant_id)
         if lease is None:
             return shed(f"limited: {self.limiter.last_reason}")
@@ -344,29 +347,10 @@ class Worker:
                 lease.release()
                 return shed(f"job concurrency ({handle.concurrency})")
             slot = (key, granted, holder)
-        run = Run(job, self.worker_id, self.visibility_timeout, slot=slot, limit_lease=lease)
         if job.lease_expiries:
-            # claimed beside other runs, it waits for them rather than going back
-            # to the end of the queue again and again under a steady stream
-            return Admit(run, waits=True)
-        return Admit(run)
-
-    def _start_held(self, pool: ThreadPoolExecutor) -> int:
-        """Start the oldest held suspect once nothing else runs or is abandoned: 1 if started."""
-        while self._held and not self._quarantined:
-            if len(self._runs) > len(self._held) or self._abandoned:
-                return 0
-            run = self._held.pop(0)
-            if run.signal.is_set():  # lost or cancelled while it waited: never start its body
-                with self._runs_lock:
-                    self._runs.pop(run.job.id, None)
-                run.settled.set()
-                self._release(run)
-                continue
             self._quarantined = True  # nothing else runs or is claimed beside it
-            pool.submit(self._execute, run)
-            return 1
-        return 0
+        run = Run(job, self.worker_id, self.visibility_timeout, slot=slot, limit_lease=lease)
+        return Admit(run)
 
     def _shed(self, job: ClaimedJob, shed: Shed) -> None:
         """Hand a claimed job straight back: ready again after a poll, no attempt, no error."""
@@ -569,17 +553,6 @@ class Worker:
 
     # --- shutdown ---------------------------------------------------------------------------
 
-    def _hand_back_held(self) -> None:
-        """Suspects that never started go back unrun: a lapsed lease would count a crash."""
-        held, self._held = self._held, []
-        for run in held:
-            with self._runs_lock:
-                self._runs.pop(run.job.id, None)
-            run.settled.set()
-            self._release(run)
-            shed = Shed(run.job.id, run.job.lease_token, reason="the worker stopped")
-            self._shed(run.job, shed)
-
     def _drain(
         self,
         pool: ThreadPoolExecutor,
@@ -595,7 +568,6 @@ class Worker:
         try:
             if notifier is not None:
                 notifier.stop()
-            self._hand_back_held()
             pool.shutdown(wait=True)  # in-flight runs finish (SPEC WORK-12)
             self._settle_queue.put(None)
             settler.join()
