@@ -163,3 +163,13 @@ def test_a_throttled_event_is_logged_once_per_window_and_counts_what_it_held_bac
         assert log.throttled(logging.ERROR, name, kind="53300", n=5)
     lines = [(r.fields["n"], r.fields.get("suppressed")) for r in caplog.records if r.event == name]
     assert lines == [(1, None), (4, None), (5, 2)]
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, "10"])
+def test_outage_retries_must_be_a_whole_number_0_or_more(value):
+    from django_xjobs import conf
+    from django_xjobs.errors import ConfigInvalidError
+
+    with pytest.raises(ConfigInvalidError, match="OUTAGE_RETRIES"):
+        conf.validate({"OUTAGE_RETRIES": value})
+    assert conf.validate({"OUTAGE_RETRIES": 0}).outage_retries == 0
