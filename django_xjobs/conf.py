@@ -52,6 +52,10 @@ DEFAULTS: dict[str, Any] = {
     "LIMITS": {},
     # a job whose runs die with their worker this many times in a row is dead-lettered
     "MAX_LEASE_EXPIRIES": 3,
+    # a run that fails because the database connection failed (refused, too many clients, an
+    # administrator shutdown) is retried this many times per job and worker process without
+    # spending an attempt, backing off from 1 s to 30 s; then it spends attempts again
+    "OUTAGE_RETRIES": 10,
     # finished jobs older than this, per state, are deleted by workers (hourly, in batches);
     # e.g. {"done": "7d", "cancelled": "7d", "dead": "90d"}; {} keeps everything
     "RETENTION": {},
@@ -95,6 +99,7 @@ class XJobsSettings:
     relay_interval: float
     limits: Any
     max_lease_expiries: int
+    outage_retries: int
     retention: dict[str, float]
     connection_options: dict[str, Any]
     statement_timeout: float
@@ -131,6 +136,16 @@ def validate(raw: Any) -> XJobsSettings:
             )
         return value
 
+    outage_retries = merged["OUTAGE_RETRIES"]
+    if (
+        isinstance(outage_retries, bool)
+        or not isinstance(outage_retries, int)
+        or outage_retries < 0
+    ):
+        raise ConfigInvalidError(
+            f'XJOBS["OUTAGE_RETRIES"]={outage_retries!r} must be a whole number, 0 or more',
+            hint="the default is 10; 0 makes a connection failure spend an attempt",
+        )
     if merged["DRIVER"] not in ("postgres", "memory"):
         raise ConfigInvalidError(
             f'XJOBS["DRIVER"]={merged["DRIVER"]!r} is not a driver',
@@ -188,6 +203,7 @@ def validate(raw: Any) -> XJobsSettings:
         relay_interval=duration("RELAY_INTERVAL"),
         limits=_limits(merged["LIMITS"]),
         max_lease_expiries=positive_int("MAX_LEASE_EXPIRIES"),
+        outage_retries=outage_retries,
         retention=_retention(merged["RETENTION"]),
         connection_options=_connection_options(merged["CONNECTION_OPTIONS"]),
         statement_timeout=duration("STATEMENT_TIMEOUT"),

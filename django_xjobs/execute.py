@@ -15,9 +15,10 @@ from typing import Any, Literal
 from asgiref.sync import async_to_sync
 from django.db import connections
 
-from . import conf, history, log, registry
+from . import conf, history, log, outage, registry
 from .clock import Clock
 from .context import JobContext, JobLogger, Signal
+from .drivers import sql
 from .drivers.base import ClaimedJob, Complete, Finish, JobDriver, RetryAt, Settle, SuspendUntil
 from .durations import format_seconds
 from .errors import (
@@ -150,6 +151,7 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock)
     if isinstance(signal.reason, JobCancelledError):
         return Execution(Outcome.CANCELLED, job, time.monotonic() - started, complete)
     duration = time.monotonic() - started
+    outage.forget(job.id)
     return Execution(Outcome.COMPLETED, job, duration, complete, replayed=replayed)
 
 
@@ -254,6 +256,9 @@ def failure(job: ClaimedJob, error: BaseException, duration: float = 0.0) -> Exe
 
 
 def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: float) -> Execution:
+    outage_retry = outage.retry_in(job.id, error)
+    if outage_retry is not None:
+        return _outage(job, error, duration, *outage_retry)
     decision = decide(policy, job.attempt, error)
     stop_reason = decision.stop_reason
     if stop_reason == "attempts-exhausted" and isinstance(error, JobTimeoutError):
@@ -302,6 +307,27 @@ def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: floa
         stop_reason=stop_reason,
         retry_in=decision.delay if decision.retry else None,
     )
+
+
+def _outage(
+    job: ClaimedJob, error: BaseException, duration: float, delay: float, left: int
+) -> Execution:
+    """The database connection failed, not the job: ready again after ``delay`` with the
+    attempt given back, so an outage does not dead-letter healthy jobs (XJOBS OUTAGE_RETRIES)."""
+    message = describe_error(error)
+    retry = RetryAt(job.id, job.lease_token, delay=delay, error=message, counts_as_attempt=False)
+    log.throttled(
+        logging.WARNING,
+        "xjobs.attempt.outage",
+        kind=sql.sqlstate(error) or type(error).__name__,
+        job=job.name,
+        id=job.id,
+        attempt=f"{job.attempt}/{job.max_attempts}",
+        retry_in=f"{delay:g}s",
+        outage_retries_left=left,
+        error=message,
+    )
+    return Execution(Outcome.RETRIED, job, duration, retry, error=message, retry_in=delay)
 
 
 def _crash_looping(job: ClaimedJob, policy: Retry) -> Execution:

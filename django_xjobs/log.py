@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections import OrderedDict
 from typing import Any
 
 logger = logging.getLogger("django_xjobs")
+
+#: during an outage, the same event for the same kind of error is logged at most this often
+QUIET = 10.0
+_KINDS_KEPT = 1000
+_throttle_lock = threading.Lock()
+#: (event, kind) -> (when it was last logged, lines held back since)
+_throttled: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
 
 
 def event(level: int, name: str, /, **fields: Any) -> None:
@@ -14,6 +24,25 @@ def event(level: int, name: str, /, **fields: Any) -> None:
         return
     text = " ".join(f"{k}={_text(v)}" for k, v in fields.items() if v is not None)
     logger.log(level, "%s %s", name, text, extra={"event": name, "fields": fields})
+
+
+def throttled(level: int, name: str, /, *, kind: str, **fields: Any) -> bool:
+    """``event()``, but ``name`` for the same ``kind`` of error (a SQLSTATE, a class name) at
+    most once per ``QUIET`` seconds in this process; the next line it logs carries
+    ``suppressed=N``, the lines held back since the last one. True when it logged."""
+    now = time.monotonic()
+    key = (name, kind)
+    with _throttle_lock:
+        last, suppressed = _throttled.get(key, (None, 0))
+        if last is not None and now - last < QUIET:
+            _throttled[key] = (last, suppressed + 1)
+            return False
+        _throttled[key] = (now, 0)
+        _throttled.move_to_end(key)
+        while len(_throttled) > _KINDS_KEPT:
+            _throttled.popitem(last=False)
+    event(level, name, **fields, suppressed=suppressed or None)
+    return True
 
 
 def _text(value: Any) -> str:

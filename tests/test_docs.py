@@ -140,13 +140,13 @@ def log_aliases(tree: ast.Module) -> set[str]:
 def calls_of_log_event(
     node: ast.AST, aliases: set[str], outer: list[ast.AST]
 ) -> Iterator[tuple[ast.Call, list[ast.AST]]]:
-    """Each ``log.event(...)`` call under ``node``, with the functions it sits in."""
+    """Each ``log.event(...)`` (or ``log.throttled``) call under ``node``, with its functions."""
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         outer = [*outer, node]
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "event"
+        and node.func.attr in ("event", "throttled")  # throttled: rate-limited events
         and isinstance(node.func.value, ast.Name)
         and node.func.value.id in aliases
     ):

@@ -108,12 +108,14 @@ class SuspendUntil:
 @dataclass(frozen=True)
 class Shed:
     """Handed back unrun (a full slot or limit, SPEC WORK-04/07/08): ready after ``delay``, no
-    attempt spent, no error, and the row keeps its crash count. ``reason`` is for the log."""
+    attempt spent, no error, and the row keeps its crash count. ``reason`` is for the log.
+    ``keep_place``: ready at once, in its old place in the queue (its ``run_at`` kept)."""
 
     job_id: UUID
     lease_token: UUID
     delay: float = 0.0
     reason: str = ""
+    keep_place: bool = False
 
 
 @dataclass(frozen=True)
@@ -325,7 +327,8 @@ class JobDriver(Protocol):
         """Suspended until now + delay, the attempt given back."""
 
     def shed(self, shed: Shed) -> bool:
-        """Ready again at now + delay, the attempt given back, the crash count kept."""
+        """Ready again at now + delay (or in its old place), the attempt given back, the crash
+        count kept."""
 
     def finish(self, finish: Finish) -> bool:
         """Dead or failed for good; the failure joins the history in the same write."""

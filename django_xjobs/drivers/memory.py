@@ -236,7 +236,14 @@ class MemoryDriver:
         )
 
     def shed(self, shed: Shed) -> bool:
-        return self._release(shed, state="ready", delay=shed.delay, give_back=True, shed=True)
+        return self._release(
+            shed,
+            state="ready",
+            delay=shed.delay,
+            give_back=True,
+            shed=True,
+            keep_place=shed.keep_place,
+        )
 
     def finish(self, finish: Finish) -> bool:
         return self._release(
@@ -258,6 +265,7 @@ class MemoryDriver:
         stop_reason: str | None = None,
         failure: Failure | None = None,
         shed: bool = False,
+        keep_place: bool = False,
     ) -> bool:
         """The one write behind retry/suspend/shed/finish, as their named statements do."""
         with self._lock:
@@ -275,7 +283,9 @@ class MemoryDriver:
                 errors=errors,
                 lease_expiries=row.lease_expiries if shed else 0,
                 attempt=max(row.attempt - 1, 0) if give_back else row.attempt,
-                run_at=now + timedelta(seconds=max(0.0, delay)),
+                run_at=(
+                    min(row.run_at, now) if keep_place else now + timedelta(seconds=max(0.0, delay))
+                ),
                 last_error=row.last_error if error is None else error,
                 stop_reason=stop_reason,
                 visible_at=None,

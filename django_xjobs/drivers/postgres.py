@@ -175,7 +175,9 @@ class PostgresDriver:
         return self._fenced("suspend", suspend, params)
 
     def shed(self, shed: Shed) -> bool:
-        return self._fenced("shed", shed, {"delay": max(0.0, shed.delay)})
+        return self._fenced(
+            "shed", shed, {"delay": max(0.0, shed.delay), "keep_place": shed.keep_place}
+        )
 
     def finish(self, finish: Finish) -> bool:
         params = {
@@ -382,9 +384,10 @@ class Listener(threading.Thread):
                         if self.payloads is None or note.payload in self.payloads:
                             self.callback()
             except Exception as error:  # raw psycopg errors too: this is not a Django cursor
-                events.event(
+                events.throttled(  # it retries every second: once per kind of error
                     logging.WARNING,
                     "xjobs.listener.failed",
+                    kind=sql.sqlstate(error) or type(error).__name__,
                     channel=self.channel,
                     error=first_line(error),
                 )

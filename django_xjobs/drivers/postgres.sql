@@ -162,11 +162,13 @@ WHERE id = %(id)s
 
 -- name: shed
 -- Hand one run back unrun (a full slot or limit, SPEC WORK-04/07/08): ready after `delay`, the
--- attempt given back, and the crash count kept, since the run never started.
+-- attempt given back, and the crash count kept, since the run never started. With `keep_place`
+-- it is ready at once in its old place in the queue (a suspect waiting for an idle worker).
 UPDATE x_jobs
 SET state = 'ready',
     attempt = GREATEST(attempt - 1, 0),
-    run_at = now() + make_interval(secs => %(delay)s),
+    run_at = CASE WHEN %(keep_place)s THEN LEAST(run_at, now())
+                  ELSE now() + make_interval(secs => %(delay)s) END,
     stop_reason = NULL,
     visible_at = NULL,
     claimed_by = NULL,

@@ -24,9 +24,11 @@ _TABLE = re.compile(r"\bx_[a-z_]+\b")
 # SQLSTATE codes, so a server whose messages are in another language behaves the same
 UNDEFINED_TABLE = "42P01"
 UNIQUE_VIOLATION = "23505"
-#: failures a second try can get past: the connection (class 08, an administrator or crash
-#: shutdown, a server starting up, too many clients), a serialization failure, a deadlock
-TRANSIENT = frozenset({"40001", "40P01", "57P01", "57P02", "57P03", "53300"})
+#: the connection itself failed (with class 08): an administrator or crash shutdown, a server
+#: starting up, too many clients
+CONNECTION = frozenset({"57P01", "57P02", "57P03", "53300"})
+#: failures a second try can get past: the connection, a serialization failure, a deadlock
+TRANSIENT = CONNECTION | {"40001", "40P01"}
 
 
 def sqlstate(error: BaseException | None) -> str | None:
@@ -52,13 +54,19 @@ def constraint(error: BaseException | None) -> str | None:
 def is_transient(error: BaseException) -> bool:
     """True when trying the same statement again may succeed: a lost or refused connection,
     a serialization failure or a deadlock. Everything else fails the same way twice."""
+    return connection_failed(error) or sqlstate(error) in TRANSIENT
+
+
+def connection_failed(error: BaseException) -> bool:
+    """True when the connection failed, not the statement: refused or lost, too many clients,
+    an administrator or crash shutdown, a server starting up (by SQLSTATE and class)."""
     seen: BaseException | None = error
     while seen is not None:
         if isinstance(seen, OperationalError | InterfaceError) and sqlstate(seen) is None:
             return True  # no server answer at all: the connection itself failed
         seen = seen.__cause__
     code = sqlstate(error)
-    return code is not None and (code.startswith("08") or code in TRANSIENT)
+    return code is not None and (code.startswith("08") or code in CONNECTION)
 
 
 @cache

@@ -22,6 +22,7 @@ from django.db import close_old_connections, connections
 
 from .. import log
 from ..connections import mark_role_thread
+from ..drivers import sql
 
 if TYPE_CHECKING:
     from ..drivers.base import JobDriver
@@ -157,9 +158,10 @@ class Heartbeat(threading.Thread):
             if lapsed:
                 run.lose("expired", failure)  # SPEC LEASE-10
             else:
-                log.event(
+                log.throttled(  # an outage fails every renewal: one line per kind of error
                     logging.WARNING,
                     "xjobs.heartbeat.failed",
+                    kind=sql.sqlstate(failure) or type(failure).__name__,
                     worker=self.worker_id,
                     job=run.job.name,
                     id=run.job.id,

@@ -25,6 +25,7 @@ from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..execute import Execution, Outcome, execute, failure
 from ..ids import uuid7
 from ..settle import settle
+from .breaker import Breaker
 from .heartbeat import Heartbeat
 from .limits import Limiter
 from .run import Run
@@ -33,6 +34,8 @@ from .watchdog import Watchdog
 _SETTLE_BATCH = 500
 _SETTLE_RETRIES = (0.1, 0.5, 2.0)
 _PRUNE_EVERY = 3600.0
+#: the longest the claim loop waits between tries while the database fails
+_CLAIM_BACKOFF_CAP = 10.0
 _ABANDONED = "xjobs_worker_abandoned_bodies"
 
 
@@ -123,7 +126,10 @@ class Worker:
         #: runs settled while their body still runs past its timeout, by lease token
         self._abandoned: dict[Any, Run] = {}
         self._quarantined = False
+        #: a suspect was handed back until this worker's runs end: claim nothing until then
+        self._awaiting_idle = False
         self._last_prune = -_PRUNE_EVERY
+        self._breaker = Breaker(base=self.poll_interval, cap=_CLAIM_BACKOFF_CAP)
         self._pruning = threading.Event()
 
     # --- public -----------------------------------------------------------------------------
@@ -222,10 +228,17 @@ class Worker:
             self._wake.clear()
             # an abandoned body still holds a thread: it counts against --concurrency
             busy = len(self._runs) + len(self._abandoned)
-            free = 0 if self._quarantined else self.concurrency - busy
+            if self._awaiting_idle and not self._runs:
+                self._awaiting_idle = False  # idle: the next claim takes the suspect, alone
+            # a suspect running alone, or waiting for this worker to be idle, stops the claims
+            free = 0 if self._quarantined or self._awaiting_idle else self.concurrency - busy
             claimed = []
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
             if free > 0:
+                pause = self._breaker.wait()
+                if pause > 0:  # open: a notification does not cut the backoff short
+                    self._draining.wait(pause)
+                    continue
                 try:
                     with self._watch("claim"):
                         claimed = self.driver.claim(
@@ -235,14 +248,9 @@ class Worker:
                             worker_id=self.worker_id,
                         )
                 except Exception as error:
-                    log.event(
-                        logging.ERROR,
-                        "xjobs.worker.claim_failed",
-                        worker=self.worker_id,
-                        error=error,
-                    )
-                    self._draining.wait(self.poll_interval)
+                    self._claim_failed(error)
                     continue
+                self._claim_resumed()
             # Decide the whole batch (admit, or shed back) before starting any of it: a job that
             # kills its worker at once must not take down jobs this loop had yet to shed.
             admitted = []
@@ -271,6 +279,30 @@ class Worker:
         if self.watchdog is None:
             return contextlib.nullcontext()
         return self.watchdog.section(section)
+
+    def _claim_failed(self, error: Exception) -> None:
+        """Open the breaker: the next claim waits, longer after each failure in a row."""
+        opened = self._breaker.failure()
+        log.throttled(
+            logging.ERROR,
+            "xjobs.worker.claim_failed",
+            kind=sql.sqlstate(error) or type(error).__name__,
+            worker=self.worker_id,
+            failures=opened.failures,
+            retry_in=f"{opened.delay:.2f}s",
+            error=error,
+        )
+
+    def _claim_resumed(self) -> None:
+        closed = self._breaker.success()
+        if closed is not None:
+            log.event(
+                logging.WARNING,
+                "xjobs.worker.claim_resumed",
+                worker=self.worker_id,
+                failures=closed.failures,
+                outage=f"{closed.outage:.1f}s",
+            )
 
     def _maybe_prune(self) -> None:
         """Apply ``XJOBS["RETENTION"]`` at most hourly, off the claim loop's thread."""
@@ -301,15 +333,22 @@ class Worker:
         """Take the per-process limit, then the fleet slot; shed the job when either is full
         (SPEC WORK-04/07/08): it goes back to ready without spending an attempt."""
 
-        def shed(reason: str) -> Shed:
-            return Shed(job.id, job.lease_token, delay=self.poll_interval, reason=reason)
+        def shed(reason: str, keep_place: bool = False) -> Shed:
+            delay = self.poll_interval
+            return Shed(job.id, job.lease_token, delay=delay, reason=reason, keep_place=keep_place)
 
-        if job.lease_expiries and (self._runs or self._abandoned or self._quarantined):
+        if job.lease_expiries and self._abandoned:
             # Its last run died with its worker. Until it runs alone, a death cannot say which
-            # job caused it, and every job sharing the worker would be blamed with it.
+            # job caused it; an abandoned body may never end, so another worker takes it.
             return shed("suspect: its last run died with its worker; it runs alone")
-        if self._quarantined:
-            return shed("a suspect job is running alone on this worker")
+        if job.lease_expiries and (self._runs or self._quarantined):
+            # Held here beside live runs, it would be blamed if one of them killed this worker:
+            # it goes back in its place in the queue, and this worker claims nothing more until
+            # its runs end, then takes it first (not after the whole backlog, as a shed would).
+            self._awaiting_idle = True
+            return shed("suspect: it runs alone once this worker's runs end", keep_place=True)
+        if self._quarantined or self._awaiting_idle:
+            return shed("a suspect job runs alone on this worker, or waits to", keep_place=True)
         lease = self.limiter.acquire(job.queue, job.tenant_id)
         if lease is None:
             return shed(f"limited: {self.limiter.last_reason}")
