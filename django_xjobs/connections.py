@@ -84,7 +84,11 @@ def role_connections() -> Iterator[None]:
 
 @receiver(connection_created)
 def _on_connect(sender: Any, connection: Any, **kwargs: Any) -> None:
-    if getattr(_local, "bounded", False) and connection.vendor == "postgresql":
+    if (
+        getattr(_local, "bounded", False)
+        and connection.vendor == "postgresql"
+        and connection.alias in _role_aliases()
+    ):
         _bound(connection)
 
 
@@ -97,8 +101,17 @@ def _bound(wrapper: Any) -> None:
 
 
 def _open_postgres() -> list[Any]:
+    """This thread's open connections to the databases the roles use (the jobs' and the
+    outboxes'): a role never touches the caller's other databases."""
     return [
         wrapper
         for wrapper in connections.all(initialized_only=True)
-        if wrapper.vendor == "postgresql" and wrapper.connection is not None
+        if wrapper.vendor == "postgresql"
+        and wrapper.connection is not None
+        and wrapper.alias in _role_aliases()
     ]
+
+
+def _role_aliases() -> set[str]:
+    settings = conf.get()
+    return {settings.database, *settings.outbox_databases}
