@@ -20,6 +20,7 @@ from .. import log
 
 if TYPE_CHECKING:
     from ..drivers.base import JobDriver
+    from .presence import WorkerPresence
     from .run import Run
 
 
@@ -36,12 +37,14 @@ class Heartbeat(threading.Thread):
         database: str | None,
         monotonic: Callable[[], float] = time.monotonic,
         submit: Callable[..., Any] | None = None,
+        presence: WorkerPresence | None = None,
     ) -> None:
         super().__init__(name="xjobs-heartbeat", daemon=True)
         self.driver, self.runs, self.abandoned = driver, runs, abandoned
         self.interval, self.visibility_timeout = interval, visibility_timeout
         self.worker_id, self.database = worker_id, database
         self.monotonic = monotonic
+        self.presence = presence
         self._pool: ThreadPoolExecutor | None = None
         if submit is None:
             self._pool = ThreadPoolExecutor(4, thread_name_prefix="xjobs-renew")
@@ -59,6 +62,9 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         """One tick: report lapsed leases, start renewals that are due (the one-shot entry)."""
+        if self.presence is not None and not self.presence.renewing:
+            self.presence.renewing = True  # one statement per beat for the whole worker
+            self.submit(self.renew_presence, self.presence)
         now = self.monotonic()
         for run in self.runs():
             if run.settled.is_set() or run.lost or run.cancelled:
@@ -96,6 +102,13 @@ class Heartbeat(threading.Thread):
             if self._pool is not None:
                 close_old_connections()  # a pool thread's connection lives one renewal
 
+    def renew_presence(self, presence: WorkerPresence) -> None:
+        try:
+            presence.renew()
+        finally:
+            if self._pool is not None:
+                close_old_connections()
+
     def _settle(self, run: Run, started: float, held: Any, failure: BaseException | None) -> None:
         if run.settled.is_set() or run.lost or run.cancelled:
             return  # SPEC LEASE-12, SE-15: the latch, read again after the call returned
@@ -115,6 +128,8 @@ class Heartbeat(threading.Thread):
                 )  # SPEC LEASE-05: the window still has room
             return
         if held is False:  # SPEC LEASE-08: only an explicit False
+            if run.settling:
+                return  # its body returned: the settle may have landed; the settler reports
             row = self._row(run)
             if row is not None and row.state == "cancelled":  # SPEC CANCEL-05, DESIGN Q-08
                 run.cancel(row.last_error)

@@ -25,6 +25,9 @@ class Run:
     #: worker's own clock (monotonic seconds) at the last renewal that landed (SPEC LEASE-04)
     renewed_at: float = field(default_factory=time.monotonic)
     renewing: bool = False
+    #: the body returned and its result waits for the settler: a renewal that finds the job gone
+    #: may have raced its ack, so only the settler may call it lost (issue 12 item 8)
+    settling: bool = False
     lost: bool = False
     cancelled: bool = False
     #: the fleet concurrency slot this run holds, and what releases the per-process limit
