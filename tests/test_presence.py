@@ -147,3 +147,16 @@ def test_a_settle_clears_a_pending_holder(harness, settle):
     else:
         assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=0))
     assert harness.row(job_id).lapsed_holder is None
+
+
+def test_a_renewal_queued_before_a_clean_stop_does_not_bring_the_row_back(harness):
+    from django_xjobs.worker.presence import WorkerPresence
+
+    presence = WorkerPresence(
+        harness.driver, worker_id="w1", queues=("default",), ttl=VIS, in_flight=lambda: 0
+    )
+    presence.renew()
+    assert sorted(by_id(harness.driver)) == ["w1"]
+    presence.release()
+    presence.renew()  # the heartbeat's pool ran it late
+    assert harness.driver.workers() == []

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -36,10 +38,16 @@ class WorkerPresence:
         #: one renewal in flight at a time, however long it takes (as for a lease)
         self.renewing = False
         self._failing = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._released = False
 
     def renew(self) -> None:
         """Say this worker is alive; a failure is logged once per outage, never raised."""
+        self._idle.clear()
         try:
+            if self._released:
+                return  # a renewal queued before the stop must not bring the row back
             presence = Presence(self.worker_id, self.host, self.pid, self.queues, self.in_flight())
             self.driver.renew_presence(presence, self.ttl)
         except Exception as error:
@@ -55,12 +63,25 @@ class WorkerPresence:
             self._failing = False
         finally:
             self.renewing = False
+            self._idle.set()
 
-    def release(self) -> None:
-        """A clean stop: the row goes (a failure leaves it to lapse)."""
-        try:
-            self.driver.release_presence(self.worker_id)
-        except Exception as error:
-            log.event(
-                logging.WARNING, "xjobs.worker.presence_failed", worker=self.worker_id, error=error
-            )
+    def release(self, wait: float = 5.0) -> None:
+        """A clean stop: the row goes, after any renewal still in flight (bounded by ``wait``);
+        a failure leaves it to lapse."""
+        self._released = True
+        self._idle.wait(wait)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self.driver.release_presence(self.worker_id)
+                return
+            except Exception as error:  # a connection the last outage broke: try a fresh one
+                if time.monotonic() >= deadline:
+                    log.event(
+                        logging.WARNING,
+                        "xjobs.worker.presence_failed",
+                        worker=self.worker_id,
+                        error=error,
+                    )
+                    return
+                time.sleep(0.2)
