@@ -8,6 +8,8 @@ holder came back.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from django_xjobs.drivers.base import Complete, Presence
@@ -160,3 +162,54 @@ def test_a_renewal_queued_before_a_clean_stop_does_not_bring_the_row_back(harnes
     presence.release()
     presence.renew()  # the heartbeat's pool ran it late
     assert harness.driver.workers() == []
+
+
+def test_a_worker_that_has_not_beaten_lately_cannot_vouch_for_a_death(harness):
+    """b's streak covers a's last beat, but b too has been silent past half a lease since: the
+    database may have been unreachable for both, so the lapse stays pending."""
+    job_id = jobs.ok.enqueue(n=1).id
+    beat(harness.driver, "a")
+    beat(harness.driver, "b")
+    claim(harness.driver, "a")
+    lapse(harness)
+    [again] = claim(harness.driver, "c")  # c never beat: it cannot vouch either
+    assert again.lease_expiries == 0
+    assert harness.row(job_id).lapsed_holder == "a"
+
+
+def test_the_heartbeat_renews_presence_once_per_tick_however_many_runs():
+    from django_xjobs.worker.heartbeat import Heartbeat
+    from django_xjobs.worker.presence import WorkerPresence
+    from tests.test_heartbeat import make_run
+
+    class Counting:
+        leases = None
+
+        def __init__(self):
+            self.presence_calls = self.lease_calls = 0
+
+        def renew_presence(self, presence, ttl):
+            self.presence_calls += 1
+
+        def heartbeat(self, job_id, lease_token, visibility_timeout):
+            self.lease_calls += 1
+            return True
+
+    driver = Counting()
+    presence = WorkerPresence(
+        driver, worker_id="w1", queues=("default",), ttl=VIS, in_flight=lambda: 50
+    )
+    runs = [make_run(time.monotonic) for _ in range(5)]
+    beat_ = Heartbeat(
+        driver,
+        lambda: runs,
+        interval=VIS / 3,
+        visibility_timeout=VIS,
+        worker_id="w1",
+        database=None,
+        submit=lambda call, arg: call(arg),
+        presence=presence,
+    )
+    for _ in range(3):
+        beat_.beat()
+    assert (driver.presence_calls, driver.lease_calls) == (3, 15)
