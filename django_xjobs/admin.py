@@ -9,7 +9,8 @@ Rows are read-only; retry and cancel go through ``django_xjobs.inspect``, the sa
 * ``job/?state__exact=dead``: the dead letters, linked from every page as "Dead letters (N)";
 * ``job/crons/``: every cron with its schedule and policy, last firing, next run and the leader;
 * ``outboxentry/``, ``joblease/``, ``schedulerstate/``: the staged rows, the fleet slots held
-  and the scheduler's watermarks, view-only.
+  and the scheduler's watermarks, view-only;
+* ``worker/``: every worker process, its runs in flight and whether it is alive or lapsed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from django.utils.html import format_html, format_html_join
 from . import conf, inspect
 from .durations import format_span
 from .errors import JobUnknownError, XJobsError
-from .models import Job, JobLease, JobState, OutboxEntry, SchedulerLeader, SchedulerState
+from .models import (
+    Job,
+    JobLease,
+    JobState,
+    OutboxEntry,
+    SchedulerLeader,
+    SchedulerState,
+    Worker,
+)
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
@@ -592,6 +601,54 @@ class JobLeaseAdmin(_ViewOnly):
         return bool(getattr(obj, "is_live", False))
 
 
+class WorkerAliveFilter(admin.SimpleListFilter):
+    title = "presence"
+    parameter_name = "alive"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "alive"), ("no", "lapsed")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "yes":
+            return queryset.filter(expires_at__gte=Now())
+        if self.value() == "no":
+            return queryset.filter(expires_at__lt=Now())
+        return queryset
+
+
+@admin.register(Worker)
+class WorkerAdmin(_ViewOnly):
+    """Worker processes, renewed with each heartbeat: a lapsed one went a visibility timeout
+    without reaching the database (killed, stopped or cut off); a clean stop removes its row."""
+
+    list_display = (
+        "id",
+        "host",
+        "pid",
+        "queue_list",
+        "started_at",
+        "last_seen",
+        "in_flight",
+        "alive",
+    )
+    list_filter = (WorkerAliveFilter, "host")
+    search_fields = ("id", "host")
+    ordering = ("started_at", "id")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        alive = ExpressionWrapper(Q(expires_at__gte=Now()), output_field=BooleanField())
+        rows: QuerySet[Any] = super().get_queryset(request).annotate(is_alive=alive)
+        return rows
+
+    @admin.display(description="queues")
+    def queue_list(self, obj: Worker) -> str:
+        return ", ".join(obj.queues)
+
+    @admin.display(description="alive", boolean=True, ordering="is_alive")
+    def alive(self, obj: Worker) -> bool:
+        return bool(getattr(obj, "is_alive", False))
+
+
 @admin.register(SchedulerState)
 class SchedulerStateAdmin(_ViewOnly):
     """Each cron's durable watermark: the last occurrence the scheduler fired."""
@@ -637,6 +694,7 @@ def _nav(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
             ("Cron schedules", _url(site, "django_xjobs_job_crons")),
             ("Outbox", _url(site, "django_xjobs_outboxentry_changelist")),
             ("Fleet slots", _url(site, "django_xjobs_joblease_changelist")),
+            ("Workers", _url(site, "django_xjobs_worker_changelist")),
         ],
         "xjobs_dead": dead,
     }

@@ -152,6 +152,29 @@ def inspect_queues() -> dict[str, Any]:
     }
 
 
+def inspect_workers() -> list[dict[str, Any]]:
+    """Every worker's presence row, oldest start first; ``alive`` is False once it went a
+    visibility timeout without a heartbeat (killed, stopped or cut off)::
+
+    >>> [(w["id"], w["in_flight"], w["alive"]) for w in inspect_workers()]
+    [('worker-0190…', 3, True)]
+    """
+    return [
+        {
+            "id": w.id,
+            "host": w.host,
+            "pid": w.pid,
+            "queues": list(w.queues),
+            "started_at": _iso(w.started_at),
+            "last_seen": _iso(w.last_seen),
+            "expires_at": _iso(w.expires_at),
+            "in_flight": w.in_flight,
+            "alive": w.alive,
+        }
+        for w in get_driver().workers()
+    ]
+
+
 def list_jobs(
     *,
     queue: str | None = None,

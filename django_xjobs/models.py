@@ -53,6 +53,12 @@ class Job(models.Model):
         db_default=0,
         help_text="Runs in a row whose lease lapsed (the worker died or stalled); a settle resets it.",
     )
+    lapsed_holder = models.TextField(
+        null=True,
+        blank=True,
+        help_text="A worker whose lease lapsed while it still looked alive: whether that was a "
+        "crash is judged at the next lapse, by whether its presence lapsed too.",
+    )
     last_error = models.TextField(null=True, blank=True)
     errors = models.JSONField(
         db_default=Value([], output_field=models.JSONField()),
@@ -240,3 +246,25 @@ class Backfill(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} [{self.status}]"
+
+
+class Worker(models.Model):
+    """A worker process's presence, renewed with its heartbeat on the database clock."""
+
+    id = models.TextField(primary_key=True)
+    host = models.TextField()
+    pid = models.IntegerField()
+    queues = models.JSONField(default=list)
+    started_at = models.DateTimeField(db_default=Now())
+    last_seen = models.DateTimeField(db_default=Now())
+    #: the start of the current run of beats with no gap a lease could have lapsed in
+    seen_since = models.DateTimeField(db_default=Now())
+    expires_at = models.DateTimeField(help_text="Past this without a beat the worker has lapsed.")
+    in_flight = models.IntegerField(db_default=0)
+
+    class Meta:
+        db_table = "x_workers"
+        ordering = ["started_at"]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.host}:{self.pid})"

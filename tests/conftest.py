@@ -65,6 +65,12 @@ class Harness:
                 " created_at = created_at - %(d)s, updated_at = updated_at - %(d)s",
                 {"d": timedelta(seconds=seconds)},
             )
+            cursor.execute(
+                "UPDATE x_workers SET started_at = started_at - %(d)s,"
+                " last_seen = last_seen - %(d)s, seen_since = seen_since - %(d)s,"
+                " expires_at = expires_at - %(d)s",
+                {"d": timedelta(seconds=seconds)},
+            )
 
     def row(self, job_id):
         return self.driver.get_job(job_id)

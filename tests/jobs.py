@@ -85,6 +85,15 @@ def ledger(ctx, token: str, hold: float = 0.0, hold_attempts: int = 1, heed_sign
     return {"pid": os.getpid(), "attempt": ctx.attempt}
 
 
+@job(idempotency_key="settles-late:{token}", retry=Retry(attempts=5, delay="100ms", jitter=False))
+def settles_late(ctx, token: str, linger: float = 1.0):
+    """Record done in the ledger, then linger before returning: the run's result reaches the
+    settler ``linger`` seconds after its work is done (a window to cut the database in)."""
+    Ledger.objects.create(token=token, phase="done", attempt=ctx.attempt, pid=os.getpid())
+    ctx.signal.wait(linger)
+    return {"attempt": ctx.attempt}
+
+
 # --- steps (SPEC §4) --------------------------------------------------------------------------
 
 

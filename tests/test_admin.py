@@ -12,7 +12,14 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from django_xjobs.clock import FrozenClock
-from django_xjobs.models import Job, JobLease, OutboxEntry, SchedulerLeader, SchedulerState
+from django_xjobs.models import (
+    Job,
+    JobLease,
+    OutboxEntry,
+    SchedulerLeader,
+    SchedulerState,
+    Worker,
+)
 from django_xjobs.testing import run_to_completion, run_until_idle
 from tests import jobs
 
@@ -395,3 +402,42 @@ def test_the_queue_overview_counts_parked_unknown_jobs(admin_client):
     text = page.content.decode()
     assert "of them unknown job" in text
     assert 'href="/admin/django_xjobs/job/?queue__exact=default&amp;unknown=parked"' in text
+
+
+def test_the_workers_page_lists_each_worker_alive_or_lapsed(admin_client):
+    now = timezone.now()
+    Worker.objects.create(
+        id="worker-a",
+        host="web-1",
+        pid=41,
+        queues=["default", "mail"],
+        in_flight=3,
+        started_at=now - HOUR,
+        expires_at=now + HOUR,
+    )
+    Worker.objects.create(
+        id="worker-b",
+        host="web-2",
+        pid=42,
+        queues=["default"],
+        expires_at=now - HOUR,
+        started_at=now,
+    )
+    page = admin_client.get("/admin/django_xjobs/worker/")
+    assert page.status_code == 200
+    rows = page.context["cl"].result_list
+    assert [(w.id, w.pid, w.in_flight, w.is_alive) for w in rows] == [
+        ("worker-a", 41, 3, True),
+        ("worker-b", 42, 0, False),
+    ]
+    text = page.content.decode()
+    assert "default, mail" in text and "web-2" in text
+    alive = admin_client.get("/admin/django_xjobs/worker/?alive=yes")
+    assert [w.id for w in alive.context["cl"].result_list] == ["worker-a"]
+    lapsed = admin_client.get("/admin/django_xjobs/worker/?alive=no")
+    assert [w.id for w in lapsed.context["cl"].result_list] == ["worker-b"]
+    assert admin_client.get("/admin/django_xjobs/worker/add/").status_code == 403
+    assert (
+        "/admin/django_xjobs/worker/"
+        in admin_client.get("/admin/django_xjobs/job/").content.decode()
+    )

@@ -218,7 +218,7 @@ def test_the_command_exits_non_zero_with_one_line(transactional_db):
 
 
 @pytest.mark.parametrize(
-    "action", ["ls", "show", "cancel", "retry", "dead", "queues", "manifest", "prune"]
+    "action", ["ls", "show", "cancel", "retry", "dead", "queues", "workers", "manifest", "prune"]
 )
 def test_every_action_prints_text_and_json(db, action):
     """Each action's text is non-empty prose (not JSON), and its --json parses."""
@@ -231,6 +231,7 @@ def test_every_action_prints_text_and_json(db, action):
         "retry": [dead],
         "dead": [],
         "queues": [],
+        "workers": [],
         "manifest": [],
         "prune": ["--older-than", "30d"],
     }[action]
@@ -245,3 +246,24 @@ def dead_job_again() -> str:
     job_id = str(jobs.terminal.enqueue(n=2).id)
     run_until_idle()
     return job_id
+
+
+def test_workers_lists_each_present_worker_alive_or_lapsed(harness):
+    from django_xjobs.drivers.base import Presence
+
+    assert xjobs("workers").strip() == "no workers"
+    harness.driver.renew_presence(Presence("worker-a", "web-1", 4242, ("default", "mail"), 2), 30)
+    harness.driver.renew_presence(Presence("worker-b", "web-2", 77, ("default",), 0), 5)
+    harness.advance(10)  # b's 5 s ttl has run out; a's 30 s has not
+    rows = json.loads(xjobs("workers", "--json"))
+    assert [
+        (r["id"], r["host"], r["pid"], r["queues"], r["in_flight"], r["alive"]) for r in rows
+    ] == [
+        ("worker-a", "web-1", 4242, ["default", "mail"], 2, True),
+        ("worker-b", "web-2", 77, ["default"], 0, False),
+    ]
+    text = xjobs("workers")
+    [a_line] = [line for line in text.splitlines() if line.startswith("worker-a")]
+    [b_line] = [line for line in text.splitlines() if line.startswith("worker-b")]
+    assert "alive" in a_line and "4242" in a_line and "default,mail" in a_line
+    assert "lapsed" in b_line

@@ -101,22 +101,41 @@ def test_the_live_key_violation_is_found_by_constraint_name(db):
     assert sql.constraint(caught.value) == "x_jobs_name_tenant_idempotency_live_idx"
 
 
-def test_settling_retries_only_transient_failures(harness, monkeypatch):
-    monkeypatch.setattr(worker_module, "_SETTLE_RETRIES", (0.0, 0.0))
+def test_settling_retries_only_transient_failures_while_a_lease_may_hold(harness, monkeypatch):
+    from django_xjobs.drivers.base import RetryAt
+    from django_xjobs.worker.run import Run
+    from tests import jobs
+
+    monkeypatch.setattr(worker_module, "_SETTLE_PAUSES", (0.0, 0.0))
     worker = Worker(queues=["default"], driver=harness.driver, burst=True)
+    jobs.ok.enqueue(n=1)
+    [job] = harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id=worker.worker_id
+    )
+    run = worker._runs[job.id] = Run(job, worker.worker_id, 30)
+    values = [RetryAt(job.id, job.lease_token)]
     calls = []
 
-    def fails_with(driver_error, django_class):
+    def fails_with(driver_error, django_class, times=1000):
         def call():
             calls.append(driver_error)
-            raise wrapped(django_class, driver_error)
+            if len(calls) <= times:
+                raise wrapped(django_class, driver_error)
+            return True
 
         return call
 
     deadlock = psycopg.errors.DeadlockDetected("Verklemmung")
-    assert worker._with_retries(fails_with(deadlock, OperationalError), [], "gave up") == "gave up"
-    assert len(calls) == 3  # two retries after the first try
+    assert worker._with_retries(fails_with(deadlock, OperationalError, 2), values, False) is True
+    assert len(calls) == 3  # two retries after the first try, then it landed
+    assert run.settled.is_set()  # marked the moment it landed
     calls.clear()
     broken = psycopg.errors.CheckViolation("verletzt")
-    assert worker._with_retries(fails_with(broken, IntegrityError), [], "gave up") == "gave up"
+    assert worker._with_retries(fails_with(broken, IntegrityError), values, "gave up") == "gave up"
     assert len(calls) == 1  # the same error would come back: not retried
+    calls.clear()
+    run.lost = True  # no lease can hold any more: a retry could not land
+    assert (
+        worker._with_retries(fails_with(deadlock, OperationalError), values, "gave up") == "gave up"
+    )
+    assert len(calls) == 1

@@ -177,6 +177,34 @@ class JobSnapshot:
     lease_expiries: int = 0
     #: the failed attempts, oldest first, at most ``history.KEEP``
     errors: tuple[FailedAttempt, ...] = ()
+    #: a holder whose lease lapsed while it looked alive; judged at the next lapse
+    lapsed_holder: str | None = None
+
+
+@dataclass(frozen=True)
+class Presence:
+    """What a worker says about itself on each heartbeat."""
+
+    worker_id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    in_flight: int
+
+
+@dataclass(frozen=True)
+class WorkerSnapshot:
+    """A worker's presence row; ``alive`` is False once it went a ``ttl`` without a beat."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    started_at: datetime
+    last_seen: datetime
+    expires_at: datetime
+    in_flight: int
+    alive: bool
 
 
 @dataclass(frozen=True)
@@ -314,7 +342,8 @@ class JobDriver(Protocol):
         self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
     ) -> list[ClaimedJob]:
         """Lock and take up to ``limit`` due rows (and running rows whose lease lapsed), each
-        with a fresh lease token that fences every later write; priority, then run_at order."""
+        with a fresh lease token that fences every later write; priority, then run_at order.
+        A lapse counts as a crash only once its holder's presence is gone."""
 
     # settling a claimed run: one call per settle value, each fenced on 'running' and its token
     def ack(self, completes: Sequence[Complete]) -> set[UUID]:
@@ -336,6 +365,17 @@ class JobDriver(Protocol):
     def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool:
         """Extend the lease to now + visibility_timeout, only while 'running' under this token;
         False when the run no longer holds the job (lapsed, re-claimed or cancelled)."""
+
+    # worker presence: one statement per beat for the worker, never per job
+    def renew_presence(self, presence: Presence, ttl: float) -> None:
+        """Upsert the worker's row: seen now, alive until now + ttl; a beat later than ttl / 2
+        after the last one (or from a new process) starts a new unbroken streak."""
+
+    def release_presence(self, worker_id: str) -> None:
+        """Delete the worker's row (a clean stop)."""
+
+    def workers(self) -> list[WorkerSnapshot]:
+        """Every presence row, oldest start first; reads only."""
 
     def stats(self) -> list[QueueStats]:
         """Depth per queue (a due delayed row counts as ready); reads only."""

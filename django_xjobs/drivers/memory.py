@@ -26,15 +26,18 @@ from .base import (
     EnqueueResult,
     Finish,
     JobSnapshot,
+    Presence,
     QueueStats,
     RetryAt,
     Settle,
     Shed,
     StepRecord,
     SuspendUntil,
+    WorkerSnapshot,
     check_claim_args,
 )
 from .memory_leases import MemoryLeaseStore
+from .memory_presence import MemoryPresence
 from .memory_steps import MemoryEventStore, MemoryStepStore
 from .rules import (
     CANCELLED,
@@ -76,6 +79,7 @@ class MemoryDriver:
         self.steps = MemoryStepStore(self)
         self.leases = MemoryLeaseStore(self)
         self.events = MemoryEventStore(self)
+        self._presence = MemoryPresence()
         self._outbox: OutboxStore | None = None
         self._scheduler: SchedulerStore | None = None
 
@@ -153,15 +157,20 @@ class MemoryDriver:
             for row in due[:limit]:
                 lapsed = row.state == "running"
                 errors = row.errors
+                crashes, pending = 0, row.lapsed_holder
                 if lapsed:
                     at = row.visible_at or now  # when its lease ran out
                     entry = FailedAttempt.stamped(LAPSED, attempt=row.attempt, at=at)
                     errors = (*errors, entry)[-KEEP:]
+                    crashes, pending = self._presence.verdict(
+                        row.claimed_by, row.lapsed_holder, now, visibility_timeout
+                    )
                 row = replace(
                     row,
                     state="running",
                     attempt=row.attempt + 1,
-                    lease_expiries=row.lease_expiries + (1 if lapsed else 0),
+                    lease_expiries=row.lease_expiries + crashes,
+                    lapsed_holder=pending,
                     errors=errors,
                     claimed_by=worker_id,
                     lease_token=uuid.uuid4(),
@@ -209,6 +218,7 @@ class MemoryDriver:
                     row,
                     state="done",
                     lease_expiries=0,
+                    lapsed_holder=None,
                     result=None if result is None else json.loads(result),
                     stop_reason=None,
                     visible_at=None,
@@ -282,6 +292,7 @@ class MemoryDriver:
                 state=state,
                 errors=errors,
                 lease_expiries=row.lease_expiries if shed else 0,
+                lapsed_holder=row.lapsed_holder if shed else None,
                 attempt=max(row.attempt - 1, 0) if give_back else row.attempt,
                 run_at=(
                     min(row.run_at, now) if keep_place else now + timedelta(seconds=max(0.0, delay))
@@ -303,6 +314,18 @@ class MemoryDriver:
             visible_at = self._now() + timedelta(seconds=visibility_timeout)
             self._rows[row.id] = replace(row, visible_at=visible_at)
             return True
+
+    def renew_presence(self, presence: Presence, ttl: float) -> None:
+        with self._lock:
+            self._presence.renew(presence, ttl, self._now())
+
+    def release_presence(self, worker_id: str) -> None:
+        with self._lock:
+            self._presence.release(worker_id)
+
+    def workers(self) -> list[WorkerSnapshot]:
+        with self._lock:
+            return self._presence.snapshot(self._now())
 
     def stats(self) -> list[QueueStats]:
         with self._lock:
@@ -389,6 +412,7 @@ class MemoryDriver:
                 state=CANCELLED,
                 stop_reason="cancelled",
                 lease_expiries=0,
+                lapsed_holder=None,
                 last_error=row.last_error if reason is None else reason,
                 visible_at=None,
                 claimed_by=None,
@@ -494,3 +518,4 @@ class MemoryDriver:
                     created_at=row.created_at - delta,
                     updated_at=row.updated_at - delta,
                 )
+            self._presence.shift(delta)

@@ -29,11 +29,13 @@ from .base import (
     EnqueueResult,
     Finish,
     JobSnapshot,
+    Presence,
     QueueStats,
     RetryAt,
     Settle,
     Shed,
     SuspendUntil,
+    WorkerSnapshot,
     check_claim_args,
 )
 from .postgres_leases import PostgresLeaseStore
@@ -199,6 +201,36 @@ class PostgresDriver:
             "visibility_timeout": visibility_timeout,
         }
         return self._count("heartbeat", params) == 1
+
+    def renew_presence(self, presence: Presence, ttl: float) -> None:
+        params = {
+            "id": presence.worker_id,
+            "host": presence.host,
+            "pid": presence.pid,
+            "queues": json.dumps(list(presence.queues)),
+            "in_flight": presence.in_flight,
+            "ttl": ttl,
+        }
+        self._count("renew_presence", params)
+
+    def release_presence(self, worker_id: str) -> None:
+        self._count("release_presence", {"id": worker_id})
+
+    def workers(self) -> list[WorkerSnapshot]:
+        return [
+            WorkerSnapshot(
+                id=r[0],
+                host=r[1],
+                pid=r[2],
+                queues=tuple(_json(r[3])),
+                started_at=r[4],
+                last_seen=r[5],
+                expires_at=r[6],
+                in_flight=r[7],
+                alive=r[8],
+            )
+            for r in self._run("workers", {})
+        ]
 
     def stats(self) -> list[QueueStats]:
         return [
@@ -426,6 +458,7 @@ def snapshot(row: Any) -> JobSnapshot:
         updated_at=row.updated_at,
         lease_expiries=row.lease_expiries,
         errors=tuple(history.FailedAttempt.from_json(e) for e in row.errors),
+        lapsed_holder=getattr(row, "lapsed_holder", None),  # a settle's RETURNING has none
     )
 
 

@@ -67,12 +67,35 @@ WITH waiting AS (
     SELECT id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM lapsed) AS due
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
+), verdict AS (
+    -- A lapse is a crash (the poison count) only when its holder is gone: no presence row, or
+    -- a presence that lapsed while another worker beat without a break since before the holder
+    -- was last seen (the database was reachable all along). Otherwise the holder stays pending
+    -- and is judged at the next lapse by whether its presence lapsed by then: an outage that
+    -- silenced every worker is not a crash.
+    SELECT x.id,
+           CASE WHEN h.id IS NULL OR (h.expires_at < now() AND EXISTS (
+                    SELECT 1 FROM x_workers w
+                    WHERE w.id <> h.id
+                      AND w.seen_since <= h.last_seen
+                      AND w.last_seen >= now() - make_interval(secs => %(visibility_timeout)s::float8 / 2)))
+                THEN 1 ELSE 0 END AS crashed,
+           CASE WHEN x.lapsed_holder IS NOT NULL AND NOT EXISTS (
+                    SELECT 1 FROM x_workers p
+                    WHERE p.id = x.lapsed_holder AND p.expires_at >= now())
+                THEN 1 ELSE 0 END AS pending_crashed
+    FROM x_jobs x
+    JOIN picked ON picked.id = x.id
+    LEFT JOIN x_workers h ON h.id = x.claimed_by
+    WHERE x.state = 'running'
 )
 UPDATE x_jobs j
 SET state = 'running',
     attempt = j.attempt + 1,
-    -- a running row claimed again means its last run died with its lease (poison count)
-    lease_expiries = CASE WHEN j.state = 'running' THEN j.lease_expiries + 1 ELSE j.lease_expiries END,
+    lease_expiries = j.lease_expiries + COALESCE(v.crashed + v.pending_crashed, 0),
+    lapsed_holder = CASE WHEN v.id IS NULL THEN j.lapsed_holder
+                         WHEN v.crashed = 1 THEN NULL
+                         ELSE j.claimed_by END,
     errors = CASE WHEN j.state <> 'running' THEN j.errors ELSE (
         SELECT jsonb_agg(kept.entry ORDER BY kept.n)
         FROM (
@@ -90,6 +113,7 @@ SET state = 'running',
     visible_at = now() + make_interval(secs => %(visibility_timeout)s),
     updated_at = now()
 FROM picked
+LEFT JOIN verdict v ON v.id = picked.id
 WHERE j.id = picked.id
 RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
           j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at, j.run_at,
@@ -101,6 +125,7 @@ UPDATE x_jobs j
 SET state = 'done',
     result = a.result,
     lease_expiries = 0,
+    lapsed_holder = NULL,
     stop_reason = NULL,
     visible_at = NULL,
     claimed_by = NULL,
@@ -131,6 +156,7 @@ SET state = 'ready',
         ) AS kept
     ) END,
     lease_expiries = 0,
+    lapsed_holder = NULL,
     attempt = CASE WHEN %(counts_as_attempt)s THEN attempt ELSE GREATEST(attempt - 1, 0) END,
     run_at = now() + make_interval(secs => %(delay)s),
     last_error = COALESCE(%(error)s, last_error),
@@ -148,6 +174,7 @@ WHERE id = %(id)s
 UPDATE x_jobs
 SET state = 'suspended',
     lease_expiries = 0,
+    lapsed_holder = NULL,
     attempt = GREATEST(attempt - 1, 0),
     run_at = now() + make_interval(secs => %(delay)s),
     last_error = COALESCE(%(error)s, last_error),
@@ -196,6 +223,7 @@ SET state = %(state)s,
         ) AS kept
     ) END,
     lease_expiries = 0,
+    lapsed_holder = NULL,
     run_at = now(),
     last_error = COALESCE(%(error)s, last_error),
     stop_reason = %(stop_reason)s,
@@ -214,6 +242,42 @@ SET visible_at = now() + make_interval(secs => %(visibility_timeout)s)
 WHERE id = %(id)s
   AND state = 'running'
   AND lease_token = %(lease_token)s;
+
+-- name: renew_presence
+-- One statement per heartbeat for the whole worker, on the database clock. A beat later than
+-- ttl / 2 after the last (a lease could have lapsed in that gap) or from a new process starts a
+-- new unbroken streak (`seen_since`), which the claim's crash verdict reads. Rows lapsed a day
+-- ago are deleted on the way.
+WITH reaped AS (
+    DELETE FROM x_workers
+    WHERE expires_at < now() - interval '1 day' AND id <> %(id)s
+)
+INSERT INTO x_workers AS w
+    (id, host, pid, queues, started_at, last_seen, seen_since, expires_at, in_flight)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s::jsonb, now(), now(), now(),
+        now() + make_interval(secs => %(ttl)s), %(in_flight)s)
+ON CONFLICT (id) DO UPDATE
+SET started_at = CASE WHEN (w.host, w.pid) = (EXCLUDED.host, EXCLUDED.pid)
+                      THEN w.started_at ELSE now() END,
+    seen_since = CASE WHEN (w.host, w.pid) = (EXCLUDED.host, EXCLUDED.pid)
+                       AND w.last_seen >= now() - make_interval(secs => %(ttl)s::float8 / 2)
+                      THEN w.seen_since ELSE now() END,
+    host = EXCLUDED.host,
+    pid = EXCLUDED.pid,
+    queues = EXCLUDED.queues,
+    last_seen = now(),
+    expires_at = EXCLUDED.expires_at,
+    in_flight = EXCLUDED.in_flight;
+
+-- name: release_presence
+-- A clean stop: the worker's row goes, so its lapsed leases (if any) count as crashes.
+DELETE FROM x_workers WHERE id = %(id)s;
+
+-- name: workers
+SELECT id, host, pid, queues, started_at, last_seen, expires_at, in_flight,
+       expires_at >= now() AS alive
+FROM x_workers
+ORDER BY started_at, id;
 
 -- name: stats
 -- Exclusive buckets per queue (SPEC MET-03); due 'delayed' rows count as ready (DESIGN Q-05).
@@ -237,6 +301,7 @@ UPDATE x_jobs
 SET state = 'cancelled',
     stop_reason = 'cancelled',
     lease_expiries = 0,
+    lapsed_holder = NULL,
     last_error = COALESCE(%(reason)s::text, last_error),
     visible_at = NULL,
     claimed_by = NULL,
@@ -256,6 +321,7 @@ UPDATE x_jobs
 SET state = 'ready',
     attempt = 0,
     lease_expiries = 0,
+    lapsed_holder = NULL,
     run_at = now(),
     stop_reason = NULL,
     visible_at = NULL,

@@ -26,6 +26,7 @@ from ..drivers import sql
 
 if TYPE_CHECKING:
     from ..drivers.base import JobDriver
+    from .presence import WorkerPresence
     from .run import Run
 
 
@@ -43,6 +44,7 @@ class Heartbeat(threading.Thread):
         monotonic: Callable[[], float] = time.monotonic,
         submit: Callable[..., Any] | None = None,
         settle_deadline: float | None = None,
+        presence: WorkerPresence | None = None,
     ) -> None:
         super().__init__(name="xjobs-heartbeat", daemon=True)
         self.driver, self.runs, self.abandoned = driver, runs, abandoned
@@ -53,6 +55,7 @@ class Heartbeat(threading.Thread):
         self.margin = visibility_timeout / 10
         #: SPEC HANG-03: how long a returned body's settle may take while its lease is renewed
         self.settle_deadline = visibility_timeout if settle_deadline is None else settle_deadline
+        self.presence = presence
         self._pool: ThreadPoolExecutor | None = None
         if submit is None:
             self._pool = ThreadPoolExecutor(
@@ -94,6 +97,9 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         """One tick: report lapsed leases, start renewals that are due (the one-shot entry)."""
+        if self.presence is not None and not self.presence.renewing:
+            self.presence.renewing = True  # one statement per beat for the whole worker
+            self.submit(self.renew_presence, self.presence)
         now = self.monotonic()
         for run in self.runs():
             if run.settled.is_set() or run.lost or run.cancelled:
@@ -150,6 +156,13 @@ class Heartbeat(threading.Thread):
             if self._pool is not None:
                 close_old_connections()  # a pool thread's connection lives one renewal
 
+    def renew_presence(self, presence: WorkerPresence) -> None:
+        try:
+            presence.renew()
+        finally:
+            if self._pool is not None:
+                close_old_connections()
+
     def _settle(self, run: Run, started: float, held: Any, failure: BaseException | None) -> None:
         if run.settled.is_set() or run.lost or run.cancelled:
             return  # SPEC LEASE-12, SE-15: the latch, read again after the call returned
@@ -170,6 +183,8 @@ class Heartbeat(threading.Thread):
                 )  # SPEC LEASE-05: the window still has room
             return
         if held is False:  # SPEC LEASE-08: only an explicit False
+            if run.settling:
+                return  # its body returned: the settle may have landed; the settler reports
             row = self._row(run)
             if row is not None and row.state == "cancelled":  # SPEC CANCEL-05, DESIGN Q-08
                 run.cancel(row.last_error)

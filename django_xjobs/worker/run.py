@@ -30,6 +30,9 @@ class Run:
     returned_at: float | None = None
     overdue: bool = False
     renewing: bool = False
+    #: the body returned and its result waits for the settler: a renewal that finds the job gone
+    #: may have raced its ack, so only the settler may call it lost (issue 12 item 8)
+    settling: bool = False
     lost: bool = False
     cancelled: bool = False
     #: the fleet concurrency slot this run holds, and what releases the per-process limit

@@ -28,11 +28,14 @@ from ..settle import settle
 from .breaker import Breaker
 from .heartbeat import Heartbeat
 from .limits import Limiter
+from .presence import WorkerPresence
 from .run import Run
 from .watchdog import Watchdog
 
 _SETTLE_BATCH = 500
-_SETTLE_RETRIES = (0.1, 0.5, 2.0)
+#: a settle that fails on a transient error is tried again, the pause doubling from the first
+#: to the last, for as long as one of its runs may still hold its lease (issue 12 item 2)
+_SETTLE_PAUSES = (0.1, 2.0)
 _PRUNE_EVERY = 3600.0
 #: the longest the claim loop waits between tries while the database fails
 _CLAIM_BACKOFF_CAP = 10.0
@@ -143,6 +146,14 @@ class Worker:
         self._draining.clear()
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="xjobs-job")
         settler = threading.Thread(target=self._settle_loop, name="xjobs-settler", daemon=True)
+        presence = WorkerPresence(
+            self.driver,
+            worker_id=self.worker_id,
+            queues=self.queues,
+            ttl=self.visibility_timeout,
+            in_flight=lambda: len(self._runs),
+        )
+        presence.renew()  # present before the first claim, so its lapses are judged fairly
         heartbeat = Heartbeat(
             self.driver,
             self.in_flight,
@@ -151,6 +162,7 @@ class Worker:
             visibility_timeout=self.visibility_timeout,
             worker_id=self.worker_id,
             database=self._database,
+            presence=presence,
         )
         self.watchdog = Watchdog(self.stall_timeout, worker_id=self.worker_id)
         # a burst ends when idle, so it has nothing to be woken for
@@ -178,7 +190,12 @@ class Worker:
             with role_connections():
                 self._loop(pool)
         finally:
-            self._drain(pool, settler, heartbeat, notifier)
+            try:
+                self._drain(pool, settler, heartbeat, notifier)
+            finally:
+                presence.release()  # a clean stop: gone, not lapsed
+                if self._database:
+                    connections[self._database].close()
         return self.stats()
 
     def stop(self) -> None:
@@ -403,6 +420,7 @@ class Worker:
         finally:
             close_old_connections()
         run.returned_at = time.monotonic()  # SPEC HANG-03: its settle deadline starts now
+        run.settling = True
         self._settle_queue.put(execution)
 
     # --- settling ---------------------------------------------------------------------------
@@ -442,10 +460,12 @@ class Worker:
         if not batch:
             return
         names = {e.job.id: e.job.name for e in batch}
-        guard = functools.partial(self._with_retries, names=names)
+        failed: set[Any] = set()
+        guard = functools.partial(self._with_retries, names=names, failures=failed)
         settled = settle(self.driver, [e.settle for e in batch], guard)
         for execution in batch:
-            self._finish(execution, execution.job.id in settled)
+            job_id = execution.job.id
+            self._finish(execution, job_id in settled, failed=job_id in failed)
 
     def _with_retries(
         self,
@@ -453,30 +473,59 @@ class Worker:
         values: Sequence[Settle],
         failed: Any,
         names: dict[Any, str] | None = None,
+        failures: set[Any] | None = None,
     ) -> Any:
-        """The settle guard: retry transient database errors only (typed, SPEC by SQLSTATE),
-        and never past the settle deadline (SPEC HANG-03)."""
-        deadline = time.monotonic() + self.visibility_timeout
-        for pause in (*_SETTLE_RETRIES, None):
+        """The settle guard: a transient database error (typed, by SQLSTATE) is retried with
+        backoff for as long as one of the runs may still hold its lease, since a lease that is
+        still valid means the result can still land (issue 12 item 2)."""
+        pause, longest = _SETTLE_PAUSES
+        while True:
             try:
-                return call()
+                landed = call()
             except Exception as error:
-                late = pause is not None and time.monotonic() + pause >= deadline
-                if pause is None or late or not sql.is_transient(error):  # the same error again
-                    for value in values:
-                        log.event(
-                            logging.ERROR,
-                            "xjobs.worker.settle_failed",
-                            worker=self.worker_id,
-                            job=(names or {}).get(value.job_id),
-                            id=value.job_id,
-                            error=error,
-                        )
-                    return failed
-                time.sleep(pause)
-        return failed  # pragma: no cover - the loop always returns
+                room = self._lease_room(values)
+                if sql.is_transient(error) and room > 0:
+                    time.sleep(min(pause, room))
+                    pause = min(pause * 2, longest)
+                    continue
+                for value in values:
+                    log.event(
+                        logging.ERROR,
+                        "xjobs.worker.settle_failed",
+                        worker=self.worker_id,
+                        job=(names or {}).get(value.job_id),
+                        id=value.job_id,
+                        error=error,
+                    )
+                    if failures is not None:
+                        failures.add(value.job_id)
+                return failed
+            self._mark_settled(values, landed)
+            return landed
 
-    def _finish(self, execution: Execution, settled: bool) -> None:
+    def _lease_room(self, values: Sequence[Settle]) -> float:
+        """Seconds until the last of these runs' leases lapses on this worker's clock (0: gone)."""
+        now = time.monotonic()
+        with self._runs_lock:
+            runs = [self._runs.get(v.job_id) for v in values]
+        rooms = [
+            self.visibility_timeout - (now - run.renewed_at)
+            for run in runs
+            if run is not None and not run.lost and not run.cancelled
+        ]
+        return max(rooms, default=0.0)
+
+    def _mark_settled(self, values: Sequence[Settle], landed: Any) -> None:
+        """Each run is settled the moment its write lands, not when the whole batch has: a
+        renewal in between would find the job gone and report a false loss (issue 12 item 8)."""
+        held = landed if isinstance(landed, set) else ({values[0].job_id} if landed else set())
+        with self._runs_lock:
+            runs = [self._runs.get(job_id) for job_id in held]
+        for run in runs:
+            if run is not None:
+                run.settled.set()
+
+    def _finish(self, execution: Execution, settled: bool, *, failed: bool = False) -> None:
         job = execution.job
         with self._runs_lock:
             run = self._runs.pop(job.id, None)
@@ -516,6 +565,8 @@ class Worker:
                 attempt=job.attempt,
                 ms=round(execution.duration * 1000, 1),
             )
+        elif failed:
+            pass  # reported by the guard that gave up (xjobs.worker.settle_failed)
         elif not settled:
             # SPEC STATE-01 / DESIGN Q-01: the row moved on (lease lapsed, re-claimed or
             # cancelled); this run's verdict is dropped rather than overwrite the new holder's.

@@ -17,7 +17,9 @@ from ..command import XJobsCommand, accept_global_options
 
 
 class Command(XJobsCommand):
-    help = "Inspect and operate jobs: ls, show, cancel, retry, dead, queues, manifest, prune."
+    help = (
+        "Inspect and operate jobs: ls, show, cancel, retry, dead, queues, workers, manifest, prune."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -47,6 +49,7 @@ class Command(XJobsCommand):
         dead = action("dead", "dead-lettered jobs, newest first")
         dead.add_argument("--limit", type=int, default=50)
         action("queues", "per-queue counts and the oldest ready job's age")
+        action("workers", "worker processes: host, pid, queues, runs in flight, alive or lapsed")
         action("manifest", "every declared job and cron")
         prune = action(
             "prune", "delete finished jobs and their steps (dead ones only with --state dead)"
@@ -143,6 +146,20 @@ class Command(XJobsCommand):
                 f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:.1f}s"
             )
         return report, "\n".join(lines)
+
+    def _workers(self, o: dict[str, Any]) -> tuple[Any, str]:
+        rows = inspect.inspect_workers()
+        lines = [
+            f"{'worker':<44} {'host':<20} {'pid':>7} {'in flight':>9}  {'state':<7} "
+            f"{'last seen':<32} queues"
+        ]
+        for w in rows:
+            state = "alive" if w["alive"] else "lapsed"
+            lines.append(
+                f"{w['id']:<44} {w['host']:<20} {w['pid']:>7} {w['in_flight']:>9}  {state:<7} "
+                f"{w['last_seen']:<32} {','.join(w['queues'])}"
+            )
+        return rows, "\n".join(lines) if rows else "no workers"
 
     def _manifest(self, o: dict[str, Any]) -> tuple[Any, str]:
         manifest = inspect.inspect_manifest()

@@ -1,0 +1,87 @@
+"""The worker's presence row: who it is, renewed once per heartbeat, removed on a clean stop.
+
+The claim reads it to tell a crash from an outage: a lapsed lease counts towards
+MAX_LEASE_EXPIRIES only when its holder's presence lapsed too (``x_workers``, on the database
+clock). One statement per beat for the whole worker, never one per job.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .. import log
+from ..drivers.base import Presence
+
+if TYPE_CHECKING:
+    from ..drivers.base import JobDriver
+
+
+class WorkerPresence:
+    def __init__(
+        self,
+        driver: JobDriver,
+        *,
+        worker_id: str,
+        queues: tuple[str, ...],
+        ttl: float,
+        in_flight: Callable[[], int],
+    ) -> None:
+        self.driver, self.worker_id, self.queues = driver, worker_id, queues
+        self.ttl, self.in_flight = ttl, in_flight
+        self.host, self.pid = socket.gethostname(), os.getpid()
+        #: one renewal in flight at a time, however long it takes (as for a lease)
+        self.renewing = False
+        self._failing = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._released = False
+
+    def renew(self) -> None:
+        """Say this worker is alive; a failure is logged once per outage, never raised."""
+        self._idle.clear()
+        try:
+            if self._released:
+                return  # a renewal queued before the stop must not bring the row back
+            presence = Presence(self.worker_id, self.host, self.pid, self.queues, self.in_flight())
+            self.driver.renew_presence(presence, self.ttl)
+        except Exception as error:
+            if not self._failing:
+                log.event(
+                    logging.WARNING,
+                    "xjobs.worker.presence_failed",
+                    worker=self.worker_id,
+                    error=error,
+                )
+            self._failing = True
+        else:
+            self._failing = False
+        finally:
+            self.renewing = False
+            self._idle.set()
+
+    def release(self, wait: float = 5.0) -> None:
+        """A clean stop: the row goes, after any renewal still in flight (bounded by ``wait``);
+        a failure leaves it to lapse."""
+        self._released = True
+        self._idle.wait(wait)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self.driver.release_presence(self.worker_id)
+                return
+            except Exception as error:  # a connection the last outage broke: try a fresh one
+                if time.monotonic() >= deadline:
+                    log.event(
+                        logging.WARNING,
+                        "xjobs.worker.presence_failed",
+                        worker=self.worker_id,
+                        error=error,
+                    )
+                    return
+                time.sleep(0.2)
