@@ -49,6 +49,7 @@ from .inspect import (
     inspect_manifest,
     inspect_outbox,
     inspect_queues,
+    inspect_workers,
     retry_job,
 )
 from .registry import get_job, registered_jobs
@@ -94,6 +95,7 @@ __all__ = [
     "inspect_manifest",
     "inspect_outbox",
     "inspect_queues",
+    "inspect_workers",
     "job",
     "publish_event",
     "register_error_retry",

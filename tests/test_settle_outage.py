@@ -79,11 +79,16 @@ def test_a_settle_that_outlives_its_lease_is_logged_as_failed_not_refused(live_h
 
     driver = Outage(live_harness.driver, {"ack", "heartbeat"}, down)
     worker = Worker(queues=["default"], driver=driver, burst=True, visibility_timeout=1.5)
+    unsettled = metrics.value("xjobs_jobs_total", queue="default", outcome="unsettled")
+    lost = metrics.value("xjobs_jobs_total", queue="default", outcome="lease_lost")
     with caplog.at_level(logging.WARNING, logger="django_xjobs"):
         stats = worker.run()
     assert stats.outcomes == {Outcome.LEASE_LOST: 1, Outcome.COMPLETED: 1}
     assert caplog.text.count("xjobs.worker.settle_failed") == 1
     assert "settle_refused" not in caplog.text
+    # counted as a result that could not reach the database, not as a lost lease
+    assert metrics.value("xjobs_jobs_total", queue="default", outcome="unsettled") == unsettled + 1
+    assert metrics.value("xjobs_jobs_total", queue="default", outcome="lease_lost") == lost
     row = live_harness.row(job_id)
     assert (row.state, row.attempt) == ("done", 2)
     assert Ledger.objects.filter(token=token, phase="done").count() == 2  # it ran twice

@@ -552,6 +552,8 @@ class Worker:
             Outcome.CANCELLED: "cancelled",
             Outcome.LEASE_LOST: "lease_lost",
         }.get(outcome)
+        if failed:
+            counted = "unsettled"  # the database could not be reached: not a lost lease
         if counted is not None:
             metrics.inc("xjobs_jobs_total", queue=job.queue, outcome=counted)
         if outcome is Outcome.CANCELLED:
