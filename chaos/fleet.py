@@ -33,7 +33,7 @@ THREADS = 4
 VISIBILITY = 3.0  # seconds: short, so a lapsed lease is noticed within a scenario
 HOLD = 0.5  # seconds each job holds its thread
 RATE = 8.0  # jobs per second the stream enqueues
-SETTINGS = "--settings=chaos.settings"
+SETTINGS = "--settings=chaos.settings"  # after ManageProcess's own --settings: the last wins
 
 
 def retrying(query: Callable[[], T], *, timeout: float = 30) -> T:
@@ -159,7 +159,7 @@ class Stream(threading.Thread):
                 token = f"{self.prefix}{uuid.uuid4().hex[:12]}"
                 try:
                     stream.enqueue(token=token, hold=HOLD)
-                except (DatabaseError, InterfaceError):
+                except Exception:  # X_DRIVER_UNAVAILABLE and kin: the database is away
                     self.failures += 1
                     connection.close()
                     continue
@@ -201,6 +201,7 @@ class Tally:
         float | None
     )  # seconds, see ``tally``; None while a job pending at the fault is not done
     lost_reasons: tuple[str, ...] = ()
+    stuck_holders: tuple[str, ...] = ()
 
 
 def tally(prefix: str, enqueued: list[str], fault_at: float) -> Tally:
@@ -209,7 +210,12 @@ def tally(prefix: str, enqueued: list[str], fault_at: float) -> Tally:
     rows = retrying(
         lambda: list(
             Job.objects.filter(idempotency_key__startswith=f"chaos:{prefix}").values(
-                "idempotency_key", "state", "created_at", "updated_at", "stop_reason", "last_error"
+                "idempotency_key",
+                "state",
+                "created_at",
+                "updated_at",
+                "last_error",
+                "claimed_by",
             )
         )
     )
@@ -250,5 +256,11 @@ def tally(prefix: str, enqueued: list[str], fault_at: float) -> Tally:
         twice=sum(1 for t in tokens if ends[t] > 1),
         stuck=len(stuck),
         recovery=recovery,
-        lost_reasons=tuple(f"{n}x {reason}" for reason, n in reasons.most_common(3)),
+        lost_reasons=tuple(f"lost {n}: {reason}" for reason, n in reasons.most_common(3)),
+        stuck_holders=tuple(
+            f"stuck {n}: {state} held by {holder}"
+            for (state, holder), n in Counter(
+                (by_token[t]["state"], by_token[t]["claimed_by"]) for t in stuck
+            ).most_common(3)
+        ),
     )

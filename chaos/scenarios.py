@@ -16,7 +16,7 @@ from pathlib import Path
 
 from django_xjobs.models import Job, OutboxEntry
 from tests.support.process import ROOT, ManageProcess, wait_for, worker_env
-from tests.support.proxy import TcpProxy
+from tests.support.proxy import SilentProxy
 
 from . import NAMES
 from . import fleet as fl
@@ -39,7 +39,7 @@ class Lab:
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # scenario checks that failed
     closers: list[Callable[[], None]] = field(default_factory=list)
-    proxy: TcpProxy | None = None  # between the proxied workers and the database
+    proxy: SilentProxy | None = None  # between the proxied workers and the database
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Scenario:
     inject: Callable[[Lab], None]
     needs_control: bool = False  # stops or restarts the server: embedded only
     stream: bool = True  # False: the scenario brings its own producer
-    proxied: int = 0  # how many of the workers reach the database through a TcpProxy
+    proxied: int = 0  # how many of the workers reach the database through a SilentProxy
 
 
 @dataclass(frozen=True)
@@ -156,8 +156,8 @@ def silent_drop(lab: Lab) -> None:
     no byte forwarded, nothing closed. New connections go through (a dead NAT entry)."""
     assert lab.proxy is not None
     lab.fault_at = time.time()
-    dark = lab.proxy.blackhole()
-    lab.fault = f"blackhole {dark} conns"
+    lab.proxy.freeze()
+    lab.fault = "w1 conns go silent"
 
 
 def exhaustion(lab: Lab) -> None:
@@ -309,9 +309,9 @@ def run(scenario: Scenario, server: Server, url: str, logs: Path) -> Result:
     drained = False
     try:
         if scenario.proxied:
-            lab.proxy = TcpProxy.to_url(url).start()
+            lab.proxy = SilentProxy(url)
             lab.closers.append(lab.proxy.close)
-            lab.fleet.start(scenario.proxied, url=lab.proxy.url(url))
+            lab.fleet.start(scenario.proxied, url=lab.proxy.url)
         lab.fleet.start(fl.WORKERS - scenario.proxied)
         if stream is not None:
             stream.start()
@@ -341,7 +341,7 @@ def run(scenario: Scenario, server: Server, url: str, logs: Path) -> Result:
         exits=tuple(e for e in lab.fleet.exits if e),
         log_lines=lab.fleet.log_lines(),
         seconds=time.monotonic() - began,
-        notes=(*lab.notes, *tally.lost_reasons),
+        notes=(*lab.notes, *tally.lost_reasons, *tally.stuck_holders),
         problems=tuple(lab.problems),
     )
 
