@@ -74,6 +74,7 @@ class Result:
             and t.twice == 0
             and t.stuck == 0
             and not self.problems
+            and not any("hung" in exit_ for exit_ in self.exits)  # SIGTERM must end a worker
             and self.seconds <= BUDGET
         )
 
@@ -155,6 +156,9 @@ def silent_drop(lab: Lab) -> None:
     """Worker 1 reaches the database through a proxy; every connection it has open goes dark:
     no byte forwarded, nothing closed. New connections go through (a dead NAT entry)."""
     assert lab.proxy is not None
+    proxied = lab.fleet.workers[0].name
+    # aim at a moment it holds a run: its settle is then on a connection that went dark
+    wait_for(lambda: _running_on(lab.prefix, proxied), timeout=20, what=f"a run on {proxied}")
     lab.fault_at = time.time()
     lab.proxy.freeze()
     lab.fault = "w1 conns go silent"
@@ -274,6 +278,14 @@ def _relay(lab: Lab) -> ManageProcess:
     relay = ManageProcess("xjobs_relay", fl.SETTINGS, "--interval=100ms", env=worker_env(lab.url))
     lab.closers.append(relay.kill)
     return relay
+
+
+def _running_on(prefix: str, worker: str) -> bool:
+    return fl.retrying(
+        lambda: Job.objects.filter(
+            idempotency_key__startswith=f"chaos:{prefix}", state="running", claimed_by=worker
+        ).exists()
+    )
 
 
 def _outbox_empty(prefix: str) -> bool:
