@@ -7,6 +7,7 @@ own length.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
@@ -16,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,7 +26,7 @@ from django.db.utils import DatabaseError, InterfaceError
 
 from django_xjobs.models import LIVE, Job
 from tests.models import Ledger
-from tests.support.process import ManageProcess, worker_env
+from tests.support.process import ManageProcess, run_manage, worker_env
 
 T = TypeVar("T")
 
@@ -50,6 +52,19 @@ def retrying(query: Callable[[], T], *, timeout: float = 30) -> T:
             time.sleep(0.2)
 
 
+#: bounds the suite shortens when this checkout's worker has the option (they came with
+#: issue 12): a drain or a stall that outlives them shows within one scenario
+SHORT_OPTIONS = {"--shutdown-timeout": "8s", "--stall-timeout": "10s"}
+
+
+@cache
+def short_options() -> tuple[str, ...]:
+    helped = run_manage("xjobs_worker", SETTINGS, "--help", url=os.environ["DATABASE_URL"])
+    return tuple(
+        f"{flag}={value}" for flag, value in SHORT_OPTIONS.items() if flag in helped.stdout
+    )
+
+
 class Worker(ManageProcess):
     def __init__(self, name: str, url: str) -> None:
         self.name = name
@@ -61,6 +76,7 @@ class Worker(ManageProcess):
             f"--visibility-timeout={VISIBILITY}s",
             "--poll-interval=200ms",
             f"--worker-id={name}",
+            *short_options(),
             env=worker_env(url),
         )
 
@@ -107,7 +123,7 @@ class Fleet:
         self.workers.remove(worker)
         self.retired.append(worker)
 
-    def stop(self, grace: float = 20) -> None:
+    def stop(self, grace: float = 12) -> None:
         """SIGTERM each live worker; one still there after ``grace`` s is sent SIGABRT (its
         threads' stacks land in its log) and then killed, and the exit says so."""
         for worker in self.workers:

@@ -335,14 +335,14 @@ def run(scenario: Scenario, server: Server, url: str, logs: Path) -> Result:
             lab.enqueued.extend(stream.tokens)
             if stream.failures:
                 lab.notes.append(f"{stream.failures} enqueues failed")
-        drained = fl.drain(prefix, timeout=max(5.0, BUDGET - 15 - (time.monotonic() - began)))
+        drained = fl.drain(prefix, timeout=max(5.0, BUDGET - 25 - (time.monotonic() - began)))
         if not drained:
             lab.notes.append("drain gave up")
         tally = fl.tally(prefix, lab.enqueued, lab.fault_at)
     finally:
         if stream is not None and stream.is_alive():
             stream.stop()
-        lab.fleet.stop(grace=10 if drained else 5)
+        lab.fleet.stop()
         for close in reversed(lab.closers):
             close()
         lab.fleet.save_logs(logs / scenario.name)
