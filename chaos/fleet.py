@@ -34,7 +34,7 @@ WORKERS = 3
 THREADS = 4
 VISIBILITY = 3.0  # seconds: short, so a lapsed lease is noticed within a scenario
 HOLD = 0.5  # seconds each job holds its thread
-RATE = 8.0  # jobs per second the stream enqueues
+RATE = 16.0  # jobs per second the stream enqueues
 SETTINGS = "--settings=chaos.settings"  # after ManageProcess's own --settings: the last wins
 
 

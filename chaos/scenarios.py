@@ -40,6 +40,7 @@ class Lab:
     problems: list[str] = field(default_factory=list)  # scenario checks that failed
     closers: list[Callable[[], None]] = field(default_factory=list)
     proxy: SilentProxy | None = None  # between the proxied workers and the database
+    checks: list[Callable[[], None]] = field(default_factory=list)  # run after the drain
 
 
 @dataclass(frozen=True)
@@ -85,14 +86,54 @@ class Result:
 def sigkill(lab: Lab) -> None:
     """SIGKILL the busiest worker three times, 4 s apart; a supervisor would start a new one."""
     lab.fault = "SIGKILL x3"
+    orphans: list[tuple[str, float]] = []  # (job id, when its worker was killed)
     for i in range(3):
         victim = lab.fleet.busiest(lab.prefix)
-        if i == 0:
-            lab.fault_at = time.time()
+        held = _running_ids(lab.prefix, victim.name)
+        killed_at = time.time()
+        lab.fault_at = lab.fault_at or killed_at
         lab.fleet.kill(victim)
+        orphans.extend((job_id, killed_at) for job_id in held)
         lab.fleet.start(1)
         if i < 2:
             time.sleep(4)
+    lab.checks.append(lambda: _orphans_recovered(lab, orphans))
+
+
+def _orphans_recovered(lab: Lab, orphans: list[tuple[str, float]]) -> None:
+    """Issue 12 item 3: a killed worker's jobs are done within the visibility timeout + the
+    longest job in flight + one poll, plus its own run (and slack for a shared machine)."""
+    bound = fl.VISIBILITY + fl.HOLD + 0.2 + fl.HOLD + 2.0
+    done = dict(
+        fl.retrying(
+            lambda: list(
+                Job.objects.filter(id__in=[i for i, _ in orphans], state="done").values_list(
+                    "id", "updated_at"
+                )
+            )
+        )
+    )
+    waits = [
+        done[uuid.UUID(str(i))].timestamp() - at if uuid.UUID(str(i)) in done else float("inf")
+        for i, at in orphans
+    ]
+    worst = max(waits, default=0.0)
+    lab.notes.append(
+        f"{len(orphans)} jobs of killed workers, done at worst {worst:.1f}s after the kill"
+    )
+    if worst > bound:
+        lab.problems.append(f"a killed worker's job took {worst:.1f}s (bound {bound:.1f}s)")
+
+
+def _running_ids(prefix: str, worker: str) -> list[str]:
+    return fl.retrying(
+        lambda: [
+            str(i)
+            for i in Job.objects.filter(
+                idempotency_key__startswith=f"chaos:{prefix}", state="running", claimed_by=worker
+            ).values_list("id", flat=True)
+        ]
+    )
 
 
 def sigstop(lab: Lab) -> None:
@@ -339,6 +380,8 @@ def run(scenario: Scenario, server: Server, url: str, logs: Path) -> Result:
         if not drained:
             lab.notes.append("drain gave up")
         tally = fl.tally(prefix, lab.enqueued, lab.fault_at)
+        for check in lab.checks:
+            check()
     finally:
         if stream is not None and stream.is_alive():
             stream.stop()
