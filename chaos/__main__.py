@@ -61,6 +61,7 @@ def main(argv: list[str]) -> int:
     finally:
         connection.close()
         server.drop_database(url)
+        server.close()
     print()
     print(table(results))
     failed = [r.name for r in results if not r.ok]

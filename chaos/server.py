@@ -12,6 +12,7 @@ import os
 import tempfile
 import uuid
 import warnings
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,13 @@ class Server:
 
         with psycopg.connect(self._admin_url(), autocommit=True, connect_timeout=10) as admin:
             admin.execute(statement)
+
+    def close(self) -> None:
+        """Stop the embedded server. Its own cleanup stops the postmaster it started, which a
+        restart replaced: without this, a server outlives the suite."""
+        if self.embedded is not None:
+            with suppress(Exception):
+                self._pg_ctl("-m", "immediate", "stop")
 
     # --- faults (embedded only) ---------------------------------------------------------------
 
