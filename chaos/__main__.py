@@ -3,13 +3,16 @@
 Each scenario starts three ``manage.py xjobs_worker`` processes (four threads, visibility
 timeout 3 s) on a scratch database, streams ledger-writing jobs, injects its fault, drains, and
 counts from the ledger. Exit 1 if any scenario lost a job, completed one twice, left one stuck,
-failed its own check or ran past 90 s.
+had a worker SIGTERM could not end, failed its own check (a killed worker's jobs done within the
+recovery bound; a killed transaction's staged rows gone) or ran past 90 s.
 
 Columns: jobs enqueued; done (row done and the body recorded its end); lost (neither done nor
 live: no row, dead-lettered, failed); re-run (the body started more than once); twice (the body
-recorded its end more than once); stuck (still live when the drain gave up); recovery (the
-longest time from the fault's start until a job pending at that moment was done; "-" while one
-is not); exits (worker exit codes other than 0 after SIGTERM); logs (lines the workers logged).
+recorded its end more than once); stuck (still live when the drain gave up); crashes (lapsed
+leases the rows counted as crashes: expected after a kill or a stop, false after an outage);
+recovery (the longest time from the fault's start until a job pending at that moment was done;
+"-" while one is not); secs (the scenario's run time); logs (lines the workers logged); exits
+(worker exit codes other than 0, "hung" when SIGTERM did not end it within 12 s).
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ HEADER = (
     "re-run",
     "twice",
     "stuck",
+    "crashes",
     "recovery",
     "secs",
     "logs",
@@ -106,6 +110,7 @@ def cells(result) -> tuple[str, ...]:
         str(t.rerun),
         str(t.twice),
         str(t.stuck),
+        str(t.crashes),
         recovery,
         f"{result.seconds:.0f}",
         str(result.log_lines),

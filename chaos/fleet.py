@@ -213,6 +213,7 @@ class Tally:
     rerun: int  # jobs whose body started more than once
     twice: int  # jobs whose body recorded its end more than once
     stuck: int  # still live once the drain gave up
+    crashes: int  # lapsed leases the rows counted as crashes (attempt history "crashed")
     recovery: (
         float | None
     )  # seconds, see ``tally``; None while a job pending at the fault is not done
@@ -232,6 +233,7 @@ def tally(prefix: str, enqueued: list[str], fault_at: float) -> Tally:
                 "updated_at",
                 "last_error",
                 "claimed_by",
+                "errors",
             )
         )
     )
@@ -271,6 +273,9 @@ def tally(prefix: str, enqueued: list[str], fault_at: float) -> Tally:
         rerun=sum(1 for t in tokens if starts[t] > 1),
         twice=sum(1 for t in tokens if ends[t] > 1),
         stuck=len(stuck),
+        crashes=sum(
+            1 for row in rows for entry in row["errors"] or () if entry.get("outcome") == "crashed"
+        ),
         recovery=recovery,
         lost_reasons=tuple(f"lost {n}: {reason}" for reason, n in reasons.most_common(3)),
         stuck_holders=tuple(
