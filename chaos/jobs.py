@@ -1,0 +1,17 @@
+"""The one job the chaos stream runs: it writes its start and its end to the ledger, and it
+honours its signal, so a run that lost its lease records no end (a second end is a real second
+completion, not a run that was told to stop and finished anyway)."""
+
+from __future__ import annotations
+
+from django_xjobs import Retry, job
+from tests.jobs import _mark
+
+
+@job(idempotency_key="chaos:{token}", retry=Retry(attempts=5, delay="200ms", jitter=False))
+def stream(ctx, token: str, hold: float = 0.5):
+    _mark(token, "start", ctx.attempt)
+    ctx.signal.wait(hold)
+    ctx.signal.raise_if_set()  # lease lost, cancelled or timed out: no end is recorded
+    _mark(token, "done", ctx.attempt)
+    return ctx.attempt

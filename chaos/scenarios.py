@@ -1,0 +1,409 @@
+"""The faults, one function each: it injects the fault into a running lab and sets
+``lab.fault_at`` to the moment it began. ``run`` wraps each in the same frame: three workers, a
+warm stream, the fault, five more seconds of stream, a drain, a SIGTERM, the tally.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django_xjobs.models import Job, OutboxEntry
+from tests.support.process import ROOT, ManageProcess, wait_for, worker_env
+from tests.support.proxy import SilentProxy
+
+from . import NAMES
+from . import fleet as fl
+from .server import Server
+
+BUDGET = 90.0  # seconds per scenario, start to tally
+AFTER = 5.0  # seconds the stream goes on after the fault
+OUTAGE = 8.0  # seconds the server is down
+
+
+@dataclass
+class Lab:
+    server: Server
+    url: str  # the scratch database, direct
+    prefix: str
+    fleet: fl.Fleet
+    fault_at: float = 0.0
+    fault: str = ""  # what was done, for the table
+    enqueued: list[str] = field(default_factory=list)  # tokens a producer committed
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # scenario checks that failed
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    proxy: SilentProxy | None = None  # between the proxied workers and the database
+    checks: list[Callable[[], None]] = field(default_factory=list)  # run after the drain
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    inject: Callable[[Lab], None]
+    needs_control: bool = False  # stops or restarts the server: embedded only
+    stream: bool = True  # False: the scenario brings its own producer
+    proxied: int = 0  # how many of the workers reach the database through a SilentProxy
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    fault: str = ""
+    tally: fl.Tally | None = None
+    exits: tuple[str, ...] = ()
+    log_lines: int = 0
+    seconds: float = 0.0
+    notes: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    skipped: str = ""
+
+    @property
+    def ok(self) -> bool:
+        t = self.tally
+        if self.skipped:
+            return True
+        return (
+            t is not None
+            and t.lost == 0
+            and t.twice == 0
+            and t.stuck == 0
+            and not self.problems
+            and not any("hung" in exit_ for exit_ in self.exits)  # SIGTERM must end a worker
+            and self.seconds <= BUDGET
+        )
+
+
+# --- the faults -------------------------------------------------------------------------------
+
+
+def sigkill(lab: Lab) -> None:
+    """SIGKILL the busiest worker three times, 4 s apart; a supervisor would start a new one."""
+    lab.fault = "SIGKILL x3"
+    orphans: list[tuple[str, float]] = []  # (job id, when its worker was killed)
+    for i in range(3):
+        victim = lab.fleet.busiest(lab.prefix)
+        held = _running_ids(lab.prefix, victim.name)
+        killed_at = time.time()
+        lab.fault_at = lab.fault_at or killed_at
+        lab.fleet.kill(victim)
+        orphans.extend((job_id, killed_at) for job_id in held)
+        lab.fleet.start(1)
+        if i < 2:
+            time.sleep(4)
+    lab.checks.append(lambda: _orphans_recovered(lab, orphans))
+
+
+def _orphans_recovered(lab: Lab, orphans: list[tuple[str, float]]) -> None:
+    """Issue 12 item 3: a killed worker's jobs are done within the visibility timeout + the
+    longest job in flight + one poll, plus its own run (and slack for a shared machine)."""
+    bound = fl.VISIBILITY + fl.HOLD + 0.2 + fl.HOLD + 2.0
+    done = dict(
+        fl.retrying(
+            lambda: list(
+                Job.objects.filter(id__in=[i for i, _ in orphans], state="done").values_list(
+                    "id", "updated_at"
+                )
+            )
+        )
+    )
+    waits = [
+        done[uuid.UUID(str(i))].timestamp() - at if uuid.UUID(str(i)) in done else float("inf")
+        for i, at in orphans
+    ]
+    worst = max(waits, default=0.0)
+    lab.notes.append(
+        f"{len(orphans)} jobs of killed workers, done at worst {worst:.1f}s after the kill"
+    )
+    if worst > bound:
+        lab.problems.append(f"a killed worker's job took {worst:.1f}s (bound {bound:.1f}s)")
+
+
+def _running_ids(prefix: str, worker: str) -> list[str]:
+    return fl.retrying(
+        lambda: [
+            str(i)
+            for i in Job.objects.filter(
+                idempotency_key__startswith=f"chaos:{prefix}", state="running", claimed_by=worker
+            ).values_list("id", flat=True)
+        ]
+    )
+
+
+def sigstop(lab: Lab) -> None:
+    """SIGSTOP the busiest worker for twice the visibility timeout, then SIGCONT."""
+    victim = lab.fleet.busiest(lab.prefix)
+    lab.fault = f"SIGSTOP {2 * fl.VISIBILITY:.0f}s"
+    lab.fault_at = time.time()
+    victim.send(signal.SIGSTOP)
+    try:
+        time.sleep(2 * fl.VISIBILITY)
+    finally:
+        victim.send(signal.SIGCONT)
+
+
+def terminate(lab: Lab) -> None:
+    """pg_terminate_backend of every other connection to the database, three times, 2 s apart."""
+    lab.fault = "terminate x3"
+    lab.fault_at = time.time()
+    ended = 0
+    for i in range(3):
+        ended += fl.retrying(_terminate_all)
+        if i < 2:
+            time.sleep(2)
+    lab.notes.append(f"{ended} backends terminated")
+
+
+def _terminate_all(keep: tuple[int, ...] = ()) -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND backend_type = 'client backend' AND NOT (pid = ANY(%s))",
+            [list(keep)],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def restart(lab: Lab) -> None:
+    """``pg_ctl restart -m immediate``: every backend killed, crash recovery, back up."""
+    lab.fault = "restart -m immediate"
+    lab.fault_at = time.time()
+    lab.server.restart(mode="immediate")
+    lab.notes.append(f"server back after {time.time() - lab.fault_at:.1f}s")
+
+
+def outage(lab: Lab) -> None:
+    """The server stopped for 8 s, then started again."""
+    lab.fault = f"server down {OUTAGE:.0f}s"
+    lab.fault_at = time.time()
+    lab.server.stop()
+    try:
+        time.sleep(OUTAGE)
+    finally:
+        lab.server.resume()
+    lab.notes.append(f"server back after {time.time() - lab.fault_at:.1f}s")
+
+
+def silent_drop(lab: Lab) -> None:
+    """Worker 1 reaches the database through a proxy; every connection it has open goes dark:
+    no byte forwarded, nothing closed. New connections go through (a dead NAT entry)."""
+    assert lab.proxy is not None
+    proxied = lab.fleet.workers[0].name
+    # aim at a moment it holds a run: its settle is then on a connection that went dark
+    wait_for(lambda: _running_on(lab.prefix, proxied), timeout=20, what=f"a run on {proxied}")
+    lab.fault_at = time.time()
+    lab.proxy.freeze()
+    lab.fault = "w1 conns go silent"
+
+
+def exhaustion(lab: Lab) -> None:
+    """Hold every free connection slot of the server, end the workers' backends so they must
+    reconnect into a full server, keep it full for 8 s, then let go."""
+    import psycopg
+
+    held: list[psycopg.Connection] = []
+
+    def fill() -> None:
+        while True:
+            try:
+                held.append(psycopg.connect(lab.url, autocommit=True, connect_timeout=5))
+            except psycopg.OperationalError:
+                return  # too many clients: full
+
+    lab.fault_at = time.time()
+    try:
+        fill()
+        keep = tuple(c.info.backend_pid for c in held)
+        ended = fl.retrying(lambda: _terminate_all(keep))
+        deadline = time.monotonic() + OUTAGE
+        while time.monotonic() < deadline:  # take back each slot a worker's backend freed
+            fill()
+            time.sleep(0.2)
+        lab.fault = f"{len(held)} conns held {OUTAGE:.0f}s"
+        lab.notes.append(f"{ended} worker backends ended into a full server")
+    finally:
+        for conn in held:
+            conn.close()
+
+
+def producer_killed(lab: Lab) -> None:
+    """A producer commits batches of five enqueues through the outbox; it is SIGKILLed twice
+    while a batch is staged and uncommitted (and the relay once, mid-stream). The staged rows of
+    a killed transaction must vanish; every committed one must become exactly one job."""
+    relay = _relay(lab)
+    killed: list[str] = []
+    lab.fault = "producer SIGKILL x2, relay x1"
+    for round_ in range(2):
+        prefix = f"{lab.prefix}{round_}-"
+        producer = Producer(lab, prefix)
+        wait_for(lambda p=producer: p.opened(4), timeout=30, what="the producer's fifth batch")
+        if round_ == 0:
+            lab.fault_at = time.time()
+        producer.proc.kill()
+        producer.proc.wait()
+        producer._join()
+        open_batch = producer.last_open()
+        killed.append(f"{prefix}{open_batch}-")
+        lab.enqueued.extend(producer.committed_tokens())
+        if round_ == 0:
+            relay.proc.kill()
+            relay.proc.wait()
+            relay = _relay(lab)
+    wait_for(lambda: _outbox_empty(lab.prefix), timeout=30, what="the relay to publish all")
+    leaked = sum(
+        fl.retrying(
+            lambda k=k: (
+                Job.objects.filter(idempotency_key__startswith=f"chaos:{k}").count()
+                + OutboxEntry.objects.filter(idempotency_key__startswith=f"chaos:{k}").count()
+            )
+        )
+        for k in killed
+    )
+    lab.notes.append(f"killed transactions left {leaked} rows (jobs or outbox)")
+    if leaked:
+        lab.problems.append(f"{leaked} rows of a killed transaction survived")
+
+
+class Producer(ManageProcess):
+    """``python -m chaos.producer``: prints "open N" inside batch N's transaction (which stays
+    open 1 s), "committed N" after its commit."""
+
+    def __init__(self, lab: Lab, prefix: str) -> None:
+        self.prefix = prefix
+        env = worker_env(lab.url)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "chaos.producer", prefix],
+            env={**env, "DJANGO_SETTINGS_MODULE": "chaos.settings"},
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._read()
+
+    def _read(self) -> None:
+        import threading
+
+        from tests.support.process import _drain
+
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.readers = [
+            threading.Thread(target=_drain, args=(stream, lines), daemon=True)
+            for stream, lines in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    def opened(self, batch: int) -> bool:
+        return f"open {batch}\n" in self.out
+
+    def last_open(self) -> int:
+        return max(int(line.split()[1]) for line in self.out if line.startswith("open "))
+
+    def committed_tokens(self) -> list[str]:
+        batches = [int(line.split()[1]) for line in self.out if line.startswith("committed ")]
+        return [f"{self.prefix}{b}-{i}" for b in batches for i in range(5)]
+
+
+def _relay(lab: Lab) -> ManageProcess:
+    relay = ManageProcess("xjobs_relay", fl.SETTINGS, "--interval=100ms", env=worker_env(lab.url))
+    lab.closers.append(relay.kill)
+    return relay
+
+
+def _running_on(prefix: str, worker: str) -> bool:
+    return fl.retrying(
+        lambda: Job.objects.filter(
+            idempotency_key__startswith=f"chaos:{prefix}", state="running", claimed_by=worker
+        ).exists()
+    )
+
+
+def _outbox_empty(prefix: str) -> bool:
+    return not fl.retrying(
+        lambda: OutboxEntry.objects.filter(
+            idempotency_key__startswith=f"chaos:{prefix}", published_at__isnull=True
+        ).exists()
+    )
+
+
+SCENARIOS = [
+    Scenario("sigkill", sigkill),
+    Scenario("sigstop", sigstop),
+    Scenario("terminate", terminate),
+    Scenario("restart", restart, needs_control=True),
+    Scenario("outage", outage, needs_control=True),
+    Scenario("silent-drop", silent_drop, proxied=1),
+    Scenario("exhaustion", exhaustion),
+    Scenario("producer", producer_killed, stream=False),
+]
+assert tuple(s.name for s in SCENARIOS) == NAMES
+
+# --- the frame --------------------------------------------------------------------------------
+
+
+def run(scenario: Scenario, server: Server, url: str, logs: Path) -> Result:
+    if scenario.needs_control and not server.controllable:
+        return Result(scenario.name, skipped="needs the embedded server (DATABASE_URL is set)")
+    began = time.monotonic()
+    prefix = f"{scenario.name}-{uuid.uuid4().hex[:6]}-"
+    lab = Lab(server=server, url=url, prefix=prefix, fleet=fl.Fleet(scenario.name, url))
+    stream = fl.Stream(prefix) if scenario.stream else None
+    drained = False
+    try:
+        if scenario.proxied:
+            lab.proxy = SilentProxy(url)
+            lab.closers.append(lab.proxy.close)
+            lab.fleet.start(scenario.proxied, url=lab.proxy.url)
+        lab.fleet.start(fl.WORKERS - scenario.proxied)
+        if stream is not None:
+            stream.start()
+            wait_for(lambda: _done(prefix) >= 8, timeout=60, what="the stream to warm up")
+        scenario.inject(lab)
+        if stream is not None:
+            time.sleep(AFTER)  # the stream goes on after the fault: recovery under load
+            stream.stop()
+            lab.enqueued.extend(stream.tokens)
+            if stream.failures:
+                lab.notes.append(f"{stream.failures} enqueues failed")
+        drained = fl.drain(prefix, timeout=max(5.0, BUDGET - 25 - (time.monotonic() - began)))
+        if not drained:
+            lab.notes.append("drain gave up")
+        tally = fl.tally(prefix, lab.enqueued, lab.fault_at)
+        for check in lab.checks:
+            check()
+    finally:
+        if stream is not None and stream.is_alive():
+            stream.stop()
+        lab.fleet.stop()
+        for close in reversed(lab.closers):
+            close()
+        lab.fleet.save_logs(logs / scenario.name)
+    return Result(
+        scenario.name,
+        fault=lab.fault,
+        tally=tally,
+        exits=tuple(e for e in lab.fleet.exits if e),
+        log_lines=lab.fleet.log_lines(),
+        seconds=time.monotonic() - began,
+        notes=(*lab.notes, *tally.lost_reasons, *tally.stuck_holders),
+        problems=tuple(lab.problems),
+    )
+
+
+def _done(prefix: str) -> int:
+    return fl.retrying(
+        lambda: Job.objects.filter(
+            idempotency_key__startswith=f"chaos:{prefix}", state="done"
+        ).count()
+    )
