@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import MutableMapping
+import time
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -28,6 +29,29 @@ class Signal:
         self._reason: BaseException | None = None
         self._lock = threading.Lock()
         self._children: list[Signal] = []
+        self._deadline: Callable[[], float] | None = None
+        self._on_deadline: Callable[[], None] | None = None
+        self._now: Callable[[], float] = time.monotonic
+
+    def bind_deadline(
+        self,
+        deadline: Callable[[], float],
+        expire: Callable[[], None],
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Read ``deadline()`` (monotonic seconds) whenever the signal is read: past it,
+        ``expire()`` sets the signal there and then. A process resumed after a freeze must not
+        run on for a moment until a timer thread gets its turn (SPEC LEASE-15)."""
+        self._deadline, self._on_deadline, self._now = deadline, expire, now
+
+    def _check_deadline(self) -> None:
+        if (
+            self._deadline is not None
+            and self._on_deadline is not None
+            and not self._event.is_set()
+            and self._now() >= self._deadline()
+        ):
+            self._on_deadline()
 
     def abort(self, reason: BaseException) -> bool:
         """Set the signal; the first reason wins. True when this call set it."""
@@ -52,6 +76,7 @@ class Signal:
         return child
 
     def is_set(self) -> bool:
+        self._check_deadline()
         return self._event.is_set()
 
     @property
@@ -59,11 +84,24 @@ class Signal:
         return self._reason
 
     def wait(self, seconds: float | None = None) -> bool:
-        return self._event.wait(seconds)
+        """Wait up to ``seconds`` for the signal; True when it is set (early, if so)."""
+        if self._deadline is None:
+            return self._event.wait(seconds)
+        end = None if seconds is None else self._now() + seconds
+        while not self.is_set():
+            now = self._now()
+            if end is not None and now >= end:
+                return False
+            step = self._deadline() - now  # the deadline may move on as renewals land
+            if end is not None:
+                step = min(step, end - now)
+            self._event.wait(max(step, 0.001))
+        return True
 
     def raise_if_set(self) -> None:
         """Raise if the run must stop: always a ``JobInterrupt``, which ``except Exception``
         does not catch, even when the reason is a timeout."""
+        self._check_deadline()
         if isinstance(self._reason, JobInterrupt):
             raise self._reason
         if self._reason is not None:

@@ -11,7 +11,7 @@ from django.db import connections
 
 from django_xjobs import conf
 from django_xjobs.connections import bound_connections, mark_role_thread, role_connections
-from django_xjobs.errors import ConfigInvalidError
+from django_xjobs.errors import ConfigInvalidError, LeaseLostError
 from django_xjobs.worker.watchdog import EXIT_STUCK, Watchdog
 from tests.test_heartbeat import VIS, Clock, ScriptedDriver, heartbeat, make_run
 
@@ -167,3 +167,27 @@ def test_hang_01_connection_options_must_be_a_dict_of_names(bad):
     with pytest.raises(ConfigInvalidError) as caught:
         conf.validate({"CONNECTION_OPTIONS": bad})
     assert "CONNECTION_OPTIONS" in caught.value.message and caught.value.hint
+
+
+def test_lease_15_a_resumed_run_reads_its_deadline_itself_before_any_timer_fires(clock, caplog):
+    """A frozen process (SIGSTOP, a paused VM) resumes with every thread at once: the handler
+    must not see an unset signal for a moment until the deadline timer gets its turn. The
+    signal reads the run's local deadline whenever it is read."""
+    run = make_run(clock)
+    assert not run.signal.is_set()
+    clock.now += VIS  # frozen past the deadline; no heartbeat or timer ran meanwhile
+    with caplog.at_level(logging.ERROR, logger="django_xjobs"):
+        assert run.signal.wait(0) is True  # a timed-out wait() right after the resume
+    assert run.lost and isinstance(run.signal.reason, LeaseLostError)
+    with pytest.raises(LeaseLostError):
+        run.signal.raise_if_set()
+    [lost] = [r for r in caplog.records if getattr(r, "event", "") == "xjobs.lease.lost"]
+    assert lost.fields["reason"] == "deadline"
+
+
+def test_lease_15_a_renewal_moves_the_deadline_the_signal_reads(clock):
+    run = make_run(clock)
+    clock.now += VIS * 0.8
+    run.renewed_at = clock()  # a renewal sent now landed
+    clock.now += VIS * 0.8  # past the first deadline, inside the renewed one
+    assert not run.signal.is_set() and not run.lost

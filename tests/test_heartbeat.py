@@ -68,7 +68,7 @@ def make_run(clock):
         idempotency_key="k",
         created_at=datetime.now(UTC),
     )
-    return Run(job, "w1", VIS, renewed_at=clock())
+    return Run(job, "w1", VIS, renewed_at=clock(), monotonic=clock)
 
 
 def heartbeat(driver, run, clock, submit=None):

@@ -23,6 +23,7 @@ from django.db import close_old_connections, connections
 from .. import log
 from ..connections import mark_role_thread
 from ..drivers import sql
+from .run import DEADLINE_MARGIN
 
 if TYPE_CHECKING:
     from ..drivers.base import JobDriver
@@ -52,7 +53,7 @@ class Heartbeat(threading.Thread):
         self.worker_id, self.database = worker_id, database
         self.monotonic = monotonic
         #: SPEC LEASE-15: a tenth of the timeout covers the renewal's trip and the handler's stop
-        self.margin = visibility_timeout / 10
+        self.margin = visibility_timeout * DEADLINE_MARGIN
         #: SPEC HANG-03: how long a returned body's settle may take while its lease is renewed
         self.settle_deadline = visibility_timeout if settle_deadline is None else settle_deadline
         self.presence = presence

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,10 @@ from .. import log, metrics
 from ..context import Signal
 from ..drivers.base import ClaimedJob
 from ..errors import JobCancelledError, LeaseLostError, SlotLostError
+
+#: SPEC LEASE-15: the share of the visibility timeout kept back from the local deadline, for
+#: the renewal's trip and the handler's stop
+DEADLINE_MARGIN = 0.1
 
 
 @dataclass
@@ -38,6 +43,16 @@ class Run:
     #: the fleet concurrency slot this run holds, and what releases the per-process limit
     slot: tuple[str, int, str] | None = None
     limit_lease: Any = None
+    #: the clock ``renewed_at`` is read on (tests pass a controllable one)
+    monotonic: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        # the run's signal reads the local deadline itself, not only when the timer fires
+        self.signal.bind_deadline(
+            lambda: self.deadline(self.visibility_timeout * DEADLINE_MARGIN),
+            lambda: self.lose("deadline"),
+            self.monotonic,
+        )
 
     def deadline(self, margin: float) -> float:
         """SPEC LEASE-15: the local deadline, the last renewal sent + the timeout - ``margin``;
