@@ -64,6 +64,34 @@ def test_a_settle_failing_through_a_short_outage_lands_when_it_ends(live_harness
     assert "settle_failed" not in caplog.text and "settle_refused" not in caplog.text
 
 
+def test_an_outage_longer_than_the_lease_still_lands_the_result_when_it_ends(live_harness, caplog):
+    """The ack and the renewals fail for longer than the lease: nobody re-claimed the job
+    meanwhile, so the fenced ack still lands once the database answers, and the job runs once
+    (make chaos, outage: completed twice before this)."""
+    import time
+
+    token = f"outage-{uuid.uuid4()}"
+    job_id = jobs.ledger.enqueue(token=token).id
+    back_at: list[float] = []
+
+    def down(name, args):
+        if name == "ack" and not back_at:
+            back_at.append(time.monotonic() + 2.5)  # the outage starts at the first ack
+        return bool(back_at) and time.monotonic() < back_at[0]
+
+    driver = Outage(live_harness.driver, {"ack", "heartbeat", "claim"}, down)  # all of it down
+    worker = Worker(
+        queues=["default"], driver=driver, burst=True, visibility_timeout=1.5, stall_timeout=20
+    )
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        stats = worker.run()
+    assert stats.outcomes == {Outcome.COMPLETED: 1}
+    row = live_harness.row(job_id)
+    assert (row.state, row.attempt) == ("done", 1)
+    assert done_once(token)
+    assert "settle_failed" not in caplog.text
+
+
 def test_a_settle_that_outlives_its_lease_is_logged_as_failed_not_refused(live_harness, caplog):
     """Every try of the first run's ack and renewals fails until its lease is gone: the guard
     gives up as settle_failed, the lease hands the job back, and the second run settles it. The
@@ -78,7 +106,9 @@ def test_a_settle_that_outlives_its_lease_is_logged_as_failed_not_refused(live_h
         return token_arg == first[0]
 
     driver = Outage(live_harness.driver, {"ack", "heartbeat"}, down)
-    worker = Worker(queues=["default"], driver=driver, burst=True, visibility_timeout=1.5)
+    worker = Worker(
+        queues=["default"], driver=driver, burst=True, visibility_timeout=1.5, stall_timeout=4
+    )
     unsettled = metrics.value("xjobs_jobs_total", queue="default", outcome="unsettled")
     lost = metrics.value("xjobs_jobs_total", queue="default", outcome="lease_lost")
     with caplog.at_level(logging.WARNING, logger="django_xjobs"):

@@ -134,7 +134,7 @@ def test_settling_retries_only_transient_failures_while_a_lease_may_hold(harness
     assert worker._with_retries(fails_with(broken, IntegrityError), values, "gave up") == "gave up"
     assert len(calls) == 1  # the same error would come back: not retried
     calls.clear()
-    run.lost = True  # no lease can hold any more: a retry could not land
+    run.lost, run.lost_reason = True, "not-ours"  # the database said so: a retry cannot land
     assert (
         worker._with_retries(fails_with(deadlock, OperationalError), values, "gave up") == "gave up"
     )

@@ -39,6 +39,8 @@ class Run:
     #: may have raced its ack, so only the settler may call it lost (issue 12 item 8)
     settling: bool = False
     lost: bool = False
+    #: why: "expired"/"deadline" (this worker's clock said so) or "not-ours" (the database did)
+    lost_reason: str | None = None
     cancelled: bool = False
     #: the fleet concurrency slot this run holds, and what releases the per-process limit
     slot: tuple[str, int, str] | None = None
@@ -64,6 +66,7 @@ class Run:
         if self.lost or self.cancelled or self.settled.is_set():
             return
         self.lost = True
+        self.lost_reason = reason
         log.event(
             logging.ERROR,
             "xjobs.lease.lost",

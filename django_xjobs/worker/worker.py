@@ -36,6 +36,9 @@ _SETTLE_BATCH = 500
 #: a settle that fails on a transient error is tried again, the pause doubling from the first
 #: to the last, for as long as one of its runs may still hold its lease (issue 12 item 2)
 _SETTLE_PAUSES = (0.1, 2.0)
+#: the pause between settle tries once the lease has lapsed: short, to land first once the
+#: database is back (the other workers' claim loops are backing off)
+_SETTLE_PAST_LEASE = 0.5
 _PRUNE_EVERY = 3600.0
 #: the longest the claim loop waits between tries while the database fails
 _CLAIM_BACKOFF_CAP = 10.0
@@ -125,6 +128,7 @@ class Worker:
         self._runs_lock = threading.Lock()
         self._wake = threading.Event()
         self._draining = threading.Event()
+        self._settle_retrying = threading.Event()
         self._settle_queue: queue_module.Queue[Execution | _Ended | None] = queue_module.Queue()
         #: runs settled while their body still runs past its timeout, by lease token
         self._abandoned: dict[Any, Run] = {}
@@ -248,7 +252,10 @@ class Worker:
             if self._awaiting_idle and not self._runs:
                 self._awaiting_idle = False  # idle: the next claim takes the suspect, alone
             # a suspect running alone, or waiting for this worker to be idle, stops the claims
-            free = 0 if self._quarantined or self._awaiting_idle else self.concurrency - busy
+            # results in hand go first: while a settle is retried through an outage, claiming
+            # would overtake it and re-run the very jobs it is trying to settle
+            held_back = self._quarantined or self._awaiting_idle or self._settle_retrying.is_set()
+            free = 0 if held_back else self.concurrency - busy
             claimed = []
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
             if free > 0:
@@ -476,16 +483,40 @@ class Worker:
         failures: set[Any] | None = None,
     ) -> Any:
         """The settle guard: a transient database error (typed, by SQLSTATE) is retried with
-        backoff for as long as one of the runs may still hold its lease, since a lease that is
-        still valid means the result can still land (issue 12 item 2)."""
+        backoff (issue 12 item 2). A result can land for as long as no other worker has claimed
+        the job: the write is fenced on the lease token, so a late one lands or is refused,
+        never overwrites. Inside the lease the pauses double; past it the guard keeps trying
+        often, to land before a re-claim once the database is back, for up to half the stall
+        timeout (the watchdog's bound on a settle)."""
         pause, longest = _SETTLE_PAUSES
+        patience = max(self.stall_timeout / 2, self.visibility_timeout)
+        started = time.monotonic()
+        try:
+            return self._settle_with_patience(
+                call, values, failed, names, failures, pause, longest, started + patience
+            )
+        finally:
+            self._settle_retrying.clear()
+
+    def _settle_with_patience(
+        self,
+        call: Any,
+        values: Sequence[Settle],
+        failed: Any,
+        names: dict[Any, str] | None,
+        failures: set[Any] | None,
+        pause: float,
+        longest: float,
+        until: float,
+    ) -> Any:
         while True:
             try:
                 landed = call()
             except Exception as error:
-                room = self._lease_room(values)
-                if sql.is_transient(error) and room > 0:
-                    time.sleep(min(pause, room))
+                if sql.is_transient(error) and time.monotonic() < until and not self._gone(values):
+                    self._settle_retrying.set()
+                    room = self._lease_room(values)
+                    time.sleep(min(pause, room) if room > 0 else min(pause, _SETTLE_PAST_LEASE))
                     pause = min(pause * 2, longest)
                     continue
                 for value in values:
@@ -514,6 +545,13 @@ class Worker:
             if run is not None and not run.lost and not run.cancelled
         ]
         return max(rooms, default=0.0)
+
+    def _gone(self, values: Sequence[Settle]) -> bool:
+        """True when the database already said every one of these runs no longer holds its job
+        (another holder, a cancel): no retry could land."""
+        with self._runs_lock:
+            runs = [self._runs.get(v.job_id) for v in values]
+        return all(run is None or run.cancelled or run.lost_reason == "not-ours" for run in runs)
 
     def _mark_settled(self, values: Sequence[Settle], landed: Any) -> None:
         """Each run is settled the moment its write lands, not when the whole batch has: a
