@@ -8,7 +8,14 @@ from django_xjobs import Retry, job
 from tests.jobs import _mark
 
 
-@job(idempotency_key="chaos:{token}", retry=Retry(attempts=5, delay="200ms", jitter=False))
+# timeout: a body blocked on a connection that went silent is bounded only by its job's own
+# timeout (on a real network tcp_user_timeout also breaks the connection; through a local
+# proxy the kernel keeps acknowledging, so it never fires) -- as a production job should be
+@job(
+    idempotency_key="chaos:{token}",
+    retry=Retry(attempts=5, delay="200ms", jitter=False),
+    timeout="5s",
+)
 def stream(ctx, token: str, hold: float = 0.5):
     _mark(token, "start", ctx.attempt)
     ctx.signal.wait(hold)
