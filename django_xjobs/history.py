@@ -24,7 +24,7 @@ MESSAGE_LIMIT = 4 * 1024
 #: of a cut text, the share kept from its start: the outermost frames and any chained cause
 _HEAD_SHARE = 0.25
 
-Ending = Literal["retried", "dead", "failed", "timeout", "crashed"]
+Ending = Literal["retried", "dead", "failed", "timeout", "crashed", "lapsed"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,16 @@ LAPSED = Failure(
     exception=_class_path(LeaseLostError),
     traceback="",
     outcome="crashed",
+)
+#: the same, when its worker was still present (it renewed its presence row): the database or
+#: the network was away, the worker was not gone, and the lapse is not counted as a crash
+LAPSED_PRESENT = Failure(
+    code=LeaseLostError.code,
+    message="the lease lapsed before the run settled while its worker stayed present "
+    "(the database or the network was away): not counted as a crash",
+    exception=_class_path(LeaseLostError),
+    traceback="",
+    outcome="lapsed",
 )
 
 

@@ -31,7 +31,8 @@ def inspect_job(job_id: UUID | str) -> dict[str, Any] | None:
 
     ``attempts`` holds the last 10 failed attempts, oldest first: ``attempt``, ``at``,
     ``code`` (ours, else None), ``message``, ``exception`` (the class path), ``traceback``
-    (at most 16 KiB) and ``outcome`` (retried, dead, failed, timeout or crashed)::
+    (at most 16 KiB) and ``outcome``: retried, dead, failed, timeout, crashed, or lapsed (the
+    lease ran out while its worker stayed present: an outage, not counted as a crash)::
 
         >>> trace = inspect_job("0197a3c2-...")
         >>> trace["state"], trace["attempt"], [s["name"] for s in trace["steps"]]

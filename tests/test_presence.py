@@ -83,6 +83,7 @@ def test_a_lapse_without_a_presence_row_counts_as_a_crash(harness):
     [again] = claim(harness.driver, "w2")
     assert again.lease_expiries == 1
     assert harness.row(job_id).lapsed_holder is None
+    assert [e.outcome for e in harness.row(job_id).errors] == ["crashed"]
 
 
 def test_a_holder_that_died_while_another_worker_beat_counts_as_a_crash(harness):
@@ -106,6 +107,9 @@ def test_an_outage_that_silenced_every_worker_is_not_a_crash(harness):
     [again] = claim(harness.driver, "b")
     assert again.lease_expiries == 0
     assert harness.row(job_id).lapsed_holder == "a"  # judged at the next lapse
+    # what the operator reads agrees: the attempt lapsed, it did not crash
+    [entry] = harness.row(job_id).errors
+    assert (entry.attempt, entry.outcome) == (1, "lapsed") and "not counted" in entry.message
 
     beat(harness.driver, "a")  # a was alive all along
     lapse(harness, "a", "b")

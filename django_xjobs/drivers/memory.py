@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ..clock import Clock, SystemClock
-from ..history import KEEP, LAPSED, FailedAttempt, Failure
+from ..history import KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Failure
 from ..ids import uuid7
 from ..states import LIVE_STATES
 from .base import (
@@ -160,11 +160,13 @@ class MemoryDriver:
                 crashes, pending = 0, row.lapsed_holder
                 if lapsed:
                     at = row.visible_at or now  # when its lease ran out
-                    entry = FailedAttempt.stamped(LAPSED, attempt=row.attempt, at=at)
-                    errors = (*errors, entry)[-KEEP:]
                     crashes, pending = self._presence.verdict(
                         row.claimed_by, row.lapsed_holder, now, visibility_timeout
                     )
+                    counted = pending != row.claimed_by  # this holder judged gone, not pending
+                    kind = LAPSED if counted else LAPSED_PRESENT
+                    entry = FailedAttempt.stamped(kind, attempt=row.attempt, at=at)
+                    errors = (*errors, entry)[-KEEP:]
                 row = replace(
                     row,
                     state="running",

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 STATEMENTS = sql.load(Path(__file__).with_name("postgres.sql"))
 CHANNEL = "xjobs"
 _LAPSED_JSON = history.LAPSED.to_json()
+_LAPSED_PRESENT_JSON = history.LAPSED_PRESENT.to_json()
 
 
 def _history(failure: history.Failure | None) -> dict[str, Any]:
@@ -124,6 +125,7 @@ class PostgresDriver:
                 "worker_id": worker_id,
                 "visibility_timeout": visibility_timeout,
                 "lapsed": _LAPSED_JSON,
+                "lapsed_present": _LAPSED_PRESENT_JSON,
                 "keep": history.KEEP,
             },
         )

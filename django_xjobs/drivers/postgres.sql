@@ -41,8 +41,9 @@ SELECT id, run_id FROM x_jobs WHERE id = %(id)s;
 -- and run_at order, plus running rows whose lease lapsed (T4). Each queue is read on its own
 -- (LATERAL) so the claim index is walked in order instead of sorting every ready row. Every claim
 -- mints a new lease token; the previous holder's writes are refused from here on (DESIGN Q-01).
--- A lapsed row's unsettled run joins its failure history as crashed (`lapsed`), dated when its
--- lease ran out; only the last `keep` entries stay, as in retry and finish.
+-- A lapsed row's unsettled run joins its failure history, dated when its lease ran out: as
+-- crashed when the verdict below counts it, else as lapsed (its worker stayed present); only the
+-- last `keep` entries stay, as in retry and finish.
 WITH waiting AS (
     SELECT w.id, w.priority, w.run_at
     FROM unnest(%(queues)s::text[]) AS q(name)
@@ -102,7 +103,9 @@ SET state = 'running',
             SELECT entry, n
             FROM jsonb_array_elements(
                 j.errors || jsonb_build_array(
-                    jsonb_build_object('attempt', j.attempt, 'at', j.visible_at) || %(lapsed)s::jsonb)
+                    jsonb_build_object('attempt', j.attempt, 'at', j.visible_at)
+                    || CASE WHEN v.crashed = 1 THEN %(lapsed)s::jsonb
+                            ELSE %(lapsed_present)s::jsonb END)
             ) WITH ORDINALITY AS entries(entry, n)
             ORDER BY n DESC
             LIMIT %(keep)s
