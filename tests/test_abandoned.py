@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
@@ -16,18 +15,9 @@ from django_xjobs import metrics
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 from tests.models import Ledger
+from tests.support.process import wait_for
 
 ABANDONED = "xjobs_worker_abandoned_bodies"
-
-
-def poll(condition: Callable[[], object], what: str, timeout: float = 30) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 @contextmanager
@@ -72,12 +62,12 @@ def test_exec_05_a_capped_body_past_its_timeout_never_overlaps_its_retry(live_ha
     )
     with caplog.at_level(logging.INFO, logger="django_xjobs"), running(worker):
         # the row is already retried while the first body still runs: it holds its capacity
-        poll(lambda: worker.stats().abandoned == 1, "the body to be abandoned")
+        wait_for(lambda: worker.stats().abandoned == 1, what="the body to be abandoned")
         assert metrics.gauge_value(ABANDONED) == baseline + 1
         assert live_harness.driver.leases.held("job:tests.jobs.overrun_capped") == 1
         assert live_harness.row(job_id).last_error.startswith("X_JOB_TIMEOUT")
-        poll(lambda: live_harness.row(job_id).state == "done", "the retry to complete")
-        poll(lambda: len(intervals([token])) == 2, "both attempts to reach their end")
+        wait_for(lambda: live_harness.row(job_id).state == "done", what="the retry to complete")
+        wait_for(lambda: len(intervals([token])) == 2, what="both attempts to reach their end")
         assert worker.stats().abandoned == 0
     assert metrics.gauge_value(ABANDONED) == baseline
     [(_, first, _, end_1), (_, second, start_2, _)] = intervals([token])
@@ -100,8 +90,8 @@ def test_exec_05_a_worker_never_runs_more_bodies_than_its_concurrency(live_harne
         queues=["default"], concurrency=2, driver=live_harness.driver, poll_interval=0.05
     )
     with running(worker):
-        poll(lambda: len(intervals(tokens)) == 4, "all four bodies to end", timeout=60)
-        poll(lambda: worker.stats().abandoned == 0, "the worker to release them")
+        wait_for(lambda: len(intervals(tokens)) == 4, what="all four bodies to end", timeout=60)
+        wait_for(lambda: worker.stats().abandoned == 0, what="the worker to release them")
     assert jobs.live_bodies["max"] == 2  # counted by the handlers themselves
     assert most_at_once(intervals(tokens)) <= 2
     rows = [live_harness.row(i) for i in ids]
