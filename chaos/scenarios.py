@@ -6,7 +6,6 @@ warm stream, the fault, five more seconds of stream, a drain, a SIGTERM, the tal
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -15,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django_xjobs.models import Job, OutboxEntry
-from tests.support.process import ROOT, ManageProcess, wait_for, worker_env
+from tests.support.process import ManageProcess, wait_for, worker_env
 from tests.support.proxy import SilentProxy
 
 from . import NAMES
@@ -279,30 +278,8 @@ class Producer(ManageProcess):
 
     def __init__(self, lab: Lab, prefix: str) -> None:
         self.prefix = prefix
-        env = worker_env(lab.url)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "chaos.producer", prefix],
-            env={**env, "DJANGO_SETTINGS_MODULE": "chaos.settings"},
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self._read()
-
-    def _read(self) -> None:
-        import threading
-
-        from tests.support.process import _drain
-
-        self.out: list[str] = []
-        self.err: list[str] = []
-        self.readers = [
-            threading.Thread(target=_drain, args=(stream, lines), daemon=True)
-            for stream, lines in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
-        ]
-        for reader in self.readers:
-            reader.start()
+        env = {**worker_env(lab.url), "DJANGO_SETTINGS_MODULE": "chaos.settings"}
+        self.start([sys.executable, "-m", "chaos.producer", prefix], env)
 
     def opened(self, batch: int) -> bool:
         return f"open {batch}\n" in self.out

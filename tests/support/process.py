@@ -61,9 +61,13 @@ class ManageProcess:
     """
 
     def __init__(self, command: str, *args: str, env: dict[str, str] | None = None) -> None:
+        self.start(manage_argv(command, *args), env or worker_env())
+
+    def start(self, argv: list[str], env: dict[str, str]) -> None:
+        """Run ``argv`` (any command line, not only manage.py) and read its output as it comes."""
         self.proc = subprocess.Popen(
-            manage_argv(command, *args),
-            env={**(env or worker_env()), "PYTHONFAULTHANDLER": "1"},
+            argv,
+            env={**env, "PYTHONFAULTHANDLER": "1"},
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
