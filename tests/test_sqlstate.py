@@ -13,7 +13,7 @@ from django.db import IntegrityError, OperationalError, ProgrammingError
 
 from django_xjobs.drivers import sql
 from django_xjobs.errors import DriverUnavailableError
-from django_xjobs.worker import worker as worker_module
+from django_xjobs.worker import guard as guard_module
 from django_xjobs.worker.worker import Worker
 
 
@@ -106,7 +106,7 @@ def test_settling_retries_only_transient_failures_while_a_lease_may_hold(harness
     from django_xjobs.worker.run import Run
     from tests import jobs
 
-    monkeypatch.setattr(worker_module, "_SETTLE_PAUSES", (0.0, 0.0))
+    monkeypatch.setattr(guard_module, "_SETTLE_PAUSES", (0.0, 0.0))
     worker = Worker(queues=["default"], driver=harness.driver, burst=True)
     jobs.ok.enqueue(n=1)
     [job] = harness.driver.claim(

@@ -397,9 +397,9 @@ def test_retention_prunes_old_finished_jobs_by_state(transactional_db):
     settings = {"QUEUES": ["other"], "OUTBOX": "off", "RETENTION": {"done": "1d"}}
     with override_settings(XJOBS=settings):
         worker = Worker(queues=["default"], driver=driver)
-        worker._maybe_prune()
+        worker._retention.maybe_prune()
         deadline = time.monotonic() + 20
-        while worker._pruning.is_set():
+        while worker._retention.running.is_set():
             assert time.monotonic() < deadline, "the prune never finished"
             time.sleep(0.02)
     assert set(Job.objects.values_list("id", flat=True)) == {recent_done, old_dead, live}

@@ -8,11 +8,15 @@ failure opens it again with the next, longer wait.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+
+from .. import log
+from ..drivers import sql
 
 State = Literal["closed", "open", "half-open"]
 
@@ -84,3 +88,28 @@ class Breaker:
         self.state = "closed"
         self.failures = 0
         return closed
+
+
+def report_failure(worker_id: str, opened: Opened, error: Exception) -> None:
+    """Log a failed claim, at most once per window for the same kind of error."""
+    log.throttled(
+        logging.ERROR,
+        "xjobs.worker.claim_failed",
+        kind=sql.sqlstate(error) or type(error).__name__,
+        worker=worker_id,
+        failures=opened.failures,
+        retry_in=f"{opened.delay:.2f}s",
+        error=error,
+    )
+
+
+def report_resumed(worker_id: str, closed: Closed | None) -> None:
+    """Log the end of an outage, once, when the first claim after it succeeded."""
+    if closed is not None:
+        log.event(
+            logging.WARNING,
+            "xjobs.worker.claim_resumed",
+            worker=worker_id,
+            failures=closed.failures,
+            outage=f"{closed.outage:.1f}s",
+        )

@@ -19,27 +19,22 @@ from django.db import close_old_connections, connections
 from .. import conf, log, metrics, registry
 from ..clock import Clock, system_clock
 from ..connections import mark_role_thread, role_connections
-from ..drivers import get_driver, sql
+from ..drivers import get_driver
 from ..drivers.base import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..execute import Execution, Outcome, execute, failure
 from ..ids import uuid7
 from ..settle import settle
-from .breaker import Breaker
+from .breaker import Breaker, report_failure, report_resumed
+from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .limits import Limiter
 from .presence import WorkerPresence
+from .retention import Retention
 from .run import Run
 from .watchdog import Watchdog
 
 _SETTLE_BATCH = 500
-#: a settle that fails on a transient error is tried again, the pause doubling from the first
-#: to the last, for as long as one of its runs may still hold its lease (issue 12 item 2)
-_SETTLE_PAUSES = (0.1, 2.0)
-#: the pause between settle tries once the lease has lapsed: short, to land first once the
-#: database is back (the other workers' claim loops are backing off)
-_SETTLE_PAST_LEASE = 0.5
-_PRUNE_EVERY = 3600.0
 #: the longest the claim loop waits between tries while the database fails
 _CLAIM_BACKOFF_CAP = 10.0
 _ABANDONED = "xjobs_worker_abandoned_bodies"
@@ -126,18 +121,23 @@ class Worker:
         self._database = self.driver.database
         self._runs: dict[Any, Run] = {}
         self._runs_lock = threading.Lock()
+        self._guard = SettleGuard(
+            runs=self._runs,
+            lock=self._runs_lock,
+            visibility_timeout=self.visibility_timeout,
+            stall_timeout=self.stall_timeout,
+            worker_id=self.worker_id,
+        )
         self._wake = threading.Event()
         self._draining = threading.Event()
-        self._settle_retrying = threading.Event()
         self._settle_queue: queue_module.Queue[Execution | _Ended | None] = queue_module.Queue()
         #: runs settled while their body still runs past its timeout, by lease token
         self._abandoned: dict[Any, Run] = {}
         self._quarantined = False
         #: a suspect was handed back until this worker's runs end: claim nothing until then
         self._awaiting_idle = False
-        self._last_prune = -_PRUNE_EVERY
         self._breaker = Breaker(base=self.poll_interval, cap=_CLAIM_BACKOFF_CAP)
-        self._pruning = threading.Event()
+        self._retention = Retention(self.driver)
 
     # --- public -----------------------------------------------------------------------------
 
@@ -254,7 +254,7 @@ class Worker:
             # a suspect running alone, or waiting for this worker to be idle, stops the claims
             # results in hand go first: while a settle is retried through an outage, claiming
             # would overtake it and re-run the very jobs it is trying to settle
-            held_back = self._quarantined or self._awaiting_idle or self._settle_retrying.is_set()
+            held_back = self._quarantined or self._awaiting_idle or self._guard.retrying.is_set()
             free = 0 if held_back else self.concurrency - busy
             claimed = []
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
@@ -291,7 +291,7 @@ class Worker:
             for run in admitted:
                 pool.submit(self._execute, run)
             started = len(admitted)
-            self._maybe_prune()
+            self._retention.maybe_prune()
             if self.burst and not started and not self._runs:
                 return  # nothing runnable now: shed jobs wait for a slot, not for this burst
             if free > 0 and len(claimed) == free:
@@ -306,52 +306,10 @@ class Worker:
 
     def _claim_failed(self, error: Exception) -> None:
         """Open the breaker: the next claim waits, longer after each failure in a row."""
-        opened = self._breaker.failure()
-        log.throttled(
-            logging.ERROR,
-            "xjobs.worker.claim_failed",
-            kind=sql.sqlstate(error) or type(error).__name__,
-            worker=self.worker_id,
-            failures=opened.failures,
-            retry_in=f"{opened.delay:.2f}s",
-            error=error,
-        )
+        report_failure(self.worker_id, self._breaker.failure(), error)
 
     def _claim_resumed(self) -> None:
-        closed = self._breaker.success()
-        if closed is not None:
-            log.event(
-                logging.WARNING,
-                "xjobs.worker.claim_resumed",
-                worker=self.worker_id,
-                failures=closed.failures,
-                outage=f"{closed.outage:.1f}s",
-            )
-
-    def _maybe_prune(self) -> None:
-        """Apply ``XJOBS["RETENTION"]`` at most hourly, off the claim loop's thread."""
-        retention = conf.get().retention
-        now = time.monotonic()
-        if not retention or now - self._last_prune < _PRUNE_EVERY or self._pruning.is_set():
-            return
-        self._last_prune = now
-        self._pruning.set()
-        threading.Thread(
-            target=self._prune, args=(retention,), name="xjobs-prune", daemon=True
-        ).start()
-
-    def _prune(self, retention: dict[str, float]) -> None:
-        try:
-            for state, older_than in retention.items():
-                deleted = self.driver.prune(older_than=older_than, states=[state])[state]
-                if deleted:
-                    log.event(logging.INFO, "xjobs.worker.pruned", state=state, deleted=deleted)
-        except Exception as error:
-            log.event(logging.WARNING, "xjobs.worker.prune_failed", error=error)
-        finally:
-            if self._database:
-                connections[self._database].close()
-            self._pruning.clear()
+        report_resumed(self.worker_id, self._breaker.success())
 
     def _admit(self, job: ClaimedJob) -> Admit | Shed:
         """Take the per-process limit, then the fleet slot; shed the job when either is full
@@ -482,86 +440,8 @@ class Worker:
         names: dict[Any, str] | None = None,
         failures: set[Any] | None = None,
     ) -> Any:
-        """The settle guard: a transient database error (typed, by SQLSTATE) is retried with
-        backoff (issue 12 item 2). A result can land for as long as no other worker has claimed
-        the job: the write is fenced on the lease token, so a late one lands or is refused,
-        never overwrites. Inside the lease the pauses double; past it the guard keeps trying
-        often, to land before a re-claim once the database is back, for up to half the stall
-        timeout (the watchdog's bound on a settle)."""
-        pause, longest = _SETTLE_PAUSES
-        patience = max(self.stall_timeout / 2, self.visibility_timeout)
-        started = time.monotonic()
-        try:
-            return self._settle_with_patience(
-                call, values, failed, names, failures, pause, longest, started + patience
-            )
-        finally:
-            self._settle_retrying.clear()
-
-    def _settle_with_patience(
-        self,
-        call: Any,
-        values: Sequence[Settle],
-        failed: Any,
-        names: dict[Any, str] | None,
-        failures: set[Any] | None,
-        pause: float,
-        longest: float,
-        until: float,
-    ) -> Any:
-        while True:
-            try:
-                landed = call()
-            except Exception as error:
-                if sql.is_transient(error) and time.monotonic() < until and not self._gone(values):
-                    self._settle_retrying.set()
-                    room = self._lease_room(values)
-                    time.sleep(min(pause, room) if room > 0 else min(pause, _SETTLE_PAST_LEASE))
-                    pause = min(pause * 2, longest)
-                    continue
-                for value in values:
-                    log.event(
-                        logging.ERROR,
-                        "xjobs.worker.settle_failed",
-                        worker=self.worker_id,
-                        job=(names or {}).get(value.job_id),
-                        id=value.job_id,
-                        error=error,
-                    )
-                    if failures is not None:
-                        failures.add(value.job_id)
-                return failed
-            self._mark_settled(values, landed)
-            return landed
-
-    def _lease_room(self, values: Sequence[Settle]) -> float:
-        """Seconds until the last of these runs' leases lapses on this worker's clock (0: gone)."""
-        now = time.monotonic()
-        with self._runs_lock:
-            runs = [self._runs.get(v.job_id) for v in values]
-        rooms = [
-            self.visibility_timeout - (now - run.renewed_at)
-            for run in runs
-            if run is not None and not run.lost and not run.cancelled
-        ]
-        return max(rooms, default=0.0)
-
-    def _gone(self, values: Sequence[Settle]) -> bool:
-        """True when the database already said every one of these runs no longer holds its job
-        (another holder, a cancel): no retry could land."""
-        with self._runs_lock:
-            runs = [self._runs.get(v.job_id) for v in values]
-        return all(run is None or run.cancelled or run.lost_reason == "not-ours" for run in runs)
-
-    def _mark_settled(self, values: Sequence[Settle], landed: Any) -> None:
-        """Each run is settled the moment its write lands, not when the whole batch has: a
-        renewal in between would find the job gone and report a false loss (issue 12 item 8)."""
-        held = landed if isinstance(landed, set) else ({values[0].job_id} if landed else set())
-        with self._runs_lock:
-            runs = [self._runs.get(job_id) for job_id in held]
-        for run in runs:
-            if run is not None:
-                run.settled.set()
+        """The settle guard (worker/guard.py): retries transient failures, marks runs settled."""
+        return self._guard(call, values, failed, names, failures)
 
     def _finish(self, execution: Execution, settled: bool, *, failed: bool = False) -> None:
         job = execution.job

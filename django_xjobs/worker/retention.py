@@ -1,0 +1,48 @@
+"""``XJOBS["RETENTION"]`` applied by a worker: finished jobs deleted per state, at most hourly,
+on a thread of its own so the claim loop never waits for it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.db import connections
+
+from .. import conf, log
+from ..drivers.base import JobDriver
+
+_PRUNE_EVERY = 3600.0
+
+
+class Retention:
+    def __init__(self, driver: JobDriver) -> None:
+        self.driver = driver
+        #: set while a prune runs; the next one waits its turn
+        self.running = threading.Event()
+        self._last = -_PRUNE_EVERY
+
+    def maybe_prune(self) -> None:
+        """Start a prune when one is due and none is running."""
+        retention = conf.get().retention
+        now = time.monotonic()
+        if not retention or now - self._last < _PRUNE_EVERY or self.running.is_set():
+            return
+        self._last = now
+        self.running.set()
+        threading.Thread(
+            target=self._prune, args=(retention,), name="xjobs-prune", daemon=True
+        ).start()
+
+    def _prune(self, retention: dict[str, float]) -> None:
+        try:
+            for state, older_than in retention.items():
+                deleted = self.driver.prune(older_than=older_than, states=[state])[state]
+                if deleted:
+                    log.event(logging.INFO, "xjobs.worker.pruned", state=state, deleted=deleted)
+        except Exception as error:
+            log.event(logging.WARNING, "xjobs.worker.prune_failed", error=error)
+        finally:
+            if self.driver.database:
+                connections[self.driver.database].close()
+            self.running.clear()
