@@ -17,28 +17,26 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 from uuid import UUID
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from . import conf, inspect
+from .admin_pages import UNKNOWN_CODE, OverviewPages, admin_url, nav_links, parked_unknown
 from .durations import format_span
-from .errors import JobUnknownError, XJobsError
+from .errors import XJobsError
 from .models import (
     Job,
     JobLease,
     JobState,
     OutboxEntry,
-    SchedulerLeader,
     SchedulerState,
     Worker,
 )
@@ -66,7 +64,7 @@ class _LibraryRows(_ModelAdmin):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         return super().changelist_view(
-            request, {**_nav(self.admin_site, request), **(extra_context or {})}
+            request, {**nav_links(self.admin_site, request), **(extra_context or {})}
         )
 
 
@@ -90,9 +88,6 @@ def _admin_hint(error: XJobsError, state: str) -> str:
             return "it completed; there is nothing to retry"
         return "it has not finished; wait for it, or choose “Cancel selected jobs” first"
     return error.hint
-
-
-UNKNOWN_CODE = JobUnknownError.code
 
 
 def _parked_unknown(obj: Job) -> bool:
@@ -122,13 +117,8 @@ class UnknownJobFilter(admin.SimpleListFilter):
         return queryset
 
 
-def parked_unknown() -> Q:
-    """The rows ``execute`` parks when it finds no job registered under their name."""
-    return Q(state=JobState.SUSPENDED, last_error__startswith=UNKNOWN_CODE)
-
-
 @admin.register(Job)
-class JobAdmin(_LibraryRows):
+class JobAdmin(OverviewPages, _LibraryRows):
     list_display = (
         "name",
         "queue",
@@ -196,7 +186,9 @@ class JobAdmin(_LibraryRows):
                 "the same idempotency key.",
                 messages.INFO,
             )
-            return HttpResponseRedirect(_url(self.admin_site, "django_xjobs_job_change", moved))
+            return HttpResponseRedirect(
+                admin_url(self.admin_site, "django_xjobs_job_change", moved)
+            )
         buttons = {
             "show_save": False,
             "show_save_and_continue": False,
@@ -241,104 +233,6 @@ class JobAdmin(_LibraryRows):
             ),
             *super().get_urls(),
         ]
-
-    def _page(self, request: HttpRequest, title: str, **context: Any) -> dict[str, Any]:
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        return {
-            **self.admin_site.each_context(request),
-            **_nav(self.admin_site, request),
-            "title": title,
-            "opts": self.opts,
-            **context,
-        }
-
-    def queues_view(self, request: HttpRequest) -> TemplateResponse:
-        """Depth per queue (``inspect_queues()``), each number a link to the matching jobs."""
-        overview = inspect.inspect_queues()
-        jobs_url = _url(self.admin_site, "django_xjobs_job_changelist")
-        alias = conf.get().database
-        # of the suspended rows, those parked because no process registers their job name
-        unknown = dict(
-            Job.objects.using(alias)
-            .filter(parked_unknown())
-            .values("queue")
-            .annotate(n=Count("id"))
-            .values_list("queue", "n")
-        )
-        rows = [
-            {
-                **q,
-                "unknown": unknown.get(q["queue"], 0),
-                "oldest_ready": format_span(q["oldest_ready_seconds"]) if q["ready"] else "-",
-                "url": f"{jobs_url}?{urlencode({'queue__exact': q['queue']})}",
-                "links": {
-                    state: f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'state__exact': state})}"
-                    for state in ("running", "suspended", "dead")
-                }
-                | {
-                    "unknown": f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'unknown': 'parked'})}"
-                },
-            }
-            for q in overview["queues"]
-        ]
-        outbox = inspect.inspect_outbox()
-        context = self._page(
-            request,
-            "Queues",
-            page="queues",
-            driver=overview["driver"],
-            rows=rows,
-            totals=overview["totals"],
-            unknown_total=sum(unknown.values()),
-            unknown_url=f"{jobs_url}?unknown=parked",
-            oldest_ready=format_span(overview["oldest_ready_seconds"])
-            if overview["totals"]["ready"]
-            else "-",
-            outbox_pending=outbox["pending"],
-            outbox_oldest=format_span(outbox["oldest_pending_seconds"]),
-            slots_held=JobLease.objects.using(alias).filter(expires_at__gt=Now()).count(),
-            leader=_leader(alias),
-        )
-        return TemplateResponse(request, "django_xjobs/admin/queues.html", context)
-
-    def crons_view(self, request: HttpRequest) -> TemplateResponse:
-        """Every registered cron: its schedule and policy, last firing, next run."""
-        from .cron import registered_crons
-
-        alias = conf.get().database
-        fired = dict(SchedulerState.objects.using(alias).values_list("task_name", "last_fired_at"))
-        now = timezone.now()
-        crons = []
-        for handle in registered_crons():
-            next_run = handle.next_occurrence(now)
-            crons.append(
-                {
-                    "name": handle.name,
-                    "origin": handle.origin,
-                    "schedule": handle.schedule,
-                    "tz": handle.tz,
-                    "catch_up": handle.catch_up,
-                    "max_catch_up": handle.max_catch_up,
-                    "jobs": handle.job_names(),
-                    "last_fired": fired.pop(handle.name, None),
-                    "next_run": next_run,
-                    # formatted here: the template's date filter would turn it into TIME_ZONE
-                    "next_run_text": f"{next_run.astimezone(handle.zone):%Y-%m-%d %H:%M} {handle.tz}"
-                    + ("" if handle.tz == "UTC" else f" ({next_run:%H:%M} UTC)"),
-                    "next_in": format_span((next_run - now).total_seconds()),
-                }
-            )
-        context = self._page(
-            request,
-            "Cron schedules",
-            page="crons",
-            crons=crons,
-            leader=_leader(alias),
-            # watermarks of crons this code no longer declares (renamed or removed)
-            orphans=sorted(fired.items()),
-        )
-        return TemplateResponse(request, "django_xjobs/admin/crons.html", context)
 
     # --- columns and fields ----------------------------------------------------------------
 
@@ -412,7 +306,7 @@ class JobAdmin(_LibraryRows):
         steps = trace["steps"] if trace else []
         if not steps:
             return "no steps recorded"
-        retry_url = _url(self.admin_site, "django_xjobs_job_retry_from_step", obj.pk)
+        retry_url = admin_url(self.admin_site, "django_xjobs_job_retry_from_step", obj.pk)
         can_retry = obj.state in ("dead", "failed")
         rows = format_html_join(
             "",
@@ -461,7 +355,7 @@ class JobAdmin(_LibraryRows):
             f"Queued again from step {step!r}",
             lambda: inspect.retry_job(job.pk, from_step=step),
         )
-        return HttpResponseRedirect(_url(self.admin_site, "django_xjobs_job_change", job.pk))
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
 
     # --- actions ------------------------------------------------------------------------------
 
@@ -662,42 +556,6 @@ class SchedulerStateAdmin(_ViewOnly):
         from .cron import registered_crons
 
         return obj.task_name in {c.name for c in registered_crons()}
-
-
-def _leader(alias: str) -> dict[str, Any] | None:
-    """The scheduler's leadership row, with whether its lease is still running."""
-    from .scheduler.role import LEADER_KEY
-
-    alive = ExpressionWrapper(Q(expires_at__gt=Now()), output_field=BooleanField())
-    row = (
-        SchedulerLeader.objects.using(alias)
-        .filter(lock_key=LEADER_KEY)
-        .annotate(is_live=alive)
-        .values("holder", "expires_at", "is_live")
-        .first()
-    )
-    return None if row is None else dict(row)
-
-
-def _url(site: admin.AdminSite, name: str, *args: Any) -> str:
-    return reverse(f"{site.name}:{name}", args=args, current_app=site.name)
-
-
-def _nav(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
-    """The links every page of the app shows: one click to each view, and to the dead letters."""
-    jobs = _url(site, "django_xjobs_job_changelist")
-    dead = Job.objects.using(conf.get().database).filter(state=JobState.DEAD).count()
-    return {
-        "xjobs_nav": [
-            ("Queues", _url(site, "django_xjobs_job_queues")),
-            (f"Dead letters ({dead})", f"{jobs}?state__exact=dead"),
-            ("Cron schedules", _url(site, "django_xjobs_job_crons")),
-            ("Outbox", _url(site, "django_xjobs_outboxentry_changelist")),
-            ("Fleet slots", _url(site, "django_xjobs_joblease_changelist")),
-            ("Workers", _url(site, "django_xjobs_worker_changelist")),
-        ],
-        "xjobs_dead": dead,
-    }
 
 
 def _preview(value: Any) -> str:
