@@ -4,8 +4,9 @@ A transient database error (typed, by SQLSTATE) is retried with backoff (issue 1
 result can land for as long as no other worker has claimed the job: the write is fenced on the
 lease token, so a late one lands or is refused, never overwrites. Inside the lease the pauses
 double; past it the guard keeps trying often, to land before a re-claim once the database is
-back, for up to half the stall timeout (the watchdog's bound on a settle). While it retries,
-``retrying`` is set and the claim loop claims nothing: its claims would overtake the results.
+back, for up to half the stall timeout (the watchdog's bound on a settle). While it retries
+completed results, ``retrying`` is set and the claim loop claims nothing: its claims would
+overtake them and run those jobs again. A failed or stopped run's settle holds nothing back.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from .. import log
 from ..drivers import sql
-from ..drivers.base import Settle
+from ..drivers.base import Complete, Settle
 from .run import Run
 
 #: the first and the longest pause between tries while a lease may still hold
@@ -65,7 +66,8 @@ class SettleGuard:
                         and time.monotonic() < until
                         and not self.gone(values)
                     ):
-                        self.retrying.set()
+                        if any(isinstance(v, Complete) for v in values):
+                            self.retrying.set()  # results in hand: hold the claims back
                         room = self.lease_room(values)
                         time.sleep(min(pause, room) if room > 0 else min(pause, _SETTLE_PAST_LEASE))
                         pause = min(pause * 2, longest)
