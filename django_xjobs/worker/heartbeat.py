@@ -238,10 +238,12 @@ class Heartbeat(threading.Thread):
             return None
 
     def stop(self) -> None:
+        # both loops wake on the halt at once; the bounds only cover a renewal still on the
+        # wire, and they stay small so a drain's waits never add up to --shutdown-timeout
         self._halt.set()
         if self.is_alive():
-            self.join(timeout=10)
+            self.join(timeout=2)
         if self._timer.is_alive():
-            self._timer.join(timeout=10)
+            self._timer.join(timeout=2)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)

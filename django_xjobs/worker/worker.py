@@ -197,7 +197,9 @@ class Worker:
             try:
                 self._drain(pool, settler, heartbeat, notifier)
             finally:
-                presence.release()  # a clean stop: gone, not lapsed
+                presence.release(
+                    wait=2.0
+                )  # a clean stop: gone, not lapsed (bounded: a drain adds up)
                 if self._database:
                     connections[self._database].close()
         return self.stats()
