@@ -74,6 +74,9 @@ DEFAULTS: dict[str, Any] = {
     "STATEMENT_TIMEOUT": 30,
     # a worker whose claim loop or settler makes no progress for this long exits non-zero
     "STALL_TIMEOUT": 120,
+    # hot-path statements run as server-side prepared statements: True, False, or "auto" (on
+    # unless the alias sets DISABLE_SERVER_SIDE_CURSORS, Django's sign of a transaction pooler)
+    "PREPARED_STATEMENTS": "auto",
 }
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -104,6 +107,7 @@ class XJobsSettings:
     connection_options: dict[str, Any]
     statement_timeout: float
     stall_timeout: float
+    prepared_statements: bool | str
 
 
 def validate(raw: Any) -> XJobsSettings:
@@ -179,6 +183,13 @@ def validate(raw: Any) -> XJobsSettings:
             f'XJOBS["OUTBOX_DATABASES"]={merged["OUTBOX_DATABASES"]!r} must list aliases of DATABASES',
             hint=f"aliases: {', '.join(settings.DATABASES)}",
         )
+    prepared = merged["PREPARED_STATEMENTS"]
+    if not (isinstance(prepared, bool) or prepared == "auto"):
+        raise ConfigInvalidError(
+            f'XJOBS["PREPARED_STATEMENTS"]={prepared!r} is not a mode',
+            hint='use "auto" (the default), True or False (behind a transaction-mode pooler '
+            "without prepared-statement support)",
+        )
     queues = merged["QUEUES"]
     if isinstance(queues, str) or not all(isinstance(q, str) for q in queues):
         raise ConfigInvalidError('XJOBS["QUEUES"] must be a list of names', hint='e.g. ["emails"]')
@@ -208,6 +219,7 @@ def validate(raw: Any) -> XJobsSettings:
         connection_options=_connection_options(merged["CONNECTION_OPTIONS"]),
         statement_timeout=duration("STATEMENT_TIMEOUT"),
         stall_timeout=duration("STALL_TIMEOUT"),
+        prepared_statements=prepared,
     )
 
 

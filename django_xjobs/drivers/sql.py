@@ -1,7 +1,9 @@
 """Named SQL statements: load a ``.sql`` file of ``-- name: <statement>`` blocks, and run one
 on a database alias, turning a lost connection or a missing table into one clear error.
 
-Every store's hot path goes through here, so each reports failures the same way.
+Every store's hot path goes through here, so each reports failures the same way, and each runs
+as a server-side prepared statement (``XJOBS["PREPARED_STATEMENTS"]``): parsed and planned once
+per connection instead of on every call.
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from django.db import InterfaceError, OperationalError, ProgrammingError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
+from .. import conf
 from ..errors import DriverUnavailableError, InvariantError, first_line
 
 _HEADER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
@@ -106,12 +112,73 @@ def _malformed(path: str | Path, problem: str) -> InvariantError:
     )
 
 
+class PreparedCursor(psycopg.Cursor[Any]):
+    """A server-binding cursor whose every statement is prepared on first use, then reused
+    by name on this connection (psycopg keeps the names, at most ``prepared_max`` of them)."""
+
+    def execute(
+        self,
+        query: Any,
+        params: Any = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> PreparedCursor:
+        return super().execute(query, params, prepare=prepare is not False, binary=binary)
+
+
+class LoggedCursor(CursorDebugWrapper):
+    """Django's query log for a prepared statement: its text as written (psycopg keeps no
+    interpolated text for a prepared execution, so Django's own log would record None)."""
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        with self.debug_sql(sql, params):
+            return CursorWrapper.execute(self, sql, params)
+
+
+#: the prepare threshold we give a connection Django opened with none (Django's default, kept
+#: for poolers): only a statement asked to prepare (ours) is prepared, nothing by count
+_NEVER_BY_COUNT = 1 << 30
+
+
+def prepares(connection: BaseDatabaseWrapper) -> bool:
+    """Whether statements on ``connection`` run prepared: ``PREPARED_STATEMENTS`` on, or
+    "auto" and the alias does not say a transaction-mode pooler sits in front of it (Django's
+    ``DISABLE_SERVER_SIDE_CURSORS``: a pooler that moves sessions between transactions would
+    hand our prepared names to a server session that never saw them)."""
+    mode = conf.get().prepared_statements
+    if mode == "auto":
+        return not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+    return bool(mode)
+
+
+def _cursor(connection: BaseDatabaseWrapper) -> Any:
+    """Django's cursor wrapper (its execute wrappers, query log and error wrapping) around a
+    preparing cursor on the raw connection, which keeps the caller's transaction and Django's
+    adapters; Django's own cursor when statements are not prepared."""
+    if not prepares(connection):
+        return connection.cursor()
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    raw = connection.connection
+    if not isinstance(raw, psycopg.Connection):  # psycopg2 has no server-side binding
+        return connection.cursor()
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = _NEVER_BY_COUNT
+        cursor = PreparedCursor(raw)
+    if connection.queries_logged:
+        return LoggedCursor(cursor, connection)
+    return CursorWrapper(cursor, connection)
+
+
 @contextmanager
 def execute(using: str, statement: str, params: dict[str, Any]) -> Iterator[Any]:
     """A cursor that has run ``statement`` on ``using`` (autocommit, or the caller's atomic)."""
     connection = connections[using]
     try:
-        cursor = connection.cursor()
+        cursor = _cursor(connection)
         cursor.execute(statement, params)
     except (ProgrammingError, OperationalError, InterfaceError) as error:
         translated = translate(error, using, statement)
