@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, overload
@@ -18,6 +18,7 @@ from .errors import (
     JobDefinitionError,
     JobDuplicateError,
     QueueUnknownError,
+    XJobsError,
 )
 from .payload import NotJSON, check_json, encode
 from .retry import DEFAULT_RETRY, Retry, retry_schedule
@@ -179,6 +180,62 @@ class JobHandle:
 
         self._refuse_positional(args)
         return await sync_to_async(self.enqueue)(**inputs)
+
+    def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
+        """Queue one run per element of ``inputs`` (each a dict of this job's inputs) in one
+        write; one ``EnqueueResult`` per element, in order::
+
+            results = send_receipt.enqueue_many([{"order_id": 1}, {"order_id": 2}])
+
+        Every element is checked first: a bad one raises naming its index, and nothing is
+        written. Keys dedupe per element, as ``enqueue`` does: an element whose key is live, or
+        was taken by an earlier element of the same call, returns that job (``deduped=True``).
+        Inside ``atomic()`` all are staged in one statement and published at commit together.
+        """
+        from .outbox.stage import submit_many
+
+        if isinstance(inputs, Mapping | str | bytes):
+            raise InputInvalidError(
+                f"job {self.name!r}: enqueue_many takes a list of input dicts, got "
+                f"{type(inputs).__name__}",
+                hint=f"call {self.fn.__name__}.enqueue_many([{{...}}, {{...}}])",
+            )
+        requests = [self._request_at(index, given) for index, given in enumerate(inputs)]
+        results = submit_many(
+            requests, outbox=self.options.outbox, on_conflict=self.options.on_conflict
+        )
+        if self.options.on_conflict == "error":
+            for index, result in enumerate(results):
+                if result.deduped:
+                    raise JobDuplicateError(
+                        f"job {self.name!r}: inputs[{index}] with key "
+                        f"{requests[index].idempotency_key!r} is already live as {result.id}",
+                        hint='drop on_conflict="error" to get the live job back instead',
+                        job_id=str(result.id),
+                        index=index,
+                    )
+        return results
+
+    async def aenqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
+        """``enqueue_many`` for async code."""
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.enqueue_many)(list(inputs))
+
+    def _request_at(self, index: int, given: Any) -> EnqueueRequest:
+        """The request for ``inputs[index]``; an error names the index."""
+        if not isinstance(given, Mapping):
+            raise InputInvalidError(
+                f"job {self.name!r}: inputs[{index}] is {type(given).__name__}, not a dict of "
+                "inputs",
+                hint=f"pass dicts of keyword inputs: {{{self._example_call()}}}",
+            )
+        try:
+            return self.build_request(dict(given))
+        except XJobsError as error:
+            raise type(error)(
+                f"inputs[{index}]: {error.message}", hint=error.hint, code=error.code, **error.meta
+            ) from None
 
     def _refuse_positional(self, args: tuple[Any, ...]) -> None:
         if args:

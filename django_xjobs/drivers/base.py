@@ -338,6 +338,10 @@ class JobDriver(Protocol):
         """Insert one job (under ``request.id`` when set), unless a live row holds its key: then
         that row's ids with ``deduped=True``; a row already under ``request.id`` is returned as is."""
 
+    def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
+        """``enqueue`` for each request, in order, as one write: one result per request; a key
+        an earlier request of the batch inserted dedupes to that job; one wake-up per queue."""
+
     def claim(
         self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
     ) -> list[ClaimedJob]:

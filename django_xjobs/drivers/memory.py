@@ -132,6 +132,9 @@ class MemoryDriver:
                 callback()
         return EnqueueResult(id=row.id, run_id=row.run_id)
 
+    def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
+        return [self.enqueue(request) for request in requests]
+
     def claim(
         self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
     ) -> list[ClaimedJob]:

@@ -113,6 +113,47 @@ class PostgresDriver:
             hint="the live-key unique index is missing or drifted: run manage.py migrate django_xjobs",
         )
 
+    def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
+        if len(requests) <= 1:  # one row: the single statement, planned for exactly that
+            return [self.enqueue(request) for request in requests]
+        ids = [request.id or uuid7() for request in requests]
+        results: list[EnqueueResult | None] = [None] * len(requests)
+        pending = list(range(len(requests)))
+        # As in enqueue: a live row can settle between the suppressed insert and the lookup,
+        # so the rows still unanswered are inserted once more (SPEC ENQ-11).
+        for _ in range(2):
+            batch = [requests[i] for i in pending]
+            rows = self._run("enqueue_many", _many_params(batch, [ids[i] for i in pending]))
+            inserted = dict(rows)
+            pending = [i for i in pending if not _answer(results, i, ids[i], inserted)]
+            staged = [i for i in pending if requests[i].id is not None]
+            if staged:
+                found = dict(self._run("find_published_many", {"ids": [ids[i] for i in staged]}))
+                pending = [i for i in pending if not _answer(results, i, ids[i], found)]
+            if not pending:
+                break
+            live = self._run(
+                "find_live_many",
+                {
+                    "names": [requests[i].name for i in pending],
+                    "tenants": [requests[i].tenant_id for i in pending],
+                    "keys": [requests[i].idempotency_key for i in pending],
+                },
+            )
+            for n, job_id, run_id in live:
+                results[pending[n - 1]] = EnqueueResult(id=job_id, run_id=run_id, deduped=True)
+            pending = [i for i in pending if results[i] is None]
+            if not pending:
+                break
+        if pending:
+            raise DriverUnavailableError(
+                f"enqueue of {requests[pending[0]].name!r} was suppressed but no live row holds "
+                "its key",
+                hint="the live-key unique index is missing or drifted: run manage.py migrate "
+                "django_xjobs",
+            )
+        return [result for result in results if result is not None]
+
     def claim(
         self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
     ) -> list[ClaimedJob]:
@@ -432,6 +473,36 @@ class Listener(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
         self.join(timeout=5)
+
+
+def _many_params(requests: Sequence[EnqueueRequest], ids: list[UUID]) -> dict[str, Any]:
+    """The columns of ``enqueue_many``, one array each, in request order."""
+    return {
+        "ids": ids,
+        "run_ids": [uuid7() for _ in ids],
+        "names": [r.name for r in requests],
+        "queues": [r.queue for r in requests],
+        "inputs": [r.input_json for r in requests],
+        "keys": [r.idempotency_key for r in requests],
+        "max_attempts": [r.max_attempts for r in requests],
+        "priorities": [r.priority for r in requests],
+        "run_ats": [r.run_at for r in requests],
+        "delays": [r.delay or 0.0 for r in requests],
+        "tenants": [r.tenant_id for r in requests],
+        "enqueued_by": [r.enqueued_by for r in requests],
+        "traceparents": [r.traceparent for r in requests],
+    }
+
+
+def _answer(
+    results: list[EnqueueResult | None], index: int, job_id: UUID, run_ids: dict[UUID, UUID]
+) -> bool:
+    """Fill ``results[index]`` when ``job_id`` is among the rows found; whether it was."""
+    run_id = run_ids.get(job_id)
+    if run_id is None:
+        return False
+    results[index] = EnqueueResult(id=job_id, run_id=run_id)
+    return True
 
 
 def snapshot(row: Any) -> JobSnapshot:

@@ -36,6 +36,56 @@ LIMIT 1;
 -- A staged id published a second time: the job already inserted under it, whatever its state.
 SELECT id, run_id FROM x_jobs WHERE id = %(id)s;
 
+-- name: enqueue_many
+-- enqueue for many rows in one statement, one array per column in request order. A key that
+-- an earlier row of the same batch inserted is suppressed like a live one (the insert runs in
+-- `n` order, so the first wins); NOTIFY once per queue that got a ready row, not per row.
+WITH given AS (
+    SELECT *
+    FROM unnest(%(ids)s::uuid[], %(run_ids)s::uuid[], %(names)s::text[], %(queues)s::text[],
+                %(inputs)s::jsonb[], %(keys)s::text[], %(max_attempts)s::int[],
+                %(priorities)s::int[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
+                %(tenants)s::text[], %(enqueued_by)s::text[], %(traceparents)s::text[])
+         WITH ORDINALITY AS g(id, run_id, name, queue, input, idempotency_key, max_attempts,
+                              priority, run_at, delay, tenant_id, enqueued_by, traceparent, n)
+), due AS (
+    SELECT given.*, COALESCE(run_at, now() + make_interval(secs => delay)) AS due_at FROM given
+), ins AS (
+    INSERT INTO x_jobs (id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
+                        state, priority, run_at, tenant_id, enqueued_by, traceparent,
+                        created_at, updated_at)
+    SELECT id, name, queue, input, idempotency_key, run_id, 0, max_attempts,
+           CASE WHEN due_at > now() THEN 'delayed' ELSE 'ready' END,
+           priority, due_at, tenant_id, enqueued_by, traceparent, now(), now()
+    FROM due
+    ORDER BY n
+    ON CONFLICT DO NOTHING
+    RETURNING id, run_id, state, queue
+), woken AS (
+    SELECT count(pg_notify('xjobs', queue)) AS queues
+    FROM (SELECT DISTINCT queue FROM ins WHERE state = 'ready') AS ready
+)
+SELECT id, run_id FROM ins, woken;
+
+-- name: find_live_many
+-- find_live for many keys at once: the (1-based) position of each key that has a live row.
+SELECT k.n, j.id, j.run_id
+FROM unnest(%(names)s::text[], %(tenants)s::text[], %(keys)s::text[])
+     WITH ORDINALITY AS k(name, tenant_id, idempotency_key, n)
+CROSS JOIN LATERAL (
+    SELECT id, run_id
+    FROM x_jobs
+    WHERE name = k.name
+      AND COALESCE(tenant_id, '') = COALESCE(k.tenant_id, '')
+      AND idempotency_key = k.idempotency_key
+      AND state IN ('ready', 'delayed', 'running', 'suspended')
+    LIMIT 1
+) AS j;
+
+-- name: find_published_many
+-- find_published for many staged ids: those already inserted as jobs.
+SELECT id, run_id FROM x_jobs WHERE id = ANY(%(ids)s::uuid[]);
+
 -- name: claim
 -- Lock and take up to `limit` due rows in one statement (SPEC DRV-03): waiting rows in priority
 -- and run_at order, plus running rows whose lease lapsed (T4). Each queue is read on its own

@@ -60,6 +60,15 @@ class MemoryOutboxStore:
             self._rows[row.id] = row
         return row.id
 
+    def stage_many(self, requests: Sequence[EnqueueRequest]) -> None:
+        for request in requests:
+            self.stage(request)
+
+    def publish_ids(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
+        from .relay import publish_batch
+
+        return publish_batch(self, driver, self.claim_ids(ids, token), token)
+
     def claim(self, limit: int, token: str) -> list[OutboxRow]:
         return self._claim(None, limit, token)
 

@@ -16,6 +16,24 @@ WITH ins AS (
 )
 SELECT id, pg_notify('xjobs_outbox', '') FROM ins;
 
+-- name: stage_many
+-- stage for many rows in one statement, one array per column in enqueue order; one NOTIFY.
+WITH ins AS (
+    INSERT INTO x_outbox (id, job, queue, input, idempotency_key, max_attempts, priority,
+                          run_at, staged_at, tenant_id, traceparent, enqueued_by)
+    SELECT id, job, queue, input, idempotency_key, max_attempts, priority,
+           COALESCE(run_at, now() + make_interval(secs => delay)), now(),
+           tenant_id, traceparent, enqueued_by
+    FROM unnest(%(ids)s::uuid[], %(jobs)s::text[], %(queues)s::text[], %(inputs)s::jsonb[],
+                %(keys)s::text[], %(max_attempts)s::int[], %(priorities)s::int[],
+                %(run_ats)s::timestamptz[], %(delays)s::float8[], %(tenants)s::text[],
+                %(traceparents)s::text[], %(enqueued_by)s::text[])
+         AS s(id, job, queue, input, idempotency_key, max_attempts, priority, run_at, delay,
+              tenant_id, traceparent, enqueued_by)
+    RETURNING id
+)
+SELECT count(*), pg_notify('xjobs_outbox', '') FROM ins;
+
 -- name: claim
 -- A lease taken in one statement (SPEC OUTBOX-06, SE-28): unpublished rows nobody holds, or
 -- whose holder's lease lapsed, oldest (staged_at, id) first.
@@ -67,6 +85,15 @@ SET published_at = now(), job_id = %(job_id)s
 WHERE id = %(id)s
   AND published_at IS NULL
   AND claimed_by = %(token)s;
+
+-- name: mark_published_many
+-- mark_published for a publish's whole chunk: each row with the job it became.
+UPDATE x_outbox o
+SET published_at = now(), job_id = m.job_id
+FROM unnest(%(ids)s::uuid[], %(job_ids)s::uuid[]) AS m(id, job_id)
+WHERE o.id = m.id
+  AND o.published_at IS NULL
+  AND o.claimed_by = %(token)s;
 
 -- name: bound_publish
 -- The publish transaction holds the new job row and its key until it commits. A relay that

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -11,13 +12,15 @@ from uuid import UUID
 
 from django.db import transaction
 
-from .. import conf
+from .. import conf, log
 from ..drivers import sql
 from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
 from ..ids import uuid7
 from .store import OutboxRow
 
 STATEMENTS = sql.load(Path(__file__).with_name("outbox.sql"))
+#: rows one publish transaction takes at most: its locks and its undo stay bounded
+PUBLISH_CHUNK = 1000
 
 
 class PostgresOutboxStore:
@@ -50,6 +53,64 @@ class PostgresOutboxStore:
         }
         self._run("stage", params)
         return row_id
+
+    def stage_many(self, requests: Sequence[EnqueueRequest]) -> None:
+        self._run(
+            "stage_many",
+            {
+                "ids": [r.id for r in requests],
+                "jobs": [r.name for r in requests],
+                "queues": [r.queue for r in requests],
+                "inputs": [r.input_json for r in requests],
+                "keys": [r.idempotency_key for r in requests],
+                "max_attempts": [r.max_attempts for r in requests],
+                "priorities": [r.priority for r in requests],
+                "run_ats": [r.run_at for r in requests],
+                "delays": [r.delay or 0.0 for r in requests],
+                "tenants": [r.tenant_id for r in requests],
+                "traceparents": [r.traceparent for r in requests],
+                "enqueued_by": [r.enqueued_by for r in requests],
+            },
+        )
+
+    def publish_ids(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
+        published = 0
+        for start in range(0, len(ids), PUBLISH_CHUNK):
+            published += self._publish_chunk(driver, ids[start : start + PUBLISH_CHUNK], token)
+        return published
+
+    def _publish_chunk(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
+        # On the jobs' own database the claim, the inserts and the marks commit together: a
+        # failure rolls the claim back too, so the relay sees the rows at once (SPEC OUTBOX-10),
+        # and a publisher killed midway leaves nothing to publish twice (SPEC OUTBOX-12).
+        same_database = driver.database == self.using
+        with transaction.atomic(using=self.using) if same_database else nullcontext():
+            if same_database:
+                self._run("bound_publish", {"ms": str(max(1, int(self.claim_lease * 1000)))})
+            rows = self.claim_ids(ids, token)
+            if not rows:
+                return 0
+            try:
+                results = driver.enqueue_many([row.request() for row in rows])
+            except Exception as error:
+                log.event(
+                    logging.WARNING,
+                    "xjobs.outbox.publish_failed",
+                    job=rows[0].job,
+                    id=rows[0].id,
+                    published=0,
+                    remaining=len(rows),
+                    error=error,
+                )
+                if not same_database:  # across databases the claim committed: hand it back
+                    self.release([row.id for row in rows], token)
+                raise
+            params = {
+                "ids": [row.id for row in rows],
+                "job_ids": [result.id for result in results],
+                "token": token,
+            }
+            return self._count("mark_published_many", params)
 
     def claim(self, limit: int, token: str) -> list[OutboxRow]:
         rows = self._run("claim", {"limit": limit, "token": token, "lease": self.claim_lease})

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import logging
+import weakref
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
+from typing import Any
 from uuid import UUID
 
 from django.db import connections, transaction
 
 from .. import conf, log
 from ..drivers import get_driver
-from ..drivers.base import EnqueueRequest, EnqueueResult
+from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
 from ..errors import InvariantError, OutboxNoTxError
 from ..ids import uuid7
-from .relay import publish_batch
 from .store import OutboxStore
 
 
@@ -33,31 +35,85 @@ def submit(request: EnqueueRequest, *, outbox: bool | None, on_conflict: str) ->
     that id, right after commit (the fast path) or through the relay. A rollback takes the row
     away with everything else the transaction wrote, and the id then names nothing.
     """
+    return submit_many([request], outbox=outbox, on_conflict=on_conflict)[0]
+
+
+def submit_many(
+    requests: Sequence[EnqueueRequest], *, outbox: bool | None, on_conflict: str
+) -> list[EnqueueResult]:
+    """``submit`` for many requests at once: one write to the job store, or one staging write
+    in the caller's transaction; one result per request, in order."""
+    if not requests:
+        return []
     settings = conf.get()
     use_outbox = outbox is not False and settings.outbox != "off"
     alias = atomic_alias(settings) if use_outbox else None
     if alias is None:
         if use_outbox and settings.outbox == "required":
             raise OutboxNoTxError(
-                f"job {request.name!r} was enqueued outside transaction.atomic()",
+                f"job {requests[0].name!r} was enqueued outside transaction.atomic()",
                 hint='XJOBS["OUTBOX"] is "required": enqueue inside atomic(), or pass '
                 ".using(outbox=False) to publish directly",
             )
-        return get_driver().enqueue(request)
+        driver = get_driver()
+        if len(requests) == 1:
+            return [driver.enqueue(requests[0])]
+        return driver.enqueue_many(requests)
     if on_conflict == "error":
         raise InvariantError(
             'on_conflict="error" cannot be decided inside atomic(): the job is only staged',
             hint="use .using(outbox=False, on_conflict='error') to enqueue directly",
         )
-    job_id = request.id or uuid7()
-    staged = replace(request, id=job_id)
-    store = get_driver().outbox_store(alias)
+    staged = [request if request.id else replace(request, id=uuid7()) for request in requests]
+    ids = [request.id for request in staged if request.id is not None]
+    driver = get_driver()
+    store = driver.outbox_store(alias)
     if store.transactional:
-        store.stage(staged)
-        transaction.on_commit(partial(fast_path, store, [job_id]), using=alias)
+        if len(staged) == 1:
+            store.stage(staged[0])
+        else:
+            store.stage_many(staged)
+        publish_at_commit(alias, driver, store, ids)
     else:  # a store outside the database can only stage what has committed
-        transaction.on_commit(partial(stage_at_commit, store, staged, job_id), using=alias)
-    return EnqueueResult(id=job_id, run_id=None, deduped=None, staged=True)
+        transaction.on_commit(partial(stage_at_commit, store, staged), using=alias)
+    return [EnqueueResult(id=job_id, run_id=None, deduped=None, staged=True) for job_id in ids]
+
+
+class CommitBatch:
+    """The ids one transaction staged on one alias, published together once it commits: one
+    transaction of a few multi-row statements per chunk, not a publish per enqueue."""
+
+    def __init__(self, driver: JobDriver, store: OutboxStore) -> None:
+        self.driver, self.store = driver, store
+        self.ids: list[UUID] = []
+
+    def __call__(self) -> None:
+        fast_path(self.store, self.ids)
+
+
+#: the batch each connection's open transaction is filling (connections are per thread)
+_batches: weakref.WeakKeyDictionary[Any, CommitBatch] = weakref.WeakKeyDictionary()
+
+
+def publish_at_commit(alias: str, driver: JobDriver, store: OutboxStore, ids: list[UUID]) -> None:
+    """Add ``ids`` to the batch this transaction publishes when it commits.
+
+    The batch's on-commit callback is registered by its first enqueue; Django drops it when a
+    savepoint it was registered in rolls back, and with it every row staged since (all inside
+    that savepoint), so the next enqueue starts a new batch.
+    """
+    connection = connections[alias]
+    batch = _batches.get(connection)
+    if batch is None or batch.driver is not driver or not _registered(connection, batch):
+        batch = CommitBatch(driver, store)
+        _batches[connection] = batch
+        transaction.on_commit(batch, using=alias)
+    batch.ids.extend(ids)
+
+
+def _registered(connection: Any, batch: CommitBatch) -> bool:
+    """Whether ``batch`` still waits for this connection's commit."""
+    return any(entry[1] is batch for entry in reversed(connection.run_on_commit))
 
 
 def fast_path(store: OutboxStore, ids: list[UUID]) -> None:
@@ -66,17 +122,16 @@ def fast_path(store: OutboxStore, ids: list[UUID]) -> None:
     never reaches the caller's request."""
     token = f"commit-{uuid7()}"
     try:
-        rows = store.claim_ids(ids, token)
-        publish_batch(store, get_driver(), rows, token)
+        store.publish_ids(get_driver(), ids, token)
     except Exception as error:
         log.event(logging.WARNING, "xjobs.outbox.fast_path_failed", id=ids[0], error=error)
 
 
-def stage_at_commit(store: OutboxStore, request: EnqueueRequest, job_id: UUID) -> None:
+def stage_at_commit(store: OutboxStore, requests: list[EnqueueRequest]) -> None:
     """Stage and publish a committed enqueue in a store that cannot join the transaction."""
     try:
-        store.stage(request)
+        ids = [store.stage(request) for request in requests]
     except Exception as error:
-        log.event(logging.ERROR, "xjobs.outbox.publish_failed", job=request.name, error=error)
+        log.event(logging.ERROR, "xjobs.outbox.publish_failed", job=requests[0].name, error=error)
         return
-    fast_path(store, [job_id])
+    fast_path(store, ids)

@@ -61,6 +61,14 @@ class OutboxStore(Protocol):
         """Write ``request`` as an unpublished row whose id is ``request.id`` (minted when None)
         and is the id of the job it publishes as; returns that id."""
 
+    def stage_many(self, requests: Sequence[EnqueueRequest]) -> None:
+        """``stage`` for many requests, each with its ``id`` set, in one write."""
+
+    def publish_ids(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
+        """Claim the unpublished rows among ``ids`` under ``token`` and publish them, a bounded
+        chunk at a time (on the jobs' own database: claim, insert and mark in one transaction,
+        so a failure leaves the chunk to the relay untouched). Returns how many were published."""
+
     def claim(self, limit: int, token: str) -> list[OutboxRow]: ...
 
     def claim_ids(self, ids: Sequence[UUID], token: str) -> list[OutboxRow]: ...
