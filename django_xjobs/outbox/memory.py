@@ -40,7 +40,7 @@ class MemoryOutboxStore:
         self._collapsed: OrderedDict[UUID, UUID] = OrderedDict()
         self._lock = threading.Lock()
 
-    def stage(self, request: EnqueueRequest) -> UUID:
+    def stage(self, request: EnqueueRequest, *, notify: bool = True) -> UUID:
         now = self.clock.now()
         row = OutboxRow(
             id=request.id or uuid7(),

@@ -34,6 +34,16 @@ WITH ins AS (
 )
 SELECT count(*), pg_notify('xjobs_outbox', '') FROM ins;
 
+-- name: stage_quiet
+-- stage for the later rows of a transaction whose first row already sent the NOTIFY (one
+-- notification per transaction is all a relay needs, and all PostgreSQL would deliver).
+INSERT INTO x_outbox (id, job, queue, input, idempotency_key, max_attempts, priority,
+                      run_at, staged_at, tenant_id, traceparent, enqueued_by)
+VALUES (%(id)s, %(job)s, %(queue)s, %(input)s::jsonb, %(idempotency_key)s,
+        %(max_attempts)s, %(priority)s,
+        COALESCE(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s)), now(),
+        %(tenant_id)s, %(traceparent)s, %(enqueued_by)s);
+
 -- name: claim
 -- A lease taken in one statement (SPEC OUTBOX-06, SE-28): unpublished rows nobody holds, or
 -- whose holder's lease lapsed, oldest (staged_at, id) first.
@@ -85,6 +95,33 @@ SET published_at = now(), job_id = %(job_id)s
 WHERE id = %(id)s
   AND published_at IS NULL
   AND claimed_by = %(token)s;
+
+-- name: take_ids
+-- The on-commit publish on the jobs' own database: the rows claim_ids would take, marked
+-- published as their own jobs up front, in the transaction that inserts those jobs. The row
+-- locks fence a relay out until it commits, and a failure rolls the mark back with the
+-- inserts: one write per row instead of a claim and a mark.
+WITH picked AS (
+    SELECT id FROM x_outbox
+    WHERE id = ANY(%(ids)s::uuid[])
+      AND published_at IS NULL
+      AND (claimed_at IS NULL OR claimed_at <= now() - make_interval(secs => %(lease)s))
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE x_outbox o
+SET published_at = now(), job_id = o.id, claimed_at = now(), claimed_by = %(token)s
+FROM picked
+WHERE o.id = picked.id
+RETURNING o.id, o.job, o.queue, o.input, o.idempotency_key, o.max_attempts, o.priority,
+          o.run_at, o.staged_at, o.tenant_id, o.traceparent, o.enqueued_by, o.claimed_by;
+
+-- name: collapsed
+-- Rows take_ids marked whose publish collapsed into a live duplicate: the job they became.
+UPDATE x_outbox o
+SET job_id = m.job_id
+FROM unnest(%(ids)s::uuid[], %(job_ids)s::uuid[]) AS m(id, job_id)
+WHERE o.id = m.id
+  AND o.claimed_by = %(token)s;
 
 -- name: mark_published_many
 -- mark_published for a publish's whole chunk: each row with the job it became.

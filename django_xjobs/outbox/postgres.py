@@ -35,7 +35,7 @@ class PostgresOutboxStore:
             conf.get().outbox_claim_lease if claim_lease is None else conf.claim_lease(claim_lease)
         )
 
-    def stage(self, request: EnqueueRequest) -> UUID:
+    def stage(self, request: EnqueueRequest, *, notify: bool = True) -> UUID:
         row_id = request.id or uuid7()
         params = {
             "id": row_id,
@@ -51,7 +51,10 @@ class PostgresOutboxStore:
             "traceparent": request.traceparent,
             "enqueued_by": request.enqueued_by,
         }
-        self._run("stage", params)
+        if notify:
+            self._run("stage", params)
+        else:
+            self._count("stage_quiet", params)
         return row_id
 
     def stage_many(self, requests: Sequence[EnqueueRequest]) -> None:
@@ -80,37 +83,67 @@ class PostgresOutboxStore:
         return published
 
     def _publish_chunk(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
-        # On the jobs' own database the claim, the inserts and the marks commit together: a
-        # failure rolls the claim back too, so the relay sees the rows at once (SPEC OUTBOX-10),
-        # and a publisher killed midway leaves nothing to publish twice (SPEC OUTBOX-12).
-        same_database = driver.database == self.using
-        with transaction.atomic(using=self.using) if same_database else nullcontext():
-            if same_database:
-                self._run("bound_publish", {"ms": str(max(1, int(self.claim_lease * 1000)))})
-            rows = self.claim_ids(ids, token)
+        # On the jobs' own database the take (claim and mark at once), the inserts and any
+        # collapse commit together: a failure rolls it all back, so the relay sees the rows at
+        # once (SPEC OUTBOX-10), and a publisher killed midway leaves nothing to publish twice
+        # (SPEC OUTBOX-12). Across databases: claim, insert, mark, as the relay does.
+        if driver.database != self.using:
+            return self._publish_across(driver, ids, token)
+        with transaction.atomic(using=self.using):
+            self._run("bound_publish", {"ms": str(max(1, int(self.claim_lease * 1000)))})
+            params = {"ids": list(ids), "lease": self.claim_lease, "token": token}
+            rows = sorted(
+                (_row(r) for r in self._run("take_ids", params)), key=lambda r: (r.staged_at, r.id)
+            )
             if not rows:
                 return 0
-            try:
-                results = driver.enqueue_many([row.request() for row in rows])
-            except Exception as error:
-                log.event(
-                    logging.WARNING,
-                    "xjobs.outbox.publish_failed",
-                    job=rows[0].job,
-                    id=rows[0].id,
-                    published=0,
-                    remaining=len(rows),
-                    error=error,
+            results = self._enqueue(driver, rows, token)
+            moved = [
+                (row.id, result.id)
+                for row, result in zip(rows, results, strict=True)
+                if row.id != result.id
+            ]
+            if moved:
+                self._count(
+                    "collapsed",
+                    {
+                        "ids": [m[0] for m in moved],
+                        "job_ids": [m[1] for m in moved],
+                        "token": token,
+                    },
                 )
-                if not same_database:  # across databases the claim committed: hand it back
-                    self.release([row.id for row in rows], token)
-                raise
-            params = {
-                "ids": [row.id for row in rows],
-                "job_ids": [result.id for result in results],
-                "token": token,
-            }
-            return self._count("mark_published_many", params)
+            return len(rows)
+
+    def _publish_across(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
+        rows = self.claim_ids(ids, token)
+        if not rows:
+            return 0
+        try:
+            results = self._enqueue(driver, rows, token)
+        except Exception:
+            self.release([row.id for row in rows], token)  # the claim committed: hand it back
+            raise
+        params = {
+            "ids": [row.id for row in rows],
+            "job_ids": [result.id for result in results],
+            "token": token,
+        }
+        return self._count("mark_published_many", params)
+
+    def _enqueue(self, driver: JobDriver, rows: list[OutboxRow], token: str) -> list[EnqueueResult]:
+        try:
+            return driver.enqueue_many([row.request() for row in rows])
+        except Exception as error:
+            log.event(
+                logging.WARNING,
+                "xjobs.outbox.publish_failed",
+                job=rows[0].job,
+                id=rows[0].id,
+                published=0,
+                remaining=len(rows),
+                error=error,
+            )
+            raise
 
     def claim(self, limit: int, token: str) -> list[OutboxRow]:
         rows = self._run("claim", {"limit": limit, "token": token, "lease": self.claim_lease})

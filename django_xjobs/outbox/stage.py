@@ -67,15 +67,15 @@ def submit_many(
     staged = [request if request.id else replace(request, id=uuid7()) for request in requests]
     ids = [request.id for request in staged if request.id is not None]
     driver = get_driver()
-    store = driver.outbox_store(alias)
-    if store.transactional:
+    batch = commit_batch(alias, driver)
+    if batch.store.transactional:
         if len(staged) == 1:
-            store.stage(staged[0])
+            batch.store.stage(staged[0], notify=not batch.ids)
         else:
-            store.stage_many(staged)
-        publish_at_commit(alias, driver, store, ids)
+            batch.store.stage_many(staged)
+        batch.ids.extend(ids)
     else:  # a store outside the database can only stage what has committed
-        transaction.on_commit(partial(stage_at_commit, store, staged), using=alias)
+        transaction.on_commit(partial(stage_at_commit, batch.store, staged), using=alias)
     return [EnqueueResult(id=job_id, run_id=None, deduped=None, staged=True) for job_id in ids]
 
 
@@ -88,15 +88,16 @@ class CommitBatch:
         self.ids: list[UUID] = []
 
     def __call__(self) -> None:
-        fast_path(self.store, self.ids)
+        if self.ids:
+            fast_path(self.store, self.ids)
 
 
 #: the batch each connection's open transaction is filling (connections are per thread)
 _batches: weakref.WeakKeyDictionary[Any, CommitBatch] = weakref.WeakKeyDictionary()
 
 
-def publish_at_commit(alias: str, driver: JobDriver, store: OutboxStore, ids: list[UUID]) -> None:
-    """Add ``ids`` to the batch this transaction publishes when it commits.
+def commit_batch(alias: str, driver: JobDriver) -> CommitBatch:
+    """The batch this transaction publishes when it commits, its store ready to stage in.
 
     The batch's on-commit callback is registered by its first enqueue; Django drops it when a
     savepoint it was registered in rolls back, and with it every row staged since (all inside
@@ -105,10 +106,11 @@ def publish_at_commit(alias: str, driver: JobDriver, store: OutboxStore, ids: li
     connection = connections[alias]
     batch = _batches.get(connection)
     if batch is None or batch.driver is not driver or not _registered(connection, batch):
-        batch = CommitBatch(driver, store)
+        batch = CommitBatch(driver, driver.outbox_store(alias))
         _batches[connection] = batch
-        transaction.on_commit(batch, using=alias)
-    batch.ids.extend(ids)
+        if batch.store.transactional:
+            transaction.on_commit(batch, using=alias)
+    return batch
 
 
 def _registered(connection: Any, batch: CommitBatch) -> bool:

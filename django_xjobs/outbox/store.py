@@ -57,9 +57,10 @@ class OutboxStore(Protocol):
     #: False when the store cannot, and the row is staged only once the transaction commits.
     transactional: bool
 
-    def stage(self, request: EnqueueRequest) -> UUID:
+    def stage(self, request: EnqueueRequest, *, notify: bool = True) -> UUID:
         """Write ``request`` as an unpublished row whose id is ``request.id`` (minted when None)
-        and is the id of the job it publishes as; returns that id."""
+        and is the id of the job it publishes as; returns that id. ``notify=False``: an earlier
+        row of the same transaction already woke the relays."""
 
     def stage_many(self, requests: Sequence[EnqueueRequest]) -> None:
         """``stage`` for many requests, each with its ``id`` set, in one write."""

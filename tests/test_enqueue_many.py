@@ -1,0 +1,200 @@
+"""``JobHandle.enqueue_many`` (issue 13 item 3) and the batched publish of everything one
+transaction staged (item 4), on both drivers: one result per input in order, dedupe kept per
+element, a bad element refused by index before anything is written."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import connection, connections, transaction
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+
+from django_xjobs.drivers.postgres import PostgresDriver
+from django_xjobs.errors import InputInvalidError, JobDuplicateError, QueueUnknownError
+from django_xjobs.models import OutboxEntry
+from tests import jobs
+
+AUTO = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "auto"}
+
+
+@pytest.fixture
+def live(live_harness):
+    with override_settings(XJOBS=AUTO):
+        yield live_harness
+
+
+@contextmanager
+def own_connection() -> Iterator[psycopg.Connection]:
+    wrapper = connections.create_connection("default")
+    wrapper.ensure_connection()
+    wrapper.connection.autocommit = True
+    try:
+        yield wrapper.connection
+    finally:
+        wrapper.close()
+
+
+def inputs(harness) -> dict[object, object]:
+    return {job.id: job.input for job in harness.driver.list_jobs(limit=1000)}
+
+
+# --- direct (outside atomic, or outbox=False): one write ------------------------------------
+
+
+def test_one_result_per_input_in_order(harness):
+    results = jobs.ok.enqueue_many([{"n": 1}, {"n": 2}, {"n": 3}])
+    assert [r.deduped for r in results] == [False, False, False]
+    assert len({r.id for r in results}) == 3 and all(r.run_id for r in results)
+    assert [inputs(harness)[r.id] for r in results] == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert jobs.ok.enqueue_many([]) == []
+
+
+def test_a_key_repeated_in_the_batch_collapses_into_its_first_element(harness):
+    first, second, other = jobs.ok.enqueue_many([{"n": 1}, {"n": 1}, {"n": 2}])
+    assert not first.deduped and not other.deduped
+    assert second.deduped and (second.id, second.run_id) == (first.id, first.run_id)
+    assert len(harness.driver.list_jobs()) == 2
+
+
+def test_a_live_key_dedupes_to_the_live_job(harness):
+    live = jobs.ok.enqueue(n=5)
+    fresh, again = jobs.ok.enqueue_many([{"n": 6}, {"n": 5}])
+    assert not fresh.deduped
+    assert again.deduped and (again.id, again.run_id) == (live.id, live.run_id)
+
+
+def test_on_conflict_error_names_the_element(harness):
+    live = jobs.ok.enqueue(n=5)
+    with pytest.raises(JobDuplicateError) as caught:
+        jobs.ok.using(on_conflict="error").enqueue_many([{"n": 6}, {"n": 5}])
+    assert "inputs[1]" in caught.value.message and str(live.id) in caught.value.message
+
+
+def test_options_apply_to_every_element(harness):
+    results = jobs.ok.using(queue="other", delay="1h", priority=7).enqueue_many(
+        [{"n": 1}, {"n": 2}]
+    )
+    rows = [harness.row(r.id) for r in results]
+    assert {(r.queue, r.state, r.priority) for r in rows} == {("other", "delayed", 7)}
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "says"),
+    [
+        ({"n": math.nan}, InputInvalidError, "inputs[2]: job 'tests.jobs.ok': inputs.n"),
+        ({"nope": 1}, InputInvalidError, "inputs[2]: job 'tests.jobs.ok'"),
+        ([1], InputInvalidError, "inputs[2] is list, not a dict"),
+    ],
+)
+def test_a_bad_element_is_refused_by_index_and_nothing_is_written(harness, bad, error, says):
+    with pytest.raises(error) as caught:
+        jobs.ok.enqueue_many([{"n": 1}, {"n": 2}, bad, {"n": 4}])
+    assert says in str(caught.value)
+    assert harness.driver.list_jobs() == []
+
+
+def test_an_unknown_queue_is_refused_before_anything_is_written(harness):
+    with pytest.raises(QueueUnknownError, match=r"inputs\[0\]"):
+        jobs.ok.using(queue="nowhere").enqueue_many([{"n": 1}])
+    assert harness.driver.list_jobs() == []
+
+
+def test_a_dict_instead_of_a_list_is_refused(harness):
+    with pytest.raises(InputInvalidError, match="takes a list of input dicts"):
+        jobs.ok.enqueue_many({"n": 1})
+
+
+def test_the_async_twin_answers_the_same(live_harness):
+    results = async_to_sync(jobs.ok.aenqueue_many)([{"n": 1}, {"n": 1}])
+    assert [r.deduped for r in results] == [False, True]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_insert_statement_and_one_wake_up_per_queue():
+    driver = PostgresDriver("default")
+    with own_connection() as listener, own_connection() as other:
+        listener.execute("LISTEN xjobs")
+        with CaptureQueriesContext(connection) as queries:
+            driver_results = jobs.ok.enqueue_many([{"n": n} for n in range(50)])
+        assert len(queries) == 1  # one multi-row statement for 50 jobs
+        other.execute("NOTIFY xjobs, 'end-marker'")  # delivered after the enqueue's
+        payloads = []
+        for note in listener.notifies(timeout=10):
+            if note.payload == "end-marker":
+                break
+            payloads.append(note.payload)
+    assert payloads == ["default"]
+    assert len({r.id for r in driver_results}) == 50
+    assert len(driver.list_jobs(limit=100)) == 50
+
+
+# --- inside atomic(): staged in one statement, published at commit together -----------------
+
+
+def test_inside_atomic_the_batch_is_staged_and_published_at_commit_under_its_ids(live):
+    with transaction.atomic():
+        results = jobs.ok.enqueue_many([{"n": 1}, {"n": 2}, {"n": 1}])
+        assert all(r.staged and r.run_id is None and r.deduped is None for r in results)
+        assert live.driver.list_jobs() == []
+    assert [inputs(live)[r.id] for r in results[:2]] == [{"n": 1}, {"n": 2}]
+    assert len(live.driver.list_jobs()) == 2  # the repeated key collapsed at publish
+    assert live.driver.outbox_store("default").pending()[0] == 0
+
+
+def test_a_rolled_back_batch_leaves_nothing(live):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        jobs.ok.enqueue_many([{"n": 1}, {"n": 2}])
+        raise RuntimeError("the order could not be saved")
+    assert live.driver.list_jobs() == []
+    assert live.driver.outbox_store("default").pending()[0] == 0
+
+
+def test_every_enqueue_of_a_transaction_is_published_at_its_commit(live):
+    with transaction.atomic():
+        results = [jobs.ok.enqueue(n=n) for n in range(30)]
+    assert sorted(inputs(live)[r.id]["n"] for r in results) == list(range(30))
+    assert live.driver.outbox_store("default").pending()[0] == 0
+
+
+def test_a_savepoint_rolled_back_takes_only_its_own_enqueues(live):
+    with transaction.atomic():
+        kept = jobs.ok.enqueue(n=1)
+        with pytest.raises(RuntimeError), transaction.atomic():
+            jobs.ok.enqueue(n=2)
+            raise RuntimeError("inner")
+        later = jobs.ok.enqueue(n=3)
+    assert sorted(i["n"] for i in inputs(live).values()) == [1, 3]
+    assert {kept.id, later.id} == set(inputs(live))
+
+
+def test_the_first_enqueue_rolled_back_with_its_savepoint_still_publishes_the_rest(live):
+    with transaction.atomic():
+        with pytest.raises(RuntimeError), transaction.atomic():
+            jobs.ok.enqueue(n=1)
+            raise RuntimeError("inner")
+        later = jobs.ok.enqueue(n=2)
+    assert list(inputs(live)) == [later.id]  # published at commit, no relay involved
+    assert live.driver.outbox_store("default").pending()[0] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_publish_at_commit_costs_the_same_statements_for_2_and_for_40_enqueues():
+    """One transaction of a few multi-row statements, not a claim, an insert and a mark per
+    staged job (issue 13)."""
+
+    def publish_statements(count: int) -> int:
+        with CaptureQueriesContext(connection) as queries, transaction.atomic():
+            for n in range(count):
+                jobs.ok.enqueue(n=n + 1000 * count)
+            staged = len(queries)
+        assert OutboxEntry.objects.filter(published_at__isnull=True).count() == 0
+        return len(queries) - staged
+
+    with override_settings(XJOBS=AUTO):
+        assert publish_statements(2) == publish_statements(40) <= 6
