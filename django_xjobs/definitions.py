@@ -72,6 +72,7 @@ class JobHandle:
         self.tenant = tenant
         self.options = options or EnqueueOptions()
         self.signature = _signature(fn)
+        self._binder = _Binder(self.signature)
         self.is_async = inspect.iscoroutinefunction(fn)
         code = getattr(fn, "__code__", None)
         where = f" ({code.co_filename}:{code.co_firstlineno})" if code else ""
@@ -267,7 +268,12 @@ class JobHandle:
             bound, limit=settings.max_payload_bytes, what=f"the input of job {self.name!r}"
         )
         queue = self.options.queue or self.queue
-        if queue not in registry.known_queues(settings.queues):
+        if (
+            queue != self.queue  # a declared job's own queue is known (SPEC JOB-04)
+            and queue != "default"
+            and queue not in settings.queues
+            and queue not in registry.known_queues(settings.queues)
+        ):
             raise QueueUnknownError(
                 f"no job declares queue {queue!r}, so no worker would be told to watch it; "
                 f"{registry.discovered()}",
@@ -292,6 +298,9 @@ class JobHandle:
 
     def bind(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Inputs bound to the handler's signature, defaults applied (``ctx`` left out)."""
+        fast = self._binder.bind(inputs)
+        if fast is not None:
+            return fast
         try:
             bound = self.signature.bind(None, **inputs)
         except TypeError as error:
@@ -483,6 +492,29 @@ def job(
         )
 
     return declare if fn is None else declare(fn)
+
+
+class _Binder:
+    """``Signature.bind`` precomputed for the common case, so an enqueue does not walk the
+    signature: keyword inputs that name only declared parameters and cover the required ones
+    bind to a dict in signature order, defaults filled. Anything else (a ``**kwargs`` handler,
+    a missing or unknown input) returns None and takes ``inspect``'s path, with its errors."""
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        params = list(signature.parameters.values())[1:]
+        self.open = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+        self.names = tuple(p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD)
+        self.accepted = frozenset(self.names)
+        self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        self.required = frozenset(n for n in self.names if n not in self.defaults)
+
+    def bind(self, inputs: dict[str, Any]) -> dict[str, Any] | None:
+        if self.open or not self.accepted.issuperset(inputs) or not self.required <= inputs.keys():
+            return None
+        if len(inputs) == len(self.names):
+            return {name: inputs[name] for name in self.names}
+        defaults = self.defaults
+        return {name: inputs[name] if name in inputs else defaults[name] for name in self.names}
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature:

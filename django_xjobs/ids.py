@@ -9,6 +9,28 @@ import uuid
 
 _lock = threading.Lock()
 _last = [0, 0]  # [unix ms, 12-bit counter] keeps ids monotonic inside one millisecond
+_BATCH = 4096  # random bytes read per system call; each id takes 8, a new millisecond 2 more
+
+
+class _Pool:
+    """Random bytes from the OS's CSPRNG, read a page at a time (used with ``_lock`` held)."""
+
+    data = b""
+    at = 0
+
+    @classmethod
+    def take(cls, count: int) -> bytes:
+        if cls.at + count > len(cls.data):
+            cls.data, cls.at = os.urandom(_BATCH), 0
+        cls.at += count
+        return cls.data[cls.at - count : cls.at]
+
+    @classmethod
+    def forget(cls) -> None:
+        cls.data, cls.at = b"", 0  # a forked child must not mint the random bits its parent will
+
+
+os.register_at_fork(after_in_child=_Pool.forget)
 
 
 def uuid7() -> uuid.UUID:
@@ -22,10 +44,10 @@ def uuid7() -> uuid.UUID:
                 now_ms += 1
                 _last[1] = 0
         else:
-            _last[1] = int.from_bytes(os.urandom(2), "big") & 0x3FF
+            _last[1] = int.from_bytes(_Pool.take(2), "big") & 0x3FF
         _last[0] = now_ms
         counter = _last[1]
-    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+        rand = int.from_bytes(_Pool.take(8), "big") & ((1 << 62) - 1)
     value = (now_ms & ((1 << 48) - 1)) << 80
     value |= 0x7 << 76
     value |= counter << 64

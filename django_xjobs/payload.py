@@ -24,7 +24,26 @@ def check_json(value: Any, path: str = "$", _seen: frozenset[int] = frozenset())
     Refused: NaN and infinities, ``\\u0000`` (PostgreSQL cannot store it), non-string keys,
     and any type JSON has no form for (dates, decimals, sets, model instances...).
     """
-    if value is None or isinstance(value, bool | int):
+    kind = type(value)
+    if kind is int or kind is bool or value is None:
+        return
+    if kind is str and value.isascii():  # ASCII holds no lone surrogate; only NUL to look for
+        if "\x00" in value:
+            raise NotJSON(path, "contains a NUL character (\\u0000), which PostgreSQL cannot store")
+        return
+    if kind is dict and all(type(k) is str and k.isascii() for k in value):
+        if id(value) in _seen:
+            raise NotJSON(path, "contains itself")
+        seen = _seen | {id(value)}
+        for key, item in value.items():
+            if "\x00" in key:
+                raise NotJSON(
+                    f"{path}.{key}",
+                    "contains a NUL character (\\u0000), which PostgreSQL cannot store",
+                )
+            check_json(item, f"{path}.{key}", seen)
+        return
+    if isinstance(value, bool | int):
         return
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -70,10 +89,14 @@ def _advice(value: Any) -> str:
     return "convert it to a str, number, list or dict"
 
 
+#: one encoder, built once: json.dumps with options builds a new one per call
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode(value: Any, *, limit: int, what: str) -> str:
     """``value`` as compact JSON text, refusing it when larger than ``limit`` bytes."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    size = len(text.encode())
+    text = _ENCODER.encode(value)
+    size = len(text) if text.isascii() else len(text.encode())
     if size > limit:
         raise PayloadTooLargeError(f"{what} is {size} bytes, above the {limit}-byte cap")
     return text

@@ -136,6 +136,34 @@ class LoggedCursor(CursorDebugWrapper):
             return CursorWrapper.execute(self, sql, params)
 
 
+class DirectCursor:
+    """What CursorWrapper does for a statement when no execute wrapper is installed: refuse a
+    broken transaction and turn driver errors into Django's, without the per-call chain."""
+
+    def __init__(self, cursor: PreparedCursor, connection: BaseDatabaseWrapper) -> None:
+        self.cursor, self.db = cursor, connection
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        self.db.validate_no_broken_transaction()
+        with self.db.wrap_database_errors:
+            return self.cursor.execute(sql, params)
+
+    @property
+    def description(self) -> Any:
+        return self.cursor.description
+
+    @property
+    def rowcount(self) -> int:
+        return self.cursor.rowcount
+
+    def fetchall(self) -> list[Any]:
+        with self.db.wrap_database_errors:
+            return self.cursor.fetchall()
+
+    def close(self) -> None:
+        self.cursor.close()
+
+
 #: the prepare threshold we give a connection Django opened with none (Django's default, kept
 #: for poolers): only a statement asked to prepare (ours) is prepared, nothing by count
 _NEVER_BY_COUNT = 1 << 30
@@ -159,18 +187,20 @@ def _cursor(connection: BaseDatabaseWrapper) -> Any:
     if not prepares(connection):
         return connection.cursor()
     connection.close_if_health_check_failed()
-    connection.ensure_connection()
+    if connection.connection is None:
+        connection.ensure_connection()
     raw = connection.connection
     if not isinstance(raw, psycopg.Connection):  # psycopg2 has no server-side binding
         return connection.cursor()
     connection.validate_thread_sharing()
-    with connection.wrap_database_errors:
-        if raw.prepare_threshold is None:
-            raw.prepare_threshold = _NEVER_BY_COUNT
-        cursor = PreparedCursor(raw)
+    if raw.prepare_threshold is None:
+        raw.prepare_threshold = _NEVER_BY_COUNT
+    cursor = PreparedCursor(raw)
     if connection.queries_logged:
         return LoggedCursor(cursor, connection)
-    return CursorWrapper(cursor, connection)
+    if connection.execute_wrappers:
+        return CursorWrapper(cursor, connection)
+    return DirectCursor(cursor, connection)
 
 
 @contextmanager
