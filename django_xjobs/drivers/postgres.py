@@ -482,7 +482,7 @@ def _many_params(requests: Sequence[EnqueueRequest], ids: list[UUID]) -> dict[st
         "run_ids": [uuid7() for _ in ids],
         "names": [r.name for r in requests],
         "queues": [r.queue for r in requests],
-        "inputs": [r.input_json for r in requests],
+        "inputs": "[" + ",".join(r.input_json for r in requests) + "]",
         "keys": [r.idempotency_key for r in requests],
         "max_attempts": [r.max_attempts for r in requests],
         "priorities": [r.priority for r in requests],

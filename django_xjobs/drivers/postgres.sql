@@ -40,14 +40,16 @@ SELECT id, run_id FROM x_jobs WHERE id = %(id)s;
 -- enqueue for many rows in one statement, one array per column in request order. A key that
 -- an earlier row of the same batch inserted is suppressed like a live one (the insert runs in
 -- `n` order, so the first wins); NOTIFY once per queue that got a ready row, not per row.
+-- The inputs come as one JSON array (a text array of JSON would be quoted element by element).
 WITH given AS (
     SELECT *
     FROM unnest(%(ids)s::uuid[], %(run_ids)s::uuid[], %(names)s::text[], %(queues)s::text[],
-                %(inputs)s::jsonb[], %(keys)s::text[], %(max_attempts)s::int[],
+                %(keys)s::text[], %(max_attempts)s::int[],
                 %(priorities)s::int[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
                 %(tenants)s::text[], %(enqueued_by)s::text[], %(traceparents)s::text[])
-         WITH ORDINALITY AS g(id, run_id, name, queue, input, idempotency_key, max_attempts,
+         WITH ORDINALITY AS g(id, run_id, name, queue, idempotency_key, max_attempts,
                               priority, run_at, delay, tenant_id, enqueued_by, traceparent, n)
+    JOIN jsonb_array_elements(%(inputs)s::jsonb) WITH ORDINALITY AS i(input, n) USING (n)
 ), due AS (
     SELECT given.*, COALESCE(run_at, now() + make_interval(secs => delay)) AS due_at FROM given
 ), ins AS (

@@ -17,19 +17,22 @@ WITH ins AS (
 SELECT id, pg_notify('xjobs_outbox', '') FROM ins;
 
 -- name: stage_many
--- stage for many rows in one statement, one array per column in enqueue order; one NOTIFY.
+-- stage for many rows in one statement, one array per column in enqueue order (the inputs as
+-- one JSON array); one NOTIFY.
 WITH ins AS (
     INSERT INTO x_outbox (id, job, queue, input, idempotency_key, max_attempts, priority,
                           run_at, staged_at, tenant_id, traceparent, enqueued_by)
     SELECT id, job, queue, input, idempotency_key, max_attempts, priority,
            COALESCE(run_at, now() + make_interval(secs => delay)), now(),
            tenant_id, traceparent, enqueued_by
-    FROM unnest(%(ids)s::uuid[], %(jobs)s::text[], %(queues)s::text[], %(inputs)s::jsonb[],
+    FROM unnest(%(ids)s::uuid[], %(jobs)s::text[], %(queues)s::text[],
                 %(keys)s::text[], %(max_attempts)s::int[], %(priorities)s::int[],
                 %(run_ats)s::timestamptz[], %(delays)s::float8[], %(tenants)s::text[],
                 %(traceparents)s::text[], %(enqueued_by)s::text[])
-         AS s(id, job, queue, input, idempotency_key, max_attempts, priority, run_at, delay,
-              tenant_id, traceparent, enqueued_by)
+         WITH ORDINALITY AS s(id, job, queue, idempotency_key, max_attempts, priority, run_at,
+                              delay, tenant_id, traceparent, enqueued_by, n)
+    JOIN jsonb_array_elements(%(inputs)s::jsonb) WITH ORDINALITY AS i(input, n) USING (n)
+    ORDER BY n
     RETURNING id
 )
 SELECT count(*), pg_notify('xjobs_outbox', '') FROM ins;

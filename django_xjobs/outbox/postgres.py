@@ -64,7 +64,7 @@ class PostgresOutboxStore:
                 "ids": [r.id for r in requests],
                 "jobs": [r.name for r in requests],
                 "queues": [r.queue for r in requests],
-                "inputs": [r.input_json for r in requests],
+                "inputs": "[" + ",".join(r.input_json for r in requests) + "]",
                 "keys": [r.idempotency_key for r in requests],
                 "max_attempts": [r.max_attempts for r in requests],
                 "priorities": [r.priority for r in requests],
