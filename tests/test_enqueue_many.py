@@ -198,3 +198,27 @@ def test_the_publish_at_commit_costs_the_same_statements_for_2_and_for_40_enqueu
 
     with override_settings(XJOBS=AUTO):
         assert publish_statements(2) == publish_statements(40) <= 6
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_publish_at_commit_leaves_every_row_of_the_chunk_to_the_relay(monkeypatch, caplog):
+    """The take, the inserts and the marks are one transaction: a failure rolls the take back
+    too, so the relay publishes every row at once, each exactly once (SPEC OUTBOX-10/12)."""
+    from django_xjobs.models import Job
+    from django_xjobs.outbox.postgres import PostgresOutboxStore
+    from django_xjobs.outbox.relay import Relay
+
+    def broken(self, requests):
+        raise ConnectionError("the jobs database blinked")
+
+    with override_settings(XJOBS=AUTO):
+        monkeypatch.setattr(PostgresDriver, "enqueue_many", broken)
+        with transaction.atomic():
+            results = [jobs.ok.enqueue(n=n) for n in range(3)]
+        monkeypatch.undo()
+        assert not Job.objects.exists()
+        assert "xjobs.outbox.publish_failed" in caplog.text
+        entries = OutboxEntry.objects.filter(id__in=[r.id for r in results])
+        assert [(e.published_at, e.claimed_by) for e in entries] == [(None, None)] * 3
+        assert Relay(store=PostgresOutboxStore("default")).tick() == 3
+    assert sorted(Job.objects.values_list("id", flat=True)) == sorted(r.id for r in results)
