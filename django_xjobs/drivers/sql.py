@@ -187,8 +187,7 @@ def _cursor(connection: BaseDatabaseWrapper) -> Any:
     if not prepares(connection):
         return connection.cursor()
     connection.close_if_health_check_failed()
-    if connection.connection is None:
-        connection.ensure_connection()
+    connection.ensure_connection()  # also Django's refusal to run from an event loop
     raw = connection.connection
     if not isinstance(raw, psycopg.Connection):  # psycopg2 has no server-side binding
         return connection.cursor()
