@@ -201,7 +201,8 @@ class JobHandle:
                 f"{type(inputs).__name__}",
                 hint=f"call {self.fn.__name__}.enqueue_many([{{...}}, {{...}}])",
             )
-        requests = [self._request_at(index, given) for index, given in enumerate(inputs)]
+        shared = self._per_call()
+        requests = [self._request_at(index, given, shared) for index, given in enumerate(inputs)]
         results = submit_many(
             requests, outbox=self.options.outbox, on_conflict=self.options.on_conflict
         )
@@ -223,7 +224,7 @@ class JobHandle:
 
         return await sync_to_async(self.enqueue_many)(list(inputs))
 
-    def _request_at(self, index: int, given: Any) -> EnqueueRequest:
+    def _request_at(self, index: int, given: Any, shared: dict[str, Any]) -> EnqueueRequest:
         """The request for ``inputs[index]``; an error names the index."""
         if not isinstance(given, Mapping):
             raise InputInvalidError(
@@ -232,7 +233,7 @@ class JobHandle:
                 hint=f"pass dicts of keyword inputs: {{{self._example_call()}}}",
             )
         try:
-            return self.build_request(dict(given))
+            return self._request(*self._checked(dict(given)), shared)
         except XJobsError as error:
             raise type(error)(
                 f"inputs[{index}]: {error.message}", hint=error.hint, code=error.code, **error.meta
@@ -255,7 +256,11 @@ class JobHandle:
 
     def build_request(self, inputs: dict[str, Any]) -> EnqueueRequest:
         """Validate ``inputs`` and turn them into the driver's request (nothing is written)."""
-        settings = conf.get()
+        bound, encoded = self._checked(inputs)
+        return self._request(bound, encoded, self._per_call())
+
+    def _checked(self, inputs: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """``inputs`` bound to the signature, and their JSON text within the payload cap."""
         bound = self.bind(inputs)
         try:
             check_json(bound, "inputs")
@@ -264,12 +269,15 @@ class JobHandle:
                 f"job {self.name!r}: {error.path}: {error.reason}",
                 hint="job inputs are stored as JSON; pass ids and plain values",
             ) from None
-        encoded = encode(
-            bound, limit=settings.max_payload_bytes, what=f"the input of job {self.name!r}"
-        )
+        limit = conf.get().max_payload_bytes
+        return bound, encode(bound, limit=limit, what=f"the input of job {self.name!r}")
+
+    def _per_call(self) -> dict[str, Any]:
+        """The request fields one enqueue call shares across its inputs, the queue checked."""
+        settings = conf.get()
         queue = self.options.queue or self.queue
         if (
-            queue != self.queue  # a declared job's own queue is known (SPEC JOB-04)
+            queue != self.queue  # the handle's own queue is declared, so it is known
             and queue != "default"
             and queue not in settings.queues
             and queue not in registry.known_queues(settings.queues)
@@ -280,20 +288,26 @@ class JobHandle:
                 hint="declare a job with queue=... in an installed app's jobs.py, or list the "
                 'queue in XJOBS["QUEUES"]',
             )
-        tenant_id = self.options.tenant_id or self._tenant_for(bound)
+        return {
+            "name": self.name,
+            "queue": queue,
+            "max_attempts": self.retry.attempts,
+            "priority": self.priority if self.options.priority is None else self.options.priority,
+            "run_at": self.options.run_at,
+            "delay": self.options.delay,
+            "enqueued_by": self.options.enqueued_by,
+            "traceparent": current_traceparent(),
+        }
+
+    def _request(
+        self, bound: dict[str, Any], encoded: str, shared: dict[str, Any]
+    ) -> EnqueueRequest:
         return EnqueueRequest(
-            name=self.name,
-            queue=queue,
             input=bound,
             input_json=encoded,
             idempotency_key=self.key_for(bound),
-            max_attempts=self.retry.attempts,
-            priority=self.priority if self.options.priority is None else self.options.priority,
-            run_at=self.options.run_at,
-            delay=self.options.delay,
-            tenant_id=tenant_id,
-            enqueued_by=self.options.enqueued_by,
-            traceparent=current_traceparent(),
+            tenant_id=self.options.tenant_id or self._tenant_for(bound),
+            **shared,
         )
 
     def bind(self, inputs: dict[str, Any]) -> dict[str, Any]:

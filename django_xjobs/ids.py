@@ -36,21 +36,31 @@ os.register_at_fork(after_in_child=_Pool.forget)
 def uuid7() -> uuid.UUID:
     """A UUIDv7 (RFC 9562): 48-bit unix milliseconds, a counter, then random bits."""
     with _lock:
-        now_ms = time.time_ns() // 1_000_000
-        if now_ms <= _last[0]:
-            now_ms = _last[0]
-            _last[1] += 1
-            if _last[1] > 0xFFF:  # counter spent: borrow the next millisecond
-                now_ms += 1
-                _last[1] = 0
-        else:
-            _last[1] = int.from_bytes(_Pool.take(2), "big") & 0x3FF
-        _last[0] = now_ms
-        counter = _last[1]
-        rand = int.from_bytes(_Pool.take(8), "big") & ((1 << 62) - 1)
+        return _next()
+
+
+def uuid7_many(count: int) -> list[uuid.UUID]:
+    """``count`` UUIDv7s in increasing order, for one batch (one lock, not one per id)."""
+    with _lock:
+        return [_next() for _ in range(count)]
+
+
+def _next() -> uuid.UUID:
+    """The next id (call with ``_lock`` held)."""
+    now_ms = time.time_ns() // 1_000_000
+    if now_ms <= _last[0]:
+        now_ms = _last[0]
+        _last[1] += 1
+        if _last[1] > 0xFFF:  # counter spent: borrow the next millisecond
+            now_ms += 1
+            _last[1] = 0
+    else:
+        _last[1] = int.from_bytes(_Pool.take(2), "big") & 0x3FF
+    _last[0] = now_ms
+    rand = int.from_bytes(_Pool.take(8), "big") & ((1 << 62) - 1)
     value = (now_ms & ((1 << 48) - 1)) << 80
     value |= 0x7 << 76
-    value |= counter << 64
+    value |= _last[1] << 64
     value |= 0b10 << 62
     value |= rand
     return uuid.UUID(int=value)

@@ -20,7 +20,7 @@ from django.db import (
 from .. import history
 from .. import log as events
 from ..errors import DriverUnavailableError, first_line
-from ..ids import uuid7
+from ..ids import uuid7, uuid7_many
 from . import sql
 from .base import (
     ClaimedJob,
@@ -116,7 +116,8 @@ class PostgresDriver:
     def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
         if len(requests) <= 1:  # one row: the single statement, planned for exactly that
             return [self.enqueue(request) for request in requests]
-        ids = [request.id or uuid7() for request in requests]
+        fresh = iter(uuid7_many(sum(request.id is None for request in requests)))
+        ids = [request.id or next(fresh) for request in requests]
         results: list[EnqueueResult | None] = [None] * len(requests)
         pending = list(range(len(requests)))
         # As in enqueue: a live row can settle between the suppressed insert and the lookup,
@@ -479,7 +480,7 @@ def _many_params(requests: Sequence[EnqueueRequest], ids: list[UUID]) -> dict[st
     """The columns of ``enqueue_many``, one array each, in request order."""
     return {
         "ids": ids,
-        "run_ids": [uuid7() for _ in ids],
+        "run_ids": uuid7_many(len(ids)),
         "names": [r.name for r in requests],
         "queues": [r.queue for r in requests],
         "inputs": "[" + ",".join(r.input_json for r in requests) + "]",
