@@ -79,3 +79,27 @@ def test_a_missing_table_is_still_the_one_clear_error():
 
     with pytest.raises(DriverUnavailableError, match="x_nothing table does not exist"):
         sql.fetch("default", "SELECT 1 FROM x_nothing WHERE 1 = %(n)s", {"n": 1})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_server_side_binding_types_every_kind_of_parameter():
+    """Prepared, a parameter is typed once for the statement: None, an int where a float is
+    wanted (make_interval(secs => ...)), lists as arrays, JSON text into jsonb[] with a NULL."""
+    from django_xjobs.drivers.base import Complete, RetryAt
+
+    driver = PostgresDriver("default")
+    connection.close()  # a fresh session: each statement is prepared by its first run here
+    jobs.ok.using(outbox=False, delay=0).enqueue(n=1)  # run_at None, tenant None
+    jobs.ok.using(outbox=False, delay=3).enqueue(n=2)  # an int delay
+    jobs.ok.using(outbox=False).enqueue_many([{"n": 3}, {"n": 4}])
+    held = driver.claim(queues=["default"], limit=10, visibility_timeout=30, worker_id="w")
+    assert sorted(job.input["n"] for job in held) == [1, 3, 4]
+    first, second, third = held
+    assert driver.retry(RetryAt(first.id, first.lease_token, delay=2))  # an int into secs
+    done = [
+        Complete(second.id, second.lease_token),
+        Complete(third.id, third.lease_token, '{"ok":1}'),
+    ]
+    assert driver.ack(done) == {second.id, third.id}  # a NULL and a JSON text in jsonb[]
+    assert driver.get_job(third.id).result == {"ok": 1}
+    assert any("INSERT INTO x_jobs" in s for s in prepared_on_this_session())
