@@ -29,6 +29,8 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": 1,
     # threads per worker process when --concurrency is not given
     "CONCURRENCY": 5,
+    # claimed runs a worker keeps queued ahead of its threads (None: as many as --concurrency)
+    "PREFETCH": None,
     # inputs and results larger than this are refused at enqueue / settle
     "MAX_PAYLOAD_BYTES": 256 * 1024,
     # a row whose job name no process knows is parked this long between looks (SPEC EXEC-10)
@@ -88,6 +90,7 @@ class XJobsSettings:
     heartbeat_interval: float
     poll_interval: float
     concurrency: int
+    prefetch: int | None
     max_payload_bytes: int
     unknown_job_delay: float
     unknown_job_grace: float
@@ -179,6 +182,14 @@ def validate(raw: Any) -> XJobsSettings:
             f'XJOBS["OUTBOX_DATABASES"]={merged["OUTBOX_DATABASES"]!r} must list aliases of DATABASES',
             hint=f"aliases: {', '.join(settings.DATABASES)}",
         )
+    prefetch = merged["PREFETCH"]
+    if prefetch is not None and (
+        isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0
+    ):
+        raise ConfigInvalidError(
+            f'XJOBS["PREFETCH"]={prefetch!r} must be a whole number, 0 or more, or None',
+            hint="None (the default) queues as many runs ahead as there are threads",
+        )
     queues = merged["QUEUES"]
     if isinstance(queues, str) or not all(isinstance(q, str) for q in queues):
         raise ConfigInvalidError('XJOBS["QUEUES"] must be a list of names', hint='e.g. ["emails"]')
@@ -192,6 +203,7 @@ def validate(raw: Any) -> XJobsSettings:
         heartbeat_interval=heartbeat,
         poll_interval=duration("POLL_INTERVAL"),
         concurrency=positive_int("CONCURRENCY"),
+        prefetch=prefetch,
         max_payload_bytes=positive_int("MAX_PAYLOAD_BYTES"),
         unknown_job_delay=duration("UNKNOWN_JOB_DELAY"),
         unknown_job_grace=duration("UNKNOWN_JOB_GRACE"),
