@@ -29,8 +29,9 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": 1,
     # threads per worker process when --concurrency is not given
     "CONCURRENCY": 5,
-    # claimed runs a worker keeps queued ahead of its threads (None: as many as --concurrency)
-    "PREFETCH": None,
+    # claimed runs a worker keeps queued ahead of its threads: "auto" sizes it to what the
+    # threads get through in two claim round trips (at most 64), or a fixed count (0: none)
+    "PREFETCH": "auto",
     # inputs and results larger than this are refused at enqueue / settle
     "MAX_PAYLOAD_BYTES": 256 * 1024,
     # a row whose job name no process knows is parked this long between looks (SPEC EXEC-10)
@@ -90,7 +91,7 @@ class XJobsSettings:
     heartbeat_interval: float
     poll_interval: float
     concurrency: int
-    prefetch: int | None
+    prefetch: int | str
     max_payload_bytes: int
     unknown_job_delay: float
     unknown_job_grace: float
@@ -183,12 +184,12 @@ def validate(raw: Any) -> XJobsSettings:
             hint=f"aliases: {', '.join(settings.DATABASES)}",
         )
     prefetch = merged["PREFETCH"]
-    if prefetch is not None and (
+    if prefetch != "auto" and (
         isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0
     ):
         raise ConfigInvalidError(
-            f'XJOBS["PREFETCH"]={prefetch!r} must be a whole number, 0 or more, or None',
-            hint="None (the default) queues as many runs ahead as there are threads",
+            f'XJOBS["PREFETCH"]={prefetch!r} must be "auto" or a whole number, 0 or more',
+            hint='"auto" (the default) queues what the threads get through in two claims',
         )
     queues = merged["QUEUES"]
     if isinstance(queues, str) or not all(isinstance(q, str) for q in queues):

@@ -10,6 +10,7 @@ import pytest
 
 from django_xjobs.definitions import job
 from django_xjobs.execute import Outcome
+from django_xjobs.worker.prefetch import AUTO_CAP, Prefetch
 from django_xjobs.worker.worker import Worker
 from tests.support.process import wait_for
 
@@ -137,3 +138,19 @@ def test_lease_04_the_heartbeat_renews_a_run_queued_for_a_thread(live_harness):
     assert {(live_harness.row(i).state, live_harness.row(i).attempt) for i in ids.values()} == {
         ("done", 1)
     }
+
+
+def test_auto_prefetch_queues_what_the_threads_finish_in_two_claims():
+    prefetch = Prefetch("auto", concurrency=4)
+    assert prefetch.ahead() == 0  # nothing ran yet: claims are sized to the threads alone
+    prefetch.claimed(0.005)
+    prefetch.ran(1.0)  # slow jobs: none queued, so other workers can take them meanwhile
+    assert prefetch.ahead() == 1
+    fast = Prefetch("auto", concurrency=4)
+    fast.claimed(0.005)
+    fast.ran(0.001)  # 4 threads x 5 ms / 1 ms, twice over
+    assert fast.ahead() == 40
+    for _ in range(20):
+        fast.ran(0.0001)  # faster still: capped, a claim's own cost grows with its size
+    assert fast.ahead() == AUTO_CAP
+    assert Prefetch(3, concurrency=4).ahead() == 3

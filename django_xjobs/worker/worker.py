@@ -28,6 +28,7 @@ from .breaker import Breaker, report_failure, report_resumed
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .limits import Limiter
+from .prefetch import Prefetch
 from .presence import WorkerPresence
 from .retention import Retention
 from .run import Run
@@ -67,7 +68,7 @@ class _Ended:
 class Worker:
     """Claims jobs from ``queues`` into ``concurrency`` threads until stopped.
 
-    * The claim loop keeps up to ``prefetch`` claimed runs queued ahead of the threads, so a
+    * The claim loop keeps claimed runs queued ahead of the threads (worker/prefetch.py), so a
       thread whose handler returns starts the next run at once instead of waiting on a claim
       (SPEC WORK-04/05, SE-51): a long job never holds back the others, and no more than
       ``concurrency`` handlers ever run at once.
@@ -94,17 +95,15 @@ class Worker:
         burst: bool = False,
         clock: Clock = system_clock,
         stall_timeout: float | None = None,
-        prefetch: int | None = None,
+        prefetch: int | str | None = None,
     ) -> None:
         settings = conf.get()
         self.queues = tuple(queues)
         self.concurrency = concurrency or settings.concurrency
-        if prefetch is None:
-            prefetch = self.concurrency if settings.prefetch is None else settings.prefetch
         #: claimed runs queued ahead of the threads, beyond the ``concurrency`` that run
-        self.prefetch = prefetch
-        #: the loop claims again once no more than this many runs wait for a thread
-        self._low_water = prefetch // 2
+        self.prefetch = Prefetch(
+            settings.prefetch if prefetch is None else prefetch, self.concurrency
+        )
         self.driver = driver or get_driver()
         self.visibility_timeout = visibility_timeout or settings.visibility_timeout
         if heartbeat_interval is None:  # SPEC LEASE-03: a third of the timeout unless configured
@@ -264,7 +263,6 @@ class Worker:
     # --- the claim loop ---------------------------------------------------------------------
 
     def _loop(self) -> None:
-        capacity = self.concurrency + self.prefetch
         while not self._draining.is_set():
             self._wake.clear()
             if self._awaiting_idle and not self._runs:
@@ -274,8 +272,9 @@ class Worker:
             # would overtake it and re-run the very jobs it is trying to settle
             held_back = self._quarantined or self._awaiting_idle or self._guard.retrying.is_set()
             # an abandoned body still holds a thread: it counts against --concurrency
-            free = 0 if held_back else capacity - self._held - len(self._abandoned)
-            if self._ready.qsize() > self._low_water:
+            ahead = self.prefetch.ahead()
+            free = self.concurrency + ahead - self._held - len(self._abandoned)
+            if held_back or self._ready.qsize() > ahead // 2:
                 free = 0  # enough queued ahead: claim once the threads have eaten into it
             claimed = []
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
@@ -296,6 +295,7 @@ class Worker:
                     self._claim_failed(error)
                     continue
                 self._claim_resumed()
+                self.prefetch.claimed(time.monotonic() - sent)
             # Decide the whole batch (admit, or shed back) before starting any of it: a job that
             # kills its worker at once must not take down jobs this loop had yet to shed.
             admitted = []
@@ -424,6 +424,7 @@ class Worker:
     def _execute(self, run: Run) -> bool:
         """Run ``run`` and queue its result to settle; True when its body was left running."""
         close_old_connections()  # a job that touches the ORM starts on a healthy connection
+        began = time.monotonic()
         try:
             if run.signal.is_set():  # lost or cancelled while it waited for a thread
                 execution = self._unstarted(run)
@@ -436,7 +437,8 @@ class Worker:
         self._settle_queue.put(execution)
         with self._runs_lock:
             self._held -= 1  # the thread is free now; the settle is the settler's business
-        if self._ready.qsize() <= self._low_water:
+        self.prefetch.ran(run.returned_at - began)
+        if self._ready.qsize() <= self.prefetch.low_water():
             self._wake.set()  # claim the next batch before the queue runs dry
         return execution.abandoned is not None
 
