@@ -145,7 +145,9 @@ class Worker:
         )
         self._wake = threading.Event()
         self._draining = threading.Event()
-        self._settle_queue: queue_module.Queue[Execution | _Ended | None] = queue_module.Queue()
+        self._settle_queue: queue_module.SimpleQueue[Execution | _Ended | None] = (
+            queue_module.SimpleQueue()
+        )
         #: runs settled while their body still runs past its timeout, by lease token
         self._abandoned: dict[Any, Run] = {}
         self._quarantined = False
@@ -438,7 +440,7 @@ class Worker:
         with self._runs_lock:
             self._held -= 1  # the thread is free now; the settle is the settler's business
         self.prefetch.ran(run.returned_at - began)
-        if self._ready.qsize() <= self.prefetch.low_water():
+        if not self._wake.is_set() and self._ready.qsize() <= self.prefetch.low_water():
             self._wake.set()  # claim the next batch before the queue runs dry
         return execution.abandoned is not None
 
