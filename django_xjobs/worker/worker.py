@@ -411,6 +411,8 @@ class Worker:
         """One job thread: take the next queued run, run it, hand the result to the settler."""
         try:
             while True:
+                if self._ready.empty():
+                    close_old_connections()  # idle: hand back what the last run left open
                 run = self._ready.get()
                 if run is None:
                     self._ready.put(None)  # one marker stops every thread
@@ -425,9 +427,9 @@ class Worker:
 
     def _execute(self, run: Run) -> bool:
         """Run ``run`` and queue its result to settle; True when its body was left running."""
-        close_old_connections()  # a job that touches the ORM starts on a healthy connection
         began = time.monotonic()
         try:
+            close_old_connections()  # a job that touches the ORM starts on a healthy connection
             if run.signal.is_set():  # lost or cancelled while it waited for a thread
                 execution = self._unstarted(run)
             else:
