@@ -7,8 +7,11 @@ import threading
 import uuid
 
 import pytest
+from django.test import override_settings
 
+from django_xjobs import conf
 from django_xjobs.definitions import job
+from django_xjobs.errors import ConfigInvalidError
 from django_xjobs.execute import Outcome
 from django_xjobs.worker.prefetch import AUTO_CAP, Prefetch
 from django_xjobs.worker.worker import Worker
@@ -154,3 +157,17 @@ def test_auto_prefetch_queues_what_the_threads_finish_in_two_claims():
         fast.ran(0.0001)  # faster still: capped, a claim's own cost grows with its size
     assert fast.ahead() == AUTO_CAP
     assert Prefetch(3, concurrency=4).ahead() == 3
+
+
+@pytest.mark.parametrize("value", [-1, "deep", 2.5, True])
+def test_a_bad_prefetch_setting_is_refused_with_a_hint(value):
+    with override_settings(XJOBS={"PREFETCH": value}), pytest.raises(ConfigInvalidError) as caught:
+        conf.get()
+    assert "PREFETCH" in caught.value.message and caught.value.hint
+
+
+@pytest.mark.parametrize(("value", "ahead"), [("auto", 0), (0, 0), (7, 7)])
+def test_the_prefetch_setting_reaches_the_worker(value, ahead):
+    with override_settings(XJOBS={"PREFETCH": value}):
+        worker = Worker(queues=["default"], concurrency=2)
+    assert worker.prefetch.ahead() == ahead
