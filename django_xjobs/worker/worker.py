@@ -122,6 +122,12 @@ class Worker:
         self.stall_timeout = stall_timeout or settings.stall_timeout
         self.watchdog: Watchdog | None = None
         self.limiter = Limiter(settings.limits, clock)
+        caps = self.limiter.limits
+        #: no cap configured: nothing to count, so a run takes no limiter lease at all
+        self._limited = any(
+            cap is not None
+            for cap in (caps.global_, caps.per_queue, caps.per_tenant, caps.rate_per_tenant)
+        )
         self.poll_interval = poll_interval or settings.poll_interval
         self.worker_id = worker_id or f"worker-{uuid7()}"
         self.burst = burst
@@ -355,9 +361,11 @@ class Worker:
             return shed("suspect: it runs alone once this worker's runs end", keep_place=True)
         if self._quarantined or self._awaiting_idle:
             return shed("a suspect job runs alone on this worker, or waits to", keep_place=True)
-        lease = self.limiter.acquire(job.queue, job.tenant_id)
-        if lease is None:
-            return shed(f"limited: {self.limiter.last_reason}")
+        lease = None
+        if self._limited:
+            lease = self.limiter.acquire(job.queue, job.tenant_id)
+            if lease is None:
+                return shed(f"limited: {self.limiter.last_reason}")
         handle = registry.get_job(job.name)
         slot = None
         leases = self.driver.leases
@@ -366,11 +374,13 @@ class Worker:
             try:
                 granted = leases.acquire(key, handle.concurrency, self.visibility_timeout, holder)
             except Exception as error:
-                lease.release()  # SPEC WORK-09, SE-09: never leak the process slot
+                if lease is not None:
+                    lease.release()  # SPEC WORK-09, SE-09: never leak the process slot
                 log.event(logging.ERROR, "xjobs.worker.slot_failed", id=job.id, error=error)
                 return shed("the concurrency slot could not be taken")
             if granted is None:
-                lease.release()
+                if lease is not None:
+                    lease.release()
                 return shed(f"job concurrency ({handle.concurrency})")
             slot = (key, granted, holder)
         if job.lease_expiries:
