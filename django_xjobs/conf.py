@@ -29,6 +29,9 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": 1,
     # threads per worker process when --concurrency is not given
     "CONCURRENCY": 5,
+    # claimed runs a worker keeps queued ahead of its threads: "auto" sizes it to what the
+    # threads get through in two claim round trips (at most 64), or a fixed count (0: none)
+    "PREFETCH": "auto",
     # inputs and results larger than this are refused at enqueue / settle
     "MAX_PAYLOAD_BYTES": 256 * 1024,
     # a row whose job name no process knows is parked this long between looks (SPEC EXEC-10)
@@ -91,6 +94,7 @@ class XJobsSettings:
     heartbeat_interval: float
     poll_interval: float
     concurrency: int
+    prefetch: int | str
     max_payload_bytes: int
     unknown_job_delay: float
     unknown_job_grace: float
@@ -190,6 +194,14 @@ def validate(raw: Any) -> XJobsSettings:
             hint='use "auto" (the default), True or False (behind a transaction-mode pooler '
             "without prepared-statement support)",
         )
+    prefetch = merged["PREFETCH"]
+    if prefetch != "auto" and (
+        isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0
+    ):
+        raise ConfigInvalidError(
+            f'XJOBS["PREFETCH"]={prefetch!r} must be "auto" or a whole number, 0 or more',
+            hint='"auto" (the default) queues what the threads get through in two claims',
+        )
     queues = merged["QUEUES"]
     if isinstance(queues, str) or not all(isinstance(q, str) for q in queues):
         raise ConfigInvalidError('XJOBS["QUEUES"] must be a list of names', hint='e.g. ["emails"]')
@@ -203,6 +215,7 @@ def validate(raw: Any) -> XJobsSettings:
         heartbeat_interval=heartbeat,
         poll_interval=duration("POLL_INTERVAL"),
         concurrency=positive_int("CONCURRENCY"),
+        prefetch=prefetch,
         max_payload_bytes=positive_int("MAX_PAYLOAD_BYTES"),
         unknown_job_delay=duration("UNKNOWN_JOB_DELAY"),
         unknown_job_grace=duration("UNKNOWN_JOB_GRACE"),

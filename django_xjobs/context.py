@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -25,7 +26,8 @@ class Signal:
     """
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        #: made only when someone waits: most runs end without a wait, or a stop
+        self._event: threading.Event | None = None
         self._reason: BaseException | None = None
         self._lock = threading.Lock()
         self._children: list[Signal] = []
@@ -48,7 +50,7 @@ class Signal:
         if (
             self._deadline is not None
             and self._on_deadline is not None
-            and not self._event.is_set()
+            and self._reason is None
             and self._now() >= self._deadline()
         ):
             self._on_deadline()
@@ -60,7 +62,9 @@ class Signal:
                 return False
             self._reason = reason
             children, self._children = self._children, []
-        self._event.set()
+            event = self._event
+        if event is not None:
+            event.set()
         for child in children:
             child.abort(reason)
         return True
@@ -77,7 +81,15 @@ class Signal:
 
     def is_set(self) -> bool:
         self._check_deadline()
-        return self._event.is_set()
+        return self._reason is not None
+
+    def _waitable(self) -> threading.Event:
+        with self._lock:
+            if self._event is None:
+                self._event = threading.Event()
+                if self._reason is not None:
+                    self._event.set()
+            return self._event
 
     @property
     def reason(self) -> BaseException | None:
@@ -85,8 +97,9 @@ class Signal:
 
     def wait(self, seconds: float | None = None) -> bool:
         """Wait up to ``seconds`` for the signal; True when it is set (early, if so)."""
+        event = self._waitable()
         if self._deadline is None:
-            return self._event.wait(seconds)
+            return event.wait(seconds)
         end = None if seconds is None else self._now() + seconds
         while not self.is_set():
             now = self._now()
@@ -95,7 +108,7 @@ class Signal:
             step = self._deadline() - now  # the deadline may move on as renewals land
             if end is not None:
                 step = min(step, end - now)
-            self._event.wait(max(step, 0.001))
+            event.wait(max(step, 0.001))
         return True
 
     def raise_if_set(self) -> None:
@@ -106,8 +119,6 @@ class Signal:
             raise self._reason
         if self._reason is not None:
             raise JobAbortedError(f"the run was stopped: {self._reason}") from self._reason
-        if self._event.is_set():  # pragma: no cover - abort() always sets a reason first
-            raise JobAbortedError()
 
 
 class JobLogger(logging.LoggerAdapter[logging.Logger]):
@@ -115,13 +126,18 @@ class JobLogger(logging.LoggerAdapter[logging.Logger]):
     says which job wrote it; ``job``, ``job_id`` and ``attempt`` also ride on the record."""
 
     def __init__(self, job: str, job_id: UUID, attempt: int) -> None:
-        logger = logging.getLogger(f"django_xjobs.jobs.{job}")
-        super().__init__(logger, {"job": job, "job_id": str(job_id), "attempt": attempt})
+        super().__init__(_logger(job), {"job": job, "job_id": str(job_id), "attempt": attempt})
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
         extra = dict(self.extra or {})
         kwargs["extra"] = {**extra, **kwargs.get("extra", {})}
         return f"[{extra['job']} {extra['job_id']}] {msg}", kwargs
+
+
+@functools.cache
+def _logger(job: str) -> logging.Logger:
+    """One lookup per job name, not per run: ``getLogger`` takes the logging module's lock."""
+    return logging.getLogger(f"django_xjobs.jobs.{job}")
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,8 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock)
     if job.lease_expiries >= conf.get().max_lease_expiries or job.attempt > job.max_attempts:
         return _crash_looping(job, handle.retry)
     steps: Steps | None = None
-    body = Body()
+    # only a body with a timeout runs on a thread of its own, to be waited on (or given up on)
+    body = Body() if handle.timeout is not None else None
     try:
         steps = Steps(
             job=job,
@@ -140,7 +141,7 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock)
         return _suspended(job, suspension, clock, time.monotonic() - started)
     except BaseException as error:  # a handler's sys.exit() fails its attempt, not the worker
         ended = _stopped_or_failed(job, handle.retry, error, signal, time.monotonic() - started)
-        if isinstance(error, JobTimeoutError) and not body.ended:
+        if isinstance(error, JobTimeoutError) and body is not None and not body.ended:
             return replace(ended, abandoned=body)
         return ended
     finally:
@@ -155,7 +156,9 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock)
     return Execution(Outcome.COMPLETED, job, duration, complete, replayed=replayed)
 
 
-def _run_body(handle: Any, ctx: JobContext, job: ClaimedJob, signal: Signal, body: Body) -> Any:
+def _run_body(
+    handle: Any, ctx: JobContext, job: ClaimedJob, signal: Signal, body: Body | None
+) -> Any:
     def call() -> Any:
         if handle.is_async:
             # async_to_sync, not asyncio.run: the body's sync_to_async calls (ORM, step writes)
@@ -163,7 +166,7 @@ def _run_body(handle: Any, ctx: JobContext, job: ClaimedJob, signal: Signal, bod
             return async_to_sync(handle.fn)(ctx, **job.input)
         return handle.fn(ctx, **job.input)
 
-    if handle.timeout is None:
+    if handle.timeout is None or body is None:
         return call()
     box: dict[str, Any] = {}
     finished = threading.Event()

@@ -21,8 +21,10 @@ from tests import jobs
 from tests.models import Ledger
 
 
-def burst(harness, concurrency=4, queues=("default", "other")):
-    worker = Worker(queues=queues, concurrency=concurrency, driver=harness.driver, burst=True)
+def burst(harness, concurrency=4, queues=("default", "other"), **options):
+    worker = Worker(
+        queues=queues, concurrency=concurrency, driver=harness.driver, burst=True, **options
+    )
     return worker.run()
 
 
@@ -140,7 +142,8 @@ def test_exec_10_an_unknown_job_name_is_parked_never_run_never_lost(live_harness
     assert "still unknown" in row.last_error
 
 
-def test_claims_are_sized_to_free_slots(live_harness):
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_claims_are_sized_to_free_slots_and_the_prefetch(live_harness, prefetch):
     for i in range(7):
         jobs.ok.enqueue(n=i)
     sizes = []
@@ -152,11 +155,12 @@ def test_claims_are_sized_to_free_slots(live_harness):
 
     live_harness.driver.claim = recording_claim
     try:
-        burst(live_harness, concurrency=3)
+        stats = burst(live_harness, concurrency=3, prefetch=prefetch)
     finally:
         del live_harness.driver.claim
-    assert sizes[0] == 3
-    assert all(1 <= size <= 3 for size in sizes)
+    assert stats.outcomes == {Outcome.COMPLETED: 7}
+    assert sizes[0] == 3 + prefetch
+    assert all(1 <= size <= 3 + prefetch for size in sizes)
 
 
 def test_stop_drains_the_job_in_flight(live_harness):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,21 @@ from ..errors import JobCancelledError, LeaseLostError, SlotLostError
 DEADLINE_MARGIN = 0.1
 
 
+class Latch:
+    """Set once, read often, never waited on: a flag without an Event's condition variable."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 @dataclass
 class Run:
     job: ClaimedJob
@@ -26,7 +40,7 @@ class Run:
     visibility_timeout: float = 30.0
     signal: Signal = field(default_factory=Signal)
     #: the stopped() latch (SPEC LEASE-12): set when the run settled; a loss after it is no loss
-    settled: threading.Event = field(default_factory=threading.Event)
+    settled: Latch = field(default_factory=Latch)
     #: worker's own clock (monotonic seconds) when the last renewal that landed was SENT (the
     #: claim, at first): the database's window opened after it, never before (SPEC LEASE-04)
     renewed_at: float = field(default_factory=time.monotonic)

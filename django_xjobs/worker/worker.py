@@ -10,7 +10,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +28,7 @@ from .breaker import Breaker, report_failure, report_resumed
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .limits import Limiter
+from .prefetch import Prefetch
 from .presence import WorkerPresence
 from .retention import Retention
 from .run import Run
@@ -68,11 +68,16 @@ class _Ended:
 class Worker:
     """Claims jobs from ``queues`` into ``concurrency`` threads until stopped.
 
-    * A claim asks for exactly the free slots, and the loop claims again as soon as one run
-      settles (SPEC WORK-04/05, SE-51): a long job never holds back the others.
-    * Each run is fenced by its lease token; a heartbeat thread renews the leases.
+    * The claim loop keeps claimed runs queued ahead of the threads (worker/prefetch.py), so a
+      thread whose handler returns starts the next run at once instead of waiting on a claim
+      (SPEC WORK-04/05, SE-51): a long job never holds back the others, and no more than
+      ``concurrency`` handlers ever run at once.
+    * A thread is free the moment its handler returns: the ack is the settler's business.
+    * Each run, queued or running or settling, is fenced by its lease token; a heartbeat
+      thread renews the leases.
     * Results are settled by one thread, many acks per statement.
-    * ``stop()`` drains: no new claims, in-flight runs finish and settle, then it returns.
+    * ``stop()`` drains: no new claims, queued runs go back unstarted (no attempt spent),
+      running ones finish and settle, then it returns.
 
     ``burst=True`` returns once nothing is due and nothing is running.
     """
@@ -90,10 +95,15 @@ class Worker:
         burst: bool = False,
         clock: Clock = system_clock,
         stall_timeout: float | None = None,
+        prefetch: int | str | None = None,
     ) -> None:
         settings = conf.get()
         self.queues = tuple(queues)
         self.concurrency = concurrency or settings.concurrency
+        #: claimed runs queued ahead of the threads, beyond the ``concurrency`` that run
+        self.prefetch = Prefetch(
+            settings.prefetch if prefetch is None else prefetch, self.concurrency
+        )
         self.driver = driver or get_driver()
         self.visibility_timeout = visibility_timeout or settings.visibility_timeout
         if heartbeat_interval is None:  # SPEC LEASE-03: a third of the timeout unless configured
@@ -112,6 +122,12 @@ class Worker:
         self.stall_timeout = stall_timeout or settings.stall_timeout
         self.watchdog: Watchdog | None = None
         self.limiter = Limiter(settings.limits, clock)
+        caps = self.limiter.limits
+        #: no cap configured: nothing to count, so a run takes no limiter lease at all
+        self._limited = any(
+            cap is not None
+            for cap in (caps.global_, caps.per_queue, caps.per_tenant, caps.rate_per_tenant)
+        )
         self.poll_interval = poll_interval or settings.poll_interval
         self.worker_id = worker_id or f"worker-{uuid7()}"
         self.burst = burst
@@ -121,6 +137,11 @@ class Worker:
         self._database = self.driver.database
         self._runs: dict[Any, Run] = {}
         self._runs_lock = threading.Lock()
+        #: admitted runs whose handler has not returned yet (queued for a thread, or running)
+        self._held = 0
+        #: runs waiting for a job thread; None tells the threads to stop
+        self._ready: queue_module.SimpleQueue[Run | None] = queue_module.SimpleQueue()
+        self._threads: list[threading.Thread] = []
         self._guard = SettleGuard(
             runs=self._runs,
             lock=self._runs_lock,
@@ -130,7 +151,9 @@ class Worker:
         )
         self._wake = threading.Event()
         self._draining = threading.Event()
-        self._settle_queue: queue_module.Queue[Execution | _Ended | None] = queue_module.Queue()
+        self._settle_queue: queue_module.SimpleQueue[Execution | _Ended | None] = (
+            queue_module.SimpleQueue()
+        )
         #: runs settled while their body still runs past its timeout, by lease token
         self._abandoned: dict[Any, Run] = {}
         self._quarantined = False
@@ -148,7 +171,6 @@ class Worker:
         self.check_enforceable()
         self.state = "running"
         self._draining.clear()
-        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="xjobs-job")
         settler = threading.Thread(target=self._settle_loop, name="xjobs-settler", daemon=True)
         presence = WorkerPresence(
             self.driver,
@@ -174,6 +196,8 @@ class Worker:
         settler.start()
         heartbeat.start()
         self.watchdog.start()
+        for _ in range(self.concurrency):
+            self._start_thread()
         log.event(
             logging.INFO,
             "xjobs.worker.started",
@@ -192,10 +216,10 @@ class Worker:
             )
         try:
             with role_connections():
-                self._loop(pool)
+                self._loop()
         finally:
             try:
-                self._drain(pool, settler, heartbeat, notifier)
+                self._drain(settler, heartbeat, notifier)
             finally:
                 presence.release(
                     wait=2.0
@@ -246,18 +270,20 @@ class Worker:
 
     # --- the claim loop ---------------------------------------------------------------------
 
-    def _loop(self, pool: ThreadPoolExecutor) -> None:
+    def _loop(self) -> None:
         while not self._draining.is_set():
             self._wake.clear()
-            # an abandoned body still holds a thread: it counts against --concurrency
-            busy = len(self._runs) + len(self._abandoned)
             if self._awaiting_idle and not self._runs:
                 self._awaiting_idle = False  # idle: the next claim takes the suspect, alone
             # a suspect running alone, or waiting for this worker to be idle, stops the claims
             # results in hand go first: while a settle is retried through an outage, claiming
             # would overtake it and re-run the very jobs it is trying to settle
             held_back = self._quarantined or self._awaiting_idle or self._guard.retrying.is_set()
-            free = 0 if held_back else self.concurrency - busy
+            # an abandoned body still holds a thread: it counts against --concurrency
+            ahead = self.prefetch.ahead()
+            free = self.concurrency + ahead - self._held - len(self._abandoned)
+            if held_back or self._ready.qsize() > ahead // 2:
+                free = 0  # enough queued ahead: claim once the threads have eaten into it
             claimed = []
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
             if free > 0:
@@ -277,6 +303,7 @@ class Worker:
                     self._claim_failed(error)
                     continue
                 self._claim_resumed()
+                self.prefetch.claimed(time.monotonic() - sent)
             # Decide the whole batch (admit, or shed back) before starting any of it: a job that
             # kills its worker at once must not take down jobs this loop had yet to shed.
             admitted = []
@@ -289,9 +316,10 @@ class Worker:
                     admission.run.renewed_at = sent
                     with self._runs_lock:
                         self._runs[job.id] = admission.run
+                        self._held += 1
                     admitted.append(admission.run)
             for run in admitted:
-                pool.submit(self._execute, run)
+                self._ready.put(run)
             started = len(admitted)
             self._retention.maybe_prune()
             if self.burst and not started and not self._runs:
@@ -333,9 +361,11 @@ class Worker:
             return shed("suspect: it runs alone once this worker's runs end", keep_place=True)
         if self._quarantined or self._awaiting_idle:
             return shed("a suspect job runs alone on this worker, or waits to", keep_place=True)
-        lease = self.limiter.acquire(job.queue, job.tenant_id)
-        if lease is None:
-            return shed(f"limited: {self.limiter.last_reason}")
+        lease = None
+        if self._limited:
+            lease = self.limiter.acquire(job.queue, job.tenant_id)
+            if lease is None:
+                return shed(f"limited: {self.limiter.last_reason}")
         handle = registry.get_job(job.name)
         slot = None
         leases = self.driver.leases
@@ -344,11 +374,13 @@ class Worker:
             try:
                 granted = leases.acquire(key, handle.concurrency, self.visibility_timeout, holder)
             except Exception as error:
-                lease.release()  # SPEC WORK-09, SE-09: never leak the process slot
+                if lease is not None:
+                    lease.release()  # SPEC WORK-09, SE-09: never leak the process slot
                 log.event(logging.ERROR, "xjobs.worker.slot_failed", id=job.id, error=error)
                 return shed("the concurrency slot could not be taken")
             if granted is None:
-                lease.release()
+                if lease is not None:
+                    lease.release()
                 return shed(f"job concurrency ({handle.concurrency})")
             slot = (key, granted, holder)
         if job.lease_expiries:
@@ -378,17 +410,74 @@ class Worker:
 
         settle(self.driver, [shed], guard)
 
-    def _execute(self, run: Run) -> None:
-        close_old_connections()
+    # --- the job threads -------------------------------------------------------------------
+
+    def _start_thread(self) -> None:
+        thread = threading.Thread(target=self._work, name="xjobs-job", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _work(self) -> None:
+        """One job thread: take the next queued run, run it, hand the result to the settler."""
         try:
-            execution = execute(run.job, run.signal, driver=self.driver, clock=self.clock)
+            while True:
+                if self._ready.empty():
+                    close_old_connections()  # idle: hand back what the last run left open
+                run = self._ready.get()
+                if run is None:
+                    self._ready.put(None)  # one marker stops every thread
+                    return
+                if self._draining.is_set():
+                    self._hand_back([run])  # SPEC WORK-12: a drain starts nothing new
+                    continue
+                if self._execute(run):
+                    return  # its body still runs past its timeout: it holds this thread's place
+        finally:
+            connections.close_all()  # this thread's connections only
+
+    def _execute(self, run: Run) -> bool:
+        """Run ``run`` and queue its result to settle; True when its body was left running."""
+        began = time.monotonic()
+        try:
+            close_old_connections()  # a job that touches the ORM starts on a healthy connection
+            if run.signal.is_set():  # lost or cancelled while it waited for a thread
+                execution = self._unstarted(run)
+            else:
+                execution = execute(run.job, run.signal, driver=self.driver, clock=self.clock)
         except BaseException as error:  # never strand a claimed run: it must reach the settler
             execution = failure(run.job, error)
-        finally:
-            close_old_connections()
         run.returned_at = time.monotonic()  # SPEC HANG-03: its settle deadline starts now
         run.settling = True
         self._settle_queue.put(execution)
+        with self._runs_lock:
+            self._held -= 1  # the thread is free now; the settle is the settler's business
+        self.prefetch.ran(run.returned_at - began)
+        if not self._wake.is_set() and self._ready.qsize() <= self.prefetch.low_water():
+            self._wake.set()  # claim the next batch before the queue runs dry
+        return execution.abandoned is not None
+
+    def _unstarted(self, run: Run) -> Execution:
+        """A queued run that lost its lease (or was cancelled) before a thread took it: it goes
+        back unrun, fenced on its token, so a new holder's row is never touched."""
+        job = run.job
+        shed = Shed(job.id, job.lease_token, delay=0.0, reason="never started", keep_place=True)
+        outcome = Outcome.CANCELLED if run.cancelled else Outcome.LEASE_LOST
+        return Execution(outcome, job, 0.0, shed)
+
+    def _hand_back(self, runs: Sequence[Run]) -> None:
+        """Give queued runs back unstarted: ready at once in their place, no attempt spent."""
+        if not runs:
+            return
+        for run in runs:
+            run.settled.set()  # SPEC LEASE-12: a renewal racing the shed reports no loss
+            with self._runs_lock:
+                self._runs.pop(run.job.id, None)
+                self._held -= 1
+            self._release(run)
+            job = run.job
+            self._shed(
+                job, Shed(job.id, job.lease_token, delay=0.0, reason="draining", keep_place=True)
+            )
 
     # --- settling ---------------------------------------------------------------------------
 
@@ -433,6 +522,7 @@ class Worker:
         for execution in batch:
             job_id = execution.job.id
             self._finish(execution, job_id in settled, failed=job_id in failed)
+        self._wake.set()  # a suspect may wait for this worker to be idle, or a hold-back end
 
     def _with_retries(
         self,
@@ -501,7 +591,6 @@ class Worker:
                 attempt=job.attempt,
                 outcome=execution.outcome,
             )
-        self._wake.set()
 
     def _hold_for(self, run: Run, body: Any) -> None:
         """SPEC EXEC-05: a body past its timeout still runs, so its fleet slot, its limit and a
@@ -534,6 +623,8 @@ class Worker:
             attempt=run.job.attempt,
         )
         self._release(run)
+        if not self._draining.is_set():
+            self._start_thread()  # the body that held this thread's place has returned
         self._wake.set()
 
     def _release(self, run: Run) -> None:
@@ -554,13 +645,7 @@ class Worker:
 
     # --- shutdown ---------------------------------------------------------------------------
 
-    def _drain(
-        self,
-        pool: ThreadPoolExecutor,
-        settler: threading.Thread,
-        heartbeat: Heartbeat,
-        notifier: Any,
-    ) -> None:
+    def _drain(self, settler: threading.Thread, heartbeat: Heartbeat, notifier: Any) -> None:
         self.state = "draining"
         self._draining.set()
         log.event(
@@ -569,7 +654,17 @@ class Worker:
         try:
             if notifier is not None:
                 notifier.stop()
-            pool.shutdown(wait=True)  # in-flight runs finish (SPEC WORK-12)
+            unstarted = []
+            with contextlib.suppress(queue_module.Empty):
+                while True:
+                    run = self._ready.get_nowait()
+                    if run is not None:
+                        unstarted.append(run)
+            with role_connections():
+                self._hand_back(unstarted)  # queued, never started: back at once, no attempt spent
+            self._ready.put(None)
+            for thread in list(self._threads):
+                thread.join()  # running handlers finish (SPEC WORK-12)
             self._settle_queue.put(None)
             settler.join()
             heartbeat.stop()
