@@ -133,7 +133,13 @@ class MemoryDriver:
         return EnqueueResult(id=row.id, run_id=row.run_id)
 
     def claim(
-        self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
+        self,
+        *,
+        queues: Sequence[str],
+        limit: int,
+        visibility_timeout: float,
+        worker_id: str,
+        lapsed: bool = True,
     ) -> list[ClaimedJob]:
         check_claim_args(queues, limit, visibility_timeout)
         with self._lock:
@@ -146,7 +152,8 @@ class MemoryDriver:
                 and (
                     row.state in ("ready", "delayed", "suspended")
                     or (
-                        row.state == "running"
+                        lapsed
+                        and row.state == "running"
                         and row.visible_at is not None
                         and row.visible_at <= now
                     )

@@ -138,6 +138,9 @@ class Worker:
         self._awaiting_idle = False
         self._breaker = Breaker(base=self.poll_interval, cap=_CLAIM_BACKOFF_CAP)
         self._retention = Retention(self.driver)
+        #: the lapsed-lease sweep rides on a claim every pass while the queue looks idle, else
+        #: once a poll interval: the same bound a ready job with a lost notification waits
+        self._idle, self._swept_at = True, float("-inf")
 
     # --- public -----------------------------------------------------------------------------
 
@@ -258,13 +261,14 @@ class Worker:
             # would overtake it and re-run the very jobs it is trying to settle
             held_back = self._quarantined or self._awaiting_idle or self._guard.retrying.is_set()
             free = 0 if held_back else self.concurrency - busy
-            claimed = []
+            claimed, swept = [], False
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
             if free > 0:
                 pause = self._breaker.wait()
                 if pause > 0:  # open: a notification does not cut the backoff short
                     self._draining.wait(pause)
                     continue
+                swept = self._idle or sent - self._swept_at >= self.poll_interval
                 try:
                     with self._watch("claim"):
                         claimed = self.driver.claim(
@@ -272,11 +276,13 @@ class Worker:
                             limit=free,
                             visibility_timeout=self.visibility_timeout,
                             worker_id=self.worker_id,
+                            lapsed=swept,
                         )
                 except Exception as error:
                     self._claim_failed(error)
                     continue
                 self._claim_resumed()
+                self._idle, self._swept_at = len(claimed) < free, sent if swept else self._swept_at
             # Decide the whole batch (admit, or shed back) before starting any of it: a job that
             # kills its worker at once must not take down jobs this loop had yet to shed.
             admitted = []
@@ -294,10 +300,10 @@ class Worker:
                 pool.submit(self._execute, run)
             started = len(admitted)
             self._retention.maybe_prune()
-            if self.burst and not started and not self._runs:
+            if self.burst and not started and not self._runs and (swept or free <= 0):
                 return  # nothing runnable now: shed jobs wait for a slot, not for this burst
-            if free > 0 and len(claimed) == free:
-                continue  # the queue may hold more; claim again when a slot frees
+            if free > 0 and (len(claimed) == free or not swept):
+                continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
             self._wake.wait(self.poll_interval)
 
     def _watch(self, section: str) -> Any:
