@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -25,6 +27,7 @@ DRAIN_TIMEOUT = 300.0  # seconds one W2 run may take before the worker is stoppe
 LATENCY_TIMEOUT = 30.0  # seconds W3 waits for the worker to be ready, and for the last sample
 JOIN_TIMEOUT = 30.0  # seconds to wait for a stopped worker thread to return
 LATENCY_CONCURRENCY = 4  # threads of the W3 worker
+POLL = 0.05  # seconds between the progress checks of a drain by worker processes
 
 
 @dataclass
@@ -33,6 +36,7 @@ class Row:
     figure: str
     unit: str
     note: str = ""
+    cost: str = ""
 
 
 @dataclass
@@ -40,8 +44,8 @@ class Report:
     rows: list[Row] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
-    def add(self, workload: str, figure: str, unit: str, note: str = "") -> None:
-        self.rows.append(Row(workload, figure, unit, note))
+    def add(self, workload: str, figure: str, unit: str, note: str = "", cost: str = "") -> None:
+        self.rows.append(Row(workload, figure, unit, note, cost))
 
     def problem(self, text: str) -> None:
         self.problems.append(text)
@@ -75,6 +79,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="worker threads to try in W2 (4 16 32)",
     )
     parser.add_argument(
+        "--backlog",
+        type=int,
+        default=30_000,
+        help="jobs in the W2 backlog drained without and with ANALYZE (30000; 0 skips it)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=2,
+        help="xjobs_worker --processes N for the W2 run by worker processes (2; 0 skips it)",
+    )
+    parser.add_argument(
         "--force",
         action="store_true",
         help="run even though x_jobs already holds rows (they are deleted)",
@@ -82,6 +98,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.latency_samples < 1 or min(args.concurrency) < 1:
         parser.error("--jobs, --latency-samples and --concurrency must be positive")
+    if args.backlog < 0 or args.processes < 0:
+        parser.error("--backlog and --processes must be 0 (skip) or positive")
     return args
 
 
@@ -104,11 +122,34 @@ def state_counts() -> dict[str, int]:
     return dict(sql("SELECT state, count(*) FROM x_jobs GROUP BY state"))
 
 
-def fill_ready(count: int) -> None:
+def connect() -> Any:
+    """A psycopg connection of its own to the benchmark's database (for the CPU sampler)."""
+    import psycopg
+    from django.db import connection
+
+    settings = connection.settings_dict
+    params = {
+        "dbname": settings["NAME"],
+        "user": settings["USER"],
+        "password": settings["PASSWORD"],
+        "host": settings["HOST"],
+        "port": settings["PORT"],
+    }
+    return psycopg.connect(autocommit=True, **{k: v for k, v in params.items() if v})
+
+
+def measured() -> Any:
+    from bench.measure import Window
+
+    return Window(connect)
+
+
+def fill_ready(count: int, *, analyze: bool = True) -> None:
     """Insert ``count`` ready ``noop`` rows in one statement, as ``noop.enqueue`` would have.
 
     Each row gets its own ``run_at`` a microsecond after the previous one, as sequential
-    enqueues would, so the claim order is the order of ``n``.
+    enqueues would, so the claim order is the order of ``n``. Without ``analyze`` the table
+    keeps the statistics of what it held before (see ``drain_backlog``).
     """
     from bench.jobs import noop
 
@@ -130,7 +171,8 @@ def fill_ready(count: int) -> None:
             "count": count,
         },
     )
-    sql("ANALYZE x_jobs")  # a long-lived table has statistics; give the claim query the same
+    if analyze:
+        sql("ANALYZE x_jobs")  # a long-lived table has statistics; give the claim query the same
 
 
 def percentile(sorted_values: list[float], pct: float) -> float:
@@ -189,22 +231,29 @@ def enqueue_rate(report: Report, count: int) -> None:
 
     truncate()
     say(f"W1: enqueuing {count} jobs, one transaction each ...")
-    started = time.perf_counter()
-    for n in range(count):
-        noop.enqueue(n=n)
-    elapsed = time.perf_counter() - started
+    with measured() as window:
+        started = time.perf_counter()
+        for n in range(count):
+            noop.enqueue(n=n)
+        elapsed = time.perf_counter() - started
     stored = state_counts()
     if stored != {"ready": count}:
         report.problem(f"W1: expected {count} ready rows, found {stored}")
     rate = count / elapsed
     say(f"    {rate:,.0f} jobs/s ({elapsed:.2f}s)")
     report.add(
-        "W1 enqueue (1 txn/job)", f"{rate:,.0f}", "jobs/s", f"{count} jobs in {elapsed:.2f}s"
+        "W1 enqueue (1 txn/job)",
+        f"{rate:,.0f}",
+        "jobs/s",
+        f"{count} jobs in {elapsed:.2f}s",
+        window.cost.per_job(count),
     )
     report.add("W1 enqueue mean time", f"{elapsed / count * 1000:.3f}", "ms/job")
 
 
-def drain_rate(report: Report, count: int, concurrency: int) -> float | None:
+def drain_rate(
+    report: Report, count: int, concurrency: int, *, analyze: bool = True, title: str = ""
+) -> float | None:
     """W2: one burst worker drains ``count`` ready no-op jobs; jobs/s by the database clock.
 
     Returns the rate when every job was done, else None (the row is still reported).
@@ -212,20 +261,21 @@ def drain_rate(report: Report, count: int, concurrency: int) -> float | None:
     from django_xjobs.worker.worker import Worker
 
     truncate()
-    fill_ready(count)
-    say(f"W2: draining {count} jobs, concurrency={concurrency} ...")
-    label = f"W2 c={concurrency}"
+    fill_ready(count, analyze=analyze)
+    say(f"W2: draining {count} jobs, concurrency={concurrency} {title}...")
+    label = f"W2 c={concurrency}{title and ' ' + title}"
     worker = Worker(queues=["default"], concurrency=concurrency, burst=True)
     (db_start,) = sql("SELECT clock_timestamp()")[0]
-    started = time.perf_counter()
-    thread = WorkerThread(worker)
-    thread.start()
-    thread.join(DRAIN_TIMEOUT)
-    if thread.is_alive():
-        report.problem(f"{label}: not drained within {DRAIN_TIMEOUT:g}s; stopping the worker")
-        thread.finish(report, label)
-    elif thread.error is not None:
-        report.problem(f"{label}: Worker.run() raised {describe_error(thread.error)}")
+    with measured() as window:
+        started = time.perf_counter()
+        thread = WorkerThread(worker)
+        thread.start()
+        thread.join(DRAIN_TIMEOUT)
+        if thread.is_alive():
+            report.problem(f"{label}: not drained within {DRAIN_TIMEOUT:g}s; stopping the worker")
+            thread.finish(report, label)
+        elif thread.error is not None:
+            report.problem(f"{label}: Worker.run() raised {describe_error(thread.error)}")
     wall = (thread.returned_at or time.perf_counter()) - started
     stored = state_counts()
     done = stored.get("done", 0)
@@ -244,12 +294,83 @@ def drain_rate(report: Report, count: int, concurrency: int) -> float | None:
     )
     note = f"{done} jobs in {elapsed:.2f}s; run() returned after {wall:.2f}s"
     report.add(
-        f"W2 drain c={concurrency}",
+        f"W2 drain c={concurrency}{title and ' ' + title}",
         f"{rate:,.0f}",
         "jobs/s",
         note if complete else f"INCOMPLETE: {note}",
+        window.cost.per_job(done),
     )
     return rate if complete else None
+
+
+def drain_backlog(report: Report, count: int, concurrency: int) -> None:
+    """W2 on a ``count`` backlog straight after the fill, then the same after ``ANALYZE``.
+
+    The first run keeps the statistics a drained queue leaves behind (the finished table is
+    analyzed before the TRUNCATE, so they say no row is claimable): the claim's plan must not
+    depend on them. Autovacuum may still analyze the table during the drain, as it would in
+    production.
+    """
+    sql("ANALYZE x_jobs")  # whatever the last workload left: all done, or empty
+    stale = drain_rate(report, count, concurrency, analyze=False, title="backlog, no ANALYZE")
+    fresh = drain_rate(report, count, concurrency, analyze=True, title="backlog, ANALYZE")
+    if stale and fresh:
+        report.add("W2 backlog: no ANALYZE / ANALYZE", f"{stale / fresh:.2f}", "ratio")
+
+
+def drain_processes(report: Report, count: int, concurrency: int, processes: int) -> float | None:
+    """W2 by ``manage.py xjobs_worker --processes N`` (child processes, as deployed): jobs/s by
+    the database clock from just before the start to the last ack; the supervisor is then
+    stopped with SIGTERM. Statements are not counted: they are sent by other processes."""
+    from django_xjobs.testing.postgres import database_url
+
+    truncate()
+    fill_ready(count)
+    label = f"W2 c={concurrency} --processes {processes}"
+    say(f"{label}: draining {count} jobs ...")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where bench/ is
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, DATABASE_URL=database_url(), DJANGO_SETTINGS_MODULE="bench.settings")
+    env["PYTHONPATH"] = path
+    command = [sys.executable, "-m", "django", "xjobs_worker", "--queues", "default"]
+    command += ["--concurrency", str(concurrency), "--processes", str(processes)]
+    (db_start,) = sql("SELECT clock_timestamp()")[0]
+    with measured() as window:
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+        drained = wait_until(
+            lambda: proc.poll() is not None or state_counts().get("done", 0) >= count,
+            DRAIN_TIMEOUT,
+            interval=POLL,
+        )
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(JOIN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+            report.problem(f"{label}: the supervisor did not exit within {JOIN_TIMEOUT:g}s")
+    if not drained:
+        report.problem(f"{label}: not drained within {DRAIN_TIMEOUT:g}s")
+    if code != 0:
+        report.problem(f"{label}: the supervisor exited with code {code}")
+    stored = state_counts()
+    done = stored.get("done", 0)
+    if stored != {"done": count}:
+        report.problem(f"{label}: expected {count} done rows, found {stored}")
+    if not done:
+        return None
+    (last_ack,) = sql("SELECT max(updated_at) FROM x_jobs WHERE state = 'done'")[0]
+    elapsed = (last_ack - db_start).total_seconds()
+    rate = done / elapsed
+    say(f"    {rate:,.0f} jobs/s ({elapsed:.2f}s to the last ack, process start included)")
+    report.add(
+        label,
+        f"{rate:,.0f}",
+        "jobs/s",
+        f"{done} jobs in {elapsed:.2f}s, process start included",
+        window.cost.per_job(done, statements=False),
+    )
+    return rate if stored == {"done": count} else None
 
 
 def wait_until(predicate: Any, timeout: float, interval: float = 0.01) -> bool:
@@ -306,13 +427,14 @@ def enqueue_latency(report: Report, samples: int, spacing_ms: float) -> None:
     reset_latencies()
 
     spacing = spacing_ms / 1000
-    started = time.perf_counter()
-    for n in range(samples):
-        latency.enqueue(n=n, enqueued_at=time.time())
-        pause = started + (n + 1) * spacing - time.perf_counter()
-        if pause > 0:
-            time.sleep(pause)
-    complete = wait_until(lambda: len(latencies()) >= samples, LATENCY_TIMEOUT)
+    with measured() as window:
+        started = time.perf_counter()
+        for n in range(samples):
+            latency.enqueue(n=n, enqueued_at=time.time())
+            pause = started + (n + 1) * spacing - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+        complete = wait_until(lambda: len(latencies()) >= samples, LATENCY_TIMEOUT)
     values = sorted(latencies().values())
     thread.finish(report, label)
     if not complete:
@@ -324,6 +446,7 @@ def enqueue_latency(report: Report, samples: int, spacing_ms: float) -> None:
     note = f"{len(values)} samples, {spacing_ms:g} ms apart, concurrency {LATENCY_CONCURRENCY}"
     for pct in (50, 95, 99):
         report.add(f"W3 enqueue->start p{pct}", f"{percentile(values, pct) * 1000:.2f}", "ms", note)
+    report.rows[-3].cost = window.cost.per_job(len(values))  # the enqueue and the whole run
     report.add("W3 enqueue->start max", f"{values[-1] * 1000:.2f}", "ms")
     say(
         f"    p50 {percentile(values, 50) * 1000:.2f} ms, p99 {percentile(values, 99) * 1000:.2f} ms"
@@ -353,16 +476,21 @@ def environment() -> list[tuple[str, str]]:
 
 def render(report: Report, env: list[tuple[str, str]]) -> str:
     lines = [f"{key + ':':<12}{value}" for key, value in env]
-    header = ("workload", "figure", "unit", "notes")
-    body = [(r.workload, r.figure, r.unit, r.note) for r in report.rows]
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(3)]
+    header = ("workload", "figure", "unit", "per job", "notes")
+    body = [(r.workload, r.figure, r.unit, r.cost, r.note) for r in report.rows]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(4)]
 
     def line(cells: tuple[str, ...]) -> str:
-        workload, figure, unit, note = cells
-        padded = (workload.ljust(widths[0]), figure.rjust(widths[1]), unit.ljust(widths[2]))
+        workload, figure, unit, cost, note = cells
+        padded = (
+            workload.ljust(widths[0]),
+            figure.rjust(widths[1]),
+            unit.ljust(widths[2]),
+            cost.ljust(widths[3]),
+        )
         return "  ".join((*padded, note)).rstrip()
 
-    rule = "-" * (sum(widths) + 4 + max(len(row[3]) for row in [header, *body]) + 2)
+    rule = "-" * (sum(widths) + 6 + max(len(row[4]) for row in [header, *body]) + 2)
     lines += ["", line(header), rule, *(line(row) for row in body)]
     if report.problems:
         lines += ["", "problems:", *(f"  - {p}" for p in report.problems)]
@@ -372,6 +500,9 @@ def render(report: Report, env: list[tuple[str, str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    from bench.measure import COUNTER
+
+    COUNTER.install()
     if not os.environ.get("DATABASE_URL"):
         say("DATABASE_URL is unset: starting an embedded PostgreSQL (a few seconds) ...")
 
@@ -397,6 +528,14 @@ def main(argv: list[str] | None = None) -> int:
             best = (rate, concurrency)
     if best is not None:
         report.add("W2 drain, best", f"{best[0]:,.0f}", "jobs/s", f"at concurrency {best[1]}")
+    widest = max(args.concurrency)
+    if args.backlog:
+        drain_backlog(report, args.backlog, widest)
+    if args.processes:
+        one = drain_processes(report, args.jobs, widest, 1)
+        many = drain_processes(report, args.jobs, widest, args.processes)
+        if one and many:
+            report.add(f"W2 --processes {args.processes} / 1", f"{many / one:.2f}", "ratio")
     enqueue_latency(report, args.latency_samples, args.latency_spacing)
     truncate()
 

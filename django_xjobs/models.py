@@ -30,6 +30,13 @@ class StopReason(models.TextChoices):
 
 LIVE = [JobState.READY, JobState.DELAYED, JobState.RUNNING, JobState.SUSPENDED]
 CLAIMABLE = [JobState.READY, JobState.DELAYED, JobState.SUSPENDED]
+# The claim and lease indexes are defined by the states a row is NOT in (claimable = none of
+# the others; running = none of the others). Spelled out positively, the claim's own filter
+# would also prove the live-key index's predicate, and with statistics taken while no row was
+# claimable the planner reads that whole index and sorts it instead of walking the claim index
+# in order (30 ms a claim on a 30k backlog). The state check makes both spellings the same set.
+NOT_CLAIMABLE = [s for s in JobState if s not in CLAIMABLE]
+NOT_RUNNING = [s for s in JobState if s != JobState.RUNNING]
 
 
 class Job(models.Model):
@@ -76,6 +83,9 @@ class Job(models.Model):
         db_table = "x_jobs"
         ordering = ["-created_at"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=JobState.values), name="x_jobs_state_check"
+            ),
             # One live row per (name, tenant, key): SPEC ENQ-06..10, SE-01, SE-02.
             models.UniqueConstraint(
                 "name",
@@ -91,11 +101,11 @@ class Job(models.Model):
                 models.F("priority").desc(),
                 "run_at",
                 "id",  # the claim's full ORDER BY, so equal run_at rows need no sort
-                condition=Q(state__in=CLAIMABLE),
+                condition=~Q(state__in=NOT_CLAIMABLE),
                 name="x_jobs_claim_idx",
             ),
             models.Index(
-                fields=["visible_at"], condition=Q(state="running"), name="x_jobs_lease_idx"
+                fields=["visible_at"], condition=~Q(state__in=NOT_RUNNING), name="x_jobs_lease_idx"
             ),
             models.Index(fields=["state", "updated_at"], name="x_jobs_state_updated_idx"),
         ]

@@ -5,13 +5,14 @@ starts (issue 12 item 5). The processes themselves: tests/test_process_superviso
 from __future__ import annotations
 
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from django_xjobs.errors import InvariantError
 from django_xjobs.worker.recycle import EXIT_CODES, ChildLimits, parse_size
-from django_xjobs.worker.supervisor import child_argv, exit_reason
+from django_xjobs.worker.supervisor import child_argv, exit_reason, rerun_argv
 from django_xjobs.worker.worker import WorkerStats
 
 
@@ -85,6 +86,16 @@ def test_a_child_runs_the_same_line_without_the_supervisor_flags():
         "--max-jobs-per-child",
         "5",
     ]
+
+
+def test_a_command_started_with_python_m_restarts_its_children_with_m():
+    """``python -m django xjobs_worker --processes 2``: argv[0] is django/__main__.py, which run
+    as a script puts django/ first on sys.path and shadows the standard library's ``http``."""
+    spec = SimpleNamespace(name="django.__main__")
+    argv = ["/venv/lib/django/__main__.py", "xjobs_worker", "--processes", "2"]
+    assert rerun_argv(argv, spec) == ["-m", "django", "xjobs_worker", "--processes", "2"]
+    script = SimpleNamespace(name=None)
+    assert rerun_argv(["manage.py", "xjobs_worker"], script) == ["manage.py", "xjobs_worker"]
 
 
 @pytest.mark.parametrize(

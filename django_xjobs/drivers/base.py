@@ -343,11 +343,18 @@ class JobDriver(Protocol):
         an earlier request of the batch inserted dedupes to that job; one wake-up per queue."""
 
     def claim(
-        self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
+        self,
+        *,
+        queues: Sequence[str],
+        limit: int,
+        visibility_timeout: float,
+        worker_id: str,
+        lapsed: bool = True,
     ) -> list[ClaimedJob]:
-        """Lock and take up to ``limit`` due rows (and running rows whose lease lapsed), each
-        with a fresh lease token that fences every later write; priority, then run_at order.
-        A lapse counts as a crash only once its holder's presence is gone."""
+        """Lock and take up to ``limit`` due rows (and, with ``lapsed``, running rows whose
+        lease lapsed), each with a fresh lease token that fences every later write; priority,
+        then run_at order. A lapse counts as a crash only once its holder's presence is gone.
+        ``lapsed=False`` is the cheaper claim a worker makes between its lapsed-lease sweeps."""
 
     # settling a claimed run: one call per settle value, each fenced on 'running' and its token
     def ack(self, completes: Sequence[Complete]) -> set[UUID]:

@@ -136,7 +136,13 @@ class MemoryDriver:
         return [self.enqueue(request) for request in requests]
 
     def claim(
-        self, *, queues: Sequence[str], limit: int, visibility_timeout: float, worker_id: str
+        self,
+        *,
+        queues: Sequence[str],
+        limit: int,
+        visibility_timeout: float,
+        worker_id: str,
+        lapsed: bool = True,
     ) -> list[ClaimedJob]:
         check_claim_args(queues, limit, visibility_timeout)
         with self._lock:
@@ -149,7 +155,8 @@ class MemoryDriver:
                 and (
                     row.state in ("ready", "delayed", "suspended")
                     or (
-                        row.state == "running"
+                        lapsed
+                        and row.state == "running"
                         and row.visible_at is not None
                         and row.visible_at <= now
                     )

@@ -89,19 +89,61 @@ CROSS JOIN LATERAL (
 SELECT id, run_id FROM x_jobs WHERE id = ANY(%(ids)s::uuid[]);
 
 -- name: claim
--- Lock and take up to `limit` due rows in one statement (SPEC DRV-03): waiting rows in priority
--- and run_at order, plus running rows whose lease lapsed (T4). Each queue is read on its own
--- (LATERAL) so the claim index is walked in order instead of sorting every ready row. Every claim
--- mints a new lease token; the previous holder's writes are refused from here on (DESIGN Q-01).
--- A lapsed row's unsettled run joins its failure history, dated when its lease ran out: as
--- crashed when the verdict below counts it, else as lapsed (its worker stayed present); only the
--- last `keep` entries stay, as in retry and finish.
-WITH waiting AS (
-    SELECT w.id, w.priority, w.run_at
+-- Lock and take up to `limit` due waiting rows in one statement (SPEC DRV-03), in priority and
+-- run_at order. Each queue is read on its own (LATERAL) and its filter and ORDER BY are the claim
+-- index's own predicate and key, so the index is walked in order and stops after `limit` rows,
+-- whatever the statistics say: the filter is written as "none of the other states" because the
+-- claimable states, spelled out, would also prove the live-key index's predicate, and with stale
+-- statistics the planner reads that whole index and sorts it (migration 0006). Every claim mints
+-- a new lease token; the previous holder's writes are refused from here on (DESIGN Q-01). Only
+-- what a run needs comes back, in claim order. Running rows whose lease lapsed are taken by
+-- claim_lapsed, which the worker runs on its own timer.
+WITH picked AS (
+    SELECT w.id
     FROM unnest(%(queues)s::text[]) AS q(name)
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM x_jobs
-        WHERE state IN ('ready', 'delayed', 'suspended')
+        WHERE NOT (state IN ('running', 'done', 'failed', 'dead', 'cancelled'))
+          AND queue = q.name
+          AND run_at <= now()
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS w
+    ORDER BY w.priority DESC, w.run_at, w.id
+    LIMIT %(limit)s
+), claimed AS (
+    UPDATE x_jobs j
+    SET state = 'running',
+        attempt = j.attempt + 1,
+        claimed_by = %(worker_id)s,
+        lease_token = gen_random_uuid(),
+        visible_at = now() + make_interval(secs => %(visibility_timeout)s),
+        updated_at = now()
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
+              j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
+              j.lease_expiries, j.traceparent, j.run_at
+)
+SELECT id, run_id, name, queue, input, attempt, max_attempts, lease_token, priority, tenant_id,
+       enqueued_by, idempotency_key, created_at, lease_expiries, traceparent
+FROM claimed
+ORDER BY priority DESC, run_at, id;
+
+-- name: claim_lapsed
+-- The claim above, plus running rows whose lease lapsed (T4), all in one priority and run_at
+-- order; the lapsed half walks the lease index, whose predicate it spells the same way (not any
+-- other state) for the same reason. A lapsed row's unsettled run joins its failure history, dated
+-- when its lease ran out: as crashed when the verdict below counts it, else as lapsed (its worker
+-- stayed present); only the last `keep` entries stay, as in retry and finish.
+WITH waiting AS (
+    SELECT w.id, w.priority, w.run_at, NULL::text AS claimed_by, NULL::text AS lapsed_holder,
+           false AS lapsed
+    FROM unnest(%(queues)s::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM x_jobs
+        WHERE NOT (state IN ('running', 'done', 'failed', 'dead', 'cancelled'))
           AND queue = q.name
           AND run_at <= now()
         ORDER BY priority DESC, run_at, id
@@ -109,15 +151,16 @@ WITH waiting AS (
         FOR UPDATE SKIP LOCKED
     ) AS w
 ), lapsed AS (
-    SELECT id, priority, run_at FROM x_jobs
-    WHERE state = 'running'
-      AND queue = ANY(%(queues)s::text[])
+    SELECT id, priority, run_at, claimed_by, lapsed_holder, true AS lapsed FROM x_jobs
+    WHERE NOT (state IN ('ready', 'delayed', 'suspended', 'done', 'failed', 'dead', 'cancelled'))
       AND visible_at <= now()
+      AND queue = ANY(%(queues)s::text[])
     ORDER BY visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), picked AS (
-    SELECT id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM lapsed) AS due
+    SELECT id, claimed_by, lapsed_holder, lapsed
+    FROM (SELECT * FROM waiting UNION ALL SELECT * FROM lapsed) AS due
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
 ), verdict AS (
@@ -137,42 +180,46 @@ WITH waiting AS (
                     SELECT 1 FROM x_workers p
                     WHERE p.id = x.lapsed_holder AND p.expires_at >= now())
                 THEN 1 ELSE 0 END AS pending_crashed
-    FROM x_jobs x
-    JOIN picked ON picked.id = x.id
+    FROM picked x
     LEFT JOIN x_workers h ON h.id = x.claimed_by
-    WHERE x.state = 'running'
+    WHERE x.lapsed
+), claimed AS (
+    UPDATE x_jobs j
+    SET state = 'running',
+        attempt = j.attempt + 1,
+        lease_expiries = j.lease_expiries + COALESCE(v.crashed + v.pending_crashed, 0),
+        lapsed_holder = CASE WHEN v.id IS NULL THEN j.lapsed_holder
+                             WHEN v.crashed = 1 THEN NULL
+                             ELSE j.claimed_by END,
+        errors = CASE WHEN j.state <> 'running' THEN j.errors ELSE (
+            SELECT jsonb_agg(kept.entry ORDER BY kept.n)
+            FROM (
+                SELECT entry, n
+                FROM jsonb_array_elements(
+                    j.errors || jsonb_build_array(
+                        jsonb_build_object('attempt', j.attempt, 'at', j.visible_at)
+                        || CASE WHEN v.crashed = 1 THEN %(lapsed)s::jsonb
+                                ELSE %(lapsed_present)s::jsonb END)
+                ) WITH ORDINALITY AS entries(entry, n)
+                ORDER BY n DESC
+                LIMIT %(keep)s
+            ) AS kept
+        ) END,
+        claimed_by = %(worker_id)s,
+        lease_token = gen_random_uuid(),
+        visible_at = now() + make_interval(secs => %(visibility_timeout)s),
+        updated_at = now()
+    FROM picked
+    LEFT JOIN verdict v ON v.id = picked.id
+    WHERE j.id = picked.id
+    RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
+              j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
+              j.lease_expiries, j.traceparent, j.run_at
 )
-UPDATE x_jobs j
-SET state = 'running',
-    attempt = j.attempt + 1,
-    lease_expiries = j.lease_expiries + COALESCE(v.crashed + v.pending_crashed, 0),
-    lapsed_holder = CASE WHEN v.id IS NULL THEN j.lapsed_holder
-                         WHEN v.crashed = 1 THEN NULL
-                         ELSE j.claimed_by END,
-    errors = CASE WHEN j.state <> 'running' THEN j.errors ELSE (
-        SELECT jsonb_agg(kept.entry ORDER BY kept.n)
-        FROM (
-            SELECT entry, n
-            FROM jsonb_array_elements(
-                j.errors || jsonb_build_array(
-                    jsonb_build_object('attempt', j.attempt, 'at', j.visible_at)
-                    || CASE WHEN v.crashed = 1 THEN %(lapsed)s::jsonb
-                            ELSE %(lapsed_present)s::jsonb END)
-            ) WITH ORDINALITY AS entries(entry, n)
-            ORDER BY n DESC
-            LIMIT %(keep)s
-        ) AS kept
-    ) END,
-    claimed_by = %(worker_id)s,
-    lease_token = gen_random_uuid(),
-    visible_at = now() + make_interval(secs => %(visibility_timeout)s),
-    updated_at = now()
-FROM picked
-LEFT JOIN verdict v ON v.id = picked.id
-WHERE j.id = picked.id
-RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
-          j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at, j.run_at,
-          j.lease_expiries, j.traceparent;
+SELECT id, run_id, name, queue, input, attempt, max_attempts, lease_token, priority, tenant_id,
+       enqueued_by, idempotency_key, created_at, lease_expiries, traceparent
+FROM claimed
+ORDER BY priority DESC, run_at, id;
 
 -- name: ack
 -- Settle many runs as done in one statement, each fenced on its own lease token (SPEC STATE-01).

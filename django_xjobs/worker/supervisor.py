@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import log
 from .recycle import EXIT_CODES, REASONS
@@ -184,6 +185,19 @@ class Supervisor:
             child.proc.kill()
             child.proc.wait()
             del self.children[slot]
+
+
+def rerun_argv(argv: Sequence[str], main_spec: Any = None) -> list[str]:
+    """The interpreter arguments that start this command line again. Started as ``python -m
+    package``, argv[0] is the package's ``__main__.py``: run as a script, its directory would
+    shadow the standard library (``django/http`` for ``http``), so the child gets ``-m`` too."""
+    spec = (
+        main_spec if main_spec is not None else getattr(sys.modules["__main__"], "__spec__", None)
+    )
+    name = getattr(spec, "name", None)
+    if name and name.endswith("__main__"):
+        return ["-m", name.removesuffix(".__main__"), *argv[1:]]
+    return list(argv)
 
 
 def child_argv(argv: Sequence[str]) -> list[str]:

@@ -161,6 +161,9 @@ class Worker:
         self._awaiting_idle = False
         self._breaker = Breaker(base=self.poll_interval, cap=_CLAIM_BACKOFF_CAP)
         self._retention = Retention(self.driver)
+        #: the lapsed-lease sweep rides on a claim every pass while the queue looks idle, else
+        #: once a poll interval: the same bound a ready job with a lost notification waits
+        self._idle, self._swept_at = True, float("-inf")
 
     # --- public -----------------------------------------------------------------------------
 
@@ -284,13 +287,14 @@ class Worker:
             free = self.concurrency + ahead - self._held - len(self._abandoned)
             if held_back or self._ready.qsize() > ahead // 2:
                 free = 0  # enough queued ahead: claim once the threads have eaten into it
-            claimed = []
+            claimed, swept = [], False
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
             if free > 0:
                 pause = self._breaker.wait()
                 if pause > 0:  # open: a notification does not cut the backoff short
                     self._draining.wait(pause)
                     continue
+                swept = self._idle or sent - self._swept_at >= self.poll_interval
                 try:
                     with self._watch("claim"):
                         claimed = self.driver.claim(
@@ -298,12 +302,14 @@ class Worker:
                             limit=free,
                             visibility_timeout=self.visibility_timeout,
                             worker_id=self.worker_id,
+                            lapsed=swept,
                         )
                 except Exception as error:
                     self._claim_failed(error)
                     continue
                 self._claim_resumed()
                 self.prefetch.claimed(time.monotonic() - sent)
+                self._idle, self._swept_at = len(claimed) < free, sent if swept else self._swept_at
             # Decide the whole batch (admit, or shed back) before starting any of it: a job that
             # kills its worker at once must not take down jobs this loop had yet to shed.
             admitted = []
@@ -322,10 +328,10 @@ class Worker:
                 self._ready.put(run)
             started = len(admitted)
             self._retention.maybe_prune()
-            if self.burst and not started and not self._runs:
+            if self.burst and not started and not self._runs and (swept or free <= 0):
                 return  # nothing runnable now: shed jobs wait for a slot, not for this burst
-            if free > 0 and len(claimed) == free:
-                continue  # the queue may hold more; claim again when a slot frees
+            if free > 0 and (len(claimed) == free or not swept):
+                continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
             self._wake.wait(self.poll_interval)
 
     def _watch(self, section: str) -> Any:

@@ -15,7 +15,7 @@ from ...connections import as_role, bound_connections
 from ...durations import parse_command_line
 from ...worker.preflight import preflight
 from ...worker.recycle import ChildLimits, Recycler, parse_size
-from ...worker.supervisor import Supervisor, child_argv
+from ...worker.supervisor import Supervisor, child_argv, rerun_argv
 from ...worker.worker import Worker
 from ..command import XJobsCommand
 from ..lifecycle import run_until_signalled
@@ -159,7 +159,7 @@ class Command(XJobsCommand):
         if isinstance(shutdown, str):
             shutdown = parse_command_line(shutdown, flag="--shutdown-timeout")
         supervisor = Supervisor(
-            child_argv(sys.argv),
+            child_argv(rerun_argv(sys.argv)),
             processes,
             worker_id=options["worker_id"],
             shutdown_timeout=shutdown if shutdown is not None else 30.0,

@@ -1,0 +1,151 @@
+"""The claim without its lapsed-lease half (``lapsed=False``, the claim a worker makes between
+its sweeps) on both drivers, and the claim's plan on PostgreSQL: the claim index walked in order
+whatever the statistics say (SPEC DRV-03, LEASE-01)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.db import connection
+
+from django_xjobs.drivers.base import Shed
+from django_xjobs.drivers.postgres import STATEMENTS
+from tests import jobs
+
+VIS = 30.0
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+def claim(driver, limit=10, queues=("default",), worker="w1", vis=VIS, **kwargs):
+    return driver.claim(
+        queues=list(queues), limit=limit, visibility_timeout=vis, worker_id=worker, **kwargs
+    )
+
+
+def test_lease_01_a_claim_without_the_sweep_leaves_a_lapsed_row_for_the_sweep(harness):
+    jobs.ok.enqueue(n=1)
+    [first] = claim(harness.driver, vis=5)
+    harness.advance(5)
+    assert claim(harness.driver, worker="w2", lapsed=False) == []
+    [second] = claim(harness.driver, worker="w2", lapsed=True)
+    assert (second.id, second.attempt) == (first.id, 2)
+    assert second.lease_token != first.lease_token
+
+
+def test_drv_03_a_claim_without_the_sweep_takes_waiting_rows_in_order(harness):
+    low = jobs.ok.enqueue(n=1).id
+    other = jobs.on_other_queue.enqueue(n=1).id
+    high = jobs.important.enqueue(n=1).id
+    jobs.ok.using(delay="1h").enqueue(n=2)
+    claimed = claim(harness.driver, limit=2, queues=("default", "other"), lapsed=False)
+    assert [j.id for j in claimed] == [high, low]
+    assert all(j.attempt == 1 for j in claimed)
+    row = harness.row(high)
+    assert (row.state, row.claimed_by, row.lease_token) == ("running", "w1", claimed[0].lease_token)
+    assert [j.id for j in claim(harness.driver, queues=("default", "other"), lapsed=False)] == [
+        other
+    ]
+
+
+def test_a_claim_without_the_sweep_returns_what_a_run_needs(harness):
+    jobs.ok.using(tenant_id="t-1").enqueue(n=7)
+    [held] = claim(harness.driver, vis=5)
+    harness.advance(5)
+    [lapsed] = claim(harness.driver, worker="w2")  # no presence row: the lapse counts as a crash
+    assert lapsed.lease_expiries == 1
+    assert harness.driver.shed(Shed(lapsed.id, lapsed.lease_token, delay=0, reason="full"))
+    [job] = claim(harness.driver, worker="w3", lapsed=False)
+    assert (job.id, job.run_id, job.name, job.queue) == (held.id, held.run_id, held.name, "default")
+    assert (job.input, job.tenant_id, job.idempotency_key) == (
+        {"n": 7},
+        "t-1",
+        held.idempotency_key,
+    )
+    assert (job.attempt, job.max_attempts, job.lease_expiries) == (2, held.max_attempts, 1)
+    assert job.created_at == harness.row(job.id).created_at
+
+
+# --- the plan (PostgreSQL) -----------------------------------------------------------------
+
+
+def _stale_statistics(rows: int) -> None:
+    """``rows`` ready jobs, with statistics taken while every one of them was done: the table a
+    burst lands in after a drained queue was analyzed."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO x_jobs (id, name, queue, input, idempotency_key, run_id, attempt,
+                                max_attempts, state, priority, run_at, created_at, updated_at)
+            SELECT gen_random_uuid(), 'tests.jobs.ok', 'default', '{}', 'k' || g,
+                   gen_random_uuid(), 0, 3, 'done', 0, now() - make_interval(secs => g),
+                   now(), now()
+            FROM generate_series(1, %s) AS g
+            """,
+            [rows],
+        )
+        cursor.execute("ANALYZE x_jobs")
+        cursor.execute("UPDATE x_jobs SET state = 'ready'")
+
+
+def _plan(statement: str, generic: bool, limit: int) -> dict:
+    params = {
+        "queues": ["default"],
+        "limit": limit,
+        "worker_id": "w-plan",
+        "visibility_timeout": VIS,
+        "lapsed": "{}",
+        "lapsed_present": "{}",
+        "keep": 10,
+    }
+    text = STATEMENTS[statement]
+    with connection.cursor() as cursor:
+        if not generic:
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {text}", params)
+            return _first(cursor)
+        names: list[str] = []
+
+        def number(match: re.Match[str]) -> str:
+            if match.group(1) not in names:
+                names.append(match.group(1))
+            return f"${names.index(match.group(1)) + 1}"
+
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute("PREPARE plan_check AS " + _PLACEHOLDER.sub(number, text))
+        try:
+            placeholders = ", ".join(["%s"] * len(names))
+            cursor.execute(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE plan_check({placeholders})",
+                [params[n] for n in names],
+            )
+            return _first(cursor)
+        finally:
+            cursor.execute("DEALLOCATE plan_check")
+
+
+def _first(cursor) -> dict:
+    value = cursor.fetchone()[0]
+    return (json.loads(value) if isinstance(value, str) else value)[0]["Plan"]
+
+
+def _scans(plan: dict) -> list[dict]:
+    found = [plan] if "Index Name" in plan or plan["Node Type"] == "Seq Scan" else []
+    for child in plan.get("Plans", []):
+        found += _scans(child)
+    return found
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("statement", ["claim", "claim_lapsed"])
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+def test_drv_03_the_claim_walks_the_claim_index_even_with_stale_statistics(statement, generic):
+    """Statistics that saw no claimable row made the planner read the whole live-key index and
+    sort it (30 ms a claim on a 30k backlog); the claim must step through ``limit`` entries."""
+    _stale_statistics(3000)
+    scans = _scans(_plan(statement, generic, limit=32))
+    waiting = [s for s in scans if s.get("Index Name") == "x_jobs_claim_idx"]
+    assert waiting, [s.get("Index Name", s["Node Type"]) for s in scans]
+    assert all(s["Actual Rows"] <= 32 for s in waiting)
+    assert not [s for s in scans if s["Node Type"] == "Seq Scan" and s["Relation Name"] == "x_jobs"]
+    assert "x_jobs_name_tenant_idempotency_live_idx" not in {s.get("Index Name") for s in scans}

@@ -1,0 +1,79 @@
+"""The lapsed-lease sweep on its own timer (SPEC LEASE-01): a busy worker's claims skip it, an
+idle worker's claims make it, and a burst worker never stops before one."""
+
+from __future__ import annotations
+
+import uuid
+
+from django_xjobs.execute import Outcome
+from django_xjobs.worker.worker import Worker
+from tests import jobs
+
+
+class RecordingClaims:
+    """The test's driver: remembers each claim's ``lapsed``, its limit and the rows it took."""
+
+    def __init__(self, driver) -> None:
+        self.driver = driver
+        self.claims: list[tuple[bool, int, int]] = []
+
+    def __getattr__(self, name):
+        return getattr(self.driver, name)
+
+    def claim(self, **kwargs):
+        claimed = self.driver.claim(**kwargs)
+        self.claims.append((kwargs.get("lapsed", True), kwargs["limit"], len(claimed)))
+        return claimed
+
+
+def _burst(driver, concurrency: int, poll_interval: float) -> Worker:
+    worker = Worker(
+        queues=["default"],
+        concurrency=concurrency,
+        driver=driver,
+        burst=True,
+        poll_interval=poll_interval,
+    )
+    return worker
+
+
+def test_a_busy_worker_sweeps_once_a_poll_interval_and_idle_every_claim(live_harness):
+    base = uuid.uuid4().int % 10**9
+    for n in range(12):
+        jobs.ok.enqueue(n=base + n)
+    driver = RecordingClaims(live_harness.driver)
+    # a poll interval far longer than the drain: only idleness may trigger a sweep
+    stats = _burst(driver, concurrency=2, poll_interval=60).run()
+
+    assert stats.outcomes == {Outcome.COMPLETED: 12}
+    assert driver.claims[0][0], "a fresh worker has seen nothing yet: it sweeps"
+    # a claim that filled its free slots leaves the next one on the timer
+    after_full = [
+        now
+        for before, now in zip(driver.claims, driver.claims[1:], strict=False)
+        if before[1] == before[2]
+    ]
+    assert after_full and not any(lapsed for lapsed, _, _ in after_full), driver.claims
+    lapsed, _, taken = driver.claims[-1]
+    assert (lapsed, taken) == (True, 0), "the burst ends on a sweep that found nothing"
+
+
+def test_a_burst_worker_takes_a_lapsed_job_after_a_busy_stretch(live_harness):
+    base = uuid.uuid4().int % 10**9
+    lapsed = jobs.ok.enqueue(n=base).id
+    live_harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=5, worker_id="gone", lapsed=False
+    )
+    live_harness.advance(5)
+    jobs.ok.enqueue(n=base + 1)
+    driver = RecordingClaims(live_harness.driver)
+    # one thread: the lapsed job (a suspect: its holder is gone) runs alone, after the other
+    worker = _burst(driver, concurrency=1, poll_interval=60)
+    worker._idle = False  # mid-stretch: the last sweep was just now
+    worker._swept_at = float("inf")
+    stats = worker.run()
+
+    assert stats.outcomes == {Outcome.COMPLETED: 2}
+    assert live_harness.row(lapsed).state == "done"
+    assert driver.claims[0] == (False, 1, 1), driver.claims
+    assert (True, 1, 1) in driver.claims[1:], driver.claims
