@@ -73,7 +73,11 @@ def test_a_burst_worker_takes_a_lapsed_job_after_a_busy_stretch(live_harness):
     worker._swept_at = float("inf")
     stats = worker.run()
 
-    assert stats.outcomes == {Outcome.COMPLETED: 2}
+    # a suspect claimed beside a running job is handed back in its place until the worker idles
+    assert stats.outcomes[Outcome.COMPLETED] == 2, stats.outcomes
+    assert set(stats.outcomes) <= {Outcome.COMPLETED, "shed"}, stats.outcomes
     assert live_harness.row(lapsed).state == "done"
-    assert driver.claims[0] == (False, 1, 1), driver.claims
-    assert (True, 1, 1) in driver.claims[1:], driver.claims
+    first_lapsed, _, first_taken = driver.claims[0]
+    assert (first_lapsed, first_taken) == (False, 1), driver.claims
+    # the claims may ask for more than one thread's worth (the prefetch); one sweep takes it
+    assert any(swept and taken == 1 for swept, _, taken in driver.claims[1:]), driver.claims
