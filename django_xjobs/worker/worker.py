@@ -328,8 +328,11 @@ class Worker:
                 self._ready.put(run)
             started = len(admitted)
             self._retention.maybe_prune()
-            if self.burst and not started and not self._runs and (swept or free <= 0):
-                return  # nothing runnable now: shed jobs wait for a slot, not for this burst
+            # nothing runnable now: shed jobs wait for a slot, not for this burst; a suspect
+            # handed back to wait for this worker's runs to end is runnable, once they have
+            idle_now = not started and not self._runs and not self._awaiting_idle
+            if self.burst and idle_now and (swept or free <= 0):
+                return
             if free > 0 and (len(claimed) == free or not swept):
                 continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
             self._wake.wait(self.poll_interval)
