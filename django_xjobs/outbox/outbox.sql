@@ -118,6 +118,18 @@ WHERE o.id = picked.id
 RETURNING o.id, o.job, o.queue, o.input, o.idempotency_key, o.max_attempts, o.priority,
           o.run_at, o.staged_at, o.tenant_id, o.traceparent, o.enqueued_by, o.claimed_by;
 
+-- name: take_claimed
+-- The relay's batched publish on the jobs' own database: the rows of its claim it still holds,
+-- marked published as their own jobs in the transaction that inserts those jobs (SPEC
+-- OUTBOX-09/12). A row another relay took after our lease lapsed is neither marked nor
+-- inserted, and the row locks fence that relay out until this transaction ends.
+UPDATE x_outbox
+SET published_at = now(), job_id = id
+WHERE id = ANY(%(ids)s::uuid[])
+  AND published_at IS NULL
+  AND claimed_by = %(token)s
+RETURNING id;
+
 -- name: collapsed
 -- Rows take_ids marked whose publish collapsed into a live duplicate: the job they became.
 UPDATE x_outbox o
