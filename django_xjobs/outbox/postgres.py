@@ -15,7 +15,7 @@ from django.db import transaction
 from .. import conf, log
 from ..drivers import sql
 from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
-from ..ids import uuid7
+from ..ids import uuid7, uuid7_many
 from .store import OutboxRow
 
 STATEMENTS = sql.load(Path(__file__).with_name("outbox.sql"))
@@ -91,14 +91,30 @@ class PostgresOutboxStore:
             return self._publish_across(driver, ids, token)
         with transaction.atomic(using=self.using):
             self._run("bound_publish", {"ms": str(max(1, int(self.claim_lease * 1000)))})
-            params = {"ids": list(ids), "lease": self.claim_lease, "token": token}
-            rows = sorted(
-                (_row(r) for r in self._run("take_ids", params)), key=lambda r: (r.staged_at, r.id)
-            )
-            if not rows:
-                return 0
-            self._insert_taken(driver, self._enqueue(driver, rows, token), rows, token)
-            return len(rows)
+            params = {
+                "ids": list(ids),
+                "run_ids": uuid7_many(len(ids)),
+                "lease": self.claim_lease,
+                "token": token,
+            }
+            try:
+                taken = self._run("publish_taken", params)
+            except Exception as error:
+                log.event(
+                    logging.WARNING,
+                    "xjobs.outbox.publish_failed",
+                    id=ids[0],
+                    published=0,
+                    remaining=len(ids),
+                    error=error,
+                )
+                raise
+            suppressed = [row_id for row_id, inserted in taken if not inserted]
+            if suppressed:
+                found = self._run("taken_rows", {"ids": suppressed, "token": token})
+                rows = sorted((_row(r) for r in found), key=lambda r: (r.staged_at, r.id))
+                self._insert_taken(driver, self._enqueue(driver, rows, token), rows, token)
+            return len(taken)
 
     def publishes_together(self, driver: JobDriver) -> bool:
         return driver.database == self.using
