@@ -205,14 +205,12 @@ def test_a_failed_publish_at_commit_leaves_every_row_of_the_chunk_to_the_relay(m
     """The take, the inserts and the marks are one transaction: a failure rolls the take back
     too, so the relay publishes every row at once, each exactly once (SPEC OUTBOX-10/12)."""
     from django_xjobs.models import Job
-    from django_xjobs.outbox.postgres import PostgresOutboxStore
+    from django_xjobs.outbox.postgres import STATEMENTS, PostgresOutboxStore
     from django_xjobs.outbox.relay import Relay
 
-    def broken(self, requests):
-        raise ConnectionError("the jobs database blinked")
-
     with override_settings(XJOBS=AUTO):
-        monkeypatch.setattr(PostgresDriver, "enqueue_many", broken)
+        # the publish inserts the jobs in its one statement: break that statement
+        monkeypatch.setitem(STATEMENTS, "publish_taken", "SELECT * FROM x_jobs_gone")
         with transaction.atomic():
             results = [jobs.ok.enqueue(n=n) for n in range(3)]
         monkeypatch.undo()
@@ -232,3 +230,49 @@ def test_batch_ids_are_time_ordered_uuid7s_each_unique():
     after = uuid7()
     assert [before, *batch, after] == sorted({before, *batch, after})  # increasing, unique
     assert {u.version for u in batch} == {7}
+
+
+# --- the publish at commit on the jobs' database: one statement takes, marks and inserts ------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_publish_at_commit_inserts_ready_and_delayed_jobs_and_wakes_each_queue_once():
+    from django_xjobs.models import Job
+
+    with override_settings(XJOBS=AUTO), own_connection() as listener, own_connection() as other:
+        listener.execute("LISTEN xjobs")
+        with transaction.atomic():
+            now = [jobs.ok.enqueue(n=n).id for n in range(3)]
+            later = jobs.ok.using(delay="10m").enqueue(n=9).id
+            elsewhere = jobs.on_other_queue.enqueue(n=1).id
+        other.execute("NOTIFY xjobs, 'end-marker'")
+        payloads = []
+        for note in listener.notifies(timeout=10):
+            if note.payload == "end-marker":
+                break
+            payloads.append(note.payload)
+    assert sorted(payloads) == ["default", "other"]
+    states = dict(Job.objects.values_list("id", "state"))
+    assert states == {**dict.fromkeys(now, "ready"), later: "delayed", elsewhere: "ready"}
+    assert OutboxEntry.objects.filter(published_at__isnull=True).count() == 0
+    assert all(e.job_id == e.id for e in OutboxEntry.objects.all())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_commit_whose_rows_collapse_publishes_the_rest_and_resolves_the_duplicates():
+    """A staged row whose insert is suppressed (a live job, or an earlier row of the same
+    transaction, holds its key) is published through the driver, which records what it
+    collapsed into (SPEC OUTBOX-12); the others go in with the one statement."""
+    from django_xjobs.inspect import inspect_job
+    from django_xjobs.models import Job
+
+    live_job = jobs.ok.enqueue(n=1)  # outside atomic: published at once
+    with override_settings(XJOBS=AUTO), transaction.atomic():
+        onto_live = jobs.ok.enqueue(n=1)
+        first = jobs.ok.enqueue(n=2)
+        again = jobs.ok.enqueue(n=2)
+        fresh = jobs.ok.enqueue(n=3)
+    assert set(Job.objects.values_list("id", flat=True)) == {live_job.id, first.id, fresh.id}
+    assert inspect_job(onto_live.id)["id"] == str(live_job.id)
+    assert inspect_job(again.id)["id"] == str(first.id)
+    assert OutboxEntry.objects.filter(published_at__isnull=True).count() == 0

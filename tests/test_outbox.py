@@ -13,12 +13,11 @@ from django.db import connection, connections, transaction
 from django.test import override_settings
 
 from django_xjobs.drivers.base import EnqueueRequest, EnqueueResult
-from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.errors import InputInvalidError, InvariantError, OutboxNoTxError
 from django_xjobs.inspect import inspect_outbox
 from django_xjobs.models import Job, OutboxEntry
 from django_xjobs.outbox.memory import MemoryOutboxStore
-from django_xjobs.outbox.postgres import PostgresOutboxStore
+from django_xjobs.outbox.postgres import STATEMENTS, PostgresOutboxStore
 from django_xjobs.outbox.relay import Relay, publish_batch
 from django_xjobs.testing import run_until_idle
 from tests import jobs
@@ -115,22 +114,14 @@ def test_on_conflict_error_cannot_be_staged(auto):
     assert "outbox=False" in caught.value.hint
 
 
-def test_a_failed_fast_path_never_reaches_the_caller_and_the_relay_publishes(auto, caplog):
-    real_enqueue = PostgresDriver.enqueue
-    calls = []
-
-    def broken_once(self, request):
-        calls.append(request.name)
-        if len(calls) == 1:
-            raise ConnectionError("the jobs database blinked")
-        return real_enqueue(self, request)
-
-    PostgresDriver.enqueue = broken_once
-    try:
-        with transaction.atomic():
-            result = jobs.ok.enqueue(n=7)
-    finally:
-        PostgresDriver.enqueue = real_enqueue
+def test_a_failed_fast_path_never_reaches_the_caller_and_the_relay_publishes(
+    auto, caplog, monkeypatch
+):
+    # the publish at commit inserts the jobs in its one statement: break that statement
+    monkeypatch.setitem(STATEMENTS, "publish_taken", "SELECT * FROM x_jobs_gone")
+    with transaction.atomic():
+        result = jobs.ok.enqueue(n=7)
+    monkeypatch.undo()
     assert not Job.objects.exists()
     entry = OutboxEntry.objects.get(id=result.id)
     assert entry.published_at is None and entry.claimed_by is None  # released at once

@@ -17,6 +17,7 @@ from django.test import override_settings
 
 from django_xjobs.inspect import inspect_job
 from django_xjobs.models import Job, OutboxEntry
+from django_xjobs.outbox.postgres import STATEMENTS
 from django_xjobs.outbox.relay import Relay
 from django_xjobs.testing import run_to_completion, run_until_idle
 from tests import jobs
@@ -54,18 +55,34 @@ def test_the_relay_publishes_under_the_same_id_when_the_fast_path_failed(live, m
 
     def broken_once(request):
         calls.append(request.id)
-        if len(calls) == 1:
-            raise ConnectionError("the jobs database blinked")
-        return real_enqueue(request)
+        raise ConnectionError("the jobs database blinked")
 
-    monkeypatch.setattr(live.driver, "enqueue", broken_once)
-    with transaction.atomic():
-        result = jobs.ok.enqueue(n=2)
-    assert calls == [result.id] and live.driver.get_job(result.id) is None
+    if live.driver.name == "postgres":
+        # the publish at commit inserts the jobs in its one statement: that is what fails
+        monkeypatch.setitem(STATEMENTS, "publish_taken", "SELECT * FROM x_jobs_gone")
+        with transaction.atomic():
+            result = jobs.ok.enqueue(n=2)
+        monkeypatch.undo()
+    else:
+        monkeypatch.setattr(live.driver, "enqueue", broken_once)
+        with transaction.atomic():
+            result = jobs.ok.enqueue(n=2)
+        assert calls == [result.id]
+        calls.clear()
+    monkeypatch.setattr(live.driver, "enqueue", real_enqueue_recorded(real_enqueue, calls))
+    assert live.driver.get_job(result.id) is None
     relay = Relay(store=live.driver.outbox_store("default"), driver=live.driver)
     assert relay.tick() == 1
-    assert calls == [result.id, result.id]
+    assert calls == [result.id]
     assert live.driver.get_job(result.id).input == {"n": 2}
+
+
+def real_enqueue_recorded(real_enqueue, calls):
+    def recorded(request):
+        calls.append(request.id)
+        return real_enqueue(request)
+
+    return recorded
 
 
 def test_a_staged_enqueue_that_collapses_still_resolves_to_the_live_job(live):

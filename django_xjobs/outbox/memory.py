@@ -120,6 +120,14 @@ class MemoryOutboxStore:
                     self._collapsed.popitem(last=False)
             return True
 
+    def publishes_together(self, driver: JobDriver) -> bool:
+        return False  # nothing here joins a transaction: the relay publishes row by row
+
+    def publish_claimed(
+        self, driver: JobDriver, rows: Sequence[OutboxRow], token: str
+    ) -> set[UUID]:
+        raise NotImplementedError("the memory outbox publishes row by row")
+
     def publish(self, driver: JobDriver, row: OutboxRow, token: str) -> tuple[EnqueueResult, bool]:
         result = driver.enqueue(row.request())
         return result, self.mark_published(row.id, token, result.id)

@@ -99,27 +99,67 @@ WHERE id = %(id)s
   AND published_at IS NULL
   AND claimed_by = %(token)s;
 
--- name: take_ids
--- The on-commit publish on the jobs' own database: the rows claim_ids would take, marked
--- published as their own jobs up front, in the transaction that inserts those jobs. The row
--- locks fence a relay out until it commits, and a failure rolls the mark back with the
--- inserts: one write per row instead of a claim and a mark.
+-- name: publish_taken
+-- The on-commit publish on the jobs' own database in one statement: take the rows claim_ids
+-- would take, marked published as their own jobs, and insert those jobs straight from them, so
+-- no row travels to the client and back. The jobs go in as enqueue_many would insert them
+-- (same states, one NOTIFY per queue that got a ready job); a row whose insert was suppressed
+-- (a live duplicate, or a job already inserted under its id) answers false and is published
+-- through the driver's enqueue_many, which knows what it collapsed into. The row locks fence a
+-- relay out until the transaction commits; a failure rolls the marks back with the inserts.
 WITH picked AS (
     SELECT id FROM x_outbox
     WHERE id = ANY(%(ids)s::uuid[])
       AND published_at IS NULL
       AND (claimed_at IS NULL OR claimed_at <= now() - make_interval(secs => %(lease)s))
     FOR UPDATE SKIP LOCKED
+), taken AS (
+    UPDATE x_outbox o
+    SET published_at = now(), job_id = o.id, claimed_at = now(), claimed_by = %(token)s
+    FROM picked
+    WHERE o.id = picked.id
+    RETURNING o.id, o.job, o.queue, o.input, o.idempotency_key, o.max_attempts, o.priority,
+              o.run_at, o.staged_at, o.tenant_id, o.traceparent, o.enqueued_by
+), ins AS (
+    INSERT INTO x_jobs (id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
+                        state, priority, run_at, tenant_id, enqueued_by, traceparent,
+                        created_at, updated_at)
+    SELECT t.id, t.job, t.queue, t.input, t.idempotency_key, r.run_id, 0, t.max_attempts,
+           CASE WHEN t.run_at > now() THEN 'delayed' ELSE 'ready' END,
+           t.priority, t.run_at, t.tenant_id, t.enqueued_by, t.traceparent, now(), now()
+    FROM taken t
+    JOIN unnest(%(ids)s::uuid[], %(run_ids)s::uuid[]) AS r(id, run_id) USING (id)
+    ORDER BY t.staged_at, t.id
+    ON CONFLICT DO NOTHING
+    RETURNING id, state, queue
+), woken AS (
+    SELECT count(pg_notify('xjobs', queue)) AS queues
+    FROM (SELECT DISTINCT queue FROM ins WHERE state = 'ready') AS ready
 )
-UPDATE x_outbox o
-SET published_at = now(), job_id = o.id, claimed_at = now(), claimed_by = %(token)s
-FROM picked
-WHERE o.id = picked.id
-RETURNING o.id, o.job, o.queue, o.input, o.idempotency_key, o.max_attempts, o.priority,
-          o.run_at, o.staged_at, o.tenant_id, o.traceparent, o.enqueued_by, o.claimed_by;
+SELECT t.id, ins.id IS NOT NULL FROM taken t LEFT JOIN ins USING (id), woken;
+
+-- name: taken_rows
+-- The rows of a publish_taken whose insert was suppressed, for the driver to publish.
+SELECT id, job, queue, input, idempotency_key, max_attempts, priority, run_at, staged_at,
+       tenant_id, traceparent, enqueued_by, claimed_by
+FROM x_outbox
+WHERE id = ANY(%(ids)s::uuid[])
+  AND claimed_by = %(token)s;
+
+-- name: take_claimed
+-- The relay's batched publish on the jobs' own database: the rows of its claim it still holds,
+-- marked published as their own jobs in the transaction that inserts those jobs (SPEC
+-- OUTBOX-09/12). A row another relay took after our lease lapsed is neither marked nor
+-- inserted, and the row locks fence that relay out until this transaction ends.
+UPDATE x_outbox
+SET published_at = now(), job_id = id
+WHERE id = ANY(%(ids)s::uuid[])
+  AND published_at IS NULL
+  AND claimed_by = %(token)s
+RETURNING id;
 
 -- name: collapsed
--- Rows take_ids marked whose publish collapsed into a live duplicate: the job they became.
+-- Rows publish_taken marked whose publish collapsed into a live duplicate: the job they became.
 UPDATE x_outbox o
 SET job_id = m.job_id
 FROM unnest(%(ids)s::uuid[], %(job_ids)s::uuid[]) AS m(id, job_id)

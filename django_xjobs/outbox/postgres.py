@@ -15,7 +15,7 @@ from django.db import transaction
 from .. import conf, log
 from ..drivers import sql
 from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
-from ..ids import uuid7
+from ..ids import uuid7, uuid7_many
 from .store import OutboxRow
 
 STATEMENTS = sql.load(Path(__file__).with_name("outbox.sql"))
@@ -91,28 +91,67 @@ class PostgresOutboxStore:
             return self._publish_across(driver, ids, token)
         with transaction.atomic(using=self.using):
             self._run("bound_publish", {"ms": str(max(1, int(self.claim_lease * 1000)))})
-            params = {"ids": list(ids), "lease": self.claim_lease, "token": token}
-            rows = sorted(
-                (_row(r) for r in self._run("take_ids", params)), key=lambda r: (r.staged_at, r.id)
-            )
-            if not rows:
-                return 0
-            results = self._enqueue(driver, rows, token)
-            moved = [
-                (row.id, result.id)
-                for row, result in zip(rows, results, strict=True)
-                if row.id != result.id
-            ]
-            if moved:
-                self._count(
-                    "collapsed",
-                    {
-                        "ids": [m[0] for m in moved],
-                        "job_ids": [m[1] for m in moved],
-                        "token": token,
-                    },
+            params = {
+                "ids": list(ids),
+                "run_ids": uuid7_many(len(ids)),
+                "lease": self.claim_lease,
+                "token": token,
+            }
+            try:
+                taken = self._run("publish_taken", params)
+            except Exception as error:
+                log.event(
+                    logging.WARNING,
+                    "xjobs.outbox.publish_failed",
+                    id=ids[0],
+                    published=0,
+                    remaining=len(ids),
+                    error=error,
                 )
-            return len(rows)
+                raise
+            suppressed = [row_id for row_id, inserted in taken if not inserted]
+            if suppressed:
+                found = self._run("taken_rows", {"ids": suppressed, "token": token})
+                rows = sorted((_row(r) for r in found), key=lambda r: (r.staged_at, r.id))
+                self._insert_taken(driver, self._enqueue(driver, rows, token), rows, token)
+            return len(taken)
+
+    def publishes_together(self, driver: JobDriver) -> bool:
+        return driver.database == self.using
+
+    def publish_claimed(
+        self, driver: JobDriver, rows: Sequence[OutboxRow], token: str
+    ) -> set[UUID]:
+        # One transaction for the batch: the mark (the rows still ours), their jobs, and any
+        # collapse. A failure rolls back all of it, so no row of the batch is published ahead of
+        # one that failed (SPEC OUTBOX-10), and nothing is published twice (SPEC OUTBOX-12).
+        if not rows:
+            return set()
+        with transaction.atomic(using=self.using):
+            self._run("bound_publish", {"ms": str(max(1, int(self.claim_lease * 1000)))})
+            params = {"ids": [row.id for row in rows], "token": token}
+            marked = {r[0] for r in self._run("take_claimed", params)}
+            ours = [row for row in rows if row.id in marked]
+            if ours:
+                results = driver.enqueue_many([row.request() for row in ours])
+                self._insert_taken(driver, results, ours, token)
+            return marked
+
+    def _insert_taken(
+        self, driver: JobDriver, results: list[EnqueueResult], rows: list[OutboxRow], token: str
+    ) -> None:
+        """Record the job each taken row became where it collapsed into a live duplicate (the
+        take marked every row as its own job)."""
+        moved = [
+            (row.id, result.id)
+            for row, result in zip(rows, results, strict=True)
+            if row.id != result.id
+        ]
+        if moved:
+            self._count(
+                "collapsed",
+                {"ids": [m[0] for m in moved], "job_ids": [m[1] for m in moved], "token": token},
+            )
 
     def _publish_across(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
         rows = self.claim_ids(ids, token)

@@ -24,7 +24,12 @@ def publish_batch(store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], 
 
     The first failure stops the batch and hands the rest back at once, so no later row
     overtakes it (SPEC OUTBOX-10, SE-29, SE-35). Returns how many were published.
+
+    On the jobs' own database the whole batch is one transaction (mark, inserts, collapses), so
+    it publishes entirely or not at all, and a failure hands every row back.
     """
+    if rows and store.publishes_together(driver):
+        return _publish_together(store, driver, rows, token)
     published = 0
     for index, row in enumerate(rows):
         try:
@@ -39,16 +44,43 @@ def publish_batch(store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], 
                 remaining=len(rows) - index,
                 error=error,
             )
-            try:
-                store.release([r.id for r in rows[index:]], token)
-            except Exception as release_error:  # the lease will hand them back anyway
-                log.event(logging.WARNING, "xjobs.outbox.release_failed", error=release_error)
+            _release(store, rows[index:], token)
             break
         if marked:
             published += 1
         else:  # another relay took the row after our lease lapsed; its mark stands
             log.event(logging.INFO, "xjobs.outbox.mark_refused", id=row.id, token=token)
     return published
+
+
+def _publish_together(
+    store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], token: str
+) -> int:
+    try:
+        marked = store.publish_claimed(driver, rows, token)
+    except Exception as error:
+        log.event(
+            logging.WARNING,
+            "xjobs.outbox.publish_failed",
+            job=rows[0].job,
+            id=rows[0].id,
+            published=0,
+            remaining=len(rows),
+            error=error,
+        )
+        _release(store, rows, token)
+        return 0
+    for row in rows:
+        if row.id not in marked:  # another relay took the row after our lease lapsed
+            log.event(logging.INFO, "xjobs.outbox.mark_refused", id=row.id, token=token)
+    return len(marked)
+
+
+def _release(store: OutboxStore, rows: list[OutboxRow], token: str) -> None:
+    try:
+        store.release([r.id for r in rows], token)
+    except Exception as release_error:  # the lease will hand them back anyway
+        log.event(logging.WARNING, "xjobs.outbox.release_failed", error=release_error)
 
 
 class Relay:

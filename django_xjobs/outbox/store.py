@@ -76,6 +76,18 @@ class OutboxStore(Protocol):
 
     def release(self, ids: Sequence[UUID], token: str) -> int: ...
 
+    def publishes_together(self, driver: JobDriver) -> bool:
+        """Whether ``publish_claimed`` can commit a batch's jobs and marks as one transaction
+        with ``driver`` (the jobs live on this store's database)."""
+
+    def publish_claimed(
+        self, driver: JobDriver, rows: Sequence[OutboxRow], token: str
+    ) -> set[UUID]:
+        """Publish ``rows``, claimed under ``token``, in one transaction: mark the rows still
+        ours, insert their jobs in ``rows`` order, record collapses. Returns the ids marked (a
+        row missing was taken by another relay). Raises with nothing published on a failure.
+        Only when ``publishes_together(driver)``."""
+
     def publish(self, driver: JobDriver, row: OutboxRow, token: str) -> tuple[EnqueueResult, bool]:
         """Enqueue ``row`` and mark it published under ``token``, recording the job it became
         (itself, or the live duplicate it collapsed into). Returns the enqueue's result and
