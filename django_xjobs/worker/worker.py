@@ -38,6 +38,15 @@ _SETTLE_BATCH = 500
 #: the longest the claim loop waits between tries while the database fails
 _CLAIM_BACKOFF_CAP = 10.0
 _ABANDONED = "xjobs_worker_abandoned_bodies"
+#: the xjobs_jobs_total outcome label of each way a run ends (a suspension is not counted)
+_COUNTED = {
+    Outcome.COMPLETED: "ok",
+    Outcome.RETRIED: "failed",
+    Outcome.DEAD_LETTERED: "dead",
+    Outcome.FAILED: "failed",
+    Outcome.CANCELLED: "cancelled",
+    Outcome.LEASE_LOST: "lease_lost",
+}
 
 
 @dataclass
@@ -528,9 +537,19 @@ class Worker:
         failed: set[Any] = set()
         guard = functools.partial(self._with_retries, names=names, failures=failed)
         settled = settle(self.driver, [e.settle for e in batch], guard)
+        counts: Counter[tuple[str, str]] = Counter()
+        completed_logged = log.logger.isEnabledFor(logging.INFO)
         for execution in batch:
             job_id = execution.job.id
-            self._finish(execution, job_id in settled, failed=job_id in failed)
+            self._finish(
+                execution,
+                job_id in settled,
+                failed=job_id in failed,
+                counts=counts,
+                completed_logged=completed_logged,
+            )
+        for (queue, counted), n in counts.items():
+            metrics.inc("xjobs_jobs_total", n, queue=queue, outcome=counted)
         self._wake.set()  # a suspect may wait for this worker to be idle, or a hold-back end
 
     def _with_retries(
@@ -544,7 +563,17 @@ class Worker:
         """The settle guard (worker/guard.py): retries transient failures, marks runs settled."""
         return self._guard(call, values, failed, names, failures)
 
-    def _finish(self, execution: Execution, settled: bool, *, failed: bool = False) -> None:
+    def _finish(
+        self,
+        execution: Execution,
+        settled: bool,
+        *,
+        failed: bool = False,
+        counts: Counter[tuple[str, str]],
+        completed_logged: bool = True,
+    ) -> None:
+        """Release the run and record its outcome; its xjobs_jobs_total count goes to
+        ``counts``, added to the counter once per settle batch rather than once per run."""
         job = execution.job
         with self._runs_lock:
             run = self._runs.pop(job.id, None)
@@ -563,21 +592,14 @@ class Worker:
         self.outcomes[outcome] += 1
         # SPEC MET-02: one per settled run, no job-name label; a suspension is not counted
         # (nor is a shed job, which never reaches here)
-        counted = {
-            Outcome.COMPLETED: "ok",
-            Outcome.RETRIED: "failed",
-            Outcome.DEAD_LETTERED: "dead",
-            Outcome.FAILED: "failed",
-            Outcome.CANCELLED: "cancelled",
-            Outcome.LEASE_LOST: "lease_lost",
-        }.get(outcome)
-        if failed:
-            counted = "unsettled"  # the database could not be reached: not a lost lease
+        counted = "unsettled" if failed else _COUNTED.get(outcome)
         if counted is not None:
-            metrics.inc("xjobs_jobs_total", queue=job.queue, outcome=counted)
+            counts[(job.queue, counted)] += 1
         if outcome is Outcome.CANCELLED:
             pass  # reported by the heartbeat that saw it (xjobs.job.cancelled)
         elif settled and outcome is Outcome.COMPLETED:
+            if not completed_logged:
+                return  # the line below would be dropped: skip building it, once per run
             log.event(
                 logging.INFO,
                 "xjobs.job.completed",
