@@ -122,6 +122,9 @@ WITH picked AS (
         updated_at = now()
     FROM picked
     WHERE j.id = picked.id
+      -- the same rows again, as a list of keys: without statistics (a table filled since
+      -- TRUNCATE) the planner otherwise reads the whole table to hash-join it with `picked`
+      AND j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
               j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
               j.lease_expiries, j.traceparent, j.run_at
@@ -212,6 +215,9 @@ WITH waiting AS (
     FROM picked
     LEFT JOIN verdict v ON v.id = picked.id
     WHERE j.id = picked.id
+      -- the same rows again, as a list of keys: without statistics (a table filled since
+      -- TRUNCATE) the planner otherwise reads the whole table to hash-join it with `picked`
+      AND j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
               j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
               j.lease_expiries, j.traceparent, j.run_at
