@@ -120,11 +120,10 @@ WITH picked AS (
         lease_token = gen_random_uuid(),
         visible_at = now() + make_interval(secs => %(visibility_timeout)s),
         updated_at = now()
-    FROM picked
-    WHERE j.id = picked.id
-      -- the same rows again, as a list of keys: without statistics (a table filled since
-      -- TRUNCATE) the planner otherwise reads the whole table to hash-join it with `picked`
-      AND j.id = ANY (ARRAY(SELECT id FROM picked))
+    -- The picked rows found again by their keys, as one array: a join with `picked` is planned
+    -- from statistics, and with none (a table filled since TRUNCATE) or stale ones it read the
+    -- whole table to hash it, or probed the array once per picked row.
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
               j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
               j.lease_expiries, j.traceparent, j.run_at
@@ -190,10 +189,12 @@ WITH waiting AS (
     UPDATE x_jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_expiries = j.lease_expiries + COALESCE(v.crashed + v.pending_crashed, 0),
-        lapsed_holder = CASE WHEN v.id IS NULL THEN j.lapsed_holder
-                             WHEN v.crashed = 1 THEN NULL
-                             ELSE j.claimed_by END,
+        lease_expiries = j.lease_expiries + COALESCE(
+            (SELECT v.crashed + v.pending_crashed FROM verdict v WHERE v.id = j.id), 0),
+        lapsed_holder = CASE (SELECT v.crashed FROM verdict v WHERE v.id = j.id)
+                            WHEN 1 THEN NULL
+                            WHEN 0 THEN j.claimed_by
+                            ELSE j.lapsed_holder END,
         errors = CASE WHEN j.state <> 'running' THEN j.errors ELSE (
             SELECT jsonb_agg(kept.entry ORDER BY kept.n)
             FROM (
@@ -201,7 +202,8 @@ WITH waiting AS (
                 FROM jsonb_array_elements(
                     j.errors || jsonb_build_array(
                         jsonb_build_object('attempt', j.attempt, 'at', j.visible_at)
-                        || CASE WHEN v.crashed = 1 THEN %(lapsed)s::jsonb
+                        || CASE WHEN (SELECT v.crashed FROM verdict v WHERE v.id = j.id) = 1
+                                THEN %(lapsed)s::jsonb
                                 ELSE %(lapsed_present)s::jsonb END)
                 ) WITH ORDINALITY AS entries(entry, n)
                 ORDER BY n DESC
@@ -212,12 +214,8 @@ WITH waiting AS (
         lease_token = gen_random_uuid(),
         visible_at = now() + make_interval(secs => %(visibility_timeout)s),
         updated_at = now()
-    FROM picked
-    LEFT JOIN verdict v ON v.id = picked.id
-    WHERE j.id = picked.id
-      -- the same rows again, as a list of keys: without statistics (a table filled since
-      -- TRUNCATE) the planner otherwise reads the whole table to hash-join it with `picked`
-      AND j.id = ANY (ARRAY(SELECT id FROM picked))
+    -- by key, as in claim; a lapsed row's verdict is looked up by its id (waiting rows have none)
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
               j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
               j.lease_expiries, j.traceparent, j.run_at
