@@ -22,6 +22,7 @@ from .errors import (
 )
 from .payload import NotJSON, check_json, encode
 from .retry import DEFAULT_RETRY, Retry, retry_schedule
+from .signatures import Binder, check_handler, input_schema, signature_of
 from .tracing import current_traceparent
 
 _MISSING: Any = object()
@@ -71,8 +72,8 @@ class JobHandle:
         self.priority = priority
         self.tenant = tenant
         self.options = options or EnqueueOptions()
-        self.signature = _signature(fn)
-        self._binder = _Binder(self.signature)
+        self.signature = signature_of(fn)
+        self._binder = Binder(self.signature)
         self.is_async = inspect.iscoroutinefunction(fn)
         code = getattr(fn, "__code__", None)
         where = f" ({code.co_filename}:{code.co_firstlineno})" if code else ""
@@ -371,7 +372,7 @@ class JobHandle:
         """The manifest row: plain JSON; the idempotency key template is never published."""
         return {
             "name": self.name,
-            "input": _input_schema(self.signature),
+            "input": input_schema(self.signature),
             "queue": self.queue,
             "retry": {"attempts": self.retry.attempts, "backoff": self.retry.backoff},
             "retry_delays": retry_schedule(self.retry),
@@ -470,7 +471,7 @@ def job(
                 "the job is defined inside a function, so a worker process never imports it",
                 hint="define it at module level in <app>/jobs.py (or give it an explicit name=)",
             )
-        signature = _check_signature(handler)
+        signature = check_handler(handler)
         _check_key(idempotency_key, signature)
         if tenant is not None and not callable(tenant):
             raise InvariantError(
@@ -506,68 +507,6 @@ def job(
         )
 
     return declare if fn is None else declare(fn)
-
-
-class _Binder:
-    """``Signature.bind`` precomputed for the common case, so an enqueue does not walk the
-    signature: keyword inputs that name only declared parameters and cover the required ones
-    bind to a dict in signature order, defaults filled. Anything else (a ``**kwargs`` handler,
-    a missing or unknown input) returns None and takes ``inspect``'s path, with its errors."""
-
-    def __init__(self, signature: inspect.Signature) -> None:
-        params = list(signature.parameters.values())[1:]
-        self.open = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-        self.names = tuple(p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD)
-        self.accepted = frozenset(self.names)
-        self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
-        self.required = frozenset(n for n in self.names if n not in self.defaults)
-
-    def bind(self, inputs: dict[str, Any]) -> dict[str, Any] | None:
-        if self.open or not self.accepted.issuperset(inputs) or not self.required <= inputs.keys():
-            return None
-        if len(inputs) == len(self.names):
-            return {name: inputs[name] for name in self.names}
-        defaults = self.defaults
-        return {name: inputs[name] if name in inputs else defaults[name] for name in self.names}
-
-
-def _signature(fn: Callable[..., Any]) -> inspect.Signature:
-    """The handler's signature with postponed (string) annotations evaluated when possible."""
-    try:
-        return inspect.signature(fn, eval_str=True)
-    except Exception:  # an annotation naming something not importable here: keep the strings
-        return inspect.signature(fn)
-
-
-#: annotations that say a first parameter is an input, not the job context
-_INPUT_TYPES = (int, float, str, bool, bytes, list, dict, tuple)
-
-
-def _check_signature(handler: Callable[..., Any]) -> inspect.Signature:
-    signature = _signature(handler)
-    params = list(signature.parameters.values())
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    first = params[0] if params else None
-    if (
-        first is None
-        or first.kind not in positional
-        or first.default is not inspect.Parameter.empty
-        or first.annotation in _INPUT_TYPES
-        or first.annotation in {t.__name__ for t in _INPUT_TYPES}
-    ):
-        name = getattr(handler, "__qualname__", repr(handler))
-        raise InvariantError(
-            f"handler {name}() is missing its ctx parameter: a job handler takes the job "
-            "context first, then its inputs",
-            hint=f"def {getattr(handler, '__name__', 'my_job')}(ctx, ...): ...",
-        )
-    for param in params[1:]:
-        if param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL):
-            raise InvariantError(
-                f"parameter {param} cannot be given by keyword; inputs are keyword arguments",
-                hint="make it an ordinary or keyword-only parameter",
-            )
-    return signature
 
 
 def _check_key(key: Any, signature: inspect.Signature) -> None:
@@ -624,35 +563,3 @@ def _delay_seconds(delay: Duration | None) -> float | None:
     if delay == 0 or delay == timedelta(0):
         return 0.0
     return parse_duration(delay, field="delay")
-
-
-_JSON_TYPES = {
-    int: "integer",
-    float: "number",
-    str: "string",
-    bool: "boolean",
-    list: "array",
-    dict: "object",
-}
-
-
-def _input_schema(signature: inspect.Signature) -> dict[str, Any]:
-    params = list(signature.parameters.values())[1:]
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for param in params:
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            continue
-        json_type = (
-            _JSON_TYPES.get(param.annotation) if isinstance(param.annotation, type) else None
-        )
-        properties[param.name] = {"type": json_type} if json_type else {}
-        if param.default is inspect.Parameter.empty:
-            required.append(param.name)
-    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": open_ended,
-    }

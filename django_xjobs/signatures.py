@@ -1,0 +1,102 @@
+"""What a handler's signature allows: its ctx parameter first, inputs bound by keyword (fast
+for the common case), and the JSON schema its inputs describe."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from .errors import InvariantError
+
+
+class Binder:
+    """``Signature.bind`` precomputed for the common case, so an enqueue does not walk the
+    signature: keyword inputs that name only declared parameters and cover the required ones
+    bind to a dict in signature order, defaults filled. Anything else (a ``**kwargs`` handler,
+    a missing or unknown input) returns None and takes ``inspect``'s path, with its errors."""
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        params = list(signature.parameters.values())[1:]
+        self.open = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+        self.names = tuple(p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD)
+        self.accepted = frozenset(self.names)
+        self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        self.required = frozenset(n for n in self.names if n not in self.defaults)
+
+    def bind(self, inputs: dict[str, Any]) -> dict[str, Any] | None:
+        if self.open or not self.accepted.issuperset(inputs) or not self.required <= inputs.keys():
+            return None
+        if len(inputs) == len(self.names):
+            return {name: inputs[name] for name in self.names}
+        defaults = self.defaults
+        return {name: inputs[name] if name in inputs else defaults[name] for name in self.names}
+
+
+def signature_of(fn: Callable[..., Any]) -> inspect.Signature:
+    """The handler's signature with postponed (string) annotations evaluated when possible."""
+    try:
+        return inspect.signature(fn, eval_str=True)
+    except Exception:  # an annotation naming something not importable here: keep the strings
+        return inspect.signature(fn)
+
+
+#: annotations that say a first parameter is an input, not the job context
+INPUT_TYPES = (int, float, str, bool, bytes, list, dict, tuple)
+
+
+def check_handler(handler: Callable[..., Any]) -> inspect.Signature:
+    signature = signature_of(handler)
+    params = list(signature.parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    first = params[0] if params else None
+    if (
+        first is None
+        or first.kind not in positional
+        or first.default is not inspect.Parameter.empty
+        or first.annotation in INPUT_TYPES
+        or first.annotation in {t.__name__ for t in INPUT_TYPES}
+    ):
+        name = getattr(handler, "__qualname__", repr(handler))
+        raise InvariantError(
+            f"handler {name}() is missing its ctx parameter: a job handler takes the job "
+            "context first, then its inputs",
+            hint=f"def {getattr(handler, '__name__', 'my_job')}(ctx, ...): ...",
+        )
+    for param in params[1:]:
+        if param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL):
+            raise InvariantError(
+                f"parameter {param} cannot be given by keyword; inputs are keyword arguments",
+                hint="make it an ordinary or keyword-only parameter",
+            )
+    return signature
+
+
+JSON_TYPES = {
+    int: "integer",
+    float: "number",
+    str: "string",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+}
+
+
+def input_schema(signature: inspect.Signature) -> dict[str, Any]:
+    params = list(signature.parameters.values())[1:]
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param in params:
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            continue
+        json_type = JSON_TYPES.get(param.annotation) if isinstance(param.annotation, type) else None
+        properties[param.name] = {"type": json_type} if json_type else {}
+        if param.default is inspect.Parameter.empty:
+            required.append(param.name)
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": open_ended,
+    }

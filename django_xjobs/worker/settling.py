@@ -1,0 +1,240 @@
+"""The worker's settling half: one thread settles finished runs in batches, records their
+outcomes and hands back what each run held (its limit, its fleet slot, its thread)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import queue as queue_module
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connections
+
+from .. import log, metrics
+from ..connections import mark_role_thread
+from ..drivers.base import JobDriver, Settle
+from ..execute import Execution, Outcome
+from ..settle import settle
+from .guard import SettleGuard
+from .run import Run
+
+_SETTLE_BATCH = 500
+_ABANDONED = "xjobs_worker_abandoned_bodies"
+#: the xjobs_jobs_total outcome label of each way a run ends (a suspension is not counted)
+_COUNTED = {
+    Outcome.COMPLETED: "ok",
+    Outcome.RETRIED: "failed",
+    Outcome.DEAD_LETTERED: "dead",
+    Outcome.FAILED: "failed",
+    Outcome.CANCELLED: "cancelled",
+    Outcome.LEASE_LOST: "lease_lost",
+}
+
+
+@dataclass(frozen=True)
+class Ended:
+    """An abandoned body returned: its capacity can be handed back."""
+
+    run: Run
+
+
+class Settling:
+    """The settler thread's part of ``Worker`` (worker.py), which owns the state named here."""
+
+    driver: JobDriver
+    worker_id: str
+    outcomes: Counter[str]
+    _database: str | None
+    _runs: dict[Any, Run]
+    _runs_lock: threading.Lock
+    _abandoned: dict[Any, Run]
+    _guard: SettleGuard
+    _wake: threading.Event
+    _draining: threading.Event
+    _quarantined: bool
+    _settle_queue: queue_module.SimpleQueue[Execution | Ended | None]
+
+    def _watch(self, section: str) -> Any:
+        raise NotImplementedError
+
+    def _start_thread(self) -> None:
+        raise NotImplementedError
+
+    def _settle_loop(self) -> None:
+        mark_role_thread()
+        try:
+            while True:
+                first = self._settle_queue.get()
+                if first is None:
+                    return
+                batch: list[Execution] = []
+                item: Execution | Ended | None = first
+                while True:
+                    if isinstance(item, Ended):
+                        with self._watch("settle"):
+                            self._body_ended(item.run)
+                    elif item is None:
+                        with self._watch("settle"):
+                            self._settle_batch(batch)
+                        return
+                    else:
+                        batch.append(item)
+                    if len(batch) >= _SETTLE_BATCH:
+                        break
+                    try:
+                        item = self._settle_queue.get_nowait()
+                    except queue_module.Empty:
+                        break
+                with self._watch("settle"):
+                    self._settle_batch(batch)
+        finally:
+            if self._database:
+                connections[self._database].close()
+
+    def _settle_batch(self, batch: list[Execution]) -> None:
+        if not batch:
+            return
+        names = {e.job.id: e.job.name for e in batch}
+        failed: set[Any] = set()
+        guard = functools.partial(self._with_retries, names=names, failures=failed)
+        settled = settle(self.driver, [e.settle for e in batch], guard)
+        counts: Counter[tuple[str, str]] = Counter()
+        completed_logged = log.logger.isEnabledFor(logging.INFO)
+        for execution in batch:
+            job_id = execution.job.id
+            self._finish(
+                execution,
+                job_id in settled,
+                failed=job_id in failed,
+                counts=counts,
+                completed_logged=completed_logged,
+            )
+        for (queue, counted), n in counts.items():
+            metrics.inc("xjobs_jobs_total", n, queue=queue, outcome=counted)
+        self._wake.set()  # a suspect may wait for this worker to be idle, or a hold-back end
+
+    def _with_retries(
+        self,
+        call: Any,
+        values: Sequence[Settle],
+        failed: Any,
+        names: dict[Any, str] | None = None,
+        failures: set[Any] | None = None,
+    ) -> Any:
+        """The settle guard (worker/guard.py): retries transient failures, marks runs settled."""
+        return self._guard(call, values, failed, names, failures)
+
+    def _finish(
+        self,
+        execution: Execution,
+        settled: bool,
+        *,
+        failed: bool = False,
+        counts: Counter[tuple[str, str]],
+        completed_logged: bool = True,
+    ) -> None:
+        """Release the run and record its outcome; its xjobs_jobs_total count goes to
+        ``counts``, added to the counter once per settle batch rather than once per run."""
+        job = execution.job
+        with self._runs_lock:
+            run = self._runs.pop(job.id, None)
+            if run is not None and execution.abandoned is not None:
+                # in the same lock as the pop: the claim loop never sees its thread as free
+                self._abandoned[run.job.lease_token] = run
+        if run is not None:
+            run.settled.set()
+            if execution.abandoned is not None:
+                self._hold_for(run, execution.abandoned)
+            else:
+                self._release(run)
+        outcome = execution.outcome
+        if not settled and outcome is not Outcome.CANCELLED:
+            outcome = Outcome.LEASE_LOST
+        self.outcomes[outcome] += 1
+        # SPEC MET-02: one per settled run, no job-name label; a suspension is not counted
+        # (nor is a shed job, which never reaches here)
+        counted = "unsettled" if failed else _COUNTED.get(outcome)
+        if counted is not None:
+            counts[(job.queue, counted)] += 1
+        if outcome is Outcome.CANCELLED:
+            pass  # reported by the heartbeat that saw it (xjobs.job.cancelled)
+        elif settled and outcome is Outcome.COMPLETED:
+            if not completed_logged:
+                return  # the line below would be dropped: skip building it, once per run
+            log.event(
+                logging.INFO,
+                "xjobs.job.completed",
+                job=job.name,
+                id=job.id,
+                attempt=job.attempt,
+                ms=round(execution.duration * 1000, 1),
+            )
+        elif failed:
+            pass  # reported by the guard that gave up (xjobs.worker.settle_failed)
+        elif not settled:
+            # SPEC STATE-01 / DESIGN Q-01: the row moved on (lease lapsed, re-claimed or
+            # cancelled); this run's verdict is dropped rather than overwrite the new holder's.
+            log.event(
+                logging.WARNING,
+                "xjobs.job.settle_refused",
+                worker=self.worker_id,
+                job=job.name,
+                id=job.id,
+                attempt=job.attempt,
+                outcome=execution.outcome,
+            )
+
+    def _hold_for(self, run: Run, body: Any) -> None:
+        """SPEC EXEC-05: a body past its timeout still runs, so its fleet slot, its limit and a
+        thread stay counted until it returns; a retry of a capped job waits for that slot."""
+        metrics.gauge_add(_ABANDONED, 1)
+        log.event(
+            logging.WARNING,
+            "xjobs.worker.body_abandoned",
+            worker=self.worker_id,
+            job=run.job.name,
+            id=run.job.id,
+            attempt=run.job.attempt,
+            slot=f"{run.slot[0]}#{run.slot[1]}" if run.slot else None,
+            hint="the body ignores ctx.signal; its capacity stays held until it returns",
+        )
+        body.when_ended(lambda: self._settle_queue.put(Ended(run)))
+
+    def _body_ended(self, run: Run) -> None:
+        with self._runs_lock:
+            held = self._abandoned.pop(run.job.lease_token, None)
+        if held is None:
+            return
+        metrics.gauge_add(_ABANDONED, -1)
+        log.event(
+            logging.INFO,
+            "xjobs.worker.body_ended",
+            worker=self.worker_id,
+            job=run.job.name,
+            id=run.job.id,
+            attempt=run.job.attempt,
+        )
+        self._release(run)
+        if not self._draining.is_set():
+            self._start_thread()  # the body that held this thread's place has returned
+        self._wake.set()
+
+    def _release(self, run: Run) -> None:
+        """Hand back the process limit and the fleet slot; a failure never fails the settle."""
+        if run.job.lease_expiries:
+            self._quarantined = False
+        try:
+            if run.limit_lease is not None:
+                run.limit_lease.release()
+            leases = self.driver.leases
+            if run.slot is not None and leases is not None:
+                key, slot, holder = run.slot
+                leases.release(key, slot, holder)
+        except Exception as error:
+            log.event(
+                logging.WARNING, "xjobs.worker.lease_release_failed", id=run.job.id, error=error
+            )
