@@ -60,9 +60,14 @@ def test_a_killed_workers_jobs_finish_within_the_bound_under_a_steady_stream(wor
         assert time.monotonic() < deadline, "the victim never ran a job"
         enqueue()
         if len(tokens) >= 2 * RATE and _open_runs(victim.proc.pid, tokens):
-            victim.send(signal.SIGKILL)
-            victim.proc.wait(timeout=30)
-            killed_at = timezone.now()
+            # frozen first: none of its runs can end between the check and the kill
+            victim.send(signal.SIGSTOP)
+            if _open_runs(victim.proc.pid, tokens):
+                victim.send(signal.SIGKILL)
+                victim.proc.wait(timeout=30)
+                killed_at = timezone.now()
+            else:
+                victim.send(signal.SIGCONT)
         pace.wait(1 / RATE)
     stream_end = time.monotonic() + 10  # the load goes on well past the bound
     while time.monotonic() < stream_end:
