@@ -459,3 +459,22 @@ def check_claim_args(queues: Sequence[str], limit: int, visibility_timeout: floa
         raise InvariantError(f"claim limit={limit!r} must be a positive integer")
     if not visibility_timeout > 0:
         raise InvariantError(f"visibility_timeout={visibility_timeout!r} must be positive")
+
+
+def request_columns(requests: Sequence[EnqueueRequest]) -> dict[str, Any]:
+    """The columns of many enqueue requests, one array each in request order, as the multi-row
+    statements (``enqueue_many``, the outbox's ``stage_many``) take them; the inputs go as one
+    JSON array (a text array of JSON would be quoted element by element)."""
+    return {
+        "names": [r.name for r in requests],
+        "queues": [r.queue for r in requests],
+        "inputs": "[" + ",".join(r.input_json for r in requests) + "]",
+        "keys": [r.idempotency_key for r in requests],
+        "max_attempts": [r.max_attempts for r in requests],
+        "priorities": [r.priority for r in requests],
+        "run_ats": [r.run_at for r in requests],
+        "delays": [r.delay or 0.0 for r in requests],
+        "tenants": [r.tenant_id for r in requests],
+        "enqueued_by": [r.enqueued_by for r in requests],
+        "traceparents": [r.traceparent for r in requests],
+    }

@@ -37,6 +37,7 @@ from .base import (
     SuspendUntil,
     WorkerSnapshot,
     check_claim_args,
+    request_columns,
 )
 from .postgres_leases import PostgresLeaseStore
 from .postgres_steps import PostgresEventStore, PostgresStepStore
@@ -483,21 +484,7 @@ class Listener(threading.Thread):
 
 def _many_params(requests: Sequence[EnqueueRequest], ids: list[UUID]) -> dict[str, Any]:
     """The columns of ``enqueue_many``, one array each, in request order."""
-    return {
-        "ids": ids,
-        "run_ids": uuid7_many(len(ids)),
-        "names": [r.name for r in requests],
-        "queues": [r.queue for r in requests],
-        "inputs": "[" + ",".join(r.input_json for r in requests) + "]",
-        "keys": [r.idempotency_key for r in requests],
-        "max_attempts": [r.max_attempts for r in requests],
-        "priorities": [r.priority for r in requests],
-        "run_ats": [r.run_at for r in requests],
-        "delays": [r.delay or 0.0 for r in requests],
-        "tenants": [r.tenant_id for r in requests],
-        "enqueued_by": [r.enqueued_by for r in requests],
-        "traceparents": [r.traceparent for r in requests],
-    }
+    return {"ids": ids, "run_ids": uuid7_many(len(ids)), **request_columns(requests)}
 
 
 def _answer(

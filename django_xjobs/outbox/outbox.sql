@@ -25,7 +25,7 @@ WITH ins AS (
     SELECT id, job, queue, input, idempotency_key, max_attempts, priority,
            COALESCE(run_at, now() + make_interval(secs => delay)), now(),
            tenant_id, traceparent, enqueued_by
-    FROM unnest(%(ids)s::uuid[], %(jobs)s::text[], %(queues)s::text[],
+    FROM unnest(%(ids)s::uuid[], %(names)s::text[], %(queues)s::text[],
                 %(keys)s::text[], %(max_attempts)s::int[], %(priorities)s::int[],
                 %(run_ats)s::timestamptz[], %(delays)s::float8[], %(tenants)s::text[],
                 %(traceparents)s::text[], %(enqueued_by)s::text[])

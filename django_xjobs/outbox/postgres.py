@@ -14,7 +14,7 @@ from django.db import transaction
 
 from .. import conf, log
 from ..drivers import sql
-from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
+from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver, request_columns
 from ..ids import uuid7, uuid7_many
 from .store import OutboxRow
 
@@ -60,20 +60,7 @@ class PostgresOutboxStore:
     def stage_many(self, requests: Sequence[EnqueueRequest]) -> None:
         self._run(
             "stage_many",
-            {
-                "ids": [r.id for r in requests],
-                "jobs": [r.name for r in requests],
-                "queues": [r.queue for r in requests],
-                "inputs": "[" + ",".join(r.input_json for r in requests) + "]",
-                "keys": [r.idempotency_key for r in requests],
-                "max_attempts": [r.max_attempts for r in requests],
-                "priorities": [r.priority for r in requests],
-                "run_ats": [r.run_at for r in requests],
-                "delays": [r.delay or 0.0 for r in requests],
-                "tenants": [r.tenant_id for r in requests],
-                "traceparents": [r.traceparent for r in requests],
-                "enqueued_by": [r.enqueued_by for r in requests],
-            },
+            {"ids": [r.id for r in requests], **request_columns(requests)},
         )
 
     def publish_ids(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
