@@ -142,6 +142,7 @@ def test_lease_15_hang_05_a_partitioned_run_stops_before_b_claims_and_sigterm_ex
     waited = time.monotonic() - asked
     assert code == EXIT_SHUTDOWN_TIMEOUT, err
     assert "xjobs.worker.shutdown_timeout" in err, err
+    assert "(most recent call first)" in err, err  # where the drain was stuck, every thread
     assert 4 <= waited < 4 + 20, waited  # the bound, plus room for a busy host
     b.send(signal.SIGTERM)
     assert b.finish(timeout=60)[0] == 0

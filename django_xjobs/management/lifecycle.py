@@ -7,9 +7,12 @@ Event's own lock; here the main thread notices the signal and calls ``stop()`` i
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -57,8 +60,10 @@ def run_until_signalled(
                 logging.ERROR,
                 f"{name}.shutdown_timeout",
                 timeout=f"{shutdown_timeout:g}s",
-                hint="work in flight did not drain in time; unsettled runs return by their leases",
+                hint="work in flight did not drain in time; unsettled runs return by their leases "
+                "(every thread's stack follows on stderr)",
             )
+            _dump_stacks()
             _exit(EXIT_SHUTDOWN_TIMEOUT)
         while handled < len(received):
             signame = signal.Signals(received[handled]).name
@@ -79,6 +84,14 @@ def run_until_signalled(
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
+
+
+def _dump_stacks() -> None:
+    """Every thread's stack on stderr: what the drain was still waiting for."""
+    for handler in logging.getLogger("django_xjobs").handlers:
+        handler.flush()
+    with contextlib.suppress(Exception):  # a closed or odd stderr must not block the exit
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
 
 
 def _exit(code: int) -> None:
