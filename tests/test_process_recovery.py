@@ -15,13 +15,14 @@ import uuid
 from datetime import datetime
 
 import pytest
+from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
 from django_xjobs.models import Job
 from tests import jobs
 from tests.models import Ledger
-from tests.support.process import wait_for
+from tests.support.process import wait_for, worker_env
 
 pytestmark = pytest.mark.process
 
@@ -40,10 +41,25 @@ def _open_runs(pid: int, tokens: list[str]) -> set[str]:
     return started - {token for token, phase in rows if phase == "done"}
 
 
+def _sessions(application_name: str) -> tuple[int, int]:
+    """How many sessions ``application_name`` has, and how many of them still run a statement
+    (a frozen client's last write, say, that commits after it froze)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), count(*) FILTER (WHERE state NOT IN ('idle', 'idle in transaction'))"
+            " FROM pg_stat_activity WHERE application_name = %s",
+            [application_name],
+        )
+        sessions, busy = cursor.fetchone()
+    return sessions, busy
+
+
 def test_a_killed_workers_jobs_finish_within_the_bound_under_a_steady_stream(workers):
     args = ("--queues", "default", "--concurrency", "2", "--poll-interval", f"{POLL * 1000:.0f}ms")
     args = (*args, "--visibility-timeout", f"{VISIBILITY:g}s")
-    victim, survivor = workers(*args), workers(*args)
+    name = f"victim-{uuid.uuid4().hex[:8]}"  # its backends, in pg_stat_activity
+    victim = workers(*args, env={**worker_env(), "PGAPPNAME": name})
+    survivor = workers(*args)
     prefix = f"stream-{uuid.uuid4()}"
     tokens: list[str] = []
     ids = []
@@ -60,8 +76,11 @@ def test_a_killed_workers_jobs_finish_within_the_bound_under_a_steady_stream(wor
         assert time.monotonic() < deadline, "the victim never ran a job"
         enqueue()
         if len(tokens) >= 2 * RATE and _open_runs(victim.proc.pid, tokens):
-            # frozen first: none of its runs can end between the check and the kill
+            # frozen first: none of its runs can end between the check and the kill; a write it
+            # sent before it froze lands (or not) before the last look
             victim.send(signal.SIGSTOP)
+            wait_for(lambda: _sessions(name)[1] == 0, timeout=30, what="its statements to end")
+            assert _sessions(name)[0], "the victim's sessions are not named: nothing was awaited"
             if _open_runs(victim.proc.pid, tokens):
                 victim.send(signal.SIGKILL)
                 victim.proc.wait(timeout=30)
