@@ -23,17 +23,36 @@ Guard = Callable[[Callable[[], T], Sequence[Settle], T], T]
 def settle(
     driver: JobDriver, values: Sequence[Settle], guard: Guard[Any] | None = None
 ) -> set[UUID]:
-    """Settle every value; the ids of the runs whose row was still held by its token."""
-    completes = [v for v in values if isinstance(v, Complete)]
+    """Settle every value; the lease tokens of the runs whose row was still held by its token.
+
+    Tokens, not job ids: one worker may hold two runs of the same job, one that lost its lease
+    and the one that claimed the job after it, and only one of them can land."""
     held: set[UUID] = set()
-    if completes:
-        held |= _guarded(guard, lambda: driver.ack(completes), completes, set())
+    for completes in _one_run_per_job([v for v in values if isinstance(v, Complete)]):
+        nothing: set[UUID] = set()
+        acked = _guarded(guard, partial(driver.ack, completes), completes, nothing)
+        held |= {c.lease_token for c in completes if c.job_id in acked}
     for value in values:
         if isinstance(value, Complete):
             continue
         if _guarded(guard, partial(apply, driver, value), [value], False):
-            held.add(value.job_id)
+            held.add(value.lease_token)
     return held
+
+
+def _one_run_per_job(completes: list[Complete]) -> list[list[Complete]]:
+    """``completes`` in acks that name each job once (an ack answers by job id); almost always
+    a single ack."""
+    acks: list[tuple[set[UUID], list[Complete]]] = []
+    for value in completes:
+        for named, ack in acks:
+            if value.job_id not in named:
+                named.add(value.job_id)
+                ack.append(value)
+                break
+        else:
+            acks.append(({value.job_id}, [value]))
+    return [ack for _, ack in acks]
 
 
 def apply(driver: JobDriver, value: Settle) -> bool:

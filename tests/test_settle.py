@@ -40,7 +40,7 @@ def test_each_settle_value_lands_as_its_one_state(harness):
         Finish(e.id, e.lease_token, "failed", stop_reason="terminal", error="T"),
         Shed(f.id, f.lease_token, delay=60, reason="full"),
     ]
-    assert settle(harness.driver, values) == {a.id, b.id, c.id, d.id, e.id, f.id}
+    assert settle(harness.driver, values) == {j.lease_token for j in (a, b, c, d, e, f)}
     got = {job.id: harness.row(job.id) for job in (a, b, c, d, e, f)}
     assert (got[a.id].state, got[a.id].result) == ("done", {"n": 0})
     assert (got[b.id].state, got[b.id].result) == ("done", None)

@@ -67,7 +67,7 @@ def run_until_idle(
         if not claimed:
             return executions
         execution = execute(claimed[0], Signal(), driver=driver, clock=clock)
-        if claimed[0].id not in settle(driver, [execution.settle]):
+        if claimed[0].lease_token not in settle(driver, [execution.settle]):
             execution = Execution(
                 Outcome.LEASE_LOST, execution.job, execution.duration, execution.settle
             )

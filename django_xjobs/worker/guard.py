@@ -96,18 +96,18 @@ class SettleGuard:
                 error=error,
             )
             if failures is not None:
-                failures.add(value.job_id)
+                failures.add(value.lease_token)
 
-    def _runs_of(self, job_ids: Sequence[Any]) -> list[Run | None]:
+    def _runs_of(self, tokens: Sequence[Any]) -> list[Run | None]:
         with self.lock:
-            return [self.runs.get(job_id) for job_id in job_ids]
+            return [self.runs.get(token) for token in tokens]
 
     def lease_room(self, values: Sequence[Settle]) -> float:
         """Seconds until the last of these runs' leases lapses on this worker's clock (0: gone)."""
         now = time.monotonic()
         rooms = [
             self.visibility_timeout - (now - run.renewed_at)
-            for run in self._runs_of([v.job_id for v in values])
+            for run in self._runs_of([v.lease_token for v in values])
             if run is not None and not run.lost and not run.cancelled
         ]
         return max(rooms, default=0.0)
@@ -115,13 +115,16 @@ class SettleGuard:
     def gone(self, values: Sequence[Settle]) -> bool:
         """True when the database already said every one of these runs no longer holds its job
         (another holder, a cancel): no retry could land."""
-        runs = self._runs_of([v.job_id for v in values])
+        runs = self._runs_of([v.lease_token for v in values])
         return all(run is None or run.cancelled or run.lost_reason == "not-ours" for run in runs)
 
     def mark_settled(self, values: Sequence[Settle], landed: Any) -> None:
         """Each run is settled the moment its write lands, not when the whole batch has: a
         renewal in between would find the job gone and report a false loss (issue 12 item 8)."""
-        held = landed if isinstance(landed, set) else ({values[0].job_id} if landed else set())
-        for run in self._runs_of(list(held)):
+        if isinstance(landed, set):  # an ack: the ids of the jobs it found held
+            held = [v.lease_token for v in values if v.job_id in landed]
+        else:
+            held = [values[0].lease_token] if landed else []
+        for run in self._runs_of(held):
             if run is not None:
                 run.settled.set()

@@ -105,11 +105,11 @@ class Settling:
         counts: Counter[tuple[str, str]] = Counter()
         completed_logged = log.logger.isEnabledFor(logging.INFO)
         for execution in batch:
-            job_id = execution.job.id
+            token = execution.job.lease_token
             self._finish(
                 execution,
-                job_id in settled,
-                failed=job_id in failed,
+                token in settled,
+                failed=token in failed,
                 counts=counts,
                 completed_logged=completed_logged,
             )
@@ -141,7 +141,7 @@ class Settling:
         ``counts``, added to the counter once per settle batch rather than once per run."""
         job = execution.job
         with self._runs_lock:
-            run = self._runs.pop(job.id, None)
+            run = self._runs.pop(job.lease_token, None)
             if run is not None and execution.abandoned is not None:
                 # in the same lock as the pop: the claim loop never sees its thread as free
                 self._abandoned[run.job.lease_token] = run

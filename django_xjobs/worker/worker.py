@@ -126,6 +126,8 @@ class Worker(Settling):
         self.state = "idle"
         self.outcomes: Counter[str] = Counter()
         self._database = self.driver.database
+        #: every run this worker holds, by lease token: after a lost lease the same job may be
+        #: claimed again here while the run that lost it has yet to settle
         self._runs: dict[Any, Run] = {}
         self._runs_lock = threading.Lock()
         #: admitted runs whose handler has not returned yet (queued for a thread, or running)
@@ -312,7 +314,7 @@ class Worker(Settling):
                         continue
                     admission.run.renewed_at = sent
                     with self._runs_lock:
-                        self._runs[job.id] = admission.run
+                        self._runs[job.lease_token] = admission.run
                         self._held += 1
                     admitted.append(admission.run)
             for run in admitted:
@@ -471,7 +473,7 @@ class Worker(Settling):
         for run in runs:
             run.settled.set()  # SPEC LEASE-12: a renewal racing the shed reports no loss
             with self._runs_lock:
-                self._runs.pop(run.job.id, None)
+                self._runs.pop(run.job.lease_token, None)
                 self._held -= 1
             self._release(run)
             job = run.job
