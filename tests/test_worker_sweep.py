@@ -3,11 +3,13 @@ idle worker's claims make it, and a burst worker never stops before one."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 from django_xjobs.execute import Outcome
 from django_xjobs.worker.worker import Worker
 from tests import jobs
+from tests.support.process import wait_for
 
 
 class RecordingClaims:
@@ -81,3 +83,29 @@ def test_a_burst_worker_takes_a_lapsed_job_after_a_busy_stretch(live_harness):
     assert (first_lapsed, first_taken) == (False, 1), driver.claims
     # the claims may ask for more than one thread's worth (the prefetch); one sweep takes it
     assert any(swept and taken == 1 for swept, _, taken in driver.claims[1:]), driver.claims
+
+
+def test_a_notified_job_is_claimed_without_the_sweep_and_the_sweep_follows(live_harness):
+    """W3 (issue 13): the claim a notification triggers takes the new job with the plain claim;
+    the idle sweep comes on the pass after, so lapsed leases keep their bound."""
+    driver = RecordingClaims(live_harness.driver)
+    # a poll interval longer than the test: every pass is a wake-up, never the timer
+    worker = Worker(queues=["default"], concurrency=1, driver=driver, poll_interval=60)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_for(lambda: driver.claims, timeout=20, what="the worker's first claim")
+        assert driver.claims[0][0], "a fresh worker sweeps first"
+        job_id = jobs.ok.enqueue(n=uuid.uuid4().int % 10**9).id
+        wait_for(lambda: any(taken for _, _, taken in driver.claims), timeout=20, what="the claim")
+        took = next(i for i, (_, _, taken) in enumerate(driver.claims) if taken)
+        assert driver.claims[took][0] is False, driver.claims
+        wait_for(
+            lambda: any(lapsed for lapsed, _, _ in driver.claims[took + 1 :]),
+            timeout=20,
+            what="the sweep after the notified claim",
+        )
+    finally:
+        worker.stop()
+        thread.join(20)
+    assert live_harness.row(job_id).state == "done"

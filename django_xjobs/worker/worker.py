@@ -157,6 +157,9 @@ class Worker(Settling):
         #: the lapsed-lease sweep rides on a claim every pass while the queue looks idle, else
         #: once a poll interval: the same bound a ready job with a lost notification waits
         self._idle, self._swept_at = True, float("-inf")
+        #: a notification came since the last pass: a job is due now, so the next claim takes
+        #: it without the sweep, which waits for the pass after (at most a poll interval)
+        self._notified = False
 
     # --- public -----------------------------------------------------------------------------
 
@@ -188,7 +191,7 @@ class Worker(Settling):
         )
         self.watchdog = Watchdog(self.stall_timeout, worker_id=self.worker_id)
         # a burst ends when idle, so it has nothing to be woken for
-        notifier = None if self.burst else self.driver.notify_on_ready(self.queues, self._wake.set)
+        notifier = None if self.burst else self.driver.notify_on_ready(self.queues, self._on_ready)
         settler.start()
         heartbeat.start()
         self.watchdog.start()
@@ -266,9 +269,15 @@ class Worker(Settling):
 
     # --- the claim loop ---------------------------------------------------------------------
 
+    def _on_ready(self) -> None:
+        """The listener's callback: a job was made ready in one of this worker's queues."""
+        self._notified = True
+        self._wake.set()
+
     def _loop(self) -> None:
         while not self._draining.is_set():
             self._wake.clear()
+            notified, self._notified = self._notified, False
             if self._awaiting_idle and not self._runs:
                 self._awaiting_idle = False  # idle: the next claim takes the suspect, alone
             # a suspect running alone, or waiting for this worker to be idle, stops the claims
@@ -287,7 +296,10 @@ class Worker(Settling):
                 if pause > 0:  # open: a notification does not cut the backoff short
                     self._draining.wait(pause)
                     continue
-                swept = self._idle or sent - self._swept_at >= self.poll_interval
+                # lapsed leases are swept while idle and at least once a poll interval; a
+                # notified job is claimed first, without the sweep's extra reads
+                due = sent - self._swept_at >= self.poll_interval
+                swept = due or (self._idle and not notified)
                 try:
                     with self._watch("claim"):
                         claimed = self.driver.claim(
@@ -326,7 +338,7 @@ class Worker(Settling):
             idle_now = not started and not self._runs and not self._awaiting_idle
             if self.burst and idle_now and (swept or free <= 0):
                 return
-            if free > 0 and (len(claimed) == free or not swept):
+            if free > 0 and (len(claimed) == free or not (swept or notified)):
                 continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
             self._wake.wait(self.poll_interval)
 
