@@ -464,6 +464,7 @@ RETURNING s.name;
 SELECT state, count(*)
 FROM x_jobs
 WHERE state = ANY(%(states)s::text[])
+  AND state IN ('done', 'failed', 'dead', 'cancelled')  -- x_jobs_finished_idx's predicate
   AND updated_at < now() - make_interval(secs => %(older_than)s)
 GROUP BY state;
 
@@ -474,13 +475,16 @@ WITH doomed AS (
     SELECT id, run_id
     FROM x_jobs
     WHERE state = ANY(%(states)s::text[])
+      AND state IN ('done', 'failed', 'dead', 'cancelled')  -- x_jobs_finished_idx's predicate
       AND updated_at < now() - make_interval(secs => %(older_than)s)
     ORDER BY updated_at
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 ), steps AS (
-    DELETE FROM x_job_steps WHERE run_id IN (SELECT run_id FROM doomed)
+    DELETE FROM x_job_steps WHERE run_id = ANY(ARRAY(SELECT run_id FROM doomed))
 )
+-- by key, as the claim finds its rows: a join with doomed is planned from the batch size, which
+-- a generic plan does not know, and read the whole table
 DELETE FROM x_jobs
-WHERE id IN (SELECT id FROM doomed)
+WHERE id = ANY(ARRAY(SELECT id FROM doomed))
 RETURNING state;
