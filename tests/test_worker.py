@@ -263,7 +263,7 @@ def test_cancel_05_q_08_a_running_job_is_stopped_by_its_next_heartbeat(live_harn
             live_harness.driver.cancel(job_id, "operator said stop")
             deadline = time.monotonic() + 20  # its own bound: a slow start must not eat it
             while not Ledger.objects.filter(token=token, phase="two").exists():
-                assert time.monotonic() < deadline, "the run was never stopped"
+                assert time.monotonic() < deadline, _never_stopped(worker, caplog)
                 time.sleep(0.02)
         finally:
             worker.stop()
@@ -280,6 +280,18 @@ def test_cancel_05_q_08_a_running_job_is_stopped_by_its_next_heartbeat(live_harn
     mine = [r.getMessage() for r in caplog.records if str(job_id) in r.getMessage()]
     assert any("xjobs.job.cancelled" in m for m in mine), mine
     assert not any("xjobs.lease.lost" in m or "settle_refused" in m for m in mine), mine
+
+
+def _never_stopped(worker: Worker, caplog) -> str:
+    """What a failure of the cancel test needs to be understood: the runs' lease state, the log."""
+    now = time.monotonic()
+    runs = [
+        f"attempt={r.job.attempt} renewing={r.renewing} lost={r.lost} cancelled={r.cancelled} "
+        f"settling={r.settling} settled={r.settled.is_set()} since_renewal={now - r.renewed_at:.2f}s"
+        for r in worker.in_flight()
+    ]
+    lines = [r.getMessage() for r in caplog.records][-20:]
+    return f"the run was never stopped; in flight: {runs}; log: {lines}"
 
 
 def _lapse_and_reclaim(harness, times):
