@@ -4,18 +4,15 @@ whatever the statistics say (SPEC DRV-03, LEASE-01)."""
 
 from __future__ import annotations
 
-import json
-import re
-
 import pytest
 from django.db import connection
 
 from django_xjobs.drivers.base import Shed
 from django_xjobs.drivers.postgres import STATEMENTS
 from tests import jobs
+from tests.support.plans import plan
 
 VIS = 30.0
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
 
 def claim(driver, limit=10, queues=("default",), worker="w1", vis=VIS, **kwargs):
@@ -117,34 +114,7 @@ def _plan(statement: str, generic: bool, limit: int) -> dict:
         "lapsed_present": "{}",
         "keep": 10,
     }
-    text = STATEMENTS[statement]
-    with connection.cursor() as cursor:
-        if not generic:
-            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {text}", params)
-            return _first(cursor)
-        names: list[str] = []
-
-        def number(match: re.Match[str]) -> str:
-            if match.group(1) not in names:
-                names.append(match.group(1))
-            return f"${names.index(match.group(1)) + 1}"
-
-        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cursor.execute("PREPARE plan_check AS " + _PLACEHOLDER.sub(number, text))
-        try:
-            placeholders = ", ".join(["%s"] * len(names))
-            cursor.execute(
-                f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE plan_check({placeholders})",
-                [params[n] for n in names],
-            )
-            return _first(cursor)
-        finally:
-            cursor.execute("DEALLOCATE plan_check")
-
-
-def _first(cursor) -> dict:
-    value = cursor.fetchone()[0]
-    return (json.loads(value) if isinstance(value, str) else value)[0]["Plan"]
+    return plan(STATEMENTS[statement], params, generic=generic, analyze=True)
 
 
 def _scans(plan: dict) -> list[dict]:

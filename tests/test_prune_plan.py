@@ -4,15 +4,12 @@ a custom plan and with the generic plan a prepared statement settles on."""
 
 from __future__ import annotations
 
-import json
-import re
-
 import pytest
 from django.db import connection
 
 from django_xjobs.drivers.postgres import STATEMENTS
+from tests.support.plans import plan
 
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 DAY = 86400
 
 
@@ -35,34 +32,7 @@ def _fill() -> None:
 
 def _plan(statement: str, generic: bool) -> dict:
     params = {"states": ["done"], "older_than": 30 * DAY, "batch": 1000}
-    text = STATEMENTS[statement]
-    with connection.cursor() as cursor:
-        if not generic:
-            cursor.execute(f"EXPLAIN (FORMAT JSON) {text}", params)
-            return _first(cursor)
-        names: list[str] = []
-
-        def number(match: re.Match[str]) -> str:
-            if match.group(1) not in names:
-                names.append(match.group(1))
-            return f"${names.index(match.group(1)) + 1}"
-
-        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cursor.execute("PREPARE prune_check AS " + _PLACEHOLDER.sub(number, text))
-        try:
-            placeholders = ", ".join(["%s"] * len(names))
-            cursor.execute(
-                f"EXPLAIN (FORMAT JSON) EXECUTE prune_check({placeholders})",
-                [params[n] for n in names],
-            )
-            return _first(cursor)
-        finally:
-            cursor.execute("DEALLOCATE prune_check")
-
-
-def _first(cursor) -> dict:
-    value = cursor.fetchone()[0]
-    return (json.loads(value) if isinstance(value, str) else value)[0]["Plan"]
+    return plan(STATEMENTS[statement], params, generic=generic)
 
 
 def _reads(plan: dict) -> list[str]:
