@@ -134,6 +134,31 @@ def test_one_insert_statement_and_one_wake_up_per_queue():
     assert len(driver.list_jobs(limit=100)) == 50
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_sends_its_shared_options_once_and_a_mixed_batch_row_by_row():
+    """One job's batch shares name, queue and options: they go as single values. A batch of many
+    jobs (a relay's) sends every column by row. Both insert the same rows."""
+    driver = PostgresDriver("default")
+    shared = [jobs.ok.using(queue="other", priority=3).build_request({"n": n}) for n in (1, 2)]
+    mixed = [
+        jobs.ok.using(queue="other", priority=3).build_request({"n": 3}),
+        jobs.takes_kwargs.using(priority=-2, delay="1h").build_request({"a": 1}),
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        results = driver.enqueue_many(shared) + driver.enqueue_many(mixed)
+    assert [
+        "unnest(%(ids)s::uuid[], %(run_ids)s::uuid[], %(keys)s::text[])" in q["sql"]
+        for q in queries
+    ] == [True, False]
+    rows = [driver.get_job(r.id) for r in results]
+    assert [(r.name, r.queue, r.priority, r.state, r.input) for r in rows] == [
+        ("tests.jobs.ok", "other", 3, "ready", {"n": 1}),
+        ("tests.jobs.ok", "other", 3, "ready", {"n": 2}),
+        ("tests.jobs.ok", "other", 3, "ready", {"n": 3}),
+        ("tests.jobs.takes_kwargs", "default", -2, "delayed", {"a": 1}),
+    ]
+
+
 # --- inside atomic(): staged in one statement, published at commit together -----------------
 
 

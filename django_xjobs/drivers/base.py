@@ -6,6 +6,7 @@ against each of them.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -459,6 +460,41 @@ def check_claim_args(queues: Sequence[str], limit: int, visibility_timeout: floa
         raise InvariantError(f"claim limit={limit!r} must be a positive integer")
     if not visibility_timeout > 0:
         raise InvariantError(f"visibility_timeout={visibility_timeout!r} must be positive")
+
+
+#: the fields of an enqueue request one call usually shares across its whole batch (one job,
+#: one set of options): sent once, not as an array with the same value in every element
+_SHARED = operator.attrgetter(
+    "name",
+    "queue",
+    "max_attempts",
+    "priority",
+    "run_at",
+    "delay",
+    "tenant_id",
+    "enqueued_by",
+    "traceparent",
+)
+
+
+def shared_columns(requests: Sequence[EnqueueRequest]) -> dict[str, Any] | None:
+    """The per-call columns of ``requests`` as single values when every request has the same
+    ones (``enqueue_many`` on one job), else None (a relay's batch of many jobs)."""
+    first = _SHARED(requests[0])
+    if any(_SHARED(request) != first for request in requests):
+        return None
+    name, queue, max_attempts, priority, run_at, delay, tenant_id, enqueued_by, traceparent = first
+    return {
+        "name": name,
+        "queue": queue,
+        "max_attempts": max_attempts,
+        "priority": priority,
+        "run_at": run_at,
+        "delay": delay or 0.0,
+        "tenant": tenant_id,
+        "enqueued_by": enqueued_by,
+        "traceparent": traceparent,
+    }
 
 
 def request_columns(requests: Sequence[EnqueueRequest]) -> dict[str, Any]:

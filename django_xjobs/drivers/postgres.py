@@ -38,6 +38,7 @@ from .base import (
     WorkerSnapshot,
     check_claim_args,
     request_columns,
+    shared_columns,
 )
 from .postgres_leases import PostgresLeaseStore
 from .postgres_steps import PostgresEventStore, PostgresStepStore
@@ -125,7 +126,7 @@ class PostgresDriver:
         # so the rows still unanswered are inserted once more (SPEC ENQ-11).
         for _ in range(2):
             batch = [requests[i] for i in pending]
-            rows = self._run("enqueue_many", _many_params(batch, [ids[i] for i in pending]))
+            rows = self._run(*_many_params(batch, [ids[i] for i in pending]))
             inserted = dict(rows)
             pending = [i for i in pending if not _answer(results, i, ids[i], inserted)]
             staged = [i for i in pending if requests[i].id is not None]
@@ -482,9 +483,19 @@ class Listener(threading.Thread):
         self.join(timeout=5)
 
 
-def _many_params(requests: Sequence[EnqueueRequest], ids: list[UUID]) -> dict[str, Any]:
-    """The columns of ``enqueue_many``, one array each, in request order."""
-    return {"ids": ids, "run_ids": uuid7_many(len(ids)), **request_columns(requests)}
+def _many_params(requests: Sequence[EnqueueRequest], ids: list[UUID]) -> tuple[str, dict[str, Any]]:
+    """The statement for ``requests`` and its parameters: what varies by row as one array per
+    column in request order; the per-call columns once when the whole batch shares them (the
+    arrays of the same value cost more to send and unpack than the insert of their rows)."""
+    keys = {"ids": ids, "run_ids": uuid7_many(len(ids))}
+    shared = shared_columns(requests)
+    if shared is None:
+        return "enqueue_many", {**keys, **request_columns(requests)}
+    by_row = {
+        "keys": [r.idempotency_key for r in requests],
+        "inputs": "[" + ",".join(r.input_json for r in requests) + "]",
+    }
+    return "enqueue_many_shared", {**keys, **by_row, **shared}
 
 
 def _answer(

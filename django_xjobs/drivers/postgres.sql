@@ -69,6 +69,35 @@ WITH given AS (
 )
 SELECT id, run_id FROM ins, woken;
 
+-- name: enqueue_many_shared
+-- enqueue_many for a batch whose rows share every per-call column (one job's enqueue_many):
+-- those come once, only the ids, keys and inputs by row. Otherwise the same statement.
+WITH given AS (
+    SELECT *
+    FROM unnest(%(ids)s::uuid[], %(run_ids)s::uuid[], %(keys)s::text[])
+         WITH ORDINALITY AS g(id, run_id, idempotency_key, n)
+    JOIN jsonb_array_elements(%(inputs)s::jsonb) WITH ORDINALITY AS i(input, n) USING (n)
+), due AS (
+    SELECT COALESCE(%(run_at)s::timestamptz,
+                    now() + make_interval(secs => %(delay)s::float8)) AS due_at
+), ins AS (
+    INSERT INTO x_jobs (id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
+                        state, priority, run_at, tenant_id, enqueued_by, traceparent,
+                        created_at, updated_at)
+    SELECT id, %(name)s::text, %(queue)s::text, input, idempotency_key, run_id, 0,
+           %(max_attempts)s::int, CASE WHEN due_at > now() THEN 'delayed' ELSE 'ready' END,
+           %(priority)s::int, due_at, %(tenant)s::text, %(enqueued_by)s::text,
+           %(traceparent)s::text, now(), now()
+    FROM given, due
+    ORDER BY n
+    ON CONFLICT DO NOTHING
+    RETURNING id, run_id, state, queue
+), woken AS (
+    SELECT count(pg_notify('xjobs', queue)) AS queues
+    FROM (SELECT DISTINCT queue FROM ins WHERE state = 'ready') AS ready
+)
+SELECT id, run_id FROM ins, woken;
+
 -- name: find_live_many
 -- find_live for many keys at once: the (1-based) position of each key that has a live row.
 SELECT k.n, j.id, j.run_id
