@@ -126,16 +126,14 @@ def test_settling_retries_only_transient_failures_while_a_lease_may_hold(harness
         return call
 
     deadlock = psycopg.errors.DeadlockDetected("Verklemmung")
-    assert worker._with_retries(fails_with(deadlock, OperationalError, 2), values, False) is True
+    assert worker._guard(fails_with(deadlock, OperationalError, 2), values, False) is True
     assert len(calls) == 3  # two retries after the first try, then it landed
     assert run.settled.is_set()  # marked the moment it landed
     calls.clear()
     broken = psycopg.errors.CheckViolation("verletzt")
-    assert worker._with_retries(fails_with(broken, IntegrityError), values, "gave up") == "gave up"
+    assert worker._guard(fails_with(broken, IntegrityError), values, "gave up") == "gave up"
     assert len(calls) == 1  # the same error would come back: not retried
     calls.clear()
     run.lost, run.lost_reason = True, "not-ours"  # the database said so: a retry cannot land
-    assert (
-        worker._with_retries(fails_with(deadlock, OperationalError), values, "gave up") == "gave up"
-    )
+    assert worker._guard(fails_with(deadlock, OperationalError), values, "gave up") == "gave up"
     assert len(calls) == 1

@@ -8,7 +8,6 @@ import logging
 import queue as queue_module
 import threading
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +15,7 @@ from django.db import connections
 
 from .. import log, metrics
 from ..connections import mark_role_thread
-from ..drivers.base import JobDriver, Settle
+from ..drivers.base import JobDriver
 from ..execute import Execution, Outcome
 from ..settle import settle
 from .guard import SettleGuard
@@ -100,7 +99,8 @@ class Settling:
             return
         names = {e.job.id: e.job.name for e in batch}
         failed: set[Any] = set()
-        guard = functools.partial(self._with_retries, names=names, failures=failed)
+        # the settle guard (worker/guard.py) retries transient failures, marks runs settled
+        guard = functools.partial(self._guard, names=names, failures=failed)
         settled = settle(self.driver, [e.settle for e in batch], guard)
         counts: Counter[tuple[str, str]] = Counter()
         completed_logged = log.logger.isEnabledFor(logging.INFO)
@@ -116,17 +116,6 @@ class Settling:
         for (queue, counted), n in counts.items():
             metrics.inc("xjobs_jobs_total", n, queue=queue, outcome=counted)
         self._wake.set()  # a suspect may wait for this worker to be idle, or a hold-back end
-
-    def _with_retries(
-        self,
-        call: Any,
-        values: Sequence[Settle],
-        failed: Any,
-        names: dict[Any, str] | None = None,
-        failures: set[Any] | None = None,
-    ) -> Any:
-        """The settle guard (worker/guard.py): retries transient failures, marks runs settled."""
-        return self._guard(call, values, failed, names, failures)
 
     def _finish(
         self,
