@@ -18,7 +18,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from django_xjobs import cancel_job, conf
-from django_xjobs.models import Job, JobLease, JobStep
+from django_xjobs.models import Job, JobLease, JobStep, Worker
 from tests import jobs
 from tests.models import Ledger
 from tests.support.process import WorkerProcess, ledger, wait_for
@@ -89,9 +89,16 @@ def test_slot_02_03_se_24_fleet_concurrency_1_holds_across_three_processes(worke
     """Eight ``exclusive`` jobs (concurrency=1) on three workers of four threads each: the fleet
     slot in x_job_leases, not any one process, lets exactly one run at a time. The runs that
     lost the race for the slot are shed back without spending an attempt (SPEC WORK-07/08)."""
+    procs = [workers(*FLEET, "--concurrency", "4", "--visibility-timeout", "3s") for _ in range(3)]
+    # all three up before the first job: a process that starts late on a busy host would find
+    # the eight runs (2.4 s of work) already done by the first
+    wait_for(
+        lambda: Worker.objects.filter(expires_at__isnull=False).count() == 3,
+        timeout=60,
+        what="all three workers to be present",
+    )
     tokens = [f"fleet-{i}-{uuid.uuid4()}" for i in range(8)]
     ids = [jobs.exclusive.enqueue(token=token, hold=0.3).id for token in tokens]
-    procs = [workers(*FLEET, "--concurrency", "4", "--visibility-timeout", "3s") for _ in range(3)]
     wait_for(lambda: all_done(ids), timeout=60, what="all eight exclusive jobs")
     stop_all(*procs)
 
