@@ -256,10 +256,14 @@ def test_cancel_05_q_08_a_running_job_is_stopped_by_its_next_heartbeat(live_harn
     with caplog.at_level(logging.INFO, logger="django_xjobs"):
         thread.start()
         try:
+            # cancelled once step one is recorded, while the run waits: a cancel between the
+            # step's body (its ledger row) and its record is refused at that record instead
+            run_id = live_harness.row(job_id).run_id
             deadline = time.monotonic() + 20
-            while not Ledger.objects.filter(token=token, phase="one").exists():
-                assert time.monotonic() < deadline, "the job never started"
+            while [r.name for r in live_harness.driver.steps.list(run_id)] != ["one"]:
+                assert time.monotonic() < deadline, "step one was never recorded"
                 time.sleep(0.02)
+            assert Ledger.objects.filter(token=token, phase="one").exists()
             live_harness.driver.cancel(job_id, "operator said stop")
             deadline = time.monotonic() + 20  # its own bound: a slow start must not eat it
             while not Ledger.objects.filter(token=token, phase="two").exists():
