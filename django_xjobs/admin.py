@@ -150,6 +150,8 @@ class JobAdmin(OverviewPages, _LibraryRows):
                 "fields": (
                     "run_at",
                     "created_at",
+                    "started_at",
+                    "last_attempted_at",
                     "updated_at",
                     "visible_at",
                     "claimed_by",

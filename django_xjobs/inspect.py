@@ -86,9 +86,10 @@ def retry_job(
 ) -> dict[str, Any]:
     """Run a ``dead`` or ``failed`` job again, on the same run (SPEC INSP-06, DESIGN Q-03/Q-04).
 
-    The job becomes ready with attempt 0; its completed steps replay from storage and its
-    failed attempts stay in its history. With
-    ``from_step`` that step and every step recorded after it run again. A ``cancelled`` job
+    The job becomes ready with attempt 0 and no ``started_at`` / ``last_attempted_at`` (its
+    next claim is a first attempt again); its completed steps replay from storage and its
+    failed attempts stay in its history. With ``from_step`` that step and every step recorded
+    after it run again. A ``cancelled`` job
     needs ``force=True``; a live or ``done`` one raises ``JobNotRetryableError``::
 
         >>> retry_job(job_id, from_step="charge")["state"]
@@ -258,6 +259,8 @@ def _trace(driver: JobDriver, row: JobSnapshot) -> dict[str, Any]:
         "run_at": _iso(row.run_at),
         "created_at": _iso(row.created_at),
         "updated_at": _iso(row.updated_at),
+        "started_at": _iso(row.started_at),
+        "last_attempted_at": _iso(row.last_attempted_at),
         "last_error": row.last_error,
         "stop_reason": row.stop_reason,
         "input": row.input,

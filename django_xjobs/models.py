@@ -80,6 +80,15 @@ class Job(models.Model):
     enqueued_by = models.TextField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
+    started_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the first attempt was claimed; kept through retries and resumes, "
+        "cleared when an operator retries the job.",
+    )
+    last_attempted_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the latest attempt was claimed."
+    )
 
     class Meta:
         db_table = "x_jobs"

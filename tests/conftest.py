@@ -62,7 +62,9 @@ class Harness:
         with connection.cursor() as cursor:
             cursor.execute(
                 "UPDATE x_jobs SET run_at = run_at - %(d)s, visible_at = visible_at - %(d)s,"
-                " created_at = created_at - %(d)s, updated_at = updated_at - %(d)s",
+                " created_at = created_at - %(d)s, updated_at = updated_at - %(d)s,"
+                " started_at = started_at - %(d)s,"
+                " last_attempted_at = last_attempted_at - %(d)s",
                 {"d": timedelta(seconds=seconds)},
             )
             cursor.execute(

@@ -282,6 +282,20 @@ def test_retry_from_a_chosen_step_on_the_detail_page(admin_client):
     assert admin_client.get(f"/admin/django_xjobs/job/{job_id}/retry-from-step/").status_code == 403
 
 
+def test_the_detail_page_shows_when_the_job_started_and_was_last_attempted(admin_client):
+    job_id = jobs.ok.enqueue(n=31).id
+    run_until_idle()
+    row = Job.objects.get(id=job_id)
+    assert row.started_at is not None and row.last_attempted_at is not None
+    page = admin_client.get(f"/admin/django_xjobs/job/{job_id}/change/")
+    fields = page.context["adminform"].form.fields
+    assert {"started_at", "last_attempted_at"} <= set(page.context["adminform"].readonly_fields)
+    assert not {"started_at", "last_attempted_at"} & set(fields)  # shown, never a form input
+    body = page.content.decode()
+    for label in ("Started at", "Last attempted at", "When the first attempt was claimed"):
+        assert label in body, label
+
+
 # --- operator safety (issue 10, item 6) and unknown job names (item 3) --------------------------
 
 

@@ -32,8 +32,10 @@ def request(name="tests.jobs.ok", key="k", queue="default", tenant=None, delay=N
     )
 
 
-def claim(driver, limit=10, queues=("default",), worker="w1", vis=VIS):
-    return driver.claim(queues=list(queues), limit=limit, visibility_timeout=vis, worker_id=worker)
+def claim(driver, limit=10, queues=("default",), worker="w1", vis=VIS, lapsed=True):
+    return driver.claim(
+        queues=list(queues), limit=limit, visibility_timeout=vis, worker_id=worker, lapsed=lapsed
+    )
 
 
 # --- (a) live set and dedupe namespace -------------------------------------------------------
@@ -174,6 +176,60 @@ def test_lease_01_t4_a_lapsed_running_row_is_claimed_again_with_a_new_token(harn
     assert second.id == first.id
     assert second.attempt == 2
     assert second.lease_token != first.lease_token
+
+
+# How the first attempt ends before the job is claimed again: the plain claim takes a retried
+# or resumed row, claim_lapsed (its waiting half first, then its lapsed half) a lapsed one.
+@pytest.mark.parametrize("ending", ["retried", "suspended", "lapsed"])
+def test_started_at_is_the_first_claim_and_last_attempted_at_the_latest(harness, ending):
+    job_id = jobs.ok.enqueue(n=1).id
+    fresh = harness.row(job_id)
+    assert (fresh.started_at, fresh.last_attempted_at) == (None, None)
+    sweep = ending == "lapsed"
+    [job] = claim(harness.driver, vis=5, lapsed=sweep)
+    first = harness.row(job_id)
+    assert first.started_at is not None
+    assert first.last_attempted_at == first.started_at
+    if ending == "retried":
+        assert harness.driver.retry(RetryAt(job.id, job.lease_token, delay=60, error="x"))
+    elif ending == "suspended":
+        assert harness.driver.suspend(SuspendUntil(job.id, job.lease_token, delay=60))
+    settled = harness.row(job_id)
+    assert (settled.started_at, settled.last_attempted_at) == (first.started_at, first.started_at)
+    harness.advance(60)
+    started = harness.row(job_id).started_at  # the first claim, 60 s further in the past
+    [again] = claim(harness.driver, worker="w2", lapsed=sweep)
+    assert again.id == job_id
+    second = harness.row(job_id)
+    assert second.started_at == started
+    assert second.last_attempted_at > started
+
+
+def test_an_operator_retry_clears_the_attempt_times_and_the_next_claim_starts_over(harness):
+    job_id = jobs.ok.enqueue(n=1).id
+    [job] = claim(harness.driver)
+    assert harness.driver.finish(Finish(job.id, job.lease_token, "dead", error="E"))
+    harness.advance(60)
+    before = harness.row(job_id)
+    requeued = harness.driver.requeue(job_id, from_step=None, force=False)
+    assert (requeued.started_at, requeued.last_attempted_at) == (None, None)
+    assert requeued == harness.row(job_id)
+    claim(harness.driver)
+    again = harness.row(job_id)
+    assert again.started_at == again.last_attempted_at
+    assert again.started_at > before.started_at
+
+
+def test_a_cancel_keeps_the_attempt_times_and_returns_them(harness):
+    job_id = jobs.ok.enqueue(n=1).id
+    claim(harness.driver)
+    claimed = harness.row(job_id)
+    cancelled = harness.driver.cancel(job_id, "stop")
+    assert cancelled == harness.row(job_id)
+    assert (cancelled.started_at, cancelled.last_attempted_at) == (
+        claimed.started_at,
+        claimed.last_attempted_at,
+    )
 
 
 @pytest.mark.parametrize("final", ["done", "dead", "failed"])

@@ -388,6 +388,8 @@ def test_insp_02_03_the_trace_is_plain_json_with_steps_in_seconds(harness):
         "run_at": row.run_at.isoformat(),
         "created_at": row.created_at.isoformat(),
         "updated_at": row.updated_at.isoformat(),
+        "started_at": row.started_at.isoformat(),
+        "last_attempted_at": row.last_attempted_at.isoformat(),
         "last_error": None,
         "stop_reason": None,
         "input": {"n": 4},

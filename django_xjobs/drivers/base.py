@@ -180,6 +180,10 @@ class JobSnapshot:
     errors: tuple[FailedAttempt, ...] = ()
     #: a holder whose lease lapsed while it looked alive; judged at the next lapse
     lapsed_holder: str | None = None
+    #: when the first attempt was claimed: kept through retries, cleared by an operator's retry
+    started_at: datetime | None = None
+    #: when the latest attempt was claimed
+    last_attempted_at: datetime | None = None
 
 
 @dataclass(frozen=True)

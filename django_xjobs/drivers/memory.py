@@ -187,6 +187,8 @@ class MemoryDriver:
                     claimed_by=worker_id,
                     lease_token=uuid.uuid4(),
                     visible_at=now + timedelta(seconds=visibility_timeout),
+                    started_at=row.started_at or now,
+                    last_attempted_at=now,
                     updated_at=now,
                 )
                 self._rows[row.id] = row
@@ -462,6 +464,8 @@ class MemoryDriver:
                 row,
                 state="ready",
                 attempt=0,
+                started_at=None,
+                last_attempted_at=None,
                 run_at=now,
                 stop_reason=None,
                 visible_at=None,
@@ -529,5 +533,9 @@ class MemoryDriver:
                     visible_at=None if row.visible_at is None else row.visible_at - delta,
                     created_at=row.created_at - delta,
                     updated_at=row.updated_at - delta,
+                    started_at=None if row.started_at is None else row.started_at - delta,
+                    last_attempted_at=(
+                        None if row.last_attempted_at is None else row.last_attempted_at - delta
+                    ),
                 )
             self._presence.shift(delta)

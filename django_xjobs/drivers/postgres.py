@@ -536,6 +536,8 @@ def snapshot(row: Any) -> JobSnapshot:
         lease_expiries=row.lease_expiries,
         errors=tuple(history.FailedAttempt.from_json(e) for e in row.errors),
         lapsed_holder=getattr(row, "lapsed_holder", None),  # a settle's RETURNING has none
+        started_at=row.started_at,
+        last_attempted_at=row.last_attempted_at,
     )
 
 

@@ -124,9 +124,10 @@ SELECT id, run_id FROM x_jobs WHERE id = ANY(%(ids)s::uuid[]);
 -- whatever the statistics say: the filter is written as "none of the other states" because the
 -- claimable states, spelled out, would also prove the live-key index's predicate, and with stale
 -- statistics the planner reads that whole index and sorts it (migration 0006). Every claim mints
--- a new lease token; the previous holder's writes are refused from here on (DESIGN Q-01). Only
--- what a run needs comes back, in claim order. Running rows whose lease lapsed are taken by
--- claim_lapsed, which the worker runs on its own timer.
+-- a new lease token; the previous holder's writes are refused from here on (DESIGN Q-01), and
+-- stamps the attempt: started_at once per job, last_attempted_at every time. Only what a run
+-- needs comes back, in claim order. Running rows whose lease lapsed are taken by claim_lapsed,
+-- which the worker runs on its own timer.
 WITH picked AS (
     SELECT w.id
     FROM unnest(%(queues)s::text[]) AS q(name)
@@ -148,6 +149,8 @@ WITH picked AS (
         claimed_by = %(worker_id)s,
         lease_token = gen_random_uuid(),
         visible_at = now() + make_interval(secs => %(visibility_timeout)s),
+        started_at = COALESCE(j.started_at, now()),
+        last_attempted_at = now(),
         updated_at = now()
     -- The picked rows found again by their keys, as one array: a join with `picked` is planned
     -- from statistics, and with none (a table filled since TRUNCATE) or stale ones it read the
@@ -242,6 +245,8 @@ WITH waiting AS (
         claimed_by = %(worker_id)s,
         lease_token = gen_random_uuid(),
         visible_at = now() + make_interval(secs => %(visibility_timeout)s),
+        started_at = COALESCE(j.started_at, now()),
+        last_attempted_at = now(),
         updated_at = now()
     -- by key, as in claim; a lapsed row's verdict is looked up by its id (waiting rows have none)
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
@@ -446,15 +451,20 @@ WHERE id = %(id)s
   AND state IN ('ready', 'delayed', 'running', 'suspended')
 RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
           priority, run_at, visible_at, claimed_by, lease_token, last_error, stop_reason, result,
-          tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries, errors;
+          tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries, errors,
+          started_at, last_attempted_at;
 
 -- name: requeue
 -- Run a finished job again from its stored steps (SPEC INSP-06, DESIGN Q-03): only from the
 -- states in `states` (dead, failed; cancelled with force). Same run_id, attempt 0, due now;
--- last_error stays as history. Wakes the queue's listeners once the transaction commits.
+-- last_error and the failed attempts stay as history. Its attempt times are cleared with the
+-- attempt count: its next claim is a first attempt again. Wakes the queue's listeners once the
+-- transaction commits.
 UPDATE x_jobs
 SET state = 'ready',
     attempt = 0,
+    started_at = NULL,
+    last_attempted_at = NULL,
     lease_expiries = 0,
     lapsed_holder = NULL,
     run_at = now(),
@@ -468,6 +478,7 @@ WHERE id = %(id)s
 RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
           priority, run_at, visible_at, claimed_by, lease_token, last_error, stop_reason, result,
           tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries, errors,
+          started_at, last_attempted_at,
           pg_notify('xjobs', queue) AS notified;
 
 -- name: requeue_from_step
