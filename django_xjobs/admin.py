@@ -152,6 +152,7 @@ class JobAdmin(OverviewPages, _LibraryRows):
                     "created_at",
                     "started_at",
                     "last_attempted_at",
+                    "attempted_by",
                     "updated_at",
                     "visible_at",
                     "claimed_by",

@@ -261,6 +261,7 @@ def _trace(driver: JobDriver, row: JobSnapshot) -> dict[str, Any]:
         "updated_at": _iso(row.updated_at),
         "started_at": _iso(row.started_at),
         "last_attempted_at": _iso(row.last_attempted_at),
+        "attempted_by": row.attempted_by,
         "last_error": row.last_error,
         "stop_reason": row.stop_reason,
         "input": row.input,

@@ -89,6 +89,11 @@ class Job(models.Model):
     last_attempted_at = models.DateTimeField(
         null=True, blank=True, help_text="When the latest attempt was claimed."
     )
+    attempted_by = models.TextField(
+        null=True,
+        blank=True,
+        help_text="The worker that claimed the latest attempt (kept once it settles).",
+    )
 
     class Meta:
         db_table = "x_jobs"

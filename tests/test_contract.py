@@ -190,12 +190,15 @@ def test_started_at_is_the_first_claim_and_last_attempted_at_the_latest(harness,
     first = harness.row(job_id)
     assert first.started_at is not None
     assert first.last_attempted_at == first.started_at
+    assert first.attempted_by == first.claimed_by is not None
     if ending == "retried":
         assert harness.driver.retry(RetryAt(job.id, job.lease_token, delay=60, error="x"))
     elif ending == "suspended":
         assert harness.driver.suspend(SuspendUntil(job.id, job.lease_token, delay=60))
     settled = harness.row(job_id)
     assert (settled.started_at, settled.last_attempted_at) == (first.started_at, first.started_at)
+    if ending != "lapsed":  # a settled run lets go of the job, and its worker stays named
+        assert (settled.claimed_by, settled.attempted_by) == (None, first.attempted_by)
     harness.advance(60)
     started = harness.row(job_id).started_at  # the first claim, 60 s further in the past
     [again] = claim(harness.driver, worker="w2", lapsed=sweep)
@@ -203,6 +206,7 @@ def test_started_at_is_the_first_claim_and_last_attempted_at_the_latest(harness,
     second = harness.row(job_id)
     assert second.started_at == started
     assert second.last_attempted_at > started
+    assert second.attempted_by == "w2"
 
 
 def test_an_operator_retry_clears_the_attempt_times_and_the_next_claim_starts_over(harness):
@@ -212,7 +216,11 @@ def test_an_operator_retry_clears_the_attempt_times_and_the_next_claim_starts_ov
     harness.advance(60)
     before = harness.row(job_id)
     requeued = harness.driver.requeue(job_id, from_step=None, force=False)
-    assert (requeued.started_at, requeued.last_attempted_at) == (None, None)
+    assert (requeued.started_at, requeued.last_attempted_at, requeued.attempted_by) == (
+        None,
+        None,
+        None,
+    )
     assert requeued == harness.row(job_id)
     claim(harness.driver)
     again = harness.row(job_id)

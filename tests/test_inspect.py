@@ -390,6 +390,7 @@ def test_insp_02_03_the_trace_is_plain_json_with_steps_in_seconds(harness):
         "updated_at": row.updated_at.isoformat(),
         "started_at": row.started_at.isoformat(),
         "last_attempted_at": row.last_attempted_at.isoformat(),
+        "attempted_by": row.attempted_by,
         "last_error": None,
         "stop_reason": None,
         "input": {"n": 4},

@@ -184,6 +184,8 @@ class JobSnapshot:
     started_at: datetime | None = None
     #: when the latest attempt was claimed
     last_attempted_at: datetime | None = None
+    #: the worker that claimed the latest attempt; unlike ``claimed_by``, kept once it settles
+    attempted_by: str | None = None
 
 
 @dataclass(frozen=True)

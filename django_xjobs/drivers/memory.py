@@ -189,6 +189,7 @@ class MemoryDriver:
                     visible_at=now + timedelta(seconds=visibility_timeout),
                     started_at=row.started_at or now,
                     last_attempted_at=now,
+                    attempted_by=worker_id,
                     updated_at=now,
                 )
                 self._rows[row.id] = row
@@ -466,6 +467,7 @@ class MemoryDriver:
                 attempt=0,
                 started_at=None,
                 last_attempted_at=None,
+                attempted_by=None,
                 run_at=now,
                 stop_reason=None,
                 visible_at=None,

@@ -538,6 +538,7 @@ def snapshot(row: Any) -> JobSnapshot:
         lapsed_holder=getattr(row, "lapsed_holder", None),  # a settle's RETURNING has none
         started_at=row.started_at,
         last_attempted_at=row.last_attempted_at,
+        attempted_by=row.attempted_by,
     )
 
 

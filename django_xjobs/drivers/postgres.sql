@@ -151,6 +151,7 @@ WITH picked AS (
         visible_at = now() + make_interval(secs => %(visibility_timeout)s),
         started_at = COALESCE(j.started_at, now()),
         last_attempted_at = now(),
+        attempted_by = %(worker_id)s,
         updated_at = now()
     -- The picked rows found again by their keys, as one array: a join with `picked` is planned
     -- from statistics, and with none (a table filled since TRUNCATE) or stale ones it read the
@@ -247,6 +248,7 @@ WITH waiting AS (
         visible_at = now() + make_interval(secs => %(visibility_timeout)s),
         started_at = COALESCE(j.started_at, now()),
         last_attempted_at = now(),
+        attempted_by = %(worker_id)s,
         updated_at = now()
     -- by key, as in claim; a lapsed row's verdict is looked up by its id (waiting rows have none)
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
@@ -452,7 +454,7 @@ WHERE id = %(id)s
 RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
           priority, run_at, visible_at, claimed_by, lease_token, last_error, stop_reason, result,
           tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries, errors,
-          started_at, last_attempted_at;
+          started_at, last_attempted_at, attempted_by;
 
 -- name: requeue
 -- Run a finished job again from its stored steps (SPEC INSP-06, DESIGN Q-03): only from the
@@ -465,6 +467,7 @@ SET state = 'ready',
     attempt = 0,
     started_at = NULL,
     last_attempted_at = NULL,
+    attempted_by = NULL,
     lease_expiries = 0,
     lapsed_holder = NULL,
     run_at = now(),
@@ -478,7 +481,7 @@ WHERE id = %(id)s
 RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
           priority, run_at, visible_at, claimed_by, lease_token, last_error, stop_reason, result,
           tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries, errors,
-          started_at, last_attempted_at,
+          started_at, last_attempted_at, attempted_by,
           pg_notify('xjobs', queue) AS notified;
 
 -- name: requeue_from_step

@@ -1,0 +1,479 @@
+"""``django.tasks`` tasks as jobs: the API's names (Django 6, or the ``django-tasks`` backport on
+Django 5.2), the job a task's row runs as, and the ``TaskResult`` a row reads back as.
+
+A task enqueued through ``XJobsBackend`` is an ordinary ``x_jobs`` row named by the task's
+module path (``shop.tasks.send_email``), with ``{"args": [...], "kwargs": {...}, "backend":
+alias}`` as its input. A worker finds the task again by importing that path, so every worker,
+retry, lease and operator tool treats it like any job.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from inspect import iscoroutinefunction
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from . import conf, log, signals
+from .drivers import get_driver
+from .drivers.base import EnqueueRequest, JobSnapshot
+from .errors import ConfigInvalidError, InputInvalidError, ResultInvalidError
+from .ids import uuid7
+from .payload import NotJSON, check_json, encode
+from .retry import Retry
+from .tracing import current_traceparent
+
+#: the backend's import path, as the TASKS setting names it
+BACKEND_PATH = "django_xjobs.backends.XJobsBackend"
+
+if importlib.util.find_spec("django.tasks") is not None:  # Django 6.0+
+    TASKS_MODULE, _JSON, _INVALID = "django.tasks", "django.utils.json", "InvalidTask"
+elif importlib.util.find_spec("django_tasks") is not None:  # the backport, on Django 5.2
+    TASKS_MODULE, _JSON, _INVALID = "django_tasks", "django_tasks.utils", "InvalidTaskError"
+else:  # pragma: no cover - the import error is the message
+    raise ImportError(
+        f"{BACKEND_PATH} needs Django 6.0+ (django.tasks) or, on Django 5.2, the django-tasks "
+        "backport: pip install 'django-xjobs[tasks]' and add \"django_tasks\" to INSTALLED_APPS"
+    )
+
+# The same names from whichever is installed: the two are different classes, so each is taken
+# from the one in use, once, here.
+_base = importlib.import_module(f"{TASKS_MODULE}.base")
+_exceptions = importlib.import_module(f"{TASKS_MODULE}.exceptions")
+_signals = importlib.import_module(f"{TASKS_MODULE}.signals")
+Task: Any = _base.Task
+TaskContext: Any = _base.TaskContext
+TaskError: Any = _base.TaskError
+TaskResult: Any = _base.TaskResult
+TaskResultStatus: Any = _base.TaskResultStatus
+task: Any = _base.task
+BaseTaskBackend: Any = importlib.import_module(f"{TASKS_MODULE}.backends.base").BaseTaskBackend
+InvalidTask: Any = getattr(_exceptions, _INVALID)
+TaskResultDoesNotExist: Any = _exceptions.TaskResultDoesNotExist
+task_enqueued: Any = _signals.task_enqueued
+task_started: Any = _signals.task_started
+task_finished: Any = _signals.task_finished
+normalize_json: Any = importlib.import_module(_JSON).normalize_json
+
+__all__ = [
+    "BaseTaskBackend",
+    "InvalidTask",
+    "Task",
+    "TaskContext",
+    "TaskError",
+    "TaskJob",
+    "TaskResult",
+    "TaskResultDoesNotExist",
+    "TaskResultStatus",
+    "normalize_json",
+    "task",
+    "task_enqueued",
+    "task_finished",
+    "task_started",
+]
+
+#: a task's failed run is not retried unless the backend's OPTIONS say so (Django's semantics)
+NO_RETRY = Retry(attempts=1)
+
+_STATUS = {
+    "ready": TaskResultStatus.READY,
+    "delayed": TaskResultStatus.READY,
+    # a parked row (its task could not be imported yet) is waiting to run, not running
+    "suspended": TaskResultStatus.READY,
+    "running": TaskResultStatus.RUNNING,
+    "done": TaskResultStatus.SUCCESSFUL,
+    "failed": TaskResultStatus.FAILED,
+    "dead": TaskResultStatus.FAILED,
+    "cancelled": TaskResultStatus.FAILED,
+}
+_FINISHED = {"done", "failed", "dead", "cancelled"}
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """What a task cannot declare on ``@task``, from the backend's ``OPTIONS``."""
+
+    retry: Retry = NO_RETRY
+    timeout: float | None = None
+
+
+def backend_aliases() -> list[str]:
+    """The ``TASKS`` aliases served by ``XJobsBackend``, read from the setting (no backend is
+    built, so this is safe while apps load)."""
+    tasks = getattr(settings, "TASKS", None)
+    if not isinstance(tasks, Mapping):
+        return []
+    return [
+        alias
+        for alias, params in tasks.items()
+        if isinstance(params, Mapping) and params.get("BACKEND") == BACKEND_PATH
+    ]
+
+
+def task_queues() -> set[str]:
+    """The queues ``XJobsBackend`` aliases accept, for the queues a worker watches by default."""
+    found: set[str] = set()
+    tasks: Mapping[str, Any] = settings.TASKS
+    for alias in backend_aliases():
+        queues = tasks[alias].get("QUEUES", ["default"])
+        if isinstance(queues, list | tuple | set | frozenset):
+            found.update(q for q in queues if isinstance(q, str))
+    return found
+
+
+def is_task_row(row: JobSnapshot) -> bool:
+    """Whether ``row`` is a ``django.tasks`` task's row (its input is the call, not job inputs)."""
+    data = row.input
+    return (
+        isinstance(data, dict)
+        and data.keys() == {"args", "kwargs", "backend"}
+        and isinstance(data["args"], list)
+        and isinstance(data["kwargs"], dict)
+        and isinstance(data["backend"], str)
+    )
+
+
+class TaskJob:
+    """A ``django.tasks`` task seen as a job: what the worker, the retry decision and the
+    operator tools read from a handle, and how one run calls the task."""
+
+    step_timeout: float | None = None
+    event_poll: float | None = None
+    concurrency: int | None = None
+    tenant: Any = None
+
+    def __init__(self, task: Any, options: TaskOptions) -> None:
+        self.task = task
+        self.fn = task.func
+        self.name: str = task.module_path
+        self.queue: str = task.queue_name
+        self.priority: int = task.priority
+        self.retry = options.retry
+        self.timeout = options.timeout
+        self.is_async = iscoroutinefunction(task.func)
+        self.origin = f"django.tasks task {task.module_path}"
+        self.__doc__ = task.func.__doc__
+
+    def __repr__(self) -> str:
+        return f"<TaskJob {self.name} queue={self.queue}>"
+
+    def invoke(self, ctx: Any, inputs: dict[str, Any]) -> Any:
+        """Run the task for one claimed row, as Django's contract says: ``task_started`` with a
+        RUNNING result, then ``task.call(*args, **kwargs)`` (the context first when the task
+        takes it); the return value is normalised to JSON as Django does."""
+        row = get_driver().get_job(ctx.job_id)
+        if row is None or not is_task_row(row):
+            raise ResultInvalidError(f"job {ctx.job_id} is not a django.tasks row any more")
+        result = task_result(row, self.task_for(row))
+        task = result.task
+        task_started.send(type(task.get_backend()), task_result=result)
+        args, kwargs = list(row.input["args"]), dict(row.input["kwargs"])
+        if task.takes_context:
+            value = task.call(TaskContext(task_result=result), *args, **kwargs)
+        else:
+            value = task.call(*args, **kwargs)
+        try:
+            return normalize_json(value)
+        except (TypeError, ValueError) as error:
+            raise ResultInvalidError(
+                f"task {self.name!r} returned a value JSON cannot hold: {error}",
+                hint="return plain JSON values (dicts, lists, strings, numbers, booleans, None)",
+            ) from None
+
+    # what a cron occurrence calls (cron.py, the scheduler): the task's own backend and options
+
+    def build_request(self, inputs: dict[str, Any]) -> EnqueueRequest:
+        """The row for ``task(**inputs)``, keyed for the scheduler to scope by occurrence."""
+        if not resolves(self.task):
+            raise InvalidTask(unresolved_message(self.task))
+        return build_request(
+            self.task, (), inputs, self.task.backend, self.options(), key=self.name
+        )
+
+    def enqueue(self, **inputs: Any) -> Any:
+        """``task.enqueue(**inputs)`` through its backend (a cron fired by hand)."""
+        return self.task.enqueue(**inputs)
+
+    def announce(self, request: EnqueueRequest, job_id: Any) -> None:
+        """``task_enqueued`` for a row the scheduler inserted."""
+        result = enqueued_result(self.task, request, job_id)
+        task_enqueued.send(type(self.task.get_backend()), task_result=result)
+
+    def options(self) -> TaskOptions:
+        return options_for(self.task.backend)
+
+    def task_for(self, row: JobSnapshot) -> Any:
+        """The task as it was enqueued: its backend, queue and priority from the row."""
+        changes: dict[str, Any] = {}
+        alias = row.input.get("backend", self.task.backend)
+        if alias != self.task.backend:
+            changes["backend"] = alias
+        if row.queue != self.task.queue_name:
+            changes["queue_name"] = row.queue
+        if row.priority != self.task.priority:
+            changes["priority"] = row.priority
+        return self.task.using(**changes) if changes else self.task
+
+
+def task_result(row: JobSnapshot, task: Any) -> Any:
+    """``row`` as Django's ``TaskResult``."""
+    status = _STATUS[row.state]
+    attempts = row.attempt
+    errors = [
+        TaskError(exception_class_path=e.exception, traceback=e.traceback or e.message)
+        for e in row.errors
+    ]
+    if status == TaskResultStatus.FAILED and not errors:
+        # a job cancelled (or failed) before any attempt failed still says why
+        errors.append(
+            TaskError(
+                exception_class_path="django_xjobs.errors.JobCancelledError"
+                if row.state == "cancelled"
+                else "django_xjobs.errors.XJobsError",
+                traceback=row.last_error or row.stop_reason or row.state,
+            )
+        )
+    result: Any = TaskResult(
+        task=task,
+        id=str(row.id),
+        status=status,
+        enqueued_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.updated_at if row.state in _FINISHED else None,
+        last_attempted_at=row.last_attempted_at,
+        args=list(row.input["args"]),
+        kwargs=dict(row.input["kwargs"]),
+        backend=row.input["backend"],
+        errors=errors,
+        # the worker of each earlier attempt is not kept: every entry names the latest one
+        worker_ids=[row.claimed_by] * attempts if row.claimed_by else [],
+    )
+    if status == TaskResultStatus.SUCCESSFUL:
+        object.__setattr__(result, "_return_value", row.result)
+    return result
+
+
+# --- enqueue ---------------------------------------------------------------------------------
+
+
+def build_request(
+    task: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    alias: str,
+    options: TaskOptions,
+    *,
+    key: str | None = None,
+) -> EnqueueRequest:
+    """The job row for one call of ``task``: the call normalised as Django's ``TaskResult``
+    does and checked to round-trip through ``jsonb``. Without ``key``, the run is a run of its
+    own (Django's semantics: every enqueue runs); the scheduler passes one per occurrence."""
+    try:
+        call = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
+        check_json(call, "arguments")
+    except NotJSON as error:
+        raise InputInvalidError(
+            f"task {task.module_path!r}: {error.path}: {error.reason}",
+            hint="task arguments are stored as JSON; pass ids and plain values",
+        ) from None
+    except (TypeError, ValueError) as error:
+        raise InputInvalidError(
+            f"task {task.module_path!r}: an argument JSON cannot hold: {error}",
+            hint="task arguments are stored as JSON; pass ids and plain values",
+        ) from None
+    payload = {**call, "backend": alias}
+    job_id = uuid7()
+    run_at, delay = _when(task.run_after)
+    return EnqueueRequest(
+        id=job_id,
+        name=task.module_path,
+        queue=task.queue_name,
+        input=payload,
+        input_json=encode(
+            payload,
+            limit=conf.get().max_payload_bytes,
+            what=f"the arguments of task {task.module_path!r}",
+        ),
+        idempotency_key=str(job_id) if key is None else key,
+        max_attempts=options.retry.attempts,
+        priority=task.priority,
+        run_at=run_at,
+        delay=delay,
+        traceparent=current_traceparent(),
+    )
+
+
+def enqueued_result(task: Any, request: EnqueueRequest, job_id: Any = None) -> Any:
+    """The READY result an enqueue of ``request`` returns."""
+    return TaskResult(
+        task=task,
+        id=str(job_id or request.id),
+        status=TaskResultStatus.READY,
+        enqueued_at=timezone.now(),
+        started_at=None,
+        finished_at=None,
+        last_attempted_at=None,
+        args=request.input["args"],
+        kwargs=request.input["kwargs"],
+        backend=request.input["backend"],
+        errors=[],
+        worker_ids=[],
+    )
+
+
+def _when(run_after: Any) -> tuple[datetime | None, float | None]:
+    """``(run_at, delay)``: a ``timedelta`` counts from the enqueue; a naive datetime
+    (``USE_TZ = False``) is local time."""
+    if run_after is None:
+        return None, None
+    if isinstance(run_after, timedelta):
+        return None, run_after.total_seconds()
+    return (run_after if timezone.is_aware(run_after) else timezone.make_aware(run_after)), None
+
+
+# --- finding a task from a row's name -------------------------------------------------------
+
+_lock = threading.Lock()
+_jobs: dict[str, TaskJob | None] = {}
+
+
+def task_job(name: str) -> TaskJob | None:
+    """The job a row named ``name`` runs as, if ``name`` is the module path of a task; looked up
+    once per process (a miss too: the code of a running process does not change)."""
+    try:
+        return _jobs[name]
+    except KeyError:
+        pass
+    found = _find(name)
+    with _lock:
+        return _jobs.setdefault(name, found)
+
+
+def remember(task: Any, options: TaskOptions) -> TaskJob:
+    """The job for ``task``, now known to this process (an enqueue has just resolved it)."""
+    with _lock:
+        known = _jobs.get(task.module_path)
+        if known is None or known.task.func is not task.func or known.retry != options.retry:
+            known = _jobs[task.module_path] = TaskJob(_declared(task), options)
+        return known
+
+
+def forget() -> None:
+    """Drop what was looked up (tests that declare tasks on the fly)."""
+    with _lock:
+        _jobs.clear()
+
+
+def unresolved_message(task: Any) -> str:
+    return (
+        f"Task {task.module_path!r} cannot be found again by its module path, so no worker "
+        "could run it: declare it with @task at module level under the name of its function."
+    )
+
+
+def resolves(task: Any) -> bool:
+    """Whether importing ``task.module_path`` gives back this task, as a worker will do."""
+    try:
+        found = import_string(task.module_path)
+    except Exception:
+        return False
+    return isinstance(found, Task) and found.func is task.func
+
+
+def _declared(task: Any) -> Any:
+    """The task as its module declares it (``using()`` copies differ per enqueue)."""
+    found = import_string(task.module_path)
+    return found if isinstance(found, Task) else task
+
+
+def _find(name: str) -> TaskJob | None:
+    if "." not in name or not all(part.isidentifier() for part in name.split(".")):
+        return None
+    try:
+        found = import_string(name)
+    except ImportError:
+        return None
+    except Exception as error:  # the module itself is broken: say so, once
+        log.event(logging.ERROR, "xjobs.task.import_failed", task=name, error=error)
+        return None
+    if not isinstance(found, Task):
+        return None
+    return TaskJob(found, options_for(found.backend))
+
+
+def options_for(alias: str) -> TaskOptions:
+    """The ``OPTIONS`` of ``alias`` when it is an ``XJobsBackend``, else the defaults."""
+    if alias not in backend_aliases():
+        return TaskOptions()
+    tasks: Mapping[str, Any] = settings.TASKS
+    return parse_options(tasks[alias].get("OPTIONS", {}), alias)
+
+
+def parse_options(raw: Any, alias: str) -> TaskOptions:
+    """``OPTIONS`` checked: ``RETRY`` (a ``Retry`` or a dict of its arguments) and ``TIMEOUT``
+    (a duration); anything else is refused, naming the key."""
+    from .durations import parse_optional
+
+    where = f'TASKS["{alias}"]["OPTIONS"]'
+    if not isinstance(raw, Mapping):
+        raise ConfigInvalidError(f"{where} must be a dict, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - {"RETRY", "TIMEOUT"})
+    if unknown:
+        hint = "known keys: RETRY, TIMEOUT"
+        if "VISIBILITY_TIMEOUT" in unknown:
+            hint = (
+                'a lease is the worker\'s XJOBS["VISIBILITY_TIMEOUT"], renewed while the task '
+                "runs; set it there. " + hint
+            )
+        raise ConfigInvalidError(f"{where} has unknown key(s) {', '.join(unknown)}", hint=hint)
+    retry = raw.get("RETRY", NO_RETRY)
+    if isinstance(retry, Mapping):
+        try:
+            retry = Retry(**retry)
+        except TypeError as error:
+            raise ConfigInvalidError(
+                f"{where}['RETRY']: {error}",
+                hint="e.g. {'attempts': 5, 'delay': '2s', 'backoff': 'exponential'}",
+            ) from None
+        except Exception as error:
+            message = getattr(error, "message", str(error))
+            raise ConfigInvalidError(
+                f"{where}['RETRY']: {message}", hint=getattr(error, "hint", None)
+            ) from None
+    if not isinstance(retry, Retry):
+        raise ConfigInvalidError(
+            f"{where}['RETRY'] must be a Retry(...) or a dict of its arguments, got {retry!r}",
+            hint="e.g. Retry(attempts=5, delay='2s')",
+        )
+    try:
+        timeout = parse_optional(raw.get("TIMEOUT"), field=f"{where}['TIMEOUT']")
+    except Exception as error:
+        message = getattr(error, "message", str(error))
+        raise ConfigInvalidError(message, hint=getattr(error, "hint", None)) from None
+    return TaskOptions(retry=retry, timeout=timeout)
+
+
+# --- task_finished, once the run's end is written --------------------------------------------
+
+
+def _finished(sender: Any, job: Any, outcome: str, **kwargs: Any) -> None:
+    """Django's ``task_finished`` for a task's run, with the result as stored after its settle
+    (a run that no longer held its job sends nothing: the run that holds it will)."""
+    if not isinstance(sender, TaskJob) or outcome in ("lease_lost", "suspended"):
+        return
+    row = get_driver().get_job(job.id)
+    if row is None or not is_task_row(row):
+        return
+    result = task_result(row, sender.task_for(row))
+    task_finished.send(type(result.task.get_backend()), task_result=result)
+
+
+signals.job_finished.connect(_finished, dispatch_uid="django_xjobs.djtasks.task_finished")

@@ -1,0 +1,354 @@
+"""Django's own task API on django-xjobs: ``XJobsBackend`` (issue 14).
+
+Tasks are declared in tests/tasks.py with Django's decorator (Django 6's ``django.tasks``, or the
+``django-tasks`` backport on Django 5.2) and run by the same claim, execute and settle as jobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from datetime import timedelta
+from uuid import uuid4
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.core import checks
+from django.db import transaction
+from django.test import override_settings
+from django.utils import timezone
+
+from django_xjobs import cancel_job, registry
+from django_xjobs.backends import XJobsBackend
+from django_xjobs.djtasks import (
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
+from django_xjobs.errors import ConfigInvalidError, InputInvalidError
+from django_xjobs.models import Job, OutboxEntry
+from django_xjobs.testing import run_until_idle
+from tests import jobs, tasks
+from tests.models import Ledger
+
+TASKS = dict(
+    default={"BACKEND": "django_xjobs.backends.XJobsBackend", "QUEUES": ["default", "other"]},
+    retrying={
+        "BACKEND": "django_xjobs.backends.XJobsBackend",
+        "OPTIONS": {"RETRY": {"attempts": 3, "delay": "1s", "jitter": False}},
+    },
+)
+
+
+@contextlib.contextmanager
+def received(signal) -> Iterator[list]:
+    """The ``(sender, task_result)`` of every send of ``signal`` inside the block."""
+    seen: list = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append((sender, task_result))
+
+    signal.connect(receiver, weak=False)
+    try:
+        yield seen
+    finally:
+        signal.disconnect(receiver)
+
+
+# --- the backend as Django sees it ----------------------------------------------------------
+
+
+def test_every_capability_flag_is_on_and_tasks_use_the_backend():
+    backend = tasks.add.get_backend()
+    assert isinstance(backend, XJobsBackend)
+    assert (
+        backend.supports_defer,
+        backend.supports_async_task,
+        backend.supports_get_result,
+        backend.supports_priority,
+    ) == (True, True, True, True)
+
+
+def test_validate_task_keeps_djangos_rules_and_adds_queue_names_and_timedelta():
+    with pytest.raises(InvalidTask, match="Queue 'nope' is not valid"):
+        tasks.add.using(queue_name="nope")
+    with pytest.raises(InvalidTask, match="priority must be a whole number"):
+        tasks.add.using(priority=101)
+    with pytest.raises(InvalidTask, match="negative"):
+        tasks.add.using(run_after=timedelta(seconds=-1))
+    with (
+        override_settings(TASKS={"default": {**TASKS["default"], "QUEUES": []}}),
+        pytest.raises(InvalidTask, match="not a valid queue name"),
+    ):
+        tasks.add.using(queue_name="no spaces")
+    assert tasks.add.using(run_after=timedelta(minutes=5)).run_after == timedelta(minutes=5)
+
+
+# --- enqueue ----------------------------------------------------------------------------------
+
+
+def test_enqueue_stores_an_ordinary_job_row_whose_id_is_the_result_id(harness):
+    with received(task_enqueued) as enqueued:
+        result = tasks.add.enqueue(1, b=2)
+    row = harness.row(result.id)
+    assert result.id == str(row.id)
+    assert (row.name, row.queue, row.priority, row.state) == (
+        "tests.tasks.add",
+        "default",
+        0,
+        "ready",
+    )
+    assert row.input == {"args": [1], "kwargs": {"b": 2}, "backend": "default"}
+    assert row.max_attempts == 1  # Django's semantics: no retry unless OPTIONS say so
+    assert result.status == TaskResultStatus.READY and result.backend == "default"
+    assert (result.args, result.kwargs, result.attempts) == ([1], {"b": 2}, 0)
+    assert enqueued == [(XJobsBackend, result)]
+
+
+def test_each_enqueue_is_a_run_of_its_own(harness):
+    first, second = tasks.add.enqueue(1, 2), tasks.add.enqueue(1, 2)
+    assert first.id != second.id
+    assert harness.row(first.id).state == harness.row(second.id).state == "ready"
+
+
+def test_priority_and_queue_go_to_the_row_and_order_the_claim(harness):
+    urgent = tasks.urgent.enqueue("now")
+    row = harness.row(urgent.id)
+    assert (row.queue, row.priority) == ("other", 10)
+    low = tasks.add.using(priority=-100).enqueue(0, 0)
+    high = tasks.add.using(priority=100).enqueue(0, 1)
+    middle = tasks.add.enqueue(0, 2)
+    order = [str(e.job.id) for e in run_until_idle(queues=["default"])]
+    assert order == [high.id, middle.id, low.id]
+
+
+def test_run_after_defers_the_run_by_datetime_or_timedelta(harness):
+    later = tasks.add.using(run_after=timezone.now() + timedelta(minutes=5)).enqueue(1, 1)
+    soon = tasks.add.using(run_after=timedelta(minutes=5)).enqueue(2, 2)
+    assert harness.row(later.id).state == harness.row(soon.id).state == "delayed"
+    assert run_until_idle() == []
+    harness.advance(301)
+    assert sorted(str(e.job.id) for e in run_until_idle()) == sorted([later.id, soon.id])
+
+
+def test_arguments_json_cannot_hold_are_refused_at_enqueue_and_nothing_is_stored(harness):
+    before = len(harness.driver.list_jobs(limit=1000))
+    with pytest.raises(InputInvalidError, match="X_INPUT_INVALID") as error:
+        tasks.add.enqueue(object(), 1)
+    assert "tests.tasks.add" in str(error.value) and error.value.hint
+    with pytest.raises(InputInvalidError, match="not a JSON number"):
+        tasks.add.enqueue(float("nan"), 1)
+    assert len(harness.driver.list_jobs(limit=1000)) == before
+
+
+def test_a_task_its_module_path_does_not_find_is_refused_at_enqueue(harness):
+    with pytest.raises(InvalidTask, match="cannot be found again by its module path"):
+        tasks.misnamed.enqueue()
+    assert harness.driver.list_jobs(limit=10) == []
+
+
+# --- running it ---------------------------------------------------------------------------------
+
+
+def test_a_run_sends_started_and_finished_and_the_result_reads_back(harness):
+    result = tasks.add.enqueue(2, 3)
+    with received(task_started) as started, received(task_finished) as finished:
+        [execution] = run_until_idle(worker_id="w-1")
+    assert execution.outcome == "completed"
+    [(sender, running)] = started
+    assert sender is XJobsBackend and running.id == result.id
+    assert running.status == TaskResultStatus.RUNNING and running.worker_ids == ["w-1"]
+    [(sender, done)] = finished
+    assert sender is XJobsBackend and done.status == TaskResultStatus.SUCCESSFUL
+    stored = tasks.add.get_result(result.id)
+    assert stored.status == TaskResultStatus.SUCCESSFUL and stored.return_value == 5
+    assert (stored.attempts, stored.worker_ids, stored.errors) == (1, ["w-1"], [])
+    assert stored.enqueued_at <= stored.started_at <= stored.finished_at
+    assert stored.last_attempted_at == stored.started_at
+    assert done.finished_at == stored.finished_at
+
+
+def test_refresh_follows_the_row(harness):
+    result = tasks.add.enqueue(1, 1)
+    result.refresh()
+    assert result.status == TaskResultStatus.READY and not result.is_finished
+    run_until_idle()
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == 2
+
+
+def test_a_task_that_takes_context_sees_its_attempt_and_running_result(harness):
+    result = tasks.with_context.enqueue(label="x")
+    run_until_idle(worker_id="w-2")
+    value = tasks.with_context.get_result(result.id).return_value
+    assert value == {
+        "label": "x",
+        "attempt": 1,
+        "id": result.id,
+        "status": "RUNNING",
+        "worker_ids": ["w-2"],
+        "started": True,
+    }
+
+
+def test_an_async_task_runs(harness):
+    result = tasks.async_add.enqueue(20, 22)
+    run_until_idle()
+    assert tasks.async_add.get_result(result.id).return_value == 42
+
+
+def test_a_return_value_is_normalised_as_django_does_or_the_run_fails(harness):
+    pair, bad = tasks.pair.enqueue(), tasks.returns_object.enqueue()
+    run_until_idle()
+    assert tasks.pair.get_result(pair.id).return_value == [1, 2]
+    failed = tasks.returns_object.get_result(bad.id)
+    assert failed.status == TaskResultStatus.FAILED
+    assert failed.errors[0].exception_class_path == "django_xjobs.errors.ResultInvalidError"
+
+
+def test_a_failure_is_final_by_default_with_its_class_path_and_traceback(harness):
+    result = tasks.boom.enqueue("kaput")
+    with received(task_finished) as finished:
+        run_until_idle()
+    stored = tasks.boom.get_result(result.id)
+    assert stored.status == TaskResultStatus.FAILED and stored.attempts == 1
+    [error] = stored.errors
+    assert error.exception_class_path == "builtins.ValueError"
+    assert error.exception_class is ValueError
+    assert "kaput" in error.traceback and "Traceback" in error.traceback
+    with pytest.raises(ValueError, match="Task failed"):
+        stored.return_value  # noqa: B018 - Django's property raises
+    assert [r.status for _, r in finished] == [TaskResultStatus.FAILED]
+    assert harness.row(result.id).state == "dead"
+
+
+def test_options_retry_runs_it_again_and_each_failed_attempt_is_an_error(harness):
+    result = tasks.flaky.enqueue(failures=1)
+    with received(task_finished) as finished:
+        run_until_idle()
+    first = tasks.flaky.get_result(result.id)
+    assert first.status == TaskResultStatus.READY and len(first.errors) == 1
+    assert first.errors[0].exception_class_path == "builtins.ConnectionError"
+    assert [r.status for _, r in finished] == [TaskResultStatus.READY]
+    harness.advance(1)
+    run_until_idle()
+    done = tasks.flaky.get_result(result.id)
+    assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == {"attempt": 2}
+    assert done.attempts == 2 and len(done.errors) == 1
+
+
+def test_a_terminal_error_is_not_retried_even_with_retries_on(harness):
+    result = tasks.declined.enqueue()
+    run_until_idle()
+    stored = tasks.declined.get_result(result.id)
+    assert stored.status == TaskResultStatus.FAILED and stored.attempts == 1
+    assert stored.errors[0].exception_class_path == "django_xjobs.errors.TerminalError"
+    assert harness.row(result.id).stop_reason == "terminal"
+
+
+def test_a_cancelled_task_reads_as_failed_with_the_reason(harness):
+    result = tasks.add.enqueue(1, 1)
+    cancel_job(result.id, reason="not needed")
+    stored = tasks.add.get_result(result.id)
+    assert stored.status == TaskResultStatus.FAILED
+    [error] = stored.errors
+    assert error.exception_class_path == "django_xjobs.errors.JobCancelledError"
+    assert "not needed" in error.traceback
+
+
+# --- get_result --------------------------------------------------------------------------------
+
+
+def test_get_result_refuses_what_is_not_a_task_result_of_this_backend(harness):
+    backend = tasks.add.get_backend()
+    for bad in ("nope", "", str(uuid4())):
+        with pytest.raises(TaskResultDoesNotExist):
+            backend.get_result(bad)
+    plain = jobs.ok.enqueue(n=1)
+    with pytest.raises(TaskResultDoesNotExist):
+        backend.get_result(str(plain.id))
+    other = tasks.flaky.enqueue(failures=0)  # stored by the "retrying" alias
+    with pytest.raises(TaskResultDoesNotExist, match="in backend 'default'"):
+        backend.get_result(other.id)
+    assert tasks.flaky.get_result(other.id).id == other.id
+
+
+def test_async_enqueue_and_get_result(harness):
+    result = async_to_sync(tasks.add.aenqueue)(4, 4)
+    run_until_idle()
+    stored = async_to_sync(tasks.add.aget_result)(result.id)
+    assert stored.return_value == 8
+
+
+def test_workers_watch_the_queues_the_backends_accept():
+    with override_settings(TASKS={"default": {**TASKS["default"], "QUEUES": ["mail"]}}):
+        assert "mail" in registry.known_queues()
+    assert registry.get_job("tests.tasks.add").name == "tests.tasks.add"
+    assert registry.get_job("tests.tasks.nowhere") is None
+    assert registry.get_job("tests.tasks._not_a_task") is None
+
+
+# --- the caller's transaction ------------------------------------------------------------------
+
+
+@pytest.fixture
+def outbox_on(transactional_db):
+    with override_settings(XJOBS={"QUEUES": ["other"], "OUTBOX": "auto"}):
+        yield
+
+
+def test_inside_atomic_a_rollback_leaves_no_task_ever(outbox_on):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        result = tasks.add.enqueue(1, 2)
+        raise RuntimeError("the order could not be saved")
+    assert not Job.objects.exists() and not OutboxEntry.objects.exists()
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(result.id)
+
+
+def test_inside_atomic_the_result_id_is_the_jobs_and_answers_after_commit(outbox_on):
+    with transaction.atomic():
+        result = tasks.record.enqueue("t-1")
+        with pytest.raises(TaskResultDoesNotExist):  # staged: no job until the commit
+            tasks.record.get_result(result.id)
+    assert str(Job.objects.get().id) == result.id
+    assert tasks.record.get_result(result.id).status == TaskResultStatus.READY
+    run_until_idle()
+    assert tasks.record.get_result(result.id).return_value == "t-1"
+    assert Ledger.objects.filter(token="t-1").count() == 1
+
+
+# --- configuration -----------------------------------------------------------------------------
+
+
+def _backend_check(params) -> list[checks.CheckMessage]:
+    return XJobsBackend(
+        "probe", {"BACKEND": "django_xjobs.backends.XJobsBackend", **params}
+    ).check()
+
+
+def test_check_reports_bad_options_and_enqueue_raises_them():
+    [error] = _backend_check({"OPTIONS": {"RETRY": {"attempts": 0}}})
+    assert error.id == "django_xjobs.E010" and "RETRY" in error.msg
+    [error] = _backend_check({"OPTIONS": {"VISIBILITY_TIMEOUT": 60}})
+    assert "VISIBILITY_TIMEOUT" in error.msg and 'XJOBS["VISIBILITY_TIMEOUT"]' in error.hint
+    [error] = _backend_check({"OPTIONS": {"TIMEOUT": "-1s"}})
+    assert error.id == "django_xjobs.E010"
+    [error] = _backend_check({"QUEUES": ["ok", "not ok"]})
+    assert error.id == "django_xjobs.E011"
+    [warning] = _backend_check({"QUEUES": []})
+    assert warning.id == "django_xjobs.W010"
+    assert _backend_check({"OPTIONS": {"RETRY": {"attempts": 2}, "TIMEOUT": "5m"}}) == []
+    broken = {"default": {**TASKS["default"], "OPTIONS": {"RETRY": "often"}}}
+    with override_settings(TASKS=broken), pytest.raises(ConfigInvalidError, match="RETRY"):
+        tasks.add.enqueue(1, 1)
+
+
+def test_manage_py_check_runs_the_backend_check():
+    broken = {"default": {**TASKS["default"], "OPTIONS": {"NOPE": 1}}}
+    with override_settings(TASKS=broken):
+        found = checks.run_checks()
+    assert any(m.id == "django_xjobs.E010" and "NOPE" in m.msg for m in found)
