@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, overload
 
+from asgiref.sync import async_to_sync
+
 from . import conf, registry
 from .drivers.base import EnqueueRequest, EnqueueResult
 from .durations import Duration, parse_duration, parse_optional
@@ -90,6 +92,14 @@ class JobHandle:
             f"job {self.name!r} is not called directly",
             hint=f"queue it with {self.fn.__name__}.enqueue(...); in a unit test call {self.fn.__name__}.fn(ctx, ...)",
         )
+
+    def invoke(self, ctx: Any, inputs: dict[str, Any]) -> Any:
+        """Call the handler for one run: ``fn(ctx, **inputs)``."""
+        if self.is_async:
+            # async_to_sync, not asyncio.run: the body's sync_to_async calls (ORM, step writes)
+            # then run back on this thread, with this thread's database connection
+            return async_to_sync(self.fn)(ctx, **inputs)
+        return self.fn(ctx, **inputs)
 
     # --- per-call options -------------------------------------------------------------------
 

@@ -12,10 +12,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from asgiref.sync import async_to_sync
 from django.db import connections
 
-from . import conf, history, log, outage, registry
+from . import conf, history, log, outage, registry, signals
 from .clock import Clock
 from .context import JobContext, JobLogger, Signal
 from .drivers import sql
@@ -134,6 +133,7 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock)
             logger=JobLogger(job.name, job.id, job.attempt),
             step=AsyncSteps(steps) if handle.is_async else steps,
         )
+        signals.started(handle, job, ctx)
         with job_span(job):
             value = _run_body(handle, ctx, job, signal, body)
         result_json = _result_json(value, job.name)
@@ -160,11 +160,7 @@ def _run_body(
     handle: Any, ctx: JobContext, job: ClaimedJob, signal: Signal, body: Body | None
 ) -> Any:
     def call() -> Any:
-        if handle.is_async:
-            # async_to_sync, not asyncio.run: the body's sync_to_async calls (ORM, step writes)
-            # then run back on this thread, with this thread's database connection
-            return async_to_sync(handle.fn)(ctx, **job.input)
-        return handle.fn(ctx, **job.input)
+        return handle.invoke(ctx, job.input)
 
     if handle.timeout is None or body is None:
         return call()

@@ -29,7 +29,7 @@ from uuid import UUID
 
 from django.db import connections
 
-from .. import conf, registry
+from .. import conf, registry, signals
 from ..clock import Clock, FrozenClock, system_clock
 from ..context import Signal
 from ..drivers import get_driver, install, uninstall
@@ -71,6 +71,7 @@ def run_until_idle(
             execution = Execution(
                 Outcome.LEASE_LOST, execution.job, execution.duration, execution.settle
             )
+        signals.finished(execution, outcome=execution.outcome)
         executions.append(execution)
     raise AssertionError(f"run_until_idle ran {max_runs} jobs and the queue is still not idle")
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import log, metrics
+from .. import log, metrics, signals
 from ..context import Signal
 from ..drivers.base import ClaimedJob
 from ..errors import JobCancelledError, LeaseLostError, SlotLostError
@@ -94,6 +94,7 @@ class Run:
             error=error,
         )
         metrics.inc("xjobs_job_leases_lost_total", queue=self.job.queue)
+        signals.lease_lost(self.job, self.worker_id, reason)
         self.signal.abort(
             LeaseLostError(
                 f"job {self.job.id} is no longer held by this worker ({reason})",

@@ -13,9 +13,9 @@ from typing import Any
 
 from django.db import connections
 
-from .. import log, metrics
+from .. import log, metrics, signals
 from ..connections import mark_role_thread
-from ..drivers.base import JobDriver
+from ..drivers.base import JobDriver, Shed
 from ..execute import Execution, Outcome
 from ..settle import settle
 from .guard import SettleGuard
@@ -144,6 +144,8 @@ class Settling:
         if not settled and outcome is not Outcome.CANCELLED:
             outcome = Outcome.LEASE_LOST
         self.outcomes[outcome] += 1
+        if not isinstance(execution.settle, Shed):  # a run handed back unstarted never began
+            signals.finished(execution, outcome=outcome)
         # SPEC MET-02: one per settled run, no job-name label; a suspension is not counted
         # (nor is a shed job, which never reaches here)
         counted = "unsettled" if failed else _COUNTED.get(outcome)
