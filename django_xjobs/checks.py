@@ -74,6 +74,26 @@ def _check_jobs() -> list[checks.CheckMessage]:
                     id="django_xjobs.E004",
                 )
             )
+    return found + _check_cron_tasks()
+
+
+def _check_cron_tasks() -> list[checks.CheckMessage]:
+    """A cron above a ``django.tasks`` task: its worker finds the task by its module path,
+    which only holds once the module is fully imported, so it is checked here."""
+    found: list[checks.CheckMessage] = []
+    for handle in registry.crons.all():
+        if handle.task is None:
+            continue
+        from .djtasks import resolves, unresolved_message
+
+        if not resolves(handle.task):
+            found.append(
+                checks.Error(
+                    f"cron {handle.name!r}: {unresolved_message(handle.task)}",
+                    hint="keep the Task under its function's name in its module",
+                    id="django_xjobs.E013",
+                )
+            )
     return found
 
 
@@ -104,7 +124,8 @@ def check_unregistered_names(
         )
     except DatabaseError:
         return []  # not migrated yet: migrate runs this check before it creates the tables
-    unknown = sorted(names - {h.name for h in registry.registered_jobs()})
+    # a django.tasks task's rows are named by its module path and found by importing it
+    unknown = sorted(n for n in names if registry.get_job(n) is None)
     if not unknown:
         return []
     shown = ", ".join(unknown[:10]) + (

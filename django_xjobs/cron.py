@@ -37,6 +37,8 @@ class CronHandle:
         self.fn, self.name, self.schedule, self.tz = fn, name, schedule, tz
         self.zone = ZoneInfo(tz)
         self.catch_up, self.max_catch_up = catch_up, max_catch_up
+        #: the ``django.tasks`` Task each occurrence enqueues, when the cron decorates one
+        self.task: Any = None
         self.origin = f"{fn.__module__}.{fn.__qualname__}"
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -79,7 +81,7 @@ class CronHandle:
             if (
                 not isinstance(entry, tuple | list)
                 or len(entry) != 2
-                or not isinstance(entry[0], JobHandle)
+                or not (isinstance(entry[0], JobHandle) or _is_task_job(entry[0]))
                 or not isinstance(entry[1], dict)
             ):
                 raise InvariantError(
@@ -136,6 +138,15 @@ def cron(
     Build inputs from ``occurrence``, never from the wall clock: a catch-up run gets its own
     day's payload. ``schedule`` has 5 fields, or 6 with seconds last; ``tz`` is an IANA zone.
     Declare crons in an installed app's ``jobs.py``, beside the jobs they enqueue.
+
+    Above a ``django.tasks`` task (run by ``XJobsBackend``), each occurrence enqueues the task,
+    exactly once, with the occurrence as ISO 8601 text when it takes an ``occurrence``
+    argument; the decorator then returns the task itself::
+
+        @cron("0 3 * * *", tz="UTC")
+        @task
+        def nightly_report(occurrence=None):
+            ...
     """
     if callable(schedule):
         raise JobDefinitionError(
@@ -144,7 +155,16 @@ def cron(
             hint='e.g. @cron("0 3 * * *", tz="UTC")',
         )
 
-    def declare(handler: Callable[[datetime], Any]) -> CronHandle:
+    def declare(handler: Callable[[datetime], Any]) -> Any:
+        task = _as_task(handler)
+        if task is not None:
+            # a django.tasks Task: each occurrence enqueues it; the module keeps the Task itself
+            # (its workers find it there by its module path), the cron is in the registry
+            label = name or task.module_path
+            handle = registry.declare("cron", label, lambda: _build(_task_entries(task), label))
+            handle.task = task
+            registry.crons.register(handle)
+            return task
         label = (
             name or f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', '?')}"
         )
@@ -178,6 +198,67 @@ def cron(
         )
 
     return declare
+
+
+def _as_task(handler: Any) -> Any:
+    """``handler`` when it is a ``django.tasks`` Task (Django 6, or the backport), else None."""
+    if not type(handler).__module__.startswith(("django.tasks", "django_tasks")):
+        return None
+    from . import djtasks
+
+    return handler if isinstance(handler, djtasks.Task) else None
+
+
+def _is_task_job(entry: Any) -> bool:
+    return type(entry).__name__ == "TaskJob" and type(entry).__module__ == "django_xjobs.djtasks"
+
+
+def _task_entries(task: Any) -> Callable[[datetime], Any]:
+    """A cron's ``fn`` for ``task``: each occurrence enqueues it, with the occurrence (ISO 8601,
+    UTC) as its ``occurrence`` argument when it takes one. Checked now: the task runs through an
+    ``XJobsBackend`` (else the exactly-once firing would end at another backend's door), and it
+    takes no other argument without a default."""
+    import inspect
+
+    from . import djtasks
+
+    if task.backend not in djtasks.backend_aliases():
+        raise JobDefinitionError(
+            f"@cron above task {task.module_path!r}: its backend {task.backend!r} is not "
+            "django_xjobs.backends.XJobsBackend, so an occurrence could not be enqueued exactly once",
+            code="X_CRON_INVALID",
+            hint=f'point TASKS["{task.backend}"] at django_xjobs.backends.XJobsBackend, or use '
+            "@task(backend=...) with one that is",
+        )
+    params = list(inspect.signature(task.func).parameters.values())
+    if task.takes_context:
+        params = params[1:]
+    takes_occurrence = any(p.name == "occurrence" for p in params)
+    needed = [
+        p.name
+        for p in params
+        if p.name != "occurrence"
+        and p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    if needed:
+        raise JobDefinitionError(
+            f"@cron above task {task.module_path!r}: an occurrence has no value for "
+            f"{', '.join(needed)}",
+            code="X_CRON_INVALID",
+            hint="give those parameters defaults; an `occurrence` parameter gets the occurrence "
+            "as ISO 8601 text",
+        )
+    job = djtasks.TaskJob(task, djtasks.options_for(task.backend))
+
+    def entries(occurrence: datetime) -> list[tuple[Any, dict[str, Any]]]:
+        inputs = {"occurrence": occurrence.isoformat()} if takes_occurrence else {}
+        return [(job, inputs)]
+
+    entries.__module__ = task.func.__module__
+    entries.__qualname__ = task.func.__qualname__
+    entries.__doc__ = task.func.__doc__
+    return entries
 
 
 def _check_tz(tz: Any) -> str:

@@ -58,6 +58,7 @@ task: Any = _base.task
 BaseTaskBackend: Any = importlib.import_module(f"{TASKS_MODULE}.backends.base").BaseTaskBackend
 InvalidTask: Any = getattr(_exceptions, _INVALID)
 TaskResultDoesNotExist: Any = _exceptions.TaskResultDoesNotExist
+TaskResultMismatch: Any = _exceptions.TaskResultMismatch
 task_enqueued: Any = _signals.task_enqueued
 task_started: Any = _signals.task_started
 task_finished: Any = _signals.task_finished
@@ -72,6 +73,7 @@ __all__ = [
     "TaskJob",
     "TaskResult",
     "TaskResultDoesNotExist",
+    "TaskResultMismatch",
     "TaskResultStatus",
     "normalize_json",
     "task",
@@ -254,7 +256,7 @@ def task_result(row: JobSnapshot, task: Any) -> Any:
         backend=row.input["backend"],
         errors=errors,
         # the worker of each earlier attempt is not kept: every entry names the latest one
-        worker_ids=[row.claimed_by] * attempts if row.claimed_by else [],
+        worker_ids=[row.attempted_by] * attempts if row.attempted_by else [],
     )
     if status == TaskResultStatus.SUCCESSFUL:
         object.__setattr__(result, "_return_value", row.result)

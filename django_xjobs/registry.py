@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .errors import JobDefinitionError, XJobsError
 
@@ -71,13 +71,39 @@ def discovered() -> str:
 
 register = jobs.register
 unregister = jobs.unregister
-get_job = jobs.get
 registered_jobs = jobs.all
 
 
+def get_job(name: str) -> Any:
+    """The handle a row named ``name`` runs with: a declared job, else a ``django.tasks`` task
+    of that module path (run through ``XJobsBackend``), else None."""
+    handle = jobs.get(name)
+    if handle is not None or not _tasks_configured():
+        return handle
+    from .djtasks import task_job
+
+    return task_job(name)
+
+
+def _tasks_configured() -> bool:
+    from django.conf import settings
+
+    tasks = getattr(settings, "TASKS", None)
+    return isinstance(tasks, dict) and any(
+        isinstance(p, dict) and p.get("BACKEND") == "django_xjobs.backends.XJobsBackend"
+        for p in tasks.values()
+    )
+
+
 def known_queues(extra: tuple[str, ...] = ()) -> set[str]:
-    """``default``, every queue a job declares, and the ones the settings list."""
-    return {"default", *(h.queue for h in jobs.all()), *extra}
+    """``default``, every queue a job declares, the ones the settings list, and those the
+    ``django.tasks`` backends served here accept."""
+    queues = {"default", *(h.queue for h in jobs.all()), *extra}
+    if _tasks_configured():
+        from .djtasks import task_queues
+
+        queues |= task_queues()
+    return queues
 
 
 def declare(kind: str, label: str, build: Callable[[], T]) -> T:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django_xjobs import cron
 
-from . import jobs
+from . import jobs, tasks  # noqa: F401 - tasks: a cron above a django.tasks task
 
 
 @cron("0 3 * * *", tz="UTC", name="tests.daily", catch_up="skip")

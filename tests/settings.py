@@ -2,6 +2,8 @@
 that starts only when the first test that uses the database is set up (tests/conftest.py), so
 the unit lane and the linters that load these settings need no server."""
 
+import importlib.util
+
 from django_xjobs.testing.postgres import database_config, database_url
 
 SECRET_KEY = "tests-only"
@@ -46,3 +48,15 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The suite's driver and worker tests enqueue directly (most run inside a test transaction,
 # where the default "auto" would stage into the outbox); tests/test_outbox.py turns it on.
 XJOBS = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
+
+# Django's own task API, run by django-xjobs (tests/tasks.py): Django 6 has it, Django 5.2 the
+# django-tasks backport, which is an app of its own (its checks and signals).
+TASKS = {
+    "default": {"BACKEND": "django_xjobs.backends.XJobsBackend", "QUEUES": ["default", "other"]},
+    "retrying": {
+        "BACKEND": "django_xjobs.backends.XJobsBackend",
+        "OPTIONS": {"RETRY": {"attempts": 3, "delay": "1s", "jitter": False}},
+    },
+}
+if importlib.util.find_spec("django.tasks") is None:
+    INSTALLED_APPS.append("django_tasks")

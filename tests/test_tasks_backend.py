@@ -7,9 +7,10 @@ Tasks are declared in tests/tasks.py with Django's decorator (Django 6's ``djang
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Iterator
 from datetime import timedelta
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -23,6 +24,7 @@ from django_xjobs.backends import XJobsBackend
 from django_xjobs.djtasks import (
     InvalidTask,
     TaskResultDoesNotExist,
+    TaskResultMismatch,
     TaskResultStatus,
     task_enqueued,
     task_finished,
@@ -33,6 +35,7 @@ from django_xjobs.models import Job, OutboxEntry
 from django_xjobs.testing import run_until_idle
 from tests import jobs, tasks
 from tests.models import Ledger
+from tests.support.process import wait_for
 
 TASKS = dict(
     default={"BACKEND": "django_xjobs.backends.XJobsBackend", "QUEUES": ["default", "other"]},
@@ -41,6 +44,10 @@ TASKS = dict(
         "OPTIONS": {"RETRY": {"attempts": 3, "delay": "1s", "jitter": False}},
     },
 )
+
+
+def row_of(harness, result):
+    return harness.row(UUID(result.id))
 
 
 @contextlib.contextmanager
@@ -93,8 +100,8 @@ def test_validate_task_keeps_djangos_rules_and_adds_queue_names_and_timedelta():
 def test_enqueue_stores_an_ordinary_job_row_whose_id_is_the_result_id(harness):
     with received(task_enqueued) as enqueued:
         result = tasks.add.enqueue(1, b=2)
-    row = harness.row(result.id)
-    assert result.id == str(row.id)
+    row = row_of(harness, result)
+    assert row is not None and result.id == str(row.id)
     assert (row.name, row.queue, row.priority, row.state) == (
         "tests.tasks.add",
         "default",
@@ -111,12 +118,12 @@ def test_enqueue_stores_an_ordinary_job_row_whose_id_is_the_result_id(harness):
 def test_each_enqueue_is_a_run_of_its_own(harness):
     first, second = tasks.add.enqueue(1, 2), tasks.add.enqueue(1, 2)
     assert first.id != second.id
-    assert harness.row(first.id).state == harness.row(second.id).state == "ready"
+    assert row_of(harness, first).state == row_of(harness, second).state == "ready"
 
 
 def test_priority_and_queue_go_to_the_row_and_order_the_claim(harness):
     urgent = tasks.urgent.enqueue("now")
-    row = harness.row(urgent.id)
+    row = row_of(harness, urgent)
     assert (row.queue, row.priority) == ("other", 10)
     low = tasks.add.using(priority=-100).enqueue(0, 0)
     high = tasks.add.using(priority=100).enqueue(0, 1)
@@ -128,7 +135,7 @@ def test_priority_and_queue_go_to_the_row_and_order_the_claim(harness):
 def test_run_after_defers_the_run_by_datetime_or_timedelta(harness):
     later = tasks.add.using(run_after=timezone.now() + timedelta(minutes=5)).enqueue(1, 1)
     soon = tasks.add.using(run_after=timedelta(minutes=5)).enqueue(2, 2)
-    assert harness.row(later.id).state == harness.row(soon.id).state == "delayed"
+    assert row_of(harness, later).state == row_of(harness, soon).state == "delayed"
     assert run_until_idle() == []
     harness.advance(301)
     assert sorted(str(e.job.id) for e in run_until_idle()) == sorted([later.id, soon.id])
@@ -222,7 +229,7 @@ def test_a_failure_is_final_by_default_with_its_class_path_and_traceback(harness
     with pytest.raises(ValueError, match="Task failed"):
         stored.return_value  # noqa: B018 - Django's property raises
     assert [r.status for _, r in finished] == [TaskResultStatus.FAILED]
-    assert harness.row(result.id).state == "dead"
+    assert row_of(harness, result).state == "dead"
 
 
 def test_options_retry_runs_it_again_and_each_failed_attempt_is_an_error(harness):
@@ -246,7 +253,7 @@ def test_a_terminal_error_is_not_retried_even_with_retries_on(harness):
     stored = tasks.declined.get_result(result.id)
     assert stored.status == TaskResultStatus.FAILED and stored.attempts == 1
     assert stored.errors[0].exception_class_path == "django_xjobs.errors.TerminalError"
-    assert harness.row(result.id).stop_reason == "terminal"
+    assert row_of(harness, result).stop_reason == "terminal"
 
 
 def test_a_cancelled_task_reads_as_failed_with_the_reason(harness):
@@ -274,6 +281,8 @@ def test_get_result_refuses_what_is_not_a_task_result_of_this_backend(harness):
     with pytest.raises(TaskResultDoesNotExist, match="in backend 'default'"):
         backend.get_result(other.id)
     assert tasks.flaky.get_result(other.id).id == other.id
+    with pytest.raises(TaskResultMismatch):  # Django's own check, on what this backend read
+        tasks.declined.get_result(other.id)
 
 
 def test_async_enqueue_and_get_result(harness):
@@ -352,3 +361,31 @@ def test_manage_py_check_runs_the_backend_check():
     with override_settings(TASKS=broken):
         found = checks.run_checks()
     assert any(m.id == "django_xjobs.E010" and "NOPE" in m.msg for m in found)
+
+
+# --- a real worker process ---------------------------------------------------------------------
+
+
+@pytest.mark.process
+def test_a_worker_process_finds_tasks_by_module_path_and_runs_them(workers):
+    """The worker imports only the apps' jobs.py: it finds each task by the row's name."""
+    token = f"task-{uuid4()}"
+    ok, failing = tasks.record.enqueue(token), tasks.boom.enqueue("kaput")
+    backend = tasks.record.get_backend()
+    worker = workers()  # no --queues: the queues TASKS accepts are watched by default
+    wait_for(
+        lambda: all(backend.get_result(r.id).is_finished for r in (ok, failing)),
+        what="both tasks to finish",
+    )
+    worker.send(signal.SIGTERM)
+    code, _, err = worker.finish()
+    assert code == 0, err
+    stored = tasks.record.get_result(ok.id)
+    assert stored.status == TaskResultStatus.SUCCESSFUL and stored.return_value == token
+    [entry] = Ledger.objects.filter(token=token)
+    assert entry.pid == worker.proc.pid
+    [worker_id] = stored.worker_ids
+    assert worker_id.startswith("worker-") and worker_id in err  # the id it logged
+    failed = tasks.boom.get_result(failing.id)
+    assert failed.status == TaskResultStatus.FAILED
+    assert failed.errors[0].exception_class_path == "builtins.ValueError"

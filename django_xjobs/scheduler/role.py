@@ -159,19 +159,22 @@ class Scheduler:
         self, handle: CronHandle, occurrence: datetime, *, catch_up: bool, mark: datetime
     ) -> Dispatch:
         try:
+            entries = handle.entries(occurrence)  # SPEC SCHED-07: from the occurrence
             requests = [
-                _occurrence_request(handle, job, inputs, occurrence)
-                for job, inputs in handle.entries(occurrence)  # SPEC SCHED-07: from the occurrence
+                _occurrence_request(handle, job, inputs, occurrence) for job, inputs in entries
             ]
         except Exception:
             self.store.mark_fired(handle.name, mark)  # skip this occurrence, once, loudly
             raise
         with self.store.transaction():
-            for request in requests:
-                self.driver.enqueue(request)
+            results = [self.driver.enqueue(request) for request in requests]
             self.store.mark_fired(handle.name, mark)
             # on the database, a stalled leader's dispatch rolls back here (DESIGN Q-07)
             self.store.confirm(LEADER_KEY, self.holder)
+        for (job, _), request, result in zip(entries, requests, results, strict=True):
+            announce = getattr(job, "announce", None)  # a django.tasks task: task_enqueued
+            if announce is not None and not result.deduped:
+                announce(request, result.id)
         names = tuple(r.name for r in requests)
         log.event(
             logging.INFO,
