@@ -19,13 +19,14 @@ from inspect import iscoroutinefunction
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from . import conf, log, signals
 from .drivers import get_driver
 from .drivers.base import EnqueueRequest, JobSnapshot
-from .errors import ConfigInvalidError, InputInvalidError, ResultInvalidError
+from .errors import ConfigInvalidError, InputInvalidError, InvariantError, ResultInvalidError
 from .ids import uuid7
 from .payload import NotJSON, check_json, encode
 from .retry import Retry
@@ -173,7 +174,11 @@ class TaskJob:
         takes it); the return value is normalised to JSON as Django does."""
         row = get_driver().get_job(ctx.job_id)
         if row is None or not is_task_row(row):
-            raise ResultInvalidError(f"job {ctx.job_id} is not a django.tasks row any more")
+            raise InvariantError(
+                f"job {ctx.job_id} ({self.name}): its row is gone, or its input is not a "
+                "django.tasks call",
+                hint="a task's row holds {'args': [...], 'kwargs': {...}, 'backend': alias}",
+            )
         result = task_result(row, self.task_for(row))
         task = result.task
         task_started.send(type(task.get_backend()), task_result=result)
@@ -479,3 +484,11 @@ def _finished(sender: Any, job: Any, outcome: str, **kwargs: Any) -> None:
 
 
 signals.job_finished.connect(_finished, dispatch_uid="django_xjobs.djtasks.task_finished")
+
+
+def _settings_changed(setting: str, **kwargs: Any) -> None:
+    if setting == "TASKS":  # another backend, or other OPTIONS: look every task up again
+        forget()
+
+
+setting_changed.connect(_settings_changed, dispatch_uid="django_xjobs.djtasks.settings")

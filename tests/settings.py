@@ -57,6 +57,7 @@ TASKS = {
         "BACKEND": "django_xjobs.backends.XJobsBackend",
         "OPTIONS": {"RETRY": {"attempts": 3, "delay": "1s", "jitter": False}},
     },
+    "bounded": {"BACKEND": "django_xjobs.backends.XJobsBackend", "OPTIONS": {"TIMEOUT": "100ms"}},
 }
 if importlib.util.find_spec("django.tasks") is None:
     INSTALLED_APPS.append("django_tasks")

@@ -4,6 +4,7 @@ backends). Declared with Django's own decorator: Django 6's, or the backport's o
 from __future__ import annotations
 
 import os
+import threading
 
 from django_xjobs import TerminalError, cron
 from django_xjobs.djtasks import task
@@ -65,6 +66,15 @@ def flaky(context, failures):
     if context.attempt <= failures:
         raise ConnectionError(f"attempt {context.attempt} failed")
     return {"attempt": context.attempt}
+
+
+#: released by the test that made ``held`` pass its timeout, so its thread ends
+RELEASE = threading.Event()
+
+
+@task(backend="bounded")
+def held():
+    RELEASE.wait(30)
 
 
 @task(backend="retrying")

@@ -21,7 +21,7 @@ from django_xjobs.models import (
     Worker,
 )
 from django_xjobs.testing import run_to_completion, run_until_idle
-from tests import jobs
+from tests import jobs, tasks
 
 HOUR = timedelta(hours=1)
 FIRED = datetime(2026, 1, 2, 3, 0, tzinfo=UTC)
@@ -401,6 +401,7 @@ def test_parked_unknown_jobs_have_a_filter_and_a_label(admin_client):
     text = filtered.content.decode()
     assert "parked: no process registers the name" in text  # the filter itself
     assert text.count("(unknown job)</span>") == 1
+    tasks.add.enqueue(1, 2)  # a django.tasks task's row: known by its module path
     anywhere = admin_client.get("/admin/django_xjobs/job/?unknown=here")
     assert [str(j.id) for j in anywhere.context["cl"].result_list] == [parked]
 

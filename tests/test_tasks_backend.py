@@ -256,6 +256,21 @@ def test_a_terminal_error_is_not_retried_even_with_retries_on(harness):
     assert row_of(harness, result).stop_reason == "terminal"
 
 
+def test_options_timeout_fails_a_task_that_runs_past_it(live_harness):
+    """A body with a timeout runs on a thread of its own, with its own connection: the rows
+    are committed here (live_harness) as they are in production."""
+    tasks.RELEASE.clear()
+    result = tasks.held.enqueue()
+    try:
+        [execution] = run_until_idle()
+    finally:
+        tasks.RELEASE.set()  # the body was left running in its thread: let it end
+    assert execution.outcome == "dead_lettered" and execution.stop_reason == "timeout"
+    stored = tasks.held.get_result(result.id)
+    assert stored.status == TaskResultStatus.FAILED
+    assert stored.errors[0].exception_class_path == "django_xjobs.errors.JobTimeoutError"
+
+
 def test_a_cancelled_task_reads_as_failed_with_the_reason(harness):
     result = tasks.add.enqueue(1, 1)
     cancel_job(result.id, reason="not needed")
