@@ -46,6 +46,10 @@ class EnqueueOptions:
 class JobHandle:
     """A declared job: ``enqueue`` it, ``using`` it with per-call options, ``describe`` it."""
 
+    #: a run whose worker died spent its attempt (SPEC T4): past the last one, the claim
+    #: dead-letters the job instead of running it (a ``django.tasks`` task runs it again)
+    reruns_lapsed = False
+
     def __init__(
         self,
         fn: Callable[..., Any],

@@ -148,6 +148,9 @@ class TaskJob:
     """A ``django.tasks`` task seen as a job: what the worker, the retry decision and the
     operator tools read from a handle, and how one run calls the task."""
 
+    #: "no retries" (Django's semantics) is about what the task raises: a run whose worker died
+    #: (SIGKILL, OOM) runs again, past the retry budget, as long as MAX_LEASE_EXPIRIES allows
+    reruns_lapsed = True
     step_timeout: float | None = None
     event_poll: float | None = None
     concurrency: int | None = None

@@ -104,7 +104,8 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock)
     handle = registry.get_job(job.name)
     if handle is None:
         return _unknown(job, clock.now())
-    if job.lease_expiries >= conf.get().max_lease_expiries or job.attempt > job.max_attempts:
+    over_budget = job.attempt > job.max_attempts and not handle.reruns_lapsed
+    if job.lease_expiries >= conf.get().max_lease_expiries or over_budget:
         return _crash_looping(job, handle.retry)
     steps: Steps | None = None
     # only a body with a timeout runs on a thread of its own, to be waited on (or given up on)

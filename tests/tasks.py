@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from django_xjobs import TerminalError, cron
 from django_xjobs.djtasks import task
@@ -58,6 +59,15 @@ def boom(message):
 @task
 def record(token):
     Ledger.objects.create(token=token, phase="run", attempt=1, pid=os.getpid())
+    return token
+
+
+@task
+def ledgered(token):
+    """A start and a done row per run, with the pid: the ledger that judges once-ness."""
+    Ledger.objects.create(token=token, phase="start", attempt=1, pid=os.getpid())
+    time.sleep(0.02)  # the work: long enough that a killed worker has runs in flight
+    Ledger.objects.create(token=token, phase="done", attempt=1, pid=os.getpid())
     return token
 
 
