@@ -47,7 +47,38 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="django_xjobs.W001",
             )
         )
-    return found + _check_jobs()
+    return found + _check_tasks_api() + _check_jobs()
+
+
+def _check_tasks_api() -> list[checks.CheckMessage]:
+    """``TASKS`` names ``XJobsBackend``, but no task API would ever build it."""
+    tasks = getattr(settings, "TASKS", None)
+    if not isinstance(tasks, dict) or not any(
+        isinstance(p, dict) and p.get("BACKEND") == "django_xjobs.backends.XJobsBackend"
+        for p in tasks.values()
+    ):
+        return []
+    api = registry.tasks_api()
+    if api is None:
+        return [
+            checks.Error(
+                "TASKS uses django_xjobs.backends.XJobsBackend, but this Django has no task API "
+                "(django.tasks is Django 6's), so TASKS is ignored",
+                hint="on Django 5.2, pip install 'django-xjobs[tasks]' (the django-tasks backport) "
+                'and add "django_tasks" to INSTALLED_APPS',
+                id="django_xjobs.E014",
+            )
+        ]
+    if api == "django_tasks" and "django_tasks" not in settings.INSTALLED_APPS:
+        return [
+            checks.Warning(
+                "the django-tasks backport is not in INSTALLED_APPS: its system checks (and so "
+                "XJobsBackend's) never run, and its task signals log nothing",
+                hint='add "django_tasks" to INSTALLED_APPS',
+                id="django_xjobs.W011",
+            )
+        ]
+    return []
 
 
 def _check_jobs() -> list[checks.CheckMessage]:

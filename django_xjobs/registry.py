@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -86,13 +88,28 @@ def get_job(name: str) -> Any:
 
 
 def _tasks_configured() -> bool:
+    """Whether ``TASKS`` names ``XJobsBackend`` and a task API is there to serve it (without
+    one, Django 5.2 ignores ``TASKS``, and so does this; ``manage.py check`` says so)."""
     from django.conf import settings
 
     tasks = getattr(settings, "TASKS", None)
-    return isinstance(tasks, dict) and any(
-        isinstance(p, dict) and p.get("BACKEND") == "django_xjobs.backends.XJobsBackend"
-        for p in tasks.values()
+    return (
+        isinstance(tasks, dict)
+        and any(
+            isinstance(p, dict) and p.get("BACKEND") == "django_xjobs.backends.XJobsBackend"
+            for p in tasks.values()
+        )
+        and tasks_api() is not None
     )
+
+
+@functools.cache
+def tasks_api() -> str | None:
+    """``django.tasks`` (Django 6), ``django_tasks`` (the backport), or None."""
+    for module in ("django.tasks", "django_tasks"):
+        if importlib.util.find_spec(module) is not None:
+            return module
+    return None
 
 
 def known_queues(extra: tuple[str, ...] = ()) -> set[str]:

@@ -15,6 +15,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.core import checks
 from django.db import transaction
 from django.test import override_settings
@@ -496,3 +497,17 @@ def test_tasks_enqueued_by_a_view_in_atomic_run_once_across_a_killed_worker(work
     assert twice <= done_by_victim, (
         f"run twice while the first run was alive: {twice - done_by_victim}"
     )
+
+
+def test_check_says_when_the_task_api_is_missing_or_its_backport_app_is_not_installed(monkeypatch):
+    from django_xjobs import checks as xjobs_checks
+
+    monkeypatch.setattr(registry, "tasks_api", lambda: None)
+    [error] = xjobs_checks._check_tasks_api()
+    assert error.id == "django_xjobs.E014" and "django-xjobs[tasks]" in error.hint
+    assert registry.get_job("tests.tasks.add") is None  # TASKS is ignored, as Django 5.2 does
+    monkeypatch.setattr(registry, "tasks_api", lambda: "django_tasks")
+    apps = [a for a in settings.INSTALLED_APPS if a != "django_tasks"]
+    with override_settings(INSTALLED_APPS=apps):
+        [warning] = xjobs_checks._check_tasks_api()
+    assert warning.id == "django_xjobs.W011"
