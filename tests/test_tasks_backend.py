@@ -134,6 +134,15 @@ def test_priority_and_queue_go_to_the_row_and_order_the_claim(harness):
     assert order == [high.id, middle.id, low.id]
 
 
+def test_a_task_runs_only_where_its_queue_is_watched(harness):
+    other = tasks.urgent.enqueue("routed")  # queue_name="other"
+    moved = tasks.add.using(queue_name="other").enqueue(1, 2)
+    assert run_until_idle(queues=["default"]) == []
+    ran = run_until_idle(queues=["other"])
+    assert sorted(str(e.job.id) for e in ran) == sorted([other.id, moved.id])
+    assert {e.job.queue for e in ran} == {"other"}
+
+
 def test_run_after_defers_the_run_by_datetime_or_timedelta(harness):
     later = tasks.add.using(run_after=timezone.now() + timedelta(minutes=5)).enqueue(1, 1)
     soon = tasks.add.using(run_after=timedelta(minutes=5)).enqueue(2, 2)

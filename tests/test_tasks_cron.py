@@ -36,7 +36,7 @@ def test_the_decorator_returns_the_task_and_registers_the_cron():
     assert handle.describe()["jobs"] == ["tests.tasks.nightly"]
 
 
-def test_each_occurrence_enqueues_the_task_once_with_the_occurrence(bench):
+def test_each_occurrence_enqueues_the_task_once_across_two_schedulers(bench):
     seen: list = []
 
     def enqueued(sender, task_result, **kwargs):
@@ -44,12 +44,16 @@ def test_each_occurrence_enqueues_the_task_once_with_the_occurrence(bench):
 
     task_enqueued.connect(enqueued, weak=False)
     try:
-        scheduler = bench.scheduler("tests.nightly_task")
+        first = bench.scheduler("tests.nightly_task", holder="first")
+        second = bench.scheduler("tests.nightly_task", holder="second")
         bench.at(START)
-        scheduler.tick()  # the first round marks where the schedule starts
+        first.tick()  # the first round marks where the schedule starts
+        second.tick()
         bench.at(utc(2026, 7, 26, 3, 0, 1))
-        [dispatch] = scheduler.tick()
-        assert scheduler.tick() == []  # the occurrence is fired once
+        [dispatch] = first.tick() + second.tick()  # one leads; the occurrence fires once
+        assert first.tick() + second.tick() == []
+        bench.set_lease_left(0)  # the leader stalls; the other takes over and fires nothing again
+        assert second.tick() + first.tick() == []
     finally:
         task_enqueued.disconnect(enqueued)
     occurrence = utc(2026, 7, 26, 3)
