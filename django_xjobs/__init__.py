@@ -10,12 +10,20 @@
     send_receipt.enqueue(order_id=42)
 """
 
+from .backfill import backfill, registered_backfills
 from .classify import classify, register_error_retry, retry_class
 from .context import JobContext, Signal
 from .cron import CronHandle, cron, registered_crons
 from .definitions import JobHandle, job
 from .drivers.base import EnqueueResult
 from .errors import (
+    BackfillAppliedError,
+    BackfillEnvironmentError,
+    BackfillMigrationPendingError,
+    BackfillPendingError,
+    BackfillRunningError,
+    BackfillStalledError,
+    BackfillUnknownError,
     DriverUnavailableError,
     DurationInvalidError,
     InputInvalidError,
@@ -56,6 +64,13 @@ from .registry import get_job, registered_jobs
 from .retry import Retry, retry_schedule
 
 __all__ = [
+    "BackfillAppliedError",
+    "BackfillEnvironmentError",
+    "BackfillMigrationPendingError",
+    "BackfillPendingError",
+    "BackfillRunningError",
+    "BackfillStalledError",
+    "BackfillUnknownError",
     "CronHandle",
     "DriverUnavailableError",
     "DurationInvalidError",
@@ -86,6 +101,7 @@ __all__ = [
     "StepOutputInvalidError",
     "TerminalError",
     "XJobsError",
+    "backfill",
     "cancel_job",
     "classify",
     "cron",
@@ -99,6 +115,7 @@ __all__ = [
     "job",
     "publish_event",
     "register_error_retry",
+    "registered_backfills",
     "registered_crons",
     "registered_jobs",
     "retry_class",

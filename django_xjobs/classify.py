@@ -50,6 +50,9 @@ BUILTIN: Final[Mapping[str, RetryKind]] = MappingProxyType(
         "X_RESULT_INVALID": "terminal",
         "X_TERMINAL": "terminal",
         "X_JOB_CRASHED": "terminal",
+        "X_BACKFILL_STALLED": "terminal",
+        "X_BACKFILL_ENVIRONMENT": "terminal",
+        "X_BACKFILL_APPLIED": "terminal",
         "X_RETRY_AFTER": "retry-after",
     }
 )

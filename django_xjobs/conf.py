@@ -80,6 +80,9 @@ DEFAULTS: dict[str, Any] = {
     # hot-path statements run as server-side prepared statements: True, False, or "auto" (on
     # unless the alias sets DISABLE_SERVER_SIDE_CURSORS, Django's sign of a transaction pooler)
     "PREPARED_STATEMENTS": "auto",
+    # the name of this deployment ("production", "staging"...): a backfill declared for some
+    # environments runs only in those, and its ledger records where each pass ran
+    "ENVIRONMENT": None,
 }
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -112,6 +115,7 @@ class XJobsSettings:
     statement_timeout: float
     stall_timeout: float
     prepared_statements: bool | str
+    environment: str | None = None
 
 
 def validate(raw: Any) -> XJobsSettings:
@@ -233,7 +237,17 @@ def validate(raw: Any) -> XJobsSettings:
         statement_timeout=duration("STATEMENT_TIMEOUT"),
         stall_timeout=duration("STALL_TIMEOUT"),
         prepared_statements=prepared,
+        environment=_environment(merged["ENVIRONMENT"]),
     )
+
+
+def _environment(raw: Any) -> str | None:
+    if raw is not None and (not isinstance(raw, str) or not raw.strip()):
+        raise ConfigInvalidError(
+            f'XJOBS["ENVIRONMENT"]={raw!r} must be a non-empty name or None',
+            hint='e.g. "production"; read it from the environment: os.environ["APP_ENV"]',
+        )
+    return raw
 
 
 def _connection_options(raw: Any) -> dict[str, Any]:

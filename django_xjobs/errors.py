@@ -192,6 +192,55 @@ class JobCrashedError(XJobsError):
     retry = "terminal"
 
 
+# --- backfills (SPEC §16) ----------------------------------------------------------------------
+
+
+class BackfillPendingError(XJobsError):
+    """A declared backfill has no completed pass in this environment."""
+
+    code = "X_BACKFILL_PENDING"
+
+
+class BackfillAppliedError(XJobsError):
+    """The backfill already completed in this environment; only ``force`` runs it again."""
+
+    code = "X_BACKFILL_APPLIED"
+    retry = "terminal"
+
+
+class BackfillEnvironmentError(XJobsError):
+    """The backfill's ``environments`` exclude the current one."""
+
+    code = "X_BACKFILL_ENVIRONMENT"
+    retry = "terminal"
+
+
+class BackfillMigrationPendingError(XJobsError):
+    """The migration the backfill ``requires`` is not applied."""
+
+    code = "X_BACKFILL_MIGRATION_PENDING"
+
+
+class BackfillRunningError(XJobsError):
+    """A pass of the backfill is already live."""
+
+    code = "X_BACKFILL_RUNNING"
+
+
+class BackfillStalledError(XJobsError):
+    """The pass ran out of rows while the queryset still matches some: the handler did not fix
+    the rows it was given."""
+
+    code = "X_BACKFILL_STALLED"
+    retry = "terminal"
+
+
+class BackfillUnknownError(XJobsError):
+    """No backfill is declared under that name."""
+
+    code = "X_BACKFILL_UNKNOWN"
+
+
 class StepDuplicateError(XJobsError):
     """A step name was used twice in one attempt."""
 
@@ -295,6 +344,13 @@ CODES: dict[str, type[_Coded]] = {
         JobAbortedError,
         LeaseLostError,
         JobCancelledError,
+        BackfillPendingError,
+        BackfillAppliedError,
+        BackfillEnvironmentError,
+        BackfillMigrationPendingError,
+        BackfillRunningError,
+        BackfillStalledError,
+        BackfillUnknownError,
     )
 }
 CODES["X_IDEMPOTENCY_REQUIRED"] = JobDefinitionError

@@ -56,6 +56,14 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "running job)",
         ("queue",),
     ),
+    "xjobs_backfill_rows_total": (
+        "Rows handed to backfill handlers by passes in this process",
+        ("backfill",),
+    ),
+    "xjobs_backfill_pages_total": (
+        "Backfill pages handled by passes in this process",
+        ("backfill",),
+    ),
 }
 
 

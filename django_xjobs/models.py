@@ -269,6 +269,12 @@ class Backfill(models.Model):
     last_cursor = models.TextField(null=True, blank=True)
     started_at = models.DateTimeField(db_default=Now())
     completed_at = models.DateTimeField(null=True, blank=True)
+    environment = models.TextField(
+        null=True, blank=True, help_text='XJOBS["ENVIRONMENT"] where the pass ran.'
+    )
+    pages = models.IntegerField(db_default=0)
+    job_id = models.UUIDField(null=True, blank=True, help_text="The pass's job.")
+    error = models.TextField(null=True, blank=True, help_text="Why a failed pass stopped.")
 
     class Meta:
         db_table = "x_backfills"

@@ -307,4 +307,4 @@ def _file_mark(path: str, token: str, phase: str, attempt: int) -> None:
 
 
 # crons live in jobs.py in an app; the fixtures are kept apart and registered from here
-from tests import crons  # noqa: E402, F401
+from tests import backfills, crons  # noqa: E402, F401

@@ -15,3 +15,27 @@ class Ledger(models.Model):
 
     def __str__(self) -> str:
         return f"{self.token} {self.phase} #{self.attempt}"
+
+
+class Order(models.Model):
+    """Rows the backfill tests sweep: a column added later, filled by a backfill."""
+
+    currency = models.TextField(null=True)
+    #: how many times a backfill handler was given this row (the proof of once-per-page)
+    handled = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"order {self.pk} {self.currency or '-'}"
+
+
+class Token(models.Model):
+    """A table with a non-integer primary key, for the keyset cursor stored as text."""
+
+    id = models.UUIDField(primary_key=True)
+    done = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"token {self.pk}"

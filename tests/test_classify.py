@@ -263,6 +263,9 @@ def test_class_02_built_in_classifications():
         "X_RESULT_INVALID": "terminal",
         "X_TERMINAL": "terminal",
         "X_JOB_CRASHED": "terminal",
+        "X_BACKFILL_STALLED": "terminal",
+        "X_BACKFILL_ENVIRONMENT": "terminal",
+        "X_BACKFILL_APPLIED": "terminal",
         "X_RETRY_AFTER": "retry-after",
     }
 

@@ -325,6 +325,57 @@ class LeaseStore(Protocol):
         """Live slots of ``key`` (diagnostics)."""
 
 
+@dataclass(frozen=True)
+class BackfillRecord:
+    """One pass of a backfill in the ``x_backfills`` ledger (SPEC BF-05); ``run_id`` is the
+    pass job's run id, so a resumed pass adopts its own row."""
+
+    run_id: UUID
+    name: str
+    checksum: str
+    app_version: str
+    status: str  # running | completed | failed
+    rows_processed: int
+    pages: int
+    last_cursor: str | None
+    started_at: datetime
+    completed_at: datetime | None
+    environment: str | None
+    job_id: UUID | None
+    error: str | None
+
+
+class BackfillLedger(Protocol):
+    """The ``x_backfills`` ledger. Not a hot path: one write per page."""
+
+    def start(
+        self,
+        *,
+        run_id: UUID,
+        job_id: UUID,
+        name: str,
+        checksum: str,
+        app_version: str,
+        environment: str | None,
+    ) -> BackfillRecord:
+        """The row of this pass, written: a new one, or its own row adopted (status running,
+        ``completed_at`` and ``error`` cleared, ``started_at`` and progress kept)."""
+
+    def progress(self, run_id: UUID, *, cursor: str | None, rows: int, pages: int) -> None:
+        """The pass's totals after a page (absolute, so a replayed page writes the same)."""
+
+    def finish(self, run_id: UUID, *, status: str, error: str | None = None) -> None:
+        """``completed`` (the cursor cleared) or ``failed`` (the cursor kept, to read where)."""
+
+    def completed(self, name: str, environment: str | None) -> BackfillRecord | None:
+        """The latest completed pass of ``name`` in ``environment``."""
+
+    def history(self, name: str, *, limit: int = 20) -> list[BackfillRecord]:
+        """Passes of ``name``, newest first."""
+
+    def get(self, run_id: UUID) -> BackfillRecord | None: ...
+
+
 class Notifier(Protocol):
     def stop(self) -> None: ...
 
@@ -430,6 +481,10 @@ class JobDriver(Protocol):
     @property
     def leases(self) -> LeaseStore | None:
         """Fleet concurrency slots; None when this driver cannot enforce them (SPEC WORK-02)."""
+
+    @property
+    def backfills(self) -> BackfillLedger | None:
+        """The backfill ledger; None runs passes with no bookkeeping (SPEC BF-07)."""
 
     # operator actions (SPEC CANCEL-*, INSP-06, DESIGN Q-03/04/08/09)
     def cancel(self, job_id: UUID, reason: str | None) -> JobSnapshot:

@@ -36,6 +36,7 @@ from .base import (
     WorkerSnapshot,
     check_claim_args,
 )
+from .memory_backfills import MemoryBackfillLedger
 from .memory_leases import MemoryLeaseStore
 from .memory_presence import MemoryPresence
 from .memory_steps import MemoryEventStore, MemoryStepStore
@@ -79,6 +80,7 @@ class MemoryDriver:
         self.steps = MemoryStepStore(self)
         self.leases = MemoryLeaseStore(self)
         self.events = MemoryEventStore(self)
+        self.backfills = MemoryBackfillLedger(self)
         self._presence = MemoryPresence()
         self._outbox: OutboxStore | None = None
         self._scheduler: SchedulerStore | None = None

@@ -40,6 +40,7 @@ from .base import (
     request_columns,
     shared_columns,
 )
+from .postgres_backfills import PostgresBackfillLedger
 from .postgres_leases import PostgresLeaseStore
 from .postgres_steps import PostgresEventStore, PostgresStepStore
 from .rules import (
@@ -80,6 +81,7 @@ class PostgresDriver:
         self.steps = PostgresStepStore(using)
         self.leases = PostgresLeaseStore(using)
         self.events = PostgresEventStore(using)
+        self.backfills = PostgresBackfillLedger(using)
 
     # --- the hot path -----------------------------------------------------------------------
 
