@@ -196,7 +196,8 @@ def _check(
         )
     if not callable(queryset):
         raise JobDefinitionError(
-            f"{where}: queryset={queryset!r} must be a callable returning a QuerySet",
+            f"{where}: queryset= must be a callable returning a QuerySet, got "
+            f"{type(queryset).__name__}",
             code="X_INVARIANT",
             hint="queryset=lambda: Order.objects.filter(currency__isnull=True): called per pass",
         )
