@@ -10,9 +10,10 @@
     send_receipt.enqueue(order_id=42)
 """
 
+from .actors import Actor
 from .backfill import backfill, registered_backfills
 from .classify import classify, register_error_retry, retry_class
-from .context import JobContext, Signal
+from .context import JobContext, JobContextFilter, Signal, current_job
 from .cron import CronHandle, cron, registered_crons
 from .definitions import JobHandle, job
 from .drivers.base import EnqueueResult
@@ -36,6 +37,7 @@ from .errors import (
     JobNotCancellableError,
     JobNotFoundError,
     JobNotRetryableError,
+    JobTenantRequiredError,
     JobTimeoutError,
     JobUnknownError,
     LeaseLostError,
@@ -64,6 +66,7 @@ from .registry import get_job, registered_jobs
 from .retry import Retry, retry_schedule
 
 __all__ = [
+    "Actor",
     "BackfillAppliedError",
     "BackfillEnvironmentError",
     "BackfillMigrationPendingError",
@@ -80,6 +83,7 @@ __all__ = [
     "JobAbortedError",
     "JobCancelledError",
     "JobContext",
+    "JobContextFilter",
     "JobDefinitionError",
     "JobDuplicateError",
     "JobHandle",
@@ -87,6 +91,7 @@ __all__ = [
     "JobNotCancellableError",
     "JobNotFoundError",
     "JobNotRetryableError",
+    "JobTenantRequiredError",
     "JobTimeoutError",
     "JobUnknownError",
     "LeaseLostError",
@@ -105,6 +110,7 @@ __all__ = [
     "cancel_job",
     "classify",
     "cron",
+    "current_job",
     "get_job",
     "inspect_dead_letters",
     "inspect_job",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import threading
@@ -158,3 +159,43 @@ class JobContext:
     #: the step runner (``ctx.step.run``, ``.sleep``, ``.wait_for_event``; awaitable in
     #: ``async def`` handlers)
     step: Steps | AsyncSteps = field(repr=False)
+
+
+#: the run this thread (or task) is executing, for code below the handler (SPEC EXEC-09)
+_current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
+    "django_xjobs_current_job", default=None
+)
+
+
+def current_job() -> JobContext | None:
+    """The ``JobContext`` of the run executing here, or None outside a run.
+
+    Code below a handler (a model's ``save()``, a logging filter, a tenant guard, a nested
+    enqueue) can read the job it runs in without having ``ctx`` passed down::
+
+        job = current_job()
+        if job is not None:
+            audit.record(actor=job.enqueued_by, tenant=job.tenant_id)
+    """
+    return _current.get()
+
+
+class JobContextFilter(logging.Filter):
+    """Adds the running job's fields to every record logged during a run: ``job``,
+    ``job_id``, ``attempt``, ``tenant_id`` and ``enqueued_by`` (None outside a run), so a
+    format string or a JSON formatter can show them::
+
+        LOGGING = {
+            "filters": {"job": {"()": "django_xjobs.JobContextFilter"}},
+            "handlers": {"console": {..., "filters": ["job"]}},
+        }
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        job = _current.get()
+        record.job = getattr(record, "job", None) or (job.name if job else None)
+        record.job_id = getattr(record, "job_id", None) or (str(job.job_id) if job else None)
+        record.attempt = getattr(record, "attempt", None) or (job.attempt if job else None)
+        record.tenant_id = job.tenant_id if job else None
+        record.enqueued_by = job.enqueued_by if job else None
+        return True

@@ -12,6 +12,8 @@ from typing import Any, Literal, overload
 from asgiref.sync import async_to_sync
 
 from . import conf, registry
+from .actors import Actor
+from .context import current_job
 from .drivers.base import EnqueueRequest, EnqueueResult
 from .durations import Duration, parse_duration, parse_optional
 from .errors import (
@@ -19,6 +21,7 @@ from .errors import (
     InvariantError,
     JobDefinitionError,
     JobDuplicateError,
+    JobTenantRequiredError,
     QueueUnknownError,
     XJobsError,
 )
@@ -28,6 +31,9 @@ from .signatures import Binder, check_handler, input_schema, signature_of
 from .tracing import current_traceparent
 
 _MISSING: Any = object()
+#: ``job(tenant=REQUIRED)``: every enqueue carries a tenant (an actor's, ``using()``'s, or the
+#: running job's), else ``X_JOB_TENANT_REQUIRED``
+REQUIRED = "required"
 OnConflict = Literal["dedupe", "error"]
 
 
@@ -63,7 +69,7 @@ class JobHandle:
         event_poll: float | None,
         concurrency: int | None,
         priority: int,
-        tenant: Callable[..., Any] | None,
+        tenant: Callable[..., Any] | str | None,
         options: EnqueueOptions | None = None,
     ) -> None:
         self.fn = fn
@@ -190,6 +196,31 @@ class JobHandle:
             )
         return result
 
+    def enqueue_as(self, actor: Actor | None, /, *args: Any, **inputs: Any) -> EnqueueResult:
+        """``enqueue`` on behalf of ``actor`` (SPEC ENQ-04): the row records ``actor.id`` as
+        ``enqueued_by`` and ``actor.tenant_id`` as its tenant, unless ``using()`` set them.
+        ``actor=None`` is a plain enqueue::
+
+            send_receipt.enqueue_as(Actor.from_request(request, tenant_id="acme"), order_id=7)
+        """
+        if actor is None:
+            return self.enqueue(*args, **inputs)
+        if not isinstance(actor, Actor):
+            raise InvariantError(
+                f"enqueue_as takes an Actor, got {type(actor).__name__}",
+                hint="django_xjobs.Actor(id=..., tenant_id=...), or Actor.from_user(user)",
+            )
+        return self.using(
+            tenant_id=self.options.tenant_id or actor.tenant_id,
+            enqueued_by=self.options.enqueued_by or actor.id,
+        ).enqueue(*args, **inputs)
+
+    async def aenqueue_as(self, actor: Actor | None, /, **inputs: Any) -> EnqueueResult:
+        """``enqueue_as`` for async code."""
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.enqueue_as)(actor, **inputs)
+
     async def aenqueue(self, *args: Any, **inputs: Any) -> EnqueueResult:
         """``enqueue`` for async code."""
         from asgiref.sync import sync_to_async
@@ -310,18 +341,26 @@ class JobHandle:
             "priority": self.priority if self.options.priority is None else self.options.priority,
             "run_at": self.options.run_at,
             "delay": self.options.delay,
-            "enqueued_by": self.options.enqueued_by,
+            # a nested enqueue, from inside a run, names its parent job (SPEC EXEC-09)
+            "enqueued_by": self.options.enqueued_by or _parent_job(),
             "traceparent": current_traceparent(),
         }
 
     def _request(
         self, bound: dict[str, Any], encoded: str, shared: dict[str, Any]
     ) -> EnqueueRequest:
+        tenant = self.options.tenant_id or self._tenant_for(bound) or _parent_tenant()
+        if tenant is None and self.tenant == REQUIRED:
+            raise JobTenantRequiredError(
+                f"job {self.name!r} is tenant-scoped and was enqueued without a tenant",
+                hint="enqueue_as(Actor(..., tenant_id=...)), using(tenant_id=...), or enqueue "
+                "it from inside a run of that tenant",
+            )
         return EnqueueRequest(
             input=bound,
             input_json=encoded,
             idempotency_key=self.key_for(bound),
-            tenant_id=self.options.tenant_id or self._tenant_for(bound),
+            tenant_id=tenant,
             **shared,
         )
 
@@ -366,7 +405,7 @@ class JobHandle:
         return key
 
     def _tenant_for(self, inputs: dict[str, Any]) -> str | None:
-        if self.tenant is None:
+        if not callable(self.tenant):  # None, or REQUIRED: it comes with the enqueue
             return None
         tenant = self.tenant(**inputs)
         if not isinstance(tenant, str) or not tenant:
@@ -411,7 +450,7 @@ def job(
     event_poll: Duration | None = ...,
     concurrency: int | None = ...,
     priority: int = ...,
-    tenant: Callable[..., Any] | None = ...,
+    tenant: Callable[..., Any] | str | None = ...,
 ) -> JobHandle: ...
 
 
@@ -428,7 +467,7 @@ def job(
     event_poll: Duration | None = ...,
     concurrency: int | None = ...,
     priority: int = ...,
-    tenant: Callable[..., Any] | None = ...,
+    tenant: Callable[..., Any] | str | None = ...,
 ) -> Callable[[Callable[..., Any]], JobHandle]: ...
 
 
@@ -444,7 +483,7 @@ def job(
     event_poll: Duration | None = None,
     concurrency: int | None = None,
     priority: int = 0,
-    tenant: Callable[..., Any] | None = None,
+    tenant: Callable[..., Any] | str | None = None,
 ) -> JobHandle | Callable[[Callable[..., Any]], JobHandle]:
     """Declare a durable job. Put it in ``<app>/jobs.py``; it is imported at startup.
 
@@ -487,10 +526,12 @@ def job(
             )
         signature = check_handler(handler)
         _check_key(idempotency_key, signature)
-        if tenant is not None and not callable(tenant):
-            raise InvariantError(
-                f"tenant={tenant!r} must be a callable taking the inputs",
-                hint="e.g. tenant=lambda account_id, **_: f'acct-{account_id}'",
+        if tenant is not None and tenant != REQUIRED and not callable(tenant):
+            raise JobDefinitionError(
+                f'tenant={tenant!r} must be a callable taking the inputs, or "required"',
+                code="X_JOB_TENANT_REQUIRED",
+                hint="e.g. tenant=lambda account_id, **_: f'acct-{account_id}'; "
+                'tenant="required": every enqueue must carry one (enqueue_as, using)',
             )
         conf.check_queue_name(queue, error=InvariantError)
         policy = DEFAULT_RETRY if retry is None else retry
@@ -559,6 +600,17 @@ def _check_key(key: Any, signature: inspect.Signature) -> None:
                 f"idempotency_key={key!r} names {{{root}}}, which the handler does not take",
                 hint=f"inputs: {', '.join(sorted(names)) or 'none'}",
             )
+
+
+def _parent_job() -> str | None:
+    """``job:<id>`` of the run this enqueue is made from, if any."""
+    parent = current_job()
+    return None if parent is None else f"job:{parent.job_id}"
+
+
+def _parent_tenant() -> str | None:
+    parent = current_job()
+    return None if parent is None else parent.tenant_id
 
 
 def _check_priority(priority: Any) -> None:

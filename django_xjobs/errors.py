@@ -241,6 +241,12 @@ class BackfillUnknownError(XJobsError):
     code = "X_BACKFILL_UNKNOWN"
 
 
+class JobTenantRequiredError(XJobsError):
+    """A tenant-scoped job was declared or enqueued without a way to get its tenant."""
+
+    code = "X_JOB_TENANT_REQUIRED"
+
+
 class StepDuplicateError(XJobsError):
     """A step name was used twice in one attempt."""
 
@@ -344,6 +350,7 @@ CODES: dict[str, type[_Coded]] = {
         JobAbortedError,
         LeaseLostError,
         JobCancelledError,
+        JobTenantRequiredError,
         BackfillPendingError,
         BackfillAppliedError,
         BackfillEnvironmentError,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import logging
 import threading
@@ -16,7 +17,7 @@ from django.db import connections
 
 from . import conf, history, log, outage, registry, signals
 from .clock import Clock
-from .context import JobContext, JobLogger, Signal
+from .context import JobContext, JobLogger, Signal, _current
 from .drivers import sql
 from .drivers.base import ClaimedJob, Complete, Finish, JobDriver, RetryAt, Settle, SuspendUntil
 from .durations import format_seconds
@@ -135,8 +136,12 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock)
             step=AsyncSteps(steps) if handle.is_async else steps,
         )
         signals.started(handle, job, ctx)
-        with job_span(job):
-            value = _run_body(handle, ctx, job, signal, body)
+        ambient = _current.set(ctx)  # SPEC EXEC-09: the same object the handler gets
+        try:
+            with job_span(job):
+                value = _run_body(handle, ctx, job, signal, body)
+        finally:
+            _current.reset(ambient)  # never into the next run on this thread
         result_json = _result_json(value, job.name)
     except StepSuspension as suspension:
         return _suspended(job, suspension, clock, time.monotonic() - started)
@@ -180,7 +185,11 @@ def _run_body(
                 _abandoned(job, handle.timeout, box.get("error"))
             body.end()
 
-    threading.Thread(target=target, name=f"xjobs-body-{job.id}", daemon=True).start()
+    # the body's own thread runs in a copy of this context: it sees the ambient job too
+    context = contextvars.copy_context()
+    threading.Thread(
+        target=context.run, args=(target,), name=f"xjobs-body-{job.id}", daemon=True
+    ).start()
     if not finished.wait(handle.timeout):
         box["late"] = True
         error = JobTimeoutError(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 
-from django_xjobs import Retry, TerminalError, job
+from django_xjobs import Retry, TerminalError, current_job, job
 
 from .models import Ledger
 
@@ -304,6 +305,37 @@ def _file_mark(path: str, token: str, phase: str, attempt: int) -> None:
     line = f"{token} {phase} {attempt} {os.getpid()} {time.time():.6f}\n"
     with open(path, "a") as ledger_file:  # one short append per line: whole lines interleave
         ledger_file.write(line)
+
+
+# --- the ambient job and actors (issue 16) -------------------------------------------------------
+
+
+@job(idempotency_key="ambient:{n}")
+def ambient(ctx, n: int = 0):
+    seen = current_job()
+    logging.getLogger("tests.ambient").warning("inside the run")
+    return {"same": seen is ctx, "name": seen.name if seen else None}
+
+
+@job(idempotency_key="ambient-bounded:{n}", timeout="30s")
+def ambient_bounded(ctx, n: int = 0):
+    return {"same": current_job() is ctx}  # its body runs on a thread of its own
+
+
+@job(idempotency_key="ambient-async:{n}")
+async def ambient_async(ctx, n: int = 0):
+    return {"same": current_job() is ctx}
+
+
+@job(idempotency_key="parent:{n}", tenant=lambda n, **_: f"tenant-{n}")
+def parent(ctx, n: int = 0):
+    child = ok.enqueue(n=n + 1_000_000)
+    return {"child": str(child.id)}
+
+
+@job(idempotency_key="scoped:{n}", tenant="required")
+def scoped(ctx, n: int = 0):
+    return {"tenant": ctx.tenant_id, "by": ctx.enqueued_by}
 
 
 # crons live in jobs.py in an app; the fixtures are kept apart and registered from here

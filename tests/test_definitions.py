@@ -265,8 +265,9 @@ BAD_DECLARATIONS = [
     ],
     # tenant must be a callable
     _bad(
+        # SPEC JOB-02: neither a callable nor the one literal ("required" here)
         lambda n: job(name=n, idempotency_key="k:{order_id}", tenant="acme")(handler),
-        "X_INVARIANT",
+        "X_JOB_TENANT_REQUIRED",
         "tenant",
         "tenant-not-callable",
     ),

@@ -15,7 +15,14 @@ from django.test import override_settings
 from django_xjobs import checks
 from django_xjobs.clock import FrozenClock
 from django_xjobs.errors import InvariantError
-from django_xjobs.worker.limits import DEFAULT_MAX_TENANTS, Limiter, Limits, RateLimit, parse_limits
+from django_xjobs.worker.limits import (
+    DEFAULT_MAX_TENANTS,
+    DEFAULT_TENANT,
+    Limiter,
+    Limits,
+    RateLimit,
+    parse_limits,
+)
 
 BASE = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
 
@@ -183,13 +190,18 @@ def test_limit_01_per_tenant_cap_spans_queues():
     assert limits.acquire("c", "other")
 
 
-def test_limit_01_absent_tenant_is_the_global_tenant():
+def test_limit_01_absent_tenant_is_one_bucket_a_tenant_named_global_is_another():
+    """SPEC LIMIT-01 (runs without a tenant share one bucket) and Q-11: a tenant literally
+    named "global" no longer falls into it."""
     limits = limiter(per_tenant=1)
     assert limits.acquire("a", None)
     assert limits.acquire("a", "") is None, "an empty tenant_id is absent too"
-    assert limits.acquire("a", "global") is None
+    assert limits.blocked_by("a", None) == "per-tenant"
+    assert limits.in_flight("a", DEFAULT_TENANT) == 1
+    assert limits.acquire("a", "global"), "a tenant named global has a bucket of its own"
     assert limits.in_flight("a", "global") == 1
-    assert limits.blocked_by("a", None) == limits.blocked_by("a", "global") == "per-tenant"
+    assert limits.acquire("a", "global") is None
+    assert limits.blocked_by("a", "global") == "per-tenant"
 
 
 @pytest.mark.parametrize(
@@ -275,7 +287,8 @@ def test_limit_03_in_flight_globally_by_queue_and_by_queue_and_tenant():
     assert limits.in_flight("a", "x") == 2
     assert limits.in_flight("a", "y") == 1
     assert limits.in_flight("b", "x") == 1
-    assert limits.in_flight("b", "global") == 1
+    assert limits.in_flight("b", DEFAULT_TENANT) == 1
+    assert limits.in_flight("b", "global") == 0
     assert limits.in_flight("b", "y") == 0
     assert limits.in_flight(tenant="x") == 3, "a tenant alone counts across queues"
 

@@ -40,8 +40,10 @@ from ..errors import InvariantError, XJobsError
 
 Reason = Literal["global", "per-queue", "per-tenant", "rate"]
 
-#: The tenant of a run without ``tenant_id`` (SPEC LIMIT-01).
-DEFAULT_TENANT = "global"
+#: The bucket of runs without ``tenant_id`` (SPEC LIMIT-01's "global", DESIGN Q-11): a key no
+#: tenant can have (PostgreSQL text holds no NUL), so a tenant literally named "global" has a
+#: bucket of its own instead of sharing the no-tenant one.
+DEFAULT_TENANT = "\x00no-tenant"
 DEFAULT_MAX_TENANTS = 20_000
 #: How long ``blocked_by`` remembers a refusal, and the least time between two sweeps (LIMIT-05/06).
 MEMORY_SECONDS = 60.0
