@@ -53,7 +53,7 @@ lint: $(VENV)/.installed  ## ruff, formatting, type hints, and models in step wi
 docs: $(VENV)/.docs-installed  ## the documentation site in build/docs; warnings fail
 	$(BIN)/python -m sphinx -E -W --keep-going -q -b html docs build/docs
 
-bench: $(VENV)/.installed  ## W1-W3 throughput and latency figures (not a test; empties x_jobs)
+bench: $(VENV)/.installed  ## W1-W4 throughput and latency figures (not a test; empties x_jobs and the backfill ledger)
 	$(BIN)/python -m bench.run
 
 clean:

@@ -1,4 +1,4 @@
-"""The benchmark's jobs (autodiscovered: ``bench`` is an installed app).
+"""The benchmark's jobs and backfills (autodiscovered: ``bench`` is an installed app).
 
 The worker runs in this process, on threads, so the latency job can report into a module-level
 dict that ``bench.run`` reads.
@@ -9,7 +9,12 @@ from __future__ import annotations
 import threading
 import time
 
-from django_xjobs import job
+from django_xjobs import backfill, job
+
+from .models import Row
+
+#: rows per page of the W4 backfills
+BACKFILL_BATCH = 1000
 
 _lock = threading.Lock()
 _latencies: dict[int, float] = {}
@@ -37,3 +42,26 @@ def latencies() -> dict[int, float]:
 def reset_latencies() -> None:
     with _lock:
         _latencies.clear()
+
+
+@backfill(
+    name="bench.backfill_noop",
+    queryset=lambda: Row.unchanged.all(),
+    batch=BACKFILL_BATCH,
+    rate=1e6,  # no pace: the figure is the pass's own
+)
+def backfill_noop(ctx, rows):
+    """Changes nothing: a page costs only what the pass does around the handler."""
+
+
+@backfill(
+    name="bench.backfill_update",
+    queryset=lambda: Row.objects.filter(value__isnull=True),
+    batch=BACKFILL_BATCH,
+    rate=1e6,
+)
+def backfill_update(ctx, rows):
+    """Fills ``value`` the way the backfill how-to does: one bulk_update per page."""
+    for row in rows:
+        row.value = row.pk
+    Row.objects.bulk_update(rows, ["value"])

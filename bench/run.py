@@ -1,11 +1,14 @@
-"""Benchmark django_xjobs on PostgreSQL: enqueue rate, drain rate, enqueue-to-start latency.
+"""Benchmark django_xjobs on PostgreSQL: enqueue rate, drain rate, enqueue-to-start latency,
+backfill rate.
 
 Run from the repository root::
 
     python -m bench.run [--jobs 10000] [--latency-samples 200] [--concurrency 4 16 32]
+    python -m bench.run --workloads W4     # only the backfill figures
 
 DATABASE_URL selects the server; without it an embedded throwaway PostgreSQL is started.
-The benchmark empties ``x_jobs`` (TRUNCATE) between workloads: point it at a scratch database.
+The benchmark empties ``x_jobs`` (TRUNCATE) between workloads, and W4 its step and ledger
+tables too: point it at a scratch database.
 See bench/README.md for what each workload measures.
 """
 
@@ -28,6 +31,7 @@ LATENCY_TIMEOUT = 30.0  # seconds W3 waits for the worker to be ready, and for t
 JOIN_TIMEOUT = 30.0  # seconds to wait for a stopped worker thread to return
 LATENCY_CONCURRENCY = 4  # threads of the W3 worker
 POLL = 0.05  # seconds between the progress checks of a drain by worker processes
+WORKLOADS = ("W1", "W2", "W3", "W4")
 
 
 @dataclass
@@ -91,13 +95,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="xjobs_worker --processes N for the W2 run by worker processes (2; 0 skips it)",
     )
     parser.add_argument(
+        "--backfill-rows",
+        type=int,
+        default=100_000,
+        help="rows each W4 backfill sweeps (100000)",
+    )
+    parser.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=WORKLOADS,
+        default=list(WORKLOADS),
+        metavar="W",
+        help="the workloads to run, of W1 W2 W3 W4 (all)",
+    )
+    parser.add_argument(
         "--force",
         action="store_true",
         help="run even though x_jobs already holds rows (they are deleted)",
     )
     args = parser.parse_args(argv)
-    if args.jobs < 1 or args.latency_samples < 1 or min(args.concurrency) < 1:
-        parser.error("--jobs, --latency-samples and --concurrency must be positive")
+    if (
+        args.jobs < 1
+        or args.latency_samples < 1
+        or min(args.concurrency) < 1
+        or args.backfill_rows < 1
+    ):
+        parser.error(
+            "--jobs, --latency-samples, --concurrency and --backfill-rows must be positive"
+        )
     if args.backlog < 0 or args.processes < 0:
         parser.error("--backlog and --processes must be 0 (skip) or positive")
     return args
@@ -453,6 +478,56 @@ def enqueue_latency(report: Report, samples: int, spacing_ms: float) -> None:
     )
 
 
+def backfill_rate(report: Report, rows: int) -> None:
+    """W4: a burst worker runs one pass of each bench backfill over ``rows`` fresh rows at no
+    pace; rows/s by the database clock, from the pass's ledger row (its start to its end)."""
+    from bench.jobs import BACKFILL_BATCH, backfill_noop, backfill_update
+    from django_xjobs.models import Backfill, Job
+    from django_xjobs.worker.worker import Worker
+
+    for handle, handler in ((backfill_noop, "no-op"), (backfill_update, "bulk_update")):
+        label = f"W4 backfill, {handler}"
+        # a completed pass would refuse the next one (X_BACKFILL_APPLIED): the ledger goes too
+        sql("TRUNCATE x_jobs, x_job_steps, x_backfills, bench_row RESTART IDENTITY")
+        sql("INSERT INTO bench_row (value) SELECT NULL FROM generate_series(1, %s)", [rows])
+        sql("ANALYZE bench_row")
+        say(f"{label}: {rows} rows, batch {BACKFILL_BATCH} ...")
+        job_id = handle.enqueue().id
+        worker = Worker(queues=[handle.queue], concurrency=1, burst=True)
+        with measured() as window:
+            thread = WorkerThread(worker)
+            thread.start()
+            thread.join(DRAIN_TIMEOUT)
+            if thread.is_alive():
+                report.problem(f"{label}: not done within {DRAIN_TIMEOUT:g}s; stopping the worker")
+                thread.finish(report, label)
+            elif thread.error is not None:
+                report.problem(f"{label}: Worker.run() raised {describe_error(thread.error)}")
+        job = Job.objects.get(id=job_id)
+        ledger = Backfill.objects.filter(job_id=job_id).first()
+        if job.state != "done" or ledger is None or ledger.status != "completed":
+            status = ledger and ledger.status
+            report.problem(f"{label}: the pass is {job.state} ({job.last_error}), ledger {status}")
+            continue
+        left = sql("SELECT count(*) FROM bench_row WHERE value IS NULL")[0][0]
+        if ledger.rows_processed != rows or (handle is backfill_update and left):
+            report.problem(
+                f"{label}: {ledger.rows_processed} of {rows} rows handled, {left} left NULL"
+            )
+        elapsed = (ledger.completed_at - ledger.started_at).total_seconds()
+        rate = ledger.rows_processed / elapsed
+        say(f"    {rate:,.0f} rows/s ({ledger.pages} pages in {elapsed:.2f}s)")
+        report.add(
+            label,
+            f"{rate:,.0f}",
+            "rows/s",
+            f"{ledger.rows_processed} rows, batch {BACKFILL_BATCH}: {ledger.pages} pages in "
+            f"{elapsed:.2f}s; cost per page",
+            window.cost.per_job(ledger.pages),
+        )
+    sql("TRUNCATE x_job_steps, x_backfills, bench_row")
+
+
 # --- report ----------------------------------------------------------------------------------
 
 
@@ -497,6 +572,25 @@ def render(report: Report, env: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
+def drain_workloads(report: Report, args: argparse.Namespace) -> None:
+    """W2 at each ``--concurrency``, then on the backlog, then by worker processes."""
+    best: tuple[float, int] | None = None
+    for concurrency in args.concurrency:
+        rate = drain_rate(report, args.jobs, concurrency)
+        if rate is not None and (best is None or rate > best[0]):
+            best = (rate, concurrency)
+    if best is not None:
+        report.add("W2 drain, best", f"{best[0]:,.0f}", "jobs/s", f"at concurrency {best[1]}")
+    widest = max(args.concurrency)
+    if args.backlog:
+        drain_backlog(report, args.backlog, widest)
+    if args.processes:
+        one = drain_processes(report, args.jobs, widest, 1)
+        many = drain_processes(report, args.jobs, widest, args.processes)
+        if one and many:
+            report.add(f"W2 --processes {args.processes} / 1", f"{many / one:.2f}", "ratio")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
@@ -520,23 +614,14 @@ def main(argv: list[str] | None = None) -> int:
 
     report = Report()
     env = environment()
-    enqueue_rate(report, args.jobs)
-    best: tuple[float, int] | None = None
-    for concurrency in args.concurrency:
-        rate = drain_rate(report, args.jobs, concurrency)
-        if rate is not None and (best is None or rate > best[0]):
-            best = (rate, concurrency)
-    if best is not None:
-        report.add("W2 drain, best", f"{best[0]:,.0f}", "jobs/s", f"at concurrency {best[1]}")
-    widest = max(args.concurrency)
-    if args.backlog:
-        drain_backlog(report, args.backlog, widest)
-    if args.processes:
-        one = drain_processes(report, args.jobs, widest, 1)
-        many = drain_processes(report, args.jobs, widest, args.processes)
-        if one and many:
-            report.add(f"W2 --processes {args.processes} / 1", f"{many / one:.2f}", "ratio")
-    enqueue_latency(report, args.latency_samples, args.latency_spacing)
+    if "W1" in args.workloads:
+        enqueue_rate(report, args.jobs)
+    if "W2" in args.workloads:
+        drain_workloads(report, args)
+    if "W3" in args.workloads:
+        enqueue_latency(report, args.latency_samples, args.latency_spacing)
+    if "W4" in args.workloads:
+        backfill_rate(report, args.backfill_rows)
     truncate()
 
     print(render(report, env))
