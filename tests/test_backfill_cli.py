@@ -1,7 +1,7 @@
 """Operating backfills (issue 15, part 4; SPEC §16): ``manage.py xjobs_backfill`` --list, the
 --pending deploy gate, starting a pass and each refusal (``X_BACKFILL_UNKNOWN``,
 ``_ENVIRONMENT``, ``_MIGRATION_PENDING``, ``_APPLIED``, ``_RUNNING``), --wait's progress and exit
-status.
+status, and the ``X_BACKFILL_PENDING`` check.
 
 The fixtures are tests/backfills.py: in the unnamed test environment four of them run
 (``tests.production_only`` does not)."""
@@ -23,6 +23,7 @@ from django.test import override_settings
 from django_xjobs.backfill import get_backfill
 from django_xjobs.backfill_gate import ENQUEUED_BY
 from django_xjobs.backfill_watch import PassWatch, Progress, ProgressDisplay
+from django_xjobs.checks import check_pending_backfills
 from django_xjobs.drivers import get_driver
 from django_xjobs.testing import run_until_idle
 from tests import backfills
@@ -152,6 +153,23 @@ def test_pending_counts_passes_in_this_environment_only(harness):
         gate.refused("X_BACKFILL_PENDING")
         # staging's passes do not count here, and production_only runs here
         assert [b["name"] for b in gate.json()] == sorted([*RUN_HERE, "tests.production_only"])
+
+
+def test_the_check_warns_while_a_backfill_is_pending(harness):
+    assert check_pending_backfills(databases=None) == []  # needs --database
+    [warning] = check_pending_backfills(databases=["default"])
+    assert warning.id == "django_xjobs.W020"
+    assert warning.msg.startswith("X_BACKFILL_PENDING") and ", ".join(RUN_HERE) in warning.msg
+    assert "xjobs_backfill --all" in warning.hint
+    backfill_cmd("--all").ok()
+    run_until_idle()
+    assert check_pending_backfills(databases=["default"]) == []
+
+
+def test_manage_py_check_with_the_database_reports_w020(db):
+    err = StringIO()
+    call_command("check", "--database", "default", stderr=err, stdout=StringIO())
+    assert "(django_xjobs.W020) X_BACKFILL_PENDING" in err.getvalue()
 
 
 @pytest.mark.process
