@@ -1,14 +1,15 @@
 """Where each declared backfill stands in this environment, read from the ``x_backfills`` ledger:
-its latest pass, and whether it is still pending here.
+its latest pass, whether it is still pending here, and a pass's section of ``inspect_job``.
 
-``manage.py xjobs_backfill --list`` / ``--pending`` read it from here. Like
-``django_xjobs.inspect``, every answer is plain JSON.
+``manage.py xjobs_backfill --list`` / ``--pending``, the ``X_BACKFILL_PENDING`` check and
+``inspect_job`` all read it from here. Like ``django_xjobs.inspect``, every answer is plain JSON.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from . import conf, registry
 from .backfill import Backfill, registered_backfills
@@ -59,6 +60,37 @@ def describe_backfills() -> list[dict[str, Any]]:
             }
         )
     return found
+
+
+def backfill_section(name: str, run_id: UUID) -> dict[str, Any] | None:
+    """A job's ``backfill`` section in ``inspect_job`` (SPEC INSP-02): its pass's ledger row, or
+    ``None`` when the job is no backfill's pass. A pass not started yet has no row: its status
+    is ``None`` and its counts are 0."""
+    handle = registry.get_job(name)
+    declared = getattr(handle, "backfill", None) is not None
+    if handle is not None and not declared:
+        return None  # an ordinary job: no ledger read
+    ledger = get_driver().backfills
+    row = None if ledger is None else ledger.get(run_id)
+    if row is None and not declared:
+        return None
+    if row is None:
+        return {"name": name, **_NOT_STARTED}
+    record = pass_record(row)
+    del record["run_id"], record["job_id"]  # the trace has them
+    return {"name": row.name, **record}
+
+
+_NOT_STARTED: dict[str, Any] = {
+    "status": None,
+    "environment": None,
+    "rows": 0,
+    "pages": 0,
+    "cursor": None,
+    "started_at": None,
+    "completed_at": None,
+    "error": None,
+}
 
 
 def pass_record(row: BackfillRecord) -> dict[str, Any]:

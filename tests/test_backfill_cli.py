@@ -1,7 +1,8 @@
 """Operating backfills (issue 15, part 4; SPEC §16): ``manage.py xjobs_backfill`` --list, the
 --pending deploy gate, starting a pass and each refusal (``X_BACKFILL_UNKNOWN``,
 ``_ENVIRONMENT``, ``_MIGRATION_PENDING``, ``_APPLIED``, ``_RUNNING``), --wait's progress and exit
-status, and the ``X_BACKFILL_PENDING`` check.
+status, the ``X_BACKFILL_PENDING`` check and ``inspect_job``'s ``backfill`` section
+(INSP-02).
 
 The fixtures are tests/backfills.py: in the unnamed test environment four of them run
 (``tests.production_only`` does not)."""
@@ -20,13 +21,15 @@ from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 from django.test import override_settings
 
+from django_xjobs import inspect
 from django_xjobs.backfill import get_backfill
 from django_xjobs.backfill_gate import ENQUEUED_BY
+from django_xjobs.backfill_status import backfill_section
 from django_xjobs.backfill_watch import PassWatch, Progress, ProgressDisplay
 from django_xjobs.checks import check_pending_backfills
 from django_xjobs.drivers import get_driver
 from django_xjobs.testing import run_until_idle
-from tests import backfills
+from tests import backfills, jobs
 from tests.models import Order, Token
 from tests.support.process import MANAGE, ROOT, worker_env
 
@@ -459,3 +462,71 @@ def test_a_terminal_redraws_one_line_and_a_log_gets_lines_at_intervals():
         "30/100 rows (30%)",
         "100/100 rows (100%)",
     ]
+
+
+# --- inspect_job (SPEC INSP-02) -------------------------------------------------------------------
+
+
+def test_insp_02_a_pass_carries_its_ledger_row_and_any_other_job_none(harness):
+    ordinary = jobs.ok.enqueue(n=1).id
+    assert inspect.inspect_job(ordinary)["backfill"] is None
+    orders(4)
+    job_id = backfills.fill_currency.enqueue().id
+    assert inspect.inspect_job(job_id)["backfill"] == {
+        "name": "tests.fill_currency",
+        "status": None,  # queued, not started: no ledger row yet
+        "environment": None,
+        "rows": 0,
+        "pages": 0,
+        "cursor": None,
+        "started_at": None,
+        "completed_at": None,
+        "error": None,
+    }
+    run_until_idle()
+    [row] = passes("tests.fill_currency")
+    section = inspect.inspect_job(job_id)["backfill"]
+    assert section == {
+        "name": "tests.fill_currency",
+        "status": "completed",
+        "environment": None,
+        "rows": 4,
+        "pages": 2,
+        "cursor": None,
+        "started_at": row.started_at.isoformat(),
+        "completed_at": row.completed_at.isoformat(),
+        "error": None,
+    }
+    shown = StringIO()
+    call_command("xjobs", "show", str(job_id), stdout=shown)
+    assert (
+        "backfill   tests.fill_currency  completed: 4 rows, 2 pages, cursor -" in shown.getvalue()
+    )
+
+
+def test_insp_02_a_stalled_pass_shows_its_error_and_cursor(harness):
+    orders(3)
+    job_id = backfills.forgets_rows.enqueue().id
+    run_until_idle()
+    section = inspect.inspect_job(job_id)["backfill"]
+    assert section["status"] == "failed" and section["error"].startswith("X_BACKFILL_STALLED")
+    assert section["cursor"] == str(Order.objects.order_by("pk").last().pk)
+
+
+def test_insp_02_a_pass_of_a_backfill_no_longer_declared_is_read_from_the_ledger(harness):
+    run_id = uuid.uuid4()
+    harness.driver.backfills.start(
+        run_id=run_id,
+        job_id=uuid.uuid4(),
+        name="tests.renamed",
+        checksum="c",
+        app_version="an earlier release",
+        environment="production",
+    )
+    section = backfill_section("tests.renamed", run_id)
+    assert (section["name"], section["status"], section["environment"]) == (
+        "tests.renamed",
+        "running",
+        "production",
+    )
+    assert backfill_section("tests.renamed", uuid.uuid4()) is None
