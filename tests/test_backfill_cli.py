@@ -1,8 +1,8 @@
 """Operating backfills (issue 15, part 4; SPEC §16): ``manage.py xjobs_backfill`` --list, the
 --pending deploy gate, starting a pass and each refusal (``X_BACKFILL_UNKNOWN``,
 ``_ENVIRONMENT``, ``_MIGRATION_PENDING``, ``_APPLIED``, ``_RUNNING``), --wait's progress and exit
-status, the ``X_BACKFILL_PENDING`` check and ``inspect_job``'s ``backfill`` section
-(INSP-02).
+status, the ``X_BACKFILL_PENDING`` check, the ledger in the admin and ``inspect_job``'s
+``backfill`` section (INSP-02).
 
 The fixtures are tests/backfills.py: in the unnamed test environment four of them run
 (``tests.production_only`` does not)."""
@@ -16,6 +16,7 @@ import uuid
 from io import StringIO
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
@@ -28,6 +29,7 @@ from django_xjobs.backfill_status import backfill_section
 from django_xjobs.backfill_watch import PassWatch, Progress, ProgressDisplay
 from django_xjobs.checks import check_pending_backfills
 from django_xjobs.drivers import get_driver
+from django_xjobs.models import Backfill as LedgerRow
 from django_xjobs.testing import run_until_idle
 from tests import backfills, jobs
 from tests.models import Order, Token
@@ -530,3 +532,77 @@ def test_insp_02_a_pass_of_a_backfill_no_longer_declared_is_read_from_the_ledger
         "production",
     )
     assert backfill_section("tests.renamed", uuid.uuid4()) is None
+
+
+# --- the admin ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def admin_client(client, db):
+    client.force_login(User.objects.create_superuser("admin", "admin@example.com", "pw"))
+    return client
+
+
+def test_the_admin_lists_passes_with_their_progress_and_job(admin_client):
+    orders(4)
+    first = backfills.fill_currency.enqueue().id
+    run_until_idle()
+    orders(5)
+    running = backfills.fill_currency.enqueue(force=True).id
+    run_id = get_driver().get_job(running).run_id
+    ledger = get_driver().backfills
+    ledger.start(
+        run_id=run_id,
+        job_id=running,
+        name="tests.fill_currency",
+        checksum=get_backfill("tests.fill_currency").checksum,
+        app_version="test",
+        environment=None,
+    )
+    ledger.progress(run_id, cursor="6", rows=3, pages=1)
+    page = admin_client.get("/admin/django_xjobs/backfill/")
+    assert page.status_code == 200
+    listed = page.context["cl"].result_list
+    assert [(p.status, p.rows_processed) for p in listed] == [("running", 3), ("completed", 4)]
+    text = page.content.decode()
+    assert "rows/s for" in text and "done in" in text
+    assert f'href="/admin/django_xjobs/job/{first}/change/"' in text
+    assert f'href="/admin/django_xjobs/job/{running}/change/"' in text
+    done = admin_client.get("/admin/django_xjobs/backfill/?status__exact=completed")
+    assert [p.job_id for p in done.context["cl"].result_list] == [first]
+    assert (
+        'href="/admin/django_xjobs/backfill/">Backfills<'
+        in admin_client.get("/admin/django_xjobs/job/").content.decode()
+    )
+
+
+def test_a_pass_page_has_the_estimate_and_its_names_history(admin_client):
+    orders(4)
+    first = backfills.fill_currency.enqueue().id
+    run_until_idle()
+    orders(5)
+    running = backfills.fill_currency.enqueue(force=True).id
+    run_id = get_driver().get_job(running).run_id
+    ledger = get_driver().backfills
+    ledger.start(
+        run_id=run_id,
+        job_id=running,
+        name="tests.fill_currency",
+        checksum="changed",
+        app_version="test",
+        environment=None,
+    )
+    ledger.progress(run_id, cursor="6", rows=3, pages=1)
+    page = admin_client.get(f"/admin/django_xjobs/backfill/{run_id}/change/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    # three rows done, five still matching (nothing was fixed): about eight in all
+    assert "3 of about 8 rows" in text
+    assert "batch 3, rate 1e+06 pages/s" in text and "changed since this pass" in text
+    [earlier] = LedgerRow.objects.filter(job_id=first)
+    assert "this pass" in text
+    assert f'href="/admin/django_xjobs/backfill/{earlier.run_id}/change/"' in text
+    assert 'name="_save"' not in text  # view-only
+    assert admin_client.post(f"/admin/django_xjobs/backfill/{run_id}/change/").status_code == 403
+    assert admin_client.get("/admin/django_xjobs/backfill/add/").status_code == 403
+    assert LedgerRow.objects.get(run_id=run_id).rows_processed == 3
