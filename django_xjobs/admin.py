@@ -10,7 +10,8 @@ Rows are read-only; retry and cancel go through ``django_xjobs.inspect``, the sa
 * ``job/crons/``: every cron with its schedule and policy, last firing, next run and the leader;
 * ``outboxentry/``, ``joblease/``, ``schedulerstate/``: the staged rows, the fleet slots held
   and the scheduler's watermarks, view-only;
-* ``worker/``: every worker process, its runs in flight and whether it is alive or lapsed.
+* ``worker/``: every worker process, its runs in flight and whether it is alive or lapsed;
+* ``backfill/``: every backfill pass in the ledger, its progress and its name's history.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from . import conf, inspect
+from .admin_backfill import BackfillColumns
 from .admin_pages import UNKNOWN_CODE, OverviewPages, admin_url, nav_links, parked_unknown
 from .durations import format_span
 from .errors import XJobsError
 from .models import (
+    Backfill,
     Job,
     JobLease,
     JobState,
@@ -561,6 +564,11 @@ class SchedulerStateAdmin(_ViewOnly):
         from .cron import registered_crons
 
         return obj.task_name in {c.name for c in registered_crons()}
+
+
+@admin.register(Backfill)
+class BackfillAdmin(BackfillColumns, _ViewOnly):
+    """Backfill passes, from the ``x_backfills`` ledger: written by the passes only."""
 
 
 def _preview(value: Any) -> str:

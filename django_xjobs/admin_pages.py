@@ -166,6 +166,7 @@ def nav_links(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
             ("Outbox", admin_url(site, "django_xjobs_outboxentry_changelist")),
             ("Fleet slots", admin_url(site, "django_xjobs_joblease_changelist")),
             ("Workers", admin_url(site, "django_xjobs_worker_changelist")),
+            ("Backfills", admin_url(site, "django_xjobs_backfill_changelist")),
         ],
         "xjobs_dead": dead,
     }

@@ -172,3 +172,39 @@ def check_unregistered_names(
             id="django_xjobs.W003",
         )
     ]
+
+
+@checks.register(checks.Tags.database)
+def check_pending_backfills(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """``manage.py check --database default``: backfills declared for this environment with no
+    completed pass in it (``X_BACKFILL_PENDING``), what ``xjobs_backfill --pending`` gates on."""
+    from django.db import DatabaseError
+
+    from .backfill import registered_backfills
+
+    try:
+        xjobs = conf.validate(getattr(settings, "XJOBS", {}))
+    except XJobsError:
+        return []  # check_settings reports it
+    if xjobs.database not in (databases or ()) or not registered_backfills():
+        return []
+    from .backfill_status import pending_backfills
+
+    try:
+        pending = [spec.name for spec in pending_backfills()]
+    except DatabaseError:
+        return []  # not migrated yet: migrate runs this check before it creates the tables
+    if not pending:
+        return []
+    where = f"environment {xjobs.environment!r}" if xjobs.environment else "this environment"
+    return [
+        checks.Warning(
+            f"X_BACKFILL_PENDING: backfills declared for {where} have no completed pass in "
+            f"database {xjobs.database!r}: {', '.join(pending)}",
+            hint="run: python manage.py xjobs_backfill --all --wait (a worker watching their "
+            "queues runs each pass); xjobs_backfill --pending gates a deploy on the same",
+            id="django_xjobs.W020",
+        )
+    ]

@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from . import conf, registry
+from .backfill_status import backfill_section
 from .drivers import get_driver
 from .drivers.base import JobDriver, JobSnapshot, StepRecord
 from .durations import Duration, parse_duration
@@ -44,6 +45,10 @@ def inspect_job(job_id: UUID | str) -> dict[str, Any] | None:
     committed. If the publish found a live job with the same idempotency key, the staged enqueue
     collapsed into that job: the trace is that job's, with ``collapsed_from`` set to the id
     asked for. A rolled-back enqueue's id names nothing (``None``).
+
+    A backfill's pass carries a ``backfill`` section, its ledger row: ``name``, ``status``,
+    ``environment``, ``rows``, ``pages``, ``cursor``, ``started_at``, ``completed_at``,
+    ``error``; any other job has ``backfill: None``.
     """
     driver = get_driver()
     wanted = _job_id(job_id)
@@ -272,6 +277,7 @@ def _trace(driver: JobDriver, row: JobSnapshot) -> dict[str, Any]:
         "steps": [_step(s) for s in driver.steps.list(row.run_id)],
         "retry_delays": _retry_delays(row.name),
         "attempts": [_failed_attempt(a) for a in row.errors],
+        "backfill": backfill_section(row.name, row.run_id),
     }
 
 

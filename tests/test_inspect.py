@@ -399,6 +399,7 @@ def test_insp_02_03_the_trace_is_plain_json_with_steps_in_seconds(harness):
         "traceparent": None,
         "enqueued_by": "user:7",
         "attempts": [],  # no attempt has failed
+        "backfill": None,  # not a backfill's pass (tests/test_backfill_cli.py)
     }
     load, charge, nap = trace["steps"]
     assert load == {

@@ -120,6 +120,32 @@ def test_the_view_shows_every_series_for_known_rows(db):
     assert kinds["xjobs_queue_depth"] == kinds["xjobs_scheduler_leader"] == "gauge"
 
 
+def test_a_backfill_pass_exports_its_rows_and_pages(db):
+    """Issue 15: the pass's counters reach the scrape, labelled by backfill."""
+    from tests import backfills
+    from tests.models import Order
+
+    name = "tests.fill_currency"
+    before = {
+        series: metrics.value(series, backfill=name)
+        for series in ("xjobs_backfill_rows_total", "xjobs_backfill_pages_total")
+    }
+    Order.objects.bulk_create([Order() for _ in range(4)])
+    backfills.fill_currency.enqueue()
+    run_until_idle()
+    text, series = scrape()
+    assert (
+        sample(series, "xjobs_backfill_rows_total", backfill=name)
+        == before["xjobs_backfill_rows_total"] + 4
+    )
+    assert (
+        sample(series, "xjobs_backfill_pages_total", backfill=name)
+        == before["xjobs_backfill_pages_total"] + 2
+    )  # 3 rows, then 1: the empty page that would end it is never read
+    kinds = {family.name: family.type for family in text_string_to_metric_families(text)}
+    assert kinds["xjobs_backfill_rows"] == kinds["xjobs_backfill_pages"] == "counter"
+
+
 def test_an_expired_leader_is_no_leader(db):
     SchedulerLeader.objects.create(
         lock_key="scheduler", holder="gone", expires_at=timezone.now() - timedelta(seconds=1)

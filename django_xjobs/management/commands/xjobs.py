@@ -108,6 +108,7 @@ class Command(XJobsCommand):
             f"  last error {job['last_error'] or '-'}",
             f"  result     {json.dumps(job['result'])}",
             f"  retries    {', '.join(f'{d:g}s' for d in job['retry_delays']) or '-'}",
+            *_backfill_lines(job["backfill"]),
             "  steps:" if job["steps"] else "  steps: none",
         ]
         for step in job["steps"]:
@@ -196,6 +197,20 @@ def _attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
         lines.append(f"    #{a['attempt']:<3} {a['at']}  {a['outcome']:<8} {what}: {a['message']}")
     lines.append(f"  traceback of attempt {attempts[-1]['attempt']}:")
     lines += [f"    {line}" for line in attempts[-1]["traceback"].rstrip().splitlines()]
+    return lines
+
+
+def _backfill_lines(section: dict[str, Any] | None) -> list[str]:
+    """A backfill pass's ledger row, in one line (and its error in another)."""
+    if section is None:
+        return []
+    where = f" in {section['environment']}" if section["environment"] else ""
+    lines = [
+        f"  backfill   {section['name']}  {section['status'] or 'not started'}{where}: "
+        f"{section['rows']} rows, {section['pages']} pages, cursor {section['cursor'] or '-'}"
+    ]
+    if section["error"]:
+        lines.append(f"             {section['error']}")
     return lines
 
 
