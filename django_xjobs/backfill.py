@@ -57,12 +57,19 @@ class Backfill:
     def source(self) -> Any:
         """``queryset()``, checked to be a queryset this pass can page through."""
         from django.db.models import QuerySet
+        from django.db.models.query import ModelIterable
 
         rows = self.queryset()
         if not isinstance(rows, QuerySet):
             raise InvariantError(
                 f"backfill {self.name!r}: queryset() returned {type(rows).__name__}, not a QuerySet",
                 hint="return the rows still to do, e.g. Order.objects.filter(currency__isnull=True)",
+            )
+        if rows._iterable_class is not ModelIterable:
+            raise InvariantError(
+                f"backfill {self.name!r}: queryset() returns values(), not model instances",
+                hint="drop .values()/.values_list(): the handler gets model instances; use "
+                ".only(...) to read fewer columns",
             )
         if rows.query.is_sliced:
             raise InvariantError(

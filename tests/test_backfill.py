@@ -354,6 +354,13 @@ def test_bf_06_a_count_that_is_not_a_row_count_is_x_invariant():
         spec.remaining()
 
 
+def test_a_queryset_of_values_is_x_invariant_before_any_page():
+    spec = replace(get_backfill("tests.fill_currency"), queryset=lambda: Order.objects.values())
+    with pytest.raises(Exception, match=r"X_INVARIANT.*values\(\)") as error:
+        spec.source()
+    assert ".only(" in error.value.hint
+
+
 def test_a_queryset_factory_that_returns_no_queryset_is_x_invariant():
     spec: Backfill = replace(get_backfill("tests.fill_currency"), queryset=lambda: [1, 2])
     with pytest.raises(Exception, match=r"X_INVARIANT.*not a QuerySet"):

@@ -12,6 +12,7 @@ pass until it is forced.
 
 from __future__ import annotations
 
+import json
 import signal
 import uuid
 from collections import Counter
@@ -24,7 +25,7 @@ from django.db import connection, transaction
 from django_xjobs.models import Backfill, Job, JobStep
 from tests import backfills
 from tests.models import Order
-from tests.support.process import wait_for, worker_env
+from tests.support.process import run_manage, wait_for, worker_env
 
 pytestmark = pytest.mark.process
 
@@ -147,12 +148,18 @@ def test_a_killed_pass_resumes_at_the_next_page_and_every_row_is_handled_once(wo
     assert (row.rows_processed, row.pages) == (totals["rows"], totals["pages"])
     assert row.last_cursor is None and row.error is None
 
-    # completed here: a new pass is refused (TODO after the merge of backfill-cli: the same
-    # through `xjobs_backfill tests.fill_big`, then `--force`); a forced one runs with its own row
+    # completed here: `xjobs_backfill NAME` is refused until --force, and a pass enqueued by
+    # hand ends at once, X_BACKFILL_APPLIED; the forced one runs with a ledger row of its own
+    again = run_manage("xjobs_backfill", "tests.fill_big", "--settings=tests.settings")
+    assert again.returncode == 1, again.stderr
+    assert again.stderr.startswith("CommandError: X_BACKFILL_APPLIED"), again.stderr
     refused = backfills.fill_big.enqueue().id
     wait_for(lambda: Job.objects.get(id=refused).state == "dead", what="the new pass to end")
     assert Job.objects.get(id=refused).last_error.startswith("X_BACKFILL_APPLIED")
-    forced = backfills.fill_big.enqueue(force=True).id
+    forcing = ("xjobs_backfill", "tests.fill_big", "--force", "--json")
+    started = run_manage(*forcing, "--settings=tests.settings")
+    assert started.returncode == 0, started.stderr
+    forced = uuid.UUID(json.loads(started.stdout)["job"])
     wait_for(lambda: Job.objects.get(id=forced).state == "done", what="the forced pass to end")
     forced_run = Job.objects.get(id=forced).run_id
     rows = {r.run_id: r for r in Backfill.objects.filter(name="tests.fill_big")}
