@@ -1,0 +1,117 @@
+"""``Worker.tick()``: one claim-admit-run-settle pass of the real worker in the calling
+thread (SPEC WORK-06), on both drivers, inside the test's transaction."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.test import override_settings
+
+from django_xjobs.errors import InvariantError
+from django_xjobs.execute import Outcome
+from django_xjobs.testing import memory_driver
+from django_xjobs.worker.worker import Worker
+from tests import jobs
+
+BASE = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
+EXCLUSIVE = "job:tests.jobs.exclusive"
+
+
+def worker(harness, **options) -> Worker:
+    return Worker(queues=["default"], driver=harness.driver, burst=True, **options)
+
+
+def test_work_06_one_tick_runs_at_most_limit_jobs(harness):
+    ids = [jobs.ok.enqueue(n=i).id for i in range(5)]
+    done = worker(harness, concurrency=4).tick(limit=2)
+    assert [e.outcome for e in done.executions] == [Outcome.COMPLETED] * 2
+    assert done.shed == []
+    states = sorted(harness.row(i).state for i in ids)
+    assert states == ["done", "done", "ready", "ready", "ready"]
+
+
+def test_work_06_the_default_limit_is_the_concurrency(harness):
+    for i in range(5):
+        jobs.ok.enqueue(n=i)
+    assert len(worker(harness, concurrency=3).tick().executions) == 3
+
+
+def test_work_06_a_tick_on_an_empty_queue_returns_nothing(harness):
+    done = worker(harness).tick()
+    assert (done.executions, done.shed) == ([], [])
+
+
+def test_work_06_settle_outcomes_are_on_the_rows_after_the_tick(harness):
+    done_id = jobs.ok.enqueue(n=1).id
+    failed_id = jobs.fails.enqueue(n=2).id
+    done = worker(harness).tick()
+    outcomes = {e.job.id: e.outcome for e in done.executions}
+    assert outcomes == {done_id: Outcome.COMPLETED, failed_id: Outcome.RETRIED}
+    row = harness.row(done_id)
+    assert (row.state, row.attempt, row.result) == ("done", 1, {"n": 1, "attempt": 1})
+    row = harness.row(failed_id)
+    assert (row.state, row.attempt, row.last_error) == ("ready", 1, "ValueError: boom 2")
+
+
+def test_work_06_a_job_over_a_per_queue_limit_is_shed_and_stays_ready(harness):
+    with override_settings(XJOBS={**BASE, "LIMITS": {"per_queue": 1}}):
+        first = jobs.ok.enqueue(n=1).id
+        second = jobs.ok.enqueue(n=2).id
+        ticker = worker(harness)
+        done = ticker.tick()
+    assert [e.job.id for e in done.executions] == [first]
+    assert [(s.job_id, s.reason) for s in done.shed] == [(second, "limited: per-queue")]
+    row = harness.row(second)
+    assert (row.state, row.attempt, row.last_error) == ("ready", 0, None)  # no attempt spent
+    assert ticker.limiter.in_flight() == 0  # the first run's limit went back at its settle
+    assert ticker.stats().outcomes["shed"] == 1
+
+
+def test_work_06_a_capped_job_is_shed_while_its_slot_is_held(harness):
+    leases = harness.driver.leases
+    assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:1") == 0
+    job_id = jobs.exclusive.enqueue(token="held", hold=0).id
+    done = worker(harness).tick()
+    assert done.executions == []
+    assert [(s.job_id, s.reason) for s in done.shed] == [(job_id, "job concurrency (1)")]
+    row = harness.row(job_id)
+    assert (row.state, row.attempt) == ("ready", 0)
+
+    assert leases.release(EXCLUSIVE, 0, "elsewhere:1")
+    harness.advance(1)  # past the shed's delay of one poll interval
+    done = worker(harness).tick()
+    assert [e.outcome for e in done.executions] == [Outcome.COMPLETED]
+    # the tick's run gave its slot back when it settled: another holder can take it
+    assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:2") == 0
+
+
+def test_work_06_a_tick_starts_no_thread_and_leaves_nothing_held(harness):
+    with override_settings(XJOBS={**BASE, "LIMITS": {"global": 5}}):
+        for i in range(3):
+            jobs.ok.enqueue(n=i)
+        ticker = worker(harness)
+        before = set(threading.enumerate())
+        done = ticker.tick()
+    assert len(done.executions) == 3
+    assert set(threading.enumerate()) == before
+    assert (ticker.in_flight(), ticker.limiter.in_flight(), ticker.state) == ([], 0, "idle")
+
+
+def test_work_06_tick_refuses_a_running_worker():
+    with memory_driver() as driver:
+        running = Worker(queues=["default"], driver=driver, poll_interval=0.05)
+        thread = threading.Thread(target=running.run)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 10
+            while running.state != "running" and time.monotonic() < deadline:
+                time.sleep(0.01)
+            with pytest.raises(InvariantError) as refused:
+                running.tick()
+            assert refused.value.hint
+        finally:
+            running.stop()
+            thread.join(10)
+    assert running.state == "stopped"
