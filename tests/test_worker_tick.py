@@ -115,3 +115,17 @@ def test_work_06_tick_refuses_a_running_worker():
             running.stop()
             thread.join(10)
     assert running.state == "stopped"
+
+
+def test_work_06_a_body_past_its_timeout_is_waited_for_before_the_tick_returns():
+    """SPEC EXEC-05: the run settles at its timeout, but its body still holds capacity; the
+    tick returns only once it has ended, so nothing it started outlives it."""
+    with memory_driver() as driver:
+        job_id = jobs.overruns.enqueue(token="tick", late_step=False).id
+        ticker = Worker(queues=["default"], driver=driver)
+        done = ticker.tick()
+        [execution] = done.executions
+        assert "X_JOB_TIMEOUT" in (execution.error or "")
+        assert execution.abandoned is not None and execution.abandoned.ended
+        assert (ticker.abandoned(), ticker.in_flight()) == ([], [])
+        assert driver.get_job(job_id).state in ("dead", "failed")
