@@ -129,3 +129,50 @@ def test_work_06_a_body_past_its_timeout_is_waited_for_before_the_tick_returns()
         assert execution.abandoned is not None and execution.abandoned.ended
         assert (ticker.abandoned(), ticker.in_flight()) == ([], [])
         assert driver.get_job(job_id).state in ("dead", "failed")
+
+
+# --- WORK-03: run() from idle or stopped only -----------------------------------------------
+
+
+def test_work_03_a_stopped_worker_runs_again():
+    """A drain leaves its stop marker behind; a second run() must not hand it to its threads."""
+    with memory_driver() as driver:
+        again = Worker(queues=["default"], driver=driver, burst=True, concurrency=2)
+        jobs.ok.enqueue(n=1)
+        assert again.run().outcomes == {Outcome.COMPLETED: 1}
+        second = jobs.ok.enqueue(n=2).id
+        thread = threading.Thread(target=again.run, daemon=True)
+        thread.start()
+        thread.join(10)
+        alive = thread.is_alive()
+        if alive:
+            again.stop()
+            thread.join(10)
+        assert not alive, "the second run() never went idle"
+        assert (again.state, driver.get_job(second).state) == ("stopped", "done")
+        assert again.outcomes == {Outcome.COMPLETED: 2}
+
+
+def test_work_03_run_while_running_is_a_no_op():
+    with memory_driver() as driver:
+        running = Worker(queues=["default"], driver=driver, poll_interval=0.05)
+        thread = threading.Thread(target=running.run)
+        thread.start()
+        try:
+
+            def threads() -> tuple[int, int]:
+                names = [t.name for t in threading.enumerate()]
+                return names.count("xjobs-settler"), names.count("xjobs-job")
+
+            started = (1, running.concurrency)
+            deadline = time.monotonic() + 10
+            while threads() != started and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert threads() == started
+            stats = running.run()  # returns at once: no second loop, no second set of threads
+            assert stats.state == "running"
+            assert threads() == started
+        finally:
+            running.stop()
+            thread.join(10)
+    assert running.state == "stopped"

@@ -136,6 +136,7 @@ class Worker(Settling):
         self.burst = burst
         self.clock = clock
         self.state = "idle"
+        self._start_lock = threading.Lock()
         self.outcomes: Counter[str] = Counter()
         self._database = self.driver.database
         #: every run this worker holds, by lease token: after a lost lease the same job may be
@@ -176,12 +177,20 @@ class Worker(Settling):
     # --- public -----------------------------------------------------------------------------
 
     def run(self) -> WorkerStats:
-        """Work until ``stop()`` (or, in burst mode, until idle). Blocks the calling thread."""
-        if self.state in ("running", "draining"):
-            raise RuntimeError("this worker is already running")
-        self.check_enforceable()
-        self.state = "running"
+        """Work until ``stop()`` (or, in burst mode, until idle). Blocks the calling thread.
+
+        A stopped worker can run again. Called while it runs or drains, it does nothing and
+        returns the running worker's stats at once (SPEC WORK-03): no second loop.
+        """
+        with self._start_lock:  # two callers at once: one starts, the other sees it running
+            if self.state in ("running", "draining"):
+                return self.stats()
+            self.check_enforceable()
+            self.state = "running"
         self._draining.clear()
+        # a past run's drain left its stop marker queued: fresh threads would take it and quit
+        self._ready = queue_module.SimpleQueue()
+        self._threads = []
         settler = threading.Thread(target=self._settle_loop, name="xjobs-settler", daemon=True)
         presence = WorkerPresence(
             self.driver,
