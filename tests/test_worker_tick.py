@@ -3,10 +3,13 @@ thread (SPEC WORK-06), on both drivers, inside the test's transaction."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import uuid
 
 import pytest
+from django.db import OperationalError
 from django.test import override_settings
 
 from django_xjobs.errors import InvariantError
@@ -176,3 +179,59 @@ def test_work_03_run_while_running_is_a_no_op():
             running.stop()
             thread.join(10)
     assert running.state == "stopped"
+
+
+# --- EXEC-03 / SE-16: a failed ack is never turned into a nack ------------------------------
+
+
+class AckFails:
+    """The installed driver, except that ``ack`` raises ``error``; every settle verb is
+    recorded, so a test can see that no other one was called in its place."""
+
+    VERBS = ("ack", "retry", "suspend", "shed", "finish")
+
+    def __init__(self, driver, error: Exception) -> None:
+        self._driver, self._error = driver, error
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        real = getattr(self._driver, name)
+        if name not in self.VERBS:
+            return real
+
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            if name == "ack":
+                raise self._error
+            return real(*args, **kwargs)
+
+        return call
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ValueError("the ack broke"), OperationalError("connection refused (a test outage)")],
+    ids=["gives-up-at-once", "transient-retried-then-given-up"],
+)
+def test_exec_03_se_16_a_failed_ack_is_never_nacked(harness, caplog, error):
+    """SPEC EXEC-03, SE-16: the ack sits outside the retry decision. The guard retries a
+    transient failure and then gives up; nothing is nacked, the finished work is not run again
+    or counted as failed, the completed steps stay, and the lease hands the row back later."""
+    token = f"ack-{uuid.uuid4()}"
+    job_id = jobs.five_steps.enqueue(token=token).id
+    driver = AckFails(harness.driver, error)
+    # a short lease: a transient failure is retried only while the lease may still hold
+    ticker = Worker(queues=["default"], driver=driver, visibility_timeout=0.6, stall_timeout=1.0)
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        done = ticker.tick()
+    assert set(driver.calls) == {"ack"}  # no retry, suspend, shed or finish in its place
+    if isinstance(error, OperationalError):
+        assert len(driver.calls) > 1  # retried before it gave up
+    assert caplog.text.count("xjobs.worker.settle_failed") == 1
+    [execution] = done.executions
+    assert execution.outcome == Outcome.LEASE_LOST  # its result never reached the row
+    row = harness.row(job_id)
+    assert (row.state, row.attempt, row.last_error) == ("running", 1, None)
+    steps = harness.driver.steps.list(row.run_id)
+    assert [(s.name, s.status) for s in steps] == [(f"step{i}", "completed") for i in range(1, 6)]
+    assert ticker.stats().outcomes == {Outcome.LEASE_LOST: 1}
