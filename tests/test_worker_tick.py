@@ -12,9 +12,12 @@ import pytest
 from django.db import OperationalError
 from django.test import override_settings
 
+from django_xjobs.clock import FrozenClock
 from django_xjobs.errors import InvariantError
 from django_xjobs.execute import Outcome
 from django_xjobs.testing import memory_driver
+from django_xjobs.worker.limits import Limiter, parse_limits
+from django_xjobs.worker.run import Run
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 
@@ -235,3 +238,83 @@ def test_exec_03_se_16_a_failed_ack_is_never_nacked(harness, caplog, error):
     steps = harness.driver.steps.list(row.run_id)
     assert [(s.name, s.status) for s in steps] == [(f"step{i}", "completed") for i in range(1, 6)]
     assert ticker.stats().outcomes == {Outcome.LEASE_LOST: 1}
+
+
+# --- LEASE-13/14, SE-56/57: what a run takes is handed back however it ends -----------------
+# One heartbeat thread per worker renews every run in ``in_flight()``; a run is in it from its
+# admission until its settle. These pin that a run failing while it is wired up leaves nothing
+# renewed or held.
+
+
+def test_lease_13_se_56_a_context_that_cannot_be_built_releases_everything(harness, monkeypatch):
+    """The context is built inside the run's ``try``: its failure is an ordinary attempt
+    failure, and the renewal, the fleet slot, the limit and the run signal all end with it."""
+    signals_seen = []
+
+    def broken(**fields):
+        signals_seen.append(fields["signal"])
+        raise RuntimeError("the context could not be built")
+
+    monkeypatch.setattr("django_xjobs.execute.JobContext", broken)
+    with override_settings(XJOBS={**BASE, "LIMITS": {"global": 5}}):
+        job_id = jobs.exclusive.enqueue(token=f"ctx-{uuid.uuid4()}", hold=0).id
+        ticker = worker(harness)
+        done = ticker.tick()
+    [execution] = done.executions
+    assert execution.outcome == Outcome.RETRIED
+    assert "the context could not be built" in (execution.error or "")
+    [signal] = signals_seen
+    assert signal.is_set()  # the run signal ended with the run
+    assert ticker.in_flight() == []  # the heartbeat has nothing left to renew
+    assert ticker.limiter.in_flight() == 0
+    assert harness.driver.leases.held(EXCLUSIVE) == 0
+    row = harness.row(job_id)
+    assert (row.state, row.attempt) == ("ready", 1)
+
+
+def test_lease_14_se_57_a_failure_while_wiring_the_run_leaves_nothing_renewed(harness):
+    """The fleet slot's acquire raises after the limit was taken: the limit goes back, the run
+    is never registered for renewal, and the job is shed without spending an attempt."""
+    leases = harness.driver.leases
+
+    def unavailable(*args):
+        raise OperationalError("the lease table is unavailable (a test outage)")
+
+    leases.acquire = unavailable
+    try:
+        with override_settings(XJOBS={**BASE, "LIMITS": {"global": 5}}):
+            job_id = jobs.exclusive.enqueue(token=f"wire-{uuid.uuid4()}", hold=0).id
+            ticker = worker(harness)
+            done = ticker.tick()
+    finally:
+        del leases.acquire
+    assert done.executions == []
+    assert [(s.job_id, s.reason) for s in done.shed] == [
+        (job_id, "the concurrency slot could not be taken")
+    ]
+    assert (ticker.in_flight(), ticker.limiter.in_flight()) == ([], 0)
+    row = harness.row(job_id)
+    assert (row.state, row.attempt) == ("ready", 0)
+
+
+def test_lease_14_each_hand_back_is_idempotent_and_tolerates_never_taken(harness):
+    ticker = worker(harness)
+    jobs.exclusive.enqueue(token=f"hand-back-{uuid.uuid4()}", hold=0)
+    [job] = harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id=ticker.worker_id
+    )
+    ticker._release(Run(job, ticker.worker_id))  # took nothing: handing back is a no-op
+
+    leases = harness.driver.leases
+    holder = f"{ticker.worker_id}:{job.id}"
+    slot = leases.acquire(EXCLUSIVE, 1, 30, holder)
+    limit = Limiter(parse_limits({"global": 1}), FrozenClock())
+    run = Run(
+        job, ticker.worker_id, slot=(EXCLUSIVE, slot, holder), limit_lease=limit.acquire("q", None)
+    )
+    ticker._release(run)
+    assert (leases.held(EXCLUSIVE), limit.in_flight()) == (0, 0)
+    assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:1") == slot  # a new holder has it now
+    ticker._release(run)  # again: frees neither the new holder's slot nor a limit it never had
+    assert (leases.held(EXCLUSIVE), limit.in_flight()) == (1, 0)
+    assert limit.acquire("q", None) is not None and limit.acquire("q", None) is None
