@@ -25,6 +25,10 @@ BASE = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
 EXCLUSIVE = "job:tests.jobs.exclusive"
 
 
+# The memory-driver cases take ``db`` too: a role bounds the open connections of the thread it
+# runs on, and an earlier test may have left this thread's connection open.
+
+
 def worker(harness, **options) -> Worker:
     return Worker(queues=["default"], driver=harness.driver, burst=True, **options)
 
@@ -105,7 +109,7 @@ def test_work_06_a_tick_starts_no_thread_and_leaves_nothing_held(harness):
     assert (ticker.in_flight(), ticker.limiter.in_flight(), ticker.state) == ([], 0, "idle")
 
 
-def test_work_06_tick_refuses_a_running_worker():
+def test_work_06_tick_refuses_a_running_worker(db):
     with memory_driver() as driver:
         running = Worker(queues=["default"], driver=driver, poll_interval=0.05)
         thread = threading.Thread(target=running.run)
@@ -123,7 +127,7 @@ def test_work_06_tick_refuses_a_running_worker():
     assert running.state == "stopped"
 
 
-def test_work_06_a_body_past_its_timeout_is_waited_for_before_the_tick_returns():
+def test_work_06_a_body_past_its_timeout_is_waited_for_before_the_tick_returns(db):
     """SPEC EXEC-05: the run settles at its timeout, but its body still holds capacity; the
     tick returns only once it has ended, so nothing it started outlives it."""
     with memory_driver() as driver:
@@ -140,7 +144,7 @@ def test_work_06_a_body_past_its_timeout_is_waited_for_before_the_tick_returns()
 # --- WORK-03: run() from idle or stopped only -----------------------------------------------
 
 
-def test_work_03_a_stopped_worker_runs_again():
+def test_work_03_a_stopped_worker_runs_again(db):
     """A drain leaves its stop marker behind; a second run() must not hand it to its threads."""
     with memory_driver() as driver:
         again = Worker(queues=["default"], driver=driver, burst=True, concurrency=2)
@@ -159,7 +163,7 @@ def test_work_03_a_stopped_worker_runs_again():
         assert again.outcomes == {Outcome.COMPLETED: 2}
 
 
-def test_work_03_run_while_running_is_a_no_op():
+def test_work_03_run_while_running_is_a_no_op(db):
     with memory_driver() as driver:
         running = Worker(queues=["default"], driver=driver, poll_interval=0.05)
         thread = threading.Thread(target=running.run)
