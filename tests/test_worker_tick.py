@@ -322,3 +322,19 @@ def test_lease_14_each_hand_back_is_idempotent_and_tolerates_never_taken(harness
     ticker._release(run)  # again: frees neither the new holder's slot nor a limit it never had
     assert (leases.held(EXCLUSIVE), limit.in_flight()) == (1, 0)
     assert limit.acquire("q", None) is not None and limit.acquire("q", None) is None
+
+
+def test_work_06_a_tick_that_raises_midway_still_holds_nothing(harness, monkeypatch):
+    with override_settings(XJOBS={**BASE, "LIMITS": {"global": 5}}):
+        job_id = jobs.exclusive.enqueue(token=f"raises-{uuid.uuid4()}", hold=0).id
+        ticker = worker(harness)
+
+        def broken(batch):
+            raise RuntimeError("the settle broke")
+
+        monkeypatch.setattr(ticker, "_settle_batch", broken)
+        with pytest.raises(RuntimeError, match="the settle broke"):
+            ticker.tick()
+    assert (ticker.in_flight(), ticker.limiter.in_flight()) == ([], 0)
+    assert harness.driver.leases.held(EXCLUSIVE) == 0
+    assert harness.row(job_id).state == "running"  # its lease hands the row back later

@@ -288,13 +288,16 @@ class Worker(Settling):
             )
             admitted, shed = self._admit_all(claimed, sent)
         executions = []
-        for run in admitted:
-            executions.append(self._body(run, fresh_connection=False))  # the test's connection
-            with self._runs_lock:
-                self._held -= 1
-        with role_connections():
-            settled = self._settle_batch(executions)
-            self._await_abandoned()
+        try:
+            for run in admitted:
+                executions.append(self._body(run, fresh_connection=False))  # the test's connection
+                with self._runs_lock:
+                    self._held -= 1
+            with role_connections():
+                settled = self._settle_batch(executions)
+                self._await_abandoned()
+        finally:
+            self._forget(admitted)
         return Tick(
             [
                 e
@@ -304,6 +307,18 @@ class Worker(Settling):
             ],
             shed,
         )
+
+    def _forget(self, runs: Sequence[Run]) -> None:
+        """A tick that raised midway still holds nothing: hand back what its runs took (their
+        rows come back when their leases lapse); a run already settled is skipped."""
+        for run in runs:
+            with self._runs_lock:
+                held = self._runs.pop(run.job.lease_token, None)
+                if held is not None and not run.settling:
+                    self._held -= 1
+            if held is not None:
+                run.settled.set()
+                self._release(run)
 
     def _await_abandoned(self) -> None:
         """A tick's body left running past its timeout holds its slot until it returns: wait
