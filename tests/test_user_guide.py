@@ -13,6 +13,7 @@ from django.test import TestCase, override_settings
 
 from django_xjobs import conf
 from django_xjobs.testing import FrozenClock, memory_driver, run_to_completion, run_until_idle
+from django_xjobs.worker.worker import Worker
 from tests import jobs
 
 
@@ -37,6 +38,15 @@ def test_fulfilment_survives_a_week(db):
     )
     assert runs[-1].outcome == "completed"
     assert runs[-1].job.id == job_id
+
+
+def test_one_pass_of_the_real_worker(db):
+    """SPEC WORK-06: ``Worker.tick()`` publishes what the test staged, as the helpers do."""
+    result = jobs.ok.enqueue(n=10)
+    assert result.staged
+    done = Worker(queues=["default"]).tick()
+    assert [(e.outcome, e.job.id) for e in done.executions] == [("completed", result.id)]
+    assert done.shed == []
 
 
 def test_with_the_memory_driver(db):

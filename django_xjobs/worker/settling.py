@@ -46,6 +46,7 @@ class Settling:
 
     driver: JobDriver
     worker_id: str
+    state: str
     outcomes: Counter[str]
     _database: str | None
     _runs: dict[Any, Run]
@@ -94,9 +95,10 @@ class Settling:
             if self._database:
                 connections[self._database].close()
 
-    def _settle_batch(self, batch: list[Execution]) -> None:
+    def _settle_batch(self, batch: list[Execution]) -> set[Any]:
+        """Settle ``batch``; return the lease tokens whose settle landed."""
         if not batch:
-            return
+            return set()
         names = {e.job.id: e.job.name for e in batch}
         failed: set[Any] = set()
         # the settle guard (worker/guard.py) retries transient failures, marks runs settled
@@ -116,6 +118,7 @@ class Settling:
         for (queue, counted), n in counts.items():
             metrics.inc("xjobs_jobs_total", n, queue=queue, outcome=counted)
         self._wake.set()  # a suspect may wait for this worker to be idle, or a hold-back end
+        return set(settled)
 
     def _finish(
         self,
@@ -210,7 +213,7 @@ class Settling:
             attempt=run.job.attempt,
         )
         self._release(run)
-        if not self._draining.is_set():
+        if not self._draining.is_set() and self.state == "running":  # a tick has no threads
             self._start_thread()  # the body that held this thread's place has returned
         self._wake.set()
 

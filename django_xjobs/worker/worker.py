@@ -9,7 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import close_old_connections, connections
@@ -47,6 +47,18 @@ class WorkerStats:
     outcomes: Counter[str] = field(default_factory=Counter)
     #: bodies past their timeout that still run, each holding its capacity (SPEC EXEC-05)
     abandoned: int = 0
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What one ``Worker.tick()`` pass did: the runs it settled, the jobs it handed back."""
+
+    #: each admitted run's execution, in claim order; a run whose settle did not land (its
+    #: lease lapsed, another holder) reads ``lease_lost``, as in ``run_until_idle()``
+    executions: list[Execution]
+    #: claimed jobs shed by a full limit or fleet slot (SPEC WORK-07/08): ready again, no
+    #: attempt spent
+    shed: list[Shed]
 
 
 @dataclass(frozen=True)
@@ -124,6 +136,7 @@ class Worker(Settling):
         self.burst = burst
         self.clock = clock
         self.state = "idle"
+        self._start_lock = threading.Lock()
         self.outcomes: Counter[str] = Counter()
         self._database = self.driver.database
         #: every run this worker holds, by lease token: after a lost lease the same job may be
@@ -164,12 +177,20 @@ class Worker(Settling):
     # --- public -----------------------------------------------------------------------------
 
     def run(self) -> WorkerStats:
-        """Work until ``stop()`` (or, in burst mode, until idle). Blocks the calling thread."""
-        if self.state in ("running", "draining"):
-            raise RuntimeError("this worker is already running")
-        self.check_enforceable()
-        self.state = "running"
+        """Work until ``stop()`` (or, in burst mode, until idle). Blocks the calling thread.
+
+        A stopped worker can run again. Called while it runs or drains, it does nothing and
+        returns the running worker's stats at once (SPEC WORK-03): no second loop.
+        """
+        with self._start_lock:  # two callers at once: one starts, the other sees it running
+            if self.state in ("running", "draining"):
+                return self.stats()
+            self.check_enforceable()
+            self.state = "running"
         self._draining.clear()
+        # a past run's drain left its stop marker queued: fresh threads would take it and quit
+        self._ready = queue_module.SimpleQueue()
+        self._threads = []
         settler = threading.Thread(target=self._settle_loop, name="xjobs-settler", daemon=True)
         presence = WorkerPresence(
             self.driver,
@@ -226,6 +247,96 @@ class Worker(Settling):
                 if self._database:
                     connections[self._database].close()
         return self.stats()
+
+    def tick(self, limit: int | None = None) -> Tick:
+        """One pass of this worker in the calling thread, for tests (SPEC WORK-06).
+
+        Claims up to ``limit`` due jobs (default: ``concurrency``), admits each through the
+        same per-process limits, fleet concurrency slots and sheds as ``run()``, runs the
+        admitted ones one by one here, and settles them through the settler's code before it
+        returns. Nothing it took stays held: every limit and slot is released, and a body
+        left running past its timeout is waited for (up to the stall timeout). Staged outbox
+        rows this connection can see are published first, as ``run_until_idle()`` does::
+
+            def test_one_pass(db):
+                send_receipt.enqueue(order_id=7)
+                done = Worker(queues=["default"]).tick()
+                assert [e.outcome for e in done.executions] == ["completed"]
+
+        No heartbeat, settler or listener thread starts, so leases are not renewed during a
+        tick: keep the bodies a test ticks shorter than the visibility timeout.
+        """
+        if self.state in ("running", "draining"):
+            raise InvariantError(
+                f"worker {self.worker_id} is {self.state}: tick() would race its own claim loop",
+                hint="tick() a worker that is not running, or let run() do the work",
+            )
+        self.check_enforceable()
+        # a test's transaction never commits: publish what it staged, as run_until_idle does
+        from ..testing import relay_staged
+
+        relay_staged(self.driver)
+        if self._awaiting_idle and not self._runs:
+            self._awaiting_idle = False
+        with role_connections():
+            sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
+            claimed = self.driver.claim(
+                queues=self.queues,
+                limit=limit or self.concurrency,
+                visibility_timeout=self.visibility_timeout,
+                worker_id=self.worker_id,
+            )
+            admitted, shed = self._admit_all(claimed, sent)
+        executions = []
+        try:
+            for run in admitted:
+                executions.append(self._body(run, fresh_connection=False))  # the test's connection
+                with self._runs_lock:
+                    self._held -= 1
+            with role_connections():
+                settled = self._settle_batch(executions)
+                self._await_abandoned()
+        finally:
+            self._forget(admitted)
+        return Tick(
+            [
+                e
+                if e.job.lease_token in settled or e.outcome is Outcome.CANCELLED
+                else replace(e, outcome=Outcome.LEASE_LOST)
+                for e in executions
+            ],
+            shed,
+        )
+
+    def _forget(self, runs: Sequence[Run]) -> None:
+        """A tick that raised midway still holds nothing: hand back what its runs took (their
+        rows come back when their leases lapse); a run already settled is skipped."""
+        for run in runs:
+            with self._runs_lock:
+                held = self._runs.pop(run.job.lease_token, None)
+                if held is not None and not run.settling:
+                    self._held -= 1
+            if held is not None:
+                run.settled.set()
+                self._release(run)
+
+    def _await_abandoned(self) -> None:
+        """A tick's body left running past its timeout holds its slot until it returns: wait
+        for it there, so nothing a tick took outlives it."""
+        until = time.monotonic() + self.stall_timeout
+        while self._abandoned:
+            room = until - time.monotonic()
+            item = None
+            with contextlib.suppress(queue_module.Empty):
+                item = self._settle_queue.get(timeout=max(room, 0.0))
+            if isinstance(item, Ended):
+                self._body_ended(item.run)
+            elif room <= 0:
+                raise InvariantError(
+                    f"{len(self._abandoned)} body(ies) still run {self.stall_timeout:g}s after "
+                    "their timeout; their slots stay held until they return",
+                    hint="make the job's body honour ctx.signal",
+                )
 
     def stop(self) -> None:
         """Stop claiming and let in-flight runs finish (thread- and signal-safe, idempotent)."""
@@ -315,20 +426,7 @@ class Worker(Settling):
                 self._claim_resumed()
                 self.prefetch.claimed(time.monotonic() - sent)
                 self._idle, self._swept_at = len(claimed) < free, sent if swept else self._swept_at
-            # Decide the whole batch (admit, or shed back) before starting any of it: a job that
-            # kills its worker at once must not take down jobs this loop had yet to shed.
-            admitted = []
-            with self._watch("admit"):
-                for job in claimed:
-                    admission = self._admit(job)
-                    if isinstance(admission, Shed):
-                        self._shed(job, admission)
-                        continue
-                    admission.run.renewed_at = sent
-                    with self._runs_lock:
-                        self._runs[job.lease_token] = admission.run
-                        self._held += 1
-                    admitted.append(admission.run)
+            admitted, _ = self._admit_all(claimed, sent)
             for run in admitted:
                 self._ready.put(run)
             started = len(admitted)
@@ -341,6 +439,27 @@ class Worker(Settling):
             if free > 0 and (len(claimed) == free or not (swept or notified)):
                 continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
             self._wake.wait(self.poll_interval)
+
+    def _admit_all(
+        self, claimed: Sequence[ClaimedJob], sent: float
+    ) -> tuple[list[Run], list[Shed]]:
+        """Admit each claimed job or shed it back; the admitted are this worker's runs now."""
+        # Decide the whole batch (admit, or shed back) before starting any of it: a job that
+        # kills its worker at once must not take down jobs this loop had yet to shed.
+        admitted, shed = [], []
+        with self._watch("admit"):
+            for job in claimed:
+                admission = self._admit(job)
+                if isinstance(admission, Shed):
+                    self._shed(job, admission)
+                    shed.append(admission)
+                    continue
+                admission.run.renewed_at = sent
+                with self._runs_lock:
+                    self._runs[job.lease_token] = admission.run
+                    self._held += 1
+                admitted.append(admission.run)
+        return admitted, shed
 
     def _watch(self, section: str) -> Any:
         """A blocking stretch the watchdog bounds (SPEC HANG-04)."""
@@ -452,8 +571,21 @@ class Worker(Settling):
     def _execute(self, run: Run) -> bool:
         """Run ``run`` and queue its result to settle; True when its body was left running."""
         began = time.monotonic()
+        execution = self._body(run, fresh_connection=True)
+        self._settle_queue.put(execution)
+        with self._runs_lock:
+            self._held -= 1  # the thread is free now; the settle is the settler's business
+        assert run.returned_at is not None  # set by _body
+        self.prefetch.ran(run.returned_at - began)
+        if not self._wake.is_set() and self._ready.qsize() <= self.prefetch.low_water():
+            self._wake.set()  # claim the next batch before the queue runs dry
+        return execution.abandoned is not None
+
+    def _body(self, run: Run, *, fresh_connection: bool) -> Execution:
+        """Run ``run``'s body on this thread; the result is ready to settle, never raised."""
         try:
-            close_old_connections()  # a job that touches the ORM starts on a healthy connection
+            if fresh_connection:  # a job that touches the ORM starts on a healthy connection
+                close_old_connections()
             if run.signal.is_set():  # lost or cancelled while it waited for a thread
                 execution = self._unstarted(run)
             else:
@@ -462,13 +594,7 @@ class Worker(Settling):
             execution = failure(run.job, error)
         run.returned_at = time.monotonic()  # SPEC HANG-03: its settle deadline starts now
         run.settling = True
-        self._settle_queue.put(execution)
-        with self._runs_lock:
-            self._held -= 1  # the thread is free now; the settle is the settler's business
-        self.prefetch.ran(run.returned_at - began)
-        if not self._wake.is_set() and self._ready.qsize() <= self.prefetch.low_water():
-            self._wake.set()  # claim the next batch before the queue runs dry
-        return execution.abandoned is not None
+        return execution
 
     def _unstarted(self, run: Run) -> Execution:
         """A queued run that lost its lease (or was cancelled) before a thread took it: it goes
