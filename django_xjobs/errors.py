@@ -262,6 +262,18 @@ class StepOutputInvalidError(XJobsError):
     default_hint = "return JSON data from the step (dict, list, str, number, bool, None)"
 
 
+class ManifestInvalidError(XJobsError):
+    """The manifest file is missing, unreadable, or not an xjobs manifest."""
+
+    code = "X_MANIFEST_INVALID"
+
+
+class ManifestDriftError(XJobsError):
+    """The declared jobs, crons or backfills no longer match the committed manifest."""
+
+    code = "X_MANIFEST_DRIFT"
+
+
 class JobNotFoundError(XJobsError):
     """No job has this id."""
 
@@ -358,6 +370,8 @@ CODES: dict[str, type[_Coded]] = {
         BackfillRunningError,
         BackfillStalledError,
         BackfillUnknownError,
+        ManifestInvalidError,
+        ManifestDriftError,
     )
 }
 CODES["X_IDEMPOTENCY_REQUIRED"] = JobDefinitionError
