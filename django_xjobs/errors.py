@@ -274,6 +274,19 @@ class ManifestDriftError(XJobsError):
     code = "X_MANIFEST_DRIFT"
 
 
+class JobRowStatusUnknownError(XJobsError):
+    """A row read from the job store holds a state or step status this code does not know.
+
+    Never cast to a known one: a completed step read as not completed would run again (SE-60).
+    """
+
+    code = "X_JOB_ROW_STATUS_UNKNOWN"
+    default_hint = (
+        "a newer or older release wrote it, or the row was edited by hand: deploy the release "
+        "that knows it, or fix the row"
+    )
+
+
 class JobNotFoundError(XJobsError):
     """No job has this id."""
 
@@ -372,6 +385,7 @@ CODES: dict[str, type[_Coded]] = {
         BackfillUnknownError,
         ManifestInvalidError,
         ManifestDriftError,
+        JobRowStatusUnknownError,
     )
 }
 CODES["X_IDEMPOTENCY_REQUIRED"] = JobDefinitionError
