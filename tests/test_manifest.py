@@ -127,3 +127,33 @@ def test_job_16_the_printed_manifest_lists_backfills():
     assert "backfill tests.fill_currency  queue=default batch=3" in xjobs("manifest")
     listed = json.loads(xjobs("manifest", "--json"))
     assert "tests.fill_currency" in [b["name"] for b in listed["backfills"]]
+
+
+@pytest.mark.process
+def test_job_16_the_ci_step_exits_0_then_1_with_one_line_and_needs_no_database(tmp_path):
+    """Real ``manage.py`` processes, as CI runs them, against a closed port: the manifest reads
+    the code only."""
+    from tests.support.database import closed_port_url
+    from tests.support.process import run_manage
+
+    path = tmp_path / "xjobs-manifest.json"
+    url = closed_port_url()
+
+    def manage(*args: str):
+        return run_manage("xjobs", "manifest", *args, "--settings=tests.settings", url=url)
+
+    assert manage("--write", str(path)).returncode == 0
+    done = manage("--check", str(path))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(path.read_text())
+    next(j for j in data["jobs"] if j["name"] == "tests.jobs.ok")["queue"] = "renamed"
+    path.write_text(manifest.render(data))
+    drifted = manage("--check", str(path))
+    assert drifted.returncode == 1
+    assert "changed job tests.jobs.ok: queue" in drifted.stdout
+    [line] = drifted.stderr.strip().splitlines()
+    assert line.startswith("CommandError: X_MANIFEST_DRIFT: ")
+    missing = manage("--check", str(tmp_path / "absent.json"))
+    assert missing.returncode == 1
+    [line] = missing.stderr.strip().splitlines()
+    assert line.startswith("CommandError: X_MANIFEST_INVALID: no manifest file at ")
