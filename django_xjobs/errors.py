@@ -262,6 +262,31 @@ class StepOutputInvalidError(XJobsError):
     default_hint = "return JSON data from the step (dict, list, str, number, bool, None)"
 
 
+class ManifestInvalidError(XJobsError):
+    """The manifest file is missing, unreadable, or not an xjobs manifest."""
+
+    code = "X_MANIFEST_INVALID"
+
+
+class ManifestDriftError(XJobsError):
+    """The declared jobs, crons or backfills no longer match the committed manifest."""
+
+    code = "X_MANIFEST_DRIFT"
+
+
+class JobRowStatusUnknownError(XJobsError):
+    """A row read from the job store holds a state or step status this code does not know.
+
+    Never cast to a known one: a completed step read as not completed would run again (SE-60).
+    """
+
+    code = "X_JOB_ROW_STATUS_UNKNOWN"
+    default_hint = (
+        "a newer or older release wrote it, or the row was edited by hand: deploy the release "
+        "that knows it, or fix the row"
+    )
+
+
 class JobNotFoundError(XJobsError):
     """No job has this id."""
 
@@ -358,6 +383,9 @@ CODES: dict[str, type[_Coded]] = {
         BackfillRunningError,
         BackfillStalledError,
         BackfillUnknownError,
+        ManifestInvalidError,
+        ManifestDriftError,
+        JobRowStatusUnknownError,
     )
 }
 CODES["X_IDEMPOTENCY_REQUIRED"] = JobDefinitionError

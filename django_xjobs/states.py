@@ -10,3 +10,5 @@ from __future__ import annotations
 LIVE_STATES = ("ready", "delayed", "running", "suspended")
 #: the run is over; only an operator's retry starts it again
 FINISHED_STATES = ("done", "dead", "failed", "cancelled")
+#: every state a job row may hold; a row read with another is refused, never cast (SPEC DB-05)
+JOB_STATES = LIVE_STATES + FINISHED_STATES

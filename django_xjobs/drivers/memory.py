@@ -43,6 +43,7 @@ from .memory_steps import MemoryEventStore, MemoryStepStore
 from .rules import (
     CANCELLED,
     cancel_refusal,
+    known_state,
     live_duplicate,
     not_found,
     requeue_refusal,
@@ -383,7 +384,8 @@ class MemoryDriver:
 
     def get_job(self, job_id: UUID) -> JobSnapshot | None:
         with self._lock:
-            return self._rows.get(job_id)
+            row = self._rows.get(job_id)
+        return None if row is None else _read(row)
 
     def list_jobs(
         self,
@@ -402,13 +404,13 @@ class MemoryDriver:
                 and (state is None or r.state == state)
             ]
         rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)  # SPEC SE-06: newest first
-        return rows[:limit]
+        return [_read(r) for r in rows[:limit]]
 
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         with self._lock:
             rows = [r for r in self._rows.values() if r.state == "dead"]
         rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
-        return rows[:limit]
+        return [_read(r) for r in rows[:limit]]
 
     # --- operator actions (SPEC CANCEL-02..06, INSP-06, DESIGN Q-03/Q-04/Q-09) ---------------
 
@@ -543,3 +545,10 @@ class MemoryDriver:
                     ),
                 )
             self._presence.shift(delta)
+
+
+def _read(row: JobSnapshot) -> JobSnapshot:
+    """A row as a read returns it: its state checked as the PostgreSQL driver's ``snapshot()``
+    checks it (SPEC DB-05)."""
+    known_state(row.id, row.state)
+    return row

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from .base import EventRecord, StepRecord
+from .rules import known_status
 
 if TYPE_CHECKING:
     from .memory import MemoryDriver
@@ -27,6 +28,8 @@ class MemoryStepStore:
     def list(self, run_id: UUID) -> list[StepRecord]:
         with self.driver._lock:
             records = list(self.driver._steps.get(run_id, {}).values())
+        for r in records:  # SPEC DB-05: as the PostgreSQL store refuses them
+            known_status(r.run_id, r.name, r.status)
         # stable: ties keep write order, like the database's tie-break on id
         return sorted(records, key=lambda r: (r.position is None, r.position or 0, r.started_at))
 

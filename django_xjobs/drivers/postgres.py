@@ -45,6 +45,7 @@ from .postgres_leases import PostgresLeaseStore
 from .postgres_steps import PostgresEventStore, PostgresStepStore
 from .rules import (
     cancel_refusal,
+    known_state,
     live_duplicate,
     not_found,
     requeue_refusal,
@@ -516,7 +517,7 @@ def snapshot(row: Any) -> JobSnapshot:
         id=row.id,
         name=row.name,
         queue=row.queue,
-        state=row.state,
+        state=known_state(row.id, row.state),  # SPEC DB-05: refused, never cast
         input=row.input,
         idempotency_key=row.idempotency_key,
         run_id=row.run_id,

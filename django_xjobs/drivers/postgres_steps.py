@@ -9,7 +9,8 @@ from typing import Any, cast
 from uuid import UUID
 
 from . import sql
-from .base import STEP_STATUSES, EventRecord, StepRecord
+from .base import EventRecord, StepRecord
+from .rules import known_status
 
 STATEMENTS = sql.load(Path(__file__).with_name("steps.sql"))
 
@@ -34,13 +35,11 @@ class PostgresStepStore:
         rows = sql.fetch(self.using, STATEMENTS["list_steps"], {"run_id": run_id})
         records = []
         for r in rows:
-            if r[2] not in STEP_STATUSES:  # SPEC DB-05: never guess what an unknown status means
-                raise ValueError(f"x_job_steps row ({r[0]}, {r[1]}) has unknown status {r[2]!r}")
             records.append(
                 StepRecord(
                     run_id=r[0],
                     name=r[1],
-                    status=r[2],
+                    status=known_status(r[0], r[1], r[2]),  # SPEC DB-05: never guess
                     output=_json(r[3]),
                     started_at=r[4],
                     completed_at=r[5],

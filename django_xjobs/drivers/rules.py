@@ -13,11 +13,34 @@ from ..errors import (
     JobNotCancellableError,
     JobNotFoundError,
     JobNotRetryableError,
+    JobRowStatusUnknownError,
     XJobsError,
 )
-from ..states import LIVE_STATES
+from ..states import JOB_STATES, LIVE_STATES
+from .base import STEP_STATUSES
 
 CANCELLED = "cancelled"
+
+
+def known_state(job_id: UUID, state: str) -> str:
+    """``state`` if a job row may hold it, else ``X_JOB_ROW_STATUS_UNKNOWN`` naming the row: an
+    unknown state is never cast to a known one (SPEC DB-05, SE-60)."""
+    if state not in JOB_STATES:
+        raise JobRowStatusUnknownError(
+            f"x_jobs row {job_id} has state {state!r}, not one of {', '.join(JOB_STATES)}"
+        )
+    return state
+
+
+def known_status(run_id: UUID, name: str, status: str) -> str:
+    """``status`` if a step row may hold it, else ``X_JOB_ROW_STATUS_UNKNOWN``: a completed step
+    read as anything else would run again (SPEC DB-05, SE-60)."""
+    if status not in STEP_STATUSES:
+        raise JobRowStatusUnknownError(
+            f"x_job_steps row (run {run_id}, step {name!r}) has status {status!r}, not one of "
+            f"{', '.join(STEP_STATUSES)}"
+        )
+    return status
 
 
 def not_found(job_id: UUID) -> JobNotFoundError:

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from ... import conf, inspect
+from ... import conf, inspect, manifest
 from ...durations import format_seconds, parse_command_line
 from ...errors import JobNotFoundError
 from ...states import FINISHED_STATES
@@ -50,7 +50,17 @@ class Command(XJobsCommand):
         dead.add_argument("--limit", type=int, default=50)
         action("queues", "per-queue counts and the oldest ready job's age")
         action("workers", "worker processes: host, pid, queues, runs in flight, alive or lapsed")
-        action("manifest", "every declared job and cron")
+        to_file = action(
+            "manifest", "every declared job, cron and backfill"
+        ).add_mutually_exclusive_group()
+        to_file.add_argument(
+            "--write", metavar="FILE", help="write the committed manifest (stable JSON) to FILE"
+        )
+        to_file.add_argument(
+            "--check",
+            metavar="FILE",
+            help="exit 1 with a diff when the code no longer matches FILE (the CI step)",
+        )
         prune = action(
             "prune", "delete finished jobs and their steps (dead ones only with --state dead)"
         )
@@ -163,16 +173,37 @@ class Command(XJobsCommand):
         return rows, "\n".join(lines) if rows else "no workers"
 
     def _manifest(self, o: dict[str, Any]) -> tuple[Any, str]:
-        manifest = inspect.inspect_manifest()
+        if o["write"]:
+            written = manifest.write(o["write"])
+            counts = {kind: len(written[kind]) for kind in manifest.KINDS}
+            each = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+            return {"file": o["write"], **counts}, f"wrote {o['write']}: {each}"
+        if o["check"]:
+            return self._manifest_check(o["check"], o["json"])
+        found = {**inspect.inspect_manifest(), "backfills": manifest.build()["backfills"]}
         lines = [
             f"job  {j['name']}  queue={j['queue']} attempts={j['retry']['attempts']}"
-            for j in manifest["jobs"]
+            for j in found["jobs"]
         ]
         lines += [
             f"cron {c['name']}  schedule={c['schedule']!r} tz={c['tz']} catch_up={c['catch_up']} next={c['next_run']}"
-            for c in manifest["crons"]
+            for c in found["crons"]
         ]
-        return manifest, "\n".join(lines)
+        lines += [
+            f"backfill {b['name']}  queue={b['queue']} batch={b['batch']} rate={b['rate']:g}"
+            for b in found["backfills"]
+        ]
+        return found, "\n".join(lines)
+
+    def _manifest_check(self, path: str, as_json: bool) -> tuple[Any, str]:
+        lines, diff = manifest.check(path)
+        if not lines:
+            return {"file": path, "drift": []}, f"{path} matches the code"
+        if as_json:
+            self.stdout.write(json.dumps({"file": path, "drift": lines}, indent=2))
+        else:
+            self.stdout.write("\n".join(lines) + "\n\n" + diff)
+        raise manifest.drift_error(path, lines)  # exit 1: CommandError, after the diff
 
     def _prune(self, o: dict[str, Any]) -> tuple[Any, str]:
         seconds = parse_command_line(o["older_than"], flag="--older-than") or 0.0  # required

@@ -1,0 +1,150 @@
+"""The committed manifest: what the code declares (jobs, crons, backfills) as a file that only
+changes when the code does, and its drift check (SPEC JOB-16).
+
+A queued row is keyed by its job's name. Renaming a job, or moving it to a queue no worker
+serves, strands the rows already queued; ``xjobs manifest --check`` in CI shows that change in
+review, before a deploy parks those rows as unknown.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import ManifestDriftError, ManifestInvalidError
+
+#: the marker and version of the file's format
+FORMAT = 1
+KINDS = ("jobs", "crons", "backfills")
+_WRITE = "re-run: python manage.py xjobs manifest --write {path}, and commit the file"
+
+
+def build() -> dict[str, Any]:
+    """The manifest of this process's declarations: no clock, no database, names in code-unit
+    order (SPEC SE-26), so two builds of the same code are equal."""
+    from . import registry
+    from .backfill import registered_backfills
+    from .cron import registered_crons
+
+    return {
+        "xjobs_manifest": FORMAT,
+        "jobs": [_job(h) for h in registry.registered_jobs()],
+        # a cron's ``jobs`` come from calling it for its next occurrence: a clock value, left out
+        "crons": [
+            {k: c.describe()[k] for k in ("name", "schedule", "tz", "catch_up", "max_catch_up")}
+            for c in registered_crons()
+        ],
+        # no checksum: it hashes the handler's source, so every edit would churn the file
+        "backfills": [
+            {
+                "name": b.name,
+                "queue": registry.jobs.get(b.name).queue,  # type: ignore[union-attr]
+                "batch": b.batch,
+                "rate": float(b.rate),
+                "environments": sorted(b.environments) if b.environments is not None else None,
+                "requires": list(b.requires) if b.requires is not None else None,
+            }
+            for b in registered_backfills()
+        ],
+    }
+
+
+def _job(handle: Any) -> dict[str, Any]:
+    row = handle.describe()
+    schema = row["input"]
+    return {
+        "name": row["name"],
+        "queue": row["queue"],
+        "input": sorted(schema.get("properties", {})),
+        "required": sorted(schema.get("required", [])),
+        "retry": {**row["retry"], "delays": row["retry_delays"]},
+        "priority": row["priority"],
+        "concurrency": row["concurrency"],
+        "timeout": row["timeout"],
+    }
+
+
+def render(manifest: dict[str, Any]) -> str:
+    """Stable JSON: sorted keys, two-space indent, ASCII only, one trailing newline."""
+    return json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
+
+
+def write(path: str) -> dict[str, Any]:
+    manifest = build()
+    Path(path).write_text(render(manifest), encoding="utf-8", newline="\n")
+    return manifest
+
+
+def read(path: str) -> dict[str, Any]:
+    """A committed manifest, or ``X_MANIFEST_INVALID`` saying why it cannot be compared."""
+    hint = _WRITE.format(path=path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestInvalidError(f"no manifest file at {path}", hint=hint) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ManifestInvalidError(f"cannot read the manifest {path}: {error}", hint=hint) from None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise ManifestInvalidError(f"{path} is not JSON ({error})", hint=hint) from None
+    if not isinstance(data, dict) or "xjobs_manifest" not in data:
+        raise ManifestInvalidError(f"{path} is not an xjobs manifest", hint=hint)
+    if data["xjobs_manifest"] != FORMAT or not all(
+        isinstance(data.get(k), list) and all(isinstance(r, dict) and "name" in r for r in data[k])
+        for k in KINDS
+    ):
+        raise ManifestInvalidError(
+            f"{path} is not a format-{FORMAT} xjobs manifest (found format "
+            f"{data['xjobs_manifest']!r}, or a list of jobs, crons, backfills is malformed)",
+            hint=hint,
+        )
+    return data
+
+
+def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs, one line per name: ``added``, ``removed``, or ``changed`` with the fields."""
+    lines = []
+    for kind in KINDS:
+        before = {r["name"]: r for r in old.get(kind, [])}
+        after = {r["name"]: r for r in new.get(kind, [])}
+        what = kind[:-1]
+        for name in sorted(before.keys() | after.keys()):
+            if name not in after:
+                lines.append(f"removed {what} {name}")
+            elif name not in before:
+                lines.append(f"added   {what} {name}")
+            elif before[name] != after[name]:
+                fields = sorted(
+                    k
+                    for k in before[name].keys() | after[name].keys()
+                    if before[name].get(k) != after[name].get(k)
+                )
+                lines.append(f"changed {what} {name}: {', '.join(fields)}")
+    return lines
+
+
+def check(path: str) -> tuple[list[str], str]:
+    """The drift between ``path`` and the code: ``([], "")`` when they match, else the change
+    lines and a unified diff of the two files' JSON. Raises ``X_MANIFEST_INVALID``."""
+    committed = read(path)
+    current = json.loads(render(build()))  # as the file would hold it: lists, not tuples
+    if render(committed) == render(current):
+        return [], ""
+    diff = difflib.unified_diff(
+        render(committed).splitlines(keepends=True),
+        render(current).splitlines(keepends=True),
+        fromfile=path,
+        tofile="the code",
+    )
+    return changes(committed, current), "".join(diff)
+
+
+def drift_error(path: str, lines: list[str]) -> ManifestDriftError:
+    return ManifestDriftError(
+        f"the code no longer matches {path} ({len(lines)} change(s): "
+        "a renamed job or a moved queue strands rows already queued)",
+        hint=_WRITE.format(path=path) + " if the change is meant",
+    )
