@@ -52,11 +52,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 
 def _check_tasks_api() -> list[checks.CheckMessage]:
     """``TASKS`` names ``XJobsBackend``, but no task API would ever build it."""
-    tasks = getattr(settings, "TASKS", None)
-    if not isinstance(tasks, dict) or not any(
-        isinstance(p, dict) and p.get("BACKEND") == "django_xjobs.backends.XJobsBackend"
-        for p in tasks.values()
-    ):
+    if not registry.task_aliases():
         return []
     api = registry.tasks_api()
     if api is None:

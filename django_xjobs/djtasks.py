@@ -23,7 +23,7 @@ from django.core.signals import setting_changed
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from . import conf, log, signals
+from . import conf, log, registry, signals
 from .drivers import get_driver
 from .drivers.base import EnqueueRequest, JobSnapshot
 from .errors import ConfigInvalidError, InputInvalidError, InvariantError, ResultInvalidError
@@ -33,7 +33,7 @@ from .retry import Retry
 from .tracing import current_traceparent
 
 #: the backend's import path, as the TASKS setting names it
-BACKEND_PATH = "django_xjobs.backends.XJobsBackend"
+BACKEND_PATH = registry.TASKS_BACKEND
 
 if importlib.util.find_spec("django.tasks") is not None:  # Django 6.0+
     TASKS_MODULE, _JSON, _INVALID = "django.tasks", "django.utils.json", "InvalidTask"
@@ -109,16 +109,8 @@ class TaskOptions:
 
 
 def backend_aliases() -> list[str]:
-    """The ``TASKS`` aliases served by ``XJobsBackend``, read from the setting (no backend is
-    built, so this is safe while apps load)."""
-    tasks = getattr(settings, "TASKS", None)
-    if not isinstance(tasks, Mapping):
-        return []
-    return [
-        alias
-        for alias, params in tasks.items()
-        if isinstance(params, Mapping) and params.get("BACKEND") == BACKEND_PATH
-    ]
+    """The ``TASKS`` aliases served by ``XJobsBackend`` (``registry.task_aliases``)."""
+    return registry.task_aliases()
 
 
 def task_queues() -> set[str]:

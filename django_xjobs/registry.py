@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .errors import JobDefinitionError, XJobsError
@@ -87,20 +87,29 @@ def get_job(name: str) -> Any:
     return task_job(name)
 
 
-def _tasks_configured() -> bool:
-    """Whether ``TASKS`` names ``XJobsBackend`` and a task API is there to serve it (without
-    one, Django 5.2 ignores ``TASKS``, and so does this; ``manage.py check`` says so)."""
+#: the backend's import path, as the ``TASKS`` setting names it
+TASKS_BACKEND = "django_xjobs.backends.XJobsBackend"
+
+
+def task_aliases() -> list[str]:
+    """The ``TASKS`` aliases served by ``XJobsBackend``, read from the setting alone (no backend
+    is built and no task API imported, so this is safe while apps load)."""
     from django.conf import settings
 
     tasks = getattr(settings, "TASKS", None)
-    return (
-        isinstance(tasks, dict)
-        and any(
-            isinstance(p, dict) and p.get("BACKEND") == "django_xjobs.backends.XJobsBackend"
-            for p in tasks.values()
-        )
-        and tasks_api() is not None
-    )
+    if not isinstance(tasks, Mapping):
+        return []
+    return [
+        alias
+        for alias, params in tasks.items()
+        if isinstance(params, Mapping) and params.get("BACKEND") == TASKS_BACKEND
+    ]
+
+
+def _tasks_configured() -> bool:
+    """Whether ``TASKS`` names ``XJobsBackend`` and a task API is there to serve it (without
+    one, Django 5.2 ignores ``TASKS``, and so does this; ``manage.py check`` says so)."""
+    return bool(task_aliases()) and tasks_api() is not None
 
 
 @functools.cache
