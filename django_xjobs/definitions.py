@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import string
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -27,7 +26,7 @@ from .errors import (
 )
 from .payload import NotJSON, check_json, encode
 from .retry import DEFAULT_RETRY, Retry, retry_schedule
-from .signatures import Binder, check_handler, input_schema, signature_of
+from .signatures import Binder, check_handler, check_key, input_schema, signature_of
 from .tracing import current_traceparent
 
 _MISSING: Any = object()
@@ -525,7 +524,7 @@ def job(
                 hint="define it at module level in <app>/jobs.py (or give it an explicit name=)",
             )
         signature = check_handler(handler)
-        _check_key(idempotency_key, signature)
+        check_key(idempotency_key, signature, missing=_MISSING)
         if tenant is not None and tenant != REQUIRED and not callable(tenant):
             raise JobDefinitionError(
                 f'tenant={tenant!r} must be a callable taking the inputs, or "required"',
@@ -562,44 +561,6 @@ def job(
         )
 
     return declare if fn is None else declare(fn)
-
-
-def _check_key(key: Any, signature: inspect.Signature) -> None:
-    if key is _MISSING or key is None or key == "":
-        raise JobDefinitionError(
-            "idempotency_key is required",
-            code="X_IDEMPOTENCY_REQUIRED",
-            hint='e.g. idempotency_key="charge:{order_id}", or a callable taking the inputs',
-        )
-    if callable(key):
-        return
-    if not isinstance(key, str):
-        raise InvariantError(
-            f"idempotency_key={key!r} must be a str template or a callable",
-            hint='e.g. idempotency_key="charge:{order_id}"',
-        )
-    params = list(signature.parameters.values())[1:]
-    names = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD}
-    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-    try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(key) if f is not None]
-    except ValueError as error:
-        raise InvariantError(
-            f"idempotency_key={key!r} is not a valid template: {error}",
-            hint="fields are written {input_name}; a literal brace is {{ or }}",
-        ) from None
-    for field in fields:
-        root = field.split(".", 1)[0].split("[", 1)[0]
-        if not root or root.isdigit():
-            raise InvariantError(
-                f"idempotency_key={key!r} uses a positional field {{{field}}}",
-                hint="name the input: {order_id}",
-            )
-        if root not in names and not open_ended:
-            raise InvariantError(
-                f"idempotency_key={key!r} names {{{root}}}, which the handler does not take",
-                hint=f"inputs: {', '.join(sorted(names)) or 'none'}",
-            )
 
 
 def _parent_job() -> str | None:

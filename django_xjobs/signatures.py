@@ -4,10 +4,11 @@ for the common case), and the JSON schema its inputs describe."""
 from __future__ import annotations
 
 import inspect
+import string
 from collections.abc import Callable
 from typing import Any
 
-from .errors import InvariantError
+from .errors import InvariantError, JobDefinitionError
 
 
 class Binder:
@@ -100,3 +101,43 @@ def input_schema(signature: inspect.Signature) -> dict[str, Any]:
         "required": required,
         "additionalProperties": open_ended,
     }
+
+
+def check_key(key: Any, signature: inspect.Signature, *, missing: Any = None) -> None:
+    """An ``idempotency_key`` declaration: present, and a template whose fields are inputs the
+    handler takes (SPEC JOB-08); ``missing`` is the caller's "not given" marker."""
+    if key is missing or key is None or key == "":
+        raise JobDefinitionError(
+            "idempotency_key is required",
+            code="X_IDEMPOTENCY_REQUIRED",
+            hint='e.g. idempotency_key="charge:{order_id}", or a callable taking the inputs',
+        )
+    if callable(key):
+        return
+    if not isinstance(key, str):
+        raise InvariantError(
+            f"idempotency_key={key!r} must be a str template or a callable",
+            hint='e.g. idempotency_key="charge:{order_id}"',
+        )
+    params = list(signature.parameters.values())[1:]
+    names = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(key) if f is not None]
+    except ValueError as error:
+        raise InvariantError(
+            f"idempotency_key={key!r} is not a valid template: {error}",
+            hint="fields are written {input_name}; a literal brace is {{ or }}",
+        ) from None
+    for field in fields:
+        root = field.split(".", 1)[0].split("[", 1)[0]
+        if not root or root.isdigit():
+            raise InvariantError(
+                f"idempotency_key={key!r} uses a positional field {{{field}}}",
+                hint="name the input: {order_id}",
+            )
+        if root not in names and not open_ended:
+            raise InvariantError(
+                f"idempotency_key={key!r} names {{{root}}}, which the handler does not take",
+                hint=f"inputs: {', '.join(sorted(names)) or 'none'}",
+            )
