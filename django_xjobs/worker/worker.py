@@ -9,7 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import close_old_connections, connections
@@ -32,6 +32,7 @@ from .presence import WorkerPresence
 from .retention import Retention
 from .run import Run
 from .settling import Ended, Settling
+from .tick import Ticking
 from .watchdog import Watchdog
 
 #: the longest the claim loop waits between tries while the database fails
@@ -50,25 +51,13 @@ class WorkerStats:
 
 
 @dataclass(frozen=True)
-class Tick:
-    """What one ``Worker.tick()`` pass did: the runs it settled, the jobs it handed back."""
-
-    #: each admitted run's execution, in claim order; a run whose settle did not land (its
-    #: lease lapsed, another holder) reads ``lease_lost``, as in ``run_until_idle()``
-    executions: list[Execution]
-    #: claimed jobs shed by a full limit or fleet slot (SPEC WORK-07/08): ready again, no
-    #: attempt spent
-    shed: list[Shed]
-
-
-@dataclass(frozen=True)
 class Admit:
     """Admission said yes: ``run`` holds the limit and the slot it needs to start."""
 
     run: Run
 
 
-class Worker(Settling):
+class Worker(Ticking, Settling):
     """Claims jobs from ``queues`` into ``concurrency`` threads until stopped.
 
     * The claim loop keeps claimed runs queued ahead of the threads (worker/prefetch.py), so a
@@ -247,96 +236,6 @@ class Worker(Settling):
                 if self._database:
                     connections[self._database].close()
         return self.stats()
-
-    def tick(self, limit: int | None = None) -> Tick:
-        """One pass of this worker in the calling thread, for tests (SPEC WORK-06).
-
-        Claims up to ``limit`` due jobs (default: ``concurrency``), admits each through the
-        same per-process limits, fleet concurrency slots and sheds as ``run()``, runs the
-        admitted ones one by one here, and settles them through the settler's code before it
-        returns. Nothing it took stays held: every limit and slot is released, and a body
-        left running past its timeout is waited for (up to the stall timeout). Staged outbox
-        rows this connection can see are published first, as ``run_until_idle()`` does::
-
-            def test_one_pass(db):
-                send_receipt.enqueue(order_id=7)
-                done = Worker(queues=["default"]).tick()
-                assert [e.outcome for e in done.executions] == ["completed"]
-
-        No heartbeat, settler or listener thread starts, so leases are not renewed during a
-        tick: keep the bodies a test ticks shorter than the visibility timeout.
-        """
-        if self.state in ("running", "draining"):
-            raise InvariantError(
-                f"worker {self.worker_id} is {self.state}: tick() would race its own claim loop",
-                hint="tick() a worker that is not running, or let run() do the work",
-            )
-        self.check_enforceable()
-        # a test's transaction never commits: publish what it staged, as run_until_idle does
-        from ..testing import relay_staged
-
-        relay_staged(self.driver)
-        if self._awaiting_idle and not self._runs:
-            self._awaiting_idle = False
-        with role_connections():
-            sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
-            claimed = self.driver.claim(
-                queues=self.queues,
-                limit=limit or self.concurrency,
-                visibility_timeout=self.visibility_timeout,
-                worker_id=self.worker_id,
-            )
-            admitted, shed = self._admit_all(claimed, sent)
-        executions = []
-        try:
-            for run in admitted:
-                executions.append(self._body(run, fresh_connection=False))  # the test's connection
-                with self._runs_lock:
-                    self._held -= 1
-            with role_connections():
-                settled = self._settle_batch(executions)
-                self._await_abandoned()
-        finally:
-            self._forget(admitted)
-        return Tick(
-            [
-                e
-                if e.job.lease_token in settled or e.outcome is Outcome.CANCELLED
-                else replace(e, outcome=Outcome.LEASE_LOST)
-                for e in executions
-            ],
-            shed,
-        )
-
-    def _forget(self, runs: Sequence[Run]) -> None:
-        """A tick that raised midway still holds nothing: hand back what its runs took (their
-        rows come back when their leases lapse); a run already settled is skipped."""
-        for run in runs:
-            with self._runs_lock:
-                held = self._runs.pop(run.job.lease_token, None)
-                if held is not None and not run.settling:
-                    self._held -= 1
-            if held is not None:
-                run.settled.set()
-                self._release(run)
-
-    def _await_abandoned(self) -> None:
-        """A tick's body left running past its timeout holds its slot until it returns: wait
-        for it there, so nothing a tick took outlives it."""
-        until = time.monotonic() + self.stall_timeout
-        while self._abandoned:
-            room = until - time.monotonic()
-            item = None
-            with contextlib.suppress(queue_module.Empty):
-                item = self._settle_queue.get(timeout=max(room, 0.0))
-            if isinstance(item, Ended):
-                self._body_ended(item.run)
-            elif room <= 0:
-                raise InvariantError(
-                    f"{len(self._abandoned)} body(ies) still run {self.stall_timeout:g}s after "
-                    "their timeout; their slots stay held until they return",
-                    hint="make the job's body honour ctx.signal",
-                )
 
     def stop(self) -> None:
         """Stop claiming and let in-flight runs finish (thread- and signal-safe, idempotent)."""
