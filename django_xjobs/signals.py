@@ -56,11 +56,15 @@ def _send(signal: Signal, name: str, sender: Any, **kwargs: Any) -> None:
 
 
 def started(handle: Any, job: ClaimedJob, context: Any) -> None:
+    if not job_started.receivers:
+        return
     _send(job_started, "job_started", handle, job=job, context=context)
 
 
 def finished(execution: Execution, *, outcome: str) -> None:
     """``execution`` has settled (or was refused, ``outcome="lease_lost"``)."""
+    if not job_finished.receivers:  # on the settler, per run: no handle lookup for nobody
+        return
     job = execution.job
     _send(
         job_finished,
@@ -75,6 +79,8 @@ def finished(execution: Execution, *, outcome: str) -> None:
 
 
 def lease_lost(job: ClaimedJob, worker_id: str, reason: str) -> None:
+    if not job_lease_lost.receivers:
+        return
     _send(
         job_lease_lost,
         "job_lease_lost",
