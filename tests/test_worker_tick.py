@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 
 import pytest
@@ -20,6 +19,7 @@ from django_xjobs.worker.limits import Limiter, parse_limits
 from django_xjobs.worker.run import Run
 from django_xjobs.worker.worker import Worker
 from tests import jobs
+from tests.support.process import wait_for
 
 BASE = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
 EXCLUSIVE = "job:tests.jobs.exclusive"
@@ -115,9 +115,7 @@ def test_work_06_tick_refuses_a_running_worker(db):
         thread = threading.Thread(target=running.run)
         thread.start()
         try:
-            deadline = time.monotonic() + 10
-            while running.state != "running" and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for(lambda: running.state == "running", timeout=10, what="the worker to run")
             with pytest.raises(InvariantError) as refused:
                 running.tick()
             assert refused.value.hint
@@ -175,10 +173,7 @@ def test_work_03_run_while_running_is_a_no_op(db):
                 return names.count("xjobs-settler"), names.count("xjobs-job")
 
             started = (1, running.concurrency)
-            deadline = time.monotonic() + 10
-            while threads() != started and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert threads() == started
+            wait_for(lambda: threads() == started, timeout=10, what="its threads to start")
             stats = running.run()  # returns at once: no second loop, no second set of threads
             assert stats.state == "running"
             assert threads() == started
