@@ -1,6 +1,8 @@
 -- The step and event stores of the PostgreSQL driver (x_job_steps, x_job_events), by name.
 -- Loaded once by drivers/postgres_steps.py. Every time is the database's now(): a publisher and
 -- a worker on two machines compare times on one clock (issue 11, SPEC EVT-02/03).
+-- The run's fence is written `(state = 'running') IS TRUE` so it is looked up by its id
+-- whatever the statistics say (see postgres.sql's header).
 
 -- name: now
 -- The clock the step runner decides sleeps and waits on, the same one the rows are written with.
@@ -27,7 +29,7 @@ SELECT %(run_id)s, %(name)s, %(status)s, %(output)s::jsonb,
             THEN COALESCE(%(completed_at)s::timestamptz, now()) END,
        %(wake_at)s, %(event)s, %(correlation_key)s, %(error)s, %(attempts)s, %(position)s
 FROM (SELECT 1 FROM x_jobs
-      WHERE id = %(job_id)s AND state = 'running' AND lease_token = %(lease_token)s
+      WHERE id = %(job_id)s AND (state = 'running') IS TRUE AND lease_token = %(lease_token)s
       FOR SHARE) AS held
 ON CONFLICT (run_id, name) DO UPDATE
 SET status = EXCLUDED.status,

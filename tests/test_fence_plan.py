@@ -1,0 +1,99 @@
+"""Every write fenced on one claimed row finds that row by its primary key, whatever the
+statistics say.
+
+The case that bit: statistics taken while every row was ready (so ``state = 'running'`` looked
+like no row at all), then the table truncated and refilled, as a benchmark or a fresh deployment
+does. A fence written ``state = 'running'`` proves the live-key and lease indexes' predicates, and
+the planner read one of them whole, filtering on the id: each batched ack of a 10k drain took
+hundreds of milliseconds. Checked with a custom plan and with the generic plan a prepared
+statement settles on (SPEC STATE-01's fence, DESIGN Q-01)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+
+from django_xjobs.drivers.postgres import STATEMENTS
+from django_xjobs.drivers.postgres_steps import STATEMENTS as STEP_STATEMENTS
+from tests.support.plans import plan
+
+FILL = """
+INSERT INTO x_jobs (id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
+                    state, priority, run_at, created_at, updated_at)
+SELECT gen_random_uuid(), 'tests.jobs.ok', 'default', '{}', 'k' || g, gen_random_uuid(), 0, 3,
+       'ready', 0, now(), now(), now()
+FROM generate_series(1, 10000) AS g
+"""
+
+ID = uuid.uuid4()
+TOKEN = uuid.uuid4()
+PARAMS = {
+    "id": ID,
+    "job_id": ID,
+    "lease_token": TOKEN,
+    "ids": [ID, uuid.uuid4()],
+    "tokens": [TOKEN, uuid.uuid4()],
+    "results": [None, None],
+    "visibility_timeout": 30.0,
+    "delay": 1.0,
+    "error": None,
+    "failure": None,
+    "keep": 10,
+    "counts_as_attempt": True,
+    "stop_reason": None,
+    "keep_place": False,
+    "state": "dead",
+    "reason": None,
+    "run_id": uuid.uuid4(),
+    "name": "s",
+    "status": "completed",
+    "output": None,
+    "started_at": None,
+    "completed_at": None,
+    "wake_at": None,
+    "event": None,
+    "correlation_key": None,
+    "attempts": 1,
+    "position": 0,
+}
+
+FENCED = {
+    "ack": STATEMENTS["ack"],
+    "retry": STATEMENTS["retry"],
+    "suspend": STATEMENTS["suspend"],
+    "shed": STATEMENTS["shed"],
+    "finish": STATEMENTS["finish"],
+    "heartbeat": STATEMENTS["heartbeat"],
+    "cancel": STATEMENTS["cancel"],
+    "put_step": STEP_STATEMENTS["put_step"],
+}
+
+
+def _x_jobs_reads(node: dict) -> list[str]:
+    """How the plan reads x_jobs: the index of each index scan on it, "Seq Scan" for a whole read."""
+    found = []
+    if node.get("Relation Name") == "x_jobs" and node["Node Type"] != "ModifyTable":
+        found.append(node.get("Index Name") or node["Node Type"])
+    for child in node.get("Plans", []):
+        found += _x_jobs_reads(child)
+    return found
+
+
+@pytest.fixture
+def stale_statistics():
+    """x_jobs analyzed full of ready jobs, then truncated and refilled, not analyzed since."""
+    with connection.cursor() as cursor:
+        cursor.execute(FILL)
+        cursor.execute("ANALYZE x_jobs")
+        cursor.execute("TRUNCATE x_jobs CASCADE")
+        cursor.execute(FILL)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("statement", sorted(FENCED))
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+def test_a_fenced_write_finds_its_row_by_the_primary_key(stale_statistics, statement, generic):
+    reads = _x_jobs_reads(plan(FENCED[statement], PARAMS, generic=generic))
+    assert reads and set(reads) == {"x_jobs_pkey"}, reads
