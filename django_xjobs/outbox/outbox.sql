@@ -1,6 +1,13 @@
 -- The outbox store (x_outbox), by name. Loaded once by outbox/postgres.py.
 -- stage runs on the CALLER's connection, inside their transaction (SPEC OUTBOX-05); everything
 -- else runs on the relay's own connection in autocommit.
+--
+-- A statement that names its rows by id finds them by the primary key, whatever the statistics
+-- say: its `published_at IS NULL` is written `(published_at IS NULL) IS TRUE`, which proves no
+-- partial index, and a join with the ids also filters `id = ANY(ids)`. Written plainly, a table
+-- analyzed while every row was published, then truncated and refilled, had the planner read the
+-- whole unpublished index for each chunk of an on-commit publish (200 ms a chunk), or the whole
+-- table (tests/test_fence_plan.py).
 
 -- name: stage
 -- One row per enqueue; staged_at is the transaction's start, so a transaction's rows tie on it
@@ -70,7 +77,7 @@ RETURNING o.id, o.job, o.queue, o.input, o.idempotency_key, o.max_attempts, o.pr
 WITH picked AS (
     SELECT id FROM x_outbox
     WHERE id = ANY(%(ids)s::uuid[])
-      AND published_at IS NULL
+      AND (published_at IS NULL) IS TRUE
       AND (claimed_at IS NULL OR claimed_at <= now() - make_interval(secs => %(lease)s))
     ORDER BY staged_at, id
     FOR UPDATE SKIP LOCKED
@@ -87,7 +94,7 @@ RETURNING o.id, o.job, o.queue, o.input, o.idempotency_key, o.max_attempts, o.pr
 UPDATE x_outbox
 SET claimed_at = NULL, claimed_by = NULL
 WHERE id = ANY(%(ids)s::uuid[])
-  AND published_at IS NULL
+  AND (published_at IS NULL) IS TRUE
   AND claimed_by = %(token)s;
 
 -- name: mark_published
@@ -96,7 +103,7 @@ WHERE id = ANY(%(ids)s::uuid[])
 UPDATE x_outbox
 SET published_at = now(), job_id = %(job_id)s
 WHERE id = %(id)s
-  AND published_at IS NULL
+  AND (published_at IS NULL) IS TRUE
   AND claimed_by = %(token)s;
 
 -- name: publish_taken
@@ -110,7 +117,7 @@ WHERE id = %(id)s
 WITH picked AS (
     SELECT id FROM x_outbox
     WHERE id = ANY(%(ids)s::uuid[])
-      AND published_at IS NULL
+      AND (published_at IS NULL) IS TRUE
       AND (claimed_at IS NULL OR claimed_at <= now() - make_interval(secs => %(lease)s))
     FOR UPDATE SKIP LOCKED
 ), taken AS (
@@ -154,7 +161,7 @@ WHERE id = ANY(%(ids)s::uuid[])
 UPDATE x_outbox
 SET published_at = now(), job_id = id
 WHERE id = ANY(%(ids)s::uuid[])
-  AND published_at IS NULL
+  AND (published_at IS NULL) IS TRUE
   AND claimed_by = %(token)s
 RETURNING id;
 
@@ -163,7 +170,8 @@ RETURNING id;
 UPDATE x_outbox o
 SET job_id = m.job_id
 FROM unnest(%(ids)s::uuid[], %(job_ids)s::uuid[]) AS m(id, job_id)
-WHERE o.id = m.id
+WHERE o.id = ANY(%(ids)s::uuid[])
+  AND o.id = m.id
   AND o.claimed_by = %(token)s;
 
 -- name: mark_published_many
@@ -171,8 +179,9 @@ WHERE o.id = m.id
 UPDATE x_outbox o
 SET published_at = now(), job_id = m.job_id
 FROM unnest(%(ids)s::uuid[], %(job_ids)s::uuid[]) AS m(id, job_id)
-WHERE o.id = m.id
-  AND o.published_at IS NULL
+WHERE o.id = ANY(%(ids)s::uuid[])
+  AND o.id = m.id
+  AND (o.published_at IS NULL) IS TRUE
   AND o.claimed_by = %(token)s;
 
 -- name: bound_publish
