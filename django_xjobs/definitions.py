@@ -26,7 +26,7 @@ from .errors import (
 )
 from .payload import NotJSON, check_json, encode
 from .retry import DEFAULT_RETRY, Retry, retry_schedule
-from .signatures import Binder, check_handler, check_key, input_schema, signature_of
+from .signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
 from .tracing import current_traceparent
 
 _MISSING: Any = object()
@@ -104,6 +104,8 @@ class JobHandle:
 
     def invoke(self, ctx: Any, inputs: dict[str, Any]) -> Any:
         """Call the handler for one run: ``fn(ctx, **inputs)``."""
+        if not isinstance(inputs, dict) or self._binder.bind(inputs) is None:
+            check_stored(self.name, self.signature, inputs)  # SPEC EXEC-01
         if self.is_async:
             # async_to_sync, not asyncio.run: the body's sync_to_async calls (ORM, step writes)
             # then run back on this thread, with this thread's database connection

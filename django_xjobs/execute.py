@@ -105,7 +105,8 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock)
     handle = registry.get_job(job.name)
     if handle is None:
         return _unknown(job, clock.now())
-    over_budget = job.attempt > job.max_attempts and not handle.reruns_lapsed
+    # SPEC RETRY-05: the handle's policy and the claimed attempt, never the row's max_attempts
+    over_budget = job.attempt > handle.retry.attempts and not handle.reruns_lapsed
     if job.lease_expiries >= conf.get().max_lease_expiries or over_budget:
         return _crash_looping(job, handle.retry)
     steps: Steps | None = None
@@ -348,7 +349,7 @@ def _crash_looping(job: ClaimedJob, policy: Retry) -> Execution:
         f"(the lease expired each time); not run again",
         hint="look for what kills the process (memory, os._exit, a segfault), then retry_job() it",
     )
-    exhausted = job.attempt > job.max_attempts and expiries < conf.get().max_lease_expiries
+    exhausted = job.attempt > policy.attempts and expiries < conf.get().max_lease_expiries
     stop_reason = "attempts-exhausted" if exhausted else "terminal"
     message = f"{error} — not retried"
     final: Literal["dead", "failed"] = "dead" if policy.dead_letter else "failed"

@@ -8,7 +8,7 @@ import string
 from collections.abc import Callable
 from typing import Any
 
-from .errors import InvariantError, JobDefinitionError
+from .errors import InputInvalidError, InvariantError, JobDefinitionError
 
 
 class Binder:
@@ -32,6 +32,26 @@ class Binder:
             return {name: inputs[name] for name in self.names}
         defaults = self.defaults
         return {name: inputs[name] if name in inputs else defaults[name] for name in self.names}
+
+
+def check_stored(name: str, signature: inspect.Signature, inputs: Any) -> None:
+    """SPEC EXEC-01: stored inputs that no longer fit the handler (a parameter renamed or added
+    since they were queued) fail the attempt naming the mismatch, not as a TypeError that reads
+    like a bug in the body; classification then decides the retry, as for any failure."""
+    problem = f"it is {type(inputs).__name__}, not a dict of inputs"
+    if isinstance(inputs, dict):
+        try:
+            signature.bind(None, **inputs)
+            return
+        except TypeError as error:
+            problem = str(error)
+    params = list(signature.parameters.values())[1:]
+    takes = "(" + ", ".join(str(p) for p in params) + ")" if params else "no inputs"
+    raise InputInvalidError(
+        f"job {name!r}: its stored input no longer fits the handler: {problem}",
+        hint=f"it takes {takes}; requeue the job with inputs that fit, or keep accepting the "
+        "old names",
+    )
 
 
 def signature_of(fn: Callable[..., Any]) -> inspect.Signature:

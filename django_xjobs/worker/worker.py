@@ -554,12 +554,14 @@ class Worker(Ticking, Settling):
                     id=run.job.id,
                 )
         finally:
-            if self._database:
-                connections[self._database].close()
-            self.state = "stopped"
-            log.event(
-                logging.INFO,
-                "xjobs.worker.stopped",
-                worker=self.worker_id,
-                **{str(k): v for k, v in sorted(self.outcomes.items())},
-            )
+            try:
+                if self._database:
+                    connections[self._database].close()
+            finally:
+                self.state = "stopped"  # SPEC WORK-12, SE-50: even when the close raised
+                log.event(
+                    logging.INFO,
+                    "xjobs.worker.stopped",
+                    worker=self.worker_id,
+                    **{str(k): v for k, v in sorted(self.outcomes.items())},
+                )
