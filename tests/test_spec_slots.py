@@ -73,9 +73,17 @@ def test_slot_04_se_10_a_slot_renewal_answering_false_stops_the_run(harness, cap
     beat.beat()  # still ours: renewed, nothing said
     assert not run.signal.is_set()
     take_over(harness.driver, KEY)
-    with caplog.at_level(logging.ERROR, logger="django_xjobs"):
-        beat.beat()
-        beat.beat()  # a second False says nothing more
+    leases = harness.driver.leases
+    renewals = []
+    renew = leases.renew
+    leases.renew = lambda *args: renewals.append(args) or renew(*args)
+    try:
+        with caplog.at_level(logging.ERROR, logger="django_xjobs"):
+            beat.beat()
+            beat.beat()  # the slot is not renewed again, and nothing more is said
+    finally:
+        del leases.renew
+    assert len(renewals) == 1, renewals
     reason = run.signal.reason
     assert isinstance(reason, SlotLostError) and reason.code == "X_JOB_SLOT_LOST"
     [line] = slot_lost_lines(caplog)

@@ -199,8 +199,8 @@ class Heartbeat(threading.Thread):
 
     def _renew_slot(self, run: Run) -> None:
         leases = self.driver.leases
-        if run.slot is None or leases is None or run.settled.is_set():
-            return
+        if run.slot is None or leases is None or run.settled.is_set() or run.slot_lost:
+            return  # SPEC SLOT-04: a lost slot is not renewed again
         key, slot, holder = run.slot
         try:
             kept = leases.renew(key, slot, self.visibility_timeout, holder)

@@ -56,6 +56,8 @@ class Run:
     #: why: "expired"/"deadline" (this worker's clock said so) or "not-ours" (the database did)
     lost_reason: str | None = None
     cancelled: bool = False
+    #: the slot renewal said "not yours": it is not renewed again (SPEC SLOT-04)
+    slot_lost: bool = False
     #: the fleet concurrency slot this run holds, and what releases the per-process limit
     slot: tuple[str, int, str] | None = None
     limit_lease: Any = None
@@ -126,6 +128,7 @@ class Run:
         cap, so this one stops."""
         if self.settled.is_set() or self.slot is None or self.signal.is_set():
             return
+        self.slot_lost = True
         key, slot, _ = self.slot
         log.event(
             logging.ERROR,
