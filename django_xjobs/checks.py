@@ -47,7 +47,35 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="django_xjobs.W001",
             )
         )
-    return found + _check_tasks_api() + _check_jobs()
+    return found + _check_pooler(xjobs) + _check_tasks_api() + _check_jobs()
+
+
+def _check_pooler(xjobs: conf.XJobsSettings) -> list[checks.CheckMessage]:
+    """Behind a transaction pooler, Django's own server-side cursors break too; a listener
+    needs PostgreSQL."""
+    found: list[checks.CheckMessage] = []
+    if xjobs.pooler == "transaction":
+        for alias in dict.fromkeys([xjobs.database, *xjobs.outbox_databases]):
+            if not settings.DATABASES[alias].get("DISABLE_SERVER_SIDE_CURSORS"):
+                found.append(
+                    checks.Warning(
+                        f'XJOBS["POOLER"] is "transaction" but DATABASES[{alias!r}] keeps '
+                        "server-side cursors: a queryset .iterator() there fails in the pooler",
+                        hint=f'set DATABASES[{alias!r}]["DISABLE_SERVER_SIDE_CURSORS"] = True '
+                        "(Django's setting for transaction pooling)",
+                        id="django_xjobs.W021",
+                    )
+                )
+    listen = xjobs.listen_database
+    if listen is not None and "postgresql" not in settings.DATABASES[listen].get("ENGINE", ""):
+        found.append(
+            checks.Error(
+                f'XJOBS["LISTEN_DATABASE"]={listen!r} is not a PostgreSQL alias; nothing to LISTEN on',
+                hint="point it at the jobs database's server directly, with the same NAME",
+                id="django_xjobs.E015",
+            )
+        )
+    return found
 
 
 def _check_tasks_api() -> list[checks.CheckMessage]:

@@ -80,6 +80,13 @@ DEFAULTS: dict[str, Any] = {
     # hot-path statements run as server-side prepared statements: True, False, or "auto" (on
     # unless the alias sets DISABLE_SERVER_SIDE_CURSORS, Django's sign of a transaction pooler)
     "PREPARED_STATEMENTS": "auto",
+    # None: DATABASES reach PostgreSQL directly (or through a session-mode pooler); "transaction":
+    # the jobs' and outboxes' aliases go through a transaction-mode pooler (PgBouncer), so no
+    # session state is kept: no session settings, no prepared statements on "auto", no LISTEN
+    "POOLER": None,
+    # the alias of a direct (unpooled) connection to the jobs database that workers and relays
+    # LISTEN on; without it, behind a transaction pooler they poll every POLL_INTERVAL
+    "LISTEN_DATABASE": None,
     # the name of this deployment ("production", "staging"...): a backfill declared for some
     # environments runs only in those, and its ledger records where each pass ran
     "ENVIRONMENT": None,
@@ -116,6 +123,8 @@ class XJobsSettings:
     stall_timeout: float
     prepared_statements: bool | str
     environment: str | None = None
+    pooler: str | None = None
+    listen_database: str | None = None
 
 
 def validate(raw: Any) -> XJobsSettings:
@@ -238,7 +247,38 @@ def validate(raw: Any) -> XJobsSettings:
         stall_timeout=duration("STALL_TIMEOUT"),
         prepared_statements=prepared,
         environment=_environment(merged["ENVIRONMENT"]),
+        pooler=_pooler(merged["POOLER"]),
+        listen_database=_listen_database(merged),
     )
+
+
+def _pooler(raw: Any) -> str | None:
+    if raw not in (None, "transaction"):
+        raise ConfigInvalidError(
+            f'XJOBS["POOLER"]={raw!r} is not a pooling mode',
+            hint='use None (direct, or a session-mode pooler) or "transaction" (PgBouncer\'s '
+            "pool_mode=transaction)",
+        )
+    return None if raw is None else "transaction"
+
+
+def _listen_database(merged: dict[str, Any]) -> str | None:
+    raw = merged["LISTEN_DATABASE"]
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or raw not in settings.DATABASES:
+        raise ConfigInvalidError(
+            f'XJOBS["LISTEN_DATABASE"]={raw!r} is not an alias in DATABASES',
+            hint="add an alias with the jobs database's NAME that reaches PostgreSQL directly "
+            f"(not through the pooler); aliases: {', '.join(settings.DATABASES)}",
+        )
+    if merged["POOLER"] == "transaction" and raw == merged["DATABASE"]:
+        raise ConfigInvalidError(
+            f'XJOBS["LISTEN_DATABASE"]={raw!r} is the pooled jobs database: a LISTEN there '
+            "ends with its transaction and no notification arrives",
+            hint="name an alias that reaches PostgreSQL directly, or leave it None to poll",
+        )
+    return raw
 
 
 def _environment(raw: Any) -> str | None:

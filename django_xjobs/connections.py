@@ -12,10 +12,18 @@ Two layers (SPEC HANG-01):
 
 A peer that stops answering but keeps its sockets open (a stalled proxy) defeats both; the
 watchdog (worker/watchdog.py) is the bound of last resort.
+
+Behind a transaction-mode pooler (``XJOBS["POOLER"] = "transaction"``) a session outlives no
+transaction: a session setting would stay on a server connection the pooler hands to another
+client, and a LISTEN would stop hearing once its transaction ends. So ``role_connections()``
+sets nothing there (bound the roles with the pooler's ``query_timeout`` or a role's
+``ALTER ROLE ... SET statement_timeout``), and ``listen_alias()`` names where a listener may
+LISTEN: ``XJOBS["LISTEN_DATABASE"]`` (a direct connection), or nowhere (poll).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -26,17 +34,20 @@ from django.db import connections
 from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 
-from . import conf
+from . import conf, log
 from .drivers import sql
 
 STATEMENTS = sql.load(Path(__file__).with_name("connections.sql"))
 _local = threading.local()
+_polling: set[tuple[str, str]] = set()  # (alias, channel) whose fallback was logged
 
 
 def bound_connections(aliases: Iterable[str]) -> None:
     """Merge ``XJOBS["CONNECTION_OPTIONS"]`` under the ``OPTIONS`` of each PostgreSQL alias."""
-    options = conf.get().connection_options
-    for alias in dict.fromkeys(aliases):
+    settings = conf.get()
+    options = settings.connection_options
+    listen = [settings.listen_database] if settings.listen_database else []
+    for alias in dict.fromkeys([*aliases, *listen]):
         settings_dict = connections.settings[alias]
         if "postgresql" not in settings_dict.get("ENGINE", ""):
             continue
@@ -46,9 +57,38 @@ def bound_connections(aliases: Iterable[str]) -> None:
             wrapper.settings_dict["OPTIONS"] = {**options, **wrapper.settings_dict["OPTIONS"]}
 
 
+def pooled() -> bool:
+    """Whether the roles' aliases go through a transaction-mode pooler: no session state."""
+    return conf.get().pooler == "transaction"
+
+
+def listen_alias(alias: str, channel: str) -> str | None:
+    """Where to LISTEN for notifications on ``alias``'s tables: ``alias`` itself when it is a
+    real session, ``XJOBS["LISTEN_DATABASE"]`` for the jobs database, else None: poll, which
+    is logged once per process and channel so the slower wake-up is not a mystery."""
+    settings = conf.get()
+    if settings.listen_database is not None and alias == settings.database:
+        return settings.listen_database
+    if not pooled():
+        return alias
+    if (alias, channel) not in _polling:
+        _polling.add((alias, channel))
+        log.event(
+            logging.WARNING,
+            "xjobs.listener.polling",
+            database=alias,
+            channel=channel,
+            reason="transaction pooler",
+            hint='set XJOBS["LISTEN_DATABASE"] to a direct alias to be woken at once',
+        )
+    return None
+
+
 def mark_role_thread() -> None:
     """This thread (a settler, a renewal pool thread) runs only role statements, to its end."""
     _local.bounded = True
+    if pooled():  # a session setting would leak to the pooler's next client
+        return
     for wrapper in _open_postgres():
         _bound(wrapper)
 
@@ -73,7 +113,7 @@ def role_connections() -> Iterator[None]:
         yield
     finally:
         _local.bounded = was
-        if not was:
+        if not was and not pooled():
             for wrapper in _open_postgres():
                 try:
                     with wrapper.cursor() as cursor:
@@ -86,6 +126,7 @@ def role_connections() -> Iterator[None]:
 def _on_connect(sender: Any, connection: Any, **kwargs: Any) -> None:
     if (
         getattr(_local, "bounded", False)
+        and not pooled()
         and connection.vendor == "postgresql"
         and connection.alias in _role_aliases()
     ):

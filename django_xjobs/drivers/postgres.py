@@ -19,6 +19,7 @@ from django.db import (
 
 from .. import history
 from .. import log as events
+from ..connections import listen_alias
 from ..errors import DriverUnavailableError, first_line
 from ..ids import uuid7, uuid7_many
 from . import sql
@@ -402,8 +403,13 @@ class PostgresDriver:
             if len(gone) < params["batch"]:
                 return counts
 
-    def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> Listener:
-        listener = Listener(self.using, CHANNEL, callback, set(queues))
+    def notify_on_ready(
+        self, queues: Iterable[str], callback: Callable[[], None]
+    ) -> Listener | Polling:
+        alias = listen_alias(self.using, CHANNEL)  # behind a transaction pooler: maybe none
+        if alias is None:
+            return Polling()
+        listener = Listener(alias, CHANNEL, callback, set(queues))
         listener.start()
         return listener
 
@@ -436,6 +442,14 @@ class PostgresDriver:
 
     def _count(self, statement: str, params: dict[str, Any]) -> int:
         return sql.count(self.using, STATEMENTS[statement], params)
+
+
+class Polling:
+    """No listener: nowhere to LISTEN (a transaction pooler and no ``LISTEN_DATABASE``), so the
+    worker's poll interval is its only wake-up."""
+
+    def stop(self) -> None:
+        pass
 
 
 class Listener(threading.Thread):

@@ -171,12 +171,15 @@ _NEVER_BY_COUNT = 1 << 30
 
 def prepares(connection: BaseDatabaseWrapper) -> bool:
     """Whether statements on ``connection`` run prepared: ``PREPARED_STATEMENTS`` on, or
-    "auto" and the alias does not say a transaction-mode pooler sits in front of it (Django's
-    ``DISABLE_SERVER_SIDE_CURSORS``: a pooler that moves sessions between transactions would
-    hand our prepared names to a server session that never saw them)."""
-    mode = conf.get().prepared_statements
+    "auto" and nothing says a transaction-mode pooler sits in front of it (``XJOBS["POOLER"]``,
+    or Django's ``DISABLE_SERVER_SIDE_CURSORS``: a pooler that moves sessions between
+    transactions would hand our prepared names to a server session that never saw them)."""
+    settings = conf.get()
+    mode = settings.prepared_statements
     if mode == "auto":
-        return not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+        return settings.pooler != "transaction" and not connection.settings_dict.get(
+            "DISABLE_SERVER_SIDE_CURSORS"
+        )
     return bool(mode)
 
 

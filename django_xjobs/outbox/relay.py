@@ -158,9 +158,13 @@ class Relay:
     def _listen(self) -> Any:
         if self.database is None:
             return None
+        from ..connections import listen_alias
         from ..drivers.postgres import Listener
 
-        listener = Listener(self.database, "xjobs_outbox", self._wake.set)
+        alias = listen_alias(self.database, "xjobs_outbox")  # None: poll (a pooler, logged)
+        if alias is None:
+            return None
+        listener = Listener(alias, "xjobs_outbox", self._wake.set)
         listener.start()
         return listener
 

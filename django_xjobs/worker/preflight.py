@@ -31,6 +31,8 @@ def preflight(
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [table])
         (present,) = cursor.fetchone()
+    if not connection.in_atomic_block:  # a role's command queries no more on this thread:
+        connection.close()  # no backend left idle for the process's lifetime
     if not present:
         raise DriverUnavailableError(
             f"database {alias!r} ({where}) has no {table} table",
