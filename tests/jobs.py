@@ -364,10 +364,14 @@ def atomic_effects(ctx, token: str, steps: int = 2, fail_after: int = 0, hold: f
 
 
 @job(idempotency_key="atomic-async:{token}", retry=FAST)
-async def atomic_effects_async(ctx, token: str, fail_after: int = 0):
+async def atomic_effects_async(
+    ctx, token: str, fail_after: bool = False, fail_in_block: bool = False
+):
     """The async forms: ``async with`` and ``await ctx.step.atomic(name, fn)``."""
     async with ctx.step.atomic("effect:0") as step:
         await Effect.objects.acreate(job_id=ctx.job_id, step="effect:0", attempt=ctx.attempt, pid=0)
+        if ctx.attempt == 1 and fail_in_block:
+            raise RuntimeError("fails inside the block, after its write")
         step.result = {"attempt": ctx.attempt}
     second = await ctx.step.atomic("effect:1", lambda: _effect(ctx, "effect:1") or ctx.attempt)
     if ctx.attempt == 1 and fail_after:

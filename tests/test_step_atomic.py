@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from django.db import connections, transaction
+from django.test import override_settings
 from django.utils import timezone
 
 from django_xjobs import cancel_job
@@ -23,11 +24,14 @@ from django_xjobs.errors import (
     StepOutputInvalidError,
 )
 from django_xjobs.execute import Outcome
+from django_xjobs.models import OutboxEntry
 from django_xjobs.steps import Steps
 from django_xjobs.steps_atomic import AtomicStep
 from django_xjobs.testing import run_to_completion, run_until_idle
 from tests import jobs
 from tests.models import Effect, Ledger
+
+OUTBOX_ON = {"QUEUES": ["other"], "OUTBOX": "auto"}
 
 
 @pytest.fixture
@@ -150,6 +154,20 @@ def test_the_callable_form_is_skipped_entirely_on_replay(harness):
     assert effects(job) == ["reserve"]
 
 
+@pytest.mark.parametrize("harness", ["postgres"], indirect=True)  # memory stages in memory
+def test_an_enqueue_in_the_block_is_staged_in_its_transaction(harness):
+    _, steps = claimed(harness)
+    with override_settings(XJOBS=OUTBOX_ON):
+        with pytest.raises(RuntimeError), steps.atomic("follow-up"):
+            jobs.ok.enqueue(n=1)
+            raise RuntimeError("rolled back")
+        assert not OutboxEntry.objects.filter(job=jobs.ok.name).exists()
+        with steps.atomic("follow-up-again"):
+            jobs.ok.enqueue(n=2)
+    [staged] = OutboxEntry.objects.filter(job=jobs.ok.name)
+    assert staged.input == {"n": 2}
+
+
 def test_a_job_that_fails_after_its_atomic_step_writes_once_over_two_attempts(harness, clock):
     job_id = jobs.atomic_effects.enqueue(token=f"t-{uuid.uuid4()}", fail_after=1).id
     runs = run_to_completion(job_id, clock=clock)
@@ -161,13 +179,21 @@ def test_a_job_that_fails_after_its_atomic_step_writes_once_over_two_attempts(ha
 
 
 def test_the_async_forms_commit_once_and_replay(harness, clock):
-    job_id = jobs.atomic_effects_async.enqueue(token=f"t-{uuid.uuid4()}", fail_after=1).id
+    job_id = jobs.atomic_effects_async.enqueue(token=f"t-{uuid.uuid4()}", fail_after=True).id
     runs = run_to_completion(job_id, clock=clock)
     assert [r.outcome for r in runs] == [Outcome.RETRIED, Outcome.COMPLETED]
     assert runs[-1].replayed == ("effect:0", "effect:1")
     rows = Effect.objects.filter(job_id=job_id)
     assert sorted(rows.values_list("step", "attempt")) == [("effect:0", 1), ("effect:1", 1)]
     assert harness.row(job_id).result == [{"attempt": 1}, 1]
+
+
+def test_the_async_block_rolls_back_its_async_orm_writes(harness, clock):
+    job_id = jobs.atomic_effects_async.enqueue(token=f"t-{uuid.uuid4()}", fail_in_block=True).id
+    runs = run_to_completion(job_id, clock=clock)
+    assert [r.outcome for r in runs] == [Outcome.RETRIED, Outcome.COMPLETED]
+    rows = Effect.objects.filter(job_id=job_id)
+    assert sorted(rows.values_list("step", "attempt")) == [("effect:0", 2), ("effect:1", 2)]
 
 
 # --- the fence --------------------------------------------------------------------------------
