@@ -139,6 +139,24 @@ def test_a_replayed_step_stops_at_its_first_statement_and_gives_the_stored_resul
     assert again.replayed_names == ["reserve"]
 
 
+def test_the_users_own_transaction_inside_the_block_nests_and_replays(harness):
+    job, steps = claimed(harness)
+    with pytest.raises(RuntimeError), steps.atomic("reserve"):
+        with transaction.atomic():  # a savepoint of the block's transaction
+            write(job, "inner")
+        raise RuntimeError("the whole block rolls back, the inner block with it")
+    assert effects(job) == []
+    with runner(harness, job).atomic("reserve-again") as step:
+        with transaction.atomic():
+            write(job, "inner")
+        step.result = 1
+    # replayed: the block stops at the inner block's savepoint, or at its first statement
+    with runner(harness, job).atomic("reserve-again") as step, transaction.atomic():
+        write(job, "inner")
+    assert (step.done, step.result) == (True, 1)
+    assert effects(job) == ["inner"]
+
+
 def test_the_callable_form_is_skipped_entirely_on_replay(harness):
     job, steps = claimed(harness)
     calls = []
