@@ -27,7 +27,7 @@ STEPS = 2
 FLEET = ("--queues", "default", "--concurrency", "8", "--poll-interval", "100ms")
 LEASE = ("--visibility-timeout", "1s")
 #: at most this many kills and as many thaws, each landing on a worker with runs in flight
-CHAOS = 3
+CHAOS = 2
 #: the chaos's beat; the pace is an event nobody sets: it waits for no work
 BEAT = 0.2
 #: how long each block stays open before it commits: a kill or a freeze often lands in one
@@ -87,6 +87,10 @@ def test_atomic_steps_write_exactly_once_while_workers_are_killed_and_frozen(wor
         victim = fleet[worker_id]
         victim.send(signal.SIGSTOP)  # frozen first: its runs cannot end between look and act
         held = running_on(worker_id)
+        if held and Job.objects.filter(id__in=held, lease_expiries__gt=0).exists():
+            # a job the chaos already hit: three lapsed leases in a row is a crash loop, which
+            # dead-letters it (MAX_LEASE_EXPIRIES), so the chaos lands on a job at most once
+            held = set()
         if held and killed < CHAOS and (beat % 2 or frozen_now or frozen == CHAOS):
             victim.send(signal.SIGKILL)
             victim.proc.wait(timeout=30)
