@@ -156,7 +156,7 @@ class JobContext:
     enqueued_by: str | None
     signal: Signal
     logger: logging.LoggerAdapter[logging.Logger] = field(repr=False)
-    #: the step runner (``ctx.step.run``, ``.sleep``, ``.wait_for_event``; awaitable in
+    #: the step runner (``ctx.step.run``, ``.atomic``, ``.sleep``, ``.wait_for_event``; awaitable in
     #: ``async def`` handlers)
     step: Steps | AsyncSteps = field(repr=False)
 

@@ -262,6 +262,28 @@ class StepOutputInvalidError(XJobsError):
     default_hint = "return JSON data from the step (dict, list, str, number, bool, None)"
 
 
+class StepAtomicAliasError(XJobsError):
+    """An atomic step's block wrote to a database other than the jobs database."""
+
+    code = "X_STEP_ATOMIC_ALIAS"
+    retry = "terminal"  # the same block would write there again
+    default_hint = (
+        "only writes on the jobs database (XJOBS['DATABASE']) commit with the step; "
+        "move the other write to a step.run step of its own"
+    )
+
+
+class StepAtomicNestedError(XJobsError):
+    """An atomic step was opened inside a transaction already open on the jobs database."""
+
+    code = "X_STEP_ATOMIC_NESTED"
+    retry = "terminal"  # the same code opens the same transaction again
+    default_hint = (
+        "the step must own its transaction to commit it with its record: open "
+        "ctx.step.atomic(...) outside transaction.atomic() and outside another atomic step"
+    )
+
+
 class ManifestInvalidError(XJobsError):
     """The manifest file is missing, unreadable, or not an xjobs manifest."""
 

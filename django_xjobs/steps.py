@@ -20,7 +20,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from django.db import connections
 
@@ -34,12 +34,16 @@ from .errors import (
     JobInterrupt,
     JobTimeoutError,
     LeaseLostError,
+    StepAtomicNestedError,
     StepDuplicateError,
     StepOutputInvalidError,
     StepSuspension,
     describe_error,
 )
 from .payload import NotJSON, check_json, encode
+
+if TYPE_CHECKING:
+    from .steps_atomic import Atomic
 
 MAX_TRACE_NAMES = 200  # SPEC STEP-05
 DEFAULT_EVENT_POLL = 30.0  # SPEC JOB-06
@@ -73,6 +77,9 @@ class Steps:
         self._sleeps: Counter[str] = Counter()
         self._position = -1  # this attempt's place in the run of the step being reached
         self._reordered = False
+        #: the atomic step whose block is open: another step inside it would commit or
+        #: vanish with that block's transaction, so none may start
+        self.inside_atomic: str | None = None
 
     @property
     def _records(self) -> dict[str, StepRecord]:
@@ -118,15 +125,14 @@ class Steps:
     def finish(self, name: str, value: Any) -> Any:
         """Store ``value`` as the step's result before the run goes on (SPEC STEP-02)."""
         try:
-            check_json(value, f"step {name!r}")
-            encode(value, limit=conf.get().max_payload_bytes, what=f"the output of step {name!r}")
-        except NotJSON as error:
-            invalid = StepOutputInvalidError(f"{error.path}: {error.reason}")
-            self.fail(name, invalid)
-            raise invalid from None
+            check_output(name, value)
         except Exception as error:
             self.fail(name, error)
             raise
+        return self.complete(name, value)
+
+    def complete(self, name: str, value: Any) -> Any:
+        """Write the completed record of a checked ``value``, fenced on the run's lease."""
         previous = self._records.get(name)
         self._write(  # the store stamps started_at and completed_at on its own clock
             StepRecord(
@@ -184,6 +190,32 @@ class Steps:
         if "error" in outcome:
             raise outcome["error"]
         return outcome.get("value")
+
+    # --- atomic ---------------------------------------------------------------------------
+
+    @overload
+    def atomic(self, name: str) -> Atomic: ...
+
+    @overload
+    def atomic(self, name: str, fn: Callable[[], Any]) -> Any: ...
+
+    def atomic(self, name: str, fn: Callable[[], Any] | None = None) -> Any:
+        """A step whose writes on the jobs database commit exactly once, with its record::
+
+            with ctx.step.atomic("reserve-stock") as step:
+                Stock.objects.filter(sku=sku).update(qty=F("qty") - 1)
+                step.result = {"reserved": 1}
+
+        The block, the step's record and ``step.result`` (JSON) commit in one transaction,
+        only while this run holds the job; otherwise nothing the block wrote exists. On replay
+        ``step.done`` is True, the block stops at its first database statement and
+        ``step.result`` is the stored result. ``ctx.step.atomic(name, fn)`` runs ``fn()`` in
+        the block instead, skipped entirely on replay, and returns the result.
+        """
+        from .steps_atomic import Atomic, call
+
+        block = Atomic(self, name)
+        return block if fn is None else call(block, fn)
 
     # --- sleep ------------------------------------------------------------------------------
 
@@ -327,6 +359,11 @@ class Steps:
                 f"step name {name!r} must be a non-empty string",
                 hint="name each step for what it does: ctx.step.run('charge', ...)",
             )
+        if self.inside_atomic is not None:
+            raise StepAtomicNestedError(
+                f"step {name!r} was started inside atomic step {self.inside_atomic!r}",
+                hint="close the atomic block first, or do the work inside it without a step",
+            )
         if name in self._used:
             raise StepDuplicateError(f"step {name!r} is used twice in one run")  # SPEC STEP-04
         self._used.add(name)
@@ -369,6 +406,15 @@ class Steps:
             )
             raise JobAbortedError(f"step {record.name!r} was not recorded: the job moved on")
         self._records[record.name] = record
+
+
+def check_output(name: str, value: Any) -> None:
+    """Refuse a step result that is not JSON or is over the payload cap."""
+    try:
+        check_json(value, f"step {name!r}")
+    except NotJSON as error:
+        raise StepOutputInvalidError(f"{error.path}: {error.reason}") from None
+    encode(value, limit=conf.get().max_payload_bytes, what=f"the output of step {name!r}")
 
 
 def _seconds(delta: timedelta) -> float:

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 from asgiref.sync import sync_to_async
 
 from .durations import Duration, format_seconds
 from .errors import JobTimeoutError
 from .steps import Steps, _takes_argument
+from .steps_atomic import AsyncAtomic, Atomic, acall
 
 
 class AsyncSteps:
@@ -66,6 +67,18 @@ class AsyncSteps:
             )
             signal.abort(error)
             raise error from None
+
+    @overload
+    def atomic(self, name: str) -> AsyncAtomic: ...
+
+    @overload
+    def atomic(self, name: str, fn: Callable[[], Any]) -> Awaitable[Any]: ...
+
+    def atomic(self, name: str, fn: Callable[[], Any] | None = None) -> Any:
+        """``async with ctx.step.atomic(name) as step:``, or ``await ctx.step.atomic(name, fn)``
+        (``fn`` sync or async): the async forms of ``Steps.atomic``."""
+        block = AsyncAtomic(Atomic(self._steps, name))
+        return block if fn is None else acall(block, fn)
 
     async def sleep(self, name: str | Duration, duration: Duration | None = None) -> None:
         await sync_to_async(self._steps.sleep)(name, duration)

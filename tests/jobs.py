@@ -9,7 +9,7 @@ import time
 
 from django_xjobs import Retry, TerminalError, current_job, job
 
-from .models import Ledger
+from .models import Effect, Ledger
 
 FAST = Retry(attempts=3, delay="10ms", max_delay="50ms", jitter=False)
 #: a retry never due again inside the burst that made it, however slow the host: the tests move
@@ -340,3 +340,47 @@ def scoped(ctx, n: int = 0):
 
 # crons live in jobs.py in an app; the fixtures are kept apart and registered from here
 from tests import backfills, crons  # noqa: E402, F401
+
+
+def _effect(ctx, step: str) -> None:
+    Effect.objects.create(job_id=ctx.job_id, step=step, attempt=ctx.attempt, pid=os.getpid())
+
+
+@job(idempotency_key="atomic:{token}", retry=Retry(attempts=10, delay="10ms", jitter=False))
+def atomic_effects(ctx, token: str, steps: int = 2, fail_after: int = 0, hold: float = 0.0):
+    """Each step writes one ``Effect`` row inside ``ctx.step.atomic``; the first attempt fails
+    after ``fail_after`` steps; ``hold`` keeps each block open that long before it commits."""
+    results = []
+    for n in range(steps):
+        with ctx.step.atomic(f"effect:{n}") as step:
+            _effect(ctx, f"effect:{n}")
+            if hold:
+                ctx.signal.wait(hold)  # a slow block: a frozen or killed worker lands in it
+            step.result = {"n": n, "attempt": ctx.attempt}
+        results.append(step.result)
+        if ctx.attempt == 1 and n + 1 == fail_after:
+            raise RuntimeError(f"fails after step {n}")
+    return results
+
+
+@job(idempotency_key="atomic-async:{token}", retry=FAST)
+async def atomic_effects_async(
+    ctx, token: str, fail_after: bool = False, fail_in_block: bool = False
+):
+    """The async forms: ``async with`` and ``await ctx.step.atomic(name, fn)``."""
+    async with ctx.step.atomic("effect:0") as step:
+        await Effect.objects.acreate(job_id=ctx.job_id, step="effect:0", attempt=ctx.attempt, pid=0)
+        if ctx.attempt == 1 and fail_in_block:
+            raise RuntimeError("fails inside the block, after its write")
+        step.result = {"attempt": ctx.attempt}
+    second = await ctx.step.atomic("effect:1", lambda: _effect(ctx, "effect:1") or ctx.attempt)
+    if ctx.attempt == 1 and fail_after:
+        raise RuntimeError("fails after its atomic steps")
+    return [step.result, second]
+
+
+@job(idempotency_key="atomic-elsewhere:{n}", retry=FAST)
+def atomic_elsewhere(ctx, n: int = 0):
+    """Writes to the ``orders`` database inside an atomic step: refused, terminal."""
+    with ctx.step.atomic("elsewhere"):
+        Ledger.objects.using("orders").create(token=str(ctx.job_id), phase="x", attempt=1, pid=0)

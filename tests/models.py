@@ -39,3 +39,20 @@ class Token(models.Model):
 
     def __str__(self) -> str:
         return f"token {self.pk}"
+
+
+class Effect(models.Model):
+    """A row written inside ``ctx.step.atomic``: one per (job, step) is the proof that an
+    atomic step's database effects happen exactly once. No unique constraint on purpose: a
+    duplicate must show up in a count, not be refused and retried."""
+
+    job_id = models.UUIDField()
+    step = models.TextField()
+    attempt = models.IntegerField()
+    pid = models.IntegerField()
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.step} #{self.attempt}"

@@ -272,6 +272,11 @@ class EventRecord:
 
 
 class StepStore(Protocol):
+    @property
+    def using(self) -> str:
+        """The Django alias of the jobs database. An atomic step opens its transaction there,
+        and ``put`` made inside that transaction joins it (issue 17)."""
+
     def now(self) -> datetime:
         """The store's clock, the one every step time is written and compared on: the
         database's ``now()`` on PostgreSQL, the driver's clock in memory."""

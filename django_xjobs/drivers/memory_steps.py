@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from .. import conf
 from .base import EventRecord, StepRecord
 from .rules import known_status
 
@@ -21,6 +22,12 @@ MAX_EVENTS = 10_000  # SPEC EVT-04: the oldest is evicted past this
 class MemoryStepStore:
     def __init__(self, driver: MemoryDriver) -> None:
         self.driver = driver
+
+    @property
+    def using(self) -> str:
+        # an atomic step's writes go to the Django database the settings name, as with the
+        # PostgreSQL driver; its record is put just before that transaction commits
+        return conf.get().database
 
     def now(self) -> datetime:
         return self.driver.clock.now()  # the driver's one clock, as the database has one

@@ -21,6 +21,12 @@ ORDER BY position NULLS LAST, started_at, id;
 -- DESIGN Q-01). FOR SHARE holds off a re-claim until the write is in. The upsert keeps the
 -- first started_at, position, event and correlation key (SPEC §14); times the caller leaves
 -- out are stamped with now().
+-- An atomic step (ctx.step.atomic, issue 17) runs this as the LAST statement of its block's
+-- transaction: the FOR SHARE row lock then lasts until that commit, so no re-claim, cancel or
+-- expiry can slip between this check and the commit of the block's writes. Taken last, it is
+-- held only for the commit: the heartbeat's UPDATE waits that long at most, a claim's SKIP
+-- LOCKED passes the row by, and the lock order is always the block's own rows, then the job
+-- row (nothing takes a job row first and then an application row), so no deadlock forms.
 INSERT INTO x_job_steps (run_id, name, status, output, started_at, completed_at, wake_at, event,
                          correlation_key, error, attempts, position)
 SELECT %(run_id)s, %(name)s, %(status)s, %(output)s::jsonb,
