@@ -23,7 +23,7 @@ from django_xjobs.models import Job, OutboxEntry
 from django_xjobs.testing.postgres import database_url, url_for_database
 from tests import jobs
 from tests.models import Ledger
-from tests.support.pgbouncer import pgbouncer_url  # noqa: F401 - the session's pooler
+from tests.support.pgbouncer import pgbouncer_url  # noqa: F401 - the module's pooler
 from tests.support.process import MANAGE, ManageProcess, wait_for, worker_env
 
 pytestmark = pytest.mark.process

@@ -96,10 +96,12 @@ def _listening(port: int, process: subprocess.Popen[str]) -> bool:
     return True
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pgbouncer_url(django_db_setup, django_db_blocker) -> Iterator[str]:
     """A ``postgres://`` URL of the test database through a transaction-mode PgBouncer started
-    for this test session (stopped before the test databases are dropped)."""
+    for the module that uses it. Stopped when the module ends: its pooled server connections
+    would otherwise stay open to the test database for the rest of the session, and tests that
+    count a worker's backends would count them too."""
     assert os.path.exists(BINARY), "PgBouncer is missing: apt-get install -y pgbouncer"
     with django_db_blocker.unblock():
         server = _server()
