@@ -66,7 +66,8 @@ class Ticking:
     def tick(self, limit: int | None = None) -> Tick:
         """One pass of this worker in the calling thread, for tests (SPEC WORK-06).
 
-        Claims up to ``limit`` due jobs (default: ``concurrency``), admits each through the
+        Claims up to ``limit`` due jobs (default: ``concurrency``; with per-queue pools, queue
+        by queue, each for at most its own threads), admits each through the
         same per-process limits, fleet concurrency slots and sheds as ``run()``, runs the
         admitted ones one by one here, and settles them through the settler's code before it
         returns. Nothing it took stays held: every limit and slot is released, and a body
