@@ -27,7 +27,8 @@ DEFAULTS: dict[str, Any] = {
     "HEARTBEAT_INTERVAL": None,
     # how often an idle worker looks for due jobs when no notification woke it
     "POLL_INTERVAL": 1,
-    # threads per worker process when --concurrency is not given
+    # threads per worker process when --concurrency is not given: one number for a pool every
+    # queue shares, or threads per queue ({"default": 8, "emails": 2} or "default=8,emails=2")
     "CONCURRENCY": 5,
     # claimed runs a worker keeps queued ahead of its threads: "auto" sizes it to what the
     # threads get through in two claim round trips (at most 64), or a fixed count (0: none)
@@ -103,7 +104,8 @@ class XJobsSettings:
     visibility_timeout: float
     heartbeat_interval: float
     poll_interval: float
-    concurrency: int
+    #: one pool every queue shares, or threads per queue (worker/pools.py)
+    concurrency: int | dict[str, int]
     prefetch: int | str
     max_payload_bytes: int
     unknown_job_delay: float
@@ -227,7 +229,7 @@ def validate(raw: Any) -> XJobsSettings:
         visibility_timeout=visibility,
         heartbeat_interval=heartbeat,
         poll_interval=duration("POLL_INTERVAL"),
-        concurrency=positive_int("CONCURRENCY"),
+        concurrency=_concurrency(merged["CONCURRENCY"]),
         prefetch=prefetch,
         max_payload_bytes=positive_int("MAX_PAYLOAD_BYTES"),
         unknown_job_delay=duration("UNKNOWN_JOB_DELAY"),
@@ -314,6 +316,15 @@ def _retention(raw: Any) -> dict[str, float]:
         except XJobsError as error:
             raise ConfigInvalidError(error.message, hint=error.hint) from None
     return kept
+
+
+def _concurrency(raw: Any) -> int | dict[str, int]:
+    from .worker.pools import parse_concurrency
+
+    try:
+        return parse_concurrency(raw, field='XJOBS["CONCURRENCY"]')
+    except XJobsError as problem:
+        raise ConfigInvalidError(problem.message, hint=problem.hint) from None
 
 
 def _limits(raw: Any) -> Any:

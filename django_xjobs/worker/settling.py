@@ -19,6 +19,7 @@ from ..drivers.base import JobDriver, Shed
 from ..execute import Execution, Outcome
 from ..settle import settle
 from .guard import SettleGuard
+from .pools import Lane
 from .run import Run
 
 _SETTLE_BATCH = 500
@@ -57,11 +58,12 @@ class Settling:
     _draining: threading.Event
     _quarantined: bool
     _settle_queue: queue_module.SimpleQueue[Execution | Ended | None]
+    _lane_of: dict[str, Lane]
 
     def _watch(self, section: str) -> Any:
         raise NotImplementedError
 
-    def _start_thread(self) -> None:
+    def _start_thread(self, lane: Lane) -> None:
         raise NotImplementedError
 
     def _settle_loop(self) -> None:
@@ -214,7 +216,8 @@ class Settling:
         )
         self._release(run)
         if not self._draining.is_set() and self.state == "running":  # a tick has no threads
-            self._start_thread()  # the body that held this thread's place has returned
+            # the body that held a thread of its pool has returned
+            self._start_thread(self._lane_of[run.job.queue])
         self._wake.set()
 
     def _release(self, run: Run) -> None:

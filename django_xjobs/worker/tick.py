@@ -15,6 +15,7 @@ from ..connections import role_connections
 from ..drivers.base import Shed
 from ..errors import InvariantError
 from ..execute import Execution, Outcome
+from .pools import Lane
 from .run import Run
 from .settling import Ended
 
@@ -48,7 +49,8 @@ class Ticking:
         _awaiting_idle: bool
         _runs: dict[Any, Run]
         _runs_lock: Any
-        _held: int
+        _lanes: tuple[Lane, ...]
+        _lane_of: dict[str, Lane]
         _abandoned: dict[Any, Run]
         _settle_queue: Any
 
@@ -64,7 +66,8 @@ class Ticking:
     def tick(self, limit: int | None = None) -> Tick:
         """One pass of this worker in the calling thread, for tests (SPEC WORK-06).
 
-        Claims up to ``limit`` due jobs (default: ``concurrency``), admits each through the
+        Claims up to ``limit`` due jobs (default: ``concurrency``; with per-queue pools, queue
+        by queue, each for at most its own threads), admits each through the
         same per-process limits, fleet concurrency slots and sheds as ``run()``, runs the
         admitted ones one by one here, and settles them through the settler's code before it
         returns. Nothing it took stays held: every limit and slot is released, and a body
@@ -93,19 +96,14 @@ class Ticking:
             self._awaiting_idle = False
         with role_connections():
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
-            claimed = self.driver.claim(
-                queues=self.queues,
-                limit=limit or self.concurrency,
-                visibility_timeout=self.visibility_timeout,
-                worker_id=self.worker_id,
-            )
+            claimed = self._claim_each(limit or self.concurrency)
             admitted, shed = self._admit_all(claimed, sent)
         executions = []
         try:
             for run in admitted:
                 executions.append(self._body(run, fresh_connection=False))  # the test's connection
                 with self._runs_lock:
-                    self._held -= 1
+                    self._lane_of[run.job.queue].held -= 1
             with role_connections():
                 settled = self._settle_batch(executions)
                 self._await_abandoned()
@@ -121,6 +119,22 @@ class Ticking:
             shed,
         )
 
+    def _claim_each(self, limit: int) -> list[ClaimedJob]:
+        """Up to ``limit`` due jobs; with per-queue pools, queue by queue, each at most its
+        own threads (SPEC WORK-04)."""
+        claimed: list[ClaimedJob] = []
+        for lane in self._lanes:
+            room = limit - len(claimed)
+            if room <= 0:
+                break
+            claimed += self.driver.claim(
+                queues=lane.queues,
+                limit=room if len(self._lanes) == 1 else min(room, lane.size),
+                visibility_timeout=self.visibility_timeout,
+                worker_id=self.worker_id,
+            )
+        return claimed
+
     def _forget(self, runs: Sequence[Run]) -> None:
         """A tick that raised midway still holds nothing: hand back what its runs took (their
         rows come back when their leases lapse); a run already settled is skipped."""
@@ -128,7 +142,7 @@ class Ticking:
             with self._runs_lock:
                 held = self._runs.pop(run.job.lease_token, None)
                 if held is not None and not run.settling:
-                    self._held -= 1
+                    self._lane_of[run.job.queue].held -= 1
             if held is not None:
                 run.settled.set()
                 self._release(run)

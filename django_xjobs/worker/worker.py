@@ -8,7 +8,7 @@ import queue as queue_module
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,16 +18,16 @@ from .. import conf, log, registry
 from ..clock import Clock, system_clock
 from ..connections import role_connections
 from ..drivers import get_driver
-from ..drivers.base import ClaimedJob, JobDriver, Settle, Shed
+from ..drivers.base import ClaimedJob, JobDriver, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..execute import Execution, Outcome, execute, failure
 from ..ids import uuid7
-from ..settle import settle
+from .admission import Admission
 from .breaker import Breaker, report_failure, report_resumed
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .limits import Limiter
-from .prefetch import Prefetch
+from .pools import Lane, describe, lanes, parse_concurrency
 from .presence import WorkerPresence
 from .retention import Retention
 from .run import Run
@@ -50,15 +50,13 @@ class WorkerStats:
     abandoned: int = 0
 
 
-@dataclass(frozen=True)
-class Admit:
-    """Admission said yes: ``run`` holds the limit and the slot it needs to start."""
-
-    run: Run
-
-
-class Worker(Ticking, Settling):
+class Worker(Admission, Ticking, Settling):
     """Claims jobs from ``queues`` into ``concurrency`` threads until stopped.
+
+    ``concurrency`` is one pool every queue shares (an int), or threads per queue (a mapping,
+    or ``"default=8,emails=2"``; a queue it leaves out gets 5, SPEC WORK-01): each queue then
+    claims only into its own free threads, so a backlog in one never starves another
+    (worker/pools.py).
 
     * The claim loop keeps claimed runs queued ahead of the threads (worker/prefetch.py), so a
       thread whose handler returns starts the next run at once instead of waiting on a claim
@@ -78,7 +76,7 @@ class Worker(Ticking, Settling):
         self,
         *,
         queues: Sequence[str],
-        concurrency: int | None = None,
+        concurrency: int | Mapping[str, int] | str | None = None,
         driver: JobDriver | None = None,
         visibility_timeout: float | None = None,
         heartbeat_interval: float | None = None,
@@ -91,11 +89,25 @@ class Worker(Ticking, Settling):
     ) -> None:
         settings = conf.get()
         self.queues = tuple(queues)
-        self.concurrency = concurrency or settings.concurrency
-        #: claimed runs queued ahead of the threads, beyond the ``concurrency`` that run
-        self.prefetch = Prefetch(
-            settings.prefetch if prefetch is None else prefetch, self.concurrency
+        given = None if concurrency is None else parse_concurrency(concurrency, field="concurrency")
+        pools = settings.concurrency if given is None else given
+        #: the pools: one shared by every queue, or one per queue; a mapping given here may
+        #: name only these queues, the setting's may name others (workers elsewhere work them)
+        self._lanes = lanes(
+            self.queues,
+            pools,
+            settings.prefetch if prefetch is None else prefetch,
+            strict=given is not None,
         )
+        self._lane_of = {name: lane for lane in self._lanes for name in lane.queues}
+        #: threads in all: the most handlers that ever run at once
+        self.concurrency = sum(lane.size for lane in self._lanes)
+        #: threads per queue with per-queue pools; None for one pool every queue shares
+        self.shares = (
+            None if isinstance(pools, int) else {lane.queues[0]: lane.size for lane in self._lanes}
+        )
+        #: claimed runs queued ahead of the threads (the first pool's, with per-queue pools)
+        self.prefetch = self._lanes[0].prefetch
         self.driver = driver or get_driver()
         self.visibility_timeout = visibility_timeout or settings.visibility_timeout
         if heartbeat_interval is None:  # SPEC LEASE-03: a third of the timeout unless configured
@@ -132,10 +144,6 @@ class Worker(Ticking, Settling):
         #: claimed again here while the run that lost it has yet to settle
         self._runs: dict[Any, Run] = {}
         self._runs_lock = threading.Lock()
-        #: admitted runs whose handler has not returned yet (queued for a thread, or running)
-        self._held = 0
-        #: runs waiting for a job thread; None tells the threads to stop
-        self._ready: queue_module.SimpleQueue[Run | None] = queue_module.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._guard = SettleGuard(
             runs=self._runs,
@@ -178,7 +186,8 @@ class Worker(Ticking, Settling):
             self.state = "running"
         self._draining.clear()
         # a past run's drain left its stop marker queued: fresh threads would take it and quit
-        self._ready = queue_module.SimpleQueue()
+        for lane in self._lanes:
+            lane.ready = queue_module.SimpleQueue()
         self._threads = []
         settler = threading.Thread(target=self._settle_loop, name="xjobs-settler", daemon=True)
         presence = WorkerPresence(
@@ -205,14 +214,15 @@ class Worker(Ticking, Settling):
         settler.start()
         heartbeat.start()
         self.watchdog.start()
-        for _ in range(self.concurrency):
-            self._start_thread()
+        for lane in self._lanes:
+            for _ in range(lane.size):
+                self._start_thread(lane)
         log.event(
             logging.INFO,
             "xjobs.worker.started",
             worker=self.worker_id,
             queues=",".join(self.queues),
-            concurrency=self.concurrency,
+            concurrency=self.concurrency if self.shares is None else describe(self.shares),
             driver=self.driver.name,
         )
         if not registry.registered_jobs():  # every row it claims would be parked as unknown
@@ -294,71 +304,92 @@ class Worker(Ticking, Settling):
             # results in hand go first: while a settle is retried through an outage, claiming
             # would overtake it and re-run the very jobs it is trying to settle
             held_back = self._quarantined or self._awaiting_idle or self._guard.retrying.is_set()
-            # an abandoned body still holds a thread: it counts against --concurrency
-            ahead = self.prefetch.ahead()
-            free = self.concurrency + ahead - self._held - len(self._abandoned)
-            if held_back or self._ready.qsize() > ahead // 2:
-                free = 0  # enough queued ahead: claim once the threads have eaten into it
-            claimed, swept = [], False
-            sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
-            if free > 0:
+            wants = [] if held_back else self._free_lanes()
+            claims: list[tuple[Lane, int, list[ClaimedJob], float]] = []
+            swept, started = False, 0
+            if wants:
                 pause = self._breaker.wait()
                 if pause > 0:  # open: a notification does not cut the backoff short
                     self._draining.wait(pause)
                     continue
                 # lapsed leases are swept while idle and at least once a poll interval; a
                 # notified job is claimed first, without the sweep's extra reads
-                due = sent - self._swept_at >= self.poll_interval
+                due = time.monotonic() - self._swept_at >= self.poll_interval
                 swept = due or (self._idle and not notified)
-                try:
-                    with self._watch("claim"):
-                        claimed = self.driver.claim(
-                            queues=self.queues,
-                            limit=free,
-                            visibility_timeout=self.visibility_timeout,
-                            worker_id=self.worker_id,
-                            lapsed=swept,
-                        )
-                except Exception as error:
-                    self._claim_failed(error)
+                failed = self._claim(wants, swept, claims)
+                # what was claimed before a failure is this worker's now: admit it all the same
+                started = self._start(claims)
+                if failed is not None:
+                    self._claim_failed(failed)
                     continue
                 self._claim_resumed()
-                self.prefetch.claimed(time.monotonic() - sent)
-                self._idle, self._swept_at = len(claimed) < free, sent if swept else self._swept_at
-            admitted, _ = self._admit_all(claimed, sent)
-            for run in admitted:
-                self._ready.put(run)
-            started = len(admitted)
+                self._idle = all(len(claimed) < free for _, free, claimed, _ in claims)
+                self._swept_at = claims[0][3] if swept else self._swept_at
             self._retention.maybe_prune()
             # nothing runnable now: shed jobs wait for a slot, not for this burst; a suspect
             # handed back to wait for this worker's runs to end is runnable, once they have
             idle_now = not started and not self._runs and not self._awaiting_idle
-            if self.burst and idle_now and (swept or free <= 0):
+            if self.burst and idle_now and (swept or not wants):
                 return
-            if free > 0 and (len(claimed) == free or not (swept or notified)):
+            full = any(len(claimed) == free for _, free, claimed, _ in claims)
+            if wants and (full or not (swept or notified)):
                 continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
             self._wake.wait(self.poll_interval)
 
-    def _admit_all(
-        self, claimed: Sequence[ClaimedJob], sent: float
-    ) -> tuple[list[Run], list[Shed]]:
-        """Admit each claimed job or shed it back; the admitted are this worker's runs now."""
-        # Decide the whole batch (admit, or shed back) before starting any of it: a job that
-        # kills its worker at once must not take down jobs this loop had yet to shed.
-        admitted, shed = [], []
-        with self._watch("admit"):
-            for job in claimed:
-                admission = self._admit(job)
-                if isinstance(admission, Shed):
-                    self._shed(job, admission)
-                    shed.append(admission)
-                    continue
-                admission.run.renewed_at = sent
-                with self._runs_lock:
-                    self._runs[job.lease_token] = admission.run
-                    self._held += 1
-                admitted.append(admission.run)
-        return admitted, shed
+    def _free_lanes(self) -> list[tuple[Lane, int]]:
+        """Each pool with room, and how many runs it can take: its threads plus the runs it
+        keeps queued ahead, less what it holds (SPEC WORK-04: ``free = slots(q) - in flight``)."""
+        wants = []
+        for lane in self._lanes:
+            ahead = lane.prefetch.ahead()
+            if lane.ready.qsize() > ahead // 2:
+                continue  # enough queued ahead: claim once the threads have eaten into it
+            # an abandoned body still holds a thread: it counts against its pool
+            free = lane.size + ahead - lane.held - self._abandoned_in(lane)
+            if free > 0:
+                wants.append((lane, free))
+        return wants
+
+    def _abandoned_in(self, lane: Lane) -> int:
+        if len(self._lanes) == 1:
+            return len(self._abandoned)
+        with self._runs_lock:
+            return sum(1 for run in self._abandoned.values() if run.job.queue in lane.queues)
+
+    def _claim(
+        self,
+        wants: Sequence[tuple[Lane, int]],
+        swept: bool,
+        claims: list[tuple[Lane, int, list[ClaimedJob], float]],
+    ) -> Exception | None:
+        """Claim for each pool in turn, at most its free room, into ``claims``; the failure
+        that stopped it, if one did."""
+        for lane, free in wants:
+            sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
+            try:
+                with self._watch("claim"):
+                    claimed = self.driver.claim(
+                        queues=lane.queues,
+                        limit=free,
+                        visibility_timeout=self.visibility_timeout,
+                        worker_id=self.worker_id,
+                        lapsed=swept,
+                    )
+            except Exception as error:
+                return error
+            lane.prefetch.claimed(time.monotonic() - sent)
+            claims.append((lane, free, claimed, sent))
+        return None
+
+    def _start(self, claims: Sequence[tuple[Lane, int, list[ClaimedJob], float]]) -> int:
+        """Admit every claimed job (or shed it back), then queue the admitted for their pools'
+        threads: the whole batch is decided before any of it starts. How many it queued."""
+        admitted = []
+        for _, _, claimed, sent in claims:
+            admitted += self._admit_all(claimed, sent)[0]
+        for run in admitted:
+            self._lane_of[run.job.queue].ready.put(run)
+        return len(admitted)
 
     def _watch(self, section: str) -> Any:
         """A blocking stretch the watchdog bounds (SPEC HANG-04)."""
@@ -373,91 +404,24 @@ class Worker(Ticking, Settling):
     def _claim_resumed(self) -> None:
         report_resumed(self.worker_id, self._breaker.success())
 
-    def _admit(self, job: ClaimedJob) -> Admit | Shed:
-        """Take the per-process limit, then the fleet slot; shed the job when either is full
-        (SPEC WORK-04/07/08): it goes back to ready without spending an attempt."""
-
-        def shed(reason: str, keep_place: bool = False) -> Shed:
-            delay = self.poll_interval
-            return Shed(job.id, job.lease_token, delay=delay, reason=reason, keep_place=keep_place)
-
-        if job.lease_expiries and self._abandoned:
-            # Its last run died with its worker. Until it runs alone, a death cannot say which
-            # job caused it; an abandoned body may never end, so another worker takes it.
-            return shed("suspect: its last run died with its worker; it runs alone")
-        if job.lease_expiries and (self._runs or self._quarantined):
-            # Held here beside live runs, it would be blamed if one of them killed this worker:
-            # it goes back in its place in the queue, and this worker claims nothing more until
-            # its runs end, then takes it first (not after the whole backlog, as a shed would).
-            self._awaiting_idle = True
-            return shed("suspect: it runs alone once this worker's runs end", keep_place=True)
-        if self._quarantined or self._awaiting_idle:
-            return shed("a suspect job runs alone on this worker, or waits to", keep_place=True)
-        lease = None
-        if self._limited:
-            lease = self.limiter.acquire(job.queue, job.tenant_id)
-            if lease is None:
-                return shed(f"limited: {self.limiter.last_reason}")
-        handle = registry.get_job(job.name)
-        slot = None
-        leases = self.driver.leases
-        if handle is not None and handle.concurrency and leases is not None:
-            key, holder = f"job:{job.name}", f"{self.worker_id}:{job.id}"  # SPEC SLOT-02
-            try:
-                granted = leases.acquire(key, handle.concurrency, self.visibility_timeout, holder)
-            except Exception as error:
-                if lease is not None:
-                    lease.release()  # SPEC WORK-09, SE-09: never leak the process slot
-                log.event(logging.ERROR, "xjobs.worker.slot_failed", id=job.id, error=error)
-                return shed("the concurrency slot could not be taken")
-            if granted is None:
-                if lease is not None:
-                    lease.release()
-                return shed(f"job concurrency ({handle.concurrency})")
-            slot = (key, granted, holder)
-        if job.lease_expiries:
-            self._quarantined = True  # nothing else runs or is claimed beside it
-        run = Run(job, self.worker_id, self.visibility_timeout, slot=slot, limit_lease=lease)
-        return Admit(run)
-
-    def _shed(self, job: ClaimedJob, shed: Shed) -> None:
-        """Hand a claimed job straight back: ready again after a poll, no attempt, no error."""
-        log.event(
-            logging.DEBUG,
-            "xjobs.worker.shed",
-            worker=self.worker_id,
-            job=job.name,
-            id=job.id,
-            queue=job.queue,
-            reason=shed.reason,
-        )
-        self.outcomes["shed"] += 1
-
-        def guard(call: Any, values: Sequence[Settle], failed: Any) -> Any:
-            try:
-                return call()
-            except Exception as error:  # the lease hands it back anyway
-                log.event(logging.WARNING, "xjobs.worker.shed_failed", id=job.id, error=error)
-                return failed
-
-        settle(self.driver, [shed], guard)
-
     # --- the job threads -------------------------------------------------------------------
 
-    def _start_thread(self) -> None:
-        thread = threading.Thread(target=self._work, name="xjobs-job", daemon=True)
+    def _start_thread(self, lane: Lane) -> None:
+        thread = threading.Thread(target=self._work, args=(lane,), name="xjobs-job", daemon=True)
         self._threads.append(thread)
         thread.start()
 
-    def _work(self) -> None:
-        """One job thread: take the next queued run, run it, hand the result to the settler."""
+    def _work(self, lane: Lane) -> None:
+        """One job thread of ``lane``: take its next queued run, run it, hand the result to the
+        settler."""
+        ready = lane.ready
         try:
             while True:
-                if self._ready.empty():
+                if ready.empty():
                     close_old_connections()  # idle: hand back what the last run left open
-                run = self._ready.get()
+                run = ready.get()
                 if run is None:
-                    self._ready.put(None)  # one marker stops every thread
+                    ready.put(None)  # one marker stops every thread of the lane
                     return
                 if self._draining.is_set():
                     self._hand_back([run])  # SPEC WORK-12: a drain starts nothing new
@@ -469,14 +433,15 @@ class Worker(Ticking, Settling):
 
     def _execute(self, run: Run) -> bool:
         """Run ``run`` and queue its result to settle; True when its body was left running."""
+        lane = self._lane_of[run.job.queue]
         began = time.monotonic()
         execution = self._body(run, fresh_connection=True)
         self._settle_queue.put(execution)
         with self._runs_lock:
-            self._held -= 1  # the thread is free now; the settle is the settler's business
+            lane.held -= 1  # the thread is free now; the settle is the settler's business
         assert run.returned_at is not None  # set by _body
-        self.prefetch.ran(run.returned_at - began)
-        if not self._wake.is_set() and self._ready.qsize() <= self.prefetch.low_water():
+        lane.prefetch.ran(run.returned_at - began)
+        if not self._wake.is_set() and lane.ready.qsize() <= lane.prefetch.low_water():
             self._wake.set()  # claim the next batch before the queue runs dry
         return execution.abandoned is not None
 
@@ -511,7 +476,7 @@ class Worker(Ticking, Settling):
             run.settled.set()  # SPEC LEASE-12: a renewal racing the shed reports no loss
             with self._runs_lock:
                 self._runs.pop(run.job.lease_token, None)
-                self._held -= 1
+                self._lane_of[run.job.queue].held -= 1
             self._release(run)
             job = run.job
             self._shed(
@@ -530,14 +495,16 @@ class Worker(Ticking, Settling):
             if notifier is not None:
                 notifier.stop()
             unstarted = []
-            with contextlib.suppress(queue_module.Empty):
-                while True:
-                    run = self._ready.get_nowait()
-                    if run is not None:
-                        unstarted.append(run)
+            for lane in self._lanes:
+                with contextlib.suppress(queue_module.Empty):
+                    while True:
+                        run = lane.ready.get_nowait()
+                        if run is not None:
+                            unstarted.append(run)
             with role_connections():
                 self._hand_back(unstarted)  # queued, never started: back at once, no attempt spent
-            self._ready.put(None)
+            for lane in self._lanes:
+                lane.ready.put(None)
             for thread in list(self._threads):
                 thread.join()  # running handlers finish (SPEC WORK-12)
             self._settle_queue.put(None)

@@ -13,6 +13,7 @@ from django.core.management.base import CommandError, CommandParser
 from ... import conf, registry
 from ...connections import as_role, bound_connections
 from ...durations import parse_command_line
+from ...worker.pools import parse_concurrency, shares_for
 from ...worker.preflight import preflight
 from ...worker.recycle import ChildLimits, Recycler, parse_size
 from ...worker.supervisor import Supervisor, child_argv, rerun_argv
@@ -30,7 +31,10 @@ class Command(XJobsCommand):
             help="comma-separated queue names (default: every queue a registered job declares)",
         )
         parser.add_argument(
-            "--concurrency", type=int, help='threads running jobs (default: XJOBS["CONCURRENCY"])'
+            "--concurrency",
+            metavar="N|QUEUE=N,...",
+            help="threads running jobs: one pool every queue shares, or threads per queue "
+            '("default=8,emails=2") (default: XJOBS["CONCURRENCY"])',
         )
         parser.add_argument(
             "--burst", action="store_true", help="run what is due, then exit once idle"
@@ -92,10 +96,17 @@ class Command(XJobsCommand):
         _log_to_console(options["verbosity"])
         settings = conf.get()
         known = registry.known_queues(settings.queues)
-        queues = _parse_queues(options["queues"], known)
         concurrency = options["concurrency"]
-        if concurrency is not None and concurrency < 1:
-            raise CommandError("X_INVARIANT: --concurrency must be at least 1")
+        if concurrency is not None:
+            concurrency = parse_concurrency(concurrency, field="--concurrency")
+        pools = settings.concurrency if concurrency is None else concurrency
+        if options["queues"] is None and not isinstance(pools, int):
+            # threads per queue name the queues this worker works, unless --queues does
+            queues = _parse_queues(",".join(pools), known)
+        else:
+            queues = _parse_queues(options["queues"], known)
+        if isinstance(concurrency, dict):  # refused here, not in each --processes child
+            shares_for(queues, concurrency, strict=True)
         visibility = parse_command_line(options["visibility_timeout"], flag="--visibility-timeout")
         poll = parse_command_line(options["poll_interval"], flag="--poll-interval")
         shutdown = parse_command_line(options["shutdown_timeout"], flag="--shutdown-timeout")

@@ -1,0 +1,137 @@
+"""The worker's admission: each claimed job takes the per-process limit, then its fleet slot,
+or is shed straight back without spending an attempt (SPEC WORK-04/07/08). A mixin of
+``Worker``, which owns the state named here."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import log, registry
+from ..drivers.base import ClaimedJob, JobDriver, Settle, Shed
+from ..settle import settle
+from .limits import Limiter
+from .pools import Lane
+from .run import Run
+
+
+@dataclass(frozen=True)
+class Admit:
+    """Admission said yes: ``run`` holds the limit and the slot it needs to start."""
+
+    run: Run
+
+
+class Admission:
+    """Admission for ``Worker`` (worker.py); the attributes below are the worker's."""
+
+    driver: JobDriver
+    worker_id: str
+    poll_interval: float
+    visibility_timeout: float
+    limiter: Limiter
+    outcomes: Counter[str]
+    _limited: bool
+    _quarantined: bool
+    _awaiting_idle: bool
+    _runs: dict[Any, Run]
+    _runs_lock: threading.Lock
+    _abandoned: dict[Any, Run]
+    _lane_of: dict[str, Lane]
+
+    def _watch(self, section: str) -> Any:
+        raise NotImplementedError
+
+    def _admit_all(
+        self, claimed: Sequence[ClaimedJob], sent: float
+    ) -> tuple[list[Run], list[Shed]]:
+        """Admit each claimed job or shed it back; the admitted are this worker's runs now."""
+        # Decide the whole batch (admit, or shed back) before starting any of it: a job that
+        # kills its worker at once must not take down jobs this loop had yet to shed.
+        admitted, shed = [], []
+        with self._watch("admit"):
+            for job in claimed:
+                admission = self._admit(job)
+                if isinstance(admission, Shed):
+                    self._shed(job, admission)
+                    shed.append(admission)
+                    continue
+                admission.run.renewed_at = sent
+                with self._runs_lock:
+                    self._runs[job.lease_token] = admission.run
+                    self._lane_of[job.queue].held += 1
+                admitted.append(admission.run)
+        return admitted, shed
+
+    def _admit(self, job: ClaimedJob) -> Admit | Shed:
+        """Take the per-process limit, then the fleet slot; shed the job when either is full
+        (SPEC WORK-04/07/08): it goes back to ready without spending an attempt."""
+
+        def shed(reason: str, keep_place: bool = False) -> Shed:
+            delay = self.poll_interval
+            return Shed(job.id, job.lease_token, delay=delay, reason=reason, keep_place=keep_place)
+
+        if job.lease_expiries and self._abandoned:
+            # Its last run died with its worker. Until it runs alone, a death cannot say which
+            # job caused it; an abandoned body may never end, so another worker takes it.
+            return shed("suspect: its last run died with its worker; it runs alone")
+        if job.lease_expiries and (self._runs or self._quarantined):
+            # Held here beside live runs, it would be blamed if one of them killed this worker:
+            # it goes back in its place in the queue, and this worker claims nothing more until
+            # its runs end, then takes it first (not after the whole backlog, as a shed would).
+            self._awaiting_idle = True
+            return shed("suspect: it runs alone once this worker's runs end", keep_place=True)
+        if self._quarantined or self._awaiting_idle:
+            return shed("a suspect job runs alone on this worker, or waits to", keep_place=True)
+        lease = None
+        if self._limited:
+            lease = self.limiter.acquire(job.queue, job.tenant_id)
+            if lease is None:
+                return shed(f"limited: {self.limiter.last_reason}")
+        handle = registry.get_job(job.name)
+        slot = None
+        leases = self.driver.leases
+        if handle is not None and handle.concurrency and leases is not None:
+            key, holder = f"job:{job.name}", f"{self.worker_id}:{job.id}"  # SPEC SLOT-02
+            try:
+                granted = leases.acquire(key, handle.concurrency, self.visibility_timeout, holder)
+            except Exception as error:
+                if lease is not None:
+                    lease.release()  # SPEC WORK-09, SE-09: never leak the process slot
+                log.event(logging.ERROR, "xjobs.worker.slot_failed", id=job.id, error=error)
+                return shed("the concurrency slot could not be taken")
+            if granted is None:
+                if lease is not None:
+                    lease.release()
+                return shed(f"job concurrency ({handle.concurrency})")
+            slot = (key, granted, holder)
+        if job.lease_expiries:
+            self._quarantined = True  # nothing else runs or is claimed beside it
+        run = Run(job, self.worker_id, self.visibility_timeout, slot=slot, limit_lease=lease)
+        return Admit(run)
+
+    def _shed(self, job: ClaimedJob, shed: Shed) -> None:
+        """Hand a claimed job straight back: ready again after a poll, no attempt, no error."""
+        log.event(
+            logging.DEBUG,
+            "xjobs.worker.shed",
+            worker=self.worker_id,
+            job=job.name,
+            id=job.id,
+            queue=job.queue,
+            reason=shed.reason,
+        )
+        self.outcomes["shed"] += 1
+
+        def guard(call: Any, values: Sequence[Settle], failed: Any) -> Any:
+            try:
+                return call()
+            except Exception as error:  # the lease hands it back anyway
+                log.event(logging.WARNING, "xjobs.worker.shed_failed", id=job.id, error=error)
+                return failed
+
+        settle(self.driver, [shed], guard)

@@ -1,0 +1,135 @@
+"""Per-queue worker pools: ``--concurrency default=8,emails=2`` gives each queue threads of its
+own, so a backlog in one queue cannot take the threads another queue's jobs need (SPEC WORK-01,
+WORK-04). A plain number keeps one pool that every queue shares.
+
+    parse_concurrency("default=8,emails=2", field="--concurrency")  # {"default": 8, "emails": 2}
+    parse_concurrency(8, field='XJOBS["CONCURRENCY"]')               # 8: one shared pool
+"""
+
+from __future__ import annotations
+
+import queue as queue_module
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..conf import QUEUE_NAME
+from ..errors import InvariantError
+from .prefetch import Prefetch
+
+if TYPE_CHECKING:
+    from .run import Run
+
+#: threads of a queue a worker works that its per-queue mapping leaves out (SPEC WORK-01)
+DEFAULT_SHARE = 5
+_EXAMPLE = (
+    "e.g. default=8,emails=2 (threads per queue), or one number for a pool every queue shares"
+)
+
+
+def parse_concurrency(raw: Any, *, field: str) -> int | dict[str, int]:
+    """One shared pool (an int) or threads per queue (a dict, in the order given), read from an
+    int, a dict, or the strings ``"8"`` and ``"default=8,emails=2"``. Anything else raises
+    ``InvariantError`` naming ``field``."""
+
+    def refuse(problem: str) -> InvariantError:
+        return InvariantError(f"{field}={raw!r}: {problem}", hint=_EXAMPLE)
+
+    if isinstance(raw, str):
+        text = raw.strip()
+        if _whole(text):
+            return _threads(int(text), refuse, "the pool")
+        shares: dict[str, int] = {}
+        for item in text.split(","):
+            name, equals, count = (part.strip() for part in item.partition("="))
+            if not equals:
+                raise refuse(f"{item.strip()!r} is not queue=threads")
+            if not _whole(count):
+                raise refuse(f"queue {name or '?'} has {count!r} threads, not a whole number")
+            _add(shares, name, int(count), refuse)
+        return shares
+    if isinstance(raw, Mapping):
+        if not raw:
+            raise refuse("names no queue")
+        shares = {}
+        for name, count in raw.items():
+            if isinstance(count, bool) or not isinstance(count, int):
+                raise refuse(f"queue {name} has {count!r} threads, not a whole number")
+            _add(shares, name, count, refuse)
+        return shares
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise refuse("is neither a number of threads nor threads per queue")
+    return _threads(raw, refuse, "the pool")
+
+
+def _whole(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def _threads(count: int, refuse: Any, what: str) -> int:
+    if count < 1:
+        raise refuse(f"{what} needs at least 1 thread (a positive integer)")
+    return count
+
+
+def _add(shares: dict[str, int], name: Any, count: int, refuse: Any) -> None:
+    if not isinstance(name, str) or not QUEUE_NAME.match(name):
+        raise refuse(f"{name!r} is not a queue name")
+    if name in shares:
+        raise refuse(f"queue {name} is named twice")
+    shares[name] = _threads(count, refuse, f"queue {name}")
+
+
+def shares_for(
+    queues: Sequence[str], concurrency: Mapping[str, int], *, strict: bool
+) -> dict[str, int]:
+    """Threads per queue of a worker on ``queues``: a queue the mapping leaves out gets
+    ``DEFAULT_SHARE`` (SPEC WORK-01). A mapping given for this worker (``strict``) may not name
+    a queue it does not work; the setting's may, since it serves workers on other queues too."""
+    extra = [name for name in concurrency if name not in queues]
+    if strict and extra:
+        raise InvariantError(
+            f"concurrency names queue(s) {', '.join(extra)} this worker does not work "
+            f"({', '.join(queues)})",
+            hint="add them to --queues, or drop them from --concurrency",
+        )
+    return {name: concurrency.get(name, DEFAULT_SHARE) for name in queues}
+
+
+def describe(shares: Mapping[str, int]) -> str:
+    """``default=8,emails=2``: the command-line form, for logs."""
+    return ",".join(f"{name}={count}" for name, count in shares.items())
+
+
+@dataclass(eq=False)
+class Lane:
+    """One pool of a worker: its queues, its threads, and the claimed runs queued for them.
+
+    A worker with one shared pool has one lane on every queue; with per-queue pools, a lane per
+    queue, so each queue's runs (queued or running) never take another queue's threads.
+    """
+
+    queues: tuple[str, ...]
+    size: int
+    prefetch: Prefetch
+    #: runs waiting for one of this lane's threads; None tells them to stop
+    ready: queue_module.SimpleQueue[Run | None] = field(default_factory=queue_module.SimpleQueue)
+    #: admitted runs whose handler has not returned yet (queued for a thread, or running)
+    held: int = 0
+    threads: list[threading.Thread] = field(default_factory=list)
+
+
+def lanes(
+    queues: Sequence[str],
+    concurrency: int | Mapping[str, int],
+    prefetch: int | str,
+    *,
+    strict: bool,
+) -> tuple[Lane, ...]:
+    """The lanes of a worker on ``queues``: one shared lane for an int, one per queue for a
+    mapping, in the order of ``queues``."""
+    if isinstance(concurrency, int):
+        return (Lane(tuple(queues), concurrency, Prefetch(prefetch, concurrency)),)
+    shares = shares_for(queues, concurrency, strict=strict)
+    return tuple(Lane((name,), n, Prefetch(prefetch, n)) for name, n in shares.items())
