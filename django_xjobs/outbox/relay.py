@@ -176,3 +176,36 @@ class Relay:
             self.store.prune(conf.get().outbox_retention)
         except Exception as error:
             log.event(logging.WARNING, "xjobs.outbox.prune_failed", error=error)
+
+
+def publish_visible(driver: JobDriver, relay_id: str) -> int:
+    """Publish at once every outbox row this connection can see, as one relay pass would; the
+    count published. Also what a transaction that never commits (a test's) staged: the stage
+    callbacks a store outside the database (the memory driver's) left for that commit run
+    first, as the commit would have run them. ``Worker.tick()`` and ``testing.relay_staged``
+    start here, so a staged enqueue is visible to them under the id ``enqueue()`` returned."""
+    published = 0
+    for alias in conf.get().outbox_databases:
+        _stage_pending_commits(alias)
+        store = driver.outbox_store(alias)
+        rows = store.claim(10_000, relay_id)
+        published += publish_batch(store, driver, rows, relay_id)
+    return published
+
+
+def _stage_pending_commits(alias: str) -> None:
+    """Run the stage callbacks left for the commit of the transaction still open on ``alias``;
+    a savepoint rolled back has already taken its callbacks away."""
+    from .stage import stage_at_commit
+
+    connection = connections[alias]
+    if not connection.in_atomic_block:
+        return
+    mine = [
+        entry
+        for entry in connection.run_on_commit
+        if getattr(entry[1], "func", None) is stage_at_commit
+    ]
+    for entry in mine:
+        connection.run_on_commit.remove(entry)
+        entry[1]()

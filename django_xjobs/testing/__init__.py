@@ -83,35 +83,9 @@ def relay_staged(driver: JobDriver | None = None) -> int:
     on-commit fast path nor a relay process ever sees a staged job; this does, with either
     driver, under the id ``enqueue()`` returned.
     """
-    from ..outbox.relay import publish_batch
+    from ..outbox.relay import publish_visible
 
-    driver = driver or get_driver()
-    published = 0
-    for alias in conf.get().outbox_databases:
-        _stage_pending_commits(alias)
-        store = driver.outbox_store(alias)
-        rows = store.claim(10_000, "test-relay")
-        published += publish_batch(store, driver, rows, "test-relay")
-    return published
-
-
-def _stage_pending_commits(alias: str) -> None:
-    """Run the stage callbacks a store outside the database (the memory driver's) left for
-    the commit of a test transaction that never commits, as that commit would have; a
-    savepoint rolled back has already taken its callbacks away."""
-    from ..outbox.stage import stage_at_commit
-
-    connection = connections[alias]
-    if not connection.in_atomic_block:
-        return
-    mine = [
-        entry
-        for entry in connection.run_on_commit
-        if getattr(entry[1], "func", None) is stage_at_commit
-    ]
-    for entry in mine:
-        connection.run_on_commit.remove(entry)
-        entry[1]()
+    return publish_visible(driver or get_driver(), "test-relay")
 
 
 def run_to_completion(

@@ -15,6 +15,7 @@ from ..connections import role_connections
 from ..drivers.base import Shed
 from ..errors import InvariantError
 from ..execute import Execution, Outcome
+from ..outbox.relay import publish_visible
 from .pools import Lane
 from .run import Run
 from .settling import Ended
@@ -89,9 +90,7 @@ class Ticking:
             )
         self.check_enforceable()
         # a test's transaction never commits: publish what it staged, as run_until_idle does
-        from ..testing import relay_staged
-
-        relay_staged(self.driver)
+        publish_visible(self.driver, f"tick:{self.worker_id}")
         if self._awaiting_idle and not self._runs:
             self._awaiting_idle = False
         with role_connections():
