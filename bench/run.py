@@ -130,7 +130,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--soak-naptime",
-        type=float,
+        type=int,
         default=None,
         metavar="S",
         help="SOAK: set the server's autovacuum_naptime to S seconds for the run (ALTER SYSTEM, "

@@ -169,18 +169,20 @@ def soak(
     keep: int,
     concurrency: int,
     *,
-    naptime: float | None = None,
+    naptime: int | None = None,
     finished: int = 0,
 ) -> None:
-    from bench.run import sql
+    from bench.run import sql, wait_until
 
     if naptime is None:
         run_waves(report, jobs, wave_size, keep, concurrency, finished)
         return
     # autovacuum visits a database once per naptime whatever a table's own settings say: the
     # one server-wide setting that bounds how many dead entries a claim can meet
-    sql(f"ALTER SYSTEM SET autovacuum_naptime = '{naptime:g}s'")
+    sql(f"ALTER SYSTEM SET autovacuum_naptime = '{naptime}s'")
     sql("SELECT pg_reload_conf()")
+    setting = "SELECT setting::float FROM pg_settings WHERE name = 'autovacuum_naptime'"
+    wait_until(lambda: sql(setting)[0][0] == naptime, 10.0)  # the reload is asynchronous
     try:
         run_waves(report, jobs, wave_size, keep, concurrency, finished)
     finally:
