@@ -43,8 +43,13 @@ idle poll after 300,000 jobs), and as few as on an empty table right after one.
 What a table setting cannot change: autovacuum visits a database once per
 ``autovacuum_naptime`` (a server setting, 1 minute by default), so between two visits a claim
 steps over every job claimed meanwhile: at 5,000 jobs a second, 300,000 dead entries, about
-2,000 buffers. A busy queue wants a shorter naptime, e.g. 10 s: in the soak at 5 s, idle claims
-stayed under 300 buffers and the table at 85 MB where the default let it reach 236 MB.
+2,000 buffers. A busy queue wants a shorter naptime, e.g. 10 s: over the soak's million jobs,
+claims then stayed under 720 buffers and the table at 196 MB of heap and 81 MB of indexes, where
+the default minute let claims reach 2,859 buffers and the table 393 + 165 MB.
+
+Together, on 10 million finished rows and 300,000 jobs run in three waves (naptime 10 s), the
+claims of the last wave read 234 buffers on a full queue and 156 on a drained one; with 0006's
+settings 903 and 1,369.
 """
 
 from django.db import migrations
