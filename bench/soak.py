@@ -1,5 +1,5 @@
-"""SOAK: many jobs enqueued and drained in waves on one table that is never truncated, with
-retention pruning what finished more than ``--soak-keep`` waves ago.
+"""SOAK: many jobs enqueued and drained in waves on one table that is not emptied between
+them, with retention pruning what finished more than ``--soak-keep`` waves earlier.
 
 A queue table in production is mostly finished rows (a 7-day retention at a steady rate keeps 7
 days of them) plus the dead tuples every claim, ack and prune leaves until a vacuum. The soak
