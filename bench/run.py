@@ -31,7 +31,8 @@ LATENCY_TIMEOUT = 30.0  # seconds W3 waits for the worker to be ready, and for t
 JOIN_TIMEOUT = 30.0  # seconds to wait for a stopped worker thread to return
 LATENCY_CONCURRENCY = 4  # threads of the W3 worker
 POLL = 0.05  # seconds between the progress checks of a drain by worker processes
-WORKLOADS = ("W1", "W2", "W3", "W4")
+WORKLOADS = ("W1", "W2", "W3", "W4", "SOAK")
+DEFAULT_WORKLOADS = ("W1", "W2", "W3", "W4")  # SOAK runs only when asked for: it takes minutes
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Row:
 class Report:
     rows: list[Row] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)  # printed below the main table
 
     def add(self, workload: str, figure: str, unit: str, note: str = "", cost: str = "") -> None:
         self.rows.append(Row(workload, figure, unit, note, cost))
@@ -104,9 +106,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--workloads",
         nargs="+",
         choices=WORKLOADS,
-        default=list(WORKLOADS),
+        default=list(DEFAULT_WORKLOADS),
         metavar="W",
-        help="the workloads to run, of W1 W2 W3 W4 (all)",
+        help="the workloads to run, of W1 W2 W3 W4 SOAK (all but SOAK)",
+    )
+    parser.add_argument(
+        "--soak-jobs", type=int, default=1_000_000, help="jobs the SOAK runs in all (1000000)"
+    )
+    parser.add_argument(
+        "--soak-wave", type=int, default=100_000, help="jobs per SOAK wave (100000)"
+    )
+    parser.add_argument(
+        "--soak-keep",
+        type=int,
+        default=5,
+        help="SOAK retention: waves of finished jobs kept before they are pruned (5)",
+    )
+    parser.add_argument(
+        "--soak-finished",
+        type=int,
+        default=0,
+        help="SOAK: finished jobs inserted before the first wave, kept throughout (0)",
+    )
+    parser.add_argument(
+        "--soak-naptime",
+        type=int,
+        default=None,
+        metavar="S",
+        help="SOAK: set the server's autovacuum_naptime to S seconds for the run (ALTER SYSTEM, "
+        "reset afterwards; default: leave the server's)",
     )
     parser.add_argument(
         "--force",
@@ -119,12 +147,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         or args.latency_samples < 1
         or min(args.concurrency) < 1
         or args.backfill_rows < 1
+        or args.soak_jobs < 1
+        or args.soak_wave < 1
     ):
         parser.error(
-            "--jobs, --latency-samples, --concurrency and --backfill-rows must be positive"
+            "--jobs, --latency-samples, --concurrency, --backfill-rows, --soak-jobs and "
+            "--soak-wave must be positive"
         )
-    if args.backlog < 0 or args.processes < 0:
-        parser.error("--backlog and --processes must be 0 (skip) or positive")
+    if args.soak_naptime is not None and args.soak_naptime < 1:
+        parser.error("--soak-naptime must be at least 1 (second)")
+    if min(args.backlog, args.processes, args.soak_keep, args.soak_finished) < 0:
+        parser.error(
+            "--backlog, --processes, --soak-keep and --soak-finished must be 0 or positive"
+        )
     return args
 
 
@@ -407,127 +442,6 @@ def wait_until(predicate: Any, timeout: float, interval: float = 0.01) -> bool:
     return predicate()
 
 
-def listening() -> bool:
-    """Whether some other session of this database is LISTENing on the driver's channel."""
-    from django_xjobs.drivers.postgres import CHANNEL
-
-    rows = sql(
-        """
-        SELECT count(*) FROM pg_stat_activity
-        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = %s
-        """,
-        [f"LISTEN {CHANNEL}"],
-    )
-    return rows[0][0] > 0
-
-
-def enqueue_latency(report: Report, samples: int, spacing_ms: float) -> None:
-    """W3: single enqueues into an idle worker; time from the enqueue call to the handler."""
-    from bench.jobs import latencies, latency, reset_latencies
-    from django_xjobs.worker.worker import Worker
-
-    truncate()
-    reset_latencies()
-    say(f"W3: {samples} single enqueues {spacing_ms:g} ms apart into an idle worker ...")
-    worker = Worker(queues=["default"], concurrency=LATENCY_CONCURRENCY)
-    thread = WorkerThread(worker)
-    thread.start()
-    label = "W3"
-
-    # Idle: the claim loop is running, its listener is subscribed, and warm-up jobs ran.
-    warmups = [-1, -2, -3]
-    ready = wait_until(lambda: worker.state == "running" and listening(), LATENCY_TIMEOUT)
-    if ready:
-        for n in warmups:
-            latency.enqueue(n=n, enqueued_at=time.time())
-        ready = wait_until(
-            lambda: set(warmups) <= set(latencies()) and not worker.in_flight(), LATENCY_TIMEOUT
-        )
-    if not ready or not thread.is_alive():
-        report.problem(
-            f"{label}: the worker was not idle and listening within {LATENCY_TIMEOUT:g}s"
-        )
-        thread.finish(report, label)
-        return
-    reset_latencies()
-
-    spacing = spacing_ms / 1000
-    with measured() as window:
-        started = time.perf_counter()
-        for n in range(samples):
-            latency.enqueue(n=n, enqueued_at=time.time())
-            pause = started + (n + 1) * spacing - time.perf_counter()
-            if pause > 0:
-                time.sleep(pause)
-        complete = wait_until(lambda: len(latencies()) >= samples, LATENCY_TIMEOUT)
-    values = sorted(latencies().values())
-    thread.finish(report, label)
-    if not complete:
-        report.problem(
-            f"{label}: only {len(values)} of {samples} jobs started within {LATENCY_TIMEOUT:g}s"
-        )
-    if not values:
-        return
-    note = f"{len(values)} samples, {spacing_ms:g} ms apart, concurrency {LATENCY_CONCURRENCY}"
-    for pct in (50, 95, 99):
-        report.add(f"W3 enqueue->start p{pct}", f"{percentile(values, pct) * 1000:.2f}", "ms", note)
-    report.rows[-3].cost = window.cost.per_job(len(values))  # the enqueue and the whole run
-    report.add("W3 enqueue->start max", f"{values[-1] * 1000:.2f}", "ms")
-    say(
-        f"    p50 {percentile(values, 50) * 1000:.2f} ms, p99 {percentile(values, 99) * 1000:.2f} ms"
-    )
-
-
-def backfill_rate(report: Report, rows: int) -> None:
-    """W4: a burst worker runs one pass of each bench backfill over ``rows`` fresh rows at no
-    pace; rows/s by the database clock, from the pass's ledger row (its start to its end)."""
-    from bench.jobs import BACKFILL_BATCH, backfill_noop, backfill_update
-    from django_xjobs.models import Backfill, Job
-    from django_xjobs.worker.worker import Worker
-
-    for handle, handler in ((backfill_noop, "no-op"), (backfill_update, "bulk_update")):
-        label = f"W4 backfill, {handler}"
-        # a completed pass would refuse the next one (X_BACKFILL_APPLIED): the ledger goes too
-        sql("TRUNCATE x_jobs, x_job_steps, x_backfills, bench_row RESTART IDENTITY")
-        sql("INSERT INTO bench_row (value) SELECT NULL FROM generate_series(1, %s)", [rows])
-        sql("ANALYZE bench_row")
-        say(f"{label}: {rows} rows, batch {BACKFILL_BATCH} ...")
-        job_id = handle.enqueue().id
-        worker = Worker(queues=[handle.queue], concurrency=1, burst=True)
-        with measured() as window:
-            thread = WorkerThread(worker)
-            thread.start()
-            thread.join(DRAIN_TIMEOUT)
-            if thread.is_alive():
-                report.problem(f"{label}: not done within {DRAIN_TIMEOUT:g}s; stopping the worker")
-                thread.finish(report, label)
-            elif thread.error is not None:
-                report.problem(f"{label}: Worker.run() raised {describe_error(thread.error)}")
-        job = Job.objects.get(id=job_id)
-        ledger = Backfill.objects.filter(job_id=job_id).first()
-        if job.state != "done" or ledger is None or ledger.status != "completed":
-            status = ledger and ledger.status
-            report.problem(f"{label}: the pass is {job.state} ({job.last_error}), ledger {status}")
-            continue
-        left = sql("SELECT count(*) FROM bench_row WHERE value IS NULL")[0][0]
-        if ledger.rows_processed != rows or (handle is backfill_update and left):
-            report.problem(
-                f"{label}: {ledger.rows_processed} of {rows} rows handled, {left} left NULL"
-            )
-        elapsed = (ledger.completed_at - ledger.started_at).total_seconds()
-        rate = ledger.rows_processed / elapsed
-        say(f"    {rate:,.0f} rows/s ({ledger.pages} pages in {elapsed:.2f}s)")
-        report.add(
-            label,
-            f"{rate:,.0f}",
-            "rows/s",
-            f"{ledger.rows_processed} rows, batch {BACKFILL_BATCH}: {ledger.pages} pages in "
-            f"{elapsed:.2f}s; cost per page",
-            window.cost.per_job(ledger.pages),
-        )
-    sql("TRUNCATE x_job_steps, x_backfills, bench_row")
-
-
 # --- report ----------------------------------------------------------------------------------
 
 
@@ -537,7 +451,8 @@ def environment() -> list[tuple[str, str]]:
 
     (server,) = sql("SHOW server_version")[0]
     durability = ", ".join(
-        f"{name}={sql(f'SHOW {name}')[0][0]}" for name in ("fsync", "synchronous_commit")
+        f"{name}={sql(f'SHOW {name}')[0][0]}"
+        for name in ("fsync", "synchronous_commit", "autovacuum_naptime")
     )
     where = "DATABASE_URL" if os.environ.get("DATABASE_URL") else "embedded"
     return [
@@ -567,6 +482,8 @@ def render(report: Report, env: list[tuple[str, str]]) -> str:
 
     rule = "-" * (sum(widths) + 6 + max(len(row[4]) for row in [header, *body]) + 2)
     lines += ["", line(header), rule, *(line(row) for row in body)]
+    for table in report.tables:
+        lines += ["", table]
     if report.problems:
         lines += ["", "problems:", *(f"  - {p}" for p in report.problems)]
     return "\n".join(lines)
@@ -619,9 +536,25 @@ def main(argv: list[str] | None = None) -> int:
     if "W2" in args.workloads:
         drain_workloads(report, args)
     if "W3" in args.workloads:
+        from bench.latency import enqueue_latency
+
         enqueue_latency(report, args.latency_samples, args.latency_spacing)
     if "W4" in args.workloads:
+        from bench.backfill import backfill_rate
+
         backfill_rate(report, args.backfill_rows)
+    if "SOAK" in args.workloads:
+        from bench.soak import soak
+
+        soak(
+            report,
+            args.soak_jobs,
+            args.soak_wave,
+            args.soak_keep,
+            max(args.concurrency),
+            naptime=args.soak_naptime,
+            finished=args.soak_finished,
+        )
     truncate()
 
     print(render(report, env))

@@ -31,7 +31,7 @@ def _fill() -> None:
 
 
 def _plan(statement: str, generic: bool) -> dict:
-    params = {"states": ["done"], "older_than": 30 * DAY, "batch": 1000}
+    params = {"states": ["done"], "older_than": 30 * DAY, "batch": 1000, "after": "-infinity"}
     return plan(STATEMENTS[statement], params, generic=generic)
 
 

@@ -395,13 +395,15 @@ class PostgresDriver:
         if dry_run:
             counts.update(dict(self._run("prune_count", params)))
             return counts
+        params["after"] = "-infinity"  # then where the last batch stopped (postgres.sql)
         while True:  # one short transaction per batch: no lock is held for long
             with transaction.atomic(using=self.using):
-                gone = [state for (state,) in self._run("prune", params)]
-            for state in gone:
+                gone = self._run("prune", params)
+            for state, _ in gone:
                 counts[state] += 1
             if len(gone) < params["batch"]:
                 return counts
+            params["after"] = max(updated_at for _, updated_at in gone)
 
     def notify_on_ready(
         self, queues: Iterable[str], callback: Callable[[], None]

@@ -520,14 +520,19 @@ WHERE state = ANY(%(states)s::text[])
 GROUP BY state;
 
 -- name: prune
--- Delete up to `batch` finished jobs last updated before the cutoff, and their steps. Rows a
--- concurrent retry holds are skipped (SKIP LOCKED) and left for the next prune.
+-- Delete up to `batch` finished jobs last updated before the cutoff, and their steps, oldest
+-- first: the age index is walked in order. Rows a concurrent retry holds are skipped (SKIP
+-- LOCKED) and left for the next prune. Each batch starts where the previous one stopped
+-- (`after`, the last batch's newest updated_at): the rows it deleted keep their index entries
+-- until a vacuum, and a batch that started from the oldest again would step over all of them,
+-- so a prune of 100k rows slowed batch by batch (2.5 s, then 7.9 s for 120k in the soak).
 WITH doomed AS (
-    SELECT id, run_id
+    SELECT id, run_id, updated_at
     FROM x_jobs
     WHERE state = ANY(%(states)s::text[])
       AND state IN ('done', 'failed', 'dead', 'cancelled')  -- x_jobs_finished_idx's predicate
       AND updated_at < now() - make_interval(secs => %(older_than)s)
+      AND updated_at >= %(after)s::timestamptz
     ORDER BY updated_at
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
@@ -538,4 +543,4 @@ WITH doomed AS (
 -- a generic plan does not know, and read the whole table
 DELETE FROM x_jobs
 WHERE id = ANY(ARRAY(SELECT id FROM doomed))
-RETURNING state;
+RETURNING state, updated_at;

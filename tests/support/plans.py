@@ -12,10 +12,21 @@ from django.db import connection
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
 
-def plan(text: str, params: dict[str, Any], *, generic: bool, analyze: bool = False) -> dict:
+def plan(
+    text: str,
+    params: dict[str, Any],
+    *,
+    generic: bool,
+    analyze: bool = False,
+    buffers: bool = False,
+) -> dict:
     """The top node of ``EXPLAIN (FORMAT JSON)`` for ``text`` run with ``params``; ``analyze``
-    runs it too (inside the test's transaction)."""
-    options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+    runs it too (inside the test's transaction), ``buffers`` (with ``analyze``) adds the shared
+    buffers each node read (``Shared Hit Blocks``, ``Shared Read Blocks``, its children's
+    included)."""
+    options = ", ".join(
+        ["ANALYZE"] * analyze + ["BUFFERS"] * (analyze and buffers) + ["FORMAT JSON"]
+    )
     with connection.cursor() as cursor:
         if not generic:
             cursor.execute(f"EXPLAIN ({options}) {text}", params)

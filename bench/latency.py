@@ -1,0 +1,89 @@
+"""W3: enqueue-to-start latency. Single enqueues, spaced out, into an idle worker."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench.run import (
+    LATENCY_CONCURRENCY,
+    LATENCY_TIMEOUT,
+    WorkerThread,
+    measured,
+    percentile,
+    say,
+    sql,
+    truncate,
+    wait_until,
+)
+
+
+def listening() -> bool:
+    """Whether some other session of this database is LISTENing on the driver's channel."""
+    from django_xjobs.drivers.postgres import CHANNEL
+
+    rows = sql(
+        """
+        SELECT count(*) FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = %s
+        """,
+        [f"LISTEN {CHANNEL}"],
+    )
+    return rows[0][0] > 0
+
+
+def enqueue_latency(report: Any, samples: int, spacing_ms: float) -> None:
+    """W3: single enqueues into an idle worker; time from the enqueue call to the handler."""
+    from bench.jobs import latencies, latency, reset_latencies
+    from django_xjobs.worker.worker import Worker
+
+    truncate()
+    reset_latencies()
+    say(f"W3: {samples} single enqueues {spacing_ms:g} ms apart into an idle worker ...")
+    worker = Worker(queues=["default"], concurrency=LATENCY_CONCURRENCY)
+    thread = WorkerThread(worker)
+    thread.start()
+    label = "W3"
+
+    # Idle: the claim loop is running, its listener is subscribed, and warm-up jobs ran.
+    warmups = [-1, -2, -3]
+    ready = wait_until(lambda: worker.state == "running" and listening(), LATENCY_TIMEOUT)
+    if ready:
+        for n in warmups:
+            latency.enqueue(n=n, enqueued_at=time.time())
+        ready = wait_until(
+            lambda: set(warmups) <= set(latencies()) and not worker.in_flight(), LATENCY_TIMEOUT
+        )
+    if not ready or not thread.is_alive():
+        report.problem(
+            f"{label}: the worker was not idle and listening within {LATENCY_TIMEOUT:g}s"
+        )
+        thread.finish(report, label)
+        return
+    reset_latencies()
+
+    spacing = spacing_ms / 1000
+    with measured() as window:
+        started = time.perf_counter()
+        for n in range(samples):
+            latency.enqueue(n=n, enqueued_at=time.time())
+            pause = started + (n + 1) * spacing - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+        complete = wait_until(lambda: len(latencies()) >= samples, LATENCY_TIMEOUT)
+    values = sorted(latencies().values())
+    thread.finish(report, label)
+    if not complete:
+        report.problem(
+            f"{label}: only {len(values)} of {samples} jobs started within {LATENCY_TIMEOUT:g}s"
+        )
+    if not values:
+        return
+    note = f"{len(values)} samples, {spacing_ms:g} ms apart, concurrency {LATENCY_CONCURRENCY}"
+    for pct in (50, 95, 99):
+        report.add(f"W3 enqueue->start p{pct}", f"{percentile(values, pct) * 1000:.2f}", "ms", note)
+    report.rows[-3].cost = window.cost.per_job(len(values))  # the enqueue and the whole run
+    report.add("W3 enqueue->start max", f"{values[-1] * 1000:.2f}", "ms")
+    say(
+        f"    p50 {percentile(values, 50) * 1000:.2f} ms, p99 {percentile(values, 99) * 1000:.2f} ms"
+    )

@@ -1,0 +1,33 @@
+"""Retention deletes in batches of 1,000, each in its own short transaction, and each batch
+starts where the previous one stopped instead of at the oldest row again (the rows it deleted
+keep their index entries until a vacuum). Jobs that finished at the same instant across a batch
+boundary are all deleted. Both drivers."""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from django_xjobs.drivers.memory import MemoryDriver
+from django_xjobs.testing import run_until_idle
+from tests import jobs
+
+COUNT = 1_001  # two batches: 1000, then one row that finished at the same instant
+
+
+def test_a_prune_of_several_batches_deletes_every_old_job_even_when_they_share_an_instant(
+    harness,
+):
+    jobs.ok.enqueue_many([{"n": n} for n in range(COUNT)])
+    run_until_idle(max_runs=COUNT + 1)
+    if not isinstance(harness.driver, MemoryDriver):
+        # acks settle many rows per statement, so rows share updated_at anyway; make every row
+        # share it, so each batch boundary falls inside a run of equal timestamps
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE x_jobs SET updated_at = now()")
+    harness.advance(3600)
+    fresh = jobs.ok.enqueue(n=COUNT).id
+    run_until_idle()
+
+    assert harness.driver.prune(older_than=60, states=["done"]) == {"done": COUNT}
+    assert harness.row(fresh).state == "done"
+    assert harness.driver.prune(older_than=60, states=["done"]) == {"done": 0}
