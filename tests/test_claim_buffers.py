@@ -84,8 +84,10 @@ def test_a_claim_reads_as_many_buffers_beside_finished_jobs_as_without_them():
         # The primary key grew a level: a few buffers more per claimed row (its lookup, the
         # new row version's entry), once; a walk over finished rows would cost thousands.
         assert beside[case] <= alone[case] + 5 * LIMIT, seen
-        # Twice the finished rows at the same depth: the same cost, give or take a page split.
-        assert beside[case] <= half[case] + LIMIT, seen
+        # Twice the finished rows at the same depth: the same cost, give or take the dead
+        # versions the claims measured in between left behind and a page split (a CI run saw
+        # 198 then 226); reading the 100,000 rows added would cost thousands.
+        assert beside[case] <= half[case] + 5 * LIMIT, seen
 
 
 @pytest.mark.django_db
