@@ -9,6 +9,8 @@ import logging
 import threading
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.core.management import call_command
@@ -83,8 +85,9 @@ def _reset():
         gate.set()  # never leave a handler blocked past its test
 
 
-def _recording_claims(driver) -> list[tuple[tuple[str, ...], int]]:
-    """Record each claim's queues and limit on ``driver`` (undone by deleting the attribute)."""
+@contextmanager
+def _recording_claims(driver) -> Iterator[list[tuple[tuple[str, ...], int]]]:
+    """Record each claim's queues and limit on ``driver`` for the block."""
     calls: list[tuple[tuple[str, ...], int]] = []
     real = driver.claim
 
@@ -93,7 +96,10 @@ def _recording_claims(driver) -> list[tuple[tuple[str, ...], int]]:
         return real(queues=queues, limit=limit, **kwargs)
 
     driver.claim = claim
-    return calls
+    try:
+        yield calls
+    finally:
+        del driver.claim
 
 
 # --- the pools at work ------------------------------------------------------------------------
@@ -109,36 +115,35 @@ def test_work_01_04_a_backlog_in_one_queue_leaves_the_other_queue_its_threads(
     ahead (``prefetch``) waits for a thread of its own queue's pool."""
     backlog_ids = [backlog.enqueue(token=TOKEN, n=n).id for n in range(4)]
     urgent_ids = [urgent.enqueue(token=TOKEN, n=n).id for n in range(2)]
-    claims = _recording_claims(live_harness.driver)
-    worker = Worker(
-        queues=["default", "other"],
-        concurrency={"default": 2, "other": 1},
-        prefetch=prefetch,
-        driver=live_harness.driver,
-    )
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
-        wait_for(lambda: STARTED["default"] == 2 and STARTED["other"] == 1, what="3 handlers")
-        # nothing claimed beyond each pool's free threads and the runs it queues ahead
-        assert len(worker.in_flight()) == 3 + 2 * prefetch
-        GATES["other"].set()
-        wait_for(
-            lambda: all(live_harness.row(i).state == "done" for i in urgent_ids),
-            what="both urgent jobs to finish while the backlog holds its threads",
+    with _recording_claims(live_harness.driver) as claims:
+        worker = Worker(
+            queues=["default", "other"],
+            concurrency={"default": 2, "other": 1},
+            prefetch=prefetch,
+            driver=live_harness.driver,
         )
-        assert (STARTED["default"], RUNNING["default"]) == (2, 2)  # still saturated
-        GATES["default"].set()
-        wait_for(
-            lambda: all(live_harness.row(i).state == "done" for i in backlog_ids),
-            what="the backlog to drain",
-        )
-    finally:
-        for gate in GATES.values():
-            gate.set()
-        worker.stop()
-        thread.join(20)
-        del live_harness.driver.claim
+        thread = threading.Thread(target=worker.run)
+        thread.start()
+        try:
+            wait_for(lambda: STARTED["default"] == 2 and STARTED["other"] == 1, what="3 handlers")
+            # nothing claimed beyond each pool's free threads and the runs it queues ahead
+            assert len(worker.in_flight()) == 3 + 2 * prefetch
+            GATES["other"].set()
+            wait_for(
+                lambda: all(live_harness.row(i).state == "done" for i in urgent_ids),
+                what="both urgent jobs to finish while the backlog holds its threads",
+            )
+            assert (STARTED["default"], RUNNING["default"]) == (2, 2)  # still saturated
+            GATES["default"].set()
+            wait_for(
+                lambda: all(live_harness.row(i).state == "done" for i in backlog_ids),
+                what="the backlog to drain",
+            )
+        finally:
+            for gate in GATES.values():
+                gate.set()
+            worker.stop()
+            thread.join(20)
     assert not thread.is_alive()
     assert MOST == {"default": 2, "other": 1}  # SPEC WORK-05: never more than the pool
     assert worker.stats().outcomes == {Outcome.COMPLETED: 6}
@@ -152,8 +157,7 @@ def test_work_04_a_tick_claims_each_queue_for_at_most_its_threads(harness):
         jobs.ok.enqueue(n=n)
     for n in range(3):
         jobs.on_other_queue.enqueue(n=n)
-    claims = _recording_claims(harness.driver)
-    try:
+    with _recording_claims(harness.driver) as claims:
         worker = Worker(
             queues=["default", "other"],
             concurrency="default=3,other=1",
@@ -161,8 +165,6 @@ def test_work_04_a_tick_claims_each_queue_for_at_most_its_threads(harness):
             burst=True,
         )
         done = worker.tick()
-    finally:
-        del harness.driver.claim
     assert claims == [(("default",), 3), (("other",), 1)]
     assert Counter(e.job.queue for e in done.executions) == {"default": 3, "other": 1}
     assert {e.outcome for e in done.executions} == {Outcome.COMPLETED}
@@ -172,16 +174,13 @@ def test_work_04_a_tick_with_a_limit_claims_no_more_than_it_in_all(harness):
     for n in range(3):
         jobs.ok.enqueue(n=n)
         jobs.on_other_queue.enqueue(n=n)
-    claims = _recording_claims(harness.driver)
-    try:
+    with _recording_claims(harness.driver) as claims:
         worker = Worker(
             queues=["default", "other"],
             concurrency={"default": 2, "other": 2},
             driver=harness.driver,
         )
         done = worker.tick(limit=3)
-    finally:
-        del harness.driver.claim
     assert claims == [(("default",), 2), (("other",), 1)]
     assert len(done.executions) == 3
 
@@ -191,12 +190,9 @@ def test_work_01_a_number_keeps_one_claim_for_every_queue(harness):
     for n in range(3):
         jobs.ok.enqueue(n=n)
         jobs.on_other_queue.enqueue(n=n)
-    claims = _recording_claims(harness.driver)
-    try:
+    with _recording_claims(harness.driver) as claims:
         worker = Worker(queues=["default", "other"], concurrency=4, driver=harness.driver)
         done = worker.tick()
-    finally:
-        del harness.driver.claim
     assert (worker.shares, worker.concurrency) == (None, 4)
     assert claims == [(("default", "other"), 4)]
     assert len(done.executions) == 4

@@ -8,6 +8,8 @@ import logging
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.db import OperationalError, connections
@@ -45,17 +47,19 @@ def token() -> str:
     return f"spec-worker-{uuid.uuid4()}"
 
 
-def started(worker: Worker) -> threading.Thread:
+@contextmanager
+def running(worker: Worker) -> Iterator[threading.Thread]:
+    """``worker.run()`` on a thread for the block; after it, the gate opens and the worker
+    stops (asserted), whatever the block raised."""
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
-    return thread
-
-
-def stopped(worker: Worker, thread: threading.Thread) -> None:
-    GATE.set()
-    worker.stop()
-    thread.join(20)
-    assert not thread.is_alive(), "the worker did not stop"
+    try:
+        yield thread
+    finally:
+        GATE.set()
+        worker.stop()
+        thread.join(20)
+        assert not thread.is_alive(), "the worker did not stop"
 
 
 def lines(caplog, event: str) -> list[str]:
@@ -98,15 +102,12 @@ def test_work_09_se_09_a_raising_slot_acquire_sheds_the_job_and_leaks_no_process
         ):
             capped = jobs.exclusive.enqueue(token=token(), hold=0).id
             worker = Worker(queues=["default"], driver=driver, poll_interval=0.05)
-            thread = started(worker)
-            try:
+            with running(worker):
                 wait_for(
                     lambda: live_harness.row(capped).state == "done", what="the shed job to run"
                 )
                 later = jobs.ok.enqueue(n=9).id
                 wait_for(lambda: live_harness.row(later).state == "done", what="a later job")
-            finally:
-                stopped(worker, thread)
     finally:
         del leases.acquire
     assert len(acquire.calls) == 2  # the one that raised, then the one that took the slot
@@ -135,13 +136,10 @@ def test_work_11_a_settle_that_raises_logs_settle_failed_and_the_worker_carries_
         with caplog.at_level(logging.INFO, logger="django_xjobs"):
             first = jobs.ok.enqueue(n=1).id
             worker = Worker(queues=["default"], driver=driver, poll_interval=0.05)
-            thread = started(worker)
-            try:
+            with running(worker):
                 wait_for(lambda: lines(caplog, "xjobs.worker.settle_failed"), what="settle_failed")
                 later = jobs.ok.enqueue(n=2).id
                 wait_for(lambda: live_harness.row(later).state == "done", what="a later job")
-            finally:
-                stopped(worker, thread)
     finally:
         del driver.ack
     [failed] = lines(caplog, "xjobs.worker.settle_failed")
@@ -164,11 +162,8 @@ def test_work_11_a_pass_that_raises_is_logged_and_the_loop_rearms(
         with caplog.at_level(logging.INFO, logger="django_xjobs"):
             job_id = jobs.ok.enqueue(n=1).id
             worker = Worker(queues=["default"], driver=driver, poll_interval=0.05)
-            thread = started(worker)
-            try:
+            with running(worker):
                 wait_for(lambda: live_harness.row(job_id).state == "done", what="the job")
-            finally:
-                stopped(worker, thread)
     finally:
         del driver.claim
     [failed] = lines(caplog, "xjobs.worker.claim_failed")
@@ -205,8 +200,7 @@ def test_work_13_concurrent_stops_share_one_teardown_and_a_stopped_worker_ignore
     worker = Worker(queues=["default"], driver=driver, poll_interval=0.05)
     with caplog.at_level(logging.INFO, logger="django_xjobs"):
         held = gated.enqueue(token=token()).id
-        thread = started(worker)
-        try:
+        with running(worker):
             assert STARTED.wait(10), "the gated run never started"
             barrier = threading.Barrier(8)
 
@@ -220,8 +214,6 @@ def test_work_13_concurrent_stops_share_one_teardown_and_a_stopped_worker_ignore
             for stopper in stoppers:
                 stopper.join(10)
             wait_for(lambda: worker.state == "draining", what="the drain")
-        finally:
-            stopped(worker, thread)
         assert len(lines(caplog, "xjobs.worker.draining")) == 1
         assert len(lines(caplog, "xjobs.worker.stopped")) == 1
         assert (worker.state, driver.closed) == ("stopped", 0)
@@ -268,10 +260,9 @@ def test_work_14_se_49_a_stop_during_a_pass_waits_for_it_and_then_claims_nothing
     driver.claim = claim
     try:
         with caplog.at_level(logging.INFO, logger="django_xjobs"):
-            running = gated.enqueue(token=token()).id
+            busy = gated.enqueue(token=token()).id
             worker = Worker(queues=["default"], driver=driver, poll_interval=0.05, prefetch=0)
-            thread = started(worker)
-            try:
+            with running(worker) as thread:
                 assert STARTED.wait(10), "the gated run never started"
                 blocking.set()
                 raced = jobs.ok.enqueue(n=4).id
@@ -281,13 +272,11 @@ def test_work_14_se_49_a_stop_during_a_pass_waits_for_it_and_then_claims_nothing
                 wait_for(lambda: live_harness.row(raced).state == "ready", what="the hand-back")
                 wait_for(lambda: worker.state == "draining", what="the drain")
                 assert thread.is_alive() and not GATE.is_set()  # the running job holds it
-            finally:
-                stopped(worker, thread)
     finally:
         del driver.claim
     assert state_at_return[-1] == "running"  # the drain had not begun under the pass
     assert "draining" not in claims  # no pass started after the stop
-    assert live_harness.row(running).state == "done"
+    assert live_harness.row(busy).state == "done"
     row = live_harness.row(raced)
     assert (row.state, row.attempt, row.last_error, row.lease_token) == ("ready", 0, None, None)
     assert worker.stats().outcomes == {Outcome.COMPLETED: 1, "shed": 1}

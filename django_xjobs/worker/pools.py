@@ -9,7 +9,6 @@ WORK-04). A plain number keeps one pool that every queue shares.
 from __future__ import annotations
 
 import queue as queue_module
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -117,7 +116,6 @@ class Lane:
     ready: queue_module.SimpleQueue[Run | None] = field(default_factory=queue_module.SimpleQueue)
     #: admitted runs whose handler has not returned yet (queued for a thread, or running)
     held: int = 0
-    threads: list[threading.Thread] = field(default_factory=list)
 
 
 def lanes(

@@ -120,7 +120,7 @@ class Settling:
         for (queue, counted), n in counts.items():
             metrics.inc("xjobs_jobs_total", n, queue=queue, outcome=counted)
         self._wake.set()  # a suspect may wait for this worker to be idle, or a hold-back end
-        return set(settled)
+        return settled
 
     def _finish(
         self,
