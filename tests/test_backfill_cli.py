@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from io import StringIO
 
@@ -33,7 +32,7 @@ from django_xjobs.models import Backfill as LedgerRow
 from django_xjobs.testing import run_until_idle
 from tests import backfills, jobs
 from tests.models import Order, Token
-from tests.support.process import MANAGE, ROOT, worker_env
+from tests.support.process import MANAGE, ROOT, wait_for, worker_env
 
 SETTINGS = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
 RUN_HERE = ["tests.fill_big", "tests.fill_currency", "tests.forgets_rows", "tests.tokens"]
@@ -311,14 +310,16 @@ def test_all_enqueues_every_pending_backfill_in_name_order_and_joins_a_live_one(
 def drain_once_queued(names: list[str], deadline: float = 20.0) -> threading.Thread:
     """A worker on another thread: runs each named backfill's pass once the command queued it."""
 
+    left = set(names)
+
+    def drained() -> bool:
+        for execution in run_until_idle():
+            left.discard(execution.job.name)
+        return not left
+
     def work() -> None:
         try:
-            left = set(names)
-            give_up = time.monotonic() + deadline
-            while left and time.monotonic() < give_up:
-                for execution in run_until_idle():
-                    left.discard(execution.job.name)
-                time.sleep(0.05)  # polls with a deadline for the command's next enqueue
+            wait_for(drained, timeout=deadline, what=f"the passes of {', '.join(names)} to run")
         finally:
             connection.close()
 
