@@ -401,8 +401,12 @@ def _pages(spec: Backfill, ctx: Any, ledger: Any) -> dict[str, Any]:
                 "done": len(found) < spec.batch,
             }
             if ledger is not None:
-                cursor = None if after["cursor"] is None else str(after["cursor"])
-                ledger.progress(ctx.run_id, cursor=cursor, rows=after["rows"], pages=after["pages"])
+                ledger.progress(
+                    ctx.run_id,
+                    cursor=str(after["cursor"]),
+                    rows=after["rows"],
+                    pages=after["pages"],
+                )
             metrics.inc("xjobs_backfill_rows_total", len(found), backfill=spec.name)
             metrics.inc("xjobs_backfill_pages_total", 1, backfill=spec.name)
             return after
