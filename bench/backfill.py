@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.run import DRAIN_TIMEOUT, WorkerThread, describe_error, measured, say, sql
+from bench.run import WorkerThread, measured, say, sql
 
 
 def backfill_rate(report: Any, rows: int) -> None:
@@ -24,14 +24,7 @@ def backfill_rate(report: Any, rows: int) -> None:
         job_id = handle.enqueue().id
         worker = Worker(queues=[handle.queue], concurrency=1, burst=True)
         with measured() as window:
-            thread = WorkerThread(worker)
-            thread.start()
-            thread.join(DRAIN_TIMEOUT)
-            if thread.is_alive():
-                report.problem(f"{label}: not done within {DRAIN_TIMEOUT:g}s; stopping the worker")
-                thread.finish(report, label)
-            elif thread.error is not None:
-                report.problem(f"{label}: Worker.run() raised {describe_error(thread.error)}")
+            WorkerThread(worker).drain(report, label, what="done")
         job = Job.objects.get(id=job_id)
         ledger = Backfill.objects.filter(job_id=job_id).first()
         if job.state != "done" or ledger is None or ledger.status != "completed":

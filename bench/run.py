@@ -269,6 +269,17 @@ class WorkerThread(threading.Thread):
         finally:
             self.returned_at = time.perf_counter()
 
+    def drain(self, report: Report, label: str, *, what: str = "drained") -> None:
+        """Start the thread of a burst worker and wait for ``run()`` to return; past
+        ``DRAIN_TIMEOUT`` stop it. A timeout, or what ``run()`` raised, goes in the report."""
+        self.start()
+        self.join(DRAIN_TIMEOUT)
+        if self.is_alive():
+            report.problem(f"{label}: not {what} within {DRAIN_TIMEOUT:g}s; stopping the worker")
+            self.finish(report, label)
+        elif self.error is not None:
+            report.problem(f"{label}: Worker.run() raised {describe_error(self.error)}")
+
     def finish(self, report: Report, label: str) -> bool:
         """Stop the worker, wait for the thread; report anything that went wrong."""
         self.worker.stop()
@@ -329,13 +340,7 @@ def drain_rate(
     with measured() as window:
         started = time.perf_counter()
         thread = WorkerThread(worker)
-        thread.start()
-        thread.join(DRAIN_TIMEOUT)
-        if thread.is_alive():
-            report.problem(f"{label}: not drained within {DRAIN_TIMEOUT:g}s; stopping the worker")
-            thread.finish(report, label)
-        elif thread.error is not None:
-            report.problem(f"{label}: Worker.run() raised {describe_error(thread.error)}")
+        thread.drain(report, label)
     wall = (thread.returned_at or time.perf_counter()) - started
     stored = state_counts()
     done = stored.get("done", 0)

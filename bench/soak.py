@@ -101,18 +101,13 @@ def enqueue_wave(first: int, count: int) -> float:
 def drain_wave(report: Any, count: int, concurrency: int, label: str) -> float | None:
     """A burst worker drains the queue: jobs per second by the database clock, from just
     before the worker starts to the wave's last ack."""
-    from bench.run import DRAIN_TIMEOUT, WorkerThread, describe_error, sql
+    from bench.run import WorkerThread, sql
     from django_xjobs.worker.worker import Worker
 
     (db_start,) = sql("SELECT clock_timestamp()")[0]
-    thread = WorkerThread(Worker(queues=["default"], concurrency=concurrency, burst=True))
-    thread.start()
-    thread.join(DRAIN_TIMEOUT)
-    if thread.is_alive():
-        report.problem(f"{label}: not drained within {DRAIN_TIMEOUT:g}s; stopping the worker")
-        thread.finish(report, label)
-    elif thread.error is not None:
-        report.problem(f"{label}: Worker.run() raised {describe_error(thread.error)}")
+    WorkerThread(Worker(queues=["default"], concurrency=concurrency, burst=True)).drain(
+        report, label
+    )
     done, last_ack = sql(
         "SELECT count(*), max(updated_at) FROM x_jobs WHERE state = 'done' AND updated_at >= %s",
         [db_start],

@@ -54,6 +54,20 @@ class Backfill:
     def runs_in(self, environment: str | None) -> bool:
         return self.environments is None or environment in self.environments
 
+    def check_environment(self, environment: str | None) -> None:
+        """``X_BACKFILL_ENVIRONMENT`` unless this backfill runs in ``environment`` (SPEC BF-06):
+        the pass and the command line refuse with the same line."""
+        if self.runs_in(environment):
+            return
+        declared = ", ".join(self.environments or ())
+        raise BackfillEnvironmentError(
+            f"backfill {self.name!r} runs in {declared}; this is "
+            f"{environment or 'an unnamed environment'}",
+            hint=f"run it in {declared}, or add {environment!r} to its environments="
+            if environment
+            else f'this process has no XJOBS["ENVIRONMENT"]; run it where that is {declared}',
+        )
+
     def source(self) -> Any:
         """``queryset()``, checked to be a queryset this pass can page through."""
         from django.db.models import QuerySet
@@ -317,12 +331,7 @@ def _pass(spec: Backfill, ctx: Any, force: bool) -> dict[str, Any]:
     from .drivers import get_driver
 
     environment = conf.get().environment
-    if not spec.runs_in(environment):  # BF-06: before the ledger row is written
-        raise BackfillEnvironmentError(
-            f"backfill {spec.name!r} runs in {', '.join(spec.environments or ())}; this is "
-            f"{environment or 'an unnamed environment'}",
-            hint='set XJOBS["ENVIRONMENT"], or add this one to environments=',
-        )
+    spec.check_environment(environment)  # BF-06: before the ledger row is written
     ledger = get_driver().backfills  # None: no bookkeeping (BF-07)
     if ledger is not None:
         done = ledger.completed(spec.name, environment)
@@ -401,8 +410,12 @@ def _pages(spec: Backfill, ctx: Any, ledger: Any) -> dict[str, Any]:
                 "done": len(found) < spec.batch,
             }
             if ledger is not None:
-                cursor = None if after["cursor"] is None else str(after["cursor"])
-                ledger.progress(ctx.run_id, cursor=cursor, rows=after["rows"], pages=after["pages"])
+                ledger.progress(
+                    ctx.run_id,
+                    cursor=str(after["cursor"]),
+                    rows=after["rows"],
+                    pages=after["pages"],
+                )
             metrics.inc("xjobs_backfill_rows_total", len(found), backfill=spec.name)
             metrics.inc("xjobs_backfill_pages_total", 1, backfill=spec.name)
             return after

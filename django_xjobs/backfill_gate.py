@@ -14,7 +14,6 @@ from .backfill import Backfill, get_backfill, registered_backfills
 from .drivers import get_driver
 from .errors import (
     BackfillAppliedError,
-    BackfillEnvironmentError,
     BackfillMigrationPendingError,
     BackfillRunningError,
     BackfillUnknownError,
@@ -54,15 +53,7 @@ def start_backfill(name: str, *, force: bool = False, join_live: bool = False) -
             "jobs.py)",
         )
     environment = conf.get().environment
-    if not spec.runs_in(environment):
-        declared = ", ".join(spec.environments or ())
-        raise BackfillEnvironmentError(
-            f"backfill {name!r} runs in {declared}; this is "
-            f"{environment or 'an unnamed environment'}",
-            hint=f"run it in {declared}, or add {environment!r} to its environments="
-            if environment
-            else f'this process has no XJOBS["ENVIRONMENT"]; run it where that is {declared}',
-        )
+    spec.check_environment(environment)
     check_requires(spec)
     ledger = get_driver().backfills
     done = None if ledger is None or force else ledger.completed(name, environment)

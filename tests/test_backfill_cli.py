@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from io import StringIO
 
@@ -33,7 +32,7 @@ from django_xjobs.models import Backfill as LedgerRow
 from django_xjobs.testing import run_until_idle
 from tests import backfills, jobs
 from tests.models import Order, Token
-from tests.support.process import MANAGE, ROOT, worker_env
+from tests.support.process import MANAGE, ROOT, wait_for, worker_env
 
 SETTINGS = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
 RUN_HERE = ["tests.fill_big", "tests.fill_currency", "tests.forgets_rows", "tests.tokens"]
@@ -311,14 +310,16 @@ def test_all_enqueues_every_pending_backfill_in_name_order_and_joins_a_live_one(
 def drain_once_queued(names: list[str], deadline: float = 20.0) -> threading.Thread:
     """A worker on another thread: runs each named backfill's pass once the command queued it."""
 
+    left = set(names)
+
+    def drained() -> bool:
+        for execution in run_until_idle():
+            left.discard(execution.job.name)
+        return not left
+
     def work() -> None:
         try:
-            left = set(names)
-            give_up = time.monotonic() + deadline
-            while left and time.monotonic() < give_up:
-                for execution in run_until_idle():
-                    left.discard(execution.job.name)
-                time.sleep(0.05)  # polls with a deadline for the command's next enqueue
+            wait_for(drained, timeout=deadline, what=f"the passes of {', '.join(names)} to run")
         finally:
             connection.close()
 
@@ -543,7 +544,9 @@ def admin_client(client, db):
     return client
 
 
-def test_the_admin_lists_passes_with_their_progress_and_job(admin_client):
+def completed_then_running(checksum: str) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
+    """A completed pass of four rows, then a forced pass three rows into five more, recorded
+    under ``checksum``: the first pass's job id, the running pass's job id and its run id."""
     orders(4)
     first = backfills.fill_currency.enqueue().id
     run_until_idle()
@@ -555,11 +558,16 @@ def test_the_admin_lists_passes_with_their_progress_and_job(admin_client):
         run_id=run_id,
         job_id=running,
         name="tests.fill_currency",
-        checksum=get_backfill("tests.fill_currency").checksum,
+        checksum=checksum,
         app_version="test",
         environment=None,
     )
     ledger.progress(run_id, cursor="6", rows=3, pages=1)
+    return first, running, run_id
+
+
+def test_the_admin_lists_passes_with_their_progress_and_job(admin_client):
+    first, running, _ = completed_then_running(get_backfill("tests.fill_currency").checksum)
     page = admin_client.get("/admin/django_xjobs/backfill/")
     assert page.status_code == 200
     listed = page.context["cl"].result_list
@@ -577,22 +585,7 @@ def test_the_admin_lists_passes_with_their_progress_and_job(admin_client):
 
 
 def test_a_pass_page_has_the_estimate_and_its_names_history(admin_client):
-    orders(4)
-    first = backfills.fill_currency.enqueue().id
-    run_until_idle()
-    orders(5)
-    running = backfills.fill_currency.enqueue(force=True).id
-    run_id = get_driver().get_job(running).run_id
-    ledger = get_driver().backfills
-    ledger.start(
-        run_id=run_id,
-        job_id=running,
-        name="tests.fill_currency",
-        checksum="changed",
-        app_version="test",
-        environment=None,
-    )
-    ledger.progress(run_id, cursor="6", rows=3, pages=1)
+    first, _, run_id = completed_then_running("changed")
     page = admin_client.get(f"/admin/django_xjobs/backfill/{run_id}/change/")
     assert page.status_code == 200
     text = page.content.decode()

@@ -3,6 +3,7 @@ hot path (the claim/settle SQL lives in postgres.sql)."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 from uuid import UUID
 
@@ -12,21 +13,8 @@ from .base import BackfillRecord
 
 
 def _record(row: Any) -> BackfillRecord:
-    return BackfillRecord(
-        run_id=row.run_id,
-        name=row.name,
-        checksum=row.checksum,
-        app_version=row.app_version,
-        status=row.status,
-        rows_processed=row.rows_processed,
-        pages=row.pages,
-        last_cursor=row.last_cursor,
-        started_at=row.started_at,
-        completed_at=row.completed_at,
-        environment=row.environment,
-        job_id=row.job_id,
-        error=row.error,
-    )
+    """A ledger model row as the driver returns it: the model's columns are the record's fields."""
+    return BackfillRecord(**{f.name: getattr(row, f.name) for f in fields(BackfillRecord)})
 
 
 class PostgresBackfillLedger:

@@ -90,8 +90,7 @@ class Command(XJobsCommand):
         self._out(o, found, "\n".join(lines) or "no backfill is declared")
 
     def _pending(self, o: dict[str, Any]) -> None:
-        names = {spec.name for spec in pending_backfills()}
-        found = [b for b in describe_backfills() if b["name"] in names]
+        found = [b for b in describe_backfills() if b["pending"]]
         lines = [f"{b['name']}  latest pass: {_pass_text(b['latest'])}" for b in found]
         self._out(o, found, "\n".join(lines) or f"no backfill is pending in {_here()}")
         if found:
