@@ -94,6 +94,26 @@ def test_slot_04_se_10_a_slot_renewal_answering_false_stops_the_run(harness, cap
     assert harness.driver.leases.held(KEY) == 1  # the new holder's, untouched
 
 
+def test_slot_04_a_body_past_its_timeout_stops_renewing_a_lost_slot(harness, caplog):
+    """A settled body left running past its timeout keeps its slot renewed (EXEC-05); once a
+    renewal answers False it asks no more and says so once, not at every heartbeat."""
+    abandoned, beat = held_run(harness)
+    take_over(harness.driver, KEY)
+    leases = harness.driver.leases
+    renewals = []
+    renew = leases.renew
+    leases.renew = lambda *args: renewals.append(args) or renew(*args)
+    try:
+        with caplog.at_level(logging.ERROR, logger="django_xjobs"):
+            beat.renew_held_slot(abandoned)
+            beat.renew_held_slot(abandoned)
+    finally:
+        del leases.renew
+    assert len(renewals) == 1, renewals
+    [line] = slot_lost_lines(caplog)
+    assert "abandoned=True" in line.getMessage()
+
+
 def test_slot_04_a_slot_renewal_that_raises_is_ignored(harness, caplog):
     """The slot's TTL covers a renewal that failed; the next one decides."""
     run, beat = held_run(harness)

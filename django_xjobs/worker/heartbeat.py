@@ -212,9 +212,10 @@ class Heartbeat(threading.Thread):
     def renew_held_slot(self, run: Run) -> None:
         leases = self.driver.leases
         try:
-            if run.slot is not None and leases is not None:
+            if run.slot is not None and leases is not None and not run.slot_lost:
                 key, slot, holder = run.slot
                 if leases.renew(key, slot, self.visibility_timeout, holder) is False:
+                    run.slot_lost = True  # SPEC SLOT-04: said once, then no longer renewed
                     log.event(
                         logging.ERROR,
                         "xjobs.worker.slot_lost",
