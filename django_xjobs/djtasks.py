@@ -9,7 +9,7 @@ retry, lease and operator tool treats it like any job.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -35,9 +35,10 @@ from .tracing import current_traceparent
 #: the backend's import path, as the TASKS setting names it
 BACKEND_PATH = registry.TASKS_BACKEND
 
-if importlib.util.find_spec("django.tasks") is not None:  # Django 6.0+
+_api = registry.tasks_api()
+if _api == "django.tasks":  # Django 6.0+
     TASKS_MODULE, _JSON, _INVALID = "django.tasks", "django.utils.json", "InvalidTask"
-elif importlib.util.find_spec("django_tasks") is not None:  # the backport, on Django 5.2
+elif _api == "django_tasks":  # the backport, on Django 5.2
     TASKS_MODULE, _JSON, _INVALID = "django_tasks", "django_tasks.utils", "InvalidTaskError"
 else:  # pragma: no cover - the import error is the message
     raise ImportError(
