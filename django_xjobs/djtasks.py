@@ -109,16 +109,11 @@ class TaskOptions:
     timeout: float | None = None
 
 
-def backend_aliases() -> list[str]:
-    """The ``TASKS`` aliases served by ``XJobsBackend`` (``registry.task_aliases``)."""
-    return registry.task_aliases()
-
-
 def task_queues() -> set[str]:
     """The queues ``XJobsBackend`` aliases accept, for the queues a worker watches by default."""
     found: set[str] = set()
     tasks: Mapping[str, Any] = settings.TASKS
-    for alias in backend_aliases():
+    for alias in registry.task_aliases():
         queues = tasks[alias].get("QUEUES", ["default"])
         if isinstance(queues, list | tuple | set | frozenset):
             found.update(q for q in queues if isinstance(q, str))
@@ -414,7 +409,7 @@ def _find(name: str) -> TaskJob | None:
 
 def options_for(alias: str) -> TaskOptions:
     """The ``OPTIONS`` of ``alias`` when it is an ``XJobsBackend``, else the defaults."""
-    if alias not in backend_aliases():
+    if alias not in registry.task_aliases():
         return TaskOptions()
     tasks: Mapping[str, Any] = settings.TASKS
     return parse_options(tasks[alias].get("OPTIONS", {}), alias)
