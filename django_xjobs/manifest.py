@@ -137,16 +137,17 @@ def check(path: str) -> tuple[list[str], str]:
     """The drift between ``path`` and the code: ``([], "")`` when they match, else the change
     lines and a unified diff of the two files' JSON. Raises ``X_MANIFEST_INVALID``."""
     committed = read(path)
-    current = json.loads(render(build()))  # as the file would hold it: lists, not tuples
-    if render(committed) == render(current):
+    before, after = render(committed), render(build())
+    if before == after:
         return [], ""
     diff = difflib.unified_diff(
-        render(committed).splitlines(keepends=True),
-        render(current).splitlines(keepends=True),
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
         fromfile=path,
         tofile="the code",
     )
-    return changes(committed, current), "".join(diff)
+    # compared as the file would hold it: lists, not tuples
+    return changes(committed, json.loads(after)), "".join(diff)
 
 
 def drift_error(path: str, lines: list[str]) -> ManifestDriftError:
