@@ -152,6 +152,16 @@ def _check_cron_tasks() -> list[checks.CheckMessage]:
     return found
 
 
+def _checked_database(databases: Any) -> conf.XJobsSettings | None:
+    """The settings, when ``manage.py check --database`` names the jobs database; else None
+    (an invalid ``XJOBS`` is check_settings' to report)."""
+    try:
+        xjobs = conf.validate(getattr(settings, "XJOBS", {}))
+    except XJobsError:
+        return None
+    return xjobs if xjobs.database in (databases or ()) else None
+
+
 @checks.register(checks.Tags.database)
 def check_unregistered_names(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
@@ -164,11 +174,8 @@ def check_unregistered_names(
     from .models import Job
     from .states import LIVE_STATES
 
-    try:
-        xjobs = conf.validate(getattr(settings, "XJOBS", {}))
-    except XJobsError:
-        return []  # check_settings reports it
-    if xjobs.driver != "postgres" or xjobs.database not in (databases or ()):
+    xjobs = _checked_database(databases)
+    if xjobs is None or xjobs.driver != "postgres":
         return []
     try:
         names = set(
@@ -208,11 +215,8 @@ def check_pending_backfills(
 
     from .backfill import registered_backfills
 
-    try:
-        xjobs = conf.validate(getattr(settings, "XJOBS", {}))
-    except XJobsError:
-        return []  # check_settings reports it
-    if xjobs.database not in (databases or ()) or not registered_backfills():
+    xjobs = _checked_database(databases)
+    if xjobs is None or not registered_backfills():
         return []
     from .backfill_status import pending_backfills
 

@@ -222,7 +222,7 @@ def _task_entries(task: Any) -> Callable[[datetime], Any]:
 
     from . import djtasks
 
-    if task.backend not in djtasks.backend_aliases():
+    if task.backend not in registry.task_aliases():
         raise JobDefinitionError(
             f"@cron above task {task.module_path!r}: its backend {task.backend!r} is not "
             "django_xjobs.backends.XJobsBackend, so an occurrence could not be enqueued exactly once",

@@ -9,7 +9,7 @@ retry, lease and operator tool treats it like any job.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -35,9 +35,10 @@ from .tracing import current_traceparent
 #: the backend's import path, as the TASKS setting names it
 BACKEND_PATH = registry.TASKS_BACKEND
 
-if importlib.util.find_spec("django.tasks") is not None:  # Django 6.0+
+_api = registry.tasks_api()
+if _api == "django.tasks":  # Django 6.0+
     TASKS_MODULE, _JSON, _INVALID = "django.tasks", "django.utils.json", "InvalidTask"
-elif importlib.util.find_spec("django_tasks") is not None:  # the backport, on Django 5.2
+elif _api == "django_tasks":  # the backport, on Django 5.2
     TASKS_MODULE, _JSON, _INVALID = "django_tasks", "django_tasks.utils", "InvalidTaskError"
 else:  # pragma: no cover - the import error is the message
     raise ImportError(
@@ -108,16 +109,11 @@ class TaskOptions:
     timeout: float | None = None
 
 
-def backend_aliases() -> list[str]:
-    """The ``TASKS`` aliases served by ``XJobsBackend`` (``registry.task_aliases``)."""
-    return registry.task_aliases()
-
-
 def task_queues() -> set[str]:
     """The queues ``XJobsBackend`` aliases accept, for the queues a worker watches by default."""
     found: set[str] = set()
     tasks: Mapping[str, Any] = settings.TASKS
-    for alias in backend_aliases():
+    for alias in registry.task_aliases():
         queues = tasks[alias].get("QUEUES", ["default"])
         if isinstance(queues, list | tuple | set | frozenset):
             found.update(q for q in queues if isinstance(q, str))
@@ -413,7 +409,7 @@ def _find(name: str) -> TaskJob | None:
 
 def options_for(alias: str) -> TaskOptions:
     """The ``OPTIONS`` of ``alias`` when it is an ``XJobsBackend``, else the defaults."""
-    if alias not in backend_aliases():
+    if alias not in registry.task_aliases():
         return TaskOptions()
     tasks: Mapping[str, Any] = settings.TASKS
     return parse_options(tasks[alias].get("OPTIONS", {}), alias)

@@ -391,6 +391,8 @@ CODES: dict[str, type[_Coded]] = {
         SlotLostError,
         StepDuplicateError,
         StepOutputInvalidError,
+        StepAtomicAliasError,
+        StepAtomicNestedError,
         JobNotFoundError,
         JobNotCancellableError,
         JobNotRetryableError,

@@ -25,7 +25,6 @@ def build() -> dict[str, Any]:
     """The manifest of this process's declarations: no clock, no database, names in code-unit
     order (SPEC SE-26), so two builds of the same code are equal."""
     from . import registry
-    from .backfill import registered_backfills
     from .cron import registered_crons
 
     return {
@@ -36,19 +35,27 @@ def build() -> dict[str, Any]:
             {k: c.describe()[k] for k in ("name", "schedule", "tz", "catch_up", "max_catch_up")}
             for c in registered_crons()
         ],
-        # no checksum: it hashes the handler's source, so every edit would churn the file
-        "backfills": [
-            {
-                "name": b.name,
-                "queue": registry.jobs.get(b.name).queue,  # type: ignore[union-attr]
-                "batch": b.batch,
-                "rate": float(b.rate),
-                "environments": sorted(b.environments) if b.environments is not None else None,
-                "requires": list(b.requires) if b.requires is not None else None,
-            }
-            for b in registered_backfills()
-        ],
+        "backfills": backfills(),
     }
+
+
+def backfills() -> list[dict[str, Any]]:
+    """The manifest's backfills section (no checksum: it hashes the handler's source, so every
+    edit would churn the file)."""
+    from . import registry
+    from .backfill import registered_backfills
+
+    return [
+        {
+            "name": b.name,
+            "queue": registry.jobs.get(b.name).queue,  # type: ignore[union-attr]
+            "batch": b.batch,
+            "rate": float(b.rate),
+            "environments": sorted(b.environments) if b.environments is not None else None,
+            "requires": list(b.requires) if b.requires is not None else None,
+        }
+        for b in registered_backfills()
+    ]
 
 
 def _job(handle: Any) -> dict[str, Any]:
@@ -130,16 +137,17 @@ def check(path: str) -> tuple[list[str], str]:
     """The drift between ``path`` and the code: ``([], "")`` when they match, else the change
     lines and a unified diff of the two files' JSON. Raises ``X_MANIFEST_INVALID``."""
     committed = read(path)
-    current = json.loads(render(build()))  # as the file would hold it: lists, not tuples
-    if render(committed) == render(current):
+    before, after = render(committed), render(build())
+    if before == after:
         return [], ""
     diff = difflib.unified_diff(
-        render(committed).splitlines(keepends=True),
-        render(current).splitlines(keepends=True),
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
         fromfile=path,
         tofile="the code",
     )
-    return changes(committed, current), "".join(diff)
+    # compared as the file would hold it: lists, not tuples
+    return changes(committed, json.loads(after)), "".join(diff)
 
 
 def drift_error(path: str, lines: list[str]) -> ManifestDriftError:

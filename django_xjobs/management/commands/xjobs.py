@@ -180,7 +180,7 @@ class Command(XJobsCommand):
             return {"file": o["write"], **counts}, f"wrote {o['write']}: {each}"
         if o["check"]:
             return self._manifest_check(o["check"], o["json"])
-        found = {**inspect.inspect_manifest(), "backfills": manifest.build()["backfills"]}
+        found = {**inspect.inspect_manifest(), "backfills": manifest.backfills()}
         lines = [
             f"job  {j['name']}  queue={j['queue']} attempts={j['retry']['attempts']}"
             for j in found["jobs"]
