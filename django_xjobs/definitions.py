@@ -104,7 +104,7 @@ class JobHandle:
 
     def invoke(self, ctx: Any, inputs: dict[str, Any]) -> Any:
         """Call the handler for one run: ``fn(ctx, **inputs)``."""
-        if not isinstance(inputs, dict) or self._binder.bind(inputs) is None:
+        if not isinstance(inputs, dict) or not self._binder.fits(inputs):
             check_stored(self.name, self.signature, inputs)  # SPEC EXEC-01
         if self.is_async:
             # async_to_sync, not asyncio.run: the body's sync_to_async calls (ORM, step writes)

@@ -25,6 +25,11 @@ class Binder:
         self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
         self.required = frozenset(n for n in self.names if n not in self.defaults)
 
+    def fits(self, inputs: dict[str, Any]) -> bool:
+        """Whether ``fn(ctx, **inputs)`` binds: every required input given, and no unknown one
+        unless the handler takes ``**kwargs``. Set tests only, for each run's check."""
+        return self.required <= inputs.keys() and (self.open or self.accepted.issuperset(inputs))
+
     def bind(self, inputs: dict[str, Any]) -> dict[str, Any] | None:
         if self.open or not self.accepted.issuperset(inputs) or not self.required <= inputs.keys():
             return None
