@@ -85,6 +85,15 @@ def test_the_error_reference_lists_no_code_the_package_lacks():
     assert sorted(documented - error_codes()) == []
 
 
+def test_the_codes_table_holds_every_error_class():
+    """``errors.CODES`` maps the codes our errors carry to their classes; a class added
+    without its row (the two atomic-step errors once were) is found here, not by a reader."""
+    classes = [c for c in coded_classes(errors.XJobsError) if c.__module__ == errors.__name__]
+    assert len(classes) > 20
+    tabled = set(errors.CODES.values())
+    assert sorted(c.__name__ for c in classes if c not in tabled) == []
+
+
 # --- settings ---------------------------------------------------------------------------------
 
 
