@@ -7,7 +7,6 @@ import importlib
 import json
 import logging
 import signal
-import socket
 import sys
 import time
 import urllib.request
@@ -30,6 +29,7 @@ from django_xjobs.models import Job, SchedulerLeader
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.worker import Worker
 from tests import jobs
+from tests.support.database import free_port
 from tests.support.process import WorkerProcess, wait_for
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -320,15 +320,9 @@ def test_met_02_jobs_total_counts_each_settled_run_by_outcome(transactional_db, 
 # --- xjobs_worker --metrics-port --------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.process
 def test_the_worker_serves_metrics_on_its_port(transactional_db):
-    port = _free_port()
+    port = free_port()
     jobs.ok.enqueue(n=1)
     jobs.terminal.enqueue(n=1)
     worker = WorkerProcess("--queues", "default", "--metrics-port", str(port))
@@ -363,5 +357,5 @@ def test_metrics_port_without_prometheus_client_is_a_clear_error(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(CommandError, match=r"--metrics-port: prometheus-client is not installed"):
-        _metrics_server(_free_port())
+        _metrics_server(free_port())
     assert _metrics_server(None) is None

@@ -11,12 +11,16 @@ from contextlib import contextmanager
 from django_xjobs.testing.postgres import database_url, url_for_database
 
 
-def closed_port_url() -> str:
-    """A URL whose port the OS just handed out and nobody listens on now."""
+def free_port() -> int:
+    """A local port the OS just handed out and nobody listens on now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"postgres://nobody:secret@127.0.0.1:{port}/nothing"
+        return int(probe.getsockname()[1])
+
+
+def closed_port_url() -> str:
+    """A URL whose port nobody listens on."""
+    return f"postgres://nobody:secret@127.0.0.1:{free_port()}/nothing"
 
 
 @contextmanager

@@ -22,18 +22,13 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
+from tests.support.database import free_port
 from tests.support.process import wait_for
 
 BINARY = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 #: server connections per (database, user): fewer than a worker's threads, so a session that
 #: assumed it kept its backend would be caught talking to another client's
 POOL_SIZE = 4
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _server() -> dict[str, str]:
@@ -106,7 +101,7 @@ def pgbouncer_url(django_db_setup, django_db_blocker) -> Iterator[str]:
     with django_db_blocker.unblock():
         server = _server()
         name = quote(connection.settings_dict["NAME"])
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="xjobs-bouncer-") as folder:
         ini = write_ini(Path(folder), server, port)
         process = subprocess.Popen(
