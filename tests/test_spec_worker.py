@@ -282,6 +282,39 @@ def test_work_14_se_49_a_stop_during_a_pass_waits_for_it_and_then_claims_nothing
     assert worker.stats().outcomes == {Outcome.COMPLETED: 1, "shed": 1}
 
 
+def test_work_14_a_pass_checks_for_a_drain_again_before_each_pool(live_harness):
+    """With per-queue pools a pass claims queue by queue: a stop that lands during the first
+    pool's claim leaves the second pool unclaimed."""
+    driver = live_harness.driver
+    real_claim = driver.claim
+    asked: list[tuple[str, ...]] = []
+    in_claim, release = threading.Event(), threading.Event()
+
+    def claim(**kwargs):
+        asked.append(tuple(kwargs["queues"]))
+        if len(asked) == 1:
+            in_claim.set()
+            release.wait(10)
+        return real_claim(**kwargs)
+
+    driver.claim = claim
+    try:
+        worker = Worker(
+            queues=["default", "other"],
+            concurrency={"default": 1, "other": 1},
+            driver=driver,
+            poll_interval=0.05,
+            prefetch=0,
+        )
+        with running(worker):
+            assert in_claim.wait(10), "no pass claimed"
+            worker.stop()
+            release.set()
+    finally:
+        del driver.claim
+    assert asked == [("default",)], asked
+
+
 # --- SE-50: a close that raises still leaves the worker stopped -----------------------------
 
 

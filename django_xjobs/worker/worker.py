@@ -363,8 +363,11 @@ class Worker(Admission, Ticking, Settling):
         claims: list[tuple[Lane, int, list[ClaimedJob], float]],
     ) -> Exception | None:
         """Claim for each pool in turn, at most its free room, into ``claims``; the failure
-        that stopped it, if one did."""
+        that stopped it, if one did. A drain that began meanwhile stops it before the next
+        pool (SPEC WORK-14): what is claimed already is handed back by the drain."""
         for lane, free in wants:
+            if self._draining.is_set():
+                break
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
             try:
                 with self._watch("claim"):
