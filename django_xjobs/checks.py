@@ -145,7 +145,9 @@ def _check_cron_schedules() -> list[checks.CheckMessage]:
         except XJobsError as error:
             found.append(
                 checks.Error(
-                    f"cron {handle.name!r}: {error.message}", hint=error.hint, id="django_xjobs.E016"
+                    f"cron {handle.name!r}: {error.message}",
+                    hint=error.hint,
+                    id="django_xjobs.E016",
                 )
             )
     return found

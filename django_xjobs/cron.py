@@ -271,7 +271,10 @@ def _task_entries(task: Any) -> Callable[[datetime], Any]:
             hint="give those parameters defaults; an `occurrence` parameter gets the occurrence "
             "as ISO 8601 text",
         )
-    job = djtasks.TaskJob(task, djtasks.options_for(task.backend))
+    # The backend's OPTIONS are read when an occurrence is enqueued (TaskJob.build_request), not
+    # here: a bad one is then `manage.py check`'s one E010 line and each enqueue's error, as for
+    # a task without a cron, instead of an import error that stops every manage.py command.
+    job = djtasks.TaskJob(task, djtasks.TaskOptions())
 
     def entries(occurrence: datetime) -> list[tuple[Any, dict[str, Any]]]:
         inputs = {"occurrence": occurrence.isoformat()} if takes_occurrence else {}
