@@ -396,7 +396,8 @@ def _find(name: str) -> TaskJob | None:
     if "." not in name or not all(part.isidentifier() for part in name.split(".")):
         return None
     try:
-        found = import_string(name)
+        with registry.task_lookup():  # a row of a @job is found by discovery alone
+            found = import_string(name)
     except ImportError:
         return None
     except Exception as error:  # the module itself is broken: say so, once
