@@ -25,6 +25,12 @@ def nothing(occurrence):
     return []
 
 
+def declare(schedule: str, seconds: str | None, name: str) -> CronHandle:
+    """``@cron`` as a user writes it: ``seconds=`` only when there are seconds."""
+    extra = {} if seconds is None else {"seconds": seconds}
+    return cron(schedule, tz="UTC", name=name, **extra)(nothing)
+
+
 @pytest.mark.parametrize("schedule", ["*/20 * * * * *", "0 */20 * * * *", "* * * * * *"])
 def test_a_six_field_schedule_is_refused_and_the_hint_names_seconds(schedule):
     with pytest.raises(JobDefinitionError) as caught:
@@ -84,7 +90,7 @@ def test_a_cron_without_seconds_fires_at_second_zero_and_describes_no_seconds():
 )
 def test_an_out_of_range_value_names_its_field(schedule, seconds, field, bound):
     with pytest.raises(JobDefinitionError) as caught:
-        cron(schedule, seconds=seconds, tz="UTC", name="test_cron_meaning.range")(nothing)
+        declare(schedule, seconds, "test_cron_meaning.range")
     error = caught.value
     assert error.code == "X_CRON_INVALID"
     assert f"the {field} field" in error.message and bound in error.message
@@ -97,7 +103,7 @@ def test_an_out_of_range_value_names_its_field(schedule, seconds, field, bound):
 )
 def test_a_malformed_field_is_named(schedule, seconds, field):
     with pytest.raises(JobDefinitionError) as caught:
-        cron(schedule, seconds=seconds, tz="UTC", name="test_cron_meaning.bad")(nothing)
+        declare(schedule, seconds, "test_cron_meaning.bad")
     assert f"the {field} field" in caught.value.message
 
 
