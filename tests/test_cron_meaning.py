@@ -133,3 +133,13 @@ def test_check_refuses_a_registered_cron_whose_schedule_has_six_fields():
     assert "test_cron_meaning.raw" in error.msg and "6 fields" in error.msg
     assert "seconds=" in error.hint
     assert not [m for m in checks.run_checks() if m.id == "django_xjobs.E016"]
+
+
+def test_the_admin_and_the_manifest_show_the_seconds_apart(admin_client):
+    """Every screen spells a seconds cron the way it was declared: never as a sixth field."""
+    page = admin_client.get("/admin/django_xjobs/job/crons/")
+    listed = {c["name"]: c for c in page.context["crons"]}
+    assert listed["tests.every_second"]["schedule"] == "* * * * * seconds=*"
+    assert listed["tests.daily"]["schedule"] == "0 3 * * *"
+    described = fixtures.every_second.describe()
+    assert (described["schedule"], described["seconds"]) == ("* * * * *", "*")
