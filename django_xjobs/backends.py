@@ -82,7 +82,7 @@ class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
         except InvalidTask as error:
             if isinstance(error, XJobsError):
                 raise
-            raise TaskInvalidError(str(error), hint="") from None
+            raise TaskInvalidError(str(error)) from None
         if not conf.QUEUE_NAME.match(task.queue_name):
             raise TaskInvalidError(
                 f"Queue {task.queue_name!r} is not a valid queue name: 1 to 64 letters, digits "

@@ -158,6 +158,7 @@ def cron(
     string (readers disagree on whether it comes first or last)::
 
         @cron("* * * * *", seconds="*/20", tz="UTC")  # every 20 seconds
+
     Declare crons in an installed app's ``jobs.py``, beside the jobs they enqueue.
 
     Above a ``django.tasks`` task (run by ``XJobsBackend``), each occurrence enqueues the task,
