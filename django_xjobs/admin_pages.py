@@ -105,7 +105,8 @@ class OverviewPages(_ModelAdmin):
                 {
                     "name": handle.name,
                     "origin": handle.origin,
-                    "schedule": handle.schedule,
+                    "schedule": handle.schedule
+                    + ("" if handle.seconds is None else f" seconds={handle.seconds}"),
                     "tz": handle.tz,
                     "catch_up": handle.catch_up,
                     "max_catch_up": handle.max_catch_up,

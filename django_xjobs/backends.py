@@ -32,7 +32,9 @@ from . import conf, djtasks
 from .djtasks import (
     BaseTaskBackend,
     InvalidTask,
-    TaskResultDoesNotExist,
+    TaskInvalidError,
+    TaskQueueUnknownError,
+    TaskResultNotFoundError,
 )
 from .drivers import get_driver
 from .errors import XJobsError
@@ -63,15 +65,26 @@ class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def validate_task(self, task: Any) -> None:
         """Django's rules, plus: a ``run_after`` may be a ``timedelta`` (from now, at enqueue),
-        and a queue name must be one django-xjobs can store."""
+        and a queue name must be one django-xjobs can store. Each refusal is Django's
+        ``InvalidTask`` and an ``XJobsError`` (``TaskInvalidError``, ``TaskQueueUnknownError``)."""
+        if self.queues and task.queue_name not in self.queues:
+            raise TaskQueueUnknownError(
+                f"Queue {task.queue_name!r} is not valid for backend {self.alias!r}.",
+                hint=f'TASKS["{self.alias}"]["QUEUES"] lists {", ".join(sorted(map(str, self.queues)))}',
+            )
         if isinstance(task.run_after, timedelta):
             if task.run_after < timedelta(0):
-                raise InvalidTask("run_after must not be a negative timedelta.")
+                raise TaskInvalidError("run_after must not be a negative timedelta.")
             replace(task, run_after=None)  # Django's checks on everything else
             return
-        super().validate_task(task)
+        try:
+            super().validate_task(task)
+        except InvalidTask as error:
+            if isinstance(error, XJobsError):
+                raise
+            raise TaskInvalidError(str(error)) from None
         if not conf.QUEUE_NAME.match(task.queue_name):
-            raise InvalidTask(
+            raise TaskInvalidError(
                 f"Queue {task.queue_name!r} is not a valid queue name: 1 to 64 letters, digits "
                 "and _.:- starting with a letter or digit."
             )
@@ -83,7 +96,7 @@ class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
         if self.config_error is not None:
             raise self.config_error
         if not djtasks.resolves(task):
-            raise InvalidTask(djtasks.unresolved_message(task))
+            raise TaskInvalidError(djtasks.unresolved_message(task), hint=djtasks.UNRESOLVED_HINT)
         djtasks.remember(task, self.task_options)
         request = djtasks.build_request(task, args, kwargs, self.alias, self.task_options)
         from .outbox.stage import submit
@@ -98,17 +111,17 @@ class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
     def get_result(self, result_id: str) -> Any:
         """The task's result as stored now. An id that names no task of this backend (unknown,
         malformed, another backend's, a plain job's, or staged in a transaction that has not
-        committed) raises ``TaskResultDoesNotExist``."""
+        committed) raises ``TaskResultDoesNotExist`` (``TaskResultNotFoundError``)."""
         try:
             job_id = UUID(str(result_id))
         except ValueError:
-            raise TaskResultDoesNotExist(f"{result_id!r} is not a task result id") from None
+            raise TaskResultNotFoundError(f"{result_id!r} is not a task result id") from None
         row = get_driver().get_job(job_id)
         if row is None or not djtasks.is_task_row(row) or row.input["backend"] != self.alias:
-            raise TaskResultDoesNotExist(f"no task result {result_id} in backend {self.alias!r}")
+            raise TaskResultNotFoundError(f"no task result {result_id} in backend {self.alias!r}")
         handle = djtasks.task_job(row.name)
         if handle is None:
-            raise TaskResultDoesNotExist(
+            raise TaskResultNotFoundError(
                 f"task result {result_id} belongs to {row.name!r}, which cannot be imported here"
             )
         return djtasks.task_result(row, handle.task_for(row))

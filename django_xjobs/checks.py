@@ -129,7 +129,28 @@ def _check_jobs() -> list[checks.CheckMessage]:
                     id="django_xjobs.E004",
                 )
             )
-    return found + _check_cron_tasks()
+    return found + _check_cron_schedules() + _check_cron_tasks()
+
+
+def _check_cron_schedules() -> list[checks.CheckMessage]:
+    """Every registered cron's schedule read again, as ``@cron`` reads it: a handle registered
+    without the decorator, or a six-field string from before seconds were asked for by name,
+    fails here, one line, rather than firing on a schedule another reader would not expect."""
+    from .cron import check_schedule
+
+    found: list[checks.CheckMessage] = []
+    for handle in registry.crons.all():
+        try:
+            check_schedule(handle.schedule, handle.seconds, handle.tz)
+        except XJobsError as error:
+            found.append(
+                checks.Error(
+                    f"cron {handle.name!r}: {error.message}",
+                    hint=error.hint,
+                    id="django_xjobs.E016",
+                )
+            )
+    return found
 
 
 def _check_cron_tasks() -> list[checks.CheckMessage]:

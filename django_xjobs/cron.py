@@ -6,13 +6,18 @@ schedule, and the jobs it enqueues are the work.)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import croniter
-from croniter.croniter import CroniterBadCronError, CroniterBadDateError
+from croniter.croniter import (
+    CroniterBadCronError,
+    CroniterBadDateError,
+    CroniterBadTypeRangeError,
+)
 
 from . import registry
 from .errors import InvariantError, JobDefinitionError
@@ -33,8 +38,13 @@ class CronHandle:
         tz: str,
         catch_up: CatchUp,
         max_catch_up: int,
+        seconds: str | None = None,
     ) -> None:
         self.fn, self.name, self.schedule, self.tz = fn, name, schedule, tz
+        #: the seconds field, given apart from the 5 fields (None: at second 0)
+        self.seconds = seconds
+        # croniter's spelling: the seconds go last, and only ever come from ``seconds=``
+        self.expression = schedule if seconds is None else f"{schedule} {seconds}"
         self.zone = ZoneInfo(tz)
         self.catch_up, self.max_catch_up = catch_up, max_catch_up
         #: the ``django.tasks`` Task each occurrence enqueues, when the cron decorates one
@@ -44,7 +54,8 @@ class CronHandle:
         self.__wrapped__ = fn
 
     def __repr__(self) -> str:
-        return f"<CronHandle {self.name} {self.schedule!r} {self.tz}>"
+        seconds = "" if self.seconds is None else f" seconds={self.seconds!r}"
+        return f"<CronHandle {self.name} {self.schedule!r}{seconds} {self.tz}>"
 
     def next_occurrence(self, after: datetime) -> datetime:
         """The first occurrence strictly after ``after`` (aware), as an aware UTC datetime.
@@ -61,7 +72,7 @@ class CronHandle:
             (after - timedelta(days=1)).astimezone(self.zone).utcoffset() or timedelta(0),
         )
         local = after.astimezone(timezone(offset)).replace(tzinfo=None)
-        walk = croniter(self.schedule, local)
+        walk = croniter(self.expression, local)
         for _ in range(10_000):
             wall: datetime = walk.get_next(datetime)
             instant = wall.replace(tzinfo=self.zone, fold=0).astimezone(UTC)
@@ -100,8 +111,10 @@ class CronHandle:
         ]
 
     def describe(self) -> dict[str, Any]:
-        """SPEC TASK-05: plain JSON; ``jobs`` are those its next occurrence would enqueue."""
-        return {
+        """SPEC TASK-05: plain JSON; ``jobs`` are those its next occurrence would enqueue.
+        ``seconds`` is there only when the cron has one (a manifest of minute crons is
+        unchanged by it)."""
+        described: dict[str, Any] = {
             "kind": "cron",
             "name": self.name,
             "schedule": self.schedule,
@@ -110,6 +123,9 @@ class CronHandle:
             "max_catch_up": self.max_catch_up,
             "jobs": self.job_names(),
         }
+        if self.seconds is not None:
+            described["seconds"] = self.seconds
+        return described
 
     def job_names(self) -> list[str]:
         """The jobs an occurrence enqueues, in declaration order (never raises)."""
@@ -127,6 +143,7 @@ def cron(
     name: str | None = None,
     catch_up: CatchUp = "skip",
     max_catch_up: int = 10,
+    seconds: str | None = None,
 ) -> Callable[[Callable[[datetime], Any]], CronHandle]:
     """Declare a cron schedule. ``fn(occurrence)`` gets the occurrence as an aware datetime and
     returns the jobs to enqueue for it::
@@ -136,7 +153,12 @@ def cron(
             return [(send_digest, {"day": occurrence.date().isoformat()})]
 
     Build inputs from ``occurrence``, never from the wall clock: a catch-up run gets its own
-    day's payload. ``schedule`` has 5 fields, or 6 with seconds last; ``tz`` is an IANA zone.
+    day's payload. ``schedule`` has the 5 fields (minute hour day month weekday); ``tz`` is
+    an IANA zone. Seconds are a field of their own, ``seconds=``, never a sixth field in the
+    string (readers disagree on whether it comes first or last)::
+
+        @cron("* * * * *", seconds="*/20", tz="UTC")  # every 20 seconds
+
     Declare crons in an installed app's ``jobs.py``, beside the jobs they enqueue.
 
     Above a ``django.tasks`` task (run by ``XJobsBackend``), each occurrence enqueues the task,
@@ -178,7 +200,7 @@ def cron(
                 f"@cron decorates a function, got {handler!r}", hint="put @cron(...) above a def"
             )
         zone = _check_tz(tz)
-        _check_cron(schedule, zone)
+        check_schedule(schedule, seconds, zone)
         if catch_up not in ("skip", "run-once", "run-all"):
             raise InvariantError(
                 f"catch_up={catch_up!r} is not a policy", hint='use "skip", "run-once" or "run-all"'
@@ -195,6 +217,7 @@ def cron(
             tz=zone,
             catch_up=catch_up,
             max_catch_up=max_catch_up,
+            seconds=seconds,
         )
 
     return declare
@@ -249,7 +272,10 @@ def _task_entries(task: Any) -> Callable[[datetime], Any]:
             hint="give those parameters defaults; an `occurrence` parameter gets the occurrence "
             "as ISO 8601 text",
         )
-    job = djtasks.TaskJob(task, djtasks.options_for(task.backend))
+    # The backend's OPTIONS are read when an occurrence is enqueued (TaskJob.build_request), not
+    # here: a bad one is then `manage.py check`'s one E010 line and each enqueue's error, as for
+    # a task without a cron, instead of an import error that stops every manage.py command.
+    job = djtasks.TaskJob(task, djtasks.TaskOptions())
 
     def entries(occurrence: datetime) -> list[tuple[Any, dict[str, Any]]]:
         inputs = {"occurrence": occurrence.isoformat()} if takes_occurrence else {}
@@ -278,17 +304,62 @@ def _check_tz(tz: Any) -> str:
     return tz
 
 
-def _check_cron(schedule: Any, tz: str) -> None:
-    if not isinstance(schedule, str) or len(schedule.split()) not in (5, 6):
+#: the five fields in order, with the numbers each takes
+FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day-of-month", 1, 31),
+    ("month", 1, 12),
+    ("day-of-week", 0, 7),
+)
+SECONDS = ("seconds", 0, 59)
+#: a number in a field that is a value, not a step (``*/90`` is a step of 90)
+_VALUE = re.compile(r"(?<![/\d])\d+")
+
+
+def check_schedule(schedule: Any, seconds: Any, tz: str) -> None:
+    """A schedule that means one thing to every reader, each field in range, that can fire.
+
+    Six fields are refused: croniter reads the sixth as seconds, Quartz, Spring and node's
+    parsers read the first, so ``*/20 * * * * *`` would be every 20 s to one reader and 60
+    runs a minute to another. Seconds are asked for by name, ``seconds=``."""
+    fields = schedule.split() if isinstance(schedule, str) else []
+    if len(fields) == 6:
+        first = f'@cron("{" ".join(fields[1:])}", seconds="{fields[0]}", ...)'
+        last = f'@cron("{" ".join(fields[:5])}", seconds="{fields[5]}", ...)'
         raise JobDefinitionError(
-            f"schedule {schedule!r} must have 5 fields (minute hour day month weekday), or 6 with seconds",
+            f"schedule {schedule!r} has 6 fields: some cron readers take the first as seconds, "
+            "others the last, so it is refused",
             code="X_CRON_INVALID",
-            hint='e.g. "0 3 * * *" for 03:00 every day',
+            hint=f"give the 5 fields and the seconds apart: {first}"
+            if first == last
+            else f"give the 5 fields and the seconds apart: {first} for seconds first, "
+            f"{last} for seconds last",
         )
+    if len(fields) != 5:
+        raise JobDefinitionError(
+            f"schedule {schedule!r} must have 5 fields (minute hour day-of-month month "
+            "day-of-week)",
+            code="X_CRON_INVALID",
+            hint='e.g. "0 3 * * *" for 03:00 every day; seconds go in seconds="..."',
+        )
+    for index, field in enumerate(FIELDS):
+        alone = ["*"] * 5
+        alone[index] = fields[index]
+        _check_field(" ".join(alone), f"schedule {schedule!r}", field, fields[index])
+    if seconds is not None:
+        if not isinstance(seconds, str) or len(seconds.split()) != 1:
+            raise JobDefinitionError(
+                f'seconds={seconds!r} must be one cron field, e.g. "*/20" or "0,30"',
+                code="X_CRON_INVALID",
+                hint="the seconds field takes 0-59",
+            )
+        _check_field(f"* * * * * {seconds}", f"seconds={seconds!r}", SECONDS, seconds)
+    expression = schedule if seconds is None else f"{schedule} {seconds}"
     try:
-        walk = croniter(schedule, datetime(2026, 1, 1, tzinfo=ZoneInfo(tz)))
+        walk = croniter(expression, datetime(2026, 1, 1, tzinfo=ZoneInfo(tz)))
         walk.get_next(datetime)
-    except CroniterBadCronError as error:
+    except CroniterBadCronError as error:  # pragma: no cover - each field was checked alone
         raise JobDefinitionError(
             f"schedule {schedule!r} is not valid: {error}",
             code="X_CRON_INVALID",
@@ -299,6 +370,28 @@ def _check_cron(schedule: Any, tz: str) -> None:
             f"schedule {schedule!r} can never fire",
             code="X_CRON_INVALID",
             hint="e.g. February has no 31st",
+        ) from None
+
+
+def _check_field(expression: str, where: str, field: tuple[str, int, int], value: str) -> None:
+    """One field, read by croniter with every other field ``*``, so a refusal names it."""
+    name, low, high = field
+    outside = [n for n in _VALUE.findall(value) if not low <= int(n) <= high]
+    if outside:
+        raise JobDefinitionError(
+            f"{where}: the {name} field {value!r} is out of range: {outside[0]} is not in "
+            f"{low}-{high}",
+            code="X_CRON_INVALID",
+            hint=f"the {name} field takes {low} to {high}",
+        )
+    try:
+        croniter(expression, datetime(2026, 1, 1)).get_next(datetime)
+    except (CroniterBadCronError, CroniterBadTypeRangeError, CroniterBadDateError) as error:
+        raise JobDefinitionError(
+            f"{where}: the {name} field {value!r} is not valid ({error})",
+            code="X_CRON_INVALID",
+            hint=f"the {name} field takes {low} to {high}: a value, a list (a,b), a range (a-b) "
+            "or a step (*/n)",
         ) from None
 
 

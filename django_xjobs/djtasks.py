@@ -26,7 +26,14 @@ from django.utils.module_loading import import_string
 from . import conf, log, registry, signals
 from .drivers import get_driver
 from .drivers.base import EnqueueRequest, JobSnapshot
-from .errors import ConfigInvalidError, InputInvalidError, InvariantError, ResultInvalidError
+from .errors import (
+    ConfigInvalidError,
+    InputInvalidError,
+    InvariantError,
+    JobNotFoundError,
+    QueueUnknownError,
+    ResultInvalidError,
+)
 from .ids import uuid7
 from .payload import NotJSON, check_json, encode
 from .retry import Retry
@@ -38,8 +45,10 @@ BACKEND_PATH = registry.TASKS_BACKEND
 _api = registry.tasks_api()
 if _api == "django.tasks":  # Django 6.0+
     TASKS_MODULE, _JSON, _INVALID = "django.tasks", "django.utils.json", "InvalidTask"
+    _BAD_BACKEND = "InvalidTaskBackend"
 elif _api == "django_tasks":  # the backport, on Django 5.2
     TASKS_MODULE, _JSON, _INVALID = "django_tasks", "django_tasks.utils", "InvalidTaskError"
+    _BAD_BACKEND = "InvalidTaskBackendError"
 else:  # pragma: no cover - the import error is the message
     raise ImportError(
         f"{BACKEND_PATH} needs Django 6.0+ (django.tasks) or, on Django 5.2, the django-tasks "
@@ -65,17 +74,60 @@ task_enqueued: Any = _signals.task_enqueued
 task_started: Any = _signals.task_started
 task_finished: Any = _signals.task_finished
 normalize_json: Any = importlib.import_module(_JSON).normalize_json
+#: a bad ``TASKS`` entry (an ``ImproperlyConfigured``)
+InvalidTaskBackend: Any = getattr(_exceptions, _BAD_BACKEND)
+
+
+# --- errors: Django's class for the mistake, and ours ----------------------------------------
+# Code written against Django's docs catches Django's classes (TypeError for an argument JSON
+# cannot hold, InvalidTask, TaskResultDoesNotExist...); ours carry a code and a hint. Each error
+# the task API raises here is both: the class Django's reference backends raise for the same
+# mistake, and an XJobsError.
+
+
+class TaskArgumentTypeError(InputInvalidError, TypeError):
+    """A task argument of a type JSON cannot hold (Django raises ``TypeError``)."""
+
+
+class TaskArgumentValueError(InputInvalidError, ValueError):
+    """A task argument whose value JSON (or PostgreSQL's ``jsonb``) cannot hold: bytes that are
+    not UTF-8 (Django raises ``ValueError``), a NaN, a NUL character."""
+
+
+class TaskInvalidError(InvariantError, InvalidTask):  # type: ignore[misc]
+    """A task this backend cannot run as given (Django raises ``InvalidTask``)."""
+
+
+class TaskQueueUnknownError(QueueUnknownError, InvalidTask):  # type: ignore[misc]
+    """A task's queue is not one its backend's ``QUEUES`` lists (Django: ``InvalidTask``)."""
+
+
+class TaskResultNotFoundError(JobNotFoundError, TaskResultDoesNotExist):  # type: ignore[misc]
+    """No task result under this id in this backend (Django: ``TaskResultDoesNotExist``)."""
+
+
+class TaskBackendConfigError(ConfigInvalidError, InvalidTaskBackend):  # type: ignore[misc]
+    """A ``TASKS`` alias's ``OPTIONS`` is wrong (Django: ``InvalidTaskBackend``, an
+    ``ImproperlyConfigured``)."""
+
 
 __all__ = [
     "BaseTaskBackend",
     "InvalidTask",
+    "InvalidTaskBackend",
     "Task",
+    "TaskArgumentTypeError",
+    "TaskArgumentValueError",
+    "TaskBackendConfigError",
     "TaskContext",
     "TaskError",
+    "TaskInvalidError",
     "TaskJob",
+    "TaskQueueUnknownError",
     "TaskResult",
     "TaskResultDoesNotExist",
     "TaskResultMismatch",
+    "TaskResultNotFoundError",
     "TaskResultStatus",
     "normalize_json",
     "task",
@@ -191,7 +243,7 @@ class TaskJob:
     def build_request(self, inputs: dict[str, Any]) -> EnqueueRequest:
         """The row for ``task(**inputs)``, keyed for the scheduler to scope by occurrence."""
         if not resolves(self.task):
-            raise InvalidTask(unresolved_message(self.task))
+            raise TaskInvalidError(unresolved_message(self.task), hint=UNRESOLVED_HINT)
         return build_request(
             self.task, (), inputs, self.task.backend, self.options(), key=self.name
         )
@@ -278,12 +330,13 @@ def build_request(
         call = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
         check_json(call, "arguments")
     except NotJSON as error:
-        raise InputInvalidError(
+        raise TaskArgumentValueError(
             f"task {task.module_path!r}: {error.path}: {error.reason}",
             hint="task arguments are stored as JSON; pass ids and plain values",
         ) from None
     except (TypeError, ValueError) as error:
-        raise InputInvalidError(
+        refused = TaskArgumentTypeError if isinstance(error, TypeError) else TaskArgumentValueError
+        raise refused(
             f"task {task.module_path!r}: an argument JSON cannot hold: {error}",
             hint="task arguments are stored as JSON; pass ids and plain values",
         ) from None
@@ -370,6 +423,9 @@ def forget() -> None:
         _jobs.clear()
 
 
+UNRESOLVED_HINT = "declare the task with @task at module level, under its function's name"
+
+
 def unresolved_message(task: Any) -> str:
     return (
         f"Task {task.module_path!r} cannot be found again by its module path, so no worker "
@@ -396,7 +452,8 @@ def _find(name: str) -> TaskJob | None:
     if "." not in name or not all(part.isidentifier() for part in name.split(".")):
         return None
     try:
-        found = import_string(name)
+        with registry.task_lookup():  # a row of a @job is found by discovery alone
+            found = import_string(name)
     except ImportError:
         return None
     except Exception as error:  # the module itself is broken: say so, once
@@ -422,7 +479,7 @@ def parse_options(raw: Any, alias: str) -> TaskOptions:
 
     where = f'TASKS["{alias}"]["OPTIONS"]'
     if not isinstance(raw, Mapping):
-        raise ConfigInvalidError(f"{where} must be a dict, got {type(raw).__name__}")
+        raise TaskBackendConfigError(f"{where} must be a dict, got {type(raw).__name__}")
     unknown = sorted(set(raw) - {"RETRY", "TIMEOUT"})
     if unknown:
         hint = "known keys: RETRY, TIMEOUT"
@@ -431,23 +488,23 @@ def parse_options(raw: Any, alias: str) -> TaskOptions:
                 'a lease is the worker\'s XJOBS["VISIBILITY_TIMEOUT"], renewed while the task '
                 "runs; set it there. " + hint
             )
-        raise ConfigInvalidError(f"{where} has unknown key(s) {', '.join(unknown)}", hint=hint)
+        raise TaskBackendConfigError(f"{where} has unknown key(s) {', '.join(unknown)}", hint=hint)
     retry = raw.get("RETRY", NO_RETRY)
     if isinstance(retry, Mapping):
         try:
             retry = Retry(**retry)
         except TypeError as error:
-            raise ConfigInvalidError(
+            raise TaskBackendConfigError(
                 f"{where}['RETRY']: {error}",
                 hint="e.g. {'attempts': 5, 'delay': '2s', 'backoff': 'exponential'}",
             ) from None
         except Exception as error:
             message = getattr(error, "message", str(error))
-            raise ConfigInvalidError(
+            raise TaskBackendConfigError(
                 f"{where}['RETRY']: {message}", hint=getattr(error, "hint", None)
             ) from None
     if not isinstance(retry, Retry):
-        raise ConfigInvalidError(
+        raise TaskBackendConfigError(
             f"{where}['RETRY'] must be a Retry(...) or a dict of its arguments, got {retry!r}",
             hint="e.g. Retry(attempts=5, delay='2s')",
         )
@@ -455,7 +512,7 @@ def parse_options(raw: Any, alias: str) -> TaskOptions:
         timeout = parse_optional(raw.get("TIMEOUT"), field=f"{where}['TIMEOUT']")
     except Exception as error:
         message = getattr(error, "message", str(error))
-        raise ConfigInvalidError(message, hint=getattr(error, "hint", None)) from None
+        raise TaskBackendConfigError(message, hint=getattr(error, "hint", None)) from None
     return TaskOptions(retry=retry, timeout=timeout)
 
 

@@ -379,7 +379,7 @@ def _unknown(job: ClaimedJob, now: datetime) -> Execution:
     age = (now - job.created_at).total_seconds()
     error = JobUnknownError(
         f"no job registered as {job.name!r} in this process",
-        hint="deploy the code that declares it, or delete the row",
+        hint=f"{registry.DISCOVERY_HINT}; deploy the code that declares it, or delete the row",
     )
     if age >= settings.unknown_job_grace:
         message = f"{error} — not retried: still unknown {age:.0f}s after it was created"

@@ -6,7 +6,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .errors import JobDefinitionError, XJobsError
@@ -35,6 +36,8 @@ class Registry(Generic[H]):
         self._lock = threading.Lock()
 
     def register(self, handle: H) -> None:
+        if getattr(_lookup, "active", False):
+            return  # declared by a module a task lookup imported: not discovered (see below)
         with self._lock:
             existing = self._items.get(handle.name)
             if existing is not None and existing is not handle and existing.origin != handle.origin:
@@ -62,6 +65,28 @@ crons: Registry[CronHandle] = Registry("cron", "keys the schedule's watermark")
 
 #: where declarations come from, for messages that say one was not found
 DISCOVERY = "the jobs.py module of each app in INSTALLED_APPS"
+#: the same rule, as a hint says it
+DISCOVERY_HINT = (
+    "jobs are discovered from <installed app>/jobs.py: declare it there or in a module that "
+    "jobs.py imports"
+)
+
+_lookup = threading.local()
+
+
+@contextmanager
+def task_lookup() -> Iterator[None]:
+    """While a row's name is imported as a ``django.tasks`` task's module path, the ``@job``
+    and ``@cron`` declarations that import runs are not registered: jobs come from the apps'
+    ``jobs.py`` alone, so a ``@job`` declared elsewhere is ``X_JOB_UNKNOWN`` whether ``TASKS``
+    names ``XJobsBackend`` (and so a lookup imports its module) or not. A module's body runs on
+    the thread that imports it, so a thread-local flag is exact."""
+    before = getattr(_lookup, "active", False)
+    _lookup.active = True
+    try:
+        yield
+    finally:
+        _lookup.active = before
 
 
 def discovered() -> str:

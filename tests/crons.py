@@ -27,7 +27,7 @@ def berlin_2am(occurrence):
     return []
 
 
-@cron("* * * * * *", tz="UTC", name="tests.every_second")
+@cron("* * * * *", seconds="*", tz="UTC", name="tests.every_second")
 def every_second(occurrence):
     """For the process test of racing schedulers: one job per occurrence."""
     return [(jobs.ok, {"n": int(occurrence.timestamp())})]

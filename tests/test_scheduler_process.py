@@ -1,8 +1,8 @@
 """Real ``manage.py xjobs_scheduler`` processes racing for one lease (SPEC §10 SCHED-09..15).
 
 Schedulers are SIGKILLed while they lead, SIGSTOPped past their lease, stopped across
-occurrences and restarted. The fixture cron is ``tests.every_second`` (schedule ``* * * * * *``,
-``skip``), so the workload IS wall-clock time: the waits here are polls with a deadline, or
+occurrences and restarted. The fixture cron is ``tests.every_second`` (``* * * * *`` with
+``seconds="*"``, ``skip``), so the workload IS wall-clock time: the waits here are polls with a deadline, or
 "until this instant" loops, never a fixed sleep standing in for work.
 
 No worker runs in the first two tests, so every dispatched job stays ``ready`` (live) and the
