@@ -33,6 +33,7 @@ class FrozenClock:
             return self._now
 
     def advance(self, seconds: float) -> datetime:
+        """Move the clock ``seconds`` forward and return the new time."""
         with self._lock:
             self._now += timedelta(seconds=seconds)
             return self._now

@@ -78,7 +78,10 @@ registered_jobs = jobs.all
 
 def get_job(name: str) -> Any:
     """The handle a row named ``name`` runs with: a declared job, else a ``django.tasks`` task
-    of that module path (run through ``XJobsBackend``), else None."""
+    of that module path (run through ``XJobsBackend``), else None::
+
+        get_job("shop.jobs.send_receipt").enqueue(order_id=7)
+    """
     handle = jobs.get(name)
     if handle is not None or not _tasks_configured():
         return handle

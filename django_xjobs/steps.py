@@ -51,7 +51,19 @@ SCALARS = (str, int, float, bool, type(None))
 
 
 class Steps:
-    """``ctx.step``: every method takes a step name that is unique within the run."""
+    """``ctx.step``: every method takes a step name that is unique within the run.
+
+    A step's outcome is stored the moment it ends; a later attempt of the same run replays it
+    from storage instead of doing it again, so the handler reads as straight-line code::
+
+        @job(idempotency_key="fulfil:{order_id}")
+        def fulfil(ctx, order_id: int):
+            label = ctx.step.run("label", lambda: carrier.create_label(order_id))
+            ctx.step.wait_for_event("shipped", "order.shipped", match={"order_id": order_id})
+            ctx.step.sleep("settle", "2d")  # parks the run; no worker waits
+            ctx.step.run("review", lambda: ask_for_review(order_id))
+            return {"label": label}
+    """
 
     def __init__(
         self,
@@ -101,7 +113,9 @@ class Steps:
         """Run ``fn`` once for this run, ever; later attempts get its stored result back.
 
         ``fn()`` or ``fn(signal)``: the signal is set when the run is stopped or the step passes
-        the job's ``step_timeout``. The result must be JSON.
+        the job's ``step_timeout``. The result must be JSON::
+
+            charge = ctx.step.run("charge", lambda signal: gateway.charge(order, signal=signal))
         """
         done, value = self.begin(name)
         if done:
@@ -290,7 +304,16 @@ class Steps:
     ) -> Any:
         """Park until an event named ``event`` (whose payload has ``match``'s fields) is
         published, and return its payload; ``None`` at the timeout, or ``JobTimeoutError``
-        when ``required`` (SPEC STEP-11..14, EVT-02/03)."""
+        when ``required`` (SPEC STEP-11..14, EVT-02/03). The run is parked meanwhile::
+
+            shipped = ctx.step.wait_for_event(
+                "shipped", "order.shipped", match={"order_id": order_id}, timeout="7d"
+            )
+            if shipped is None:
+                ...  # seven days and no shipment
+
+        ``publish_event("order.shipped", {"order_id": 7, "carrier": "ups"})`` wakes it.
+        """
         if not isinstance(event, str) or not event:
             raise InvariantError(
                 f"wait_for_event {name!r}: event={event!r} must be a non-empty string"

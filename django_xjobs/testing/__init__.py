@@ -179,7 +179,15 @@ def age_events(driver: JobDriver, seconds: float) -> None:
 
 @contextmanager
 def memory_driver(clock: Clock | None = None) -> Iterator[MemoryDriver]:
-    """Use a fresh in-process driver inside the block."""
+    """Use a fresh in-process driver inside the block (no table is read or written)::
+
+        with memory_driver() as driver:
+            job_id = send_receipt.enqueue(order_id=7).id
+            run_until_idle()
+            assert driver.get_job(job_id).state == "done"
+
+    The previous driver is put back when the block ends.
+    """
     driver = MemoryDriver(clock=clock)
     install(driver)
     try:
