@@ -23,7 +23,11 @@ class Signal:
     """A run's stop signal: set once, with the reason, when the run must end.
 
     Long handlers check it between units of work (``ctx.signal.raise_if_set()``) or wait on it
-    instead of sleeping (``ctx.signal.wait(5)`` returns True early when the run is stopped).
+    instead of sleeping (``ctx.signal.wait(5)`` returns True early when the run is stopped)::
+
+        for page in pages:
+            ctx.signal.raise_if_set()  # cancelled or timed out: stop here
+            export(page)
     """
 
     def __init__(self) -> None:

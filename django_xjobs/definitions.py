@@ -189,7 +189,11 @@ class JobHandle:
         the publish); a rollback leaves no job. Outside, it is inserted at once. A live job with
         the same idempotency key is returned instead (``deduped=True``), or refused with
         ``JobDuplicateError`` under ``using(on_conflict="error")``. Inputs are keyword
-        arguments only: they are stored by name.
+        arguments only: they are stored by name::
+
+            with transaction.atomic():
+                order = Order.objects.create(email=email)
+                result = send_receipt.enqueue(order_id=order.pk)  # commits with the order
         """
         from .outbox.stage import submit
 

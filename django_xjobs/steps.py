@@ -237,7 +237,12 @@ class Steps:
         """Park the run for ``duration`` (``sleep("cool-off", "1h")``, or ``sleep("1h")``).
 
         The one-argument form is named ``sleep:<duration>``, numbered ``#2``, ``#3``... when
-        repeated, so a loop of sleeps needs no names (SPEC STEP-09).
+        repeated, so a loop of sleeps needs no names (SPEC STEP-09). No worker waits: the run is
+        parked and claimed again when it is due::
+
+            ctx.step.run("welcome", lambda: send_welcome(user_id))
+            ctx.step.sleep("a-day-later", "1d")
+            ctx.step.run("tips", lambda: send_tips(user_id))
         """
         if duration is None:
             duration, label = name, f"sleep:{name}"
@@ -250,7 +255,12 @@ class Steps:
         self._park(label, lambda now: now + timedelta(seconds=seconds))
 
     def sleep_until(self, name: str, when: datetime) -> None:
-        """Park the run until ``when`` (an aware datetime); at once if it has passed."""
+        """Park the run until ``when`` (an aware datetime); at once if it has passed::
+
+            ctx.step.sleep_until("at-renewal", subscription.renews_at - timedelta(days=3))
+
+        Like ``sleep``, no attempt is spent and no worker waits.
+        """
         if not isinstance(when, datetime) or when.tzinfo is None:
             raise InvariantError(
                 f"sleep_until {name!r}: {when!r} must be an aware datetime",
