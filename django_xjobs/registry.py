@@ -73,6 +73,8 @@ def discovered() -> str:
 
 register = jobs.register
 unregister = jobs.unregister
+
+
 def registered_jobs() -> list[JobHandle]:
     """Every declared job, sorted by name in code-unit order (SPEC JOB-16)::
 
