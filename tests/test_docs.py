@@ -309,9 +309,11 @@ def documented() -> dict[str, Any]:
     return objects
 
 
-def test_the_api_reference_is_in_the_toctree():
+def test_the_api_reference_and_the_reader_pages_are_in_the_toctree():
     index = (ROOT / "docs" / "index.md").read_text()
-    assert re.search(r"^reference/api$", index, flags=re.M)
+    entries = set(re.findall(r"^([a-z][\w/-]*)$", index, flags=re.M))
+    pages = ["reference/api", *(name.removesuffix(".md") for name in READER_PAGES)]
+    assert sorted(set(pages) - entries) == []
 
 
 def test_every_public_name_is_in_the_api_reference():
@@ -398,3 +400,92 @@ def test_the_examples_in_docstrings_stay_literal_blocks():
             if not after or len(after[0]) - len(after[0].lstrip()) <= indent:
                 broken.append(name)
     assert broken == []
+
+
+# --- commands the user-facing pages tell a reader to run --------------------------------------
+
+#: the pages written from a reader's side (the reference pages are checked above, by table);
+#: every command they show must parse as written
+READER_PAGES = (
+    "tutorial.md",
+    "troubleshooting.md",
+    "howto/from-procrastinate.md",
+    "howto/from-django-q2.md",
+)
+COMMANDS = ("xjobs", "xjobs_worker", "xjobs_relay", "xjobs_scheduler", "xjobs_backfill")
+
+
+def command_parser(name: str) -> Any:
+    from django.core.management import get_commands, load_command_class
+
+    parser = load_command_class(get_commands()[name], name).create_parser("manage.py", name)
+    # argparse takes "--queue" for "--queues": a page must spell each option out
+    verbs = [verb for group in subparsers(parser) for verb in group.choices.values()]
+    for each in [parser, *verbs]:
+        each.allow_abbrev = False
+    return parser
+
+
+def subparsers(parser: Any) -> list[Any]:
+    return [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+
+
+def verb_parser(parser: Any, tokens: list[str]) -> Any:
+    """The parser of ``xjobs show`` for ``["show", ...]``; the command's own for a command
+    without verbs. An unknown verb fails here."""
+    groups = subparsers(parser)
+    if not groups or not tokens or tokens[0].startswith("-"):
+        return parser
+    assert tokens[0] in groups[0].choices, f"no verb {tokens[0]!r}"
+    return groups[0].choices[tokens[0]]
+
+
+def shown_commands(text: str) -> Iterator[tuple[str, bool]]:
+    """``(command line, whole)``: each ``python manage.py ...`` line of a shell block (whole:
+    it must parse with its arguments), and each inline ``xjobs...`` code span (a mention: its
+    verb and options must exist, its arguments may be left out)."""
+    for block in re.findall(r"^```bash\n(.*?)^```", text, flags=re.S | re.M):
+        for line in block.splitlines():
+            for part in re.split(r"\|\||&&", line.split("#")[0]):
+                found = re.search(r"manage\.py (\S.*)", part)
+                if found:
+                    yield found.group(1).strip(), True
+    for span in re.findall(r"`(?:python )?(?:manage\.py )?(xjobs[a-z_]* ?[^`]*)`", text):
+        if span.split()[0] in COMMANDS:
+            yield span, False
+
+
+def test_every_command_a_reader_page_shows_exists():
+    """Issue 23: the tutorial, troubleshooting and migration pages name only commands, verbs
+    and options the code has, and each full command line in a shell block parses."""
+    import shlex
+    import uuid
+
+    from django.core.management import CommandError, get_commands
+
+    wrong = []
+    seen = 0
+    for name in READER_PAGES:
+        text = (ROOT / "docs" / name).read_text()
+        for line, whole in shown_commands(text):
+            seen += 1
+            # placeholders: <id> is a job id; [--state S] an optional part
+            tokens = shlex.split(re.sub(r"<[^>]+>", str(uuid.uuid4()), line.replace("[", " ")))
+            tokens = [t.rstrip("]") for t in tokens if t not in ("]", "...")]
+            command, arguments = tokens[0], tokens[1:]
+            if command not in get_commands():
+                wrong.append(f"{name}: {line!r}: no command {command!r}")
+                continue
+            parser = command_parser(command)
+            try:
+                if whole:
+                    parser.parse_args(arguments)
+                    continue
+                verb = verb_parser(parser, arguments)
+                options = {t.split("=")[0] for t in arguments if t.startswith("--")}
+                unknown = options - set(verb._option_string_actions)
+                assert not unknown, f"unknown options {sorted(unknown)}"
+            except (CommandError, AssertionError) as error:
+                wrong.append(f"{name}: {line!r}: {error}")
+    assert seen > 30
+    assert wrong == []
