@@ -3,7 +3,7 @@
 The pages are Markdown, read by MyST; the theme is Furo. The Python API reference
 (reference/api.md) is read from the package's docstrings by autodoc, which imports the package:
 Django is configured here with the smallest settings that let it import. Nothing connects to a
-database, so the site still builds without one.
+database, so the site still builds without one (the `docs` extra brings what the import needs).
 """
 
 import sys
