@@ -491,3 +491,19 @@ def test_every_command_a_page_shows_exists():
                 wrong.append(f"{name}: {line!r}: {error}")
     assert seen > 100
     assert wrong == []
+
+
+def test_every_python_block_on_a_page_parses():
+    """A snippet a reader copies is at least Python. The tutorial's blocks also run
+    (tests/test_tutorial.py); the rest stand for code around them (``Order``, ``mail``)."""
+    broken = []
+    blocks = 0
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        for block in re.findall(r"^```python\n(.*?)^```", path.read_text(), flags=re.S | re.M):
+            blocks += 1
+            try:
+                ast.parse(block)
+            except SyntaxError as error:
+                broken.append(f"{path.relative_to(ROOT)}: {error}")
+    assert blocks > 50
+    assert broken == []
