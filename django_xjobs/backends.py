@@ -43,7 +43,18 @@ __all__ = ["XJobsBackend"]
 
 
 class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
-    """Runs ``django.tasks`` tasks as django-xjobs jobs (see the module docstring)."""
+    """Runs ``django.tasks`` tasks as django-xjobs jobs (see the module docstring)::
+
+        from django.tasks import task
+
+        @task(queue_name="emails")
+        def send_receipt(order_id: int): ...
+
+        result = send_receipt.enqueue(order_id=7)  # an x_jobs row; a worker runs it
+        result.refresh()
+
+    Tasks keep Django's API; the options in ``TASKS`` set their retries and timeout.
+    """
 
     supports_defer = True
     supports_async_task = True

@@ -164,7 +164,13 @@ _declared: dict[str, JobHandle] = {}
 
 
 def registered_backfills() -> list[Backfill]:
-    """Every declared backfill whose job is still registered, sorted by name."""
+    """Every declared backfill whose job is still registered, sorted by name::
+
+        >>> [(b.name, b.remaining()) for b in registered_backfills()]
+        [('orders.fill_currency', 1200)]
+
+    ``manage.py xjobs_backfill --list`` shows them with their ledger state.
+    """
     from . import registry
 
     found = []

@@ -188,6 +188,13 @@ def classify(error: BaseException) -> RetryKind | None:
     4. An ``XJobsError`` with a declared code → the registered kind.
     5. Anything else — a plain Python exception, an undeclared code, a ``retry`` that is not a
        kind — → ``None``: the policy's backoff decides (SPEC CLASS-07).
+
+    ::
+
+        >>> classify(TerminalError("no email address"))
+        'terminal'
+        >>> classify(ValueError("boom")) is None
+        True
     """
     declared = getattr(type(error), CLASS_ATTRIBUTE, None)
     if declared in KINDS:

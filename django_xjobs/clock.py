@@ -22,7 +22,13 @@ class SystemClock:
 
 
 class FrozenClock:
-    """A clock that only moves when told: ``clock.advance(30)``."""
+    """A clock that only moves when told: ``clock.advance(30)``::
+
+        clock = FrozenClock()
+        runs = run_to_completion(job_id, clock=clock)
+
+    It starts at 2026-01-01 UTC unless given ``start``.
+    """
 
     def __init__(self, start: datetime | None = None) -> None:
         self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
@@ -33,6 +39,7 @@ class FrozenClock:
             return self._now
 
     def advance(self, seconds: float) -> datetime:
+        """Move the clock ``seconds`` forward and return the new time."""
         with self._lock:
             self._now += timedelta(seconds=seconds)
             return self._now

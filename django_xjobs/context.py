@@ -23,7 +23,11 @@ class Signal:
     """A run's stop signal: set once, with the reason, when the run must end.
 
     Long handlers check it between units of work (``ctx.signal.raise_if_set()``) or wait on it
-    instead of sleeping (``ctx.signal.wait(5)`` returns True early when the run is stopped).
+    instead of sleeping (``ctx.signal.wait(5)`` returns True early when the run is stopped)::
+
+        for page in pages:
+            ctx.signal.raise_if_set()  # cancelled or timed out: stop here
+            export(page)
     """
 
     def __init__(self) -> None:
@@ -81,6 +85,7 @@ class Signal:
         return child
 
     def is_set(self) -> bool:
+        """True once the run must stop (cancelled, timed out, lease lost, worker stopping)."""
         self._check_deadline()
         return self._reason is not None
 
@@ -94,6 +99,7 @@ class Signal:
 
     @property
     def reason(self) -> BaseException | None:
+        """Why the signal was set (a ``JobInterrupt`` or ``JobTimeoutError``), or None."""
         return self._reason
 
     def wait(self, seconds: float | None = None) -> bool:
@@ -143,7 +149,19 @@ def _logger(job: str) -> logging.Logger:
 
 @dataclass(frozen=True)
 class JobContext:
-    """The first argument of every handler. Frozen: a handler reads its run, never rewrites it."""
+    """The first argument of every handler. Frozen: a handler reads its run, never rewrites it.
+
+    ``job_id`` and ``run_id`` (the row and this run of it), ``name``, ``queue``, ``attempt``
+    (1 on the first run) of ``max_attempts``, the ``inputs``, ``tenant_id`` and
+    ``enqueued_by`` (see ``Actor``), ``signal`` (set when the run must stop), ``logger`` (a
+    logger whose records carry the job's fields) and ``step`` (durable steps)::
+
+        @job(idempotency_key="receipt:{order_id}")
+        def send_receipt(ctx, order_id: int):
+            ctx.logger.info("attempt %s of %s", ctx.attempt, ctx.max_attempts)
+            order = ctx.step.run("load", lambda: load_order(order_id))
+            ctx.signal.raise_if_set()
+    """
 
     job_id: UUID
     run_id: UUID

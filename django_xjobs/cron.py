@@ -27,7 +27,13 @@ _ZONES: set[str] | None = None
 
 
 class CronHandle:
-    """A declared cron schedule: ``fn(occurrence)`` returns ``[(job_handle, inputs), ...]``."""
+    """A declared cron schedule: ``fn(occurrence)`` returns ``[(job_handle, inputs), ...]``.
+
+    ``@cron`` returns one; ``enqueue()`` fires its entries now, as an operator would::
+
+        nightly.enqueue()
+        nightly.next_occurrence(timezone.now())  # the next time the scheduler fires it
+    """
 
     def __init__(
         self,
@@ -400,7 +406,13 @@ def unregister(name: str) -> None:
 
 
 def registered_crons() -> list[CronHandle]:
-    """Every cron, sorted by name in code-unit order (SPEC JOB-16)."""
+    """Every cron, sorted by name in code-unit order (SPEC JOB-16)::
+
+        >>> [(c.name, c.schedule) for c in registered_crons()]
+        [('shop.jobs.nightly', '0 3 * * *')]
+
+    ``manage.py xjobs manifest`` lists them with their next run.
+    """
     return registry.crons.all()
 
 

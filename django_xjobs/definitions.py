@@ -49,7 +49,14 @@ class EnqueueOptions:
 
 
 class JobHandle:
-    """A declared job: ``enqueue`` it, ``using`` it with per-call options, ``describe`` it."""
+    """A declared job: ``enqueue`` it, ``using`` it with per-call options, ``describe`` it.
+
+    ``@job`` returns one. It is never called directly: ``enqueue`` queues a run for a worker,
+    and ``.fn`` is the plain function, for a unit test that passes its own ``ctx``::
+
+        result = send_receipt.enqueue(order_id=7)
+        send_receipt.using(queue="bulk", delay="5m").enqueue(order_id=8)
+    """
 
     #: a run whose worker died spent its attempt (SPEC T4): past the last one, the claim
     #: dead-letters the job instead of running it (a ``django.tasks`` task runs it again)
@@ -128,7 +135,7 @@ class JobHandle:
     ) -> JobHandle:
         """A copy of this handle with per-enqueue options (like ``django.tasks.Task.using``)::
 
-        send_receipt.using(delay="10m", priority=5).enqueue(order_id=7)
+            send_receipt.using(delay="10m", priority=5).enqueue(order_id=7)
 
         ``outbox=False`` publishes directly even inside ``atomic()``.
         """
@@ -182,7 +189,11 @@ class JobHandle:
         the publish); a rollback leaves no job. Outside, it is inserted at once. A live job with
         the same idempotency key is returned instead (``deduped=True``), or refused with
         ``JobDuplicateError`` under ``using(on_conflict="error")``. Inputs are keyword
-        arguments only: they are stored by name.
+        arguments only: they are stored by name::
+
+            with transaction.atomic():
+                order = Order.objects.create(email=email)
+                result = send_receipt.enqueue(order_id=order.pk)  # commits with the order
         """
         from .outbox.stage import submit
 

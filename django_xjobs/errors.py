@@ -39,7 +39,18 @@ class _Coded(BaseException):
 
 
 class XJobsError(_Coded, Exception):
-    """A django_xjobs operation failed."""
+    """A django_xjobs operation failed.
+
+    Every error an operation raises is one: ``code`` names the rule (``X_INPUT_INVALID``),
+    ``message`` says what happened, ``hint`` says the fix, and ``str(error)`` starts with the
+    code. Catch it by class, or by code::
+
+        try:
+            send_receipt.enqueue(order_id=order.pk)
+        except XJobsError as error:
+            if error.code != "X_PAYLOAD_TOO_LARGE":
+                raise
+    """
 
 
 class JobInterrupt(_Coded):

@@ -134,8 +134,10 @@ def inspect_dead_letters(limit: int = 100) -> list[dict[str, Any]]:
 def inspect_queues() -> dict[str, Any]:
     """Depth per queue and totals (SPEC INSP-01); a due ``delayed`` job counts as ready (Q-05)::
 
-    >>> inspect_queues()["totals"]
-    {'ready': 4, 'delayed': 1, 'running': 2, 'suspended': 0, 'dead': 1}
+        >>> inspect_queues()["totals"]
+        {'ready': 4, 'delayed': 1, 'running': 2, 'suspended': 0, 'dead': 1}
+
+    ``queues`` holds the same counts per queue, with the age of each queue's oldest ready job.
     """
     driver = get_driver()
     queues: list[dict[str, Any]] = [
@@ -163,8 +165,8 @@ def inspect_workers() -> list[dict[str, Any]]:
     """Every worker's presence row, oldest start first; ``alive`` is False once it went a
     visibility timeout without a heartbeat (killed, stopped or cut off)::
 
-    >>> [(w["id"], w["in_flight"], w["alive"]) for w in inspect_workers()]
-    [('worker-0190…', 3, True)]
+        >>> [(w["id"], w["in_flight"], w["alive"]) for w in inspect_workers()]
+        [('worker-0190…', 3, True)]
     """
     return [
         {
@@ -328,7 +330,9 @@ def _iso(value: datetime | None) -> str | None:
 def inspect_outbox() -> dict[str, Any]:
     """Staged rows not yet published, per outbox database, and the oldest one's age::
 
-    inspect_outbox()  # {"pending": 3, "oldest_pending_seconds": 0.4, "databases": {...}}
+        inspect_outbox()  # {"pending": 3, "oldest_pending_seconds": 0.4, "databases": {...}}
+
+    A pending count that only grows means no relay is running (``manage.py xjobs_relay``).
     """
     driver = get_driver()
     databases: dict[str, dict[str, Any]] = {}
@@ -348,7 +352,7 @@ def inspect_manifest() -> dict[str, Any]:
     """Every declared job and cron, in code-unit order, as plain JSON (SPEC INSP-08): each
     handle's ``describe()`` row, and a cron's next run::
 
-    inspect_manifest()["crons"][0]["next_run"]  # "2026-12-01T02:00:00+00:00"
+        inspect_manifest()["crons"][0]["next_run"]  # "2026-12-01T02:00:00+00:00"
     """
     from datetime import UTC, datetime
 

@@ -98,12 +98,25 @@ def discovered() -> str:
 
 register = jobs.register
 unregister = jobs.unregister
-registered_jobs = jobs.all
+
+
+def registered_jobs() -> list[JobHandle]:
+    """Every declared job, sorted by name in code-unit order (SPEC JOB-16)::
+
+        >>> [handle.name for handle in registered_jobs()]
+        ['shop.jobs.charge_order', 'shop.jobs.send_receipt']
+
+    A job's name is the durable key its queued rows are run by: ``name=`` or the function's path.
+    """
+    return jobs.all()
 
 
 def get_job(name: str) -> Any:
     """The handle a row named ``name`` runs with: a declared job, else a ``django.tasks`` task
-    of that module path (run through ``XJobsBackend``), else None."""
+    of that module path (run through ``XJobsBackend``), else None::
+
+        get_job("shop.jobs.send_receipt").enqueue(order_id=7)
+    """
     handle = jobs.get(name)
     if handle is not None or not _tasks_configured():
         return handle

@@ -80,7 +80,13 @@ def backoff_delay(policy: Retry, attempt: int, rand: float | None = None) -> flo
 
 
 def retry_schedule(policy: Retry) -> list[float]:
-    """The delays (seconds, no jitter) after attempts 1..attempts-1 (SPEC RETRY-03)."""
+    """The delays (seconds, no jitter) after attempts 1..attempts-1 (SPEC RETRY-03)::
+
+        >>> retry_schedule(Retry(attempts=5, delay="2s"))
+        [2.0, 4.0, 8.0, 16.0]
+
+    ``inspect_job`` shows the same schedule beside a job's attempts.
+    """
     plain = Retry(
         attempts=policy.attempts,
         backoff=policy.backoff,

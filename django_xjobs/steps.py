@@ -51,7 +51,19 @@ SCALARS = (str, int, float, bool, type(None))
 
 
 class Steps:
-    """``ctx.step``: every method takes a step name that is unique within the run."""
+    """``ctx.step``: every method takes a step name that is unique within the run.
+
+    A step's outcome is stored the moment it ends; a later attempt of the same run replays it
+    from storage instead of doing it again, so the handler reads as straight-line code::
+
+        @job(idempotency_key="fulfil:{order_id}")
+        def fulfil(ctx, order_id: int):
+            label = ctx.step.run("label", lambda: carrier.create_label(order_id))
+            ctx.step.wait_for_event("shipped", "order.shipped", match={"order_id": order_id})
+            ctx.step.sleep("settle", "2d")  # parks the run; no worker waits
+            ctx.step.run("review", lambda: ask_for_review(order_id))
+            return {"label": label}
+    """
 
     def __init__(
         self,
@@ -101,7 +113,9 @@ class Steps:
         """Run ``fn`` once for this run, ever; later attempts get its stored result back.
 
         ``fn()`` or ``fn(signal)``: the signal is set when the run is stopped or the step passes
-        the job's ``step_timeout``. The result must be JSON.
+        the job's ``step_timeout``. The result must be JSON::
+
+            charge = ctx.step.run("charge", lambda signal: gateway.charge(order, signal=signal))
         """
         done, value = self.begin(name)
         if done:
@@ -223,7 +237,12 @@ class Steps:
         """Park the run for ``duration`` (``sleep("cool-off", "1h")``, or ``sleep("1h")``).
 
         The one-argument form is named ``sleep:<duration>``, numbered ``#2``, ``#3``... when
-        repeated, so a loop of sleeps needs no names (SPEC STEP-09).
+        repeated, so a loop of sleeps needs no names (SPEC STEP-09). No worker waits: the run is
+        parked and claimed again when it is due::
+
+            ctx.step.run("welcome", lambda: send_welcome(user_id))
+            ctx.step.sleep("a-day-later", "1d")
+            ctx.step.run("tips", lambda: send_tips(user_id))
         """
         if duration is None:
             duration, label = name, f"sleep:{name}"
@@ -236,7 +255,12 @@ class Steps:
         self._park(label, lambda now: now + timedelta(seconds=seconds))
 
     def sleep_until(self, name: str, when: datetime) -> None:
-        """Park the run until ``when`` (an aware datetime); at once if it has passed."""
+        """Park the run until ``when`` (an aware datetime); at once if it has passed::
+
+            ctx.step.sleep_until("at-renewal", subscription.renews_at - timedelta(days=3))
+
+        Like ``sleep``, no attempt is spent and no worker waits.
+        """
         if not isinstance(when, datetime) or when.tzinfo is None:
             raise InvariantError(
                 f"sleep_until {name!r}: {when!r} must be an aware datetime",
@@ -290,7 +314,16 @@ class Steps:
     ) -> Any:
         """Park until an event named ``event`` (whose payload has ``match``'s fields) is
         published, and return its payload; ``None`` at the timeout, or ``JobTimeoutError``
-        when ``required`` (SPEC STEP-11..14, EVT-02/03)."""
+        when ``required`` (SPEC STEP-11..14, EVT-02/03). The run is parked meanwhile::
+
+            shipped = ctx.step.wait_for_event(
+                "shipped", "order.shipped", match={"order_id": order_id}, timeout="7d"
+            )
+            if shipped is None:
+                ...  # seven days and no shipment
+
+        ``publish_event("order.shipped", {"order_id": 7, "carrier": "ups"})`` wakes it.
+        """
         if not isinstance(event, str) or not event:
             raise InvariantError(
                 f"wait_for_event {name!r}: event={event!r} must be a non-empty string"

@@ -23,9 +23,11 @@ from .steps_atomic import AsyncAtomic, Atomic, acall
 class AsyncSteps:
     """Awaitable twins of ``Steps``::
 
-    async def handler(ctx, url):
-        body = await ctx.step.run("fetch", lambda: fetch(url))
-        await ctx.step.sleep("cool-off", "1h")
+        async def handler(ctx, url):
+            body = await ctx.step.run("fetch", lambda: fetch(url))
+            await ctx.step.sleep("cool-off", "1h")
+
+    An ``async def`` handler's ``ctx.step`` is one of these.
     """
 
     def __init__(self, steps: Steps) -> None:

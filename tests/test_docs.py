@@ -10,6 +10,8 @@ these tests until the reference page lists it.
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import json
 import re
 from collections.abc import Iterator
@@ -253,3 +255,255 @@ def test_every_metric_is_in_the_metrics_reference():
 def test_the_metrics_reference_lists_no_series_the_code_lacks():
     documented = {name for name in first_column(page("metrics.md")) if name.startswith("xjobs_")}
     assert sorted(documented - metric_names()) == []
+
+
+# --- the Python API reference -----------------------------------------------------------------
+
+#: the modules an application imports from; each one's ``__all__`` is its public surface
+PUBLIC_MODULES = ("django_xjobs", "django_xjobs.testing", "django_xjobs.backends")
+#: the ``ctx.step`` and handle methods a handler or a view writes, shown with their class
+PUBLIC_METHODS = {
+    "django_xjobs.steps.Steps": ("run", "sleep", "sleep_until", "wait_for_event", "atomic"),
+    "django_xjobs.JobHandle": ("enqueue", "enqueue_as", "enqueue_many", "using"),
+}
+
+
+def api_directives() -> list[tuple[str, str, list[str]]]:
+    """``(kind, dotted target, :members: names)`` of each autodoc directive on the API page."""
+    text = page("api.md")
+    found = []
+    pattern = r"^\.\. auto(\w+):: (\S+)\n((?:   :[\w-]+:.*\n)*)"
+    for kind, target, options in re.findall(pattern, text, flags=re.M):
+        members = re.search(r":members: (.+)", options)
+        names = [n.strip() for n in members.group(1).split(",")] if members else []
+        found.append((kind, target, names))
+    return found
+
+
+def resolve(dotted: str) -> Any:
+    module_name, _, attribute = dotted.rpartition(".")
+    try:
+        module = importlib.import_module(dotted)
+    except ImportError:
+        return getattr(importlib.import_module(module_name), attribute)
+    return module
+
+
+def own_docstring(obj: Any) -> str:
+    """The docstring an object declares itself: not one inherited from a base class, nor the
+    ``Name(field: type, ...)`` text ``@dataclass`` writes for a class that has none."""
+    doc = vars(obj).get("__doc__") if inspect.isclass(obj) else obj.__doc__
+    doc = inspect.cleandoc(doc or "")
+    if inspect.isclass(obj) and doc.startswith(f"{obj.__name__}("):
+        return ""
+    return doc
+
+
+def documented() -> dict[str, Any]:
+    """Every object the API page renders, by the dotted name it is shown under."""
+    objects = {}
+    for _kind, target, members in api_directives():
+        objects[target] = resolve(target)
+        for member in members:
+            objects[f"{target}.{member}"] = getattr(objects[target], member)
+    return objects
+
+
+def test_the_api_reference_and_the_reader_pages_are_in_the_toctree():
+    index = (ROOT / "docs" / "index.md").read_text()
+    entries = set(re.findall(r"^([a-z][\w/-]*)$", index, flags=re.M))
+    pages = ["reference/api", *(name.removesuffix(".md") for name in READER_PAGES)]
+    assert sorted(set(pages) - entries) == []
+
+
+def test_every_public_name_is_in_the_api_reference():
+    """Issue 23: the Python API reference renders every name a public module exports, so a
+    name added to an ``__all__`` fails here until the page shows it."""
+    targets = set(documented())
+    missing = [
+        f"{module}.{name}"
+        for module in PUBLIC_MODULES
+        for name in importlib.import_module(module).__all__
+        if f"{module}.{name}" not in targets
+    ]
+    assert len(targets) > 60  # the directives were read
+    assert missing == []
+
+
+def test_every_error_class_is_in_the_api_reference_with_its_code():
+    """Every error a caller can catch is on the page, exported or not; its code is added to
+    its entry by docs/conf.py from the class, so it cannot drift."""
+    targets = set(documented())
+    internal = {errors.StepSuspension}  # parks a run inside the executor; never reaches a caller
+    classes = [
+        c
+        for c in coded_classes(errors._Coded)
+        if c.__module__ == errors.__name__ and c not in internal
+    ]
+    assert len(classes) > 30
+    missing = [
+        c.__name__
+        for c in classes
+        if f"django_xjobs.{c.__name__}" not in targets
+        and f"django_xjobs.errors.{c.__name__}" not in targets
+    ]
+    assert missing == []
+
+
+def test_the_api_reference_shows_the_public_step_and_handle_methods():
+    targets = set(documented())
+    wanted = {f"{cls}.{name}" for cls, names in PUBLIC_METHODS.items() for name in names}
+    assert sorted(wanted - targets) == []
+
+
+def test_everything_in_the_api_reference_has_a_docstring():
+    """Autodoc renders an object without a docstring as a bare signature: the page would list
+    a name and say nothing about it."""
+    bare = [name for name, obj in documented().items() if not own_docstring(obj)]
+    assert bare == []
+
+
+def test_the_public_api_docstrings_carry_an_example():
+    """STYLE: docstrings on the public API with a short example. The errors are exempt: a
+    class's docstring is its default message."""
+    public = [
+        (f"{module}.{name}", getattr(importlib.import_module(module), name))
+        for module in PUBLIC_MODULES
+        for name in importlib.import_module(module).__all__
+    ]
+    public += [
+        (f"{cls}.{name}", getattr(resolve(cls), name))
+        for cls, names in PUBLIC_METHODS.items()
+        for name in names
+    ]
+    without = [
+        name
+        for name, obj in public
+        if not (inspect.isclass(obj) and issubclass(obj, BaseException))
+        and not re.search(r"::\n|>>> ", own_docstring(obj))
+    ]
+    assert without == []
+
+
+def test_the_examples_in_docstrings_stay_literal_blocks():
+    """A docstring whose text after its first line is only an example loses that example's
+    indentation to ``inspect.cleandoc``, and the reST reader then shows it as prose (or fails
+    the strict build): each ``::`` must be followed by an indented block."""
+    broken = []
+    for name, obj in documented().items():
+        lines = own_docstring(obj).splitlines()
+        for index, line in enumerate(lines):
+            if not line.rstrip().endswith("::"):
+                continue
+            after = [text for text in lines[index + 1 :] if text.strip()]
+            indent = len(line) - len(line.lstrip())
+            if not after or len(after[0]) - len(after[0].lstrip()) <= indent:
+                broken.append(name)
+    assert broken == []
+
+
+# --- commands the user-facing pages tell a reader to run --------------------------------------
+
+#: the pages written from a reader's side, new with issue 23
+READER_PAGES = (
+    "tutorial.md",
+    "troubleshooting.md",
+    "howto/from-procrastinate.md",
+    "howto/from-django-q2.md",
+)
+COMMANDS = ("xjobs", "xjobs_worker", "xjobs_relay", "xjobs_scheduler", "xjobs_backfill")
+
+
+def command_parser(name: str) -> Any:
+    from django.core.management import get_commands, load_command_class
+
+    parser = load_command_class(get_commands()[name], name).create_parser("manage.py", name)
+    # argparse takes "--queue" for "--queues": a page must spell each option out
+    verbs = [verb for group in subparsers(parser) for verb in group.choices.values()]
+    for each in [parser, *verbs]:
+        each.allow_abbrev = False
+    return parser
+
+
+def subparsers(parser: Any) -> list[Any]:
+    return [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+
+
+def verb_parser(parser: Any, tokens: list[str]) -> Any:
+    """The parser of ``xjobs show`` for ``["show", ...]``; the command's own for a command
+    without verbs. An unknown verb fails here."""
+    groups = subparsers(parser)
+    if not groups or not tokens or tokens[0].startswith("-"):
+        return parser
+    assert tokens[0] in groups[0].choices, f"no verb {tokens[0]!r}"
+    return groups[0].choices[tokens[0]]
+
+
+def shown_commands(text: str) -> Iterator[tuple[str, bool]]:
+    """``(command line, whole)``: each ``python manage.py ...`` line of a shell block (whole:
+    it must parse with its arguments), and each inline ``xjobs...`` code span (a mention: its
+    verb and options must exist, its arguments may be left out)."""
+    for block in re.findall(r"^```bash\n(.*?)^```", text, flags=re.S | re.M):
+        for line in block.splitlines():
+            for part in re.split(r"\|\||&&", line.split("#")[0]):
+                found = re.search(r"manage\.py (\S.*)", part)
+                if found:
+                    yield found.group(1).strip(), True
+    for span in re.findall(r"`(?:python )?(?:manage\.py )?(xjobs[a-z_]* ?[^`]*)`", text):
+        if span.split()[0] in COMMANDS:
+            yield span, False
+
+
+def test_every_command_a_page_shows_exists():
+    """Issue 23: the pages (the tutorial, troubleshooting and migration pages first among
+    them) name only commands, verbs and options the code has, and each full command line in a
+    shell block parses."""
+    import shlex
+    import uuid
+
+    from django.core.management import CommandError, get_commands
+
+    wrong = []
+    seen = 0
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    assert {str(p.relative_to(ROOT / "docs")) for p in pages} >= set(READER_PAGES)
+    for path in pages:
+        name = str(path.relative_to(ROOT / "docs"))
+        for line, whole in shown_commands(path.read_text()):
+            seen += 1
+            # placeholders: <id> is a job id; [--state S] an optional part
+            tokens = shlex.split(re.sub(r"<[^>]+>", str(uuid.uuid4()), line.replace("[", " ")))
+            tokens = [t.rstrip("]") for t in tokens if t not in ("]", "...")]
+            command, arguments = tokens[0], tokens[1:]
+            if command not in get_commands():
+                wrong.append(f"{name}: {line!r}: no command {command!r}")
+                continue
+            parser = command_parser(command)
+            try:
+                if whole:
+                    parser.parse_args(arguments)
+                    continue
+                verb = verb_parser(parser, arguments)
+                options = {t.split("=")[0] for t in arguments if t.startswith("--")}
+                unknown = options - set(verb._option_string_actions)
+                assert not unknown, f"unknown options {sorted(unknown)}"
+            except (CommandError, AssertionError) as error:
+                wrong.append(f"{name}: {line!r}: {error}")
+    assert seen > 100
+    assert wrong == []
+
+
+def test_every_python_block_on_a_page_parses():
+    """A snippet a reader copies is at least Python. The tutorial's blocks also run
+    (tests/test_tutorial.py); the rest stand for code around them (``Order``, ``mail``)."""
+    broken = []
+    blocks = 0
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        for block in re.findall(r"^```python\n(.*?)^```", path.read_text(), flags=re.S | re.M):
+            blocks += 1
+            try:
+                ast.parse(block)
+            except SyntaxError as error:
+                broken.append(f"{path.relative_to(ROOT)}: {error}")
+    assert blocks > 50
+    assert broken == []

@@ -222,7 +222,10 @@ class EnqueueResult:
     existed (its ids are returned). ``staged`` is True when the job waits in the outbox for the
     caller's transaction to commit: its id was minted at staging and the publish inserts the job
     with it, ``run_id`` is None and ``deduped`` is None — unknown until the publish, which may
-    collapse it into a live duplicate (``inspect_job`` then answers for that job).
+    collapse it into a live duplicate (``inspect_job`` then answers for that job)::
+
+        result = send_receipt.enqueue(order_id=7)
+        inspect_job(result.id)["state"]  # "ready"
     """
 
     id: UUID

@@ -51,7 +51,11 @@ def run_until_idle(
     """Claim and run due jobs one at a time until none is due; return every execution.
 
     Jobs that are retried with a delay are not waited for: move time (or the rows) and call
-    it again. ``max_runs`` guards against a job that re-enqueues itself forever.
+    it again. ``max_runs`` guards against a job that re-enqueues itself forever::
+
+        send_receipt.enqueue(order_id=7)
+        [execution] = run_until_idle()
+        assert execution.outcome == "completed"
     """
     driver = driver or get_driver()
     names = list(queues or sorted(registry.known_queues(conf.get().queues)))
@@ -81,7 +85,12 @@ def relay_staged(driver: JobDriver | None = None) -> int:
 
     Inside a test transaction (``TestCase``, pytest's ``db``) nothing commits, so neither the
     on-commit fast path nor a relay process ever sees a staged job; this does, with either
-    driver, under the id ``enqueue()`` returned.
+    driver, under the id ``enqueue()`` returned::
+
+        with transaction.atomic():
+            result = send_receipt.enqueue(order_id=7)  # staged
+        relay_staged()
+        assert inspect_job(result.id)["state"] == "ready"
     """
     from ..outbox.relay import publish_visible
 
@@ -101,7 +110,10 @@ def run_to_completion(
     the row's ``run_at`` (a sleep, an event poll, a retry backoff), and every step's and
     event's times. Steps and events keep to the store's clock, so ``clock`` is only the one the
     executor reads. ``events`` maps an event name to its data, published (once) when a step
-    first waits for that name.
+    first waits for that name::
+
+        runs = run_to_completion(job_id, events={"order.shipped": {"order_id": 7}})
+        assert runs[-1].outcome == "completed"
     """
     from ..events import publish_event
 
@@ -150,7 +162,12 @@ def _fast_forward(driver: JobDriver, job_id: UUID) -> None:
 
 
 def age_steps(driver: JobDriver, seconds: float) -> None:
-    """Make every stored step time ``seconds`` earlier, as if that much time had passed."""
+    """Make every stored step time ``seconds`` earlier, as if that much time had passed::
+
+        age_steps(get_driver(), 3600)  # a one-hour step sleep is now due
+
+    Works on both drivers; ``run_to_completion`` does this for you.
+    """
     if isinstance(driver, MemoryDriver):
         driver.steps.shift(seconds)
         return
@@ -164,7 +181,12 @@ def age_steps(driver: JobDriver, seconds: float) -> None:
 
 
 def age_events(driver: JobDriver, seconds: float) -> None:
-    """Make every stored event ``seconds`` older, as if that much time had passed."""
+    """Make every stored event ``seconds`` older, as if that much time had passed::
+
+        age_events(get_driver(), 8 * 86400)  # a 7-day event ttl has run out
+
+    Works on both drivers.
+    """
     if isinstance(driver, MemoryDriver):
         driver.events.shift(seconds)
         return
@@ -179,7 +201,15 @@ def age_events(driver: JobDriver, seconds: float) -> None:
 
 @contextmanager
 def memory_driver(clock: Clock | None = None) -> Iterator[MemoryDriver]:
-    """Use a fresh in-process driver inside the block."""
+    """Use a fresh in-process driver inside the block (no table is read or written)::
+
+        with memory_driver() as driver:
+            job_id = send_receipt.enqueue(order_id=7).id
+            run_until_idle()
+            assert driver.get_job(job_id).state == "done"
+
+    The previous driver is put back when the block ends.
+    """
     driver = MemoryDriver(clock=clock)
     install(driver)
     try:
