@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import secrets
+from io import StringIO
 from types import SimpleNamespace
 from uuid import UUID
 
 import psycopg.errors
 import pytest
+from django.contrib.auth.models import Permission, User
+from django.core.management import CommandError, call_command
 from django.db import DataError, OperationalError, transaction
 from django.test import override_settings
 from django.utils import timezone
@@ -29,10 +32,11 @@ from django_xjobs import (
 )
 from django_xjobs.bounds import MAX_KEY_BYTES, MAX_TENANT_BYTES
 from django_xjobs.djtasks import build_request, options_for
-from django_xjobs.drivers import sql
+from django_xjobs.drivers import get_driver, sql
 from django_xjobs.drivers.base import EnqueueRequest
 from django_xjobs.errors import DriverUnavailableError, InputInvalidError, JobNotFoundError
 from django_xjobs.management.command import database_error
+from django_xjobs.models import OutboxEntry
 from django_xjobs.outbox.relay import publish_batch, publish_visible
 from django_xjobs.scheduler.role import _occurrence_request
 from tests import jobs, tasks
@@ -121,7 +125,7 @@ def test_a_tenant_over_the_limit_is_refused_through_using_and_enqueue_as(harness
 
 def test_the_django_tasks_backend_and_a_task_cron_key_are_checked(harness):
     options = options_for("default")
-    with pytest.raises(InputInvalidError, match="task 'tests.tasks.add': the idempotency key"):
+    with pytest.raises(InputInvalidError, match=r"task 'tests\.tasks\.add': the idempotency key"):
         build_request(tasks.add, (1, 2), {}, "default", options, key="x" * 1100)
     result = tasks.add.enqueue(1, 2)  # its key is its id: well inside the limit
     assert harness.row(UUID(result.id)) is not None
@@ -132,7 +136,9 @@ def test_a_cron_occurrence_prefix_that_pushes_a_key_over_is_refused():
     occurrence = timezone.now()
     fits = _occurrence_request(handle, jobs.keyed, {"key": "k" * 900}, occurrence)
     assert len(fits.idempotency_key) < MAX_KEY_BYTES
-    with pytest.raises(InputInvalidError, match="cron 'tests.long_cron' job 'tests.jobs.keyed'"):
+    with pytest.raises(
+        InputInvalidError, match=r"cron 'tests\.long_cron' job 'tests\.jobs\.keyed'"
+    ):
         _occurrence_request(handle, jobs.keyed, {"key": "k" * 1000}, occurrence)
 
 
@@ -263,3 +269,84 @@ def test_a_real_oversized_key_on_postgres_is_refused_by_value(db):
     assert sql.sqlstate(caught.value) == "54000"
     assert "key 3,000 bytes" in caught.value.message
     assert "unavailable" not in str(caught.value)
+
+
+# --- the operator's surfaces: manage.py xjobs outbox, the admin, the metric -------------------
+
+
+def quarantined_row(driver) -> UUID:
+    store = driver.outbox_store("default")
+    bad = store.stage(request(poison()))
+    store.stage(request("behind", 1))
+    publish_batch(store, driver, store.claim(10, "r"), "r")
+    return bad
+
+
+def xjobs(*args: str) -> str:
+    out = StringIO()
+    call_command("xjobs", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_xjobs_outbox_lists_retries_and_discards(harness):
+    bad = quarantined_row(harness.driver)
+    listed = json.loads(xjobs("outbox", "--json"))
+    assert listed["quarantined"] == 1 and listed["pending"] == 0
+    [entry] = listed["entries"]
+    assert (entry["id"], entry["error_code"], entry["key_bytes"]) == (str(bad), "54000", 3000)
+    text = xjobs("outbox")
+    assert "quarantined 1" in text and str(bad) in text and "54000" in text
+    assert "key 3,000B" in text and "index row size" in text
+    assert f"{bad} handed back" in xjobs("outbox", "retry", str(bad))
+    assert harness.driver.outbox_store("default").quarantined_count() == 0
+    publish_visible(harness.driver, "r")  # refused again: nothing was fixed
+    assert json.loads(xjobs("outbox", "discard", str(bad), "--json"))["quarantined"] == 0
+    with pytest.raises(CommandError, match="X_JOB_NOT_FOUND: no quarantined outbox row"):
+        xjobs("outbox", "discard", str(bad))
+    with pytest.raises(CommandError, match="X_INVARIANT: xjobs outbox retry needs the id"):
+        xjobs("outbox", "retry")
+
+
+def test_the_metric_exports_the_quarantined_gauge_and_counter(harness):
+    pytest.importorskip("prometheus_client")
+    from prometheus_client import generate_latest
+
+    quarantined_row(harness.driver)
+    metrics.clear_cache()
+    text = generate_latest(metrics.registry()).decode()
+    assert "xjobs_outbox_quarantined 1.0" in text
+    assert 'xjobs_outbox_quarantined_total{code="54000"}' in text
+
+
+def test_the_admin_lists_quarantined_rows_and_acts_with_permissions(client, db):
+    # the admin reads x_outbox: the PostgreSQL driver, as configured
+    driver = get_driver()
+    assert driver.name == "postgres"
+    bad = quarantined_row(driver)
+    page_url = "/admin/django_xjobs/outboxentry/"
+    clerk = User.objects.create_user("clerk", password="pw", is_staff=True)
+    clerk.user_permissions.add(Permission.objects.get(codename="view_outboxentry"))
+    client.force_login(clerk)
+    page = client.get(page_url + "?status=quarantined")
+    text = page.content.decode()
+    assert [e.pk for e in page.context["cl"].result_list] == [bad]
+    assert "1 quarantined" in text and "54000" in text and ">quarantined<" in text
+    assert "retry_quarantined" not in text and "discard_quarantined" not in text
+    refused = client.post(page_url, {"action": "retry_quarantined", "_selected_action": [bad]})
+    assert refused.status_code == 200  # "no action selected": nothing done
+    assert OutboxEntry.objects.get(pk=bad).quarantined_at is not None
+
+    clerk.user_permissions.add(Permission.objects.get(codename="change_outboxentry"))
+    clerk = User.objects.get(pk=clerk.pk)  # permissions are cached per user object
+    client.force_login(clerk)
+    assert "retry_quarantined" in client.get(page_url).content.decode()
+    assert "discard_quarantined" not in client.get(page_url).content.decode()
+    done = client.post(page_url, {"action": "retry_quarantined", "_selected_action": [bad]})
+    assert done.status_code == 302
+    assert OutboxEntry.objects.get(pk=bad).quarantined_at is None
+
+    publish_visible(driver, "r")  # refused again
+    clerk.user_permissions.add(Permission.objects.get(codename="delete_outboxentry"))
+    client.force_login(User.objects.get(pk=clerk.pk))
+    done = client.post(page_url, {"action": "discard_quarantined", "_selected_action": [bad]})
+    assert done.status_code == 302 and not OutboxEntry.objects.filter(pk=bad).exists()

@@ -11,8 +11,7 @@ from typing import Any
 from django.db import connections
 
 from .. import bounds, conf, log, metrics
-from ..drivers import get_driver
-from ..drivers import sql
+from ..drivers import get_driver, sql
 from ..drivers.base import JobDriver
 from ..errors import first_line
 from ..ids import uuid7
