@@ -83,14 +83,14 @@ def test_a_poisoned_row_is_quarantined_and_the_four_behind_it_publish_in_the_sam
     relays.append(relay)
 
     wait_for(
-        lambda: OutboxEntry.objects.filter(id=bad, quarantined_at__isnull=False).exists(),
-        timeout=60,
-        what="the poisoned row to be quarantined",
-    )
-    wait_for(
         lambda: OutboxEntry.objects.filter(id__in=behind, published_at__isnull=False).count() == 4,
         timeout=60,
         what="the four rows behind it to be published",
+    )
+    wait_for(
+        lambda: OutboxEntry.objects.filter(id=bad, quarantined_at__isnull=False).exists(),
+        timeout=60,
+        what="the poisoned row to be quarantined",
     )
     published = OutboxEntry.objects.filter(id__in=behind)
     # one claim stamped all of them: the same pass published them (a later pass claims anew)
