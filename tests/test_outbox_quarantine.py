@@ -35,10 +35,12 @@ from django_xjobs.djtasks import build_request, options_for
 from django_xjobs.drivers import get_driver, sql
 from django_xjobs.drivers.base import EnqueueRequest
 from django_xjobs.errors import DriverUnavailableError, InputInvalidError, JobNotFoundError
+from django_xjobs.execute import Outcome
 from django_xjobs.management.command import database_error
 from django_xjobs.models import OutboxEntry
 from django_xjobs.outbox.relay import publish_batch, publish_visible
 from django_xjobs.scheduler.role import _occurrence_request
+from django_xjobs.worker.worker import Worker
 from tests import jobs, tasks
 
 AUTO = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "auto"}
@@ -190,10 +192,14 @@ def test_worker_tick_publish_path_quarantines_too(harness):
     store = harness.driver.outbox_store("default")
     store.stage(request(poison()))
     store.stage(request("behind", 1))
-    assert publish_visible(harness.driver, "tick") == 1  # Worker.tick()'s publish
-    assert publish_visible(harness.driver, "tick") == 0
-    assert [r.idempotency_key for r in harness.driver.list_jobs()] == ["behind"]
+    worker = Worker(queues=["default"], driver=harness.driver, burst=True, concurrency=2)
+    done = worker.tick()  # publishes what it sees first, then claims and runs
+    assert [e.outcome for e in done.executions] == [Outcome.COMPLETED]
+    assert [(r.idempotency_key, r.state) for r in harness.driver.list_jobs()] == [
+        ("behind", "done")
+    ]
     assert inspect_outbox()["quarantined"] == 1
+    assert worker.tick().executions == []  # the quarantined row stays out
 
 
 def test_a_transient_failure_still_hands_the_whole_batch_back(harness):
@@ -350,3 +356,21 @@ def test_the_admin_lists_quarantined_rows_and_acts_with_permissions(client, db):
     client.force_login(User.objects.get(pk=clerk.pk))
     done = client.post(page_url, {"action": "discard_quarantined", "_selected_action": [bad]})
     assert done.status_code == 302 and not OutboxEntry.objects.filter(pk=bad).exists()
+
+
+def test_two_poisoned_rows_in_a_batch_are_found_and_the_rest_publish(harness):
+    store = harness.driver.outbox_store("default")
+    keys = [poison() if n in (3, 8) else f"k:{n}" for n in range(10)]
+    ids = [store.stage(request(key, n)) for n, key in enumerate(keys)]
+    assert publish_batch(store, harness.driver, store.claim(100, "r"), "r") == 8
+    published = [j.idempotency_key for j in harness.driver.list_jobs(limit=100)]
+    assert sorted(published) == sorted(k for n, k in enumerate(keys) if n not in (3, 8))
+    entries = inspect_outbox()["entries"]
+    assert sorted(e["id"] for e in entries) == sorted([str(ids[3]), str(ids[8])])
+    assert {e["error_code"] for e in entries} == {"54000"}
+
+
+def test_a_refused_value_read_from_a_table_does_not_blame_the_lease_token():
+    error = wrapped(OperationalError, psycopg.errors.ProgramLimitExceeded("index row size"))
+    said = sql.translate(error, "default", "WITH picked ...", {"ids": [], "token": "commit-1"})
+    assert "token" not in said.message and "read its values from a table" in said.message

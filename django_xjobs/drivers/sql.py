@@ -284,18 +284,25 @@ def translate(
     return None
 
 
+#: parameters the library makes up itself (a lease token): never the value that broke
+_OURS = frozenset({"token"})
+
+
 def largest_values(params: dict[str, Any], top: int = 2) -> str:
     """The ``top`` largest text values in ``params`` by UTF-8 size, named by parameter (and
     index, for an array): ``"keys[3] 3,000 bytes, names[3] 14 bytes"``."""
     sizes: list[tuple[int, str]] = []
     for name, value in params.items():
+        if name in _OURS:
+            continue
         values = value if isinstance(value, list | tuple) else [value]
         for index, item in enumerate(values):
             if isinstance(item, str):
                 label = name if values is not value else f"{name}[{index}]"
                 sizes.append((len(item.encode("utf-8", "surrogatepass")), label))
     sizes.sort(reverse=True)
-    return ", ".join(f"{label} {n:,} bytes" for n, label in sizes[:top]) or "none"
+    found = ", ".join(f"{label} {n:,} bytes" for n, label in sizes[:top])
+    return found or "none among the parameters: the statement read its values from a table"
 
 
 def fetch(using: str, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
