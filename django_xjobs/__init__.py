@@ -51,11 +51,13 @@ from .errors import (
     StepDuplicateError,
     StepOutputInvalidError,
     TerminalError,
+    ValueRefusedError,
     XJobsError,
 )
 from .events import publish_event
 from .inspect import (
     cancel_job,
+    discard_outbox_entry,
     inspect_dead_letters,
     inspect_job,
     inspect_manifest,
@@ -63,6 +65,7 @@ from .inspect import (
     inspect_queues,
     inspect_workers,
     retry_job,
+    retry_outbox_entry,
 )
 from .registry import get_job, registered_jobs
 from .retry import Retry, retry_schedule
@@ -109,12 +112,14 @@ __all__ = [
     "StepDuplicateError",
     "StepOutputInvalidError",
     "TerminalError",
+    "ValueRefusedError",
     "XJobsError",
     "backfill",
     "cancel_job",
     "classify",
     "cron",
     "current_job",
+    "discard_outbox_entry",
     "get_job",
     "inspect_dead_letters",
     "inspect_job",
@@ -130,5 +135,6 @@ __all__ = [
     "registered_jobs",
     "retry_class",
     "retry_job",
+    "retry_outbox_entry",
     "retry_schedule",
 ]

@@ -412,11 +412,17 @@ class OutboxStatusFilter(admin.SimpleListFilter):
     parameter_name = "status"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("pending", "pending (not published yet)"), ("published", "published")]
+        return [
+            ("pending", "pending (not published yet)"),
+            ("quarantined", "quarantined (refused: retry or discard)"),
+            ("published", "published"),
+        ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         if self.value() == "pending":
-            return queryset.filter(published_at__isnull=True)
+            return queryset.filter(published_at__isnull=True, quarantined_at__isnull=True)
+        if self.value() == "quarantined":
+            return queryset.filter(published_at__isnull=True, quarantined_at__isnull=False)
         if self.value() == "published":
             return queryset.filter(published_at__isnull=False)
         return queryset
@@ -437,16 +443,59 @@ class OutboxEntryAdmin(_ViewOnly):
         "claimed_by",
         "claimed_at",
         "published_at",
+        "error_code",
     )
     list_filter = (OutboxStatusFilter, "queue", "job")
     search_fields = ("=id", "job", "idempotency_key")
     ordering = ("-staged_at",)
+    actions = ["retry_quarantined", "discard_quarantined"]
 
     @admin.display(description="status")
     def status(self, obj: OutboxEntry) -> str:
         if obj.published_at is not None:
             return "published"
+        if obj.quarantined_at is not None:
+            return "quarantined"
         return "claimed" if obj.claimed_by else "pending"
+
+    # A quarantined row waits for an operator (issue 24): retry needs the change permission on
+    # outbox entries, discard the delete permission (the admin's own edit and delete stay off:
+    # only the library writes these rows).
+
+    def has_retry_quarantined_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("django_xjobs.change_outboxentry"))
+
+    def has_discard_quarantined_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("django_xjobs.delete_outboxentry"))
+
+    @admin.action(
+        description="Retry selected quarantined rows (after fixing)",
+        permissions=["retry_quarantined"],
+    )
+    def retry_quarantined(self, request: HttpRequest, queryset: QuerySet[OutboxEntry]) -> None:
+        self._outbox_act(request, queryset, "retry", inspect.retry_outbox_entry)
+
+    @admin.action(
+        description="Discard selected quarantined rows", permissions=["discard_quarantined"]
+    )
+    def discard_quarantined(self, request: HttpRequest, queryset: QuerySet[OutboxEntry]) -> None:
+        self._outbox_act(request, queryset, "discard", inspect.discard_outbox_entry)
+
+    def _outbox_act(
+        self, request: HttpRequest, queryset: QuerySet[OutboxEntry], verb: str, act: Any
+    ) -> None:
+        for entry in queryset:
+            try:
+                act(entry.pk)
+            except XJobsError as error:
+                self.message_user(
+                    request,
+                    f"Could not {verb} {entry.job} {entry.pk}: {error.code}: {error.message}",
+                    messages.WARNING,
+                )
+            else:
+                self.log_change(request, entry, f"{verb.capitalize()} from the admin.")
+                self.message_user(request, f"{verb}: {entry.job} {entry.pk}", messages.SUCCESS)
 
     @admin.display(description="age", ordering="staged_at")
     def age(self, obj: OutboxEntry) -> str:
@@ -460,7 +509,7 @@ class OutboxEntryAdmin(_ViewOnly):
     ) -> HttpResponse:
         outbox = inspect.inspect_outbox()
         databases = [
-            (alias, d["pending"], format_span(d["oldest_pending_seconds"]))
+            (alias, d["pending"], format_span(d["oldest_pending_seconds"]), d["quarantined"])
             for alias, d in outbox["databases"].items()
         ]
         return super().changelist_view(

@@ -86,6 +86,7 @@ class OverviewPages(_ModelAdmin):
             else "-",
             outbox_pending=outbox["pending"],
             outbox_oldest=format_span(outbox["oldest_pending_seconds"]),
+            outbox_quarantined=outbox["quarantined"],
             slots_held=JobLease.objects.using(alias).filter(expires_at__gt=Now()).count(),
             leader=leader_row(alias),
         )

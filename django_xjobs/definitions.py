@@ -12,6 +12,7 @@ from asgiref.sync import async_to_sync
 
 from . import conf, registry
 from .actors import Actor
+from .bounds import check_request
 from .context import current_job
 from .drivers.base import EnqueueRequest, EnqueueResult
 from .durations import Duration, parse_duration, parse_optional
@@ -368,13 +369,15 @@ class JobHandle:
                 hint="enqueue_as(Actor(..., tenant_id=...)), using(tenant_id=...), or enqueue "
                 "it from inside a run of that tenant",
             )
-        return EnqueueRequest(
+        request = EnqueueRequest(
             input=bound,
             input_json=encoded,
             idempotency_key=self.key_for(bound),
             tenant_id=tenant,
             **shared,
         )
+        check_request(request)  # staged or not: a row the live-key index can hold
+        return request
 
     def bind(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Inputs bound to the handler's signature, defaults applied (``ctx`` left out)."""

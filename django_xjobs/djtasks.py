@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from . import conf, log, registry, signals
+from .bounds import check_request
 from .drivers import get_driver
 from .drivers.base import EnqueueRequest, JobSnapshot
 from .errors import (
@@ -343,7 +344,7 @@ def build_request(
     payload = {**call, "backend": alias}
     job_id = uuid7()
     run_at, delay = _when(task.run_after)
-    return EnqueueRequest(
+    request = EnqueueRequest(
         id=job_id,
         name=task.module_path,
         queue=task.queue_name,
@@ -360,6 +361,8 @@ def build_request(
         delay=delay,
         traceparent=current_traceparent(),
     )
+    check_request(request, what=f"task {task.module_path!r}")
+    return request
 
 
 def enqueued_result(task: Any, request: EnqueueRequest, job_id: Any = None) -> Any:

@@ -126,6 +126,14 @@ class DriverUnavailableError(XJobsError):
     retry = "retryable"
 
 
+class ValueRefusedError(XJobsError):
+    """The database refused a value a statement carried (SQLSTATE class 22 or 54): too large for
+    an index, out of range, not storable. Sending it again fails again; the message names the
+    largest values sent and their sizes."""
+
+    code = "X_VALUE_REFUSED"
+
+
 class JobUnknownError(XJobsError):
     """A claimed row names a job that is not registered in this process."""
 
@@ -390,6 +398,7 @@ CODES: dict[str, type[_Coded]] = {
         ConfigInvalidError,
         JobDuplicateError,
         DriverUnavailableError,
+        ValueRefusedError,
         JobUnknownError,
         ResultInvalidError,
         JobTimeoutError,

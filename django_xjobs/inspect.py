@@ -327,25 +327,93 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def inspect_outbox() -> dict[str, Any]:
-    """Staged rows not yet published, per outbox database, and the oldest one's age::
+def inspect_outbox(limit: int = 100) -> dict[str, Any]:
+    """Staged rows not yet published, per outbox database, the oldest one's age, and the rows in
+    quarantine (issue 24: their publish failed for a reason that fails the same way again, so
+    the relay leaves them for an operator; ``pending`` leaves them out)::
 
-        inspect_outbox()  # {"pending": 3, "oldest_pending_seconds": 0.4, "databases": {...}}
+        inspect_outbox()  # {"pending": 3, "oldest_pending_seconds": 0.4, "quarantined": 1,
+                          #  "entries": [{"id": ..., "error_code": "54000", ...}], "databases": {...}}
 
     A pending count that only grows means no relay is running (``manage.py xjobs_relay``).
+    ``entries`` holds at most ``limit`` quarantined rows per database, oldest quarantine first:
+    ``id`` (the job id its enqueue returned), ``database``, ``job``, ``queue``, ``tenant_id``,
+    ``staged_at``, ``quarantined_at``, ``error_code`` (the SQLSTATE, else our code),
+    ``error``, ``key_bytes``, ``tenant_bytes``, ``name_bytes`` and ``key_start`` (the
+    key's first 80 characters).
     """
     driver = get_driver()
     databases: dict[str, dict[str, Any]] = {}
+    entries: list[dict[str, Any]] = []
     for alias in conf.get().outbox_databases:
-        count, oldest = driver.outbox_store(alias).pending()
-        databases[alias] = {"pending": count, "oldest_pending_seconds": oldest}
+        store = driver.outbox_store(alias)
+        count, oldest = store.pending()
+        quarantined = store.quarantined_count()
+        databases[alias] = {
+            "pending": count,
+            "oldest_pending_seconds": oldest,
+            "quarantined": quarantined,
+        }
+        if quarantined:
+            entries.extend(_quarantined(alias, row) for row in store.quarantined(limit))
     return {
         "pending": sum(d["pending"] for d in databases.values()),
         "oldest_pending_seconds": max(
             (d["oldest_pending_seconds"] for d in databases.values()), default=0.0
         ),
+        "quarantined": sum(d["quarantined"] for d in databases.values()),
+        "entries": entries,
         "databases": databases,
     }
+
+
+def _quarantined(alias: str, row: Any) -> dict[str, Any]:
+    return {
+        "id": str(row.id),
+        "database": alias,
+        "job": row.job,
+        "queue": row.queue,
+        "tenant_id": row.tenant_id,
+        "staged_at": _iso(row.staged_at),
+        "quarantined_at": _iso(row.quarantined_at),
+        "error_code": row.error_code,
+        "error": row.error,
+        "key_bytes": row.key_bytes,
+        "tenant_bytes": row.tenant_bytes,
+        "name_bytes": row.name_bytes,
+        "key_start": row.idempotency_key[:80],
+    }
+
+
+def retry_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
+    """Hand a quarantined outbox row back to the relay, whose next pass publishes it (or
+    quarantines it again, if what refused it was not fixed); returns ``inspect_outbox()``.
+    No quarantined row with this id raises ``JobNotFoundError``::
+
+        >>> retry_outbox_entry("0197a3c2-...")["quarantined"]
+        0
+    """
+    _outbox_act(entry_id, "unquarantine")
+    return inspect_outbox()
+
+
+def discard_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
+    """Delete a quarantined outbox row: it never becomes a job, and its id names nothing;
+    returns ``inspect_outbox()``. No quarantined row with this id raises ``JobNotFoundError``."""
+    _outbox_act(entry_id, "discard")
+    return inspect_outbox()
+
+
+def _outbox_act(entry_id: UUID | str, verb: str) -> None:
+    wanted = _job_id(entry_id)
+    driver = get_driver()
+    for alias in conf.get().outbox_databases:
+        if getattr(driver.outbox_store(alias), verb)(wanted):
+            return
+    raise JobNotFoundError(
+        f"no quarantined outbox row has id {wanted}",
+        hint="list them: python manage.py xjobs outbox",
+    )
 
 
 def inspect_manifest() -> dict[str, Any]:

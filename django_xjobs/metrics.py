@@ -64,6 +64,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Backfill pages handled by passes in this process",
         ("backfill",),
     ),
+    "xjobs_outbox_quarantined_total": (
+        "Outbox rows this process quarantined: their publish failed for a reason that fails the "
+        "same way again, by SQLSTATE or error code",
+        ("code",),
+    ),
 }
 
 
@@ -244,6 +249,11 @@ class XJobsCollector:
                 "xjobs_outbox_oldest_pending_seconds",
                 "Age of the oldest unpublished outbox row; 0 when none",
                 value=float(stats.outbox["oldest_pending_seconds"]),
+            )
+            yield GaugeMetricFamily(
+                "xjobs_outbox_quarantined",
+                "Outbox rows in quarantine, waiting for an operator to retry or discard them",
+                value=float(stats.outbox.get("quarantined", 0)),
             )
         if stats.leaders is not None:
             leader = GaugeMetricFamily(

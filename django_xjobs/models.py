@@ -183,6 +183,12 @@ class OutboxEntry(models.Model):
     job_id = models.UUIDField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     claimed_by = models.TextField(null=True, blank=True)
+    #: set when a publish failed for a reason that fails the same way again (issue 24): the
+    #: relay leaves the row alone until an operator retries or discards it
+    quarantined_at = models.DateTimeField(null=True, blank=True)
+    #: the SQLSTATE or error code that put the row in quarantine, and the error's text
+    error_code = models.TextField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
 
     class Meta:
         db_table = "x_outbox"

@@ -384,3 +384,9 @@ def atomic_elsewhere(ctx, n: int = 0):
     """Writes to the ``orders`` database inside an atomic step: refused, terminal."""
     with ctx.step.atomic("elsewhere"):
         Ledger.objects.using("orders").create(token=str(ctx.job_id), phase="x", attempt=1, pid=0)
+
+
+@job(idempotency_key="{key}", retry=FAST)
+def keyed(ctx, key: str = "k"):
+    """Its key is its input: the key-size limits (issue 24) are met or broken on purpose."""
+    return len(key)

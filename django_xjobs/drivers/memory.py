@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from ..bounds import check_index_entry
 from ..clock import Clock, SystemClock
 from ..history import KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Failure
 from ..ids import uuid7
@@ -90,6 +91,8 @@ class MemoryDriver:
         return self.clock.now()
 
     def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
+        # what PostgreSQL's live-key index refuses, refused here too (issue 24)
+        check_index_entry(request.name, request.tenant_id, request.idempotency_key)
         with self._lock:
             now = self._now()
             existing = self._rows.get(request.id) if request.id is not None else None

@@ -16,12 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from django.db import InterfaceError, OperationalError, ProgrammingError, connections
+from django.db import DataError, InterfaceError, OperationalError, ProgrammingError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 from .. import conf
-from ..errors import DriverUnavailableError, InvariantError, first_line
+from ..errors import (
+    DriverUnavailableError,
+    InvariantError,
+    ValueRefusedError,
+    XJobsError,
+    first_line,
+)
 
 _HEADER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 _LOOSE_HEADER = re.compile(r"^\s*--\s*name\s*:", re.IGNORECASE)  # what a header looks like
@@ -61,6 +67,20 @@ def is_transient(error: BaseException) -> bool:
     """True when trying the same statement again may succeed: a lost or refused connection,
     a serialization failure or a deadlock. Everything else fails the same way twice."""
     return connection_failed(error) or sqlstate(error) in TRANSIENT
+
+
+#: SQLSTATE classes of a statement refused for the values it carries: a data exception (22),
+#: an integrity violation (23), a program limit such as an index entry too large (54). The same
+#: values fail the same way however often they are sent.
+PERMANENT_CLASSES = ("22", "23", "54")
+
+
+def is_permanent(error: BaseException) -> bool:
+    """True when ``error`` refused the values a statement carried (SQLSTATE classes 22, 23, 54):
+    sending them again fails again. A connection, a timeout, a missing table or anything without
+    a SQLSTATE is not: it says nothing against the row."""
+    code = sqlstate(error)
+    return code is not None and code.startswith(PERMANENT_CLASSES) and not is_transient(error)
 
 
 def connection_failed(error: BaseException) -> bool:
@@ -212,11 +232,11 @@ def execute(using: str, statement: str, params: dict[str, Any]) -> Iterator[Any]
     try:
         cursor = _cursor(connection)
         cursor.execute(statement, params)
-    except (ProgrammingError, OperationalError, InterfaceError) as error:
-        translated = translate(error, using, statement)
+    except (ProgrammingError, OperationalError, InterfaceError, DataError) as error:
+        translated = translate(error, using, statement, params)
         if translated is None:
             raise
-        if isinstance(error, OperationalError | InterfaceError) and not connection.in_atomic_block:
+        if connection_failed(error) and not connection.in_atomic_block:
             connection.close()  # the next statement reconnects
         raise translated from error
     try:
@@ -225,9 +245,15 @@ def execute(using: str, statement: str, params: dict[str, Any]) -> Iterator[Any]
         cursor.close()
 
 
-def translate(error: BaseException, using: str, statement: str) -> DriverUnavailableError | None:
-    """The one clear error for a missing table or an unusable connection, decided by SQLSTATE
-    and exception class, never by message text; None for anything else."""
+def translate(
+    error: BaseException, using: str, statement: str, params: dict[str, Any] | None = None
+) -> XJobsError | None:
+    """The one clear error for a missing table, an unusable connection or a refused value,
+    decided by SQLSTATE and exception class, never by message text; None for anything else.
+
+    Only a failed connection says the database is unavailable: a value the server refused
+    (SQLSTATE classes 22, 54) names the largest values the statement carried, and a statement
+    rolled back for another reason (a deadlock, a lock timeout) says so (issue 24)."""
     if sqlstate(error) == UNDEFINED_TABLE:
         tables = sorted(set(_TABLE.findall(statement)))
         named = f"the {tables[0]} table" if len(tables) == 1 else f"a table of {', '.join(tables)}"
@@ -235,12 +261,48 @@ def translate(error: BaseException, using: str, statement: str) -> DriverUnavail
             f"{named} does not exist in database {using!r}",
             hint=f"run: python manage.py migrate django_xjobs --database {using}",
         )
-    if isinstance(error, OperationalError | InterfaceError):
+    if connection_failed(error):
         return DriverUnavailableError(
             f"database {using!r} is unavailable: {first_line(error)}",
             hint="check DATABASES / DATABASE_URL and that PostgreSQL is running",
         )
+    code = sqlstate(error)
+    if code is not None and code.startswith(("22", "54")):
+        return ValueRefusedError(
+            f"database {using!r} refused a value (SQLSTATE {code}): {first_line(error)}; "
+            f"the largest values sent: {largest_values(params or {})}",
+            hint="the same value fails the same way: shorten or correct it (an outbox row "
+            "that carries it is quarantined: python manage.py xjobs outbox)",
+            sqlstate=code,
+        )
+    if isinstance(error, OperationalError | InterfaceError):
+        return DriverUnavailableError(
+            f"database {using!r} gave up on a statement (SQLSTATE {code}): {first_line(error)}",
+            hint="a deadlock, a lock or statement timeout, or a server limit; it is tried again",
+            sqlstate=code,
+        )
     return None
+
+
+#: parameters the library makes up itself (a lease token): never the value that broke
+_OURS = frozenset({"token"})
+
+
+def largest_values(params: dict[str, Any], top: int = 2) -> str:
+    """The ``top`` largest text values in ``params`` by UTF-8 size, named by parameter (and
+    index, for an array): ``"keys[3] 3,000 bytes, names[3] 14 bytes"``."""
+    sizes: list[tuple[int, str]] = []
+    for name, value in params.items():
+        if name in _OURS:
+            continue
+        values = value if isinstance(value, list | tuple) else [value]
+        for index, item in enumerate(values):
+            if isinstance(item, str):
+                label = name if values is not value else f"{name}[{index}]"
+                sizes.append((len(item.encode("utf-8", "surrogatepass")), label))
+    sizes.sort(reverse=True)
+    found = ", ".join(f"{label} {n:,} bytes" for n, label in sizes[:top])
+    return found or "none among the parameters: the statement read its values from a table"
 
 
 def fetch(using: str, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:

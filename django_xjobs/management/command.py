@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from ..drivers import sql
-from ..errors import DriverUnavailableError, XJobsError, first_line
+from ..errors import DriverUnavailableError, ValueRefusedError, XJobsError, first_line
 
 # SQLSTATEs of a schema that is behind the code: a table or a column a migration adds
 _SCHEMA_BEHIND = {"42P01": "table", "42703": "column"}
@@ -44,7 +44,7 @@ class XJobsCommand(BaseCommand):
             raise CommandError(str(error)) from None
 
 
-def database_error(error: DatabaseError, alias: Any = None) -> DriverUnavailableError:
+def database_error(error: DatabaseError, alias: Any = None) -> XJobsError:
     """A database error as the operator's fix, told apart by SQLSTATE (never by message text)."""
     where = f"database {alias!r}" if isinstance(alias, str) else "the database"
     first = first_line(error)
@@ -54,10 +54,21 @@ def database_error(error: DatabaseError, alias: Any = None) -> DriverUnavailable
             f"{where} is missing a {_SCHEMA_BEHIND[state]} django_xjobs needs ({first})",
             hint="run: python manage.py migrate",
         )
-    if isinstance(error, OperationalError | InterfaceError):
+    if sql.connection_failed(error):  # only the connection's own failures (issue 24)
         return DriverUnavailableError(
             f"cannot reach {where}: {first}",
             hint="check DATABASE_URL / DATABASES and that PostgreSQL is running",
+        )
+    if state is not None and state.startswith(("22", "54")):
+        return ValueRefusedError(
+            f"{where} refused a value (SQLSTATE {state}): {first}",
+            hint="the same value fails the same way: shorten or correct it; rerun with "
+            "--traceback to see where",
+        )
+    if isinstance(error, OperationalError | InterfaceError):
+        return DriverUnavailableError(
+            f"{where} gave up on a statement (SQLSTATE {state}): {first}",
+            hint="a deadlock, a lock or statement timeout, or a server limit: run it again",
         )
     return DriverUnavailableError(
         f"{where} refused a statement: {first}",

@@ -18,10 +18,11 @@ from typing import Any
 from uuid import UUID
 
 from .. import conf
+from ..bounds import size
 from ..clock import Clock, SystemClock
 from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
 from ..ids import uuid7
-from .store import OutboxRow
+from .store import OutboxRow, QuarantinedRow
 
 #: how many collapsed ids the store remembers (the database keeps them for OUTBOX_RETENTION)
 COLLAPSED_KEPT = 10_000
@@ -38,6 +39,9 @@ class MemoryOutboxStore:
         self._rows: dict[UUID, OutboxRow] = {}
         self._claimed_at: dict[UUID, datetime] = {}
         self._collapsed: OrderedDict[UUID, UUID] = OrderedDict()
+        #: rows out of every batch until an operator acts (issue 24), in quarantine order
+        self._quarantined: dict[UUID, QuarantinedRow] = {}
+        self._held: dict[UUID, OutboxRow] = {}  # the quarantined rows themselves
         self._lock = threading.Lock()
 
     def stage(self, request: EnqueueRequest, *, notify: bool = True) -> UUID:
@@ -146,6 +150,52 @@ class MemoryOutboxStore:
 
     def prune(self, retention: float) -> int:
         return 0  # published rows are gone already
+
+    def quarantine(self, row_id: UUID, token: str, code: str, error: str) -> bool:
+        with self._lock:
+            row = self._rows.get(row_id)
+            if row is None or row.claimed_by != token:
+                return False
+            del self._rows[row_id]
+            self._claimed_at.pop(row_id, None)
+            self._quarantined[row_id] = QuarantinedRow(
+                id=row.id,
+                job=row.job,
+                queue=row.queue,
+                idempotency_key=row.idempotency_key,
+                tenant_id=row.tenant_id,
+                staged_at=row.staged_at,
+                quarantined_at=self.clock.now(),
+                error_code=code,
+                error=error,
+                key_bytes=size(row.idempotency_key),
+                tenant_bytes=None if row.tenant_id is None else size(row.tenant_id),
+                name_bytes=size(row.job),
+            )
+            self._held[row_id] = replace(row, claimed_by=None)
+            return True
+
+    def quarantined(self, limit: int = 100) -> list[QuarantinedRow]:
+        with self._lock:
+            return list(self._quarantined.values())[:limit]
+
+    def quarantined_count(self) -> int:
+        with self._lock:
+            return len(self._quarantined)
+
+    def unquarantine(self, row_id: UUID) -> bool:
+        with self._lock:
+            if self._quarantined.pop(row_id, None) is None:
+                return False
+            self._rows[row_id] = self._held.pop(row_id)
+            return True
+
+    def discard(self, row_id: UUID) -> bool:
+        with self._lock:
+            if self._quarantined.pop(row_id, None) is None:
+                return False
+            del self._held[row_id]
+            return True
 
     def shift(self, seconds: float) -> None:
         """Test support: make every stored time ``seconds`` earlier."""

@@ -56,10 +56,12 @@ VALUES (%(id)s, %(job)s, %(queue)s, %(input)s::jsonb, %(idempotency_key)s,
 
 -- name: claim
 -- A lease taken in one statement (SPEC OUTBOX-06, SE-28): unpublished rows nobody holds, or
--- whose holder's lease lapsed, oldest (staged_at, id) first.
+-- whose holder's lease lapsed, oldest (staged_at, id) first. A quarantined row is left out: its
+-- publish fails the same way every time, and would hold back every row behind it (issue 24).
 WITH picked AS (
     SELECT id FROM x_outbox
     WHERE published_at IS NULL
+      AND quarantined_at IS NULL
       AND (claimed_at IS NULL OR claimed_at <= now() - make_interval(secs => %(lease)s))
     ORDER BY staged_at, id
     LIMIT %(limit)s
@@ -78,6 +80,7 @@ WITH picked AS (
     SELECT id FROM x_outbox
     WHERE id = ANY(%(ids)s::uuid[])
       AND (published_at IS NULL) IS TRUE
+      AND quarantined_at IS NULL
       AND (claimed_at IS NULL OR claimed_at <= now() - make_interval(secs => %(lease)s))
     ORDER BY staged_at, id
     FOR UPDATE SKIP LOCKED
@@ -118,6 +121,7 @@ WITH picked AS (
     SELECT id FROM x_outbox
     WHERE id = ANY(%(ids)s::uuid[])
       AND (published_at IS NULL) IS TRUE
+      AND quarantined_at IS NULL
       AND (claimed_at IS NULL OR claimed_at <= now() - make_interval(secs => %(lease)s))
     FOR UPDATE SKIP LOCKED
 ), taken AS (
@@ -197,10 +201,52 @@ SELECT job_id FROM x_outbox
 WHERE id = %(id)s AND job_id IS NOT NULL AND job_id <> id;
 
 -- name: pending
--- Unpublished rows, claimed ones included (SPEC OUTBOX-19), and the oldest one's age.
+-- Unpublished rows, claimed ones included (SPEC OUTBOX-19), and the oldest one's age. A
+-- quarantined row waits for an operator, not for the relay: it is counted on its own.
 SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(staged_at)), 0)
 FROM x_outbox
-WHERE published_at IS NULL;
+WHERE published_at IS NULL
+  AND quarantined_at IS NULL;
+
+-- name: quarantine
+-- A row whose publish failed for a reason that fails the same way again (issue 24): kept, with
+-- the error, out of every batch until an operator retries or discards it. Only while the row is
+-- still ours and unpublished, as every other write of a claimed row.
+UPDATE x_outbox
+SET quarantined_at = now(), error_code = %(code)s, error = %(error)s,
+    claimed_at = NULL, claimed_by = NULL
+WHERE id = %(id)s
+  AND (published_at IS NULL) IS TRUE
+  AND claimed_by = %(token)s;
+
+-- name: quarantined
+-- The quarantined rows, oldest quarantine first, with the sizes of the values the live-key
+-- index holds (the usual culprit).
+SELECT id, job, queue, idempotency_key, tenant_id, staged_at, quarantined_at, error_code, error,
+       octet_length(idempotency_key), octet_length(tenant_id), octet_length(job)
+FROM x_outbox
+WHERE quarantined_at IS NOT NULL
+  AND published_at IS NULL
+ORDER BY quarantined_at, id
+LIMIT %(limit)s;
+
+-- name: quarantined_count
+SELECT count(*) FROM x_outbox WHERE quarantined_at IS NOT NULL AND published_at IS NULL;
+
+-- name: unquarantine
+-- An operator's retry: the row goes back to the relay, whose next pass tries it again.
+UPDATE x_outbox
+SET quarantined_at = NULL, error_code = NULL, error = NULL, claimed_at = NULL, claimed_by = NULL
+WHERE id = %(id)s
+  AND quarantined_at IS NOT NULL
+  AND (published_at IS NULL) IS TRUE;
+
+-- name: discard
+-- An operator's discard: the quarantined row is deleted, and never becomes a job.
+DELETE FROM x_outbox
+WHERE id = %(id)s
+  AND quarantined_at IS NOT NULL
+  AND (published_at IS NULL) IS TRUE;
 
 -- name: prune
 -- Published rows are the audit trail for OUTBOX_RETENTION, then go.

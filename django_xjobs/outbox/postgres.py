@@ -16,7 +16,7 @@ from .. import conf, log
 from ..drivers import sql
 from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver, request_columns
 from ..ids import uuid7, uuid7_many
-from .store import OutboxRow
+from .store import OutboxRow, QuarantinedRow
 
 STATEMENTS = sql.load(Path(__file__).with_name("outbox.sql"))
 #: rows one publish transaction takes at most: its locks and its undo stay bounded
@@ -211,6 +211,23 @@ class PostgresOutboxStore:
 
     def prune(self, retention: float) -> int:
         return self._count("prune", {"retention": retention})
+
+    def quarantine(self, row_id: UUID, token: str, code: str, error: str) -> bool:
+        params = {"id": row_id, "token": token, "code": code, "error": error}
+        return self._count("quarantine", params) == 1
+
+    def quarantined(self, limit: int = 100) -> list[QuarantinedRow]:
+        return [QuarantinedRow(*r) for r in self._run("quarantined", {"limit": limit})]
+
+    def quarantined_count(self) -> int:
+        [(count,)] = self._run("quarantined_count", {})
+        return int(count)
+
+    def unquarantine(self, row_id: UUID) -> bool:
+        return self._count("unquarantine", {"id": row_id}) == 1
+
+    def discard(self, row_id: UUID) -> bool:
+        return self._count("discard", {"id": row_id}) == 1
 
     def _run(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         return sql.fetch(self.using, STATEMENTS[name], params)

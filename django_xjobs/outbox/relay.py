@@ -10,9 +10,10 @@ from typing import Any
 
 from django.db import connections
 
-from .. import conf, log
-from ..drivers import get_driver
+from .. import bounds, conf, log, metrics
+from ..drivers import get_driver, sql
 from ..drivers.base import JobDriver
+from ..errors import first_line
 from ..ids import uuid7
 from .store import OutboxRow, OutboxStore
 
@@ -22,28 +23,28 @@ _PRUNE_EVERY = 60.0
 def publish_batch(store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], token: str) -> int:
     """Publish ``rows`` in order, marking each after its enqueue (SPEC OUTBOX-09).
 
-    The first failure stops the batch and hands the rest back at once, so no later row
-    overtakes it (SPEC OUTBOX-10, SE-29, SE-35). Returns how many were published.
+    A failure that may pass (a lost connection, a deadlock, anything without a SQLSTATE that
+    says otherwise) stops the batch and hands the rest back at once, so no later row overtakes
+    it (SPEC OUTBOX-10, SE-29, SE-35). A failure that refuses the row's own values (SQLSTATE
+    classes 22, 23, 54) would fail every pass and hold back every row behind it: that row is
+    quarantined, and the rest of the batch is published in the same pass (issue 24). Returns how
+    many were published.
 
-    On the jobs' own database the whole batch is one transaction (mark, inserts, collapses), so
-    it publishes entirely or not at all, and a failure hands every row back.
+    On the jobs' own database the batch is one transaction (mark, inserts, collapses); when it
+    is refused, the batch is split in halves until the culprit stands alone, each part
+    published in order as its own transaction.
     """
     if rows and store.publishes_together(driver):
-        return _publish_together(store, driver, rows, token)
+        return _publish_together(store, driver, rows, token)[0]
     published = 0
     for index, row in enumerate(rows):
         try:
             _, marked = store.publish(driver, row, token)
         except Exception as error:
-            log.event(
-                logging.WARNING,
-                "xjobs.outbox.publish_failed",
-                job=row.job,
-                id=row.id,
-                published=published,
-                remaining=len(rows) - index,
-                error=error,
-            )
+            if sql.is_permanent(error):
+                _quarantine(store, row, token, error)
+                continue
+            _failed(row, published, len(rows) - index, error)
             _release(store, rows[index:], token)
             break
         if marked:
@@ -55,25 +56,80 @@ def publish_batch(store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], 
 
 def _publish_together(
     store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], token: str
-) -> int:
+) -> tuple[int, bool]:
+    """(rows published, whether a failure that may pass stopped the batch)."""
     try:
         marked = store.publish_claimed(driver, rows, token)
     except Exception as error:
-        log.event(
-            logging.WARNING,
-            "xjobs.outbox.publish_failed",
-            job=rows[0].job,
-            id=rows[0].id,
-            published=0,
-            remaining=len(rows),
-            error=error,
-        )
-        _release(store, rows, token)
-        return 0
+        if not sql.is_permanent(error):
+            _failed(rows[0], 0, len(rows), error)
+            _release(store, rows, token)
+            return 0, True
+        if len(rows) == 1:
+            _quarantine(store, rows[0], token, error)
+            return 0, False
+        # a bisection: the halves in order, so an earlier row is never behind a later one
+        middle = len(rows) // 2
+        first, stopped = _publish_together(store, driver, rows[:middle], token)
+        if stopped:
+            _release(store, rows[middle:], token)
+            return first, True
+        second, stopped = _publish_together(store, driver, rows[middle:], token)
+        return first + second, stopped
     for row in rows:
         if row.id not in marked:  # another relay took the row after our lease lapsed
             log.event(logging.INFO, "xjobs.outbox.mark_refused", id=row.id, token=token)
-    return len(marked)
+    return len(marked), False
+
+
+def _failed(row: OutboxRow, published: int, remaining: int, error: BaseException) -> None:
+    log.event(
+        logging.WARNING,
+        "xjobs.outbox.publish_failed",
+        job=row.job,
+        id=row.id,
+        published=published,
+        remaining=remaining,
+        error=error,
+    )
+
+
+def error_code(error: BaseException) -> str:
+    """What a quarantined row records as its code: the SQLSTATE, else the library's code, else
+    the exception's class."""
+    return sql.sqlstate(error) or getattr(error, "code", None) or type(error).__name__
+
+
+def describe_row(row: OutboxRow) -> str:
+    """The sizes of the values the live-key index holds, against their limits."""
+    tenant = "none" if row.tenant_id is None else f"{bounds.size(row.tenant_id):,} bytes"
+    return (
+        f"idempotency key {bounds.size(row.idempotency_key):,} bytes "
+        f"(limit {bounds.MAX_KEY_BYTES:,}), tenant_id {tenant} "
+        f"(limit {bounds.MAX_TENANT_BYTES:,}), job name {bounds.size(row.job):,} bytes"
+    )
+
+
+def _quarantine(store: OutboxStore, row: OutboxRow, token: str, error: BaseException) -> None:
+    code = error_code(error)
+    text = f"{first_line(error)} [{describe_row(row)}]"
+    try:
+        held = store.quarantine(row.id, token, code, text)
+    except Exception as quarantine_error:  # the lease hands it back; the next pass tries again
+        log.event(logging.WARNING, "xjobs.outbox.release_failed", error=quarantine_error)
+        return
+    if held:
+        metrics.inc("xjobs_outbox_quarantined_total", code=code)
+        log.event(
+            logging.ERROR,
+            "xjobs.outbox.quarantined",
+            job=row.job,
+            id=row.id,
+            code=code,
+            key_bytes=bounds.size(row.idempotency_key),
+            tenant_bytes=None if row.tenant_id is None else bounds.size(row.tenant_id),
+            error=first_line(error),
+        )
 
 
 def _release(store: OutboxStore, rows: list[OutboxRow], token: str) -> None:

@@ -49,6 +49,25 @@ class OutboxRow:
         )
 
 
+@dataclass(frozen=True)
+class QuarantinedRow:
+    """A staged enqueue whose publish failed for a reason that fails the same way again
+    (issue 24), with that error and the sizes of the values the live-key index holds."""
+
+    id: UUID
+    job: str
+    queue: str
+    idempotency_key: str
+    tenant_id: str | None
+    staged_at: datetime
+    quarantined_at: datetime
+    error_code: str
+    error: str
+    key_bytes: int
+    tenant_bytes: int | None
+    name_bytes: int
+
+
 class OutboxStore(Protocol):
     """Staged enqueues. A row's id is the job id its enqueue returned (SPEC OUTBOX-02)."""
 
@@ -98,6 +117,21 @@ class OutboxStore(Protocol):
         its own job, unpublished, or unknown)."""
 
     def pending(self) -> tuple[int, float]:
-        """(unpublished rows, age in seconds of the oldest)."""
+        """(unpublished rows, age in seconds of the oldest), quarantined rows left out."""
+
+    def quarantine(self, row_id: UUID, token: str, code: str, error: str) -> bool:
+        """Keep the row, claimed under ``token``, out of every later batch with ``error``
+        (issue 24). False when the row is no longer ours."""
+
+    def quarantined(self, limit: int = 100) -> list[QuarantinedRow]:
+        """The quarantined rows, oldest quarantine first."""
+
+    def quarantined_count(self) -> int: ...
+
+    def unquarantine(self, row_id: UUID) -> bool:
+        """Hand a quarantined row back to the relay (False: no quarantined row has this id)."""
+
+    def discard(self, row_id: UUID) -> bool:
+        """Delete a quarantined row (False: no quarantined row has this id)."""
 
     def prune(self, retention: float) -> int: ...

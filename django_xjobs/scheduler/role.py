@@ -13,6 +13,7 @@ from typing import Any
 from django.db import connections
 
 from .. import log
+from ..bounds import check_request
 from ..clock import Clock, system_clock
 from ..cron import ONE_MICROSECOND, CronHandle, occurrences_between, registered_crons
 from ..drivers import get_driver
@@ -245,10 +246,13 @@ def _occurrence_request(
     """The job's request with an occurrence-scoped key and run_at (SPEC SCHED-06)."""
     request = job.build_request(inputs)
     epoch_ms = int(occurrence.timestamp() * 1000)
-    return replace(
+    scoped = replace(
         request,
         idempotency_key=f"{handle.name}:{epoch_ms}:{request.idempotency_key}",
         run_at=occurrence,
         delay=None,
         tenant_id=None,
     )
+    # the occurrence's prefix makes the key longer than the one the job's own checks passed
+    check_request(scoped, what=f"cron {handle.name!r} job {request.name!r}")
+    return scoped

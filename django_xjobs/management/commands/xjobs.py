@@ -10,7 +10,7 @@ from django.core.management.base import CommandParser
 
 from ... import conf, inspect, manifest
 from ...durations import format_seconds, parse_command_line
-from ...errors import JobNotFoundError
+from ...errors import InvariantError, JobNotFoundError
 from ...states import FINISHED_STATES
 from ...worker.preflight import preflight
 from ..command import XJobsCommand, accept_global_options
@@ -18,7 +18,8 @@ from ..command import XJobsCommand, accept_global_options
 
 class Command(XJobsCommand):
     help = (
-        "Inspect and operate jobs: ls, show, cancel, retry, dead, queues, workers, manifest, prune."
+        "Inspect and operate jobs: ls, show, cancel, retry, dead, queues, outbox, workers, "
+        "manifest, prune."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -49,6 +50,12 @@ class Command(XJobsCommand):
         dead = action("dead", "dead-lettered jobs, newest first")
         dead.add_argument("--limit", type=int, default=50)
         action("queues", "per-queue counts and the oldest ready job's age")
+        outbox = action(
+            "outbox", "the outbox: pending rows and quarantined ones (list, retry ID, discard ID)"
+        )
+        outbox.add_argument("verb", nargs="?", choices=["list", "retry", "discard"], default="list")
+        outbox.add_argument("entry_id", nargs="?", help="a quarantined row's id (retry, discard)")
+        outbox.add_argument("--limit", type=int, default=100)
         action("workers", "worker processes: host, pid, queues, runs in flight, alive or lapsed")
         to_file = action(
             "manifest", "every declared job, cron and backfill"
@@ -156,6 +163,35 @@ class Command(XJobsCommand):
                 f"{q['queue']:<20} {q['ready']:>7} {q['delayed']:>8} {q['running']:>8} "
                 f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:.1f}s"
             )
+        return report, "\n".join(lines)
+
+    def _outbox(self, o: dict[str, Any]) -> tuple[Any, str]:
+        verb, entry = o["verb"], o["entry_id"]
+        if verb != "list" and not entry:
+            raise InvariantError(
+                f"xjobs outbox {verb} needs the id of a quarantined row",
+                hint="list them: python manage.py xjobs outbox",
+            )
+        if verb == "retry":
+            report = inspect.retry_outbox_entry(entry)
+            return report, f"{entry} handed back to the relay: its next pass publishes it"
+        if verb == "discard":
+            report = inspect.discard_outbox_entry(entry)
+            return report, f"{entry} discarded: it never becomes a job"
+        report = inspect.inspect_outbox(limit=o["limit"])
+        lines = [
+            f"pending {report['pending']} (oldest {report['oldest_pending_seconds']:.1f}s), "
+            f"quarantined {report['quarantined']}"
+        ]
+        for e in report["entries"]:
+            tenant = "-" if e["tenant_bytes"] is None else f"{e['tenant_bytes']:,}B"
+            lines += [
+                f"{e['id']}  {e['job']:<32} {e['error_code']:<8} key {e['key_bytes']:,}B "
+                f"tenant {tenant}  quarantined {e['quarantined_at']}",
+                f"    {e['error']}",
+            ]
+        if report["entries"]:
+            lines.append("retry (after fixing) or discard: python manage.py xjobs outbox retry ID")
         return report, "\n".join(lines)
 
     def _workers(self, o: dict[str, Any]) -> tuple[Any, str]:
