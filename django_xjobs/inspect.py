@@ -399,7 +399,11 @@ def retry_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
 
 def discard_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
     """Delete a quarantined outbox row: it never becomes a job, and its id names nothing;
-    returns ``inspect_outbox()``. No quarantined row with this id raises ``JobNotFoundError``."""
+    returns ``inspect_outbox()``. No quarantined row with this id raises ``JobNotFoundError``::
+
+        >>> discard_outbox_entry("0197a3c2-...")["quarantined"]
+        0
+    """
     _outbox_act(entry_id, "discard")
     return inspect_outbox()
 
