@@ -32,8 +32,8 @@ from django.utils.html import format_html, format_html_join
 
 from . import conf, inspect, redact
 from .admin_backfill import BackfillColumns
-from .admin_permissions import has_permission, require_permission, sees_payloads
 from .admin_pages import UNKNOWN_CODE, OverviewPages, admin_url, nav_links, parked_unknown
+from .admin_permissions import has_permission, require_permission, sees_payloads
 from .durations import format_span
 from .errors import XJobsError
 from .models import (

@@ -384,3 +384,14 @@ def atomic_elsewhere(ctx, n: int = 0):
     """Writes to the ``orders`` database inside an atomic step: refused, terminal."""
     with ctx.step.atomic("elsewhere"):
         Ledger.objects.using("orders").create(token=str(ctx.job_id), phase="x", attempt=1, pid=0)
+
+
+@job(idempotency_key="secret-echo:{user}", retry=Retry(attempts=2, delay="10ms", jitter=False))
+def secret_echo(ctx, user: str, password: str, note: str = "", fail: bool = True):
+    """A handler that echoes its secret input into a step output and into its error (issue 26):
+    nothing the library stores, logs or traces may carry the password afterwards."""
+    ctx.step.run("login", lambda: {"user": user, "password": password, "note": note})
+    if fail:
+        logging.getLogger("tests.secret_echo").debug("logging in %s", user)
+        raise ValueError(f"login failed for {user} with {password}")
+    return {"user": user, "session_token": password, "note": note}
