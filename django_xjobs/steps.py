@@ -41,6 +41,7 @@ from .errors import (
     describe_error,
 )
 from .payload import NotJSON, check_json, encode
+from .redact import redact
 
 if TYPE_CHECKING:
     from .steps_atomic import Atomic
@@ -155,7 +156,7 @@ class Steps:
             run_id=self.job.run_id,
             name=name,
             status="failed",
-            error=describe_error(error),
+            error=redact(describe_error(error)),  # the run's scope holds its secrets
             attempts=(previous.attempts + 1) if previous else 1,
             position=self._position,
         )
