@@ -210,6 +210,8 @@ class JobEvent(models.Model):
     correlation_key = models.TextField(null=True, blank=True)
     published_at = models.DateTimeField(db_default=Now())
     expires_at = models.DateTimeField()
+    # a waiter matches only events of its own run's tenant unless it opts into any tenant
+    tenant_id = models.TextField(null=True, blank=True)
 
     class Meta:
         db_table = "x_job_events"

@@ -288,10 +288,13 @@ class Steps:
         timeout: Duration = "24h",
         required: bool = False,
         correlation_key: str | None = None,
+        any_tenant: bool = False,
     ) -> Any:
         """Park until an event named ``event`` (whose payload has ``match``'s fields) is
         published, and return its payload; ``None`` at the timeout, or ``JobTimeoutError``
-        when ``required`` (SPEC STEP-11..14, EVT-02/03)."""
+        when ``required`` (SPEC STEP-11..14, EVT-02/03). Only events published for this run's
+        tenant match (``publish_event(..., tenant_id=...)``; a run without a tenant matches
+        events without one); ``any_tenant=True`` matches an event of any tenant."""
         if not isinstance(event, str) or not event:
             raise InvariantError(
                 f"wait_for_event {name!r}: event={event!r} must be a non-empty string"
@@ -308,7 +311,14 @@ class Steps:
         now = self.store.now()  # SPEC EVT-02/03: the clock the event's published_at is on
         started = record.started_at if record and record.started_at else now
         deadline = started + timedelta(seconds=seconds)
-        hit = self.events.find(event, after=started, correlation_key=correlation_key, match=match)
+        hit = self.events.find(
+            event,
+            after=started,
+            correlation_key=correlation_key,
+            match=match,
+            tenant_id=self.job.tenant_id,
+            any_tenant=bool(any_tenant),
+        )
         if hit is not None or now >= deadline:
             if hit is None and required:
                 raise JobTimeoutError(

@@ -395,3 +395,20 @@ def secret_echo(ctx, user: str, password: str, note: str = "", fail: bool = True
         logging.getLogger("tests.secret_echo").debug("logging in %s", user)
         raise ValueError(f"login failed for {user} with {password}")
     return {"user": user, "session_token": password, "note": note}
+
+
+@job(idempotency_key="tenant-waiter:{order_id}:{any_tenant}", event_poll="5s")
+def tenant_waiter(ctx, order_id: int, any_tenant: bool = False):
+    """Waits for ``order.shipped`` of its order: of its own tenant, or of any (issue 26)."""
+    data = ctx.step.wait_for_event(
+        "shipped", "order.shipped", match={"order_id": order_id}, any_tenant=any_tenant
+    )
+    return {"got": data}
+
+
+@job(idempotency_key="publisher:{order_id}")
+def publisher(ctx, order_id: int):
+    """Publishes from inside a run: the event takes the run's tenant."""
+    from django_xjobs import publish_event
+
+    publish_event("order.shipped", {"order_id": order_id, "from": ctx.tenant_id})

@@ -1,7 +1,7 @@
 """Least privilege: a permission of its own for job payloads (``view_job`` alone shows their
 shape), and events scoped to a tenant (a waiter matches its own tenant's events)."""
 
-from django.db import migrations
+from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
@@ -19,5 +19,10 @@ class Migration(migrations.Migration):
                     )
                 ],
             },
+        ),
+        migrations.AddField(
+            model_name="jobevent",
+            name="tenant_id",
+            field=models.TextField(blank=True, null=True),
         ),
     ]
