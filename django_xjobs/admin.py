@@ -52,6 +52,12 @@ else:  # ModelAdmin is generic to the type checker only
     _ModelAdmin = admin.ModelAdmin
 
 
+#: the request a row's page is rendered for: its fields read the viewer's permissions from it
+_viewer: contextvars.ContextVar[HttpRequest | None] = contextvars.ContextVar(
+    "xjobs_admin_viewer", default=None
+)
+
+
 class _LibraryRows(_ModelAdmin):
     """Rows the library writes: shown, never added or deleted by hand, read from
     ``XJOBS["DATABASE"]`` (where the driver, and so retry and cancel, reads and writes)."""
@@ -65,6 +71,24 @@ class _LibraryRows(_ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        viewer = _viewer.set(request)
+        try:
+            response = super().change_view(request, object_id, form_url, extra_context)
+            # rendered here, while the fields can still see who is looking
+            render = getattr(response, "render", None)
+            if render is not None:
+                render()
+        finally:
+            _viewer.reset(viewer)
+        return response
+
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
@@ -72,11 +96,6 @@ class _LibraryRows(_ModelAdmin):
             request, {**nav_links(self.admin_site, request), **(extra_context or {})}
         )
 
-
-#: the request a job page is rendered for: its fields read the viewer's permissions from it
-_viewer: contextvars.ContextVar[HttpRequest | None] = contextvars.ContextVar(
-    "xjobs_admin_viewer", default=None
-)
 
 SHORT_ERROR = 60  # characters of "last error" in the list: the columns fit a 1440 px screen
 
@@ -221,18 +240,9 @@ class JobAdmin(OverviewPages, _LibraryRows):
             "show_save_and_add_another": False,
             "show_delete": False,
         }
-        viewer = _viewer.set(request)
-        try:
-            response = super().change_view(
-                request, object_id, form_url, {**buttons, **(extra_context or {})}
-            )
-            # rendered here, while the fields can still see who is looking
-            render = getattr(response, "render", None)
-            if render is not None:
-                render()
-        finally:
-            _viewer.reset(viewer)
-        return response
+        return super().change_view(
+            request, object_id, form_url, {**buttons, **(extra_context or {})}
+        )
 
     def _collapsed_into(self, object_id: str) -> Any:
         """The job a staged id that names no row collapsed into, if it did."""
@@ -440,7 +450,7 @@ class JobAdmin(OverviewPages, _LibraryRows):
     def _job_to_change(self, request: HttpRequest, object_id: str) -> Job:
         """The job a state-changing view acts on, once the request may change it."""
         require_permission(self, request, "change")
-        job = self.get_object(request, object_id)
+        job: Job | None = self.get_object(request, object_id)
         if job is None:
             raise PermissionDenied
         require_permission(self, request, "change", job)
@@ -524,6 +534,13 @@ class OutboxEntryAdmin(_ViewOnly):
     list_filter = (OutboxStatusFilter, "queue", "job")
     search_fields = ("=id", "job", "idempotency_key")
     ordering = ("-staged_at",)
+    # the staged input is a payload: its values need view_job_payload, like a job's
+    exclude = ("input",)
+    readonly_fields = ("staged_input",)
+
+    @admin.display(description="input")
+    def staged_input(self, obj: OutboxEntry) -> str:
+        return format_html("<pre>{}</pre>", _payload(obj.input))
 
     @admin.display(description="status")
     def status(self, obj: OutboxEntry) -> str:

@@ -256,7 +256,7 @@ def _job_id(value: UUID | str) -> UUID:
 
 
 def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> dict[str, Any]:
-    shown = (lambda value: value) if reveal else redact.mask
+    shown: Callable[[Any], Any] = _as_stored if reveal else redact.mask
     return {
         "id": str(row.id),
         "name": row.name,
@@ -297,6 +297,10 @@ def _failed_attempt(entry: FailedAttempt) -> dict[str, Any]:
         "traceback": entry.traceback,
         "outcome": entry.outcome,
     }
+
+
+def _as_stored(value: Any) -> Any:
+    return value
 
 
 def _step(record: StepRecord, shown: Callable[[Any], Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -34,11 +35,20 @@ _current: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
 )
 
 
+NOTHING: frozenset[str] = frozenset()
+
+
 def is_secret_key(key: str, keys: Iterable[str] | None = None) -> bool:
     """Whether ``key`` names a secret: one of ``keys`` (default ``REDACT_KEYS``) is a
     substring of it, case-insensitively."""
+    return _is_secret(key, tuple(conf.get().redact_keys if keys is None else keys))
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_secret(key: str, keys: tuple[str, ...]) -> bool:
+    # cached: a run collects its secrets on every claim, and input keys repeat job after job
     folded = key.casefold()
-    return any(k in folded for k in (conf.get().redact_keys if keys is None else keys))
+    return any(k in folded for k in keys)
 
 
 def mask(value: Any, keys: Iterable[str] | None = None) -> Any:
@@ -52,7 +62,7 @@ def mask(value: Any, keys: Iterable[str] | None = None) -> Any:
 def _mask(value: Any, keys: tuple[str, ...]) -> Any:
     if isinstance(value, Mapping):
         return {
-            k: MASK if isinstance(k, str) and is_secret_key(k, keys) else _mask(v, keys)
+            k: MASK if isinstance(k, str) and _is_secret(k, keys) else _mask(v, keys)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
@@ -63,17 +73,19 @@ def _mask(value: Any, keys: tuple[str, ...]) -> Any:
 def secrets_of(value: Any, keys: Iterable[str] | None = None) -> frozenset[str]:
     """Every value under a secret key of ``value`` (at any depth; the leaves of a nested one),
     as text, long enough to search for (``MIN_SECRET``)."""
-    keys = tuple(conf.get().redact_keys if keys is None else keys)
+    keys = conf.get().redact_keys if keys is None else tuple(keys)
+    if not keys:
+        return NOTHING
     found: set[str] = set()
-    if keys:
-        _collect(value, keys, found, under_secret=False)
-    return frozenset(s for s in found if len(s) >= MIN_SECRET)
+    _collect(value, keys, found, under_secret=False)
+    return frozenset(s for s in found if len(s) >= MIN_SECRET) if found else NOTHING
 
 
 def _collect(value: Any, keys: tuple[str, ...], found: set[str], *, under_secret: bool) -> None:
-    if isinstance(value, Mapping):
+    # inputs are decoded JSON: plain dicts and lists (isinstance against an ABC costs more)
+    if isinstance(value, dict):
         for k, v in value.items():
-            secret = under_secret or (isinstance(k, str) and is_secret_key(k, keys))
+            secret = under_secret or (isinstance(k, str) and _is_secret(k, keys))
             _collect(v, keys, found, under_secret=secret)
     elif isinstance(value, list | tuple):
         for item in value:
@@ -87,10 +99,11 @@ def redact(text: str, secrets: Iterable[str] | None = None) -> str:
     ``XJOBS["REDACT"]`` when set. The one scrub every stored, logged or traced text passes."""
     if secrets is None:
         secrets = _current.get()
-    # longest first: a secret that contains another is removed whole
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, MASK)
+    if secrets:
+        # longest first: a secret that contains another is removed whole
+        for secret in sorted(secrets, key=len, reverse=True):
+            if secret in text:
+                text = text.replace(secret, MASK)
     hook = conf.get().redact
     return text if hook is None else str(hook(text))
 

@@ -182,3 +182,43 @@ def test_retry_from_here_is_offered_only_to_who_may_use_it(db):
         "retry from here"
         not in viewer.get(f"/admin/django_xjobs/job/{job_id}/change/").content.decode()
     )
+
+
+def test_the_library_rows_pages_change_nothing_even_for_a_superuser(db):
+    """The outbox, fleet slots, workers and backfills are view-only: a posted change or a
+    hand-made delete action is refused, and the staged input is a payload like a job's."""
+    from django.utils import timezone
+
+    from django_xjobs.models import OutboxEntry
+
+    entry = OutboxEntry.objects.create(
+        job="tests.jobs.secret_echo",
+        idempotency_key="secret-echo:x",
+        input={"user": "ada", "password": "outbox-secret-26"},
+        queue="default",
+        staged_at=timezone.now(),
+    )
+    root = Client(enforce_csrf_checks=True)
+    root.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    page = root.get(f"/admin/django_xjobs/outboxentry/{entry.pk}/change/")
+    token = TOKEN.search(page.content.decode()).group(1)
+    assert "[redacted]" in page.content.decode()
+    assert "outbox-secret-26" not in page.content.decode()
+    posted = root.post(
+        f"/admin/django_xjobs/outboxentry/{entry.pk}/change/",
+        {"queue": "other", "csrfmiddlewaretoken": token},
+    )
+    assert posted.status_code == 403
+    root.post(
+        "/admin/django_xjobs/outboxentry/",
+        {
+            "action": "delete_selected",
+            "_selected_action": [str(entry.pk)],
+            "csrfmiddlewaretoken": token,
+        },
+    )
+    assert OutboxEntry.objects.get(pk=entry.pk).queue == "default"
+    viewer = Client()
+    viewer.force_login(_user("viewer", staff=True, perms=("view_outboxentry",)))
+    shape = viewer.get(f"/admin/django_xjobs/outboxentry/{entry.pk}/change/").content.decode()
+    assert "ada" not in shape and "&quot;user&quot;: &quot;str of 3&quot;" in shape
