@@ -369,7 +369,7 @@ def _crash_looping(job: ClaimedJob, policy: Retry) -> Execution:
     )
     exhausted = job.attempt > policy.attempts and expiries < conf.get().max_lease_expiries
     stop_reason = "attempts-exhausted" if exhausted else "terminal"
-    message = f"{error} — not retried"
+    message = redact.redact(f"{error} — not retried")
     final: Literal["dead", "failed"] = "dead" if policy.dead_letter else "failed"
     finish = Finish(
         job.id,
@@ -400,7 +400,9 @@ def _unknown(job: ClaimedJob, now: datetime) -> Execution:
         hint="deploy the code that declares it, or delete the row",
     )
     if age >= settings.unknown_job_grace:
-        message = f"{error} — not retried: still unknown {age:.0f}s after it was created"
+        message = redact.redact(
+            f"{error} — not retried: still unknown {age:.0f}s after it was created"
+        )
         finish = Finish(
             job.id,
             job.lease_token,

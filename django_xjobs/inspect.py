@@ -88,7 +88,9 @@ def cancel_job(job_id: UUID | str, reason: str | None = None) -> dict[str, Any]:
     if reason is not None and not isinstance(reason, str):
         raise InvariantError(f"reason={reason!r} must be a string or None")
     driver = get_driver()
-    return _trace(driver, driver.cancel(_job_id(job_id), reason or None))
+    # a stored text like any other: through XJOBS["REDACT"]
+    stored = redact.redact(reason) if reason else None
+    return _trace(driver, driver.cancel(_job_id(job_id), stored))
 
 
 def retry_job(

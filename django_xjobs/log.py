@@ -26,7 +26,7 @@ def event(level: int, name: str, /, **fields: Any) -> None:
         return
     # no secret of the current run leaves the process in a log line (redact.py)
     text = redact(" ".join(f"{k}={_text(v)}" for k, v in fields.items() if v is not None))
-    fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items()}
+    fields = {k: _scrubbed(v) for k, v in fields.items()}
     logger.log(level, "%s %s", name, text, extra={"event": name, "fields": fields})
 
 
@@ -47,6 +47,13 @@ def throttled(level: int, name: str, /, *, kind: str, **fields: Any) -> bool:
             _throttled.popitem(last=False)
     event(level, name, **fields, suppressed=suppressed or None)
     return True
+
+
+def _scrubbed(value: Any) -> Any:
+    """A field as a structured handler gets it: texts and errors scrubbed, the rest as is."""
+    if isinstance(value, str | BaseException):
+        return redact(str(value))
+    return value
 
 
 def _text(value: Any) -> str:
