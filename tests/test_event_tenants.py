@@ -93,3 +93,9 @@ def test_a_bad_tenant_id_is_refused(harness):
     for bad in ("", 3):
         with pytest.raises(InvariantError):
             publish_event("order.shipped", {}, tenant_id=bad)
+
+
+def test_run_to_completion_publishes_its_events_for_the_waiting_runs_tenant(harness, clock):
+    job_id = jobs.tenant_waiter.using(tenant_id="A").enqueue(order_id=11).id
+    run_to_completion(job_id, clock=clock, events={"order.shipped": {"order_id": 11}})
+    assert harness.row(job_id).result == {"got": {"order_id": 11}}
