@@ -16,6 +16,7 @@ Rows are read-only; retry and cancel go through ``django_xjobs.inspect``, the sa
 
 from __future__ import annotations
 
+import contextvars
 import json
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -29,9 +30,10 @@ from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from . import conf, inspect
+from . import conf, inspect, redact
 from .admin_backfill import BackfillColumns
 from .admin_pages import UNKNOWN_CODE, OverviewPages, admin_url, nav_links, parked_unknown
+from .admin_permissions import has_permission, require_permission, sees_payloads
 from .durations import format_span
 from .errors import XJobsError
 from .models import (
@@ -50,6 +52,12 @@ else:  # ModelAdmin is generic to the type checker only
     _ModelAdmin = admin.ModelAdmin
 
 
+#: the request a row's page is rendered for: its fields read the viewer's permissions from it
+_viewer: contextvars.ContextVar[HttpRequest | None] = contextvars.ContextVar(
+    "xjobs_admin_viewer", default=None
+)
+
+
 class _LibraryRows(_ModelAdmin):
     """Rows the library writes: shown, never added or deleted by hand, read from
     ``XJOBS["DATABASE"]`` (where the driver, and so retry and cancel, reads and writes)."""
@@ -62,6 +70,24 @@ class _LibraryRows(_ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        viewer = _viewer.set(request)
+        try:
+            response = super().change_view(request, object_id, form_url, extra_context)
+            # rendered here, while the fields can still see who is looking
+            render = getattr(response, "render", None)
+            if render is not None:
+                render()
+        finally:
+            _viewer.reset(viewer)
+        return response
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -143,7 +169,18 @@ class JobAdmin(OverviewPages, _LibraryRows):
     fieldsets = (
         (
             None,
-            {"fields": ("id", "name", "queue", "state", "attempt_of", "stop_reason", "priority")},
+            {
+                "fields": (
+                    "id",
+                    "name",
+                    "queue",
+                    "state",
+                    "attempt_of",
+                    "stop_reason",
+                    "priority",
+                    "operator_buttons",
+                )
+            },
         ),
         ("Why it stopped", {"fields": ("last_error",)}),
         ("Failed attempts", {"fields": ("attempt_history",)}),
@@ -181,8 +218,8 @@ class JobAdmin(OverviewPages, _LibraryRows):
         if request.method == "POST":
             self.message_user(
                 request,
-                "Jobs are not edited by hand: use “Retry selected jobs” or “Cancel selected "
-                "jobs” on the job list, or “retry from here” on a step.",
+                "Jobs are not edited by hand: use the Retry and Cancel buttons of the job "
+                "page, the job list's actions, or “retry from here” on a step.",
                 messages.WARNING,
             )
             return HttpResponseRedirect(request.path)
@@ -224,6 +261,7 @@ class JobAdmin(OverviewPages, _LibraryRows):
             "step_timeline",
             "pretty_input",
             "pretty_result",
+            "operator_buttons",
         ]
 
     # --- the queue overview and the cron schedules -----------------------------------------
@@ -234,6 +272,10 @@ class JobAdmin(OverviewPages, _LibraryRows):
         return [
             path("queues/", view(self.queues_view), name="django_xjobs_job_queues"),
             path("crons/", view(self.crons_view), name="django_xjobs_job_crons"),
+            path("<path:object_id>/retry/", view(self.retry_view), name="django_xjobs_job_retry"),
+            path(
+                "<path:object_id>/cancel/", view(self.cancel_view), name="django_xjobs_job_cancel"
+            ),
             path(
                 "<path:object_id>/retry-from-step/",
                 view(self.retry_from_step_view),
@@ -272,11 +314,35 @@ class JobAdmin(OverviewPages, _LibraryRows):
 
     @admin.display(description="input")
     def pretty_input(self, obj: Job) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(obj.input, indent=2, ensure_ascii=False))
+        return format_html("<pre>{}</pre>", _payload(obj.input))
 
     @admin.display(description="result")
     def pretty_result(self, obj: Job) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(obj.result, indent=2, ensure_ascii=False))
+        return format_html("<pre>{}</pre>", _payload(obj.result))
+
+    @admin.display(description="operator")
+    def operator_buttons(self, obj: Job) -> str:
+        """Retry and Cancel, for a user who may change jobs: each posts the page's form (and
+        its CSRF token) to a view that checks the permission again."""
+        request = _viewer.get()
+        if request is None or not has_permission(self, request, "change", obj):
+            return "-"
+        buttons = []
+        if obj.state in ("dead", "failed"):
+            buttons.append(("django_xjobs_job_retry", "Retry"))
+        if obj.state in ("ready", "delayed", "running", "suspended"):
+            buttons.append(("django_xjobs_job_cancel", "Cancel"))
+        if not buttons:
+            return "-"
+        return format_html_join(
+            " ",
+            '<button type="submit" formaction="{}" formmethod="post" name="xjobs_op" '
+            'value="{}">{}</button>',
+            (
+                (admin_url(self.admin_site, name, obj.pk), label.lower(), label)
+                for name, label in buttons
+            ),
+        )
 
     @admin.display(description="attempt history")
     def attempt_history(self, obj: Job) -> str:
@@ -315,7 +381,12 @@ class JobAdmin(OverviewPages, _LibraryRows):
         if not steps:
             return "no steps recorded"
         retry_url = admin_url(self.admin_site, "django_xjobs_job_retry_from_step", obj.pk)
-        can_retry = obj.state in ("dead", "failed")
+        request = _viewer.get()
+        can_retry = (
+            obj.state in ("dead", "failed")
+            and request is not None
+            and has_permission(self, request, "change", obj)
+        )
         rows = format_html_join(
             "",
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
@@ -328,7 +399,7 @@ class JobAdmin(OverviewPages, _LibraryRows):
                     "-" if s["duration"] is None else f"{s['duration']:.3f}s",
                     s["wake_at"] or "-",
                     s["error"] or "-",
-                    _preview(s.get("output")),
+                    _preview(s.get("output"), sees_payloads(request)),
                     # submits the change form's CSRF token to the retry view (no nested form)
                     format_html(
                         '<button type="submit" formaction="{}" formmethod="post" name="step" '
@@ -352,9 +423,7 @@ class JobAdmin(OverviewPages, _LibraryRows):
     def retry_from_step_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
         """Retry a dead or failed job from one step: it and later steps run again; earlier
         ones replay (the same operator call as ``xjobs retry --from-step``)."""
-        job = self.get_object(request, object_id)
-        if request.method != "POST" or job is None or not self.has_change_permission(request, job):
-            raise PermissionDenied
+        job = self._job_to_change(request, object_id)
         step = request.POST.get("step", "")
         self._act(
             request,
@@ -365,14 +434,38 @@ class JobAdmin(OverviewPages, _LibraryRows):
         )
         return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
 
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        """The job page's Retry button: the same operator call as ``xjobs retry``."""
+        job = self._job_to_change(request, object_id)
+        self._act(request, job, "retry", "Queued again", lambda: inspect.retry_job(job.pk))
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
+
+    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        """The job page's Cancel button: the same operator call as ``xjobs cancel``."""
+        job = self._job_to_change(request, object_id)
+        reason = f"cancelled from the admin by {request.user}"
+        self._act(request, job, "cancel", "Cancelled", lambda: inspect.cancel_job(job.pk, reason))
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
+
+    def _job_to_change(self, request: HttpRequest, object_id: str) -> Job:
+        """The job a state-changing view acts on, once the request may change it."""
+        require_permission(self, request, "change")
+        job: Job | None = self.get_object(request, object_id)
+        if job is None:
+            raise PermissionDenied
+        require_permission(self, request, "change", job)
+        return job
+
     # --- actions ------------------------------------------------------------------------------
 
-    @admin.action(description="Retry selected jobs (dead or failed)")
+    # permissions= makes Django refuse the action to a user without change_job, even one who
+    # posts it by hand
+    @admin.action(description="Retry selected jobs (dead or failed)", permissions=["change"])
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         for job in queryset:
             self._act(request, job, "retry", "Queued again", lambda j=job: inspect.retry_job(j.pk))
 
-    @admin.action(description="Cancel selected jobs")
+    @admin.action(description="Cancel selected jobs", permissions=["change"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         reason = f"cancelled from the admin by {request.user}"
         for job in queryset:
@@ -449,6 +542,14 @@ class OutboxEntryAdmin(_ViewOnly):
     search_fields = ("=id", "job", "idempotency_key")
     ordering = ("-staged_at",)
     actions = ["retry_quarantined", "discard_quarantined"]
+
+    # the staged input is a payload: its values need view_job_payload, like a job's
+    exclude = ("input",)
+    readonly_fields = ("staged_input",)
+
+    @admin.display(description="input")
+    def staged_input(self, obj: OutboxEntry) -> str:
+        return format_html("<pre>{}</pre>", _payload(obj.input))
 
     @admin.display(description="status")
     def status(self, obj: OutboxEntry) -> str:
@@ -620,6 +721,27 @@ class BackfillAdmin(BackfillColumns, _ViewOnly):
     """Backfill passes, from the ``x_backfills`` ledger: written by the passes only."""
 
 
-def _preview(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+def _preview(value: Any, values: bool) -> str:
+    text = json.dumps(redact.mask(value) if values else shape(value), ensure_ascii=False)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _payload(value: Any) -> str:
+    """A payload as the viewer may see it: its values (secret keys masked) with the payload
+    permission, else its shape."""
+    if sees_payloads(_viewer.get()):
+        return json.dumps(redact.mask(value), indent=2, ensure_ascii=False)
+    return json.dumps(shape(value), indent=2, ensure_ascii=False)
+
+
+def shape(value: Any) -> Any:
+    """What a payload holds without what it says: its keys, each value's type and size."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return f"list of {len(value)}"
+    if isinstance(value, str):
+        return f"str of {len(value)}"
+    if value is None:
+        return None
+    return type(value).__name__

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from django.utils.module_loading import import_string
 
 from .durations import parse_duration
 from .errors import ConfigInvalidError, InvariantError, XJobsError
@@ -91,6 +93,26 @@ DEFAULTS: dict[str, Any] = {
     # the name of this deployment ("production", "staging"...): a backfill declared for some
     # environments runs only in those, and its ledger records where each pass ran
     "ENVIRONMENT": None,
+    # input keys whose values are secrets: masked wherever inputs are shown and removed from
+    # every text a run produces (errors, tracebacks, history, logs, spans). A key matches when
+    # one of these is a substring of it, case-insensitively ("DB_PASSWORD", "x-api-key")
+    "REDACT_KEYS": [
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "api_key",
+        "apikey",
+        "api-key",
+        "authorization",
+        "cookie",
+        "session",
+        "private_key",
+        "credential",
+    ],
+    # a dotted path to a callable (text) -> text run on every text the library stores, logs or
+    # traces, after REDACT_KEYS: for secrets no key names (a card number in a message)
+    "REDACT": None,
 }
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -127,6 +149,8 @@ class XJobsSettings:
     environment: str | None = None
     pooler: str | None = None
     listen_database: str | None = None
+    redact_keys: tuple[str, ...] = tuple(DEFAULTS["REDACT_KEYS"])
+    redact: Callable[[str], str] | None = None
 
 
 def validate(raw: Any) -> XJobsSettings:
@@ -251,7 +275,46 @@ def validate(raw: Any) -> XJobsSettings:
         environment=_environment(merged["ENVIRONMENT"]),
         pooler=_pooler(merged["POOLER"]),
         listen_database=_listen_database(merged),
+        redact_keys=_redact_keys(merged["REDACT_KEYS"]),
+        redact=_redact(merged["REDACT"]),
     )
+
+
+def _redact_keys(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str) or not isinstance(raw, list | tuple):
+        raise ConfigInvalidError(
+            f'XJOBS["REDACT_KEYS"]={raw!r} must be a list of key names',
+            hint='e.g. ["password", "token"]; [] masks nothing',
+        )
+    if not all(isinstance(key, str) and key.strip() for key in raw):
+        raise ConfigInvalidError(
+            f'XJOBS["REDACT_KEYS"]={raw!r} must hold non-empty strings only',
+            hint='e.g. ["password", "token"]; a key matches as a case-insensitive substring',
+        )
+    return tuple(key.casefold() for key in raw)
+
+
+def _redact(raw: Any) -> Callable[[str], str] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise ConfigInvalidError(
+            f'XJOBS["REDACT"]={raw!r} must be a dotted path to a callable',
+            hint='e.g. "myapp.logging.scrub", a function (text) -> text',
+        )
+    try:
+        hook = import_string(raw)
+    except ImportError as error:
+        raise ConfigInvalidError(
+            f'XJOBS["REDACT"]={raw!r} cannot be imported: {error}',
+            hint='name a module-level function (text) -> text, e.g. "myapp.logging.scrub"',
+        ) from None
+    if not callable(hook):
+        raise ConfigInvalidError(
+            f'XJOBS["REDACT"]={raw!r} is not callable',
+            hint="name a function (text) -> text",
+        )
+    return hook  # type: ignore[no-any-return]
 
 
 def _pooler(raw: Any) -> str | None:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from inspect import iscoroutinefunction
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils import timezone
@@ -396,19 +398,46 @@ def _when(run_after: Any) -> tuple[datetime | None, float | None]:
 # --- finding a task from a row's name -------------------------------------------------------
 
 _lock = threading.Lock()
-_jobs: dict[str, TaskJob | None] = {}
+_jobs: dict[str, TaskJob] = {}
+#: names that resolved to no task, most recent last: a row's name is data anyone who can
+#: enqueue writes, so the misses remembered are bounded (the hits are bounded by the code)
+_misses: OrderedDict[str, None] = OrderedDict()
+MISSES_KEPT = 1024
 
 
 def task_job(name: str) -> TaskJob | None:
-    """The job a row named ``name`` runs as, if ``name`` is the module path of a task; looked up
-    once per process (a miss too: the code of a running process does not change)."""
-    try:
-        return _jobs[name]
-    except KeyError:
-        pass
+    """The job a row named ``name`` runs as, if ``name`` is the module path of a task in an
+    installed app (``importable``); looked up once per process, a miss too (the code of a
+    running process does not change) while it is among the last ``MISSES_KEPT``."""
+    found = _jobs.get(name)
+    if found is not None:
+        return found
+    with _lock:
+        if name in _misses:
+            _misses.move_to_end(name)
+            return None
     found = _find(name)
     with _lock:
+        if found is None:
+            _misses[name] = None
+            while len(_misses) > MISSES_KEPT:
+                _misses.popitem(last=False)
+            return None
         return _jobs.setdefault(name, found)
+
+
+def importable(name: str) -> bool:
+    """Whether a row's ``name`` may be imported to look for a task: a dotted path whose module
+    is an installed app's package or a module inside it (``shop.tasks.send`` for the app
+    ``shop``). Any other name (``os.system``, a module outside every app) is never imported."""
+    parts = name.split(".")
+    if len(parts) < 2 or not all(part.isidentifier() for part in parts):
+        return False
+    module = name.rpartition(".")[0]
+    return any(
+        module == config.name or module.startswith(f"{config.name}.")
+        for config in apps.get_app_configs()
+    )
 
 
 def remember(task: Any, options: TaskOptions) -> TaskJob:
@@ -424,12 +453,18 @@ def forget() -> None:
     """Drop what was looked up (tests that declare tasks on the fly)."""
     with _lock:
         _jobs.clear()
+        _misses.clear()
 
 
 UNRESOLVED_HINT = "declare the task with @task at module level, under its function's name"
 
 
 def unresolved_message(task: Any) -> str:
+    if not importable(task.module_path):
+        return (
+            f"Task {task.module_path!r} is not in a module of an installed app, and a worker "
+            "imports a row's task only from those: move it into an app in INSTALLED_APPS."
+        )
     return (
         f"Task {task.module_path!r} cannot be found again by its module path, so no worker "
         "could run it: declare it with @task at module level under the name of its function."
@@ -438,6 +473,8 @@ def unresolved_message(task: Any) -> str:
 
 def resolves(task: Any) -> bool:
     """Whether importing ``task.module_path`` gives back this task, as a worker will do."""
+    if not importable(task.module_path):
+        return False
     try:
         found = import_string(task.module_path)
     except Exception:
@@ -452,7 +489,7 @@ def _declared(task: Any) -> Any:
 
 
 def _find(name: str) -> TaskJob | None:
-    if "." not in name or not all(part.isidentifier() for part in name.split(".")):
+    if not importable(name):
         return None
     try:
         with registry.task_lookup():  # a row of a @job is found by discovery alone

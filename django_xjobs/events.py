@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from . import conf
+from .context import current_job
 from .drivers import get_driver
 from .drivers.base import EventRecord, EventStore
 from .durations import Duration, parse_duration
@@ -26,6 +27,7 @@ def publish_event(
     correlation_key: str | None = None,
     ttl: Duration = "7d",
     using: str | None = None,
+    tenant_id: str | None = None,
 ) -> EventRecord:
     """Store an event; every step waiting for it (now or until ``ttl`` runs out) receives it.
 
@@ -37,6 +39,10 @@ def publish_event(
     the caller. Events are not consumed: two waiting runs can both receive one (SPEC EVT-03).
     Its times come from the store's clock (the database's ``now()``), not this machine's, so a
     publisher whose clock is behind still wakes a run that began waiting earlier.
+
+    An event belongs to ``tenant_id`` (default: the tenant of the job publishing it, if a job
+    is running, else none) and wakes only waiters of that tenant: a run of tenant A never
+    receives tenant B's data unless it waits with ``any_tenant=True``.
     """
     if not isinstance(event, str) or not event:
         raise InvariantError(f"event name {event!r} must be a non-empty string")
@@ -54,8 +60,18 @@ def publish_event(
     seconds = parse_duration(ttl, field="ttl")
     _check_transaction(event, using)
     store = _store(using)
+    if tenant_id is None:
+        running = current_job()
+        tenant_id = running.tenant_id if running is not None else None
+    elif not isinstance(tenant_id, str) or not tenant_id:
+        raise InvariantError(f"tenant_id={tenant_id!r} must be a non-empty string or None")
     record = store.publish(
-        id=uuid7(), name=event, payload=data, correlation_key=correlation_key, ttl=seconds
+        id=uuid7(),
+        name=event,
+        payload=data,
+        correlation_key=correlation_key,
+        ttl=seconds,
+        tenant_id=tenant_id,
     )
     _maybe_purge(store)
     return record

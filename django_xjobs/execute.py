@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from django.db import connections
 
-from . import conf, history, log, outage, registry, signals
+from . import conf, history, log, outage, redact, registry, signals
 from .clock import Clock
 from .context import JobContext, JobLogger, Signal, _current
 from .drivers import sql
@@ -101,6 +101,16 @@ class Body:
 
 def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock) -> Execution:
     """Run ``job``'s handler and return its outcome; only step records are written here."""
+    # the run's secrets, collected once: every log line, step error and span it produces is
+    # scrubbed of them before it leaves the process (redact.py)
+    secrets = redact.secrets_of(job.input)
+    if not secrets:  # most runs: nothing to scope, and no context switch on the hot path
+        return _execute(job, signal, driver=driver, clock=clock)
+    with redact.scope(secrets):
+        return _execute(job, signal, driver=driver, clock=clock)
+
+
+def _execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock) -> Execution:
     started = time.monotonic()
     handle = registry.get_job(job.name)
     if handle is None:
@@ -254,8 +264,13 @@ def _stopped_or_failed(
     if isinstance(reason, JobCancelledError | LeaseLostError):
         # The row is no longer this run's: the retry is a formality the fence will refuse.
         outcome = Outcome.CANCELLED if isinstance(reason, JobCancelledError) else Outcome.LEASE_LOST
-        retry = RetryAt(job.id, job.lease_token, error=describe_error(error))
-        return Execution(outcome, job, duration, retry, error=describe_error(reason))
+        secrets = redact.secrets_of(job.input)
+        retry = RetryAt(
+            job.id, job.lease_token, error=redact.redact(describe_error(error), secrets)
+        )
+        return Execution(
+            outcome, job, duration, retry, error=redact.redact(describe_error(reason), secrets)
+        )
     return _failed(job, policy, error, duration)
 
 
@@ -273,13 +288,15 @@ def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: floa
     stop_reason = decision.stop_reason
     if stop_reason == "attempts-exhausted" and isinstance(error, JobTimeoutError):
         stop_reason = "timeout"
-    message = describe_error(error)
+    # collected here, not taken from the run's scope: a failure can be settled outside the run
+    secrets = redact.secrets_of(job.input)
+    message = redact.redact(describe_error(error), secrets)
     if stop_reason == "terminal":
         message += " — not retried: the error is terminal"  # SPEC CLASS-09, SE-19
     ending: history.Ending = "retried" if decision.retry else decision.final_state or "failed"
     if isinstance(error, JobTimeoutError):
         ending = "timeout"
-    failed = history.failure(error, ending)
+    failed = history.failure(error, ending, secrets)
     settle: RetryAt | Finish
     if decision.final_state is None:
         settle = RetryAt(
@@ -306,8 +323,9 @@ def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: floa
         stop=stop_reason,
         error=message,
     )
-    if not isinstance(error, XJobsError | JobInterrupt):
-        log.logger.debug("traceback of %s %s:\n%s", job.name, job.id, _traceback(error))
+    if not isinstance(error, XJobsError | JobInterrupt) and log.logger.isEnabledFor(logging.DEBUG):
+        trace = redact.redact(_traceback(error), secrets)
+        log.logger.debug("traceback of %s %s:\n%s", job.name, job.id, trace)
     return Execution(
         outcome,
         job,
@@ -324,7 +342,7 @@ def _outage(
 ) -> Execution:
     """The database connection failed, not the job: ready again after ``delay`` with the
     attempt given back, so an outage does not dead-letter healthy jobs (XJOBS OUTAGE_RETRIES)."""
-    message = describe_error(error)
+    message = redact.redact(describe_error(error), redact.secrets_of(job.input))
     retry = RetryAt(job.id, job.lease_token, delay=delay, error=message, counts_as_attempt=False)
     log.throttled(
         logging.WARNING,
@@ -351,7 +369,7 @@ def _crash_looping(job: ClaimedJob, policy: Retry) -> Execution:
     )
     exhausted = job.attempt > policy.attempts and expiries < conf.get().max_lease_expiries
     stop_reason = "attempts-exhausted" if exhausted else "terminal"
-    message = f"{error} — not retried"
+    message = redact.redact(f"{error} — not retried")
     final: Literal["dead", "failed"] = "dead" if policy.dead_letter else "failed"
     finish = Finish(
         job.id,
@@ -382,7 +400,9 @@ def _unknown(job: ClaimedJob, now: datetime) -> Execution:
         hint=f"{registry.DISCOVERY_HINT}; deploy the code that declares it, or delete the row",
     )
     if age >= settings.unknown_job_grace:
-        message = f"{error} — not retried: still unknown {age:.0f}s after it was created"
+        message = redact.redact(
+            f"{error} — not retried: still unknown {age:.0f}s after it was created"
+        )
         finish = Finish(
             job.id,
             job.lease_token,

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import traceback as tb
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from .errors import JobInterrupt, LeaseLostError, XJobsError
+from .redact import redact
 
 #: failed attempts kept per job; older ones are dropped as new ones arrive
 KEEP = 10
@@ -97,16 +99,19 @@ LAPSED_PRESENT = Failure(
 )
 
 
-def failure(error: BaseException, outcome: Ending) -> Failure:
+def failure(error: BaseException, outcome: Ending, secrets: Iterable[str] | None = None) -> Failure:
     """The history entry for ``error`` ending an attempt: its code (ours only), message, the
-    class path ``django.tasks`` reports (``builtins.ValueError``) and a capped traceback."""
+    class path ``django.tasks`` reports (``builtins.ValueError``) and a capped traceback, each
+    scrubbed of the run's ``secrets`` (default: the current run's) before it is cut."""
     code = error.code if isinstance(error, XJobsError | JobInterrupt) else None
     message = str(error) if code is None else str(error).removeprefix(f"{code}: ")
     return Failure(
         code=code,
-        message=cap(_storable(message), MESSAGE_LIMIT),
+        message=cap(_storable(redact(message, secrets)), MESSAGE_LIMIT),
         exception=_class_path(type(error)),
-        traceback=cap(_storable("".join(tb.format_exception(error))), TRACEBACK_LIMIT),
+        traceback=cap(
+            _storable(redact("".join(tb.format_exception(error)), secrets)), TRACEBACK_LIMIT
+        ),
         outcome=outcome,
     )
 

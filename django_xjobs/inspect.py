@@ -7,12 +7,12 @@ around them (DESIGN §3). Each looks the driver up when it is called, takes a jo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from . import conf, registry
+from . import conf, redact, registry
 from .backfill_status import backfill_section
 from .drivers import get_driver
 from .drivers.base import JobDriver, JobSnapshot, StepRecord
@@ -25,7 +25,7 @@ from .states import FINISHED_STATES
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
 
-def inspect_job(job_id: UUID | str) -> dict[str, Any] | None:
+def inspect_job(job_id: UUID | str, *, reveal: bool = False) -> dict[str, Any] | None:
     """The job with its step trace, retry schedule and failed attempts, or ``None`` when no job
     has this id (SPEC INSP-02/03). A value that is not a UUID at all raises
     ``JobNotFoundError``.
@@ -49,15 +49,20 @@ def inspect_job(job_id: UUID | str) -> dict[str, Any] | None:
     A backfill's pass carries a ``backfill`` section, its ledger row: ``name``, ``status``,
     ``environment``, ``rows``, ``pages``, ``cursor``, ``started_at``, ``completed_at``,
     ``error``; any other job has ``backfill: None``.
+
+    Values under ``XJOBS["REDACT_KEYS"]`` in the input, the result and step outputs read
+    ``[redacted]`` unless ``reveal=True``.
     """
     driver = get_driver()
     wanted = _job_id(job_id)
     row = driver.get_job(wanted)
     if row is not None:
-        return _trace(driver, row)
+        return _trace(driver, row, reveal)
     target = collapsed_into(wanted)
     row = None if target is None else driver.get_job(target)
-    return None if row is None else {**_trace(driver, row), "collapsed_from": str(wanted)}
+    if row is None:
+        return None
+    return {**_trace(driver, row, reveal), "collapsed_from": str(wanted)}
 
 
 def collapsed_into(job_id: UUID) -> UUID | None:
@@ -83,7 +88,9 @@ def cancel_job(job_id: UUID | str, reason: str | None = None) -> dict[str, Any]:
     if reason is not None and not isinstance(reason, str):
         raise InvariantError(f"reason={reason!r} must be a string or None")
     driver = get_driver()
-    return _trace(driver, driver.cancel(_job_id(job_id), reason or None))
+    # a stored text like any other: through XJOBS["REDACT"]
+    stored = redact.redact(reason) if reason else None
+    return _trace(driver, driver.cancel(_job_id(job_id), stored))
 
 
 def retry_job(
@@ -252,7 +259,8 @@ def _job_id(value: UUID | str) -> UUID:
         ) from None
 
 
-def _trace(driver: JobDriver, row: JobSnapshot) -> dict[str, Any]:
+def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> dict[str, Any]:
+    shown: Callable[[Any], Any] = _as_stored if reveal else redact.mask
     return {
         "id": str(row.id),
         "name": row.name,
@@ -271,12 +279,12 @@ def _trace(driver: JobDriver, row: JobSnapshot) -> dict[str, Any]:
         "attempted_by": row.attempted_by,
         "last_error": row.last_error,
         "stop_reason": row.stop_reason,
-        "input": row.input,
-        "result": row.result,
+        "input": shown(row.input),
+        "result": shown(row.result),
         "tenant_id": row.tenant_id,
         "traceparent": row.traceparent,
         "enqueued_by": row.enqueued_by,
-        "steps": [_step(s) for s in driver.steps.list(row.run_id)],
+        "steps": [_step(s, shown) for s in driver.steps.list(row.run_id)],
         "retry_delays": _retry_delays(row.name),
         "attempts": [_failed_attempt(a) for a in row.errors],
         "backfill": backfill_section(row.name, row.run_id),
@@ -295,7 +303,11 @@ def _failed_attempt(entry: FailedAttempt) -> dict[str, Any]:
     }
 
 
-def _step(record: StepRecord) -> dict[str, Any]:
+def _as_stored(value: Any) -> Any:
+    return value
+
+
+def _step(record: StepRecord, shown: Callable[[Any], Any]) -> dict[str, Any]:
     done = record.completed_at
     return {
         "name": record.name,
@@ -308,7 +320,7 @@ def _step(record: StepRecord) -> dict[str, Any]:
         else (done - record.started_at).total_seconds(),
         "attempts": record.attempts,
         "error": record.error,
-        "output": record.output,
+        "output": shown(record.output),
     }
 
 

@@ -8,6 +8,8 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+from .redact import redact
+
 logger = logging.getLogger("django_xjobs")
 
 #: during an outage, the same event for the same kind of error is logged at most this often
@@ -22,7 +24,9 @@ def event(level: int, name: str, /, **fields: Any) -> None:
     """Log ``name`` with ``fields`` as ``key=value`` text and as record attributes."""
     if not logger.isEnabledFor(level):
         return
-    text = " ".join(f"{k}={_text(v)}" for k, v in fields.items() if v is not None)
+    # no secret of the current run leaves the process in a log line (redact.py)
+    text = redact(" ".join(f"{k}={_text(v)}" for k, v in fields.items() if v is not None))
+    fields = {k: _scrubbed(v) for k, v in fields.items()}
     logger.log(level, "%s %s", name, text, extra={"event": name, "fields": fields})
 
 
@@ -43,6 +47,13 @@ def throttled(level: int, name: str, /, *, kind: str, **fields: Any) -> bool:
             _throttled.popitem(last=False)
     event(level, name, **fields, suppressed=suppressed or None)
     return True
+
+
+def _scrubbed(value: Any) -> Any:
+    """A field as a structured handler gets it: texts and errors scrubbed, the rest as is."""
+    if isinstance(value, str | BaseException):
+        return redact(str(value))
+    return value
 
 
 def _text(value: Any) -> str:

@@ -98,6 +98,10 @@ class Job(models.Model):
     class Meta:
         db_table = "x_jobs"
         ordering = ["-created_at"]
+        # view_job shows a payload's shape only; this shows its values (admin_permissions.py)
+        permissions = [
+            ("view_job_payload", "Can view job inputs, results, step outputs and event data")
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(state__in=JobState.values), name="x_jobs_state_check"
@@ -212,6 +216,8 @@ class JobEvent(models.Model):
     correlation_key = models.TextField(null=True, blank=True)
     published_at = models.DateTimeField(db_default=Now())
     expires_at = models.DateTimeField()
+    # a waiter matches only events of its own run's tenant unless it opts into any tenant
+    tenant_id = models.TextField(null=True, blank=True)
 
     class Meta:
         db_table = "x_job_events"

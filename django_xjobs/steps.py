@@ -41,6 +41,7 @@ from .errors import (
     describe_error,
 )
 from .payload import NotJSON, check_json, encode
+from .redact import redact
 
 if TYPE_CHECKING:
     from .steps_atomic import Atomic
@@ -169,7 +170,7 @@ class Steps:
             run_id=self.job.run_id,
             name=name,
             status="failed",
-            error=describe_error(error),
+            error=redact(describe_error(error)),  # the run's scope holds its secrets
             attempts=(previous.attempts + 1) if previous else 1,
             position=self._position,
         )
@@ -311,10 +312,14 @@ class Steps:
         timeout: Duration = "24h",
         required: bool = False,
         correlation_key: str | None = None,
+        any_tenant: bool = False,
     ) -> Any:
         """Park until an event named ``event`` (whose payload has ``match``'s fields) is
         published, and return its payload; ``None`` at the timeout, or ``JobTimeoutError``
-        when ``required`` (SPEC STEP-11..14, EVT-02/03). The run is parked meanwhile::
+        when ``required`` (SPEC STEP-11..14, EVT-02/03). Only events published for this run's
+        tenant match (``publish_event(..., tenant_id=...)``; a run without a tenant matches
+        events without one); ``any_tenant=True`` matches an event of any tenant. The run is
+        parked meanwhile::
 
             shipped = ctx.step.wait_for_event(
                 "shipped", "order.shipped", match={"order_id": order_id}, timeout="7d"
@@ -340,7 +345,14 @@ class Steps:
         now = self.store.now()  # SPEC EVT-02/03: the clock the event's published_at is on
         started = record.started_at if record and record.started_at else now
         deadline = started + timedelta(seconds=seconds)
-        hit = self.events.find(event, after=started, correlation_key=correlation_key, match=match)
+        hit = self.events.find(
+            event,
+            after=started,
+            correlation_key=correlation_key,
+            match=match,
+            tenant_id=self.job.tenant_id,
+            any_tenant=bool(any_tenant),
+        )
         if hit is not None or now >= deadline:
             if hit is None and required:
                 raise JobTimeoutError(

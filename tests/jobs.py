@@ -390,3 +390,31 @@ def atomic_elsewhere(ctx, n: int = 0):
 def keyed(ctx, key: str = "k"):
     """Its key is its input: the key-size limits (issue 24) are met or broken on purpose."""
     return len(key)
+
+
+@job(idempotency_key="secret-echo:{user}", retry=Retry(attempts=2, delay="10ms", jitter=False))
+def secret_echo(ctx, user: str, password: str, note: str = "", fail: bool = True):
+    """A handler that echoes its secret input into a step output and into its error (issue 26):
+    nothing the library stores, logs or traces may carry the password afterwards."""
+    ctx.step.run("login", lambda: {"user": user, "password": password, "note": note})
+    if fail:
+        logging.getLogger("tests.secret_echo").debug("logging in %s", user)
+        raise ValueError(f"login failed for {user} with {password}")
+    return {"user": user, "session_token": password, "note": note}
+
+
+@job(idempotency_key="tenant-waiter:{order_id}:{any_tenant}", event_poll="5s")
+def tenant_waiter(ctx, order_id: int, any_tenant: bool = False):
+    """Waits for ``order.shipped`` of its order: of its own tenant, or of any (issue 26)."""
+    data = ctx.step.wait_for_event(
+        "shipped", "order.shipped", match={"order_id": order_id}, any_tenant=any_tenant
+    )
+    return {"got": data}
+
+
+@job(idempotency_key="publisher:{order_id}")
+def publisher(ctx, order_id: int):
+    """Publishes from inside a run: the event takes the run's tenant."""
+    from django_xjobs import publish_event
+
+    publish_event("order.shipped", {"order_id": order_id, "from": ctx.tenant_id})

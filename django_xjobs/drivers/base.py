@@ -272,6 +272,9 @@ class EventRecord:
     correlation_key: str | None
     published_at: datetime
     expires_at: datetime
+    #: the tenant it was published for: a waiter matches its own run's tenant only (None
+    #: matches None), unless it waits with ``any_tenant=True``
+    tenant_id: str | None = None
 
 
 class StepStore(Protocol):
@@ -296,7 +299,14 @@ class StepStore(Protocol):
 
 class EventStore(Protocol):
     def publish(
-        self, *, id: UUID, name: str, payload: Any, correlation_key: str | None, ttl: float
+        self,
+        *,
+        id: UUID,
+        name: str,
+        payload: Any,
+        correlation_key: str | None,
+        ttl: float,
+        tenant_id: str | None = None,
     ) -> EventRecord:
         """Store an event published now on the store's clock, expiring ``ttl`` seconds later;
         return it as stored (SPEC EVT-01)."""
@@ -308,9 +318,12 @@ class EventStore(Protocol):
         after: datetime,
         correlation_key: str | None = None,
         match: dict[str, Any] | None = None,
+        tenant_id: str | None = None,
+        any_tenant: bool = False,
     ) -> EventRecord | None:
         """The earliest event named ``name`` published at or after ``after`` and not expired on
-        the store's clock (SPEC EVT-02)."""
+        the store's clock (SPEC EVT-02), of ``tenant_id`` (None: of no tenant) unless
+        ``any_tenant``."""
 
     def purge(self) -> int:
         """Delete the events expired on the store's clock; how many went (SPEC EVT-04)."""

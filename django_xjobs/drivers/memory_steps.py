@@ -81,14 +81,20 @@ class MemoryEventStore:
         self._events: deque[EventRecord] = deque(maxlen=MAX_EVENTS)
 
     def publish(
-        self, *, id: UUID, name: str, payload: Any, correlation_key: str | None, ttl: float
+        self,
+        *,
+        id: UUID,
+        name: str,
+        payload: Any,
+        correlation_key: str | None,
+        ttl: float,
+        tenant_id: str | None = None,
     ) -> EventRecord:
         with self.driver._lock:
             self.purge()
             now = self.driver.clock.now()
-            event = EventRecord(
-                id, name, _copy(payload), correlation_key, now, now + timedelta(seconds=ttl)
-            )
+            expires = now + timedelta(seconds=ttl)
+            event = EventRecord(id, name, _copy(payload), correlation_key, now, expires, tenant_id)
             self._events.append(event)
         return replace(event, payload=_copy(payload))
 
@@ -99,6 +105,8 @@ class MemoryEventStore:
         after: datetime,
         correlation_key: str | None = None,
         match: dict[str, Any] | None = None,
+        tenant_id: str | None = None,
+        any_tenant: bool = False,
     ) -> EventRecord | None:
         with self.driver._lock:
             now = self.driver.clock.now()
@@ -109,6 +117,7 @@ class MemoryEventStore:
                 and e.expires_at > now
                 and e.published_at >= after
                 and (correlation_key is None or e.correlation_key == correlation_key)
+                and (any_tenant or e.tenant_id == tenant_id)
                 and _matches(e.payload, match)
             ]
         return min(hits, key=lambda e: (e.published_at, e.id), default=None)

@@ -78,7 +78,14 @@ class PostgresEventStore:
         self.using = using
 
     def publish(
-        self, *, id: UUID, name: str, payload: Any, correlation_key: str | None, ttl: float
+        self,
+        *,
+        id: UUID,
+        name: str,
+        payload: Any,
+        correlation_key: str | None,
+        ttl: float,
+        tenant_id: str | None = None,
     ) -> EventRecord:
         params = {
             "id": id,
@@ -86,6 +93,7 @@ class PostgresEventStore:
             "payload": _dumps(payload) or "null",
             "correlation_key": correlation_key,
             "ttl": ttl,
+            "tenant_id": tenant_id,
         }
         [row] = sql.fetch(self.using, STATEMENTS["publish_event"], params)
         return _event(row)
@@ -97,12 +105,16 @@ class PostgresEventStore:
         after: datetime,
         correlation_key: str | None = None,
         match: dict[str, Any] | None = None,
+        tenant_id: str | None = None,
+        any_tenant: bool = False,
     ) -> EventRecord | None:
         params = {
             "name": name,
             "after": after,
             "correlation_key": correlation_key,
             "match": _dumps(match or {}),
+            "tenant_id": tenant_id,
+            "any_tenant": any_tenant,
         }
         rows = sql.fetch(self.using, STATEMENTS["find_event"], params)
         return _event(rows[0]) if rows else None
@@ -112,4 +124,4 @@ class PostgresEventStore:
 
 
 def _event(row: tuple[Any, ...]) -> EventRecord:
-    return EventRecord(row[0], row[1], _json(row[2]), row[3], row[4], row[5])
+    return EventRecord(row[0], row[1], _json(row[2]), row[3], row[4], row[5], row[6])

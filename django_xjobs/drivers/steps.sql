@@ -48,19 +48,22 @@ SET status = EXCLUDED.status,
 
 -- name: publish_event
 -- published_at is the database's now(), never the publisher's clock (SPEC EVT-01).
-INSERT INTO x_job_events (id, name, payload, correlation_key, published_at, expires_at)
+INSERT INTO x_job_events
+  (id, name, payload, correlation_key, published_at, expires_at, tenant_id)
 VALUES (%(id)s, %(name)s, %(payload)s::jsonb, %(correlation_key)s, now(),
-        now() + make_interval(secs => %(ttl)s))
-RETURNING id, name, payload, correlation_key, published_at, expires_at;
+        now() + make_interval(secs => %(ttl)s), %(tenant_id)s)
+RETURNING id, name, payload, correlation_key, published_at, expires_at, tenant_id;
 
 -- name: find_event
 -- The earliest live event (SPEC EVT-02); `match` holds scalar fields, so containment is equality.
-SELECT id, name, payload, correlation_key, published_at, expires_at
+-- Of the waiter's tenant only (no tenant matches no tenant) unless it opted into any tenant.
+SELECT id, name, payload, correlation_key, published_at, expires_at, tenant_id
 FROM x_job_events
 WHERE name = %(name)s
   AND expires_at > now()
   AND published_at >= %(after)s
   AND (%(correlation_key)s::text IS NULL OR correlation_key = %(correlation_key)s)
+  AND (%(any_tenant)s OR tenant_id IS NOT DISTINCT FROM %(tenant_id)s::text)
   AND payload @> %(match)s::jsonb
 ORDER BY published_at, id
 LIMIT 1;

@@ -132,7 +132,12 @@ def run_to_completion(
             name = record.event
             if record.status == "waiting" and name in wanted and name not in published:
                 published.add(name)
-                publish_event(name, wanted[name], correlation_key=record.correlation_key)
+                publish_event(
+                    name,
+                    wanted[name],
+                    correlation_key=record.correlation_key,
+                    tenant_id=row.tenant_id,  # the waiting run's: a waiter matches its tenant
+                )
         _fast_forward(driver, job_id)
     raise AssertionError(f"job {job_id} did not finish in {max_rounds} rounds")
 

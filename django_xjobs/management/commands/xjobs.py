@@ -40,6 +40,11 @@ class Command(XJobsCommand):
         ls.add_argument("--limit", type=int, default=50)
         show = action("show", "one job: its row, step trace and retry schedule")
         show.add_argument("job_id")
+        show.add_argument(
+            "--reveal",
+            action="store_true",
+            help="print values under XJOBS['REDACT_KEYS'] in clear (masked by default)",
+        )
         cancel = action("cancel", "cancel a job (a running one stops at its next heartbeat)")
         cancel.add_argument("job_id")
         cancel.add_argument("--reason")
@@ -103,7 +108,7 @@ class Command(XJobsCommand):
         return rows, "\n".join(lines)
 
     def _show(self, o: dict[str, Any]) -> tuple[Any, str]:
-        job = inspect.inspect_job(o["job_id"])
+        job = inspect.inspect_job(o["job_id"], reveal=o["reveal"])
         if job is None:
             raise JobNotFoundError(
                 f"no job {o['job_id']} exists",

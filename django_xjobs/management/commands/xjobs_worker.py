@@ -64,7 +64,14 @@ class Command(XJobsCommand):
             "--metrics-port",
             type=int,
             metavar="PORT",
-            help="serve Prometheus metrics on http://0.0.0.0:PORT/ (needs django-xjobs[metrics])",
+            help="serve Prometheus metrics on http://HOST:PORT/ (needs django-xjobs[metrics])",
+        )
+        parser.add_argument(
+            "--metrics-host",
+            default="127.0.0.1",
+            metavar="HOST",
+            help="the address --metrics-port binds (default 127.0.0.1, this host only; "
+            "0.0.0.0 for every interface)",
         )
         parser.add_argument(
             "--processes",
@@ -127,7 +134,7 @@ class Command(XJobsCommand):
             burst=options["burst"],
             stall_timeout=stall,
         )
-        server = _metrics_server(options["metrics_port"])
+        server = _metrics_server(options["metrics_port"], options["metrics_host"])
         companions = _companions(options, settings)
         for _, thread in companions:
             thread.start()
@@ -197,8 +204,9 @@ def _child_limits(options: dict[str, Any]) -> ChildLimits:
     )
 
 
-def _metrics_server(port: int | None) -> Any:
-    """Start the ``--metrics-port`` endpoint on its own thread; ``None`` without the flag."""
+def _metrics_server(port: int | None, host: str = "127.0.0.1") -> Any:
+    """Start the ``--metrics-port`` endpoint on its own thread; ``None`` without the flag.
+    Loopback by default: the metrics name queues and jobs, not for every network to read."""
     if port is None:
         return None
     if not 0 < port < 65536:
@@ -212,11 +220,12 @@ def _metrics_server(port: int | None) -> Any:
     try:
         # each scrape is served on a fresh thread: close its database connection after the read
         started = prometheus_client.start_http_server(
-            port, registry=metrics.registry(close_connections=True)
+            port, addr=host, registry=metrics.registry(close_connections=True)
         )
     except OSError as error:
         raise CommandError(
-            f"--metrics-port {port}: cannot serve metrics there ({error.strerror or error})"
+            f"--metrics-port {port} --metrics-host {host}: cannot serve metrics there "
+            f"({error.strerror or error})"
         ) from None
     return started[0] if isinstance(started, tuple) else None  # (server, thread) since 0.20
 

@@ -1,0 +1,128 @@
+"""Secrets stay in the process: input values under ``XJOBS["REDACT_KEYS"]`` are masked wherever
+inputs are shown, and removed from every text a run produces (error messages, tracebacks, the
+failure history, log lines, span events) before it is stored, logged or traced.
+
+A run knows its inputs, so its secrets are collected once when it starts (``secrets_of``) and
+every text derived from it goes through ``redact()`` — the one function the settle, the
+history, the log events and the spans call. ``XJOBS["REDACT"]``, a dotted path to a callable
+``(text) -> text``, runs after the key-based scrub on every such text, for what keys cannot
+catch (a card number in a message, a token a handler built itself).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from . import conf
+
+#: what a masked value reads as, in inputs and in text
+MASK = "[redacted]"
+
+#: the default ``XJOBS["REDACT_KEYS"]`` (defined with the other defaults in ``conf``)
+DEFAULT_KEYS = tuple(conf.DEFAULTS["REDACT_KEYS"])
+
+#: a secret shorter than this is masked in inputs but not searched for in text: removing every
+#: "1" or "ok" from a traceback would hide the traceback, not the secret
+MIN_SECRET = 4
+
+#: the secrets of the run on this thread (or task): log events and spans scrub with them
+_current: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "xjobs_secrets", default=frozenset()
+)
+
+
+NOTHING: frozenset[str] = frozenset()
+
+
+def is_secret_key(key: str, keys: Iterable[str] | None = None) -> bool:
+    """Whether ``key`` names a secret: one of ``keys`` (default ``REDACT_KEYS``) is a
+    substring of it, case-insensitively."""
+    return _is_secret(key, tuple(conf.get().redact_keys if keys is None else keys))
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_secret(key: str, keys: tuple[str, ...]) -> bool:
+    # cached: a run collects its secrets on every claim, and input keys repeat job after job
+    folded = key.casefold()
+    return any(k in folded for k in keys)
+
+
+def mask(value: Any, keys: Iterable[str] | None = None) -> Any:
+    """``value`` with everything under a secret key, at any depth, replaced by ``MASK``."""
+    keys = tuple(conf.get().redact_keys if keys is None else keys)
+    if not keys:
+        return value
+    return _mask(value, keys)
+
+
+def _mask(value: Any, keys: tuple[str, ...]) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            k: MASK if isinstance(k, str) and _is_secret(k, keys) else _mask(v, keys)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_mask(item, keys) for item in value]
+    return value
+
+
+def secrets_of(value: Any, keys: Iterable[str] | None = None) -> frozenset[str]:
+    """Every value under a secret key of ``value`` (at any depth; the leaves of a nested one),
+    as text, long enough to search for (``MIN_SECRET``)."""
+    keys = conf.get().redact_keys if keys is None else tuple(keys)
+    if not keys:
+        return NOTHING
+    found: set[str] = set()
+    _collect(value, keys, found, under_secret=False)
+    return frozenset(s for s in found if len(s) >= MIN_SECRET) if found else NOTHING
+
+
+def _collect(value: Any, keys: tuple[str, ...], found: set[str], *, under_secret: bool) -> None:
+    # inputs are decoded JSON: plain dicts and lists (isinstance against an ABC costs more)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            secret = under_secret or (isinstance(k, str) and _is_secret(k, keys))
+            _collect(v, keys, found, under_secret=secret)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _collect(item, keys, found, under_secret=under_secret)
+    elif under_secret and value is not None and not isinstance(value, bool):
+        found.add(str(value))
+
+
+def redact(text: str, secrets: Iterable[str] | None = None) -> str:
+    """``text`` without any of ``secrets`` (default: the current run's), then through
+    ``XJOBS["REDACT"]`` when set. The one scrub every stored, logged or traced text passes."""
+    if secrets is None:
+        secrets = _current.get()
+    if secrets:
+        # longest first: a secret that contains another is removed whole
+        for secret in sorted(secrets, key=len, reverse=True):
+            if secret in text:
+                text = text.replace(secret, MASK)
+    hook = conf.get().redact
+    return text if hook is None else str(hook(text))
+
+
+def current() -> frozenset[str]:
+    """The secrets of the run this code executes for (empty outside a run)."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def scope(secrets: frozenset[str]) -> Iterator[None]:
+    """Make ``secrets`` the current run's for what executes inside (log events, spans)."""
+    token = _current.set(secrets)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def scrubber(secrets: frozenset[str]) -> Callable[[str], str]:
+    """``redact`` bound to one run's secrets, for code that outlives the run's scope."""
+    return lambda text: redact(text, secrets)
