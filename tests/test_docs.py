@@ -516,7 +516,7 @@ def test_every_python_block_on_a_page_parses():
 CITING = ("django_xjobs", "tests", "docs", "bench", "chaos", "example_project", "CONTRIBUTING.md")
 CITING_SUFFIXES = {".py", ".md", ".sql", ".html", ".txt", ".toml", ".cfg", ".sh", ".yml", ".yaml"}
 #: an id: a family prefix and a two-digit number, then ``..NN`` (a range) or ``/NN`` (a list)
-BEHAVIOUR_ID = re.compile(r"\b([A-Z]{1,8})-(\d{2})((?:(?:\.\.|/)\d{2}\b)*)")
+BEHAVIOUR_ID = re.compile(r"\b([A-Z]{1,8})-(\d{2})\b((?:(?:\.\.|/)\d{2}\b)*)")
 #: an id named by its citation word, whatever its family (a new family is caught too)
 SPEC_CITED = re.compile(r"\b(?:SPEC|DESIGN)\s+([A-Z]{1,8})-\d{2}\b")
 #: a test named after the ids it pins: ``test_outbox_12_...``, ``test_hang_03_04_...``
