@@ -532,8 +532,6 @@ FAMILIES = {
 }
 #: a target of the page: ``(behaviour-JOB-01)=``
 PAGE_TARGET = re.compile(r"^\((behaviour-[^)\s]+)\)=$", flags=re.M)
-
-
 BEHAVIOUR_PAGE = REFERENCE / "behaviour.md"
 
 
@@ -549,8 +547,10 @@ def citing_lines() -> Iterator[tuple[str, str]]:
 
 
 def behaviour_targets() -> list[str]:
-    path = BEHAVIOUR_PAGE
-    return PAGE_TARGET.findall(path.read_text()) if path.exists() else []
+    """The page's targets, or none while it does not exist (every cited id is then missing)."""
+    if not BEHAVIOUR_PAGE.exists():
+        return []
+    return PAGE_TARGET.findall(BEHAVIOUR_PAGE.read_text())
 
 
 def defined_ids() -> set[str]:
