@@ -1,6 +1,6 @@
 """Retry decided by the error as well as the attempt count (SPEC CLASS-01..11, SE-17..19).
 
-Durations are seconds here (DESIGN §7): the SPEC's ``fixed/1000/max 60 000`` reads
+Durations are seconds (DESIGN §7): the retry-after examples use
 ``Retry(backoff="fixed", delay=1, max_delay=60)``.
 """
 

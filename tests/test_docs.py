@@ -507,3 +507,110 @@ def test_every_python_block_on_a_page_parses():
                 broken.append(f"{path.relative_to(ROOT)}: {error}")
     assert blocks > 50
     assert broken == []
+
+
+# --- the behaviour reference: every cited id is defined there, once ------------------------------
+
+#: where behaviour ids are cited: the package, the tests, the docs, the benchmarks, the fault
+#: scenarios, the example project and the contributing guide
+CITING = ("django_xjobs", "tests", "docs", "bench", "chaos", "example_project", "CONTRIBUTING.md")
+CITING_SUFFIXES = {".py", ".md", ".sql", ".html", ".txt", ".toml", ".cfg", ".sh", ".yml", ".yaml"}
+#: an id: a family prefix and a two-digit number, then ``..NN`` (a range) or ``/NN`` (a list)
+BEHAVIOUR_ID = re.compile(r"\b([A-Z]{1,8})-(\d{2})\b((?:(?:\.\.|/)\d{2}\b)*)")
+#: an id named by its citation word, whatever its family (a new family is caught too)
+SPEC_CITED = re.compile(r"\b(?:SPEC|DESIGN)\s+([A-Z]{1,8})-\d{2}\b")
+#: a test named after the ids it pins: ``test_outbox_12_...``, ``test_hang_03_04_...``
+TEST_NAMED = re.compile(r"\bdef (test_([a-z]+)((?:_\d{2})+)_\w*)")
+#: a section cited as ``SPEC §9`` or ``DESIGN §7`` (``SPEC §3, §5`` cites both)
+SECTION_WORD = re.compile(r"\b(SPEC|DESIGN)\b|§(\d+)")
+#: the families of behaviour ids; the page may add more, and an id cited after SPEC or DESIGN
+#: brings its own family
+FAMILIES = {
+    *("JOB", "ENQ", "STATE", "STEP", "EVT", "RETRY", "CLASS", "EXEC", "CANCEL", "LEASE", "HANG"),
+    *("WORK", "SLOT", "LIMIT", "OUTBOX", "TASK", "SCHED", "INSP", "MET", "ERR", "DB", "DRV", "BF"),
+    *("SE", "Q"),
+}
+#: a target of the page: ``(behaviour-JOB-01)=``
+PAGE_TARGET = re.compile(r"^\((behaviour-[^)\s]+)\)=$", flags=re.M)
+BEHAVIOUR_PAGE = REFERENCE / "behaviour.md"
+
+
+def citing_lines() -> Iterator[tuple[str, str]]:
+    for name in CITING:
+        root = ROOT / name
+        paths = [root] if root.is_file() else sorted(root.rglob("*"))
+        for path in paths:
+            if path.suffix in CITING_SUFFIXES and path.is_file() and path != BEHAVIOUR_PAGE:
+                where = str(path.relative_to(ROOT))
+                for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                    yield f"{where}:{number}", line
+
+
+def behaviour_targets() -> list[str]:
+    """The page's targets, or none while it does not exist (every cited id is then missing)."""
+    if not BEHAVIOUR_PAGE.exists():
+        return []
+    return PAGE_TARGET.findall(BEHAVIOUR_PAGE.read_text())
+
+
+def defined_ids() -> set[str]:
+    return {t.removeprefix("behaviour-") for t in behaviour_targets()}
+
+
+def cited_ids(families: set[str]) -> dict[str, str]:
+    """Every behaviour id cited in the repository -> where it is first cited. An id counts when
+    its family is one the page defines, or when ``SPEC``/``DESIGN`` names it; ranges
+    (``SE-28..36``) and lists (``Q-03/04``) cite every id they span."""
+    cited: dict[str, str] = {}
+    lines = list(citing_lines())
+    families = families | {m for _, line in lines for m in SPEC_CITED.findall(line)}
+    for where, line in lines:
+        for family, first, tail in BEHAVIOUR_ID.findall(line):
+            if family not in families:
+                continue
+            numbers = [int(first)]
+            for sep, n in re.findall(r"(\.\.|/)(\d{2})", tail):
+                numbers += range(numbers[-1] + 1, int(n) + 1) if sep == ".." else [int(n)]
+            for n in numbers:
+                cited.setdefault(f"{family}-{n:02d}", where)
+        for _, family, numbers in TEST_NAMED.findall(line):
+            if family.upper() in families:
+                for n in numbers.strip("_").split("_"):
+                    cited.setdefault(f"{family.upper()}-{n}", where)
+        word = None
+        for keyword, section in SECTION_WORD.findall(line):
+            if keyword:
+                word = keyword
+            elif word:
+                cited.setdefault(f"{word.lower()}-{section}", where)
+    return cited
+
+
+def test_every_behaviour_id_the_repository_cites_is_defined_in_the_behaviour_reference():
+    """A contributor who reads ``SPEC LEASE-11`` in a comment, a test named
+    ``test_outbox_12_...`` or ``DESIGN §7`` finds it in docs/reference/behaviour.md."""
+    defined = {d.upper() for d in defined_ids()}
+    families = {d.split("-")[0] for d in defined if re.fullmatch(r"[A-Z]+-\d{2}", d)}
+    cited = cited_ids(families | FAMILIES)
+    assert len(cited) > 250  # the collection found the citations
+    missing = sorted(
+        f"{ident} (cited at {where})"
+        for ident, where in cited.items()
+        if ident.upper() not in defined
+    )
+    assert missing == []
+
+
+def test_the_behaviour_reference_defines_each_id_once_as_a_labelled_entry():
+    """One target per id (anchors are case-insensitive), each followed by its bold entry, and
+    the page is in the documentation's table of contents."""
+    text = page("behaviour.md")
+    targets = behaviour_targets()
+    lowered = [t.lower() for t in targets]
+    assert sorted({t for t in lowered if lowered.count(t) > 1}) == []
+    entries = re.findall(r"^\(behaviour-([A-Z]+-\d{2})\)=\n\*\*([A-Z]+-\d{2})\*\* — \S", text, re.M)
+    assert len(entries) > 280
+    assert [a for a, b in entries if a != b] == []
+    bold = re.findall(r"^\*\*([A-Z]+-\d{2})\*\*", text, flags=re.M)
+    assert sorted(bold) == sorted(a for a, _ in entries)
+    assert "reference/behaviour" in (ROOT / "docs" / "index.md").read_text()

@@ -87,7 +87,7 @@ def test_iso_8601(text, seconds):
 
 @pytest.mark.parametrize(("value", "seconds"), [(1, 1.0), (30, 30.0), (0.5, 0.5), (86400, 86400.0)])
 def test_numbers_are_seconds(value, seconds):
-    """DESIGN §7: a number is a count of seconds (not upstream's milliseconds)."""
+    """DESIGN §7: a number is a count of seconds (not milliseconds)."""
     result = parse_duration(value)
     assert result == seconds
     assert isinstance(result, float)

@@ -218,7 +218,7 @@ def test_limit_01_absent_tenant_is_one_bucket_a_tenant_named_global_is_another()
 )
 def test_limit_01_checked_in_order_global_queue_tenant_rate(full, reason):
     """With one run in flight, exactly the caps in ``full`` are at 1 (full); the others are
-    roomy. The reason is the first full cap in SPEC order."""
+    roomy. The reason is the first full cap in the order LIMIT-01 checks them."""
     raw = {
         "global": 1 if "global" in full else 100,
         "per_queue": 1 if "per_queue" in full else 100,

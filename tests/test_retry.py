@@ -1,7 +1,7 @@
 """Retry policy, backoff and the retry decision (SPEC RETRY-01..04, CLASS-04, JOB-03, SE-52).
 
-The SPEC's examples are in milliseconds; DESIGN §7 makes every public duration seconds, so
-``delay 1000`` reads ``delay=1`` here and ``[1000, 2000, ...]`` reads ``[1, 2, ...]``.
+Every duration is seconds (DESIGN §7), as in docs/reference/behaviour.md: a base ``delay=1``
+gives the schedule ``[1, 2, ...]``.
 """
 
 import math

@@ -86,8 +86,8 @@ def once(real, fault: BaseException):
 def test_work_09_se_09_a_raising_slot_acquire_sheds_the_job_and_leaks_no_process_slot(
     live_harness, caplog
 ):
-    """Deliberately not the SPEC's "the error propagates out of the pass and the row comes
-    back through visibility expiry": the worker sheds the job, so it is ready again after a
+    """Deliberately not "the error propagates out of the pass and the row comes back
+    through visibility expiry" (WORK-09 in docs/reference/behaviour.md): the worker sheds the job, so it is ready again after a
     poll with no attempt spent and no lease to wait out. What SE-09 is about holds: the process
     limit is handed back (with ``global: 1`` a leak would block every later run), and the
     worker keeps claiming."""
@@ -152,7 +152,7 @@ def test_work_11_a_settle_that_raises_logs_settle_failed_and_the_worker_carries_
 def test_work_11_a_pass_that_raises_is_logged_and_the_loop_rearms(
     live_harness, caplog, monkeypatch
 ):
-    """The SPEC's ``tick-failed`` is ``xjobs.worker.claim_failed`` here: the claim is the one
+    """A failed pass logs ``xjobs.worker.claim_failed`` (WORK-11): the claim is the one
     step of a pass that can raise (a failed admission sheds, WORK-09; a failed settle is the
     settler's, above). The loop backs off and claims again."""
     monkeypatch.setattr(log, "_throttled", OrderedDict())  # an earlier test's line may hold it
@@ -238,7 +238,7 @@ def test_work_14_se_49_a_stop_during_a_pass_waits_for_it_and_then_claims_nothing
     """``stop()`` lands while a claim is on the wire. The drain waits for that pass (the
     claim loop and the drain share one thread), then for the running job, and no pass
     starts after the stop. What the interrupted pass claimed is handed back unstarted with
-    no attempt spent: deliberately not the SPEC's "runs to completion before close()" (a drain
+    no attempt spent: deliberately not "runs to completion before close()" (WORK-14; a drain
     starts nothing new, WORK-12 as issue 13 built it)."""
     driver = live_harness.driver
     real_claim = driver.claim
