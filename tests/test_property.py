@@ -71,11 +71,11 @@ def text_of(points: list[int]) -> str:
     idempotency_key=lambda **i: text_of(i["key"]),
     retry=Retry(attempts=1),
 )
-def subject(ctx, key, payload, act="return", result=None, message=()):
+def subject(ctx, key, payload, act="return", result=None, message=None):
     if act == "raise":
-        raise ValueError(text_of(message))
+        raise ValueError(text_of(message or []))
     if act == "terminal":
-        raise TerminalError(text_of(message))
+        raise TerminalError(text_of(message or []))
     return result
 
 
