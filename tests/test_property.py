@@ -286,7 +286,7 @@ def KNOWN_DEFECTS(case: Case) -> str | None:
         "§1 key or tenant over the live-key index's row limit": any(
             len(t.encode("utf-8", "surrogatepass")) > 2000 for t in texts[:2]
         ),
-        "§2 JSON nested deeper than a worker can decode": max(deep, default=0) > 900,
+        "§2 JSON nested deeper than a worker can decode": max(deep, default=0) >= 900,
         "§4 an int over Python's 4,300-digit string limit": max(digits, default=0) > 4300,
         "§4 a delay past the timestamps PostgreSQL or Python can hold": _seconds(case.delay) > 2e11,
     }
