@@ -10,7 +10,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast chaos lint docs bench clean
+.PHONY: demo test test-fast property chaos lint docs bench clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit("django-xjobs needs Python 3.11+" if sys.version_info < (3, 11) else 0)'
@@ -38,6 +38,9 @@ test: $(VENV)/.installed  ## the whole suite, on PostgreSQL, in a random order (
 
 test-fast: $(VENV)/.installed  ## the unit lane: no database, no subprocess, no server started
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+
+property: $(VENV)/.installed  ## the property suite at length (`make test` runs its short `ci` profile); minutes
+	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/test_property.py -p no:randomly -o timeout=0 $(PYTEST_ARGS)
 
 chaos: $(VENV)/.installed  ## real workers under faults (kill, stop, restart, outage...), one table; not in `make test`
 	$(BIN)/python -m chaos $(CHAOS_ARGS)

@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
-from django_xjobs.drivers.base import Complete, EnqueueRequest, Finish, RetryAt, SuspendUntil
+from django_xjobs.drivers.base import (
+    Complete,
+    EnqueueRequest,
+    Finish,
+    RetryAt,
+    Shed,
+    SuspendUntil,
+)
+from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.errors import InvariantError, JobDuplicateError
 from tests import jobs
 
@@ -343,6 +353,38 @@ def test_state_03_a_parked_nack_gives_the_attempt_back(harness):
     assert again.attempt == 1
 
 
+def set_attempt(harness, job_id, attempt):
+    """Write a held row's attempt as SQL or an older release could (SPEC STATE-03's attempt 0)."""
+    if isinstance(harness.driver, MemoryDriver):
+        rows = harness.driver._rows
+        rows[job_id] = replace(rows[job_id], attempt=attempt)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE x_jobs SET attempt = %s WHERE id = %s", [attempt, job_id])
+
+
+@pytest.mark.parametrize(
+    "give_back",
+    [
+        lambda job: SuspendUntil(job.id, job.lease_token, delay=5),
+        lambda job: RetryAt(job.id, job.lease_token, delay=5, counts_as_attempt=False),
+        lambda job: Shed(job.id, job.lease_token, delay=5),
+    ],
+    ids=["suspend", "retry-not-counted", "shed"],
+)
+def test_state_03_se_07_a_nack_at_attempt_0_stays_at_0(harness, give_back):
+    jobs.ok.enqueue(n=1)
+    [job] = claim(harness.driver)
+    set_attempt(harness, job.id, 0)  # held at attempt 0: a row requeued under its holder
+    release = give_back(job)
+    verb = {SuspendUntil: "suspend", RetryAt: "retry", Shed: "shed"}[type(release)]
+    assert getattr(harness.driver, verb)(release)
+    assert harness.row(job.id).attempt == 0  # floored, never -1
+    harness.advance(5)
+    [again] = claim(harness.driver)
+    assert again.attempt == 1
+
+
 # --- (f) heartbeat predicate ----------------------------------------------------------------
 
 
@@ -423,11 +465,14 @@ def test_met_03_q_05_stats_buckets_are_exclusive(harness):
     [dead, parked] = claim(harness.driver, limit=2)
     harness.driver.finish(Finish(dead.id, dead.lease_token, "dead"))
     harness.driver.suspend(SuspendUntil(parked.id, parked.lease_token, delay=60))
+    due = jobs.ok.using(delay="10s").enqueue(n=8)  # still 'delayed' when read, but due (Q-05)
+    harness.advance(20)
     stats = {s.queue: s for s in harness.driver.stats()}
     assert list(stats) == ["default", "other"]
     default = stats["default"]
+    assert harness.row(due.id).state == "delayed"  # counted below as ready, not delayed
     assert (default.ready, default.delayed, default.running, default.suspended, default.dead) == (
-        2,
+        3,
         1,
         2,
         1,

@@ -5,23 +5,29 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 import uuid
 from datetime import datetime, timedelta
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 
 from django_xjobs.clock import FrozenClock
 from django_xjobs.context import Signal
+from django_xjobs.definitions import job
 from django_xjobs.errors import (
     InvariantError,
     JobAbortedError,
+    JobCancelledError,
+    JobInterrupt,
     JobTimeoutError,
     StepSuspension,
 )
 from django_xjobs.events import publish_event
-from django_xjobs.execute import Outcome
+from django_xjobs.execute import Outcome, execute
+from django_xjobs.settle import settle
 from django_xjobs.steps import Steps
 from django_xjobs.testing import age_events, run_to_completion, run_until_idle
 from tests import jobs
@@ -321,7 +327,7 @@ def test_a_non_json_step_output_fails_the_step_and_the_job_stays_retryable(harne
     assert steps_of(harness, job_id)["x"].status == "failed"
 
 
-def test_step_15_16_a_step_deadline_aborts_the_signal_then_fails_the_attempt(harness, clock):
+def test_step_15_a_step_deadline_fails_the_attempt_naming_the_step(harness, clock):
     job_id = jobs.slow_step.enqueue(n=1).id
     started = time.monotonic()
     [run] = run_until_idle(clock=clock)
@@ -329,6 +335,48 @@ def test_step_15_16_a_step_deadline_aborts_the_signal_then_fails_the_attempt(har
     assert run.outcome == Outcome.RETRIED
     assert run.error.startswith("X_JOB_TIMEOUT") and "'slow'" in run.error
     assert steps_of(harness, job_id)["slow"].status == "failed"
+
+
+def test_step_15_se_20_the_step_signal_is_aborted_before_the_step_raises(harness, clock):
+    _, steps, run_signal = claimed_steps(harness, clock, jobs.ok, n=1)
+    steps.step_timeout = 0.2
+    seen: list[Signal] = []
+    release = threading.Event()
+
+    def ignores_its_signal(signal):
+        seen.append(signal)
+        release.wait(10)  # overruns its ceiling without looking at the signal
+
+    try:
+        with pytest.raises(JobTimeoutError) as raised:
+            steps.run("slow", ignores_its_signal)
+        # read the moment step.run raised: the step's signal already carries the timeout
+        assert seen[0].is_set() and seen[0].reason is raised.value
+        assert not run_signal.is_set()  # the run's own signal is left to the executor
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("step_timeout", [None, 10.0], ids=["no-ceiling", "with-ceiling"])
+def test_step_16_the_signal_fn_gets_fires_when_the_run_is_cancelled(harness, clock, step_timeout):
+    _, steps, run_signal = claimed_steps(harness, clock, jobs.ok, n=1)
+    steps.step_timeout = step_timeout
+    started, woke = threading.Event(), []
+
+    def waits(signal):
+        started.set()
+        woke.append(signal.wait(3))  # True as soon as the cancel reaches this signal
+
+    def cancel():
+        started.wait(5)
+        run_signal.abort(JobCancelledError("cancelled by the operator"))
+
+    canceller = threading.Thread(target=cancel)
+    canceller.start()
+    with pytest.raises(JobInterrupt):  # the aborted run's step write is refused (STEP-17)
+        steps.run("waits", waits)
+    canceller.join(5)
+    assert woke == [True]
 
 
 def test_step_17_exec_07_after_the_signal_aborts_step_functions_run_but_nothing_lands(
@@ -370,7 +418,7 @@ def test_step_18_a_suspension_inside_a_step_leaves_no_failed_record(harness, clo
     assert harness.driver.steps.list(job.run_id) == []
 
 
-def test_exec_04_06_a_job_timeout_fails_on_time_and_the_late_step_is_refused(harness, clock):
+def test_exec_04_a_job_timeout_fails_on_time_and_the_late_step_is_refused(harness, clock):
     token = f"t-{uuid.uuid4()}"
     job_id = jobs.overruns.enqueue(token=token).id
     started = time.monotonic()
@@ -384,6 +432,86 @@ def test_exec_04_06_a_job_timeout_fails_on_time_and_the_late_step_is_refused(har
         time.sleep(0.02)  # the abandoned body runs on in its own thread; poll for its last act
     assert ledger(token, "late") == 1  # the step function ran, after the deadline ...
     assert "late" not in steps_of(harness, job_id)  # ... and its write was refused (EXEC-06)
+
+
+#: each run's ctx.signal and what its background step met, by token, for the EXEC-04/06 cases
+SIGNALS: dict[str, Signal] = {}
+LATE: dict[str, BaseException | None] = {}
+
+
+@job(name="test_steps.heeds_timeout", idempotency_key="heeds:{token}", timeout="200ms")
+def heeds_timeout(ctx, token: str):
+    SIGNALS[token] = ctx.signal
+    ctx.signal.wait(5)  # obeys: wakes when the deadline aborts the signal
+
+
+@job(name="test_steps.leaves_a_step_behind", idempotency_key="behind:{token}")
+def leaves_a_step_behind(ctx, token: str):
+    """Returns at once, leaving a thread that runs a step once the test opens ``GATES[token]``."""
+    SIGNALS[token] = ctx.signal
+
+    def later():
+        GATES[token].wait(10)
+        refused = None
+        try:
+            ctx.step.run("late", lambda: _mark(token))
+        except BaseException as error:
+            refused = error
+        finally:
+            connections.close_all()  # this thread's own, before the test database is dropped
+        LATE[token] = refused
+
+    threading.Thread(target=later, daemon=True).start()
+    return "returned"
+
+
+GATES: dict[str, threading.Event] = {}
+
+
+def _mark(token: str) -> str:
+    Ledger.objects.create(token=token, phase="late", attempt=0, pid=0)
+    return "late"
+
+
+def test_exec_04_se_20_the_signal_carries_the_timeout_when_the_nack_is_issued(harness, clock):
+    token = f"t-{uuid.uuid4()}"
+    at_nack: list[BaseException | None] = []
+    retry = harness.driver.retry
+
+    def seen_at_nack(value):
+        at_nack.append(SIGNALS[token].reason)
+        return retry(value)
+
+    harness.driver.retry = seen_at_nack
+    job_id = heeds_timeout.enqueue(token=token).id
+    [run] = run_until_idle(clock=clock)
+    assert run.outcome == Outcome.RETRIED and "X_JOB_TIMEOUT" in run.error
+    [reason] = at_nack  # aborted before the nack, and by the timeout, not by the attempt's end
+    assert isinstance(reason, JobTimeoutError) and reason.code == "X_JOB_TIMEOUT"
+    assert harness.row(job_id).last_error.startswith("X_JOB_TIMEOUT")
+
+
+def test_exec_06_se_21_a_step_left_running_after_the_attempt_is_refused(live_harness, clock):
+    token = f"t-{uuid.uuid4()}"
+    GATES[token] = threading.Event()
+    job_id = leaves_a_step_behind.enqueue(token=token).id
+    [held] = live_harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
+    )
+    run = execute(held, Signal(), driver=live_harness.driver, clock=clock)
+    assert run.outcome == Outcome.COMPLETED
+    reason = SIGNALS[token].reason  # the attempt has ended: its signal says so
+    assert isinstance(reason, JobAbortedError) and reason.code == "X_ABORTED"
+    # the window SE-21 closes: the attempt is over but not yet settled, so the lease still holds
+    GATES[token].set()
+    deadline = time.monotonic() + 10
+    while token not in LATE and time.monotonic() < deadline:
+        time.sleep(0.02)  # the background thread is the handler's, not ours: poll for its end
+    refused = LATE[token]
+    assert isinstance(refused, JobAbortedError) and refused.code == "X_ABORTED"
+    assert "late" not in steps_of(live_harness, job_id)  # ... and nothing landed
+    assert ledger(token, "late") == 1  # the step function itself ran (STEP-17)
+    assert settle(live_harness.driver, [run.settle]) == {held.lease_token}
 
 
 def test_exec_05_a_body_that_ends_after_its_deadline_is_logged_as_abandoned(harness, clock, caplog):

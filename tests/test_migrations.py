@@ -1,0 +1,119 @@
+"""SPEC DB-01: every table comes from this one app's migrations, and after ``0001_initial`` a
+table is only ever extended (new columns, new tables, new or redefined indexes, added
+constraints, indexes replaced, storage settings), never narrowed or edited: no column or table is removed,
+renamed or altered. An installation upgraded across releases then keeps every column a rolling
+worker of the previous release still reads and writes.
+
+The rule, read off the operations 0002-0010 use, is a whitelist: an operation not on it (a
+``RemoveField``, ``AlterField``, ``RenameField``, ``DeleteModel``, ``RunPython``...) fails the
+test until the rule is changed on purpose, next to this docstring.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.apps import apps
+from django.db import migrations, models
+from django.db.migrations.loader import MigrationLoader
+
+APP = "django_xjobs"
+INITIAL = "0001_initial"
+
+#: RunSQL may only change a table's storage parameters (autovacuum and the like: 0006, 0010)
+STORAGE_ONLY = re.compile(r"^\s*ALTER\s+TABLE\s+\w+\s+(SET|RESET)\s*\([^;]*\)\s*$", re.I | re.S)
+
+
+def app_migrations() -> list[migrations.Migration]:
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    found = [m for (app, _), m in loader.disk_migrations.items() if app == APP]
+    return sorted(found, key=lambda m: m.name)
+
+
+def statements(sql) -> list[str]:
+    chunks = [sql] if isinstance(sql, str) else list(sql)
+    return [s for chunk in chunks for s in str(chunk).split(";") if s.strip()]
+
+
+def violations(migration: migrations.Migration) -> list[str]:
+    """What in ``migration`` (one after 0001) removes or edits rather than adds."""
+    found = []
+    # an index is not a column: one may be replaced (0006 redefines two, 0007 swaps one for a
+    # narrower one), so a removal needs an index added on the same model by the same migration
+    indexed = {
+        op.model_name_lower for op in migration.operations if isinstance(op, migrations.AddIndex)
+    }
+    for op in migration.operations:
+        where = f"{migration.name}: {op.describe()}"
+        if isinstance(op, migrations.AddField):
+            field = op.field
+            fills = field.null or field.has_default() or field.db_default is not models.NOT_PROVIDED
+            if not fills:
+                found.append(f"{where} adds a NOT NULL column without a default")
+        elif isinstance(op, migrations.RemoveIndex):
+            if op.model_name_lower not in indexed:
+                found.append(f"{where} drops an index without replacing it")
+        elif isinstance(op, migrations.RunSQL):
+            for sql in statements(op.sql):
+                if not STORAGE_ONLY.match(sql):
+                    found.append(f"{where} runs SQL that is not a storage setting: {sql.strip()}")
+        elif not isinstance(
+            op, migrations.CreateModel | migrations.AddIndex | migrations.AddConstraint
+        ):
+            found.append(f"{where} is a {type(op).__name__}: tables only gain columns (DB-01)")
+    return found
+
+
+def test_db_01_every_table_is_created_by_this_apps_migrations():
+    created = {
+        op.options.get("db_table")
+        for migration in app_migrations()
+        for op in migration.operations
+        if isinstance(op, migrations.CreateModel)
+    }
+    tables = {model._meta.db_table for model in apps.get_app_config(APP).get_models()}
+    assert tables <= created
+    assert {"x_jobs", "x_job_steps", "x_outbox", "x_backfills", "x_job_events"} <= tables
+
+
+def test_db_01_no_migration_after_the_first_removes_or_alters_a_column_or_table():
+    later = [m for m in app_migrations() if m.name != INITIAL]
+    assert [m.name[:4] for m in later] == [f"{n:04d}" for n in range(2, len(later) + 2)]
+    assert [v for migration in later for v in violations(migration)] == []
+
+
+def test_db_01_the_rule_refuses_what_narrows_or_edits_a_table():
+    """The rule above must be able to fail: synthetic migrations doing what DB-01 forbids."""
+    forbidden = [
+        migrations.RemoveField(model_name="job", name="priority"),
+        migrations.AlterField(model_name="job", name="priority", field=models.BigIntegerField()),
+        migrations.RenameField(model_name="job", old_name="priority", new_name="rank"),
+        migrations.DeleteModel(name="Worker"),
+        migrations.RenameModel(old_name="Worker", new_name="Presence"),
+        migrations.AlterModelTable(name="job", table="x_jobs_v2"),
+        migrations.RemoveConstraint(model_name="job", name="x_jobs_state_check"),
+        migrations.RemoveIndex(model_name="job", name="x_jobs_claim_idx"),
+        migrations.AddField(model_name="job", name="shard", field=models.IntegerField()),
+        migrations.RunSQL("ALTER TABLE x_jobs DROP COLUMN priority"),
+        migrations.RunSQL(["ALTER TABLE x_jobs SET (fillfactor = 90); DROP TABLE x_workers"]),
+        migrations.RunPython(migrations.RunPython.noop),
+    ]
+    for op in forbidden:
+        synthetic = type("Migration", (migrations.Migration,), {"operations": [op]})
+        assert violations(synthetic("0099_synthetic", APP)), op.describe()
+    allowed = type(
+        "Migration",
+        (migrations.Migration,),
+        {
+            "operations": [
+                migrations.AddField(
+                    model_name="job", name="shard", field=models.IntegerField(null=True)
+                ),
+                migrations.AddField(
+                    model_name="job", name="lane", field=models.IntegerField(db_default=0)
+                ),
+                migrations.RunSQL("ALTER TABLE x_jobs SET (fillfactor = 90)"),
+            ]
+        },
+    )
+    assert violations(allowed("0099_synthetic", APP)) == []
