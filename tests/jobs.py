@@ -384,3 +384,17 @@ def atomic_elsewhere(ctx, n: int = 0):
     """Writes to the ``orders`` database inside an atomic step: refused, terminal."""
     with ctx.step.atomic("elsewhere"):
         Ledger.objects.using("orders").create(token=str(ctx.job_id), phase="x", attempt=1, pid=0)
+
+
+@job(idempotency_key="timed-steps:{token}", retry=FAST)
+def timed_steps(ctx, token: str, hold: float = 0.3, fail_first: bool = False):
+    """One step whose body takes ``hold`` seconds (busy, as real work is), then a quick one;
+    with ``fail_first`` the slow step fails on the first attempt."""
+
+    def slow():
+        time.sleep(hold)  # the step's own work, not a wait for another part
+        if fail_first and ctx.attempt == 1:
+            raise RuntimeError("slow step failed")
+        return "slow"
+
+    return [ctx.step.run("slow", slow), ctx.step.run("quick", lambda: "quick")]
