@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime
 from io import StringIO
 
+import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from django_xjobs import inspect
+from django_xjobs.clock import FrozenClock
+from django_xjobs.drivers.postgres import PostgresDriver
+from django_xjobs.scheduler.postgres import PostgresSchedulerStore
+from django_xjobs.scheduler.role import Scheduler
 from django_xjobs.testing import run_to_completion
 from tests import jobs
 
@@ -45,3 +52,38 @@ def test_step_03_a_failed_step_keeps_its_first_start_and_ends_at_its_completion(
     [slow] = [s for s in inspect.inspect_job(job_id)["steps"] if s["name"] == "slow"]
     assert (slow["status"], slow["attempts"]) == ("completed", 2)
     assert slow["duration"] >= 2 * HOLD  # from the first attempt's start: two bodies ran
+
+
+# --- a cron that never fired ------------------------------------------------------------------
+
+
+@pytest.fixture
+def admin_client(client, db):
+    client.force_login(User.objects.create_superuser("admin", "admin@example.com", "pw"))
+    return client
+
+
+def test_sched_01_an_armed_cron_that_never_fired_says_never(admin_client):
+    clock = FrozenClock(datetime(2026, 1, 5, 10, 0, 30, tzinfo=UTC))  # hours from 03:00
+    scheduler = Scheduler(
+        driver=PostgresDriver("default"),
+        store=PostgresSchedulerStore("default"),
+        cron_names=["tests.daily", "tests.hourly_once"],
+        clock=clock,
+    )
+    assert scheduler.tick() == []  # arms both watermarks, fires nothing (SPEC SCHED-01)
+    page = admin_client.get("/admin/django_xjobs/job/crons/")
+    listed = {c["name"]: c for c in page.context["crons"]}
+    # the arming mark is a microsecond before the next occurrence: an instant still ahead
+    assert listed["tests.daily"]["last_fired"] is None
+    assert listed["tests.hourly_once"]["last_fired"] is None
+    row = page.content.decode().split("tests.hourly_once")[1].split("</tr>")[0]
+    assert "never" in row, row
+    clock.advance(3600)
+    [fired] = scheduler.tick()
+    listed = {
+        c["name"]: c
+        for c in admin_client.get("/admin/django_xjobs/job/crons/").context["crons"]
+    }
+    assert listed["tests.hourly_once"]["last_fired"] == clock.now()  # run-once: moved to now
+    assert listed["tests.daily"]["last_fired"] is None
