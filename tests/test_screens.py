@@ -5,6 +5,7 @@ jobs list and the job page. Each storage case runs on both drivers through ``har
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from datetime import UTC, datetime
 from io import StringIO
@@ -13,12 +14,14 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from django_xjobs import inspect
+from django_xjobs import inspect, metrics
 from django_xjobs.clock import FrozenClock
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.scheduler.postgres import PostgresSchedulerStore
 from django_xjobs.scheduler.role import Scheduler
+from django_xjobs.execute import Outcome
 from django_xjobs.testing import run_to_completion
+from django_xjobs.worker.worker import Worker
 from tests import jobs
 
 HOLD = 0.3
@@ -82,8 +85,53 @@ def test_sched_01_an_armed_cron_that_never_fired_says_never(admin_client):
     clock.advance(3600)
     [fired] = scheduler.tick()
     listed = {
-        c["name"]: c
-        for c in admin_client.get("/admin/django_xjobs/job/crons/").context["crons"]
+        c["name"]: c for c in admin_client.get("/admin/django_xjobs/job/crons/").context["crons"]
     }
     assert listed["tests.hourly_once"]["last_fired"] == clock.now()  # run-once: moved to now
     assert listed["tests.daily"]["last_fired"] is None
+
+
+# --- a cancelled run is reported as cancelled -------------------------------------------------
+
+
+def test_cancel_05_q_08_a_run_cancelled_before_its_heartbeat_saw_it_is_reported_cancelled(
+    live_harness, caplog
+):
+    """The body returns before any heartbeat reads the cancel: its settle is refused because of
+    the cancel, and that is news (INFO xjobs.job.cancelled), not a lost lease."""
+    job_id = jobs.ok.enqueue(n=77).id
+    # no heartbeat inside this test: only the settle can find the cancel
+    worker = Worker(
+        queues=["default"],
+        driver=live_harness.driver,
+        burst=True,
+        heartbeat_interval=600,
+        visibility_timeout=1800,
+    )
+    original = worker._execute
+
+    def cancelled_as_it_starts(run):
+        live_harness.driver.cancel(run.job.id, "customer asked")
+        return original(run)
+
+    worker._execute = cancelled_as_it_starts
+    counted = {
+        o: metrics.value("xjobs_jobs_total", queue="default", outcome=o)
+        for o in ("cancelled", "lease_lost")
+    }
+    with caplog.at_level(logging.INFO, logger="django_xjobs"):
+        stats = worker.run()
+    assert stats.outcomes == {Outcome.CANCELLED: 1}
+    mine = [r for r in caplog.records if str(job_id) in r.getMessage()]
+    assert [(r.levelno, r.getMessage().split()[0]) for r in mine] == [
+        (logging.INFO, "xjobs.job.cancelled")
+    ], [r.getMessage() for r in mine]
+    assert "customer asked" in mine[0].getMessage()
+    assert metrics.value("xjobs_jobs_total", queue="default", outcome="cancelled") == (
+        counted["cancelled"] + 1
+    )
+    assert (
+        metrics.value("xjobs_jobs_total", queue="default", outcome="lease_lost")
+        == (counted["lease_lost"])
+    )
+    assert live_harness.row(job_id).state == "cancelled"
