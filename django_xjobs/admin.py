@@ -34,6 +34,7 @@ from .admin_backfill import BackfillColumns
 from .admin_pages import UNKNOWN_CODE, OverviewPages, admin_url, nav_links, parked_unknown
 from .durations import format_span
 from .errors import XJobsError
+from .states import WAITING_STATES
 from .models import (
     Backfill,
     Job,
@@ -122,6 +123,24 @@ class UnknownJobFilter(admin.SimpleListFilter):
         return queryset
 
 
+class StateFilter(admin.SimpleListFilter):
+    """By the state the queues page counts: a waiting row is ready once due and delayed until
+    then, whichever it is stored as (DESIGN Q-05). Keeps the ``state__exact`` parameter, so
+    the links of the queues page and of "Dead letters" still land here."""
+
+    title = "state"
+    parameter_name = "state__exact"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, label) for value, label in JobState.choices]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        from .drivers.postgres import state_filter
+
+        value = self.value()
+        return queryset if value is None else queryset.filter(state_filter(value))
+
+
 @admin.register(Job)
 class JobAdmin(OverviewPages, _LibraryRows):
     list_display = (
@@ -134,7 +153,7 @@ class JobAdmin(OverviewPages, _LibraryRows):
         "updated_at",
         "short_error",
     )
-    list_filter = ("state", UnknownJobFilter, "queue", "stop_reason", "name")
+    list_filter = (StateFilter, UnknownJobFilter, "queue", "stop_reason", "name")
     search_fields = ("=id", "name", "idempotency_key")
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
@@ -143,7 +162,17 @@ class JobAdmin(OverviewPages, _LibraryRows):
     fieldsets = (
         (
             None,
-            {"fields": ("id", "name", "queue", "state", "attempt_of", "stop_reason", "priority")},
+            {
+                "fields": (
+                    "id",
+                    "name",
+                    "queue",
+                    "state_shown",
+                    "attempt_of",
+                    "stop_reason",
+                    "priority",
+                )
+            },
         ),
         ("Why it stopped", {"fields": ("last_error",)}),
         ("Failed attempts", {"fields": ("attempt_history",)}),
@@ -219,6 +248,7 @@ class JobAdmin(OverviewPages, _LibraryRows):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Job._meta.fields] + [
+            "state_shown",
             "attempt_of",
             "attempt_history",
             "step_timeline",
@@ -248,9 +278,18 @@ class JobAdmin(OverviewPages, _LibraryRows):
     def attempt_of(self, obj: Job) -> str:
         return f"{obj.attempt} of {obj.max_attempts}"
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        # whether each row is due, on the database clock: the state column says ready or
+        # delayed as the queues page counts it (DESIGN Q-05)
+        due = ExpressionWrapper(Q(run_at__lte=Now()), output_field=BooleanField())
+        return super().get_queryset(request).annotate(xjobs_due=due)
+
     @admin.display(description="state", ordering="state")
     def state_shown(self, obj: Job) -> str:
-        """A row parked because no process registers its name says so, not only "suspended"."""
+        """A row parked because no process registers its name says so, not only "suspended";
+        a waiting row says ready or delayed by its run_at, as the queues page counts it."""
+        if obj.state in WAITING_STATES and hasattr(obj, "xjobs_due"):
+            return "ready" if obj.xjobs_due else "delayed"
         if _parked_unknown(obj):
             return format_html(
                 '{} <span class="xjobs-unknown" title="{}">(unknown job)</span>',

@@ -20,7 +20,7 @@ from .durations import Duration, parse_duration
 from .errors import InvariantError, JobNotFoundError
 from .history import FailedAttempt
 from .retry import retry_schedule
-from .states import FINISHED_STATES
+from .states import FINISHED_STATES, WAITING_STATES, shown_state
 
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
@@ -195,8 +195,10 @@ def list_jobs(
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvariantError(f"limit={limit!r} must be a positive integer")
-    rows = get_driver().list_jobs(queue=queue, name=name, state=state, limit=limit)
-    return [_summary(row) for row in rows]
+    driver = get_driver()
+    rows = driver.list_jobs(queue=queue, name=name, state=state, limit=limit)
+    now = driver.steps.now() if rows else None  # the store's clock, as the counts use
+    return [_summary(row, now) for row in rows]
 
 
 #: What ``prune`` deletes when no state is named: never ``dead``, whose jobs wait for an operator.
@@ -223,12 +225,12 @@ def prune_jobs(
     return get_driver().prune(older_than=seconds, states=chosen, dry_run=bool(dry_run))
 
 
-def _summary(row: JobSnapshot) -> dict[str, Any]:
+def _summary(row: JobSnapshot, now: datetime | None) -> dict[str, Any]:
     return {
         "id": str(row.id),
         "name": row.name,
         "queue": row.queue,
-        "state": row.state,
+        "state": row.state if now is None else shown_state(row.state, row.run_at, now),
         "attempt": row.attempt,
         "max_attempts": row.max_attempts,
         "stop_reason": row.stop_reason,
@@ -251,11 +253,12 @@ def _job_id(value: UUID | str) -> UUID:
 
 
 def _trace(driver: JobDriver, row: JobSnapshot) -> dict[str, Any]:
+    waiting = row.state in WAITING_STATES  # only a waiting row's shown state needs the clock
     return {
         "id": str(row.id),
         "name": row.name,
         "queue": row.queue,
-        "state": row.state,
+        "state": shown_state(row.state, row.run_at, driver.steps.now()) if waiting else row.state,
         "attempt": row.attempt,
         "max_attempts": row.max_attempts,
         "priority": row.priority,

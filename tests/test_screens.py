@@ -15,12 +15,13 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from django_xjobs import inspect, metrics
+from django_xjobs.admin import JobAdmin
 from django_xjobs.clock import FrozenClock
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.scheduler.postgres import PostgresSchedulerStore
 from django_xjobs.scheduler.role import Scheduler
 from django_xjobs.execute import Outcome
-from django_xjobs.testing import run_to_completion
+from django_xjobs.testing import run_to_completion, run_until_idle
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 
@@ -135,3 +136,52 @@ def test_cancel_05_q_08_a_run_cancelled_before_its_heartbeat_saw_it_is_reported_
         == (counted["lease_lost"])
     )
     assert live_harness.row(job_id).state == "cancelled"
+
+
+# --- one state vocabulary ---------------------------------------------------------------------
+
+
+def waiting_fixture(harness) -> dict[str, set[str]]:
+    """Two due rows and two not yet due, each pair stored both ways: a retry waiting out its
+    backoff is stored ready, a due enqueue(delay=...) is stored delayed."""
+    backoff = jobs.flaky.enqueue(n=23).id
+    run_until_idle()  # fails once: stored ready, its run_at one backoff ahead
+    harness.advance(-3600)  # that backoff now ends an hour from now, whatever the host's speed
+    due_delayed = jobs.ok.using(delay="5s").enqueue(n=1).id
+    harness.advance(10)
+    later = jobs.ok.using(delay="1h").enqueue(n=2).id
+    ready = jobs.ok.enqueue(n=3).id
+    assert harness.row(backoff).state == "ready" and harness.row(due_delayed).state == "delayed"
+    return {
+        "ready": {str(due_delayed), str(ready)},
+        "delayed": {str(backoff), str(later)},
+    }
+
+
+def test_q_05_every_surface_says_the_same_state_with_the_same_numbers(harness, admin_client):
+    expected = waiting_fixture(harness)
+    counts = {state: len(ids) for state, ids in expected.items()}
+    # the operator API and the command: counts, filters and the state each row shows
+    totals = inspect.inspect_queues()["totals"]
+    assert {s: totals[s] for s in counts} == counts
+    queues = json.loads(xjobs("queues", "--json"))["totals"]
+    assert {s: queues[s] for s in counts} == counts
+    for state, ids in expected.items():
+        assert {r["id"] for r in inspect.list_jobs(state=state)} == ids, state
+        listed = json.loads(xjobs("ls", "--json", "--state", state))
+        assert {r["id"] for r in listed} == ids, state
+    shown = {r["id"]: r["state"] for r in inspect.list_jobs()}
+    cli = {r["id"]: r["state"] for r in json.loads(xjobs("ls", "--json"))}
+    traced = {i: inspect.inspect_job(i)["state"] for i in shown}
+    for state, ids in expected.items():
+        for each in (shown, cli, traced):
+            assert {i for i, s in each.items() if s == state} == ids, (state, each)
+    if harness.driver.name != "postgres":
+        return  # the admin reads the database
+    page = admin_client.get("/admin/django_xjobs/job/queues/")
+    assert {s: page.context["totals"][s] for s in counts} == counts
+    for state, ids in expected.items():
+        found = admin_client.get(f"/admin/django_xjobs/job/?state__exact={state}")
+        rows = found.context["cl"].result_list
+        assert {str(j.id) for j in rows} == ids, state
+        assert {JobAdmin.state_shown(None, j) for j in rows} == {state}  # type: ignore[arg-type]

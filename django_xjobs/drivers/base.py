@@ -470,7 +470,9 @@ class JobDriver(Protocol):
         state: str | None = None,
         limit: int = 100,
     ) -> list[JobSnapshot]:
-        """Rows newest first, filtered, at most ``limit``; reads only."""
+        """Rows newest first, filtered, at most ``limit``; reads only. ``state`` is the state
+        shown (``states.shown_state``): ``ready`` is every due waiting row, ``delayed`` every
+        waiting row not yet due, on the store's clock."""
 
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         """``dead`` rows, most recently failed first; reads only."""

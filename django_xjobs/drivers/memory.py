@@ -18,7 +18,7 @@ from uuid import UUID
 from ..clock import Clock, SystemClock
 from ..history import KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Failure
 from ..ids import uuid7
-from ..states import LIVE_STATES
+from ..states import LIVE_STATES, shown_state
 from .base import (
     ClaimedJob,
     Complete,
@@ -396,12 +396,14 @@ class MemoryDriver:
         limit: int = 100,
     ) -> list[JobSnapshot]:
         with self._lock:
+            now = self._now()
             rows = [
                 r
                 for r in self._rows.values()
                 if (queue is None or r.queue == queue)
                 and (name is None or r.name == name)
-                and (state is None or r.state == state)
+                # as the database's filter: by the state shown (DESIGN Q-05)
+                and (state is None or shown_state(r.state, r.run_at, now) == state)
             ]
         rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)  # SPEC SE-06: newest first
         return [_read(r) for r in rows[:limit]]

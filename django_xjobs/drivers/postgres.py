@@ -16,12 +16,15 @@ from django.db import (
     connections,
     transaction,
 )
+from django.db.models import Q
+from django.db.models.functions import Now
 
 from .. import history
 from .. import log as events
 from ..connections import listen_alias
 from ..errors import DriverUnavailableError, first_line
 from ..ids import uuid7, uuid7_many
+from ..states import WAITING_STATES
 from . import sql
 from .base import (
     ClaimedJob,
@@ -320,9 +323,11 @@ class PostgresDriver:
         from ..models import Job
 
         rows = Job.objects.using(self.using).all()
-        for field, value in (("queue", queue), ("name", name), ("state", state)):
+        for field, value in (("queue", queue), ("name", name)):
             if value is not None:
                 rows = rows.filter(**{field: value})
+        if state is not None:
+            rows = rows.filter(state_filter(state))
         return [snapshot(r) for r in rows.order_by("-created_at", "-id")[:limit]]
 
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
@@ -526,6 +531,16 @@ def _answer(
         return False
     results[index] = EnqueueResult(id=job_id, run_id=run_id)
     return True
+
+
+def state_filter(state: str) -> Q:
+    """The rows ``shown_state`` calls ``state``, on the database clock: a waiting row is ready
+    once due and delayed until then, whichever it is stored as (DESIGN Q-05, issue 23)."""
+    if state == "ready":
+        return Q(state__in=WAITING_STATES, run_at__lte=Now())
+    if state == "delayed":
+        return Q(state__in=WAITING_STATES, run_at__gt=Now())
+    return Q(state=state)
 
 
 def snapshot(row: Any) -> JobSnapshot:
