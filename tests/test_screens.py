@@ -185,3 +185,22 @@ def test_q_05_every_surface_says_the_same_state_with_the_same_numbers(harness, a
         rows = found.context["cl"].result_list
         assert {str(j.id) for j in rows} == ids, state
         assert {JobAdmin.state_shown(None, j) for j in rows} == {state}  # type: ignore[arg-type]
+
+
+# --- a database that does not exist -----------------------------------------------------------
+
+
+@pytest.mark.process
+def test_a_database_that_does_not_exist_names_createdb(db):
+    """SQLSTATE 3D000 at connect: the fix is to create it, not to start PostgreSQL."""
+    from django_xjobs.testing.postgres import database_url, url_for_database
+    from tests.support.process import run_manage
+
+    missing = f"xjobs_missing_{uuid.uuid4().hex[:8]}"
+    url = url_for_database(database_url(), missing)
+    for argv in (["xjobs", "ls"], ["xjobs_worker", "--burst"]):
+        done = run_manage(*argv, "--settings=tests.settings", url=url)
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode == 1 and len(lines) == 1, done.stderr
+        assert "X_DRIVER_UNAVAILABLE" in lines[0], lines[0]
+        assert f"createdb {missing}" in lines[0], lines[0]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from django.db import DatabaseError, connections
 
 from ..conf import XJobsSettings
@@ -24,9 +27,12 @@ def preflight(
         connection.ensure_connection()
     except DatabaseError as error:
         first = first_line(error)
+        name = params.get("NAME")
+        hint = "check DATABASE_URL / DATABASES and that PostgreSQL is running"
+        if name and _database_missing(connection, name):
+            hint = f"create it: createdb {name} (or CREATE DATABASE {name}), then migrate"
         raise DriverUnavailableError(
-            f"cannot connect to database {alias!r} ({where}): {first}",
-            hint="check DATABASE_URL / DATABASES and that PostgreSQL is running",
+            f"cannot connect to database {alias!r} ({where}): {first}", hint=hint
         ) from None
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [table])
@@ -38,3 +44,23 @@ def preflight(
             f"database {alias!r} ({where}) has no {table} table",
             hint=f"run: python manage.py migrate django_xjobs --database {alias}",
         )
+
+
+def _database_missing(connection: Any, name: str) -> bool:
+    """Whether the server answers but has no database ``name`` (SQLSTATE 3D000 at connect).
+
+    libpq reports a failed connect without a SQLSTATE, and the message is no contract: the
+    server is asked instead, through the maintenance database Django's test runner uses too.
+    Only on a failed connect; False when that cannot be told.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Django warns before it falls back to NAME itself
+            with connection._nodb_cursor() as cursor:
+                cursor.execute(
+                    "SELECT NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = %s)", [name]
+                )
+                (missing,) = cursor.fetchone()
+    except Exception:
+        return False
+    return bool(missing)
