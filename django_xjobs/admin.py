@@ -34,7 +34,7 @@ from .admin_backfill import BackfillColumns
 from .admin_pages import UNKNOWN_CODE, OverviewPages, admin_url, nav_links, parked_unknown
 from .durations import format_span
 from .errors import XJobsError
-from .states import WAITING_STATES
+from .states import WAITING_STATES, shown_attempt
 from .models import (
     Backfill,
     Job,
@@ -276,7 +276,8 @@ class JobAdmin(OverviewPages, _LibraryRows):
 
     @admin.display(description="attempt")
     def attempt_of(self, obj: Job) -> str:
-        return f"{obj.attempt} of {obj.max_attempts}"
+        attempt = f"{shown_attempt(obj.state, obj.attempt)} of {obj.max_attempts}"
+        return f"{attempt} (parked)" if obj.state == JobState.SUSPENDED else attempt
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         # whether each row is due, on the database clock: the state column says ready or

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from string import hexdigits
 from typing import Any
 from uuid import UUID
 
@@ -17,7 +18,7 @@ from .backfill_status import backfill_section
 from .drivers import get_driver
 from .drivers.base import JobDriver, JobSnapshot, StepRecord
 from .durations import Duration, parse_duration
-from .errors import InvariantError, JobNotFoundError
+from .errors import InvariantError, JobIdAmbiguousError, JobNotFoundError
 from .history import FailedAttempt
 from .retry import retry_schedule
 from .states import FINISHED_STATES, WAITING_STATES, shown_state
@@ -240,16 +241,46 @@ def _summary(row: JobSnapshot, now: datetime | None) -> dict[str, Any]:
     }
 
 
+#: the shortest id prefix looked up: shorter ones name whole seconds of UUIDv7 ids
+MIN_PREFIX = 4
+HEX_DIGITS = hexdigits.lower()
+#: the jobs an ambiguous prefix's message lists
+PREFIX_CANDIDATES = 5
+
+
 def _job_id(value: UUID | str) -> UUID:
+    """A job id, or the one job id a prefix of it names (``0197a3c2-5b1e``, as ``xjobs ls``
+    prints them); an ambiguous prefix is refused with the ids it could mean."""
     if isinstance(value, UUID):
         return value
+    text = str(value).strip()
     try:
-        return UUID(str(value).strip())
+        return UUID(text)
     except ValueError:
+        pass
+    digits = text.replace("-", "").lower()
+    if len(digits) < MIN_PREFIX or len(digits) >= 32 or set(digits) - set(HEX_DIGITS):
         raise JobNotFoundError(
             f"no job {value!r} exists",
-            hint="that is not a job id; a job id is a UUID such as 0197a3c2-5b1e-7c4d-9f00-1a2b3c4d5e6f",
-        ) from None
+            hint="that is not a job id; a job id is a UUID such as "
+            "0197a3c2-5b1e-7c4d-9f00-1a2b3c4d5e6f, or at least its first "
+            f"{MIN_PREFIX} hex digits",
+        )
+    low, high = UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))
+    found = get_driver().job_ids_between(low, high, limit=PREFIX_CANDIDATES + 1)
+    if not found:
+        raise JobNotFoundError(
+            f"no job id starts with {text!r}",
+            hint="python manage.py xjobs ls lists recent jobs with their ids",
+        )
+    if len(found) > 1:
+        listed = ", ".join(str(i) for i in found[:PREFIX_CANDIDATES])
+        more = ", ..." if len(found) > PREFIX_CANDIDATES else ""
+        raise JobIdAmbiguousError(
+            f"{text!r} starts more than one job id: {listed}{more}",
+            hint="give more of the id, or all of it",
+        )
+    return found[0]
 
 
 def _trace(driver: JobDriver, row: JobSnapshot) -> dict[str, Any]:

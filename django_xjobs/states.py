@@ -27,3 +27,10 @@ def shown_state(state: str, run_at: datetime | None, now: datetime) -> str:
     if state not in WAITING_STATES or run_at is None:
         return state
     return "delayed" if run_at > now else "ready"
+
+
+def shown_attempt(state: str, attempt: int) -> int:
+    """The attempt a screen names. A parked run (``suspended``: a sleep, an event wait, an
+    unknown name) gives its attempt back, as it spends none (SPEC STEP-10), so the row stores
+    one less than the attempt it is in and resumes as: "attempt 0 of 3" for a run that ran."""
+    return attempt + 1 if state == "suspended" else attempt

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 from datetime import UTC, datetime
 from io import StringIO
+from uuid import UUID
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from django_xjobs import inspect, metrics
 from django_xjobs.admin import JobAdmin
 from django_xjobs.clock import FrozenClock
+from django_xjobs.errors import JobIdAmbiguousError, JobNotFoundError
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.scheduler.postgres import PostgresSchedulerStore
 from django_xjobs.scheduler.role import Scheduler
@@ -204,3 +207,77 @@ def test_a_database_that_does_not_exist_names_createdb(db):
         assert done.returncode == 1 and len(lines) == 1, done.stderr
         assert "X_DRIVER_UNAVAILABLE" in lines[0], lines[0]
         assert f"createdb {missing}" in lines[0], lines[0]
+
+
+# --- the smaller lines: attempts, a stale error, the jobs list and id prefixes ---------------
+
+
+def test_step_10_a_parked_run_names_the_attempt_it_is_in(harness, admin_client):
+    job_id = jobs.sleeper.enqueue(n=5, token="parked").id
+    run_until_idle()  # runs its first step, then parks in the 3-day sleep
+    row = harness.row(job_id)
+    assert (row.state, row.attempt) == ("suspended", 0)  # stored: the parked attempt given back
+    shown = xjobs("show", str(job_id))
+    assert "attempt 1 of" in shown and "attempt 0 of" not in shown, shown
+    [line] = [x for x in xjobs("ls").splitlines() if x.startswith(str(job_id))]
+    assert f" 1/{row.max_attempts} " in line, line
+    if harness.driver.name == "postgres":
+        page = admin_client.get("/admin/django_xjobs/job/").content.decode()
+        assert f"1 of {row.max_attempts} (parked)" in page
+
+
+def test_a_done_job_shows_no_error_its_earlier_attempts_keep_theirs(harness):
+    job_id = jobs.flaky.enqueue(n=61, failures=1).id
+    run_until_idle()
+    assert harness.row(job_id).last_error == "ConnectionError: attempt 1 failed"
+    harness.advance(2)
+    run_until_idle()
+    trace = inspect.inspect_job(job_id)
+    assert (trace["state"], trace["last_error"]) == ("done", None)
+    assert [a["message"] for a in trace["attempts"]] == ["attempt 1 failed"]  # the history
+    assert "last error -" in xjobs("show", str(job_id))
+
+
+def test_after_an_operator_retry_a_done_job_no_longer_heads_with_its_dead_letter(harness):
+    job_id = jobs.ok.enqueue(n=62).id
+    harness.driver.cancel(job_id, "X_TERMINAL: stop")
+    assert inspect.retry_job(job_id, force=True)["last_error"] == "X_TERMINAL: stop"
+    run_until_idle()
+    assert (harness.row(job_id).state, harness.row(job_id).last_error) == ("done", None)
+
+
+def test_ls_has_a_header_row_naming_every_column_the_time_too(harness):
+    first = jobs.ok.enqueue(n=1).id
+    lines = xjobs("ls").splitlines()
+    assert lines[0].split() == ["id", "name", "queue", "state", "attempt", "updated"]
+    assert lines[1].startswith(str(first))
+    assert xjobs("ls", "--queue", "nowhere").strip() == "no jobs"
+
+
+def test_show_cancel_and_retry_take_a_unique_id_prefix(harness):
+    job_id = str(jobs.ok.enqueue(n=7).id)
+    other = str(jobs.ok.enqueue(n=8).id)
+    common = len(os.path.commonprefix([job_id, other]))
+    prefix = job_id[: common + 1]  # one digit past what the two share: names only the first
+    assert json.loads(xjobs("show", prefix, "--json"))["id"] == job_id
+    assert json.loads(xjobs("cancel", prefix, "--json"))["state"] == "cancelled"
+    retried = json.loads(xjobs("retry", prefix, "--force", "--json"))
+    assert (retried["id"], retried["state"]) == (job_id, "ready")
+    assert harness.row(UUID(other)).state == "ready"  # untouched
+
+
+def test_an_ambiguous_prefix_is_refused_with_its_candidates(harness):
+    ids = [str(jobs.ok.enqueue(n=n).id) for n in (1, 2)]
+    shared = os.path.commonprefix(ids)
+    assert len(shared.replace("-", "")) >= 4, ids  # UUIDv7: made in the same second
+    with pytest.raises(CommandError) as refused:
+        xjobs("show", shared)
+    assert "X_JOB_ID_AMBIGUOUS" in str(refused.value)
+    assert all(i in str(refused.value) for i in ids)
+    with pytest.raises(JobIdAmbiguousError):
+        inspect.cancel_job(shared)
+    assert {harness.row(UUID(i)).state for i in ids} == {"ready"}  # nothing cancelled
+    with pytest.raises(JobNotFoundError, match="no job id starts with"):
+        inspect.inspect_job("ffff")
+    with pytest.raises(JobNotFoundError, match="not a job id"):
+        inspect.retry_job("abc")  # too short to be a prefix

@@ -474,6 +474,10 @@ class JobDriver(Protocol):
         shown (``states.shown_state``): ``ready`` is every due waiting row, ``delayed`` every
         waiting row not yet due, on the store's clock."""
 
+    def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
+        """Up to ``limit`` job ids in ``[low, high]``, smallest first: the ids an id prefix
+        names (an operator's lookup; the primary key's range, never a scan); reads only."""
+
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         """``dead`` rows, most recently failed first; reads only."""
 

@@ -235,6 +235,7 @@ class MemoryDriver:
                 self._rows[row.id] = replace(
                     row,
                     state="done",
+                    last_error=None,  # as the database's ack: the history keeps the old one
                     lease_expiries=0,
                     lapsed_holder=None,
                     result=None if result is None else json.loads(result),
@@ -407,6 +408,11 @@ class MemoryDriver:
             ]
         rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)  # SPEC SE-06: newest first
         return [_read(r) for r in rows[:limit]]
+
+    def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
+        with self._lock:
+            # PostgreSQL orders uuids by their bytes, as Python's UUID compares them
+            return sorted(i for i in self._rows if low <= i <= high)[:limit]
 
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         with self._lock:

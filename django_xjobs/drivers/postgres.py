@@ -330,6 +330,12 @@ class PostgresDriver:
             rows = rows.filter(state_filter(state))
         return [snapshot(r) for r in rows.order_by("-created_at", "-id")[:limit]]
 
+    def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
+        from ..models import Job
+
+        rows = Job.objects.using(self.using).filter(id__gte=low, id__lte=high).order_by("id")
+        return list(rows.values_list("id", flat=True)[:limit])
+
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         from ..models import Job
 

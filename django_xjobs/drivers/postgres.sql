@@ -271,9 +271,12 @@ ORDER BY priority DESC, run_at, id;
 
 -- name: ack
 -- Settle many runs as done in one statement, each fenced on its own lease token (SPEC STATE-01).
+-- A done job has no error: an earlier attempt's stays in `errors`, the history, not above
+-- `state done` as if it still stood (issue 23).
 UPDATE x_jobs j
 SET state = 'done',
     result = a.result,
+    last_error = NULL,
     lease_expiries = 0,
     lapsed_holder = NULL,
     stop_reason = NULL,
