@@ -34,7 +34,6 @@ from .admin_backfill import BackfillColumns
 from .admin_pages import UNKNOWN_CODE, OverviewPages, admin_url, nav_links, parked_unknown
 from .durations import format_span
 from .errors import XJobsError
-from .states import WAITING_STATES, shown_attempt
 from .models import (
     Backfill,
     Job,
@@ -44,6 +43,7 @@ from .models import (
     SchedulerState,
     Worker,
 )
+from .states import WAITING_STATES, shown_attempt
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
