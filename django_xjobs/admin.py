@@ -572,6 +572,7 @@ class WorkerAdmin(_ViewOnly):
         "last_seen",
         "in_flight",
         "alive",
+        "worker_state",
     )
     list_filter = (WorkerAliveFilter, "host")
     search_fields = ("id", "host")
@@ -588,7 +589,12 @@ class WorkerAdmin(_ViewOnly):
 
     @admin.display(description="alive", boolean=True, ordering="is_alive")
     def alive(self, obj: Worker) -> bool:
-        return bool(getattr(obj, "is_alive", False))
+        return bool(getattr(obj, "is_alive", False)) and obj.stopped_at is None
+
+    @admin.display(description="state")
+    def worker_state(self, obj: Worker) -> str:
+        """Alive, lapsed, or exited: gone past its shutdown timeout with runs in flight."""
+        return inspect.worker_state(self.alive(obj), obj.stopped_at)
 
 
 @admin.register(SchedulerState)

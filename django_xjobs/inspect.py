@@ -162,7 +162,9 @@ def inspect_queues() -> dict[str, Any]:
 
 def inspect_workers() -> list[dict[str, Any]]:
     """Every worker's presence row, oldest start first; ``alive`` is False once it went a
-    visibility timeout without a heartbeat (killed, stopped or cut off)::
+    visibility timeout without a heartbeat (killed, stopped or cut off), and ``state`` says
+    which: ``alive``, ``lapsed``, or ``exited`` (``stopped_at`` set: it exited past its
+    ``--shutdown-timeout`` with runs in flight, which return by their leases)::
 
     >>> [(w["id"], w["in_flight"], w["alive"]) for w in inspect_workers()]
     [('worker-0190…', 3, True)]
@@ -178,9 +180,19 @@ def inspect_workers() -> list[dict[str, Any]]:
             "expires_at": _iso(w.expires_at),
             "in_flight": w.in_flight,
             "alive": w.alive,
+            "stopped_at": _iso(w.stopped_at),
+            "state": worker_state(w.alive, w.stopped_at),
         }
         for w in get_driver().workers()
     ]
+
+
+def worker_state(alive: bool, stopped_at: datetime | None) -> str:
+    """``alive``; ``exited`` when the process left past its shutdown timeout with runs in
+    flight (they return by their leases); else ``lapsed``: no beat for a visibility timeout."""
+    if stopped_at is not None:
+        return "exited"
+    return "alive" if alive else "lapsed"
 
 
 def list_jobs(

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 from uuid import UUID
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.db.models.functions import Now
 
 from django_xjobs import inspect, metrics
 from django_xjobs.admin import JobAdmin
@@ -21,6 +23,7 @@ from django_xjobs.clock import FrozenClock
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.errors import JobIdAmbiguousError, JobNotFoundError
 from django_xjobs.execute import Outcome
+from django_xjobs.models import Job
 from django_xjobs.scheduler.postgres import PostgresSchedulerStore
 from django_xjobs.scheduler.role import Scheduler
 from django_xjobs.testing import run_to_completion, run_until_idle
@@ -290,3 +293,78 @@ def test_an_ambiguous_prefix_is_refused_with_its_candidates(harness):
         inspect.inspect_job("ffff")
     with pytest.raises(JobNotFoundError, match="not a job id"):
         inspect.retry_job("abc")  # too short to be a prefix
+
+
+# --- a worker that exited past its shutdown timeout -------------------------------------------
+
+
+@pytest.mark.process
+def test_hang_05_a_worker_gone_past_its_shutdown_timeout_says_it_exited(workers):
+    """A real worker, a run that ignores the stop, SIGTERM: exit 75, and its presence row is
+    marked stopped, not left "lapsed, in flight 1" for ever; the re-claim's history says the
+    worker exited, not that it stayed present through an outage."""
+    from django_xjobs.management.lifecycle import EXIT_SHUTDOWN_TIMEOUT
+    from django_xjobs.models import Worker as Presence
+    from tests.support.process import ledger, wait_for
+
+    token = f"exits-{uuid.uuid4()}"
+    job_id = jobs.ledger.enqueue(token=token, hold=120.0, heed_signal=False).id
+    name = f"exits-{uuid.uuid4().hex[:8]}"
+    worker = workers(
+        "--queues",
+        "default",
+        "--poll-interval",
+        "100ms",
+        "--visibility-timeout",
+        "3s",
+        "--shutdown-timeout",
+        "1s",
+        "--worker-id",
+        name,
+    )
+    wait_for(lambda: ledger(token, "start"), timeout=30, what="the run to start")
+    worker.send(signal.SIGTERM)
+    code, _, err = worker.finish(timeout=60)
+    assert code == EXIT_SHUTDOWN_TIMEOUT, err
+    row = Presence.objects.get(id=name)
+    assert row.stopped_at is not None and row.in_flight == 0
+    [shown] = [w for w in json.loads(xjobs("workers", "--json")) if w["id"] == name]
+    assert (shown["state"], shown["alive"], shown["in_flight"]) == ("exited", False, 0)
+    [line] = [x for x in xjobs("workers").splitlines() if x.startswith(name)]
+    assert " exited " in line, line
+    # its run's lease lapses (moved into the past rather than waited for); the next claim
+    # records what happened to that attempt
+    Job.objects.filter(id=job_id).update(visible_at=Now() - timedelta(seconds=1))
+    [again] = PostgresDriver("default").claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id="after"
+    )
+    assert again.id == job_id
+    [entry] = inspect.inspect_job(job_id)["attempts"]
+    assert "exited past its --shutdown-timeout" in entry["message"], entry
+    assert "stayed present" not in entry["message"]
+
+
+def test_a_stopped_presence_reads_exited_and_its_lapses_say_so(harness):
+    """The same on both drivers: the row the exit leaves, and the verdict of its re-claim."""
+    from django_xjobs.drivers.base import Presence
+
+    job_id = jobs.ok.enqueue(n=90).id
+    harness.driver.renew_presence(Presence("w-exits", "host", 1, ("default",), 1), 30)
+    harness.driver.renew_presence(Presence("w-stays", "host", 2, ("default",), 0), 30)
+    [held] = harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=5, worker_id="w-exits"
+    )
+    harness.driver.stop_presence("w-exits")
+    states = {w["id"]: (w["state"], w["in_flight"]) for w in inspect.inspect_workers()}
+    assert states == {"w-exits": ("exited", 0), "w-stays": ("alive", 0)}
+    harness.advance(6)
+    harness.driver.renew_presence(Presence("w-stays", "host", 2, ("default",), 0), 30)
+    [again] = harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=5, worker_id="w-stays"
+    )
+    assert again.id == held.id == job_id
+    [entry] = inspect.inspect_job(job_id)["attempts"]
+    assert entry["outcome"] == "crashed" and "exited past" in entry["message"], entry
+    assert harness.row(job_id).lease_expiries == 1  # gone, so counted (as a crash is)
+    harness.driver.renew_presence(Presence("w-exits", "host", 3, ("default",), 0), 30)
+    assert {w["id"]: w["state"] for w in inspect.inspect_workers()}["w-exits"] == "alive"

@@ -212,6 +212,8 @@ class WorkerSnapshot:
     expires_at: datetime
     in_flight: int
     alive: bool
+    #: when the process exited past its shutdown timeout with runs in flight (else None)
+    stopped_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -452,6 +454,10 @@ class JobDriver(Protocol):
 
     def release_presence(self, worker_id: str) -> None:
         """Delete the worker's row (a clean stop)."""
+
+    def stop_presence(self, worker_id: str) -> None:
+        """The process exits past its shutdown timeout with runs in flight: its row stays,
+        marked stopped and lapsed, and a lapse of its runs is recorded as that exit."""
 
     def workers(self) -> list[WorkerSnapshot]:
         """Every presence row, oldest start first; reads only."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ..clock import Clock, SystemClock
-from ..history import KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Failure
+from ..history import EXITED, KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Failure
 from ..ids import uuid7
 from ..states import LIVE_STATES, shown_state
 from .base import (
@@ -178,6 +178,8 @@ class MemoryDriver:
                     )
                     counted = pending != row.claimed_by  # this holder judged gone, not pending
                     kind = LAPSED if counted else LAPSED_PRESENT
+                    if self._presence.stopped(row.claimed_by):
+                        kind = EXITED
                     entry = FailedAttempt.stamped(kind, attempt=row.attempt, at=at)
                     errors = (*errors, entry)[-KEEP:]
                 row = replace(
@@ -337,6 +339,10 @@ class MemoryDriver:
     def renew_presence(self, presence: Presence, ttl: float) -> None:
         with self._lock:
             self._presence.renew(presence, ttl, self._now())
+
+    def stop_presence(self, worker_id: str) -> None:
+        with self._lock:
+            self._presence.stop(worker_id, self._now())
 
     def release_presence(self, worker_id: str) -> None:
         with self._lock:

@@ -65,6 +65,7 @@ STATEMENTS = sql.load(Path(__file__).with_name("postgres.sql"))
 CHANNEL = "xjobs"
 _LAPSED_JSON = history.LAPSED.to_json()
 _LAPSED_PRESENT_JSON = history.LAPSED_PRESENT.to_json()
+_EXITED_JSON = history.EXITED.to_json()
 
 
 def _history(failure: history.Failure | None) -> dict[str, Any]:
@@ -182,7 +183,10 @@ class PostgresDriver:
         }
         if lapsed:
             params.update(
-                lapsed=_LAPSED_JSON, lapsed_present=_LAPSED_PRESENT_JSON, keep=history.KEEP
+                lapsed=_LAPSED_JSON,
+                lapsed_present=_LAPSED_PRESENT_JSON,
+                exited=_EXITED_JSON,
+                keep=history.KEEP,
             )
         rows = self._run("claim_lapsed" if lapsed else "claim", params)
         # already in claim order: the statement sorts
@@ -274,6 +278,9 @@ class PostgresDriver:
     def release_presence(self, worker_id: str) -> None:
         self._count("release_presence", {"id": worker_id})
 
+    def stop_presence(self, worker_id: str) -> None:
+        self._count("stop_presence", {"id": worker_id})
+
     def workers(self) -> list[WorkerSnapshot]:
         return [
             WorkerSnapshot(
@@ -286,6 +293,7 @@ class PostgresDriver:
                 expires_at=r[6],
                 in_flight=r[7],
                 alive=r[8],
+                stopped_at=r[9],
             )
             for r in self._run("workers", {})
         ]

@@ -165,7 +165,7 @@ class Command(XJobsCommand):
             f"{'last seen':<32} queues"
         ]
         for w in rows:
-            state = "alive" if w["alive"] else "lapsed"
+            state = w["state"]
             lines.append(
                 f"{w['id']:<44} {w['host']:<20} {w['pid']:>7} {w['in_flight']:>9}  {state:<7} "
                 f"{w['last_seen']:<32} {','.join(w['queues'])}"

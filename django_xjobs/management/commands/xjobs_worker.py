@@ -136,7 +136,9 @@ class Command(XJobsCommand):
             recycler = Recycler(worker, limits, supervisor_pid=options["supervisor_pid"])
             recycler.start()
         try:
-            stats = run_until_signalled("xjobs.worker", worker.run, worker.stop, shutdown)
+            stats = run_until_signalled(
+                "xjobs.worker", worker.run, worker.stop, shutdown, exiting=worker.exiting
+            )
         finally:
             if recycler is not None:
                 recycler.stop()
