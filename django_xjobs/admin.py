@@ -283,7 +283,8 @@ class JobAdmin(OverviewPages, _LibraryRows):
         # whether each row is due, on the database clock: the state column says ready or
         # delayed as the queues page counts it (DESIGN Q-05)
         due = ExpressionWrapper(Q(run_at__lte=Now()), output_field=BooleanField())
-        return super().get_queryset(request).annotate(xjobs_due=due)
+        rows: QuerySet[Any] = super().get_queryset(request).annotate(xjobs_due=due)
+        return rows
 
     @admin.display(description="state", ordering="state")
     def state_shown(self, obj: Job) -> str:
