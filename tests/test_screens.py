@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from io import StringIO
@@ -368,3 +369,26 @@ def test_a_stopped_presence_reads_exited_and_its_lapses_say_so(harness):
     assert harness.row(job_id).lease_expiries == 1  # gone, so counted (as a crash is)
     harness.driver.renew_presence(Presence("w-exits", "host", 3, ("default",), 0), 30)
     assert {w["id"]: w["state"] for w in inspect.inspect_workers()}["w-exits"] == "alive"
+
+
+# --- one line per task event ------------------------------------------------------------------
+
+
+def test_the_workers_console_tells_a_task_event_once(monkeypatch, capfd):
+    """Django 6 prints its task logger through the ``django`` console; the worker's own console
+    tells the same runs. With no logging of the project's own, only the worker's speaks."""
+    from django_xjobs.management.commands.xjobs_worker import _log_to_console
+    from django_xjobs.registry import tasks_api
+
+    root, ours = logging.getLogger(), logging.getLogger("django_xjobs")
+    tasks_logger = logging.getLogger(tasks_api())
+    for each in (root, ours, tasks_logger):
+        monkeypatch.setattr(each, "handlers", [])  # restored after: pytest's own, and none
+    monkeypatch.setattr(ours, "level", ours.level)
+    monkeypatch.setattr(tasks_logger, "propagate", True)
+    _log_to_console(1)
+    # what Django 6's default logging holds above django.tasks: a console of its own
+    monkeypatch.setattr(root, "handlers", [logging.StreamHandler(sys.stderr)])
+    tasks_logger.info("Task id=1 path=shop.tasks.receipt state=SUCCESSFUL")
+    tasks_logger.error("Task id=2 path=shop.tasks.receipt state=FAILED")
+    assert "Task id=" not in capfd.readouterr().err
