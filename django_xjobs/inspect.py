@@ -29,6 +29,9 @@ RETRY_COMMAND = "python manage.py xjobs retry {id}"
 def inspect_job(job_id: UUID | str) -> dict[str, Any] | None:
     """The job with its step trace, retry schedule and failed attempts, or ``None`` when no job
     has this id (SPEC INSP-02/03). A value that is not a UUID at all raises
+    ``JobNotFoundError``. The start of an id (4 hex digits or more) names the one job whose id
+    starts so, here and in ``cancel_job`` and ``retry_job``; a prefix more than one id starts
+    with raises ``JobIdAmbiguousError`` listing them, one no id starts with
     ``JobNotFoundError``.
 
     ``attempts`` holds the last 10 failed attempts, oldest first: ``attempt``, ``at``,
@@ -253,7 +256,7 @@ def _summary(row: JobSnapshot, now: datetime | None) -> dict[str, Any]:
     }
 
 
-#: the shortest id prefix looked up: shorter ones name whole seconds of UUIDv7 ids
+#: the shortest id prefix looked up: fewer hex digits are likelier a typo than an id
 MIN_PREFIX = 4
 HEX_DIGITS = hexdigits.lower()
 #: the jobs an ambiguous prefix's message lists
