@@ -63,7 +63,8 @@ class OverviewPages(_ModelAdmin):
                 "url": f"{jobs_url}?{urlencode({'queue__exact': q['queue']})}",
                 "links": {
                     state: f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'state__exact': state})}"
-                    for state in ("running", "suspended", "dead")
+                    # ready and delayed too: the list's filter counts them as this page does
+                    for state in ("ready", "delayed", "running", "suspended", "dead")
                 }
                 | {
                     "unknown": f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'unknown': 'parked'})}"
