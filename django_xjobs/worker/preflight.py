@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from django.db import DatabaseError, connections
@@ -50,17 +49,17 @@ def _database_missing(connection: Any, name: str) -> bool:
     """Whether the server answers but has no database ``name`` (SQLSTATE 3D000 at connect).
 
     libpq reports a failed connect without a SQLSTATE, and the message is no contract: the
-    server is asked instead, through the maintenance database Django's test runner uses too.
+    server is asked instead, once, through its ``postgres`` database (as ``createdb`` does).
     Only on a failed connect; False when that cannot be told.
     """
+    import psycopg
+
+    params = {**connection.get_connection_params(), "dbname": "postgres", "connect_timeout": 5}
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Django warns before it falls back to NAME itself
-            with connection._nodb_cursor() as cursor:
-                cursor.execute(
-                    "SELECT NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = %s)", [name]
-                )
-                (missing,) = cursor.fetchone()
+        with psycopg.connect(**params, autocommit=True) as other:
+            found = other.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+            return found.fetchone() is None
     except Exception:
         return False
-    return bool(missing)
