@@ -45,6 +45,7 @@ from .models import (
     SchedulerState,
     Worker,
 )
+from .states import WAITING_STATES, shown_attempt
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
@@ -148,6 +149,24 @@ class UnknownJobFilter(admin.SimpleListFilter):
         return queryset
 
 
+class StateFilter(admin.SimpleListFilter):
+    """By the state the queues page counts: a waiting row is ready once due and delayed until
+    then, whichever it is stored as (DESIGN Q-05). Keeps the ``state__exact`` parameter, so
+    the links of the queues page and of "Dead letters" still land here."""
+
+    title = "state"
+    parameter_name = "state__exact"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, label) for value, label in JobState.choices]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        from .drivers.postgres import state_filter
+
+        value = self.value()
+        return queryset if value is None else queryset.filter(state_filter(value))
+
+
 @admin.register(Job)
 class JobAdmin(OverviewPages, _LibraryRows):
     list_display = (
@@ -160,7 +179,7 @@ class JobAdmin(OverviewPages, _LibraryRows):
         "updated_at",
         "short_error",
     )
-    list_filter = ("state", UnknownJobFilter, "queue", "stop_reason", "name")
+    list_filter = (StateFilter, UnknownJobFilter, "queue", "stop_reason", "name")
     search_fields = ("=id", "name", "idempotency_key")
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
@@ -174,7 +193,7 @@ class JobAdmin(OverviewPages, _LibraryRows):
                     "id",
                     "name",
                     "queue",
-                    "state",
+                    "state_shown",
                     "attempt_of",
                     "stop_reason",
                     "priority",
@@ -256,6 +275,7 @@ class JobAdmin(OverviewPages, _LibraryRows):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Job._meta.fields] + [
+            "state_shown",
             "attempt_of",
             "attempt_history",
             "step_timeline",
@@ -288,11 +308,22 @@ class JobAdmin(OverviewPages, _LibraryRows):
 
     @admin.display(description="attempt")
     def attempt_of(self, obj: Job) -> str:
-        return f"{obj.attempt} of {obj.max_attempts}"
+        attempt = f"{shown_attempt(obj.state, obj.attempt)} of {obj.max_attempts}"
+        return f"{attempt} (parked)" if obj.state == JobState.SUSPENDED else attempt
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        # whether each row is due, on the database clock: the state column says ready or
+        # delayed as the queues page counts it (DESIGN Q-05)
+        due = ExpressionWrapper(Q(run_at__lte=Now()), output_field=BooleanField())
+        rows: QuerySet[Any] = super().get_queryset(request).annotate(xjobs_due=due)
+        return rows
 
     @admin.display(description="state", ordering="state")
     def state_shown(self, obj: Job) -> str:
-        """A row parked because no process registers its name says so, not only "suspended"."""
+        """A row parked because no process registers its name says so, not only "suspended";
+        a waiting row says ready or delayed by its run_at, as the queues page counts it."""
+        if obj.state in WAITING_STATES and hasattr(obj, "xjobs_due"):
+            return "ready" if obj.xjobs_due else "delayed"
         if _parked_unknown(obj):
             return format_html(
                 '{} <span class="xjobs-unknown" title="{}">(unknown job)</span>',
@@ -682,6 +713,7 @@ class WorkerAdmin(_ViewOnly):
         "last_seen",
         "in_flight",
         "alive",
+        "worker_state",
     )
     list_filter = (WorkerAliveFilter, "host")
     search_fields = ("id", "host")
@@ -698,7 +730,12 @@ class WorkerAdmin(_ViewOnly):
 
     @admin.display(description="alive", boolean=True, ordering="is_alive")
     def alive(self, obj: Worker) -> bool:
-        return bool(getattr(obj, "is_alive", False))
+        return bool(getattr(obj, "is_alive", False)) and obj.stopped_at is None
+
+    @admin.display(description="state")
+    def worker_state(self, obj: Worker) -> str:
+        """Alive, lapsed, or exited: gone past its shutdown timeout with runs in flight."""
+        return inspect.worker_state(self.alive(obj), obj.stopped_at)
 
 
 @admin.register(SchedulerState)

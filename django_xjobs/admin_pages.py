@@ -63,7 +63,8 @@ class OverviewPages(_ModelAdmin):
                 "url": f"{jobs_url}?{urlencode({'queue__exact': q['queue']})}",
                 "links": {
                     state: f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'state__exact': state})}"
-                    for state in ("running", "suspended", "dead")
+                    # ready and delayed too: the list's filter counts them as this page does
+                    for state in ("ready", "delayed", "running", "suspended", "dead")
                 }
                 | {
                     "unknown": f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'unknown': 'parked'})}"
@@ -95,6 +96,7 @@ class OverviewPages(_ModelAdmin):
     def crons_view(self, request: HttpRequest) -> TemplateResponse:
         """Every registered cron: its schedule and policy, last firing, next run."""
         from .cron import registered_crons
+        from .scheduler.role import last_fired
 
         alias = conf.get().database
         fired = dict(SchedulerState.objects.using(alias).values_list("task_name", "last_fired_at"))
@@ -112,7 +114,7 @@ class OverviewPages(_ModelAdmin):
                     "catch_up": handle.catch_up,
                     "max_catch_up": handle.max_catch_up,
                     "jobs": handle.job_names(),
-                    "last_fired": fired.pop(handle.name, None),
+                    "last_fired": last_fired(handle, fired.pop(handle.name, None)),
                     "next_run": next_run,
                     # formatted here: the template's date filter would turn it into TIME_ZONE
                     "next_run_text": f"{next_run.astimezone(handle.zone):%Y-%m-%d %H:%M} {handle.tz}"

@@ -334,6 +334,12 @@ class JobNotFoundError(XJobsError):
     code = "X_JOB_NOT_FOUND"
 
 
+class JobIdAmbiguousError(JobNotFoundError):
+    """An id prefix that more than one job's id starts with: the message lists them."""
+
+    code = "X_JOB_ID_AMBIGUOUS"
+
+
 class JobNotCancellableError(XJobsError):
     """The job has already finished and cannot be cancelled."""
 
@@ -414,6 +420,7 @@ CODES: dict[str, type[_Coded]] = {
         StepAtomicAliasError,
         StepAtomicNestedError,
         JobNotFoundError,
+        JobIdAmbiguousError,
         JobNotCancellableError,
         JobNotRetryableError,
         JobAbortedError,

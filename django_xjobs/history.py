@@ -99,6 +99,18 @@ LAPSED_PRESENT = Failure(
 )
 
 
+#: the same, when its worker marked its presence stopped: the process exited past its
+#: --shutdown-timeout with the run still in flight (issue 23: it read as an outage)
+EXITED = Failure(
+    code=LeaseLostError.code,
+    message="the lease lapsed before the run settled: its worker exited past its "
+    "--shutdown-timeout with the run still in flight",
+    exception=_class_path(LeaseLostError),
+    traceback="",
+    outcome="crashed",
+)
+
+
 def failure(error: BaseException, outcome: Ending, secrets: Iterable[str] | None = None) -> Failure:
     """The history entry for ``error`` ending an attempt: its code (ours only), message, the
     class path ``django.tasks`` reports (``builtins.ValueError``) and a capped traceback, each

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from string import hexdigits
 from typing import Any
 from uuid import UUID
 
@@ -17,10 +18,10 @@ from .backfill_status import backfill_section
 from .drivers import get_driver
 from .drivers.base import JobDriver, JobSnapshot, StepRecord
 from .durations import Duration, parse_duration
-from .errors import InvariantError, JobNotFoundError
+from .errors import InvariantError, JobIdAmbiguousError, JobNotFoundError
 from .history import FailedAttempt
 from .retry import retry_schedule
-from .states import FINISHED_STATES
+from .states import FINISHED_STATES, WAITING_STATES, shown_state
 
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
@@ -28,6 +29,9 @@ RETRY_COMMAND = "python manage.py xjobs retry {id}"
 def inspect_job(job_id: UUID | str, *, reveal: bool = False) -> dict[str, Any] | None:
     """The job with its step trace, retry schedule and failed attempts, or ``None`` when no job
     has this id (SPEC INSP-02/03). A value that is not a UUID at all raises
+    ``JobNotFoundError``. The start of an id (4 hex digits or more) names the one job whose id
+    starts so, here and in ``cancel_job`` and ``retry_job``; a prefix more than one id starts
+    with raises ``JobIdAmbiguousError`` listing them, one no id starts with
     ``JobNotFoundError``.
 
     ``attempts`` holds the last 10 failed attempts, oldest first: ``attempt``, ``at``,
@@ -170,7 +174,9 @@ def inspect_queues() -> dict[str, Any]:
 
 def inspect_workers() -> list[dict[str, Any]]:
     """Every worker's presence row, oldest start first; ``alive`` is False once it went a
-    visibility timeout without a heartbeat (killed, stopped or cut off)::
+    visibility timeout without a heartbeat (killed, stopped or cut off), and ``state`` says
+    which: ``alive``, ``lapsed``, or ``exited`` (``stopped_at`` set: it exited past its
+    ``--shutdown-timeout`` with runs in flight, which return by their leases)::
 
         >>> [(w["id"], w["in_flight"], w["alive"]) for w in inspect_workers()]
         [('worker-0190…', 3, True)]
@@ -186,9 +192,19 @@ def inspect_workers() -> list[dict[str, Any]]:
             "expires_at": _iso(w.expires_at),
             "in_flight": w.in_flight,
             "alive": w.alive,
+            "stopped_at": _iso(w.stopped_at),
+            "state": worker_state(w.alive, w.stopped_at),
         }
         for w in get_driver().workers()
     ]
+
+
+def worker_state(alive: bool, stopped_at: datetime | None) -> str:
+    """``alive``; ``exited`` when the process left past its shutdown timeout with runs in
+    flight (they return by their leases); else ``lapsed``: no beat for a visibility timeout."""
+    if stopped_at is not None:
+        return "exited"
+    return "alive" if alive else "lapsed"
 
 
 def list_jobs(
@@ -204,8 +220,10 @@ def list_jobs(
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvariantError(f"limit={limit!r} must be a positive integer")
-    rows = get_driver().list_jobs(queue=queue, name=name, state=state, limit=limit)
-    return [_summary(row) for row in rows]
+    driver = get_driver()
+    rows = driver.list_jobs(queue=queue, name=name, state=state, limit=limit)
+    now = driver.steps.now() if rows else None  # the store's clock, as the counts use
+    return [_summary(row, now) for row in rows]
 
 
 #: What ``prune`` deletes when no state is named: never ``dead``, whose jobs wait for an operator.
@@ -232,12 +250,12 @@ def prune_jobs(
     return get_driver().prune(older_than=seconds, states=chosen, dry_run=bool(dry_run))
 
 
-def _summary(row: JobSnapshot) -> dict[str, Any]:
+def _summary(row: JobSnapshot, now: datetime | None) -> dict[str, Any]:
     return {
         "id": str(row.id),
         "name": row.name,
         "queue": row.queue,
-        "state": row.state,
+        "state": row.state if now is None else shown_state(row.state, row.run_at, now),
         "attempt": row.attempt,
         "max_attempts": row.max_attempts,
         "stop_reason": row.stop_reason,
@@ -247,25 +265,56 @@ def _summary(row: JobSnapshot) -> dict[str, Any]:
     }
 
 
+#: the shortest id prefix looked up: fewer hex digits are likelier a typo than an id
+MIN_PREFIX = 4
+HEX_DIGITS = hexdigits.lower()
+#: the jobs an ambiguous prefix's message lists
+PREFIX_CANDIDATES = 5
+
+
 def _job_id(value: UUID | str) -> UUID:
+    """A job id, or the one job id a prefix of it names (``0197a3c2-5b1e``, as ``xjobs ls``
+    prints them); an ambiguous prefix is refused with the ids it could mean."""
     if isinstance(value, UUID):
         return value
+    text = str(value).strip()
     try:
-        return UUID(str(value).strip())
+        return UUID(text)
     except ValueError:
+        pass
+    digits = text.replace("-", "").lower()
+    if len(digits) < MIN_PREFIX or len(digits) >= 32 or set(digits) - set(HEX_DIGITS):
         raise JobNotFoundError(
             f"no job {value!r} exists",
-            hint="that is not a job id; a job id is a UUID such as 0197a3c2-5b1e-7c4d-9f00-1a2b3c4d5e6f",
-        ) from None
+            hint="that is not a job id; a job id is a UUID such as "
+            "0197a3c2-5b1e-7c4d-9f00-1a2b3c4d5e6f, or at least its first "
+            f"{MIN_PREFIX} hex digits",
+        )
+    low, high = UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))
+    found = get_driver().job_ids_between(low, high, limit=PREFIX_CANDIDATES + 1)
+    if not found:
+        raise JobNotFoundError(
+            f"no job id starts with {text!r}",
+            hint="python manage.py xjobs ls lists recent jobs with their ids",
+        )
+    if len(found) > 1:
+        listed = ", ".join(str(i) for i in found[:PREFIX_CANDIDATES])
+        more = ", ..." if len(found) > PREFIX_CANDIDATES else ""
+        raise JobIdAmbiguousError(
+            f"{text!r} starts more than one job id: {listed}{more}",
+            hint="give more of the id, or all of it",
+        )
+    return found[0]
 
 
 def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> dict[str, Any]:
     shown: Callable[[Any], Any] = _as_stored if reveal else redact.mask
+    waiting = row.state in WAITING_STATES  # only a waiting row's shown state needs the clock
     return {
         "id": str(row.id),
         "name": row.name,
         "queue": row.queue,
-        "state": row.state,
+        "state": shown_state(row.state, row.run_at, driver.steps.now()) if waiting else row.state,
         "attempt": row.attempt,
         "max_attempts": row.max_attempts,
         "priority": row.priority,

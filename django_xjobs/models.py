@@ -309,6 +309,9 @@ class Worker(models.Model):
     seen_since = models.DateTimeField(db_default=Now())
     expires_at = models.DateTimeField(help_text="Past this without a beat the worker has lapsed.")
     in_flight = models.IntegerField(db_default=0)
+    #: set when the process exited past --shutdown-timeout with runs still in flight: its row
+    #: says so instead of lapsing, and those runs' lapses are judged as its exit
+    stopped_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "x_workers"

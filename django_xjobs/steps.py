@@ -17,6 +17,7 @@ import inspect
 import logging
 import math
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -89,6 +90,8 @@ class Steps:
         self._replayed: deque[str] = deque(maxlen=MAX_TRACE_NAMES)
         self._sleeps: Counter[str] = Counter()
         self._position = -1  # this attempt's place in the run of the step being reached
+        #: when each step's body began (monotonic): its record says how long the body ran
+        self._began: dict[str, float] = {}
         self._reordered = False
         #: the atomic step whose block is open: another step inside it would commit or
         #: vanish with that block's transaction, so none may start
@@ -135,6 +138,7 @@ class Steps:
         if record is not None and record.status == "completed":
             self._replayed.append(name)  # SPEC STEP-01
             return True, record.output
+        self._began[name] = time.monotonic()
         return False, None
 
     def finish(self, name: str, value: Any) -> Any:
@@ -157,9 +161,15 @@ class Steps:
                 output=value,
                 attempts=(previous.attempts + 1) if previous else 1,
                 position=self._position,
+                ran_for=self._ran_for(name),
             )
         )
         return value
+
+    def _ran_for(self, name: str) -> float | None:
+        """Seconds since ``name``'s body began; the store dates the start back by that much."""
+        began = self._began.pop(name, None)
+        return None if began is None else time.monotonic() - began
 
     def fail(self, name: str, error: BaseException) -> None:
         """Record a failed step (SPEC STEP-03) unless the run was stopped (STEP-17/18)."""
@@ -173,6 +183,7 @@ class Steps:
             error=redact(describe_error(error)),  # the run's scope holds its secrets
             attempts=(previous.attempts + 1) if previous else 1,
             position=self._position,
+            ran_for=self._ran_for(name),
         )
         with contextlib.suppress(JobInterrupt):  # the caller needs the original error (STEP-17)
             self._write(record)

@@ -418,3 +418,17 @@ def publisher(ctx, order_id: int):
     from django_xjobs import publish_event
 
     publish_event("order.shipped", {"order_id": order_id, "from": ctx.tenant_id})
+
+
+@job(idempotency_key="timed-steps:{token}", retry=FAST)
+def timed_steps(ctx, token: str, hold: float = 0.3, fail_first: bool = False):
+    """One step whose body takes ``hold`` seconds (busy, as real work is), then a quick one;
+    with ``fail_first`` the slow step fails on the first attempt."""
+
+    def slow():
+        time.sleep(hold)  # the step's own work, not a wait for another part
+        if fail_first and ctx.attempt == 1:
+            raise RuntimeError("slow step failed")
+        return "slow"
+
+    return [ctx.step.run("slow", slow), ctx.step.run("quick", lambda: "quick")]

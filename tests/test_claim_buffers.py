@@ -22,7 +22,12 @@ import pytest
 from django.db import connection, transaction
 
 from django_xjobs import history
-from django_xjobs.drivers.postgres import _LAPSED_JSON, _LAPSED_PRESENT_JSON, STATEMENTS
+from django_xjobs.drivers.postgres import (
+    _EXITED_JSON,
+    _LAPSED_JSON,
+    _LAPSED_PRESENT_JSON,
+    STATEMENTS,
+)
 from tests.support.plans import plan
 
 READY = 10_000
@@ -46,6 +51,7 @@ PARAMS = {
     "visibility_timeout": 30.0,
     "lapsed": _LAPSED_JSON,
     "lapsed_present": _LAPSED_PRESENT_JSON,
+    "exited": _EXITED_JSON,
     "keep": history.KEEP,
 }
 

@@ -112,6 +112,7 @@ def _plan(statement: str, generic: bool, limit: int) -> dict:
         "visibility_timeout": VIS,
         "lapsed": "{}",
         "lapsed_present": "{}",
+        "exited": "{}",
         "keep": 10,
     }
     return plan(STATEMENTS[statement], params, generic=generic, analyze=True)

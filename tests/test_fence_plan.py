@@ -58,6 +58,7 @@ PARAMS = {
     "correlation_key": None,
     "attempts": 1,
     "position": 0,
+    "ran_for": 0.5,
 }
 
 FENCED = {

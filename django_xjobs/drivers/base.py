@@ -212,6 +212,8 @@ class WorkerSnapshot:
     expires_at: datetime
     in_flight: int
     alive: bool
+    #: when the process exited past its shutdown timeout with runs in flight (else None)
+    stopped_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,10 @@ class StepRecord:
     ``started_at`` is stamped with the store's now, and so is a ``completed`` one without
     ``completed_at``. ``position`` is the step's place in the run, in the order the run first
     reached it (0, 1, 2...); ``None`` for a record written before positions were kept.
+
+    ``ran_for`` is written, never read back: the seconds the step's body ran before this write.
+    A ``put`` without ``started_at`` stamps the start that far before the store's now, so a step
+    that took 3 s reads 3 s on the store's one clock, at no extra statement (issue 23).
     """
 
     run_id: UUID
@@ -256,6 +262,7 @@ class StepRecord:
     error: str | None = None
     attempts: int = 1
     position: int | None = None
+    ran_for: float | None = None
 
 
 STEP_STATUSES = ("completed", "sleeping", "waiting", "failed")
@@ -464,6 +471,10 @@ class JobDriver(Protocol):
     def release_presence(self, worker_id: str) -> None:
         """Delete the worker's row (a clean stop)."""
 
+    def stop_presence(self, worker_id: str) -> None:
+        """The process exits past its shutdown timeout with runs in flight: its row stays,
+        marked stopped and lapsed, and a lapse of its runs is recorded as that exit."""
+
     def workers(self) -> list[WorkerSnapshot]:
         """Every presence row, oldest start first; reads only."""
 
@@ -481,7 +492,13 @@ class JobDriver(Protocol):
         state: str | None = None,
         limit: int = 100,
     ) -> list[JobSnapshot]:
-        """Rows newest first, filtered, at most ``limit``; reads only."""
+        """Rows newest first, filtered, at most ``limit``; reads only. ``state`` is the state
+        shown (``states.shown_state``): ``ready`` is every due waiting row, ``delayed`` every
+        waiting row not yet due, on the store's clock."""
+
+    def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
+        """Up to ``limit`` job ids in ``[low, high]``, smallest first: the ids an id prefix
+        names (an operator's lookup; the primary key's range, never a scan); reads only."""
 
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         """``dead`` rows, most recently failed first; reads only."""

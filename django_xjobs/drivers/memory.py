@@ -17,9 +17,9 @@ from uuid import UUID
 
 from ..bounds import check_index_entry
 from ..clock import Clock, SystemClock
-from ..history import KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Failure
+from ..history import EXITED, KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Failure
 from ..ids import uuid7
-from ..states import LIVE_STATES
+from ..states import LIVE_STATES, shown_state
 from .base import (
     ClaimedJob,
     Complete,
@@ -181,6 +181,8 @@ class MemoryDriver:
                     )
                     counted = pending != row.claimed_by  # this holder judged gone, not pending
                     kind = LAPSED if counted else LAPSED_PRESENT
+                    if self._presence.stopped(row.claimed_by):
+                        kind = EXITED
                     entry = FailedAttempt.stamped(kind, attempt=row.attempt, at=at)
                     errors = (*errors, entry)[-KEEP:]
                 row = replace(
@@ -238,6 +240,7 @@ class MemoryDriver:
                 self._rows[row.id] = replace(
                     row,
                     state="done",
+                    last_error=None,  # as the database's ack: the history keeps the old one
                     lease_expiries=0,
                     lapsed_holder=None,
                     result=None if result is None else json.loads(result),
@@ -340,6 +343,10 @@ class MemoryDriver:
         with self._lock:
             self._presence.renew(presence, ttl, self._now())
 
+    def stop_presence(self, worker_id: str) -> None:
+        with self._lock:
+            self._presence.stop(worker_id, self._now())
+
     def release_presence(self, worker_id: str) -> None:
         with self._lock:
             self._presence.release(worker_id)
@@ -399,15 +406,22 @@ class MemoryDriver:
         limit: int = 100,
     ) -> list[JobSnapshot]:
         with self._lock:
+            now = self._now()
             rows = [
                 r
                 for r in self._rows.values()
                 if (queue is None or r.queue == queue)
                 and (name is None or r.name == name)
-                and (state is None or r.state == state)
+                # as the database's filter: by the state shown (DESIGN Q-05)
+                and (state is None or shown_state(r.state, r.run_at, now) == state)
             ]
         rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)  # SPEC SE-06: newest first
         return [_read(r) for r in rows[:limit]]
+
+    def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
+        with self._lock:
+            # PostgreSQL orders uuids by their bytes, as Python's UUID compares them
+            return sorted(i for i in self._rows if low <= i <= high)[:limit]
 
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         with self._lock:

@@ -53,13 +53,23 @@ class MemoryPresence:
             )
             self._since[worker_id] -= delta
 
+    def stop(self, worker_id: str, now: datetime) -> None:
+        row = self._rows.get(worker_id)
+        if row is not None:
+            expires = min(row.expires_at, now)
+            self._rows[worker_id] = replace(row, stopped_at=now, expires_at=expires, in_flight=0)
+
+    def stopped(self, worker_id: str | None) -> bool:
+        row = self._rows.get(worker_id or "")
+        return row is not None and row.stopped_at is not None
+
     def release(self, worker_id: str) -> None:
         self._rows.pop(worker_id, None)
         self._since.pop(worker_id, None)
 
     def snapshot(self, now: datetime) -> list[WorkerSnapshot]:
         rows = sorted(self._rows.values(), key=lambda r: (r.started_at, r.id))
-        return [replace(r, alive=r.expires_at >= now) for r in rows]
+        return [replace(r, alive=r.expires_at >= now and r.stopped_at is None) for r in rows]
 
     def gone(self, worker_id: str | None, now: datetime) -> bool:
         row = self._rows.get(worker_id or "")
@@ -76,6 +86,6 @@ class MemoryPresence:
             other != row.id and self._since[other] <= row.last_seen and w.last_seen >= recent
             for other, w in self._rows.items()
         )
-        if row is None or (row.expires_at < now and witnessed):
+        if row is None or row.stopped_at is not None or (row.expires_at < now and witnessed):
             return crashes + 1, None
         return crashes, holder

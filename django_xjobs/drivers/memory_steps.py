@@ -48,7 +48,8 @@ class MemoryStepStore:
             run = self.driver._steps.setdefault(record.run_id, {})
             existing = run.get(record.name)
             completed_at = (record.completed_at or now) if record.status == "completed" else None
-            record = replace(record, started_at=record.started_at or now, completed_at=completed_at)
+            started_at = record.started_at or now - timedelta(seconds=record.ran_for or 0)
+            record = replace(record, started_at=started_at, completed_at=completed_at, ran_for=None)
             if existing is not None:  # the upsert keeps the first start, position, event and key
                 record = replace(
                     record,

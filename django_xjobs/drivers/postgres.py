@@ -16,12 +16,15 @@ from django.db import (
     connections,
     transaction,
 )
+from django.db.models import Q
+from django.db.models.functions import Now
 
 from .. import history
 from .. import log as events
 from ..connections import listen_alias
 from ..errors import DriverUnavailableError, first_line
 from ..ids import uuid7, uuid7_many
+from ..states import WAITING_STATES
 from . import sql
 from .base import (
     ClaimedJob,
@@ -62,6 +65,7 @@ STATEMENTS = sql.load(Path(__file__).with_name("postgres.sql"))
 CHANNEL = "xjobs"
 _LAPSED_JSON = history.LAPSED.to_json()
 _LAPSED_PRESENT_JSON = history.LAPSED_PRESENT.to_json()
+_EXITED_JSON = history.EXITED.to_json()
 
 
 def _history(failure: history.Failure | None) -> dict[str, Any]:
@@ -179,7 +183,10 @@ class PostgresDriver:
         }
         if lapsed:
             params.update(
-                lapsed=_LAPSED_JSON, lapsed_present=_LAPSED_PRESENT_JSON, keep=history.KEEP
+                lapsed=_LAPSED_JSON,
+                lapsed_present=_LAPSED_PRESENT_JSON,
+                exited=_EXITED_JSON,
+                keep=history.KEEP,
             )
         rows = self._run("claim_lapsed" if lapsed else "claim", params)
         # already in claim order: the statement sorts
@@ -271,6 +278,9 @@ class PostgresDriver:
     def release_presence(self, worker_id: str) -> None:
         self._count("release_presence", {"id": worker_id})
 
+    def stop_presence(self, worker_id: str) -> None:
+        self._count("stop_presence", {"id": worker_id})
+
     def workers(self) -> list[WorkerSnapshot]:
         return [
             WorkerSnapshot(
@@ -283,6 +293,7 @@ class PostgresDriver:
                 expires_at=r[6],
                 in_flight=r[7],
                 alive=r[8],
+                stopped_at=r[9],
             )
             for r in self._run("workers", {})
         ]
@@ -320,10 +331,18 @@ class PostgresDriver:
         from ..models import Job
 
         rows = Job.objects.using(self.using).all()
-        for field, value in (("queue", queue), ("name", name), ("state", state)):
+        for field, value in (("queue", queue), ("name", name)):
             if value is not None:
                 rows = rows.filter(**{field: value})
+        if state is not None:
+            rows = rows.filter(state_filter(state))
         return [snapshot(r) for r in rows.order_by("-created_at", "-id")[:limit]]
+
+    def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
+        from ..models import Job
+
+        rows = Job.objects.using(self.using).filter(id__gte=low, id__lte=high).order_by("id")
+        return list(rows.values_list("id", flat=True)[:limit])
 
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         from ..models import Job
@@ -526,6 +545,16 @@ def _answer(
         return False
     results[index] = EnqueueResult(id=job_id, run_id=run_id)
     return True
+
+
+def state_filter(state: str) -> Q:
+    """The rows ``shown_state`` calls ``state``, on the database clock: a waiting row is ready
+    once due and delayed until then, whichever it is stored as (DESIGN Q-05, issue 23)."""
+    if state == "ready":
+        return Q(state__in=WAITING_STATES, run_at__lte=Now())
+    if state == "delayed":
+        return Q(state__in=WAITING_STATES, run_at__gt=Now())
+    return Q(state=state)
 
 
 def snapshot(row: Any) -> JobSnapshot:

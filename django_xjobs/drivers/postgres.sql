@@ -212,8 +212,10 @@ WITH waiting AS (
     -- was last seen (the database was reachable all along). Otherwise the holder stays pending
     -- and is judged at the next lapse by whether its presence lapsed by then: an outage that
     -- silenced every worker is not a crash.
+    -- A holder that marked its row stopped exited with the run in flight: gone, and said so.
     SELECT x.id,
-           CASE WHEN h.id IS NULL OR (h.expires_at < now() AND EXISTS (
+           CASE WHEN h.stopped_at IS NOT NULL THEN 1 ELSE 0 END AS exited,
+           CASE WHEN h.id IS NULL OR h.stopped_at IS NOT NULL OR (h.expires_at < now() AND EXISTS (
                     SELECT 1 FROM x_workers w
                     WHERE w.id <> h.id
                       AND w.seen_since <= h.last_seen
@@ -243,7 +245,9 @@ WITH waiting AS (
                 FROM jsonb_array_elements(
                     j.errors || jsonb_build_array(
                         jsonb_build_object('attempt', j.attempt, 'at', j.visible_at)
-                        || CASE WHEN (SELECT v.crashed FROM verdict v WHERE v.id = j.id) = 1
+                        || CASE WHEN (SELECT v.exited FROM verdict v WHERE v.id = j.id) = 1
+                                THEN %(exited)s::jsonb
+                                WHEN (SELECT v.crashed FROM verdict v WHERE v.id = j.id) = 1
                                 THEN %(lapsed)s::jsonb
                                 ELSE %(lapsed_present)s::jsonb END)
                 ) WITH ORDINALITY AS entries(entry, n)
@@ -271,9 +275,12 @@ ORDER BY priority DESC, run_at, id;
 
 -- name: ack
 -- Settle many runs as done in one statement, each fenced on its own lease token (SPEC STATE-01).
+-- A done job has no error: an earlier attempt's stays in `errors`, the history, not above
+-- `state done` as if it still stood (issue 23).
 UPDATE x_jobs j
 SET state = 'done',
     result = a.result,
+    last_error = NULL,
     lease_expiries = 0,
     lapsed_holder = NULL,
     stop_reason = NULL,
@@ -417,15 +424,23 @@ SET started_at = CASE WHEN (w.host, w.pid) = (EXCLUDED.host, EXCLUDED.pid)
     queues = EXCLUDED.queues,
     last_seen = now(),
     expires_at = EXCLUDED.expires_at,
-    in_flight = EXCLUDED.in_flight;
+    in_flight = EXCLUDED.in_flight,
+    stopped_at = NULL;
 
 -- name: release_presence
 -- A clean stop: the worker's row goes, so its lapsed leases (if any) count as crashes.
 DELETE FROM x_workers WHERE id = %(id)s;
 
+-- name: stop_presence
+-- The process exits past --shutdown-timeout with runs in flight: the row stays, marked stopped
+-- and lapsed at once, so the claim judges its runs' lapses as an exit (issue 23).
+UPDATE x_workers
+SET stopped_at = now(), expires_at = LEAST(expires_at, now()), in_flight = 0
+WHERE id = %(id)s;
+
 -- name: workers
 SELECT id, host, pid, queues, started_at, last_seen, expires_at, in_flight,
-       expires_at >= now() AS alive
+       expires_at >= now() AND stopped_at IS NULL AS alive, stopped_at
 FROM x_workers
 ORDER BY started_at, id;
 

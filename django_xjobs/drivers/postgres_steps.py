@@ -67,6 +67,7 @@ class PostgresStepStore:
             "error": record.error,
             "attempts": record.attempts,
             "position": record.position,
+            "ran_for": record.ran_for,
             "job_id": job_id,
             "lease_token": lease_token,
         }

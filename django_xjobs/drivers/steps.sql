@@ -20,7 +20,10 @@ ORDER BY position NULLS LAST, started_at, id;
 -- Upsert one record, only while the job is running under this claim's token (SPEC STEP-17,
 -- DESIGN Q-01). FOR SHARE holds off a re-claim until the write is in. The upsert keeps the
 -- first started_at, position, event and correlation key (SPEC §14); times the caller leaves
--- out are stamped with now().
+-- out are stamped with statement_timestamp(): now() inside an atomic step's block is when the
+-- block began, and a step's record must say when it ended. A start left out is `ran_for`
+-- seconds (the body's run time, measured by the runner) before that (issue 23: every step
+-- read 0.000 s).
 -- An atomic step (ctx.step.atomic, issue 17) runs this as the LAST statement of its block's
 -- transaction: the FOR SHARE row lock then lasts until that commit, so no re-claim, cancel or
 -- expiry can slip between this check and the commit of the block's writes. Taken last, it is
@@ -30,9 +33,10 @@ ORDER BY position NULLS LAST, started_at, id;
 INSERT INTO x_job_steps (run_id, name, status, output, started_at, completed_at, wake_at, event,
                          correlation_key, error, attempts, position)
 SELECT %(run_id)s, %(name)s, %(status)s, %(output)s::jsonb,
-       COALESCE(%(started_at)s::timestamptz, now()),
+       COALESCE(%(started_at)s::timestamptz,
+                statement_timestamp() - make_interval(secs => COALESCE(%(ran_for)s, 0))),
        CASE WHEN %(status)s = 'completed'
-            THEN COALESCE(%(completed_at)s::timestamptz, now()) END,
+            THEN COALESCE(%(completed_at)s::timestamptz, statement_timestamp()) END,
        %(wake_at)s, %(event)s, %(correlation_key)s, %(error)s, %(attempts)s, %(position)s
 FROM (SELECT 1 FROM x_jobs
       WHERE id = %(job_id)s AND (state = 'running') IS TRUE AND lease_token = %(lease_token)s

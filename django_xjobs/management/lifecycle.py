@@ -22,6 +22,8 @@ from .. import log
 
 #: EX_TEMPFAIL: the drain outlived --shutdown-timeout; unsettled runs are left to their leases
 EXIT_SHUTDOWN_TIMEOUT = 75
+#: how long the exit waits for a role to mark itself stopped (a worker's presence row)
+EXITING_BOUND = 3.0
 
 
 def run_until_signalled(
@@ -29,9 +31,11 @@ def run_until_signalled(
     run: Callable[[], Any],
     stop: Callable[[], None],
     shutdown_timeout: float | None = None,
+    exiting: Callable[[], None] | None = None,
 ) -> Any:
     """Run ``run`` until a signal, then ``stop()``; past ``shutdown_timeout`` after the first
-    signal the process exits with ``EXIT_SHUTDOWN_TIMEOUT`` (SPEC HANG-05), whatever hangs."""
+    signal the process exits with ``EXIT_SHUTDOWN_TIMEOUT`` (SPEC HANG-05), whatever hangs,
+    after ``exiting()`` had up to ``EXITING_BOUND`` seconds to say so."""
     received: list[int] = []
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -64,6 +68,8 @@ def run_until_signalled(
                 "(every thread's stack follows on stderr)",
             )
             _dump_stacks()
+            if exiting is not None:
+                _bounded(exiting, f"{name}-exiting")
             _exit(EXIT_SHUTDOWN_TIMEOUT)
         while handled < len(received):
             signame = signal.Signals(received[handled]).name
@@ -84,6 +90,19 @@ def run_until_signalled(
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
+
+
+def _bounded(call: Callable[[], None], name: str) -> None:
+    """``call()`` on a thread of its own, waited for ``EXITING_BOUND`` seconds at most: the
+    database it writes to may be what the drain hung on, and the exit must still happen."""
+
+    def target() -> None:
+        with contextlib.suppress(Exception):
+            call()
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    thread.join(EXITING_BOUND)
 
 
 def _dump_stacks() -> None:

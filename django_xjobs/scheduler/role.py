@@ -229,6 +229,19 @@ class Scheduler:
         return {t.name: t.next_occurrence(now).isoformat() for t in self._crons()}
 
 
+def last_fired(handle: CronHandle, mark: datetime | None) -> datetime | None:
+    """The occurrence ``handle`` last fired, from its watermark; None while it never fired.
+
+    Arming (SPEC SCHED-01) writes the instant just before the next occurrence, a time still
+    ahead when the page is read: shown as "last fired" it read 19:19:59 at 19:15 (issue 23). A
+    mark one microsecond before an occurrence is that arming mark; a firing leaves the
+    occurrence itself, or the round's now.
+    """
+    if mark is None or handle.next_occurrence(mark) == mark + ONE_MICROSECOND:
+        return None
+    return mark
+
+
 def _latest_due(handle: CronHandle, due: list[datetime], now: datetime) -> datetime:
     """The last occurrence at or before ``now``, even past a bounded walk."""
     latest = due[-1]

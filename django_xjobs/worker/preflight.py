@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import DatabaseError, connections
 
 from ..conf import XJobsSettings
@@ -24,9 +26,12 @@ def preflight(
         connection.ensure_connection()
     except DatabaseError as error:
         first = first_line(error)
+        name = params.get("NAME")
+        hint = "check DATABASE_URL / DATABASES and that PostgreSQL is running"
+        if name and _database_missing(connection, name):
+            hint = f"create it: createdb {name} (or CREATE DATABASE {name}), then migrate"
         raise DriverUnavailableError(
-            f"cannot connect to database {alias!r} ({where}): {first}",
-            hint="check DATABASE_URL / DATABASES and that PostgreSQL is running",
+            f"cannot connect to database {alias!r} ({where}): {first}", hint=hint
         ) from None
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [table])
@@ -38,3 +43,23 @@ def preflight(
             f"database {alias!r} ({where}) has no {table} table",
             hint=f"run: python manage.py migrate django_xjobs --database {alias}",
         )
+
+
+def _database_missing(connection: Any, name: str) -> bool:
+    """Whether the server answers but has no database ``name`` (SQLSTATE 3D000 at connect).
+
+    libpq reports a failed connect without a SQLSTATE, and the message is no contract: the
+    server is asked instead, once, through its ``postgres`` database (as ``createdb`` does).
+    Only on a failed connect; False when that cannot be told.
+    """
+    import psycopg
+
+    params = {**connection.get_connection_params(), "dbname": "postgres", "connect_timeout": 5}
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    try:
+        with psycopg.connect(**params, autocommit=True) as other:
+            found = other.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+            return found.fetchone() is None
+    except Exception:
+        return False

@@ -65,6 +65,18 @@ class WorkerPresence:
             self.renewing = False
             self._idle.set()
 
+    def stop(self, wait: float = 2.0) -> None:
+        """The process exits with runs in flight (past --shutdown-timeout): the row stays,
+        marked stopped, after any renewal in flight; a failure leaves it to lapse."""
+        self._released = True
+        self._idle.wait(wait)
+        try:
+            self.driver.stop_presence(self.worker_id)
+        except Exception as error:
+            log.event(
+                logging.WARNING, "xjobs.worker.presence_failed", worker=self.worker_id, error=error
+            )
+
     def release(self, wait: float = 5.0) -> None:
         """A clean stop: the row goes, after any renewal still in flight (bounded by ``wait``);
         a failure leaves it to lapse."""

@@ -146,7 +146,22 @@ class Settling:
             else:
                 self._release(run)
         outcome = execution.outcome
-        if not settled and outcome is not Outcome.CANCELLED:
+        cancelled_meanwhile: str | None = None
+        if not settled and not failed and outcome is not Outcome.CANCELLED:
+            cancelled_meanwhile = self._cancelled_reason(execution)
+        if cancelled_meanwhile is not None:
+            # cancelled while its body ran, before a heartbeat could say so: the fence refused
+            # the settle because of the cancel, not a lost lease (DESIGN Q-08)
+            outcome = Outcome.CANCELLED
+            log.event(
+                logging.INFO,
+                "xjobs.job.cancelled",
+                worker=self.worker_id,
+                job=job.name,
+                id=job.id,
+                reason=cancelled_meanwhile or None,
+            )
+        elif not settled and outcome is not Outcome.CANCELLED:
             outcome = Outcome.LEASE_LOST
         self.outcomes[outcome] += 1
         if not isinstance(execution.settle, Shed):  # a run handed back unstarted never began
@@ -183,6 +198,21 @@ class Settling:
                 attempt=job.attempt,
                 outcome=execution.outcome,
             )
+
+    def _cancelled_reason(self, execution: Execution) -> str | None:
+        """When a refused settle's row was cancelled during this very run: its reason ("" for
+        none); else None. One read, on a refusal only (rare, never the hot path)."""
+        job = execution.job
+        try:
+            row = self.driver.get_job(job.id)
+        except Exception:
+            return None  # unreadable: reported as the refusal it is
+        if row is None or row.state != "cancelled":
+            return None
+        # the same run and claim: a re-claim by another worker would have moved the attempt
+        if row.run_id != job.run_id or row.attempt != job.attempt:
+            return None
+        return row.last_error or ""
 
     def _hold_for(self, run: Run, body: Any) -> None:
         """SPEC EXEC-05: a body past its timeout still runs, so its fleet slot, its limit and a

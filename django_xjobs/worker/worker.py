@@ -198,6 +198,7 @@ class Worker(Admission, Ticking, Settling):
             in_flight=lambda: len(self._runs),
         )
         presence.renew()  # present before the first claim, so its lapses are judged fairly
+        self._presence = presence
         heartbeat = Heartbeat(
             self.driver,
             self.in_flight,
@@ -246,6 +247,13 @@ class Worker(Admission, Ticking, Settling):
                 if self._database:
                     connections[self._database].close()
         return self.stats()
+
+    def exiting(self) -> None:
+        """The process is about to exit past its shutdown timeout, runs still in flight: mark
+        its presence stopped, so screens say it exited and the re-claims record an exit."""
+        presence = getattr(self, "_presence", None)
+        if presence is not None:
+            presence.stop()
 
     def stop(self) -> None:
         """Stop claiming and let in-flight runs finish (thread- and signal-safe, idempotent)."""

@@ -11,7 +11,7 @@ from django.core.management.base import CommandParser
 from ... import conf, inspect, manifest
 from ...durations import format_seconds, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
-from ...states import FINISHED_STATES
+from ...states import FINISHED_STATES, shown_attempt
 from ...worker.preflight import preflight
 from ..command import XJobsCommand, accept_global_options
 
@@ -104,7 +104,7 @@ class Command(XJobsCommand):
         rows = inspect.list_jobs(
             queue=o["queue"], name=o["name"], state=o["state"], limit=o["limit"]
         )
-        lines = [_row_line(r) for r in rows] or ["no jobs"]
+        lines = [LS_HEADER, *(_row_line(r) for r in rows)] if rows else ["no jobs"]
         return rows, "\n".join(lines)
 
     def _show(self, o: dict[str, Any]) -> tuple[Any, str]:
@@ -122,7 +122,7 @@ class Command(XJobsCommand):
                 "collapsed into this live job with the same idempotency key)"
             )
         lines += [
-            f"  state      {job['state']}  (attempt {job['attempt']} of {job['max_attempts']})",
+            f"  state      {job['state']}  ({_attempt_text(job)})",
             f"  queue      {job['queue']}  priority {job['priority']}",
             f"  key        {job['idempotency_key']}",
             f"  run at     {job['run_at']}",
@@ -206,7 +206,7 @@ class Command(XJobsCommand):
             f"{'last seen':<32} queues"
         ]
         for w in rows:
-            state = "alive" if w["alive"] else "lapsed"
+            state = w["state"]
             lines.append(
                 f"{w['id']:<44} {w['host']:<20} {w['pid']:>7} {w['in_flight']:>9}  {state:<7} "
                 f"{w['last_seen']:<32} {','.join(w['queues'])}"
@@ -286,8 +286,21 @@ def _backfill_lines(section: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def _attempt_text(job: dict[str, Any]) -> str:
+    attempt = shown_attempt(job["state"], job["attempt"])
+    parked = ", parked: it spends no attempt" if job["state"] == "suspended" else ""
+    return f"attempt {attempt} of {job['max_attempts']}{parked}"
+
+
 def _row_line(row: dict[str, Any]) -> str:
-    return (
-        f"{row['id']}  {row['name']:<32} {row['queue']:<10} {row['state']:<9} "
-        f"{row['attempt']}/{row['max_attempts']}  {row['updated_at']}"
-    )
+    attempt = f"{shown_attempt(row['state'], row['attempt'])}/{row['max_attempts']}"
+    return _columns(row["id"], row["name"], row["queue"], row["state"], attempt, row["updated_at"])
+
+
+def _columns(*cells: str) -> str:
+    job_id, name, queue, state, attempt, updated = cells
+    return f"{job_id:<36}  {name:<32} {queue:<10} {state:<9} {attempt:>7}  {updated}"
+
+
+#: the columns of ``xjobs ls``: the time is when the row last changed (``updated_at``)
+LS_HEADER = _columns("id", "name", "queue", "state", "attempt", "updated")

@@ -143,7 +143,9 @@ class Command(XJobsCommand):
             recycler = Recycler(worker, limits, supervisor_pid=options["supervisor_pid"])
             recycler.start()
         try:
-            stats = run_until_signalled("xjobs.worker", worker.run, worker.stop, shutdown)
+            stats = run_until_signalled(
+                "xjobs.worker", worker.run, worker.stop, shutdown, exiting=worker.exiting
+            )
         finally:
             if recycler is not None:
                 recycler.stop()
@@ -274,3 +276,19 @@ def _log_to_console(verbosity: int) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logger.addHandler(handler)
     logger.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
+    _one_line_per_task_event()
+
+
+def _one_line_per_task_event() -> None:
+    """Django 6 logs each task's start and end on ``django.tasks``, which its default logging
+    prints through the ``django`` console (with DEBUG on); the worker's own events tell the
+    same runs, so every task event printed twice (issue 23). With no logging of the project's
+    own, the worker's console is the one that speaks; the backport (``django_tasks``) is silent
+    by default already. A project that configures logging decides for itself."""
+    from ...registry import tasks_api
+
+    name = tasks_api()  # its logger is named after its module in both
+    tasks_logger = logging.getLogger(name) if name else None
+    if tasks_logger is not None and not tasks_logger.handlers:
+        tasks_logger.addHandler(logging.NullHandler())  # not Python's last-resort handler
+        tasks_logger.propagate = False
