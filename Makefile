@@ -10,7 +10,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast chaos lint docs bench clean
+.PHONY: demo test test-fast provision chaos lint docs bench clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit("django-xjobs needs Python 3.11+" if sys.version_info < (3, 11) else 0)'
@@ -33,11 +33,15 @@ $(VENV)/.docs-installed: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.demo-installed  ## enqueue five jobs and run a worker until they settle
 	@$(BIN)/python example_project/run_demo.py
 
-test: $(VENV)/.installed  ## the whole suite, on PostgreSQL, in a random order (the seed is printed)
+test: $(VENV)/.installed provision  ## the whole suite, on PostgreSQL, in a random order (the seed is printed)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(VENV)/.installed  ## the unit lane: no database, no subprocess, no server started
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+
+# the machine's programs the suite runs (PgBouncer), from apt when missing; instant when present
+provision:
+	@bash scripts/provision
 
 chaos: $(VENV)/.installed  ## real workers under faults (kill, stop, restart, outage...), one table; not in `make test`
 	$(BIN)/python -m chaos $(CHAOS_ARGS)
