@@ -10,7 +10,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast provision chaos lint docs bench clean
+.PHONY: demo test test-fast provision chaos lint docs dist bench clean
 
 # The venv starts without pip: ensurepip alone was a third of a first `make demo`. The demo
 # installs into it with the host's pip when that one can (22.3+: `pip --python`); the targets
@@ -75,8 +75,15 @@ lint: $(VENV)/.installed  ## ruff, formatting, type hints, and models in step wi
 docs: $(VENV)/.docs-installed  ## the documentation site in build/docs; warnings fail
 	$(BIN)/python -m sphinx -E -W --keep-going -q -b html docs build/docs
 
+# build/ is removed first: setuptools would put a stale build/lib's files into the wheel
+dist: $(VENV)/.installed  ## sdist + wheel in dist/, metadata checked, the wheel installed in a fresh venv and checked
+	rm -rf build dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/python scripts/check_wheel.py dist/*.whl
+
 bench: $(VENV)/.installed  ## W1-W4 throughput and latency figures (not a test; empties x_jobs and the backfill ledger)
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info build
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info build dist
