@@ -20,7 +20,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv --without-pip $(VENV)
 
 $(BIN)/pip: | $(BIN)/python
-	$(BIN)/python -m ensurepip --default-pip >/dev/null
+	$(BIN)/python -m ensurepip --default-pip >/dev/null || { echo "$(PYTHON) has no ensurepip to put pip in $(VENV): on Debian or Ubuntu, sudo apt-get install -y python3-venv" >&2; exit 1; }
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/pip
 	$(PIP) install --upgrade pip
