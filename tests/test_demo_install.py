@@ -13,6 +13,8 @@ import importlib.util
 import subprocess
 import tomllib
 
+import pytest
+
 from tests.support.process import ROOT
 
 spec = importlib.util.spec_from_file_location("requirements", ROOT / "scripts" / "requirements.py")
@@ -44,6 +46,7 @@ def dry_run(target: str) -> str:
     ).stdout
 
 
+@pytest.mark.process  # runs make or bash
 def test_make_demo_builds_nothing_and_compiles_nothing_ahead():
     demo = dry_run("demo")
     assert "venv --without-pip" in demo
@@ -52,6 +55,7 @@ def test_make_demo_builds_nothing_and_compiles_nothing_ahead():
     assert "install -e" not in demo and "--upgrade pip" not in demo, demo
 
 
+@pytest.mark.process  # runs make or bash
 def test_the_targets_that_use_the_venvs_pip_add_it_first():
     for target in ("test", "lint", "docs"):
         steps = dry_run(target)

@@ -71,6 +71,7 @@ def test_the_sdist_and_the_wheel_ship_every_file_of_the_package(tmp_path):
     assert expected <= in_sdist, sorted(expected - in_sdist)
 
 
+@pytest.mark.process  # runs make or bash
 def test_make_dist_builds_checks_and_installs_the_wheel():
     dry_run = subprocess.run(
         ["make", "-n", "dist", "VENV=/nonexistent-venv"],

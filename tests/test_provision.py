@@ -68,6 +68,7 @@ def test_ci_runs_the_readmes_test_command():
     assert all(target in (["test"], ["lint"], ["docs"]) for target in runs), runs
 
 
+@pytest.mark.process  # runs make or bash
 def test_make_test_provisions_before_it_runs_pytest():
     dry_run = subprocess.run(
         ["make", "-n", "test", "VENV=/nonexistent-venv"],
@@ -88,6 +89,7 @@ def table() -> dict[str, str]:
     return dict(line.split() for line in listed.splitlines())
 
 
+@pytest.mark.process  # runs make or bash
 def test_the_table_has_the_pgbouncer_the_pooler_tests_run():
     assert table()[Path(pgbouncer.BINARY).name] == "pgbouncer"
 
