@@ -10,30 +10,48 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast property chaos lint docs bench clean
+.PHONY: demo test test-fast provision property chaos lint docs dist bench clean
 
+# The venv starts without pip: ensurepip alone was a third of a first `make demo`. The demo
+# installs into it with the host's pip when that one can (22.3+: `pip --python`); the targets
+# that need pip in the venv (test, lint, docs) add it first.
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit("django-xjobs needs Python 3.11+" if sys.version_info < (3, 11) else 0)'
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --without-pip $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(BIN)/pip: | $(BIN)/python
+	$(BIN)/python -m ensurepip --default-pip >/dev/null || { echo "$(PYTHON) has no ensurepip to put pip in $(VENV): on Debian or Ubuntu, sudo apt-get install -y python3-venv" >&2; exit 1; }
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/pip
 	$(PIP) install --upgrade pip
 	$(PIP) install -e '.[dev]'
 	touch $@
 
-# the demo's path skips the pip upgrade and the linters: the venv's own pip is good enough
+# The demo's path, for a first run in seconds: only the demo extra's requirements (run_demo.py
+# imports django_xjobs from the checkout, so no editable wheel is built), no .pyc compiled ahead
+# (Python writes those of the modules it imports), no pip upgrade and no linters.
+HOST_PIP_CAN := import pip, sys; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (22, 3))
+DEMO_PIP_ARGS := install --no-compile --prefer-binary -r $(VENV)/requirements-demo.txt
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[demo]'
+	$(BIN)/python scripts/requirements.py demo > $(VENV)/requirements-demo.txt
+	@if [ ! -x $(BIN)/pip ] && $(PYTHON) -c '$(HOST_PIP_CAN)' 2>/dev/null; then \
+		echo "$(PYTHON) -m pip --python $(BIN)/python $(DEMO_PIP_ARGS)"; \
+		$(PYTHON) -m pip --quiet --disable-pip-version-check --python $(BIN)/python $(DEMO_PIP_ARGS); \
+	else \
+		[ -x $(BIN)/pip ] || $(BIN)/python -m ensurepip --default-pip >/dev/null; \
+		echo "$(PIP) $(DEMO_PIP_ARGS)"; \
+		$(PIP) $(DEMO_PIP_ARGS); \
+	fi
 	touch $@
 
-$(VENV)/.docs-installed: pyproject.toml | $(BIN)/python
+$(VENV)/.docs-installed: pyproject.toml | $(BIN)/pip
 	$(PIP) install -e '.[docs]'
 	touch $@
 
 demo: $(VENV)/.demo-installed  ## enqueue five jobs and run a worker until they settle
 	@$(BIN)/python example_project/run_demo.py
 
-test: $(VENV)/.installed  ## the whole suite, on PostgreSQL, in a random order (the seed is printed)
+test: $(VENV)/.installed provision  ## the whole suite, on PostgreSQL, in a random order (the seed is printed)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(VENV)/.installed  ## the unit lane: no database, no subprocess, no server started
@@ -41,6 +59,10 @@ test-fast: $(VENV)/.installed  ## the unit lane: no database, no subprocess, no 
 
 property: $(VENV)/.installed  ## the property suite at length (`make test` runs its short `ci` profile); minutes
 	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/test_property.py -p no:randomly -o timeout=0 $(PYTEST_ARGS)
+
+# the machine's programs the suite runs (PgBouncer), from apt when missing; instant when present
+provision:
+	@bash scripts/provision
 
 chaos: $(VENV)/.installed  ## real workers under faults (kill, stop, restart, outage...), one table; not in `make test`
 	$(BIN)/python -m chaos $(CHAOS_ARGS)
@@ -56,8 +78,15 @@ lint: $(VENV)/.installed  ## ruff, formatting, type hints, and models in step wi
 docs: $(VENV)/.docs-installed  ## the documentation site in build/docs; warnings fail
 	$(BIN)/python -m sphinx -E -W --keep-going -q -b html docs build/docs
 
+# build/ is removed first: setuptools would put a stale build/lib's files into the wheel
+dist: $(VENV)/.installed  ## sdist + wheel in dist/, metadata checked, the wheel installed in a fresh venv and checked
+	rm -rf build dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/python scripts/check_wheel.py dist/*.whl
+
 bench: $(VENV)/.installed  ## W1-W4 throughput and latency figures (not a test; empties x_jobs and the backfill ledger)
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info build
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info build dist

@@ -13,18 +13,27 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 
 def main() -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
     from django_xjobs.testing.postgres import database_url
 
     given = "DATABASE_URL" in os.environ
     if not given:
         print("DATABASE_URL is not set: starting a throwaway embedded PostgreSQL ...", flush=True)
-    os.environ["DATABASE_URL"] = database_url()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
+    # The server's initdb runs in processes of its own: import Django meanwhile (a first run
+    # also compiles what it imports). Nothing imported here reads the settings.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        server = pool.submit(database_url)
+        import django
+        import django.db.backends.postgresql.base
+        import django.db.migrations.executor
+        import django.test  # the demo posts to a view through its test client
+        from demo.failure import one_line
+        from django.core.management import CommandError, call_command
+        from django.db import Error as DatabaseError
 
-    import django
-    from demo.failure import one_line
-    from django.core.management import CommandError, call_command
-    from django.db import Error as DatabaseError
+        os.environ["DATABASE_URL"] = server.result()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
 
     django.setup()
     try:

@@ -97,7 +97,9 @@ def pgbouncer_url(django_db_setup, django_db_blocker) -> Iterator[str]:
     for the module that uses it. Stopped when the module ends: its pooled server connections
     would otherwise stay open to the test database for the rest of the session, and tests that
     count a worker's backends would count them too."""
-    assert os.path.exists(BINARY), "PgBouncer is missing: apt-get install -y pgbouncer"
+    assert os.path.exists(BINARY), (
+        "PgBouncer is missing: bash scripts/provision (make test runs it)"
+    )
     with django_db_blocker.unblock():
         server = _server()
         name = quote(connection.settings_dict["NAME"])
