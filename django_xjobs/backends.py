@@ -14,7 +14,7 @@ Every flag is on: ``run_after``, async tasks, results from any process, priority
 an ordinary ``x_jobs`` row, so workers, retries, leases, the admin, the CLI and the metrics all
 apply. Inside ``transaction.atomic()`` it is staged in the caller's transaction like any
 enqueue: rolled back, the task never existed, so no ``on_commit`` wrapper is needed. On Django
-5.2 it runs through the ``django-tasks`` backport (``pip install 'django-xjobs[tasks]'``).
+5.2 it runs through the ``django-tasks`` backport (``pip install 'django-tasks>=0.12'``, the ``tasks`` extra).
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def _check_tasks_api() -> list[checks.CheckMessage]:
             checks.Error(
                 "TASKS uses django_xjobs.backends.XJobsBackend, but this Django has no task API "
                 "(django.tasks is Django 6's), so TASKS is ignored",
-                hint="on Django 5.2, pip install 'django-xjobs[tasks]' (the django-tasks backport) "
+                hint="on Django 5.2, pip install 'django-tasks>=0.12' (the backport; the tasks extra) "
                 'and add "django_tasks" to INSTALLED_APPS',
                 id="django_xjobs.E014",
             )

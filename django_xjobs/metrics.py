@@ -4,7 +4,7 @@ The counters are named and labelled as the Prometheus series they are exported a
 (``xjobs_job_leases_lost_total{queue=...}``): thread-safe, cheap enough for hot paths, and kept
 whether or not ``prometheus-client`` is installed.
 
-``collector()`` / ``registry()`` need the optional extra (``pip install django-xjobs[metrics]``).
+``collector()`` / ``registry()`` need the optional extra (the ``metrics`` extra, or ``pip install prometheus-client``).
 At scrape time the collector reads queue depths, the outbox and the scheduler leader through
 ``django_xjobs.inspect`` — the same functions the admin and ``manage.py xjobs`` use — at most
 once per ``STATS_INTERVAL`` seconds per process (SPEC MET-01)::
@@ -35,7 +35,7 @@ STATS_INTERVAL = 15.0
 
 #: How to install what ``collector()`` needs; the view and ``--metrics-port`` say the same.
 MISSING = (
-    "prometheus-client is not installed: pip install 'django-xjobs[metrics]' "
+    "prometheus-client is not installed: pip install 'prometheus-client>=0.20' (the metrics extra) "
     "(or prometheus-client>=0.20) to export metrics"
 )
 

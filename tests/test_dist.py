@@ -107,8 +107,16 @@ def test_install_targets_reads_the_commands():
     assert install_targets(text) == ["./django-xjobs[binary]", "django-xjobs[tasks]"]
 
 
-@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+PAGES = [
+    "README.md",
+    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md")),
+]
+CODE = sorted(p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("page", PAGES + CODE)
 def test_before_the_first_release_install_lines_name_a_checkout_or_a_wheel(page):
+    """Every page and every hint the code prints: a by-name line would fail for the reader."""
     if released(VERSION):
         return  # on the index: installing by name works
     by_name = [

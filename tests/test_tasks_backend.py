@@ -513,7 +513,7 @@ def test_check_says_when_the_task_api_is_missing_or_its_backport_app_is_not_inst
 
     monkeypatch.setattr(registry, "tasks_api", lambda: None)
     [error] = xjobs_checks._check_tasks_api()
-    assert error.id == "django_xjobs.E014" and "django-xjobs[tasks]" in error.hint
+    assert error.id == "django_xjobs.E014" and "django-tasks>=0.12" in error.hint
     assert registry.get_job("tests.tasks.add") is None  # TASKS is ignored, as Django 5.2 does
     monkeypatch.setattr(registry, "tasks_api", lambda: "django_tasks")
     apps = [a for a in settings.INSTALLED_APPS if a != "django_tasks"]

