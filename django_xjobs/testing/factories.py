@@ -116,13 +116,43 @@ class JobFactory(DjangoModelFactory):
     updated_at = factory.SelfAttribute("now")
 
 
+class JobStepFactory(DjangoModelFactory):
+    """A step record of a run: ``completed`` with an output unless told otherwise."""
+
+    class Meta:
+        model = JobStep
+        skip_postgeneration_save = True
+
+    class Params:
+        now = factory.LazyFunction(_now)
+
+    run_id = factory.LazyFunction(uuid7)
+    name = factory.Sequence(lambda n: f"step-{n}")
+    status = "completed"
+    output = None
+    started_at = factory.SelfAttribute("now")
+    completed_at = factory.LazyAttribute(lambda o: o.now if o.status == "completed" else None)
+    attempts = 1
+    position = 0
+
+
 class _Attempted(JobFactory):
-    """A job a worker claimed at least once: the claim's stamps."""
+    """A job a worker claimed at least once: the claim's stamps. ``steps=["a", "b"]`` adds
+    the steps its run completed, in that order (their outputs are their positions)."""
 
     attempt = 1
     attempted_by = "worker-1"
     started_at = factory.SelfAttribute("now")
     last_attempted_at = factory.SelfAttribute("now")
+
+    @factory.post_generation
+    def steps(job: Job, create: bool, extracted: Any, **kwargs: Any) -> None:
+        if not create or not extracted:
+            return
+        for position, name in enumerate(extracted):
+            JobStepFactory(
+                run_id=job.run_id, name=name, output=position, position=position, now=job.created_at
+            )
 
 
 class DoneJobFactory(_Attempted):
@@ -182,26 +212,6 @@ class CancelledJobFactory(JobFactory):
     state = JobState.CANCELLED
     stop_reason = StopReason.CANCELLED
     last_error = "cancelled by an operator"
-
-
-class JobStepFactory(DjangoModelFactory):
-    """A step record of a run: ``completed`` with an output unless told otherwise."""
-
-    class Meta:
-        model = JobStep
-        skip_postgeneration_save = True
-
-    class Params:
-        now = factory.LazyFunction(_now)
-
-    run_id = factory.LazyFunction(uuid7)
-    name = factory.Sequence(lambda n: f"step-{n}")
-    status = "completed"
-    output = None
-    started_at = factory.SelfAttribute("now")
-    completed_at = factory.LazyAttribute(lambda o: o.now if o.status == "completed" else None)
-    attempts = 1
-    position = 0
 
 
 class _Suspended(_Attempted):
