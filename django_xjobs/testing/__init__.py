@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import connections
@@ -42,6 +42,9 @@ from ..execute import Execution, Outcome, execute
 from ..settle import settle
 from ..states import FINISHED_STATES
 from . import frozen
+
+if TYPE_CHECKING:
+    from ..scheduler.role import Dispatch
 
 # the store keeps in step with freezegun from the first statement of a test that freezes time
 frozen.install()
@@ -212,7 +215,7 @@ def age_events(driver: JobDriver, seconds: float) -> None:
         )
 
 
-def run_crons(cron_names: Sequence[str] | None = None) -> list[Any]:
+def run_crons(cron_names: Sequence[str] | None = None) -> list[Dispatch]:
     """Run one scheduler round now, as the leader: enqueue every cron occurrence that is due on
     the clock (the frozen one under freezegun) and return the dispatches. The first round only
     sets each cron's starting point; a later one enqueues what came due since::

@@ -54,10 +54,12 @@ _FROZEN = "_xjobs_frozen"
 
 
 def frozen_now() -> datetime | None:
-    """The time freezegun holds, aware and in UTC; None when no freeze is active::
+    """The time freezegun holds, aware and in UTC::
 
-    with freeze_time("2026-03-01 09:00"):
-        assert frozen_now() == datetime(2026, 3, 1, 9, tzinfo=UTC)
+        with freeze_time("2026-03-01 09:00"):
+            assert frozen_now() == datetime(2026, 3, 1, 9, tzinfo=UTC)
+
+    None when no freeze is active.
     """
     api = sys.modules.get("freezegun.api")
     if api is None or not getattr(api, "freeze_factories", None):
