@@ -114,3 +114,18 @@ def test_moving_the_frozen_clock_with_move_to_counts_too(harness, moved):
         freezer.move_to(datetime(2026, 3, 1, 9, tzinfo=UTC) + moved)
         [execution] = run_until_idle()
     assert execution.job.id == job_id
+
+
+def test_in_autocommit_the_session_follows_and_gets_the_server_clock_back(transactional_db):
+    run_until_idle()
+    with freeze_time(FROZEN) as freezer, connection.cursor() as cursor:
+        assert not connection.in_atomic_block
+        cursor.execute("SELECT now()")  # its own transaction: the setting must be the session's
+        assert cursor.fetchone()[0] == datetime(2026, 3, 1, 9, tzinfo=UTC)
+        freezer.tick(timedelta(days=1))
+        cursor.execute("SELECT now()")
+        assert cursor.fetchone()[0] == datetime(2026, 3, 2, 9, tzinfo=UTC)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now(), pg_catalog.now()")
+        ours, servers = cursor.fetchone()
+    assert ours == servers
