@@ -12,7 +12,7 @@ from django.db import connection
 from freezegun import freeze_time
 
 from django_xjobs import Retry, cron, job
-from django_xjobs.testing import run_crons, run_until_idle
+from django_xjobs.testing import memory_driver, run_crons, run_until_idle
 from django_xjobs.testing.frozen import frozen_now
 from tests import jobs
 
@@ -129,3 +129,13 @@ def test_in_autocommit_the_session_follows_and_gets_the_server_clock_back(transa
         cursor.execute("SELECT now(), pg_catalog.now()")
         ours, servers = cursor.fetchone()
     assert ours == servers
+
+
+def test_a_memory_driver_test_without_database_access_can_freeze_time():
+    """No ``db`` fixture: the helpers must not open a connection to follow the freeze."""
+    with memory_driver() as driver, freeze_time(FROZEN) as freezer:
+        job_id = jobs.ok.using(delay="1h").enqueue(n=5).id
+        assert run_until_idle() == []
+        freezer.tick(timedelta(hours=1))
+        [execution] = run_until_idle()
+        assert execution.outcome == "completed" and driver.get_job(job_id).state == "done"

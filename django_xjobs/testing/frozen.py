@@ -114,11 +114,10 @@ def install() -> None:
 
 
 def catch_up() -> None:
-    """What the statement hook does, for a caller about to read the store without a statement
-    of its own first (the testing helpers call it)."""
+    """Follow freezegun on the current thread's jobs-database connection too when it was
+    opened before ``django_xjobs.testing`` was imported (the helpers call this). It opens no
+    connection: a test on the memory driver may have no database access at all."""
     connection = connections[conf.get().database]
     _install(connection)
-    if frozen_now() is None:
-        return
-    connection.ensure_connection()
-    follow(connection)
+    if connection.connection is not None and frozen_now() is not None:
+        follow(connection)
