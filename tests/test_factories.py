@@ -267,3 +267,14 @@ def test_without_factory_boy_the_import_says_which_extra_to_install():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == MISSING
     assert "django-xjobs[testing]" in MISSING
+
+
+def test_under_freezegun_rows_are_stamped_on_the_frozen_clock(db):
+    from freezegun import freeze_time
+
+    with freeze_time("2026-03-01 09:00"):
+        job = RetryingJobFactory(retry_in=600)
+        assert run_until_idle() == []  # due in ten minutes on the frozen clock, not before
+    at = datetime(2026, 3, 1, 9, tzinfo=UTC)
+    assert (job.created_at, job.run_at) == (at, datetime(2026, 3, 1, 9, 10, tzinfo=UTC))
+    assert job.errors[0]["at"] == at.isoformat()
