@@ -21,6 +21,7 @@ from django_xjobs.models import (
     Worker,
 )
 from django_xjobs.testing import run_to_completion, run_until_idle
+from django_xjobs.testing.factories import DeadJobFactory, SleepingJobFactory, StagedOutboxFactory
 from tests import jobs, tasks
 
 HOUR = timedelta(hours=1)
@@ -180,18 +181,10 @@ def test_the_cron_schedules_page_has_schedule_policy_last_and_next_run_and_leade
 
 def test_the_outbox_lists_staged_rows_with_their_age_and_filters_by_status(admin_client):
     now = timezone.now()
-    staged = {"input": {"n": 1}, "queue": "default", "staged_at": now - timedelta(seconds=95)}
-    waiting = OutboxEntry.objects.create(job="tests.jobs.ok", idempotency_key="ok:1", **staged)
-    OutboxEntry.objects.create(
-        job="tests.jobs.ok",
-        idempotency_key="ok:2",
-        claimed_by="relay-7",
-        claimed_at=now,
-        **staged,
-    )
-    OutboxEntry.objects.create(
-        job="tests.jobs.ok", idempotency_key="ok:3", published_at=now, **staged
-    )
+    staged = {"job": "tests.jobs.ok", "input": {"n": 1}, "now": now - timedelta(seconds=95)}
+    waiting = StagedOutboxFactory(idempotency_key="ok:1", **staged)
+    StagedOutboxFactory(idempotency_key="ok:2", claimed_by="relay-7", claimed_at=now, **staged)
+    StagedOutboxFactory(idempotency_key="ok:3", published_at=now, **staged)
     page = admin_client.get("/admin/django_xjobs/outboxentry/")
     assert page.status_code == 200 and len(page.context["cl"].result_list) == 3
     text = page.content.decode()
@@ -263,9 +256,9 @@ def test_retry_from_a_chosen_step_on_the_detail_page(admin_client):
     retry_job(from_step=...): that step and later ones are dropped, earlier ones replay."""
     from django_xjobs.drivers import get_driver
 
-    job_id = jobs.fails_at_b.enqueue(token="admin-retry-step").id
-    run_to_completion(job_id, clock=FrozenClock())
-    Job.objects.filter(id=job_id).update(state="dead")  # as if its last attempt had failed
+    job_id = DeadJobFactory(
+        name="tests.jobs.fails_at_b", input={"token": "admin-retry-step"}, steps=["a", "b", "c"]
+    ).id
     page = admin_client.get(f"/admin/django_xjobs/job/{job_id}/change/").content.decode()
     assert page.count("retry from here") == 3
     response = admin_client.post(
@@ -394,8 +387,7 @@ def park_an_unknown_job(n: int) -> str:
 def test_parked_unknown_jobs_have_a_filter_and_a_label(admin_client):
     parked = park_an_unknown_job(40)
     jobs.ok.enqueue(n=41)
-    suspended_otherwise = jobs.ok.enqueue(n=42).id
-    Job.objects.filter(id=suspended_otherwise).update(state="suspended", last_error="slept")
+    SleepingJobFactory(name="tests.jobs.ok", input={"n": 42})  # suspended otherwise
     filtered = admin_client.get("/admin/django_xjobs/job/?unknown=parked")
     assert [str(j.id) for j in filtered.context["cl"].result_list] == [parked]
     text = filtered.content.decode()

@@ -11,9 +11,9 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from django_xjobs.clock import FrozenClock
-from django_xjobs.models import Job
-from django_xjobs.testing import run_to_completion, run_until_idle
+from django_xjobs.models import Job, OutboxEntry
+from django_xjobs.testing import run_until_idle
+from django_xjobs.testing.factories import DeadJobFactory, StagedOutboxFactory
 from tests import jobs
 
 TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
@@ -60,10 +60,9 @@ def _dead_job():
 
 
 def _dead_job_with_steps():
-    job_id = jobs.fails_at_b.enqueue(token="perm-steps").id
-    run_to_completion(job_id, clock=FrozenClock())
-    Job.objects.filter(id=job_id).update(state="dead")
-    return job_id
+    return DeadJobFactory(
+        name="tests.jobs.fails_at_b", input={"token": "perm-steps"}, steps=["a", "b", "c"]
+    ).id
 
 
 def _post_action(client: Client, action: str, job_id):
@@ -187,16 +186,10 @@ def test_retry_from_here_is_offered_only_to_who_may_use_it(db):
 def test_the_library_rows_pages_change_nothing_even_for_a_superuser(db):
     """The outbox, fleet slots, workers and backfills are view-only: a posted change or a
     hand-made delete action is refused, and the staged input is a payload like a job's."""
-    from django.utils import timezone
-
-    from django_xjobs.models import OutboxEntry
-
-    entry = OutboxEntry.objects.create(
+    entry = StagedOutboxFactory(
         job="tests.jobs.secret_echo",
         idempotency_key="secret-echo:x",
         input={"user": "ada", "password": "outbox-secret-26"},
-        queue="default",
-        staged_at=timezone.now(),
     )
     root = Client(enforce_csrf_checks=True)
     root.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))

@@ -17,6 +17,9 @@ so a three-day ``sleep`` or a ``wait_for_event`` completes at once::
         assert runs[-1].outcome == "completed"
 
 ``memory_driver()`` installs the in-process driver for the duration of a ``with`` block.
+
+Time follows freezegun: under ``freeze_time`` a delay, a retry's backoff, a step's sleep and a
+cron occurrence become due when the frozen clock says, on both drivers (``frozen.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import connections
@@ -38,6 +41,13 @@ from ..drivers.memory import MemoryDriver
 from ..execute import Execution, Outcome, execute
 from ..settle import settle
 from ..states import FINISHED_STATES
+from . import frozen
+
+if TYPE_CHECKING:
+    from ..scheduler.role import Dispatch
+
+# the store keeps in step with freezegun from the first statement of a test that freezes time
+frozen.install()
 
 
 def run_until_idle(
@@ -58,6 +68,7 @@ def run_until_idle(
         assert execution.outcome == "completed"
     """
     driver = driver or get_driver()
+    frozen.catch_up()
     names = list(queues or sorted(registry.known_queues(conf.get().queues)))
     executions: list[Execution] = []
     while len(executions) < max_runs:
@@ -204,6 +215,23 @@ def age_events(driver: JobDriver, seconds: float) -> None:
         )
 
 
+def run_crons(cron_names: Sequence[str] | None = None) -> list[Dispatch]:
+    """Run one scheduler round now, as the leader: enqueue every cron occurrence that is due on
+    the clock (the frozen one under freezegun) and return the dispatches. The first round only
+    sets each cron's starting point; a later one enqueues what came due since::
+
+        with freeze_time("2026-03-01 08:59") as freezer:
+            run_crons(["nightly_report"])           # starts the cron's schedule
+            freezer.tick(timedelta(minutes=1))
+            [dispatch] = run_crons(["nightly_report"])
+    """
+    from ..scheduler.role import Scheduler
+
+    frozen.catch_up()
+    names = list(cron_names) if cron_names is not None else None
+    return Scheduler(cron_names=names, holder="test-scheduler").tick()
+
+
 @contextmanager
 def memory_driver(clock: Clock | None = None) -> Iterator[MemoryDriver]:
     """Use a fresh in-process driver inside the block (no table is read or written)::
@@ -229,6 +257,7 @@ __all__ = [
     "age_steps",
     "memory_driver",
     "relay_staged",
+    "run_crons",
     "run_to_completion",
     "run_until_idle",
 ]
