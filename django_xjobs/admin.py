@@ -272,11 +272,11 @@ class JobAdmin(OverviewPages, _LibraryRows):
 
     @admin.display(description="input")
     def pretty_input(self, obj: Job) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(obj.input, indent=2, ensure_ascii=False))
+        return format_html("<pre>{}</pre>", _pretty(obj.input))
 
     @admin.display(description="result")
     def pretty_result(self, obj: Job) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(obj.result, indent=2, ensure_ascii=False))
+        return format_html("<pre>{}</pre>", _pretty(obj.result))
 
     @admin.display(description="attempt history")
     def attempt_history(self, obj: Job) -> str:
@@ -571,6 +571,18 @@ class BackfillAdmin(BackfillColumns, _ViewOnly):
     """Backfill passes, from the ``x_backfills`` ledger: written by the passes only."""
 
 
+def _pretty(value: Any) -> str:
+    """A stored value, indented; a row written by another version or by SQL may nest deeper
+    than the printer can recurse, and must not take the page down with it."""
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    except RecursionError:
+        return "(nested too deeply to show)"
+
+
 def _preview(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except RecursionError:
+        return "(nested too deeply to show)"
     return text if len(text) <= 60 else text[:57] + "..."

@@ -192,6 +192,17 @@ class JobCrashedError(XJobsError):
     retry = "terminal"
 
 
+class JobUndecodableError(XJobsError):
+    """A claimed row's stored input cannot be decoded; the job is dead-lettered unrun."""
+
+    code = "X_JOB_UNDECODABLE"
+    retry = "terminal"
+    default_hint = (
+        "the row was written by another version or by hand; fix its input in SQL and retry_job() "
+        "it, or delete it"
+    )
+
+
 # --- backfills (SPEC §16) ----------------------------------------------------------------------
 
 
@@ -388,6 +399,7 @@ CODES: dict[str, type[_Coded]] = {
         ErrorRetryInvalidError,
         ConcurrencyUnenforceableError,
         JobCrashedError,
+        JobUndecodableError,
         SlotLostError,
         StepDuplicateError,
         StepOutputInvalidError,

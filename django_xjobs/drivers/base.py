@@ -15,6 +15,8 @@ from uuid import UUID
 
 from ..errors import InvariantError
 from ..history import FailedAttempt, Failure
+from ..payload import NotJSON, decode
+from ..text import storable
 
 if TYPE_CHECKING:
     from ..outbox.store import OutboxStore
@@ -65,6 +67,20 @@ class ClaimedJob:
     #: runs in a row that died with their lease before this claim (0 for a normal claim)
     lease_expiries: int = 0
     traceparent: str | None = None
+    #: why the stored input could not be decoded (``input`` is then empty): the run settles
+    #: dead with ``X_JOB_UNDECODABLE`` and never starts; None for every readable row
+    undecodable: str | None = None
+
+
+def claimed_input(stored: Any) -> tuple[dict[str, Any], str | None]:
+    """A claimed row's stored input (JSON text) as the handler's inputs, or ``({}, reason)``
+    when this process cannot read it: each row is decoded on its own, so one that another
+    version or hand-written SQL left too deep to decode fails alone, not its whole claim."""
+    try:
+        value = decode(stored)
+    except NotJSON as error:
+        return {}, f"its stored input {error.reason}"
+    return value, None
 
 
 # --- settle values: how a run ends, one driver call each (STYLE: one settle) ----------------
@@ -82,6 +98,13 @@ class Complete:
     result_json: str | None = None
 
 
+def _storable_error(value: Any) -> None:
+    """A settle's ``error`` as it can be stored: a NUL, a lone surrogate or a megabyte of
+    message must not make the settle itself fail, attempt after attempt (issue 24 §3)."""
+    if value.error is not None:
+        object.__setattr__(value, "error", storable(value.error))
+
+
 @dataclass(frozen=True)
 class RetryAt:
     """Ready again after ``delay`` seconds (SPEC DRV-01, STATE-02). ``counts_as_attempt=False``
@@ -95,6 +118,9 @@ class RetryAt:
     stop_reason: str | None = None
     failure: Failure | None = None
 
+    def __post_init__(self) -> None:
+        _storable_error(self)
+
 
 @dataclass(frozen=True)
 class SuspendUntil:
@@ -104,6 +130,9 @@ class SuspendUntil:
     lease_token: UUID
     delay: float = 0.0
     error: str | None = None
+
+    def __post_init__(self) -> None:
+        _storable_error(self)
 
 
 @dataclass(frozen=True)
@@ -130,6 +159,9 @@ class Finish:
     stop_reason: str | None = None
     error: str | None = None
     failure: Failure | None = None
+
+    def __post_init__(self) -> None:
+        _storable_error(self)
 
 
 #: The closed set of ways a claimed run is settled.
