@@ -21,6 +21,7 @@ from .errors import InvariantError, JobNotFoundError
 from .history import FailedAttempt
 from .retry import retry_schedule
 from .states import FINISHED_STATES
+from .text import check_name, storable
 
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
@@ -83,7 +84,8 @@ def cancel_job(job_id: UUID | str, reason: str | None = None) -> dict[str, Any]:
     if reason is not None and not isinstance(reason, str):
         raise InvariantError(f"reason={reason!r} must be a string or None")
     driver = get_driver()
-    return _trace(driver, driver.cancel(_job_id(job_id), reason or None))
+    # stored as last_error: the one sanitiser makes any text storable (issue 24 §3)
+    return _trace(driver, driver.cancel(_job_id(job_id), storable(reason) if reason else None))
 
 
 def retry_job(
@@ -100,6 +102,7 @@ def retry_job(
         >>> retry_job(job_id, from_step="charge")["state"]
         'ready'
     """
+    check_name(from_step, "from_step")
     if from_step is not None and (not isinstance(from_step, str) or not from_step):
         raise InvariantError(f"from_step={from_step!r} must be a step name", hint='e.g. "charge"')
     driver = get_driver()

@@ -41,6 +41,7 @@ from .errors import (
     describe_error,
 )
 from .payload import NotJSON, check_json, encode
+from .text import check_name, storable
 
 if TYPE_CHECKING:
     from .steps_atomic import Atomic
@@ -155,7 +156,7 @@ class Steps:
             run_id=self.job.run_id,
             name=name,
             status="failed",
-            error=describe_error(error),
+            error=storable(describe_error(error)),
             attempts=(previous.attempts + 1) if previous else 1,
             position=self._position,
         )
@@ -298,6 +299,8 @@ class Steps:
         _check_match(name, match)
         if correlation_key is not None and not isinstance(correlation_key, str):
             raise InvariantError(f"wait_for_event {name!r}: correlation_key must be a string")
+        check_name(event, f"wait_for_event {name!r}: event")
+        check_name(correlation_key, f"wait_for_event {name!r}: correlation_key")
         seconds = parse_duration(timeout, field=f"wait_for_event {name!r} timeout")
         self._claim_name(name)
         record = self._records.get(name)
@@ -359,6 +362,7 @@ class Steps:
                 f"step name {name!r} must be a non-empty string",
                 hint="name each step for what it does: ctx.step.run('charge', ...)",
             )
+        check_name(name, f"step name {name!r}")
         if self.inside_atomic is not None:
             raise StepAtomicNestedError(
                 f"step {name!r} was started inside atomic step {self.inside_atomic!r}",

@@ -13,10 +13,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
 
-from ..errors import InvariantError
+from ..durations import MAX_SECONDS, MAX_TEXT
+from ..errors import InputInvalidError, InvariantError
 from ..history import FailedAttempt, Failure
 from ..payload import NotJSON, decode
-from ..text import storable
+from ..text import check_name, storable
 
 if TYPE_CHECKING:
     from ..outbox.store import OutboxStore
@@ -45,6 +46,13 @@ class EnqueueRequest:
     enqueued_by: str | None = None
     traceparent: str | None = None
     id: UUID | None = None
+
+    def __post_init__(self) -> None:
+        # every enqueue path builds one of these: a NUL or a lone surrogate in a stored name
+        # is refused with its code here, not as a raw DataError from the insert (issue 24 §4)
+        check_name(self.idempotency_key, "the idempotency key", error=InputInvalidError)
+        check_name(self.tenant_id, "tenant_id", error=InputInvalidError)
+        check_name(self.enqueued_by, "enqueued_by", error=InputInvalidError)
 
 
 @dataclass(frozen=True)
@@ -556,8 +564,12 @@ def check_claim_args(queues: Sequence[str], limit: int, visibility_timeout: floa
         )
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvariantError(f"claim limit={limit!r} must be a positive integer")
-    if not visibility_timeout > 0:
-        raise InvariantError(f"visibility_timeout={visibility_timeout!r} must be positive")
+    if not 0 < visibility_timeout <= MAX_SECONDS:
+        raise InvariantError(
+            f"visibility_timeout={visibility_timeout!r} must be positive and at most "
+            f"{MAX_SECONDS:.0f}s ({MAX_TEXT})",
+            hint="a lease is renewed every third of it; minutes are usual",
+        )
 
 
 #: the fields of an enqueue request one call usually shares across its whole batch (one job,
