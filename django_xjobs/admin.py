@@ -43,6 +43,7 @@ from .models import (
     SchedulerState,
     Worker,
 )
+from .text import MESSAGE_LIMIT, cap
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
@@ -72,6 +73,8 @@ class _LibraryRows(_ModelAdmin):
 
 
 SHORT_ERROR = 60  # characters of "last error" in the list: the columns fit a 1440 px screen
+#: steps the timeline shows, the latest: a run may hold up to MAX_STEPS_PER_RUN of them
+TIMELINE_STEPS = 200
 
 
 def _admin_hint(error: XJobsError, state: str) -> str:
@@ -268,7 +271,9 @@ class JobAdmin(OverviewPages, _LibraryRows):
             return "-"
         short = text.splitlines()[0]
         short = short if len(short) <= SHORT_ERROR else short[: SHORT_ERROR - 1] + "…"
-        return format_html('<span class="xjobs-error" title="{}">{}</span>', text, short)
+        # a row stored before messages were capped must not bloat every row of the list
+        title = cap(text, MESSAGE_LIMIT)
+        return format_html('<span class="xjobs-error" title="{}">{}</span>', title, short)
 
     @admin.display(description="input")
     def pretty_input(self, obj: Job) -> str:
@@ -314,6 +319,8 @@ class JobAdmin(OverviewPages, _LibraryRows):
         steps = trace["steps"] if trace else []
         if not steps:
             return "no steps recorded"
+        hidden = len(steps) - TIMELINE_STEPS
+        steps = steps[-TIMELINE_STEPS:]
         retry_url = admin_url(self.admin_site, "django_xjobs_job_retry_from_step", obj.pk)
         can_retry = obj.state in ("dead", "failed")
         rows = format_html_join(
@@ -342,10 +349,21 @@ class JobAdmin(OverviewPages, _LibraryRows):
                 for s in steps
             ),
         )
+        note = (
+            format_html(
+                "<p>{} earlier steps not shown; <code>manage.py xjobs show {} --json</code> "
+                "lists every step.</p>",
+                f"{hidden:,}",
+                obj.pk,
+            )
+            if hidden > 0
+            else ""
+        )
         return format_html(
-            "<table><thead><tr><th>step</th><th>status</th><th>attempts</th><th>took</th>"
+            "{}<table><thead><tr><th>step</th><th>status</th><th>attempts</th><th>took</th>"
             "<th>wakes</th><th>error</th><th>output</th><th></th></tr></thead>"
             "<tbody>{}</tbody></table>",
+            note,
             rows,
         )
 

@@ -73,6 +73,9 @@ DEFAULTS: dict[str, Any] = {
         "keepalives_count": 3,
         "tcp_user_timeout": 30000,
     },
+    # steps one run may take (a backfill pass takes one a page): the step timeline and the
+    # records each attempt reads back stay bounded
+    "MAX_STEPS_PER_RUN": 100_000,
     # statement_timeout and lock_timeout of the roles' own statements (claim, settle, heartbeat,
     # relay, scheduler); job bodies are not bounded by it
     "STATEMENT_TIMEOUT": 30,
@@ -99,6 +102,7 @@ MAX_THREADS = 1024  # threads in one pool of a worker process
 MAX_BATCH = 10_000  # rows per relay batch, and runs prefetched ahead of the threads
 MAX_PAYLOAD_CAP = 64 * 1024 * 1024  # MAX_PAYLOAD_BYTES: PostgreSQL's jsonb stops at 255 MB
 MAX_COUNT = 1000  # MAX_LEASE_EXPIRIES and OUTAGE_RETRIES
+MAX_STEPS = 1_000_000  # MAX_STEPS_PER_RUN
 
 #: ``\Z``, not ``$``: "$" also matches before a final newline, and "default\n" got through
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}\Z")
@@ -132,6 +136,7 @@ class XJobsSettings:
     statement_timeout: float
     stall_timeout: float
     prepared_statements: bool | str
+    max_steps_per_run: int = 100_000
     environment: str | None = None
     pooler: str | None = None
     listen_database: str | None = None
@@ -260,6 +265,7 @@ def validate(raw: Any) -> XJobsSettings:
         statement_timeout=duration("STATEMENT_TIMEOUT"),
         stall_timeout=duration("STALL_TIMEOUT"),
         prepared_statements=prepared,
+        max_steps_per_run=positive_int("MAX_STEPS_PER_RUN", MAX_STEPS),
         environment=_environment(merged["ENVIRONMENT"]),
         pooler=_pooler(merged["POOLER"]),
         listen_database=_listen_database(merged),

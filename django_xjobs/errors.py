@@ -266,6 +266,16 @@ class StepDuplicateError(XJobsError):
     default_hint = "give each step its own name; a loop can add its index: f'fetch:{page}'"
 
 
+class StepLimitError(XJobsError):
+    """A run started more steps than ``XJOBS["MAX_STEPS_PER_RUN"]`` allows."""
+
+    code = "X_STEP_LIMIT"
+    retry = "terminal"
+    default_hint = (
+        'split the work into child jobs (ctx.step.call_many), or raise XJOBS["MAX_STEPS_PER_RUN"]'
+    )
+
+
 class StepOutputInvalidError(XJobsError):
     """A step returned a value that cannot be stored as JSON."""
 
@@ -402,6 +412,7 @@ CODES: dict[str, type[_Coded]] = {
         JobUndecodableError,
         SlotLostError,
         StepDuplicateError,
+        StepLimitError,
         StepOutputInvalidError,
         StepAtomicAliasError,
         StepAtomicNestedError,

@@ -36,6 +36,7 @@ from .errors import (
     LeaseLostError,
     StepAtomicNestedError,
     StepDuplicateError,
+    StepLimitError,
     StepOutputInvalidError,
     StepSuspension,
     describe_error,
@@ -370,6 +371,9 @@ class Steps:
             )
         if name in self._used:
             raise StepDuplicateError(f"step {name!r} is used twice in one run")  # SPEC STEP-04
+        limit = conf.get().max_steps_per_run
+        if len(self._used) >= limit:  # replayed steps count too: the run holds them all
+            raise StepLimitError(f"step {name!r} would be step {limit + 1:,} of this run")
         self._used.add(name)
         self._used_trace.append(name)
         self._position += 1

@@ -384,3 +384,29 @@ def atomic_elsewhere(ctx, n: int = 0):
     """Writes to the ``orders`` database inside an atomic step: refused, terminal."""
     with ctx.step.atomic("elsewhere"):
         Ledger.objects.using("orders").create(token=str(ctx.job_id), phase="x", attempt=1, pid=0)
+
+
+#: errors whose text PostgreSQL cannot store as it is, or that are far too long to (issue 24)
+UNSTORABLE = {
+    "nul": lambda: ValueError("bad \x00 byte"),
+    "surrogate": lambda: ValueError("half an emoji: " + "\ud83d"),
+    "huge": lambda: ValueError("x" * 100_000),
+    "terminal-nul": lambda: TerminalError("declined \x00 for good"),
+}
+
+
+@job(idempotency_key="unstorable:{kind}", retry=FAST)
+def unstorable_error(ctx, kind: str):
+    raise UNSTORABLE[kind]()
+
+
+@job(idempotency_key="unstorable-step:{kind}", retry=Retry(attempts=1))
+def unstorable_step_error(ctx, kind: str):
+    ctx.step.run("fails", lambda: (_ for _ in ()).throw(UNSTORABLE[kind]()))
+
+
+@job(idempotency_key="many-steps:{n}", retry=Retry(attempts=1))
+def many_steps(ctx, n: int):
+    for i in range(n):
+        ctx.step.run(f"s{i}", lambda i=i: i)
+    return {"steps": n}
