@@ -167,7 +167,7 @@ def validate(raw: Any) -> XJobsSettings:
         value = merged[key]
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
             raise ConfigInvalidError(
-                f'XJOBS["{key}"]={value!r} must be a whole number from 1 to {most:,}',
+                f'XJOBS["{key}"]={value!r} must be a positive integer, at most {most:,}',
                 hint=f"the default is {DEFAULTS[key]!r}",
             )
         return value

@@ -410,3 +410,8 @@ def many_steps(ctx, n: int):
     for i in range(n):
         ctx.step.run(f"s{i}", lambda i=i: i)
     return {"steps": n}
+
+
+@job(idempotency_key="bad-step-name", retry=Retry(attempts=1))
+def bad_step_name(ctx):
+    ctx.step.run("step\x00", lambda: 1)
