@@ -188,3 +188,13 @@ def test_the_admin_shows_a_row_too_deep_to_decode(db, admin_client):
     page = admin_client.get(f"/admin/django_xjobs/job/{job_id}/change/")
     assert page.status_code == 200
     assert "nested too deeply" in page.content.decode()
+
+
+def test_an_undecodable_live_row_can_still_be_cancelled(harness):
+    """The operator's way out: cancel answers with the row's trace, its input marked."""
+    from django_xjobs import cancel_job
+
+    job_id = harness.driver.enqueue(request(7)).id
+    plant_input(harness.driver, job_id, POISON_DEPTH)
+    trace = cancel_job(job_id, reason="poisoned")
+    assert trace["state"] == "cancelled"

@@ -22,6 +22,7 @@ from .. import log as events
 from ..connections import listen_alias
 from ..errors import DriverUnavailableError, first_line
 from ..ids import uuid7, uuid7_many
+from ..payload import NotJSON, decode
 from . import sql
 from .base import (
     ClaimedJob,
@@ -567,4 +568,9 @@ def _claimed(r: tuple[Any, ...]) -> ClaimedJob:
 
 
 def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
+    if not isinstance(value, str | bytes):
+        return value
+    try:
+        return decode(value)
+    except NotJSON as error:  # a row too deep to read is still shown, as the admin shows it
+        return {"(undecodable)": error.reason}
