@@ -7,13 +7,14 @@ import math
 from typing import Any
 
 from .errors import PayloadTooLargeError
+from .text import storable
 
 
 class NotJSON(ValueError):
     """A value is not plain JSON; ``path`` says where."""
 
     def __init__(self, path: str, reason: str) -> None:
-        self.path = path
+        self.path = storable(path, 256)  # a key may hold the very NUL or surrogate refused
         self.reason = reason
         super().__init__(f"{path}: {reason}")
 
@@ -36,59 +37,107 @@ def check_json(value: Any, path: str = "$") -> None:
     ``MAX_DEPTH``, and any type JSON has no form for (dates, decimals, sets, model
     instances...). Iterative, so no input can exhaust the interpreter's stack here.
     """
-    # each entry: a value, where it sits, how many containers hold it, and those containers
-    stack: list[tuple[Any, str, int, frozenset[int]]] = [(value, path, 0, frozenset())]
+    if type(value) is dict and _flat_and_plain(value):
+        return  # the common input (ids and short strings): no walk needed
+    # each entry: a value, where it sits (its holder's place and its key or index, rendered as
+    # a path only for an error), how many containers hold it, and the chain of those containers'
+    # ids (linked, so a push copies nothing; read only to tell a cycle from depth)
+    stack: list[tuple[Any, Any, int, Any]] = [(value, path, 0, None)]
     while stack:
-        value, path, depth, seen = stack.pop()
+        value, where, depth, holders = stack.pop()
         kind = type(value)
         if kind is str and value.isascii():  # ASCII holds no lone surrogate; only NUL to look for
             if "\x00" in value:
-                raise NotJSON(path, _NUL)
+                raise NotJSON(_path(where), _NUL)
             continue
         if kind is bool or value is None:
             continue
         if isinstance(value, int):
             if not -_INT_LIMIT < value < _INT_LIMIT:
-                raise NotJSON(path, f"is an integer of more than {MAX_INT_DIGITS:,} digits")
+                raise NotJSON(_path(where), f"is an integer of more than {MAX_INT_DIGITS:,} digits")
             continue
         if isinstance(value, float):
             if not math.isfinite(value):
-                raise NotJSON(path, f"{value!r} is not a JSON number")
+                raise NotJSON(_path(where), f"{value!r} is not a JSON number")
             continue
         if isinstance(value, str):
-            _check_text(value, path)
+            _check_text(value, where)
             continue
         if not isinstance(value, list | tuple | dict):
-            raise NotJSON(path, f"{_a(type(value).__name__)} is not JSON ({_advice(value)})")
+            raise NotJSON(
+                _path(where), f"{_a(type(value).__name__)} is not JSON ({_advice(value)})"
+            )
         if depth >= MAX_DEPTH:
-            where = path if len(path) <= 60 else f"{path[:57]}..."
-            raise NotJSON(where, f"is nested deeper than {MAX_DEPTH} levels")
-        if id(value) in seen:
-            raise NotJSON(path, "contains itself")
-        seen = seen | {id(value)}
+            place = _path(where)
+            place = place if len(place) <= 60 else f"{place[:57]}..."
+            if _holds(holders, id(value)):
+                raise NotJSON(place, "contains itself")
+            raise NotJSON(place, f"is nested deeper than {MAX_DEPTH} levels")
         depth += 1
-        items: list[tuple[Any, str, int, frozenset[int]]] = []
+        holders = (id(value), holders)
         if isinstance(value, dict):
+            items: list[tuple[Any, Any, int, Any]] = []
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise NotJSON(
-                        path, f"key {key!r} is {_a(type(key).__name__)}; JSON keys are strings"
+                        _path(where),
+                        f"key {key!r} is {_a(type(key).__name__)}; JSON keys are strings",
                     )
-                _check_text(key, f"{path}.{key}")
-                items.append((item, f"{path}.{key}", depth, seen))
+                _check_text(key, (where, key))
+                items.append((item, (where, key), depth, holders))
+            stack.extend(reversed(items))  # depth first, in order: the first bad value is named
         else:
-            items = [(item, f"{path}[{i}]", depth, seen) for i, item in enumerate(value)]
-        stack.extend(reversed(items))  # depth first, in order: the first bad value is named
+            stack.extend(
+                (value[i], (where, i), depth, holders) for i in range(len(value) - 1, -1, -1)
+            )
 
 
-def _check_text(text: str, path: str) -> None:
+def _path(where: Any) -> str:
+    """The path of a place: ``$.order.lines[2]`` from the chain of keys and indexes to it."""
+    parts = []
+    while isinstance(where, tuple):
+        where, step = where
+        parts.append(f"[{step}]" if isinstance(step, int) else f".{step}")
+    return where + "".join(reversed(parts))
+
+
+def _holds(holders: Any, wanted: int) -> bool:
+    """Whether ``wanted`` is the id of a container on the chain ``holders`` (a cycle)."""
+    while holders is not None:
+        if holders[0] == wanted:
+            return True
+        holders = holders[1]
+    return False
+
+
+def _flat_and_plain(value: dict[Any, Any]) -> bool:
+    """Whether every key is ASCII text and every item a small int, a bool, None or ASCII text,
+    none holding a NUL: plain JSON at one level, decided without building a path."""
+    for key, item in value.items():
+        if type(key) is not str or not key.isascii() or "\x00" in key:
+            return False
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() or "\x00" in item:
+                return False
+        elif kind is int:
+            if not -_INT_LIMIT < item < _INT_LIMIT:
+                return False
+        elif kind is not bool and item is not None:
+            return False
+    return True
+
+
+def _check_text(text: str, where: Any) -> None:
     if "\x00" in text:
-        raise NotJSON(path, _NUL)
+        raise NotJSON(_path(where), _NUL)
     if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            raise NotJSON(path, "contains a lone surrogate, which is not UTF-8 text") from None
+            raise NotJSON(
+                _path(where), "contains a lone surrogate, which is not UTF-8 text"
+            ) from None
 
 
 def decode(stored: Any) -> Any:
