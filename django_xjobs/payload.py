@@ -16,7 +16,7 @@ class NotJSON(ValueError):
     def __init__(self, path: str, reason: str) -> None:
         self.path = storable(path, 256)  # a key may hold the very NUL or surrogate refused
         self.reason = reason
-        super().__init__(f"{path}: {reason}")
+        super().__init__(f"{self.path}: {reason}")
 
 
 #: how deep a stored JSON value may nest (a dict or list inside another counts one level):

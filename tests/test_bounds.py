@@ -183,3 +183,11 @@ def test_a_worker_purges_expired_events_without_anyone_publishing(live_harness):
     retention.maybe_prune()
     wait_for(lambda: not retention.running.is_set(), what="the upkeep pass to end")
     assert left() == 0
+
+
+@pytest.mark.parametrize("key", ["k\x00", "k\ud800"])
+def test_a_refusal_naming_a_bad_key_can_itself_be_printed(key):
+    with pytest.raises(InputInvalidError) as refused:
+        jobs.takes_kwargs.enqueue(**{"data": {key: 1}})
+    str(refused.value).encode()  # a lone surrogate here would make the error unprintable
+    assert "\x00" not in str(refused.value)
