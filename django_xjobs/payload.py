@@ -98,7 +98,7 @@ def _path(where: Any) -> str:
     while isinstance(where, tuple):
         where, step = where
         parts.append(f"[{step}]" if isinstance(step, int) else f".{step}")
-    return where + "".join(reversed(parts))
+    return f"{where}{''.join(reversed(parts))}"
 
 
 def _holds(holders: Any, wanted: int) -> bool:
