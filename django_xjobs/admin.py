@@ -46,6 +46,7 @@ from .models import (
     Worker,
 )
 from .states import WAITING_STATES, shown_attempt
+from .text import MESSAGE_LIMIT, cap
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
@@ -99,6 +100,8 @@ class _LibraryRows(_ModelAdmin):
 
 
 SHORT_ERROR = 60  # characters of "last error" in the list: the columns fit a 1440 px screen
+#: steps the timeline shows, the latest: a run may hold up to MAX_STEPS_PER_RUN of them
+TIMELINE_STEPS = 200
 
 
 def _admin_hint(error: XJobsError, state: str) -> str:
@@ -341,7 +344,9 @@ class JobAdmin(OverviewPages, _LibraryRows):
             return "-"
         short = text.splitlines()[0]
         short = short if len(short) <= SHORT_ERROR else short[: SHORT_ERROR - 1] + "…"
-        return format_html('<span class="xjobs-error" title="{}">{}</span>', text, short)
+        # a row stored before messages were capped must not bloat every row of the list
+        title = cap(text, MESSAGE_LIMIT)
+        return format_html('<span class="xjobs-error" title="{}">{}</span>', title, short)
 
     @admin.display(description="input")
     def pretty_input(self, obj: Job) -> str:
@@ -411,6 +416,8 @@ class JobAdmin(OverviewPages, _LibraryRows):
         steps = trace["steps"] if trace else []
         if not steps:
             return "no steps recorded"
+        hidden = len(steps) - TIMELINE_STEPS
+        steps = steps[-TIMELINE_STEPS:]
         retry_url = admin_url(self.admin_site, "django_xjobs_job_retry_from_step", obj.pk)
         request = _viewer.get()
         can_retry = (
@@ -444,10 +451,21 @@ class JobAdmin(OverviewPages, _LibraryRows):
                 for s in steps
             ),
         )
+        note = (
+            format_html(
+                "<p>{} earlier steps not shown; <code>manage.py xjobs show {} --json</code> "
+                "lists every step.</p>",
+                f"{hidden:,}",
+                obj.pk,
+            )
+            if hidden > 0
+            else ""
+        )
         return format_html(
-            "<table><thead><tr><th>step</th><th>status</th><th>attempts</th><th>took</th>"
+            "{}<table><thead><tr><th>step</th><th>status</th><th>attempts</th><th>took</th>"
             "<th>wakes</th><th>error</th><th>output</th><th></th></tr></thead>"
             "<tbody>{}</tbody></table>",
+            note,
             rows,
         )
 
@@ -758,17 +776,28 @@ class BackfillAdmin(BackfillColumns, _ViewOnly):
     """Backfill passes, from the ``x_backfills`` ledger: written by the passes only."""
 
 
+# a row written by another version or by SQL may nest deeper than the printers can recurse
+# (issue 24): it must not take the page down with it
+TOO_DEEP = "(nested too deeply to show)"
+
+
 def _preview(value: Any, values: bool) -> str:
-    text = json.dumps(redact.mask(value) if values else shape(value), ensure_ascii=False)
+    try:
+        text = json.dumps(redact.mask(value) if values else shape(value), ensure_ascii=False)
+    except RecursionError:
+        return TOO_DEEP
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _payload(value: Any) -> str:
     """A payload as the viewer may see it: its values (secret keys masked) with the payload
     permission, else its shape."""
-    if sees_payloads(_viewer.get()):
-        return json.dumps(redact.mask(value), indent=2, ensure_ascii=False)
-    return json.dumps(shape(value), indent=2, ensure_ascii=False)
+    try:
+        if sees_payloads(_viewer.get()):
+            return json.dumps(redact.mask(value), indent=2, ensure_ascii=False)
+        return json.dumps(shape(value), indent=2, ensure_ascii=False)
+    except RecursionError:
+        return TOO_DEEP
 
 
 def shape(value: Any) -> Any:

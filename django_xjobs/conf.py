@@ -75,6 +75,9 @@ DEFAULTS: dict[str, Any] = {
         "keepalives_count": 3,
         "tcp_user_timeout": 30000,
     },
+    # steps one run may take (a backfill pass takes one a page): the step timeline and the
+    # records each attempt reads back stay bounded
+    "MAX_STEPS_PER_RUN": 100_000,
     # statement_timeout and lock_timeout of the roles' own statements (claim, settle, heartbeat,
     # relay, scheduler); job bodies are not bounded by it
     "STATEMENT_TIMEOUT": 30,
@@ -115,7 +118,16 @@ DEFAULTS: dict[str, Any] = {
     "REDACT": None,
 }
 
-QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+#: the bounds of the numeric settings (docs/reference/settings.md): far past any real use, so
+#: a typo (an extra three zeros) is refused at startup instead of exhausting the machine
+MAX_THREADS = 1024  # threads in one pool of a worker process
+MAX_BATCH = 10_000  # rows per relay batch, and runs prefetched ahead of the threads
+MAX_PAYLOAD_CAP = 64 * 1024 * 1024  # MAX_PAYLOAD_BYTES: PostgreSQL's jsonb stops at 255 MB
+MAX_COUNT = 1000  # MAX_LEASE_EXPIRIES and OUTAGE_RETRIES
+MAX_STEPS = 1_000_000  # MAX_STEPS_PER_RUN
+
+#: ``\Z``, not ``$``: "$" also matches before a final newline, and "default\n" got through
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}\Z")
 
 
 @dataclass(frozen=True)
@@ -146,6 +158,7 @@ class XJobsSettings:
     statement_timeout: float
     stall_timeout: float
     prepared_statements: bool | str
+    max_steps_per_run: int = 100_000
     environment: str | None = None
     pooler: str | None = None
     listen_database: str | None = None
@@ -174,11 +187,11 @@ def validate(raw: Any) -> XJobsSettings:
         except XJobsError as error:
             raise ConfigInvalidError(error.message, hint=error.hint) from error
 
-    def positive_int(key: str) -> int:
+    def positive_int(key: str, most: int) -> int:
         value = merged[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
             raise ConfigInvalidError(
-                f'XJOBS["{key}"]={value!r} must be a positive integer',
+                f'XJOBS["{key}"]={value!r} must be a positive integer, at most {most:,}',
                 hint=f"the default is {DEFAULTS[key]!r}",
             )
         return value
@@ -187,10 +200,11 @@ def validate(raw: Any) -> XJobsSettings:
     if (
         isinstance(outage_retries, bool)
         or not isinstance(outage_retries, int)
-        or outage_retries < 0
+        or not 0 <= outage_retries <= MAX_COUNT
     ):
         raise ConfigInvalidError(
-            f'XJOBS["OUTAGE_RETRIES"]={outage_retries!r} must be a whole number, 0 or more',
+            f'XJOBS["OUTAGE_RETRIES"]={outage_retries!r} must be a whole number from 0 to '
+            f"{MAX_COUNT:,}",
             hint="the default is 10; 0 makes a connection failure spend an attempt",
         )
     if merged["DRIVER"] not in ("postgres", "memory"):
@@ -235,10 +249,13 @@ def validate(raw: Any) -> XJobsSettings:
         )
     prefetch = merged["PREFETCH"]
     if prefetch != "auto" and (
-        isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0
+        isinstance(prefetch, bool)
+        or not isinstance(prefetch, int)
+        or not 0 <= prefetch <= MAX_BATCH
     ):
         raise ConfigInvalidError(
-            f'XJOBS["PREFETCH"]={prefetch!r} must be "auto" or a whole number, 0 or more',
+            f'XJOBS["PREFETCH"]={prefetch!r} must be "auto" or a whole number from 0 to '
+            f"{MAX_BATCH:,}",
             hint='"auto" (the default) queues what the threads get through in two claims',
         )
     queues = merged["QUEUES"]
@@ -255,23 +272,24 @@ def validate(raw: Any) -> XJobsSettings:
         poll_interval=duration("POLL_INTERVAL"),
         concurrency=_concurrency(merged["CONCURRENCY"]),
         prefetch=prefetch,
-        max_payload_bytes=positive_int("MAX_PAYLOAD_BYTES"),
+        max_payload_bytes=positive_int("MAX_PAYLOAD_BYTES", MAX_PAYLOAD_CAP),
         unknown_job_delay=duration("UNKNOWN_JOB_DELAY"),
         unknown_job_grace=duration("UNKNOWN_JOB_GRACE"),
         outbox=merged["OUTBOX"],
         outbox_databases=tuple(dict.fromkeys(outbox_databases)),
         outbox_claim_lease=claim_lease(merged["OUTBOX_CLAIM_LEASE"], error=ConfigInvalidError),
         outbox_retention=duration("OUTBOX_RETENTION"),
-        relay_batch_size=positive_int("RELAY_BATCH_SIZE"),
+        relay_batch_size=positive_int("RELAY_BATCH_SIZE", MAX_BATCH),
         relay_interval=duration("RELAY_INTERVAL"),
         limits=_limits(merged["LIMITS"]),
-        max_lease_expiries=positive_int("MAX_LEASE_EXPIRIES"),
+        max_lease_expiries=positive_int("MAX_LEASE_EXPIRIES", MAX_COUNT),
         outage_retries=outage_retries,
         retention=_retention(merged["RETENTION"]),
         connection_options=_connection_options(merged["CONNECTION_OPTIONS"]),
         statement_timeout=duration("STATEMENT_TIMEOUT"),
         stall_timeout=duration("STALL_TIMEOUT"),
         prepared_statements=prepared,
+        max_steps_per_run=positive_int("MAX_STEPS_PER_RUN", MAX_STEPS),
         environment=_environment(merged["ENVIRONMENT"]),
         pooler=_pooler(merged["POOLER"]),
         listen_database=_listen_database(merged),

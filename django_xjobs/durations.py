@@ -32,6 +32,11 @@ _ISO = re.compile(
 
 Duration = timedelta | int | float | str
 
+#: the longest duration anything takes (a delay, a timeout, a ttl, a retention): far past any
+#: real use, and well inside PostgreSQL's timestamps, so ``now() + it`` never overflows
+MAX_SECONDS = 100 * 365.25 * 86400
+MAX_TEXT = "100 years"
+
 
 def parse_duration(value: Duration, *, field: str = "duration") -> float:
     """Return ``value`` in seconds, refusing anything that is not a positive, finite duration.
@@ -53,6 +58,12 @@ def parse_duration(value: Duration, *, field: str = "duration") -> float:
             f"{field}={value!r} must be a positive, finite duration",
             hint='give a duration above zero, such as "30s" or timedelta(minutes=5)',
         )
+    if seconds > MAX_SECONDS:
+        raise DurationInvalidError(
+            f"{field}={value!r} is longer than {MAX_TEXT}, the longest duration accepted",
+            hint=f"give at most {MAX_TEXT}; for later than that, nothing should wait in a queue",
+            too_long=True,
+        )
     return seconds
 
 
@@ -71,6 +82,8 @@ def parse_command_line(raw: str | None, *, flag: str) -> float | None:
     except (DurationInvalidError, InvariantError) as error:
         # the same rule, told in the shell's words: no timedelta, no quotes
         wrong = "must be above zero" if isinstance(error, InvariantError) else "is not a duration"
+        if error.meta.get("too_long"):
+            wrong = f"is longer than {MAX_TEXT}"
         raise type(error)(
             f"{flag} {raw} {wrong}",
             hint='give seconds (30) or a duration with a unit ("500ms", "5m", "2h30m", "3d")',

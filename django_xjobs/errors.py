@@ -211,6 +211,17 @@ class JobCrashedError(XJobsError):
     retry = "terminal"
 
 
+class JobUndecodableError(XJobsError):
+    """A claimed row's stored input cannot be decoded; the job is dead-lettered unrun."""
+
+    code = "X_JOB_UNDECODABLE"
+    retry = "terminal"
+    default_hint = (
+        "the row was written by another version or by hand; fix its input in SQL and retry_job() "
+        "it, or delete it"
+    )
+
+
 # --- backfills (SPEC §16) ----------------------------------------------------------------------
 
 
@@ -272,6 +283,16 @@ class StepDuplicateError(XJobsError):
     code = "X_STEP_DUPLICATE"
     retry = "terminal"  # SPEC CLASS-02: the same code would fail the same way again
     default_hint = "give each step its own name; a loop can add its index: f'fetch:{page}'"
+
+
+class StepLimitError(XJobsError):
+    """A run started more steps than ``XJOBS["MAX_STEPS_PER_RUN"]`` allows."""
+
+    code = "X_STEP_LIMIT"
+    retry = "terminal"
+    default_hint = (
+        'split the work into child jobs (ctx.step.call_many), or raise XJOBS["MAX_STEPS_PER_RUN"]'
+    )
 
 
 class StepOutputInvalidError(XJobsError):
@@ -414,8 +435,10 @@ CODES: dict[str, type[_Coded]] = {
         ErrorRetryInvalidError,
         ConcurrencyUnenforceableError,
         JobCrashedError,
+        JobUndecodableError,
         SlotLostError,
         StepDuplicateError,
+        StepLimitError,
         StepOutputInvalidError,
         StepAtomicAliasError,
         StepAtomicNestedError,

@@ -14,6 +14,7 @@ from .durations import Duration, parse_duration
 from .errors import InputInvalidError, InvariantError, OutboxNoTxError
 from .ids import uuid7
 from .payload import NotJSON, check_json, encode
+from .text import check_name
 
 _PURGE_EVERY = 60.0  # seconds between sweeps of expired events, per process
 _last_purge = [0.0]
@@ -50,6 +51,8 @@ def publish_event(
         not isinstance(correlation_key, str) or not correlation_key
     ):
         raise InvariantError(f"correlation_key={correlation_key!r} must be a non-empty string")
+    check_name(event, "event name")
+    check_name(correlation_key, "correlation_key")
     try:
         check_json(data, "data")
     except NotJSON as error:

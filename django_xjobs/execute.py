@@ -27,6 +27,7 @@ from .errors import (
     JobCrashedError,
     JobInterrupt,
     JobTimeoutError,
+    JobUndecodableError,
     JobUnknownError,
     LeaseLostError,
     ResultInvalidError,
@@ -38,6 +39,7 @@ from .payload import NotJSON, check_json, encode
 from .retry import DEFAULT_RETRY, Retry, decide
 from .steps import Steps
 from .steps_async import AsyncSteps
+from .text import storable
 from .tracing import job_span
 
 
@@ -112,6 +114,8 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock)
 
 def _execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock) -> Execution:
     started = time.monotonic()
+    if job.undecodable is not None:
+        return _undecodable(job)
     handle = registry.get_job(job.name)
     if handle is None:
         return _unknown(job, clock.now())
@@ -290,7 +294,8 @@ def _failed(job: ClaimedJob, policy: Retry, error: BaseException, duration: floa
         stop_reason = "timeout"
     # collected here, not taken from the run's scope: a failure can be settled outside the run
     secrets = redact.secrets_of(job.input)
-    message = redact.redact(describe_error(error), secrets)
+    # stored and logged: the run's secrets out first, then NUL, surrogates and size
+    message = storable(redact.redact(describe_error(error), secrets))
     if stop_reason == "terminal":
         message += " — not retried: the error is terminal"  # SPEC CLASS-09, SE-19
     ending: history.Ending = "retried" if decision.retry else decision.final_state or "failed"
@@ -389,6 +394,24 @@ def _crash_looping(job: ClaimedJob, policy: Retry) -> Execution:
     )
     outcome = Outcome.DEAD_LETTERED if final == "dead" else Outcome.FAILED
     return Execution(outcome, job, 0.0, finish, error=message, stop_reason=stop_reason)
+
+
+def _undecodable(job: ClaimedJob) -> Execution:
+    """A row whose stored input this process cannot decode: no attempt of it can run, so it
+    goes dead at once with the reason, and no batch-mate shares its fate (issue 24)."""
+    error = JobUndecodableError(f"job {job.name!r} {job.undecodable}; not run")
+    finish = Finish(
+        job.id,
+        job.lease_token,
+        "dead",
+        stop_reason="terminal",
+        error=str(error),
+        failure=history.failure(error, "dead"),
+    )
+    log.event(
+        logging.ERROR, "xjobs.job.undecodable", job=job.name, id=job.id, reason=job.undecodable
+    )
+    return Execution(Outcome.DEAD_LETTERED, job, 0.0, finish, str(error), "terminal")
 
 
 def _unknown(job: ClaimedJob, now: datetime) -> Execution:

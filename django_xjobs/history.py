@@ -17,14 +17,10 @@ from typing import Any, Literal
 
 from .errors import JobInterrupt, LeaseLostError, XJobsError
 from .redact import redact
+from .text import MESSAGE_LIMIT, TRACEBACK_LIMIT, storable
 
 #: failed attempts kept per job; older ones are dropped as new ones arrive
 KEEP = 10
-#: a traceback longer than this (UTF-8 bytes) keeps its head and tail around a marker
-TRACEBACK_LIMIT = 16 * 1024
-MESSAGE_LIMIT = 4 * 1024
-#: of a cut text, the share kept from its start: the outermost frames and any chained cause
-_HEAD_SHARE = 0.25
 
 Ending = Literal["retried", "dead", "failed", "timeout", "crashed", "lapsed"]
 
@@ -119,36 +115,8 @@ def failure(error: BaseException, outcome: Ending, secrets: Iterable[str] | None
     message = str(error) if code is None else str(error).removeprefix(f"{code}: ")
     return Failure(
         code=code,
-        message=cap(_storable(redact(message, secrets)), MESSAGE_LIMIT),
+        message=storable(redact(message, secrets), MESSAGE_LIMIT),
         exception=_class_path(type(error)),
-        traceback=cap(
-            _storable(redact("".join(tb.format_exception(error)), secrets)), TRACEBACK_LIMIT
-        ),
+        traceback=storable(redact("".join(tb.format_exception(error)), secrets), TRACEBACK_LIMIT),
         outcome=outcome,
     )
-
-
-def _storable(text: str) -> str:
-    """PostgreSQL's jsonb refuses NUL and lone surrogates; a settle must never fail on them."""
-    return text.replace("\x00", "\\x00").encode(errors="backslashreplace").decode()
-
-
-def cap(text: str, limit: int) -> str:
-    """``text`` if it fits in ``limit`` UTF-8 bytes, else its head and tail around a marker
-    that says how much was cut; the result always fits."""
-    data = text.encode()
-    if len(data) <= limit:
-        return text
-    # the marker's own length depends on the count it prints; size it for the largest count
-    room = limit - len(_marker(len(data), limit).encode())
-    head = int(room * _HEAD_SHARE)
-    tail = room - head
-    cut = len(data) - head - tail
-    # a cut inside a multi-byte character drops that character rather than the limit
-    start = data[:head].decode(errors="ignore")
-    end = data[len(data) - tail :].decode(errors="ignore")
-    return f"{start}{_marker(cut, limit)}{end}"
-
-
-def _marker(cut: int, limit: int) -> str:
-    return f"\n[... {cut} bytes cut to keep it within {limit} bytes ...]\n"

@@ -22,6 +22,7 @@ from .errors import InvariantError, JobIdAmbiguousError, JobNotFoundError
 from .history import FailedAttempt
 from .retry import retry_schedule
 from .states import FINISHED_STATES, WAITING_STATES, shown_state
+from .text import check_name, storable
 
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
@@ -92,8 +93,8 @@ def cancel_job(job_id: UUID | str, reason: str | None = None) -> dict[str, Any]:
     if reason is not None and not isinstance(reason, str):
         raise InvariantError(f"reason={reason!r} must be a string or None")
     driver = get_driver()
-    # a stored text like any other: through XJOBS["REDACT"]
-    stored = redact.redact(reason) if reason else None
+    # stored as last_error: through XJOBS["REDACT"], then the one sanitiser (issue 24 §3)
+    stored = storable(redact.redact(reason)) if reason else None
     return _trace(driver, driver.cancel(_job_id(job_id), stored))
 
 
@@ -111,6 +112,7 @@ def retry_job(
         >>> retry_job(job_id, from_step="charge")["state"]
         'ready'
     """
+    check_name(from_step, "from_step")
     if from_step is not None and (not isinstance(from_step, str) or not from_step):
         raise InvariantError(f"from_step={from_step!r} must be a step name", hint='e.g. "charge"')
     driver = get_driver()

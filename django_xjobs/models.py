@@ -3,11 +3,32 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models import Q, Value
 from django.db.models.functions import Coalesce, Now
 
 from .ids import uuid7
+
+
+class StoredJSONField(models.JSONField):
+    """A ``JSONField`` whose read of a value this process cannot decode (nested past the
+    recursion limit: written by another version or by SQL) gives a short marker instead of
+    failing the whole query, so the admin and ``inspect_job`` still show the row (issue 24).
+    Stored exactly as a ``JSONField``; migrations see one."""
+
+    UNDECODABLE = "(undecodable)"
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        try:
+            return super().from_db_value(value, expression, connection)
+        except RecursionError:
+            return {self.UNDECODABLE: "the stored value is nested too deeply to decode"}
+
+    def deconstruct(self) -> Any:
+        name, _, args, kwargs = super().deconstruct()
+        return name, "django.db.models.JSONField", args, kwargs
 
 
 class JobState(models.TextChoices):
@@ -45,7 +66,7 @@ class Job(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     name = models.TextField()
     queue = models.TextField(db_default="default")
-    input = models.JSONField()
+    input = StoredJSONField()
     idempotency_key = models.TextField()
     run_id = models.UUIDField(default=uuid7)
     attempt = models.IntegerField(db_default=0)
@@ -74,7 +95,7 @@ class Job(models.Model):
         help_text="The last failed attempts, oldest first: error, class path, traceback, outcome.",
     )
     stop_reason = models.TextField(choices=StopReason.choices, null=True, blank=True)
-    result = models.JSONField(null=True, blank=True)
+    result = StoredJSONField(null=True, blank=True)
     tenant_id = models.TextField(null=True, blank=True)
     traceparent = models.TextField(null=True, blank=True)
     enqueued_by = models.TextField(null=True, blank=True)
@@ -145,7 +166,7 @@ class JobStep(models.Model):
     run_id = models.UUIDField()
     name = models.TextField()
     status = models.TextField()
-    output = models.JSONField(null=True, blank=True)
+    output = StoredJSONField(null=True, blank=True)
     started_at = models.DateTimeField(db_default=Now())
     completed_at = models.DateTimeField(null=True, blank=True)
     wake_at = models.DateTimeField(null=True, blank=True)

@@ -1,4 +1,4 @@
-"""JSON checks for everything stored as ``jsonb``: inputs, results, and (later) step outputs."""
+"""JSON checks for everything stored as ``jsonb``: inputs, results, step outputs, event data."""
 
 from __future__ import annotations
 
@@ -7,73 +7,149 @@ import math
 from typing import Any
 
 from .errors import PayloadTooLargeError
+from .text import storable
 
 
 class NotJSON(ValueError):
     """A value is not plain JSON; ``path`` says where."""
 
     def __init__(self, path: str, reason: str) -> None:
-        self.path = path
+        self.path = storable(path, 256)  # a key may hold the very NUL or surrogate refused
         self.reason = reason
-        super().__init__(f"{path}: {reason}")
+        super().__init__(f"{self.path}: {reason}")
 
 
-def check_json(value: Any, path: str = "$", _seen: frozenset[int] = frozenset()) -> None:
+#: how deep a stored JSON value may nest (a dict or list inside another counts one level):
+#: whatever is accepted must decode in a worker and render in the admin, whose decoders and
+#: printers recurse once or more per level within Python's recursion limit of 1,000
+MAX_DEPTH = 100
+#: the most digits an integer may have: Python will not read or write a longer one as text
+MAX_INT_DIGITS = 4300
+_INT_LIMIT = 10**MAX_INT_DIGITS
+_NUL = "contains a NUL character (\\u0000), which PostgreSQL cannot store"
+
+
+def check_json(value: Any, path: str = "$") -> None:
     """Raise ``NotJSON`` unless ``value`` round-trips through ``jsonb`` unchanged.
 
-    Refused: NaN and infinities, ``\\u0000`` (PostgreSQL cannot store it), non-string keys,
-    and any type JSON has no form for (dates, decimals, sets, model instances...).
+    Refused: NaN and infinities, ``\\u0000`` (PostgreSQL cannot store it), lone surrogates,
+    non-string keys, integers over ``MAX_INT_DIGITS`` digits, nesting deeper than
+    ``MAX_DEPTH``, and any type JSON has no form for (dates, decimals, sets, model
+    instances...). Iterative, so no input can exhaust the interpreter's stack here.
     """
-    kind = type(value)
-    if kind is int or kind is bool or value is None:
-        return
-    if kind is str and value.isascii():  # ASCII holds no lone surrogate; only NUL to look for
-        if "\x00" in value:
-            raise NotJSON(path, "contains a NUL character (\\u0000), which PostgreSQL cannot store")
-        return
-    if kind is dict and all(type(k) is str and k.isascii() for k in value):
-        if id(value) in _seen:
-            raise NotJSON(path, "contains itself")
-        seen = _seen | {id(value)}
-        for key, item in value.items():
-            if "\x00" in key:
-                raise NotJSON(
-                    f"{path}.{key}",
-                    "contains a NUL character (\\u0000), which PostgreSQL cannot store",
-                )
-            check_json(item, f"{path}.{key}", seen)
-        return
-    if isinstance(value, bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise NotJSON(path, f"{value!r} is not a JSON number")
-        return
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise NotJSON(path, "contains a NUL character (\\u0000), which PostgreSQL cannot store")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise NotJSON(path, "contains a lone surrogate, which is not UTF-8 text") from None
-        return
-    if isinstance(value, list | tuple | dict):
-        if id(value) in _seen:
-            raise NotJSON(path, "contains itself")
-        seen = _seen | {id(value)}
+    if type(value) is dict and _flat_and_plain(value):
+        return  # the common input (ids and short strings): no walk needed
+    # each entry: a value, where it sits (its holder's place and its key or index, rendered as
+    # a path only for an error), how many containers hold it, and the chain of those containers'
+    # ids (linked, so a push copies nothing; read only to tell a cycle from depth)
+    stack: list[tuple[Any, Any, int, Any]] = [(value, path, 0, None)]
+    while stack:
+        value, where, depth, holders = stack.pop()
+        kind = type(value)
+        if kind is str and value.isascii():  # ASCII holds no lone surrogate; only NUL to look for
+            if "\x00" in value:
+                raise NotJSON(_path(where), _NUL)
+            continue
+        if kind is bool or value is None:
+            continue
+        if isinstance(value, int):
+            if not -_INT_LIMIT < value < _INT_LIMIT:
+                raise NotJSON(_path(where), f"is an integer of more than {MAX_INT_DIGITS:,} digits")
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise NotJSON(_path(where), f"{value!r} is not a JSON number")
+            continue
+        if isinstance(value, str):
+            _check_text(value, where)
+            continue
+        if not isinstance(value, list | tuple | dict):
+            raise NotJSON(
+                _path(where), f"{_a(type(value).__name__)} is not JSON ({_advice(value)})"
+            )
+        if depth >= MAX_DEPTH:
+            place = _path(where)
+            place = place if len(place) <= 60 else f"{place[:57]}..."
+            if _holds(holders, id(value)):
+                raise NotJSON(place, "contains itself")
+            raise NotJSON(place, f"is nested deeper than {MAX_DEPTH} levels")
+        depth += 1
+        holders = (id(value), holders)
         if isinstance(value, dict):
+            items: list[tuple[Any, Any, int, Any]] = []
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise NotJSON(
-                        path, f"key {key!r} is {_a(type(key).__name__)}; JSON keys are strings"
+                        _path(where),
+                        f"key {key!r} is {_a(type(key).__name__)}; JSON keys are strings",
                     )
-                check_json(key, f"{path}.{key}", seen)
-                check_json(item, f"{path}.{key}", seen)
+                _check_text(key, (where, key))
+                items.append((item, (where, key), depth, holders))
+            stack.extend(reversed(items))  # depth first, in order: the first bad value is named
         else:
-            for index, item in enumerate(value):
-                check_json(item, f"{path}[{index}]", seen)
-        return
-    raise NotJSON(path, f"{_a(type(value).__name__)} is not JSON ({_advice(value)})")
+            stack.extend(
+                (value[i], (where, i), depth, holders) for i in range(len(value) - 1, -1, -1)
+            )
+
+
+def _path(where: Any) -> str:
+    """The path of a place: ``$.order.lines[2]`` from the chain of keys and indexes to it."""
+    parts = []
+    while isinstance(where, tuple):
+        where, step = where
+        parts.append(f"[{step}]" if isinstance(step, int) else f".{step}")
+    return f"{where}{''.join(reversed(parts))}"
+
+
+def _holds(holders: Any, wanted: int) -> bool:
+    """Whether ``wanted`` is the id of a container on the chain ``holders`` (a cycle)."""
+    while holders is not None:
+        if holders[0] == wanted:
+            return True
+        holders = holders[1]
+    return False
+
+
+def _flat_and_plain(value: dict[Any, Any]) -> bool:
+    """Whether every key is ASCII text and every item a small int, a bool, None or ASCII text,
+    none holding a NUL: plain JSON at one level, decided without building a path."""
+    for key, item in value.items():
+        if type(key) is not str or not key.isascii() or "\x00" in key:
+            return False
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() or "\x00" in item:
+                return False
+        elif kind is int:
+            if not -_INT_LIMIT < item < _INT_LIMIT:
+                return False
+        elif kind is not bool and item is not None:
+            return False
+    return True
+
+
+def _check_text(text: str, where: Any) -> None:
+    if "\x00" in text:
+        raise NotJSON(_path(where), _NUL)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise NotJSON(
+                _path(where), "contains a lone surrogate, which is not UTF-8 text"
+            ) from None
+
+
+def decode(stored: Any) -> Any:
+    """A stored JSON text as a fresh value; ``NotJSON`` when this process cannot read it
+    (nested past the interpreter's recursion limit, or a number Python will not parse), so one
+    bad row is refused on its own instead of failing every row read beside it. A value (the
+    memory driver keeps values, not text) is copied through its text, as a store would."""
+    try:
+        return json.loads(stored if isinstance(stored, str | bytes) else json.dumps(stored))
+    except (RecursionError, ValueError) as error:
+        reason = "nested too deeply to decode" if isinstance(error, RecursionError) else error
+        raise NotJSON("$", f"cannot be decoded: {reason}") from None
 
 
 def _a(noun: str) -> str:

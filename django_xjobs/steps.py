@@ -37,12 +37,14 @@ from .errors import (
     LeaseLostError,
     StepAtomicNestedError,
     StepDuplicateError,
+    StepLimitError,
     StepOutputInvalidError,
     StepSuspension,
     describe_error,
 )
 from .payload import NotJSON, check_json, encode
 from .redact import redact
+from .text import check_name, storable
 
 if TYPE_CHECKING:
     from .steps_atomic import Atomic
@@ -180,7 +182,7 @@ class Steps:
             run_id=self.job.run_id,
             name=name,
             status="failed",
-            error=redact(describe_error(error)),  # the run's scope holds its secrets
+            error=storable(redact(describe_error(error))),  # the run's scope holds its secrets
             attempts=(previous.attempts + 1) if previous else 1,
             position=self._position,
             ran_for=self._ran_for(name),
@@ -347,6 +349,8 @@ class Steps:
         _check_match(name, match)
         if correlation_key is not None and not isinstance(correlation_key, str):
             raise InvariantError(f"wait_for_event {name!r}: correlation_key must be a string")
+        check_name(event, f"wait_for_event {name!r}: event")
+        check_name(correlation_key, f"wait_for_event {name!r}: correlation_key")
         seconds = parse_duration(timeout, field=f"wait_for_event {name!r} timeout")
         self._claim_name(name)
         record = self._records.get(name)
@@ -415,6 +419,7 @@ class Steps:
                 f"step name {name!r} must be a non-empty string",
                 hint="name each step for what it does: ctx.step.run('charge', ...)",
             )
+        check_name(name, f"step name {name!r}")
         if self.inside_atomic is not None:
             raise StepAtomicNestedError(
                 f"step {name!r} was started inside atomic step {self.inside_atomic!r}",
@@ -422,6 +427,9 @@ class Steps:
             )
         if name in self._used:
             raise StepDuplicateError(f"step {name!r} is used twice in one run")  # SPEC STEP-04
+        limit = conf.get().max_steps_per_run
+        if len(self._used) >= limit:  # replayed steps count too: the run holds them all
+            raise StepLimitError(f"step {name!r} would be step {limit + 1:,} of this run")
         self._used.add(name)
         self._used_trace.append(name)
         self._position += 1

@@ -432,3 +432,34 @@ def timed_steps(ctx, token: str, hold: float = 0.3, fail_first: bool = False):
         return "slow"
 
     return [ctx.step.run("slow", slow), ctx.step.run("quick", lambda: "quick")]
+
+
+#: errors whose text PostgreSQL cannot store as it is, or that are far too long to (issue 24)
+UNSTORABLE = {
+    "nul": lambda: ValueError("bad \x00 byte"),
+    "surrogate": lambda: ValueError("half an emoji: " + "\ud83d"),
+    "huge": lambda: ValueError("x" * 100_000),
+    "terminal-nul": lambda: TerminalError("declined \x00 for good"),
+}
+
+
+@job(idempotency_key="unstorable:{kind}", retry=FAST)
+def unstorable_error(ctx, kind: str):
+    raise UNSTORABLE[kind]()
+
+
+@job(idempotency_key="unstorable-step:{kind}", retry=Retry(attempts=1))
+def unstorable_step_error(ctx, kind: str):
+    ctx.step.run("fails", lambda: (_ for _ in ()).throw(UNSTORABLE[kind]()))
+
+
+@job(idempotency_key="many-steps:{n}", retry=Retry(attempts=1))
+def many_steps(ctx, n: int):
+    for i in range(n):
+        ctx.step.run(f"s{i}", lambda i=i: i)
+    return {"steps": n}
+
+
+@job(idempotency_key="bad-step-name", retry=Retry(attempts=1))
+def bad_step_name(ctx):
+    ctx.step.run("step\x00", lambda: 1)

@@ -13,8 +13,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
 
-from ..errors import InvariantError
+from ..durations import MAX_SECONDS, MAX_TEXT
+from ..errors import InputInvalidError, InvariantError
 from ..history import FailedAttempt, Failure
+from ..payload import NotJSON, decode
+from ..text import check_name, storable
 
 if TYPE_CHECKING:
     from ..outbox.store import OutboxStore
@@ -44,6 +47,13 @@ class EnqueueRequest:
     traceparent: str | None = None
     id: UUID | None = None
 
+    def __post_init__(self) -> None:
+        # every enqueue path builds one of these: a NUL or a lone surrogate in a stored name
+        # is refused with its code here, not as a raw DataError from the insert (issue 24 §4)
+        check_name(self.idempotency_key, "the idempotency key", error=InputInvalidError)
+        check_name(self.tenant_id, "tenant_id", error=InputInvalidError)
+        check_name(self.enqueued_by, "enqueued_by", error=InputInvalidError)
+
 
 @dataclass(frozen=True)
 class ClaimedJob:
@@ -65,6 +75,20 @@ class ClaimedJob:
     #: runs in a row that died with their lease before this claim (0 for a normal claim)
     lease_expiries: int = 0
     traceparent: str | None = None
+    #: why the stored input could not be decoded (``input`` is then empty): the run settles
+    #: dead with ``X_JOB_UNDECODABLE`` and never starts; None for every readable row
+    undecodable: str | None = None
+
+
+def claimed_input(stored: Any) -> tuple[dict[str, Any], str | None]:
+    """A claimed row's stored input (JSON text) as the handler's inputs, or ``({}, reason)``
+    when this process cannot read it: each row is decoded on its own, so one that another
+    version or hand-written SQL left too deep to decode fails alone, not its whole claim."""
+    try:
+        value = decode(stored)
+    except NotJSON as error:
+        return {}, f"its stored input {error.reason}"
+    return value, None
 
 
 # --- settle values: how a run ends, one driver call each (STYLE: one settle) ----------------
@@ -82,6 +106,13 @@ class Complete:
     result_json: str | None = None
 
 
+def _storable_error(value: Any) -> None:
+    """A settle's ``error`` as it can be stored: a NUL, a lone surrogate or a megabyte of
+    message must not make the settle itself fail, attempt after attempt (issue 24 §3)."""
+    if value.error is not None:
+        object.__setattr__(value, "error", storable(value.error))
+
+
 @dataclass(frozen=True)
 class RetryAt:
     """Ready again after ``delay`` seconds (SPEC DRV-01, STATE-02). ``counts_as_attempt=False``
@@ -95,6 +126,9 @@ class RetryAt:
     stop_reason: str | None = None
     failure: Failure | None = None
 
+    def __post_init__(self) -> None:
+        _storable_error(self)
+
 
 @dataclass(frozen=True)
 class SuspendUntil:
@@ -104,6 +138,9 @@ class SuspendUntil:
     lease_token: UUID
     delay: float = 0.0
     error: str | None = None
+
+    def __post_init__(self) -> None:
+        _storable_error(self)
 
 
 @dataclass(frozen=True)
@@ -130,6 +167,9 @@ class Finish:
     stop_reason: str | None = None
     error: str | None = None
     failure: Failure | None = None
+
+    def __post_init__(self) -> None:
+        _storable_error(self)
 
 
 #: The closed set of ways a claimed run is settled.
@@ -557,8 +597,12 @@ def check_claim_args(queues: Sequence[str], limit: int, visibility_timeout: floa
         )
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvariantError(f"claim limit={limit!r} must be a positive integer")
-    if not visibility_timeout > 0:
-        raise InvariantError(f"visibility_timeout={visibility_timeout!r} must be positive")
+    if not 0 < visibility_timeout <= MAX_SECONDS:
+        raise InvariantError(
+            f"visibility_timeout={visibility_timeout!r} must be positive and at most "
+            f"{MAX_SECONDS:.0f}s ({MAX_TEXT})",
+            hint="a lease is renewed every third of it; minutes are usual",
+        )
 
 
 #: the fields of an enqueue request one call usually shares across its whole batch (one job,

@@ -36,6 +36,7 @@ from .base import (
     SuspendUntil,
     WorkerSnapshot,
     check_claim_args,
+    claimed_input,
 )
 from .memory_backfills import MemoryBackfillLedger
 from .memory_leases import MemoryLeaseStore
@@ -201,13 +202,14 @@ class MemoryDriver:
                     updated_at=now,
                 )
                 self._rows[row.id] = row
+                inputs, undecodable = claimed_input(row.input)  # row by row, as in postgres
                 claimed.append(
                     ClaimedJob(
                         id=row.id,
                         run_id=row.run_id,
                         name=row.name,
                         queue=row.queue,
-                        input=json.loads(json.dumps(row.input)),
+                        input=inputs,
                         attempt=row.attempt,
                         max_attempts=row.max_attempts,
                         lease_token=row.lease_token,  # type: ignore[arg-type]
@@ -218,6 +220,7 @@ class MemoryDriver:
                         created_at=row.created_at,
                         lease_expiries=row.lease_expiries,
                         traceparent=row.traceparent,
+                        undecodable=undecodable,
                     )
                 )
             return claimed

@@ -24,6 +24,7 @@ from .. import log as events
 from ..connections import listen_alias
 from ..errors import DriverUnavailableError, first_line
 from ..ids import uuid7, uuid7_many
+from ..payload import NotJSON, decode
 from ..states import WAITING_STATES
 from . import sql
 from .base import (
@@ -41,6 +42,7 @@ from .base import (
     SuspendUntil,
     WorkerSnapshot,
     check_claim_args,
+    claimed_input,
     request_columns,
     shared_columns,
 )
@@ -190,26 +192,7 @@ class PostgresDriver:
             )
         rows = self._run("claim_lapsed" if lapsed else "claim", params)
         # already in claim order: the statement sorts
-        return [
-            ClaimedJob(
-                id=r[0],
-                run_id=r[1],
-                name=r[2],
-                queue=r[3],
-                input=_json(r[4]),
-                attempt=r[5],
-                max_attempts=r[6],
-                lease_token=r[7],
-                priority=r[8],
-                tenant_id=r[9],
-                enqueued_by=r[10],
-                idempotency_key=r[11],
-                created_at=r[12],
-                lease_expiries=r[13],
-                traceparent=r[14],
-            )
-            for r in rows
-        ]
+        return [_claimed(r) for r in rows]
 
     def ack(self, completes: Sequence[Complete]) -> set[UUID]:
         if not completes:
@@ -590,5 +573,33 @@ def snapshot(row: Any) -> JobSnapshot:
     )
 
 
+def _claimed(r: tuple[Any, ...]) -> ClaimedJob:
+    """One row of ``claim`` as a run; its input decoded here, on its own (``claimed_input``)."""
+    inputs, undecodable = claimed_input(r[4])
+    return ClaimedJob(
+        id=r[0],
+        run_id=r[1],
+        name=r[2],
+        queue=r[3],
+        input=inputs,
+        attempt=r[5],
+        max_attempts=r[6],
+        lease_token=r[7],
+        priority=r[8],
+        tenant_id=r[9],
+        enqueued_by=r[10],
+        idempotency_key=r[11],
+        created_at=r[12],
+        lease_expiries=r[13],
+        traceparent=r[14],
+        undecodable=undecodable,
+    )
+
+
 def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
+    if not isinstance(value, str | bytes):
+        return value
+    try:
+        return decode(value)
+    except NotJSON as error:  # a row too deep to read is still shown, as the admin shows it
+        return {"(undecodable)": error.reason}

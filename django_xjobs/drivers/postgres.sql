@@ -135,7 +135,8 @@ SELECT id, run_id FROM x_jobs WHERE id = ANY(%(ids)s::uuid[]);
 -- a new lease token; the previous holder's writes are refused from here on (DESIGN Q-01), and
 -- stamps the attempt: started_at once per job, last_attempted_at every time. Only what a run
 -- needs comes back, in claim order. Running rows whose lease lapsed are taken by claim_lapsed,
--- which the worker runs on its own timer.
+-- which the worker runs on its own timer. The input comes back as text, decoded row by row by
+-- the driver: a row this process cannot decode is settled on its own, not with its batch.
 WITH picked AS (
     SELECT w.id
     FROM unnest(%(queues)s::text[]) AS q(name)
@@ -169,8 +170,8 @@ WITH picked AS (
               j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
               j.lease_expiries, j.traceparent, j.run_at
 )
-SELECT id, run_id, name, queue, input, attempt, max_attempts, lease_token, priority, tenant_id,
-       enqueued_by, idempotency_key, created_at, lease_expiries, traceparent
+SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token, priority,
+       tenant_id, enqueued_by, idempotency_key, created_at, lease_expiries, traceparent
 FROM claimed
 ORDER BY priority DESC, run_at, id;
 
@@ -268,8 +269,8 @@ WITH waiting AS (
               j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
               j.lease_expiries, j.traceparent, j.run_at
 )
-SELECT id, run_id, name, queue, input, attempt, max_attempts, lease_token, priority, tenant_id,
-       enqueued_by, idempotency_key, created_at, lease_expiries, traceparent
+SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token, priority,
+       tenant_id, enqueued_by, idempotency_key, created_at, lease_expiries, traceparent
 FROM claimed
 ORDER BY priority DESC, run_at, id;
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..conf import QUEUE_NAME
+from ..conf import MAX_THREADS, QUEUE_NAME
 from ..errors import InvariantError
 from .prefetch import Prefetch
 
@@ -69,6 +69,8 @@ def _whole(text: str) -> bool:
 def _threads(count: int, refuse: Any, what: str) -> int:
     if count < 1:
         raise refuse(f"{what} needs at least 1 thread (a positive integer)")
+    if count > MAX_THREADS:
+        raise refuse(f"{what} asks for {count:,} threads, more than {MAX_THREADS:,} in a process")
     return count
 
 

@@ -1,5 +1,6 @@
 """``XJOBS["RETENTION"]`` applied by a worker: finished jobs deleted per state, at most hourly,
-on a thread of its own so the claim loop never waits for it."""
+on a thread of its own so the claim loop never waits for it; expired events purged in the same
+pass, so they go even where nothing publishes (SPEC EVT-04)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class Retention:
         """Start a prune when one is due and none is running."""
         retention = conf.get().retention
         now = time.monotonic()
-        if not retention or now - self._last < _PRUNE_EVERY or self.running.is_set():
+        if now - self._last < _PRUNE_EVERY or self.running.is_set():
             return
         self._last = now
         self.running.set()
@@ -36,6 +37,9 @@ class Retention:
 
     def _prune(self, retention: dict[str, float]) -> None:
         try:
+            purged = self.driver.events.purge()
+            if purged:
+                log.event(logging.INFO, "xjobs.worker.events_purged", deleted=purged)
             for state, older_than in retention.items():
                 deleted = self.driver.prune(older_than=older_than, states=[state])[state]
                 if deleted:

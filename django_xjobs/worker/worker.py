@@ -22,6 +22,7 @@ from ..drivers.base import ClaimedJob, JobDriver, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..execute import Execution, Outcome, execute, failure
 from ..ids import uuid7
+from ..text import check_name
 from .admission import Admission
 from .breaker import Breaker, report_failure, report_resumed
 from .guard import SettleGuard
@@ -133,6 +134,7 @@ class Worker(Admission, Ticking, Settling):
             for cap in (caps.global_, caps.per_queue, caps.per_tenant, caps.rate_per_tenant)
         )
         self.poll_interval = poll_interval or settings.poll_interval
+        check_name(worker_id, "worker id")  # stored in claimed_by and x_workers
         self.worker_id = worker_id or f"worker-{uuid7()}"
         self.burst = burst
         self.clock = clock

@@ -12,6 +12,7 @@ from ... import conf, inspect, manifest
 from ...durations import format_seconds, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
 from ...states import FINISHED_STATES, shown_attempt
+from ...text import printable
 from ...worker.preflight import preflight
 from ..command import XJobsCommand, accept_global_options
 
@@ -95,8 +96,8 @@ class Command(XJobsCommand):
         result, text = getattr(self, f"_{options['action']}")(options)
         if options["json"]:
             self.stdout.write(json.dumps(result, indent=2, default=str))
-        else:
-            self.stdout.write(text)
+        else:  # stored texts (errors, reasons, names) reach a terminal: no escape sequences
+            self.stdout.write(printable(text))
 
     # --- actions: each returns (json-able result, text) ----------------------------------
 

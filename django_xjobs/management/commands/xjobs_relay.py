@@ -50,8 +50,8 @@ class Command(XJobsCommand):
                 f"X_INVARIANT: {', '.join(unknown)} is not an outbox database — "
                 f"XJOBS['OUTBOX_DATABASES'] is {list(settings.outbox_databases)}"
             )
-        if options["batch_size"] is not None and options["batch_size"] < 1:
-            raise CommandError("X_INVARIANT: --batch-size must be at least 1")
+        if options["batch_size"] is not None and not 1 <= options["batch_size"] <= conf.MAX_BATCH:
+            raise CommandError(f"X_INVARIANT: --batch-size must be from 1 to {conf.MAX_BATCH:,}")
         interval = parse_command_line(options["interval"], flag="--interval")
         claim_lease = parse_command_line(options["claim_lease"], flag="--claim-lease")
         shutdown = parse_command_line(options["shutdown_timeout"], flag="--shutdown-timeout")
