@@ -800,10 +800,12 @@ def _payload(value: Any) -> str:
         return TOO_DEEP
 
 
-def shape(value: Any) -> Any:
+def shape(value: Any, depth: int = 0) -> Any:
     """What a payload holds without what it says: its keys, each value's type and size."""
+    if depth >= redact.MAX_WALK and isinstance(value, dict):
+        return redact.TOO_DEEP  # a row no enqueue accepted: it must not recurse past the limit
     if isinstance(value, dict):
-        return {key: shape(item) for key, item in value.items()}
+        return {key: shape(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list):
         return f"list of {len(value)}"
     if isinstance(value, str):

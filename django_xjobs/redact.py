@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from . import conf
+from .payload import MAX_DEPTH
 
 #: what a masked value reads as, in inputs and in text
 MASK = "[redacted]"
@@ -59,14 +60,24 @@ def mask(value: Any, keys: Iterable[str] | None = None) -> Any:
     return _mask(value, keys)
 
 
-def _mask(value: Any, keys: tuple[str, ...]) -> Any:
+#: deeper than anything an enqueue accepts (payload.MAX_DEPTH): only a row written by another
+#: version or by SQL nests further, and masking it must not recurse past Python's limit
+MAX_WALK = 2 * MAX_DEPTH
+
+#: what a value nested past ``MAX_WALK`` reads as once masked
+TOO_DEEP = "[nested too deeply]"
+
+
+def _mask(value: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
+    if depth >= MAX_WALK and isinstance(value, Mapping | list | tuple):
+        return TOO_DEEP
     if isinstance(value, Mapping):
         return {
-            k: MASK if isinstance(k, str) and _is_secret(k, keys) else _mask(v, keys)
+            k: MASK if isinstance(k, str) and _is_secret(k, keys) else _mask(v, keys, depth + 1)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
-        return [_mask(item, keys) for item in value]
+        return [_mask(item, keys, depth + 1) for item in value]
     return value
 
 
@@ -81,15 +92,19 @@ def secrets_of(value: Any, keys: Iterable[str] | None = None) -> frozenset[str]:
     return frozenset(s for s in found if len(s) >= MIN_SECRET) if found else NOTHING
 
 
-def _collect(value: Any, keys: tuple[str, ...], found: set[str], *, under_secret: bool) -> None:
+def _collect(
+    value: Any, keys: tuple[str, ...], found: set[str], *, under_secret: bool, depth: int = 0
+) -> None:
     # inputs are decoded JSON: plain dicts and lists (isinstance against an ABC costs more)
+    if depth >= MAX_WALK:
+        return  # only a row no enqueue accepted nests this deep (MAX_WALK)
     if isinstance(value, dict):
         for k, v in value.items():
             secret = under_secret or (isinstance(k, str) and _is_secret(k, keys))
-            _collect(v, keys, found, under_secret=secret)
+            _collect(v, keys, found, under_secret=secret, depth=depth + 1)
     elif isinstance(value, list | tuple):
         for item in value:
-            _collect(item, keys, found, under_secret=under_secret)
+            _collect(item, keys, found, under_secret=under_secret, depth=depth + 1)
     elif under_secret and value is not None and not isinstance(value, bool):
         found.add(str(value))
 
