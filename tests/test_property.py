@@ -34,7 +34,6 @@ from django_xjobs.conf import QUEUE_NAME
 from django_xjobs.drivers import install, uninstall
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
-from django_xjobs.durations import parse_duration
 from django_xjobs.errors import XJobsError
 from django_xjobs.execute import Outcome
 from django_xjobs.testing import relay_staged, run_until_idle
@@ -240,45 +239,6 @@ CASES = st.builds(
 )
 
 
-# --- the defects issue 24 §1-§4 names, accepted until they are fixed -------------------------
-
-
-def _unstorable(text: str) -> bool:
-    return "\x00" in text or any(0xD800 <= ord(c) <= 0xDFFF for c in text)
-
-
-def _seconds(delay: Any) -> float:
-    if isinstance(delay, timedelta):
-        return delay.total_seconds()
-    try:
-        return parse_duration(delay)
-    except (XJobsError, TypeError, ValueError, OverflowError):
-        return 0.0
-
-
-def KNOWN_DEFECTS(case: Case) -> str | None:
-    """The class of a known defect ``case`` falls in (issue 24 §1-§4, being fixed on other
-    branches), or None. A failing example in one of these classes is reported as an event and
-    accepted; any other failure fails the test. DELETE this helper, and its one caller, once
-    those fixes are merged: the properties must then hold for every example."""
-    texts = [text_of(case.key), case.tenant or "", case.actor or ""]
-    deep = [v.depth for v in (case.payload, case.result) if isinstance(v, Deep)]
-    digits = [v.digits for v in (case.payload, case.result) if isinstance(v, Huge)]
-    found = {
-        "§4 NUL or lone surrogate in a key, tenant or actor": any(_unstorable(t) for t in texts),
-        "§3 NUL or lone surrogate in an error message": (
-            case.act != "return" and _unstorable(text_of(case.message))
-        ),
-        "§1 key or tenant over the live-key index's row limit": any(
-            len(t.encode("utf-8", "surrogatepass")) > 2000 for t in texts[:2]
-        ),
-        "§2 JSON nested deeper than a worker can decode": max(deep, default=0) >= 900,
-        "§4 an int over Python's 4,300-digit string limit": max(digits, default=0) > 4300,
-        "§4 a delay past the timestamps PostgreSQL or Python can hold": _seconds(case.delay) > 2e11,
-    }
-    return "; ".join(label for label, hit in found.items() if hit) or None
-
-
 # --- one example, on one driver -----------------------------------------------------------------
 
 
@@ -391,16 +351,6 @@ def test_whatever_is_accepted_runs_and_settles_and_whatever_is_refused_writes_no
             note(f"answers: {answers}")
             event(f"{'staged' if case.staged else 'direct'}: {answers['postgres'][0]}")
             assert answers["memory"] == answers["postgres"], f"the drivers disagree: {answers}"
-        except Exception as failure:
+        except Exception:
             note(f"seen: {case.seen}")
-            known = KNOWN_DEFECTS(case)
-            if known is None:
-                raise
-            event(f"known defect, {known}: {type(failure).__name__}")
-
-
-def test_the_defect_classes_do_not_cover_plain_values():
-    """KNOWN_DEFECTS must not excuse an ordinary case."""
-    plain = Case({"n": 1, "s": "é 🐍"}, [107], "raise", [1.5], [98], "acme", "u1", None, "1h", True)
-    assert KNOWN_DEFECTS(plain) is None
-    assert math.isfinite(_seconds("1h"))
+            raise
