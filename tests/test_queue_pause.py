@@ -1,0 +1,88 @@
+"""Pause and resume a queue fleet-wide (issue 29, SPEC CTRL-01..05), on both drivers.
+
+The pause lives in storage, not in a worker: a worker leaves the paused queues out of the
+queues it claims from, so a claim with nothing paused is the claim it always was.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import django_xjobs
+from django_xjobs import inspect_queues, pause_queue, resume_queue
+from django_xjobs.errors import InvariantError
+from django_xjobs.worker.worker import Worker
+from tests import jobs
+from tests.support.process import ledger, wait_for
+
+
+def burst(harness):
+    worker = Worker(queues=["default", "emails"], concurrency=2, driver=harness.driver, burst=True)
+    return worker.run()
+
+
+def test_ctrl_01_a_pause_is_stored_and_the_first_one_wins(harness):
+    state = pause_queue("emails", by="ops:alice")
+    assert (state.queue, state.paused, state.paused_by) == ("emails", True, "ops:alice")
+    assert state.paused_at is not None
+    again = pause_queue("emails", by="ops:bob")
+    assert (again.paused_at, again.paused_by) == (state.paused_at, "ops:alice")
+    assert harness.driver.paused_queues() == {"emails"}
+    assert [c.queue for c in harness.driver.queue_controls()] == ["emails"]
+
+
+def test_ctrl_03_resume_unpauses_and_resuming_a_running_queue_changes_nothing(harness):
+    assert resume_queue("emails") == django_xjobs.QueueState("emails", False)
+    pause_queue("emails")
+    assert resume_queue("emails").paused is False
+    assert harness.driver.paused_queues() == frozenset()
+    # the row stays for the queue's other settings; it reads as not paused
+    assert [(c.queue, c.paused) for c in harness.driver.queue_controls()] == [("emails", False)]
+
+
+def test_ctrl_02_a_paused_queue_is_not_claimed_its_neighbours_are(live_harness):
+    pause_queue("emails")
+    waiting = jobs.emails_ledger.enqueue(token="mail")  # enqueue into a paused queue works
+    other = jobs.ledger.enqueue(token="main")
+    burst(live_harness)
+    assert live_harness.row(other.id).state == "done"
+    assert live_harness.row(waiting.id).state == "ready"
+    assert ledger("mail", "start") == []
+
+    resume_queue("emails")
+    burst(live_harness)
+    assert live_harness.row(waiting.id).state == "done"
+    # a worker that ran and stopped paused nothing (CTRL-04)
+    assert live_harness.driver.paused_queues() == frozenset()
+
+
+def test_ctrl_02_an_operator_change_wakes_the_listener(live_harness):
+    told = threading.Event()
+    notifier = live_harness.driver.notify_on_ready(["default"], lambda: None, told.set)
+    try:
+        if live_harness.driver.name == "postgres":
+            # a listener tells once it listens, for what it missed: wait for that first
+            wait_for(told.is_set, timeout=10, what="the listener to start")
+            told.clear()
+        pause_queue("emails")
+        wait_for(told.is_set, timeout=10, what="the control notification")
+    finally:
+        notifier.stop()
+
+
+def test_ctrl_05_inspect_queues_shows_paused_even_with_no_jobs(harness):
+    jobs.ok.enqueue(n=1)
+    pause_queue("emails")
+    report = {q["queue"]: q for q in inspect_queues()["queues"]}
+    assert report["default"]["paused"] is False
+    assert report["emails"]["paused"] is True
+    assert report["emails"]["ready"] == 0
+
+
+@pytest.mark.parametrize("bad", ["", "no spaces", None, 5])
+def test_a_bad_queue_name_is_one_clear_error(harness, bad):
+    with pytest.raises(InvariantError) as caught:
+        pause_queue(bad)
+    assert caught.value.hint
