@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 
 import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client
 
 import django_xjobs
 from django_xjobs import inspect_queues, pause_queue, resume_queue
@@ -86,3 +88,58 @@ def test_a_bad_queue_name_is_one_clear_error(harness, bad):
     with pytest.raises(InvariantError) as caught:
         pause_queue(bad)
     assert caught.value.hint
+
+
+# --- the admin's queues page: Pause / Resume buttons (CTRL-06) ----------------------------------
+
+QUEUES_PAGE = "/admin/django_xjobs/job/queues/"
+
+
+def _admin(perms: tuple[str, ...]) -> Client:
+    user = User.objects.create_user("operator", password="pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="django_xjobs", codename__in=perms)
+    )
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    return client
+
+
+def _press(client: Client, queue: str, action: str):
+    client.get(QUEUES_PAGE)  # sets the CSRF cookie
+    token = client.cookies["csrftoken"].value
+    return client.post(
+        f"/admin/django_xjobs/job/queues/{queue}/{action}/", {"csrfmiddlewaretoken": token}
+    )
+
+
+def test_ctrl_06_view_only_staff_see_no_button_and_cannot_pause(db):
+    jobs.emails_ledger.enqueue(token="admin-view")
+    client = _admin(("view_job",))
+    page = client.get(QUEUES_PAGE).content.decode()
+    assert "emails" in page and ">Pause</button>" not in page
+    assert _press(client, "emails", "pause").status_code == 403
+    assert inspect_queues_paused() == set()
+
+
+def test_ctrl_06_change_job_pauses_and_resumes_from_the_queues_page(db):
+    jobs.emails_ledger.enqueue(token="admin-change")
+    client = _admin(("view_job", "change_job"))
+    assert ">Pause</button>" in client.get(QUEUES_PAGE).content.decode()
+    assert _press(client, "emails", "pause").status_code == 302
+    assert inspect_queues_paused() == {"emails"}
+    page = client.get(QUEUES_PAGE).content.decode()
+    assert "<strong>paused</strong>" in page and ">Resume</button>" in page
+    assert _press(client, "emails", "resume").status_code == 302
+    assert inspect_queues_paused() == set()
+
+
+def test_ctrl_06_the_buttons_need_the_csrf_token(db):
+    client = _admin(("view_job", "change_job"))
+    refused = client.post("/admin/django_xjobs/job/queues/emails/pause/")
+    assert refused.status_code == 403
+    assert inspect_queues_paused() == set()
+
+
+def inspect_queues_paused() -> set[str]:
+    return {q["queue"] for q in inspect_queues()["queues"] if q["paused"]}
