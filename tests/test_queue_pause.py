@@ -6,10 +6,13 @@ queues it claims from, so a claim with nothing paused is the claim it always was
 
 from __future__ import annotations
 
+import json
 import threading
+from io import StringIO
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.management import CommandError, call_command
 from django.test import Client
 
 import django_xjobs
@@ -143,3 +146,34 @@ def test_ctrl_06_the_buttons_need_the_csrf_token(db):
 
 def inspect_queues_paused() -> set[str]:
     return {q["queue"] for q in inspect_queues()["queues"] if q["paused"]}
+
+
+# --- manage.py xjobs pause / resume / queues (CTRL-05) ------------------------------------------
+
+
+def xjobs(*args: str) -> str:
+    out = StringIO()
+    call_command("xjobs", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_ctrl_05_the_cli_pauses_resumes_and_lists_paused(db):
+    jobs.ok.enqueue(n=1)
+    paused = json.loads(xjobs("pause", "emails", "--json"))
+    assert paused["queue"] == "emails" and paused["paused"] is True
+    assert paused["paused_at"] and paused["paused_by"].startswith("cli")
+    assert "xjobs resume emails" in xjobs("pause", "emails")
+    report = {q["queue"]: q for q in json.loads(xjobs("queues", "--json"))["queues"]}
+    assert report["emails"]["paused"] is True and report["default"]["paused"] is False
+    text = {line.split()[0]: line for line in xjobs("queues").splitlines()[1:]}
+    assert text["emails"].endswith("paused") and not text["default"].endswith("paused")
+    resumed = json.loads(xjobs("resume", "emails", "--json"))
+    assert resumed == {"queue": "emails", "paused": False, "paused_at": None, "paused_by": None}
+    assert "resumed queue emails" in xjobs("resume", "emails")
+    assert not json.loads(xjobs("queues", "--json"))["queues"][0]["paused"]
+
+
+def test_the_cli_refuses_a_bad_queue_name_in_one_line(db):
+    with pytest.raises(CommandError) as caught:
+        xjobs("pause", "no/slashes")
+    assert "X_INVARIANT" in str(caught.value) or "not valid" in str(caught.value)
