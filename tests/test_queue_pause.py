@@ -176,4 +176,21 @@ def test_ctrl_05_the_cli_pauses_resumes_and_lists_paused(db):
 def test_the_cli_refuses_a_bad_queue_name_in_one_line(db):
     with pytest.raises(CommandError) as caught:
         xjobs("pause", "no/slashes")
-    assert "X_INVARIANT" in str(caught.value) or "not valid" in str(caught.value)
+    assert "is not valid" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_ctrl_05_the_paused_gauge_follows_pause_and_resume(db):
+    from django_xjobs import metrics
+    from tests.test_metrics import sample, scrape
+
+    jobs.ok.enqueue(n=1)
+    pause_queue("emails")  # no job in it: listed all the same
+    metrics.clear_cache()  # a scrape reads the database at most once per STATS_INTERVAL
+    _, series = scrape()
+    assert sample(series, "xjobs_queue_paused", queue="emails") == 1
+    assert sample(series, "xjobs_queue_paused", queue="default") == 0
+    resume_queue("emails")
+    metrics.clear_cache()
+    _, series = scrape()
+    assert sample(series, "xjobs_queue_paused", queue="emails") is None
+    assert sample(series, "xjobs_queue_paused", queue="default") == 0
