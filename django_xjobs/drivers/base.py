@@ -190,7 +190,13 @@ class JobSnapshot:
 
 @dataclass(frozen=True)
 class QueueState:
-    """An operator's standing orders for one queue, fleet-wide (``pause_queue``)."""
+    """An operator's standing orders for one queue, fleet-wide, as ``pause_queue`` and
+    ``resume_queue`` return them; ``paused_at`` is the database's clock::
+
+        >>> state = pause_queue("emails", by="ops:alice")
+        >>> state.queue, state.paused, state.paused_by
+        ('emails', True, 'ops:alice')
+    """
 
     queue: str
     paused: bool
