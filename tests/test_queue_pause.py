@@ -17,7 +17,9 @@ from django.test import Client
 
 import django_xjobs
 from django_xjobs import inspect_queues, pause_queue, resume_queue
-from django_xjobs.errors import InvariantError
+from django_xjobs.drivers.memory import MemoryDriver
+from django_xjobs.errors import DriverUnavailableError, InvariantError
+from django_xjobs.worker.paused import PausedQueues
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 from tests.support.process import ledger, wait_for
@@ -194,3 +196,53 @@ def test_ctrl_05_the_paused_gauge_follows_pause_and_resume(db):
     _, series = scrape()
     assert sample(series, "xjobs_queue_paused", queue="emails") is None
     assert sample(series, "xjobs_queue_paused", queue="default") == 0
+
+
+# --- the worker's paused set: read when told and once a poll, never per claim (CTRL-02/04) -----
+
+
+class CountingDriver(MemoryDriver):
+    """Counts reads of the paused set, and fails them on demand (a database gone)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads, self.down = 0, False
+
+    def paused_queues(self) -> frozenset[str]:
+        self.reads += 1
+        if self.down:
+            raise DriverUnavailableError("the database is gone")
+        return super().paused_queues()
+
+
+def test_ctrl_02_the_paused_set_is_read_once_a_poll_or_when_told_not_per_claim():
+    driver, now = CountingDriver(), [0.0]
+    paused = PausedQueues(
+        driver, ("default", "emails"), interval=1.0, worker_id="w", clock=lambda: now[0]
+    )
+    for _ in range(100):  # a busy worker claims many times a poll interval
+        assert paused.refresh() == frozenset()
+    assert driver.reads == 1
+    driver.pause_queue("emails", None)
+    driver.pause_queue("elsewhere", None)  # not this worker's queue
+    paused.changed()  # the listener was told
+    assert paused.refresh() == {"emails"} and driver.reads == 2
+    driver.resume_queue("emails")  # no one told: the poll interval is the bound
+    assert paused.refresh() == {"emails"}
+    now[0] = 1.0
+    assert paused.refresh() == frozenset() and driver.reads == 3
+
+
+def test_ctrl_04_a_failed_read_keeps_the_last_set_and_never_pauses():
+    driver, now = CountingDriver(), [0.0]
+    paused = PausedQueues(driver, ("emails",), interval=1.0, worker_id="w", clock=lambda: now[0])
+    assert paused.refresh() == frozenset()
+    driver.down = True
+    now[0] = 5.0
+    assert paused.refresh() == frozenset()  # an outage pauses nothing
+    driver.down = False
+    driver.pause_queue("emails", None)
+    assert paused.refresh() == {"emails"}  # read again on the next pass, not a poll later
+    driver.down = True
+    paused.changed()
+    assert paused.refresh() == {"emails"}  # nor does it resume what an operator paused

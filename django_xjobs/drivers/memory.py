@@ -526,10 +526,11 @@ class MemoryDriver:
         return held
 
     def resume_queue(self, queue: str) -> QueueState:
+        state = QueueState(queue, False)
         with self._lock:
-            self._controls[queue] = QueueState(queue, False)
+            self._controls[queue] = state
         self._tell_controls()
-        return self._controls[queue]
+        return state
 
     def queue_controls(self) -> list[QueueState]:
         with self._lock:
