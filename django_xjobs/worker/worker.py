@@ -384,7 +384,8 @@ class Worker(Admission, Ticking, Settling):
         pool (SPEC WORK-14): what is claimed already is handed back by the drain. A paused
         queue is left out of the queues claimed from; a pool whose queues are all paused claims
         nothing (CTRL-02)."""
-        paused = self._paused.refresh()
+        with self._watch("claim"):  # a read of the paused set is bounded like a claim
+            paused = self._paused.refresh()
         for lane, free in wants:
             if self._draining.is_set():
                 break
