@@ -246,3 +246,29 @@ def test_ctrl_04_a_failed_read_keeps_the_last_set_and_never_pauses():
     driver.down = True
     paused.changed()
     assert paused.refresh() == {"emails"}  # nor does it resume what an operator paused
+
+
+def test_ctrl_02_runs_claimed_ahead_of_a_pause_go_back_unstarted(live_harness):
+    busy = jobs.emails_ledger.enqueue(token="busy", hold=1.0).id
+    ahead = [jobs.emails_ledger.enqueue(token=f"ahead-{n}").id for n in range(2)]
+    worker = Worker(
+        queues=["emails"], concurrency=1, prefetch=2, driver=live_harness.driver, poll_interval=5
+    )
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: ledger("busy", "start"), timeout=10, what="the first run to start")
+        # the others were claimed with it, queued ahead of the only thread
+        assert {live_harness.row(i).state for i in ahead} == {"running"}
+        pause_queue("emails")
+        wait_for(lambda: live_harness.row(busy).state == "done", timeout=10, what="the run")
+        wait_for(
+            lambda: {live_harness.row(i).state for i in ahead} == {"ready"},
+            timeout=10,
+            what="the runs queued ahead to go back",
+        )
+    finally:
+        worker.stop()
+        thread.join(timeout=10)
+    assert [row for n in range(2) for row in ledger(f"ahead-{n}", "start")] == []
+    assert {live_harness.row(i).attempt for i in ahead} == {0}  # no attempt spent

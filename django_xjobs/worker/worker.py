@@ -314,6 +314,9 @@ class Worker(Admission, Ticking, Settling):
         while not self._draining.is_set():
             self._wake.clear()
             notified, self._notified = self._notified, False
+            # every pass, full pools too: runs queued ahead of a paused queue must not start
+            with self._watch("claim"):  # a read of the paused set is bounded like a claim
+                self._paused.refresh()
             if self._awaiting_idle and not self._runs:
                 self._awaiting_idle = False  # idle: the next claim takes the suspect, alone
             # a suspect running alone, or waiting for this worker to be idle, stops the claims
@@ -384,8 +387,7 @@ class Worker(Admission, Ticking, Settling):
         pool (SPEC WORK-14): what is claimed already is handed back by the drain. A paused
         queue is left out of the queues claimed from; a pool whose queues are all paused claims
         nothing (CTRL-02)."""
-        with self._watch("claim"):  # a read of the paused set is bounded like a claim
-            paused = self._paused.refresh()
+        paused = self._paused.now
         for lane, free in wants:
             if self._draining.is_set():
                 break
