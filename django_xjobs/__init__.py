@@ -16,7 +16,7 @@ from .classify import classify, register_error_retry, retry_class
 from .context import JobContext, JobContextFilter, Signal, current_job
 from .cron import CronHandle, cron, registered_crons
 from .definitions import JobHandle, job
-from .drivers.base import EnqueueResult
+from .drivers.base import EnqueueResult, QueueState
 from .errors import (
     BackfillAppliedError,
     BackfillEnvironmentError,
@@ -64,6 +64,8 @@ from .inspect import (
     inspect_outbox,
     inspect_queues,
     inspect_workers,
+    pause_queue,
+    resume_queue,
     retry_job,
     retry_outbox_entry,
 )
@@ -102,6 +104,7 @@ __all__ = [
     "LeaseLostError",
     "OutboxNoTxError",
     "PayloadTooLargeError",
+    "QueueState",
     "QueueUnknownError",
     "ResultInvalidError",
     "Retry",
@@ -128,11 +131,13 @@ __all__ = [
     "inspect_queues",
     "inspect_workers",
     "job",
+    "pause_queue",
     "publish_event",
     "register_error_retry",
     "registered_backfills",
     "registered_crons",
     "registered_jobs",
+    "resume_queue",
     "retry_class",
     "retry_job",
     "retry_outbox_entry",

@@ -295,6 +295,11 @@ class JobAdmin(OverviewPages, _LibraryRows):
         return [
             path("queues/", view(self.queues_view), name="django_xjobs_job_queues"),
             path("crons/", view(self.crons_view), name="django_xjobs_job_crons"),
+            path(
+                "queues/<str:queue>/<str:action>/",
+                view(self.queue_control_view),
+                name="django_xjobs_job_queue_control",
+            ),
             path("<path:object_id>/retry/", view(self.retry_view), name="django_xjobs_job_retry"),
             path(
                 "<path:object_id>/cancel/", view(self.cancel_view), name="django_xjobs_job_cancel"

@@ -6,18 +6,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 from django.db.models.functions import Now
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
 from . import conf, inspect
+from .admin_permissions import has_permission, require_permission
 from .durations import format_span
-from .errors import JobUnknownError
+from .errors import JobUnknownError, XJobsError
 from .models import Job, JobLease, JobState, SchedulerLeader, SchedulerState
 
 UNKNOWN_CODE = JobUnknownError.code
@@ -61,6 +62,12 @@ class OverviewPages(_ModelAdmin):
                 "unknown": unknown.get(q["queue"], 0),
                 "oldest_ready": format_span(q["oldest_ready_seconds"]) if q["ready"] else "-",
                 "url": f"{jobs_url}?{urlencode({'queue__exact': q['queue']})}",
+                "control": admin_url(
+                    self.admin_site,
+                    "django_xjobs_job_queue_control",
+                    q["queue"],
+                    "resume" if q["paused"] else "pause",
+                ),
                 "links": {
                     state: f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'state__exact': state})}"
                     # ready and delayed too: the list's filter counts them as this page does
@@ -78,6 +85,8 @@ class OverviewPages(_ModelAdmin):
             "Queues",
             page="queues",
             driver=overview["driver"],
+            # the buttons only for who may press them; the view checks again (CTRL-06)
+            can_control=has_permission(self, request, "change"),
             rows=rows,
             totals=overview["totals"],
             unknown_total=sum(unknown.values()),
@@ -92,6 +101,24 @@ class OverviewPages(_ModelAdmin):
             leader=leader_row(alias),
         )
         return TemplateResponse(request, "django_xjobs/admin/queues.html", context)
+
+    def queue_control_view(
+        self, request: HttpRequest, queue: str, action: str
+    ) -> HttpResponseRedirect:
+        """The queues page's Pause / Resume buttons: the same operator calls as ``xjobs pause``
+        and ``xjobs resume``, by a POST from a user holding ``change_job`` (SPEC CTRL-06)."""
+        if action not in ("pause", "resume"):
+            raise Http404
+        require_permission(self, request, "change")
+        call = inspect.pause_queue if action == "pause" else inspect.resume_queue
+        try:
+            call(queue, by=f"admin:{request.user}")
+        except XJobsError as error:
+            messages.error(request, f"{action} {queue}: {error}")
+        else:
+            done = "Paused" if action == "pause" else "Resumed"
+            messages.success(request, f"{done} queue {queue} for every worker.")
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_queues"))
 
     def crons_view(self, request: HttpRequest) -> TemplateResponse:
         """Every registered cron: its schedule and policy, last firing, next run."""

@@ -7,16 +7,17 @@ around them (DESIGN §3). Each looks the driver up when it is called, takes a jo
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from string import hexdigits
 from typing import Any
 from uuid import UUID
 
-from . import conf, redact, registry
+from . import conf, log, redact, registry
 from .backfill_status import backfill_section
 from .drivers import get_driver
-from .drivers.base import JobDriver, JobSnapshot, StepRecord
+from .drivers.base import JobDriver, JobSnapshot, QueueState, StepRecord
 from .durations import Duration, parse_duration
 from .errors import InvariantError, JobIdAmbiguousError, JobNotFoundError
 from .history import FailedAttempt
@@ -150,9 +151,11 @@ def inspect_queues() -> dict[str, Any]:
         >>> inspect_queues()["totals"]
         {'ready': 4, 'delayed': 1, 'running': 2, 'suspended': 0, 'dead': 1}
 
-    ``queues`` holds the same counts per queue, with the age of each queue's oldest ready job.
+    ``queues`` holds the same counts per queue, with the age of each queue's oldest ready job
+    and ``paused`` (``pause_queue``); a paused queue with no jobs is listed too, with zeros.
     """
     driver = get_driver()
+    paused = driver.paused_queues()
     queues: list[dict[str, Any]] = [
         {
             "queue": s.queue,
@@ -162,9 +165,15 @@ def inspect_queues() -> dict[str, Any]:
             "suspended": s.suspended,
             "dead": s.dead,
             "oldest_ready_seconds": float(s.oldest_ready_seconds),
+            "paused": s.queue in paused,
         }
         for s in driver.stats()
     ]
+    listed = {q["queue"] for q in queues}
+    for name in sorted(paused - listed):
+        empty = dict.fromkeys(("ready", "delayed", "running", "suspended", "dead"), 0)
+        queues.append({"queue": name, **empty, "oldest_ready_seconds": 0.0, "paused": True})
+    queues.sort(key=lambda q: q["queue"])
     buckets = ("ready", "delayed", "running", "suspended", "dead")
     return {
         "driver": driver.name,
@@ -172,6 +181,40 @@ def inspect_queues() -> dict[str, Any]:
         "totals": {b: sum(q[b] for q in queues) for b in buckets},
         "oldest_ready_seconds": max((q["oldest_ready_seconds"] for q in queues), default=0.0),
     }
+
+
+def pause_queue(name: str, *, by: str | None = None) -> QueueState:
+    """Stop every worker of the fleet claiming from queue ``name`` (SPEC CTRL-01/02).
+
+    Stored in the database, so it outlives restarts and deploys; each worker leaves the queue out
+    of its next claim, woken by a notification (at the latest a poll interval later). Runs in
+    flight finish; enqueues into the queue still land and wait. Pausing a paused queue keeps its
+    first ``paused_at`` and ``paused_by``::
+
+        >>> pause_queue("emails", by="ops:alice")
+        QueueState(queue='emails', paused=True, paused_at=datetime(...), paused_by='ops:alice')
+    """
+    conf.check_queue_name(name, error=InvariantError)
+    if by is not None and not isinstance(by, str):
+        raise InvariantError(f"by={by!r} must be a string or None", hint='e.g. "ops:alice"')
+    state = get_driver().pause_queue(name, by)
+    log.event(logging.WARNING, "xjobs.queue.paused", queue=name, by=by)
+    return state
+
+
+def resume_queue(name: str, *, by: str | None = None) -> QueueState:
+    """Let the fleet claim from queue ``name`` again (SPEC CTRL-03); its waiting jobs run in
+    their usual order. Resuming a queue that is not paused changes nothing::
+
+        >>> resume_queue("emails").paused
+        False
+    """
+    conf.check_queue_name(name, error=InvariantError)
+    if by is not None and not isinstance(by, str):
+        raise InvariantError(f"by={by!r} must be a string or None", hint='e.g. "ops:alice"')
+    state = get_driver().resume_queue(name)
+    log.event(logging.INFO, "xjobs.queue.resumed", queue=name, by=by)
+    return state
 
 
 def inspect_workers() -> list[dict[str, Any]]:

@@ -209,6 +209,7 @@ QUEUE_GAUGES = (
     ),
     ("xjobs_queue_running_jobs", "running", "Jobs claimed by a worker and running"),
     ("xjobs_queue_suspended_jobs", "suspended", "Jobs parked in a step sleep or event wait"),
+    ("xjobs_queue_paused", "paused", "1 while an operator has the queue paused, else 0"),
 )
 
 

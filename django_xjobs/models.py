@@ -340,3 +340,21 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} ({self.host}:{self.pid})"
+
+
+class QueueControl(models.Model):
+    """An operator's standing orders for one queue, fleet-wide: stored, so a restart or a deploy
+    keeps them. Workers read the paused set when told it changed and once a poll, never in a
+    claim; a worker never writes here (stopping, crashing or draining pauses nothing)."""
+
+    queue = models.TextField(primary_key=True)
+    paused_at = models.DateTimeField(null=True, blank=True, help_text="Paused since; null: not.")
+    paused_by = models.TextField(null=True, blank=True, help_text="Who paused it, when known.")
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "x_queue_controls"
+        ordering = ["queue"]
+
+    def __str__(self) -> str:
+        return f"{self.queue} ({'paused' if self.paused_at else 'running'})"

@@ -89,6 +89,16 @@ def ledger(ctx, token: str, hold: float = 0.0, hold_attempts: int = 1, heed_sign
     return {"pid": os.getpid(), "attempt": ctx.attempt}
 
 
+@job(idempotency_key="emails:{token}", queue="emails")
+def emails_ledger(ctx, token: str, hold: float = 0.0):
+    """The ledger job on queue ``emails``: a paused queue's runs are told apart from
+    ``default``'s by the ledger, not by logs (CTRL-02)."""
+    Ledger.objects.create(token=token, phase="start", attempt=ctx.attempt, pid=os.getpid())
+    if hold:
+        ctx.signal.wait(hold)
+    Ledger.objects.create(token=token, phase="done", attempt=ctx.attempt, pid=os.getpid())
+
+
 @job(idempotency_key="settles-late:{token}", retry=Retry(attempts=5, delay="100ms", jitter=False))
 def settles_late(ctx, token: str, linger: float = 1.0):
     """Record done in the ledger, then linger before returning: the run's result reaches the

@@ -229,6 +229,22 @@ class JobSnapshot:
 
 
 @dataclass(frozen=True)
+class QueueState:
+    """An operator's standing orders for one queue, fleet-wide, as ``pause_queue`` and
+    ``resume_queue`` return them; ``paused_at`` is the database's clock::
+
+        >>> state = pause_queue("emails", by="ops:alice")
+        >>> state.queue, state.paused, state.paused_by
+        ('emails', True, 'ops:alice')
+    """
+
+    queue: str
+    paused: bool
+    paused_at: datetime | None = None
+    paused_by: str | None = None
+
+
+@dataclass(frozen=True)
 class Presence:
     """What a worker says about itself on each heartbeat."""
 
@@ -543,9 +559,28 @@ class JobDriver(Protocol):
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         """``dead`` rows, most recently failed first; reads only."""
 
-    def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> Notifier:
-        """Call ``callback`` (ids never payloads) when a row becomes ready on ``queues``; polling
-        stays the fallback, so a lost notification only delays."""
+    def notify_on_ready(
+        self,
+        queues: Iterable[str],
+        callback: Callable[[], None],
+        on_control: Callable[[], None] | None = None,
+    ) -> Notifier:
+        """Call ``callback`` (ids never payloads) when a row becomes ready on ``queues``, and
+        ``on_control`` when an operator paused or resumed a queue (and once on listening, for
+        what it missed); polling stays the fallback, so a lost notification only delays."""
+
+    # fleet-wide queue controls: read by workers once a poll and when told, never per claim
+    def pause_queue(self, queue: str, by: str | None) -> QueueState:
+        """Paused from now on, for every worker; pausing a paused queue keeps its first pause."""
+
+    def resume_queue(self, queue: str) -> QueueState:
+        """No longer paused; resuming a queue that is not paused changes nothing."""
+
+    def queue_controls(self) -> list[QueueState]:
+        """Every queue an operator ever set, by name; reads only."""
+
+    def paused_queues(self) -> frozenset[str]:
+        """The names of the paused queues; reads only."""
 
     # steps and events (SPEC §4)
     @property

@@ -28,6 +28,7 @@ from .base import (
     Finish,
     JobSnapshot,
     Presence,
+    QueueState,
     QueueStats,
     RetryAt,
     Settle,
@@ -62,6 +63,7 @@ class _Subscription:
     queues: set[str]
     callback: Callable[[], None]
     owner: MemoryDriver
+    on_control: Callable[[], None] | None = None
 
     def stop(self) -> None:
         with self.owner._lock:
@@ -78,6 +80,7 @@ class MemoryDriver:
         self._rows: dict[UUID, JobSnapshot] = {}
         self._lock = threading.RLock()
         self._subscriptions: list[_Subscription] = []
+        self._controls: dict[str, QueueState] = {}
         # run_id -> step name -> record, in the order the steps were first written
         self._steps: dict[UUID, dict[str, StepRecord]] = {}
         self.steps = MemoryStepStore(self)
@@ -519,11 +522,46 @@ class MemoryDriver:
                     self._steps.pop(row.run_id, None)
         return counts
 
-    def notify_on_ready(self, queues: Iterable[str], callback: Callable[[], None]) -> _Subscription:
-        subscription = _Subscription(set(queues), callback, self)
+    def notify_on_ready(
+        self,
+        queues: Iterable[str],
+        callback: Callable[[], None],
+        on_control: Callable[[], None] | None = None,
+    ) -> _Subscription:
+        subscription = _Subscription(set(queues), callback, self, on_control)
         with self._lock:
             self._subscriptions.append(subscription)
         return subscription
+
+    def pause_queue(self, queue: str, by: str | None) -> QueueState:
+        with self._lock:
+            held = self._controls.get(queue)
+            if held is None or not held.paused:  # the first pause wins, as on the database
+                held = QueueState(queue, True, self._now(), by)
+                self._controls[queue] = held
+        self._tell_controls()
+        return held
+
+    def resume_queue(self, queue: str) -> QueueState:
+        state = QueueState(queue, False)
+        with self._lock:
+            self._controls[queue] = state
+        self._tell_controls()
+        return state
+
+    def queue_controls(self) -> list[QueueState]:
+        with self._lock:
+            return [self._controls[name] for name in sorted(self._controls)]
+
+    def paused_queues(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(name for name, state in self._controls.items() if state.paused)
+
+    def _tell_controls(self) -> None:
+        with self._lock:
+            told = [s.on_control for s in self._subscriptions if s.on_control is not None]
+        for callback in told:
+            callback()
 
     def scheduler_store(self) -> SchedulerStore:
         """One in-process scheduler state per driver, on the driver's clock."""

@@ -35,6 +35,7 @@ from .base import (
     Finish,
     JobSnapshot,
     Presence,
+    QueueState,
     QueueStats,
     RetryAt,
     Settle,
@@ -65,6 +66,10 @@ if TYPE_CHECKING:
 
 STATEMENTS = sql.load(Path(__file__).with_name("postgres.sql"))
 CHANNEL = "xjobs"
+#: pause and resume are told here, apart from the wake-ups: a worker re-reads its paused set
+#: only when an operator changed it, never on a job's notification
+CONTROL_CHANNEL = "xjobs_control"
+CONTROLS = sql.load(Path(__file__).with_name("controls.sql"))
 _LAPSED_JSON = history.LAPSED.to_json()
 _LAPSED_PRESENT_JSON = history.LAPSED_PRESENT.to_json()
 _EXITED_JSON = history.EXITED.to_json()
@@ -408,14 +413,35 @@ class PostgresDriver:
             params["after"] = max(updated_at for _, updated_at in gone)
 
     def notify_on_ready(
-        self, queues: Iterable[str], callback: Callable[[], None]
+        self,
+        queues: Iterable[str],
+        callback: Callable[[], None],
+        on_control: Callable[[], None] | None = None,
     ) -> Listener | Polling:
         alias = listen_alias(self.using, CHANNEL)  # behind a transaction pooler: maybe none
         if alias is None:
             return Polling()
-        listener = Listener(alias, CHANNEL, callback, set(queues))
+        controls = None if on_control is None else (CONTROL_CHANNEL, on_control)
+        listener = Listener(alias, CHANNEL, callback, set(queues), controls=controls)
         listener.start()
         return listener
+
+    def pause_queue(self, queue: str, by: str | None) -> QueueState:
+        with transaction.atomic(using=self.using):  # the NOTIFY goes out with the commit
+            row = sql.fetch(self.using, CONTROLS["pause_queue"], {"queue": queue, "by": by})[0]
+        return QueueState(row[0], True, row[1], row[2])
+
+    def resume_queue(self, queue: str) -> QueueState:
+        with transaction.atomic(using=self.using):
+            row = sql.fetch(self.using, CONTROLS["resume_queue"], {"queue": queue})[0]
+        return QueueState(row[0], False)
+
+    def queue_controls(self) -> list[QueueState]:
+        rows = sql.fetch(self.using, CONTROLS["queue_controls"], {})
+        return [QueueState(r[0], r[1] is not None, r[1], r[2]) for r in rows]
+
+    def paused_queues(self) -> frozenset[str]:
+        return frozenset(r[0] for r in sql.fetch(self.using, CONTROLS["paused_queues"], {}))
 
     def scheduler_store(self) -> SchedulerStore:
         from ..scheduler.postgres import PostgresSchedulerStore
@@ -459,6 +485,8 @@ class Polling:
 class Listener(threading.Thread):
     """LISTEN to ``channel`` on a connection of its own; call ``callback`` for each notification
     whose payload is in ``payloads`` (any payload when None), and once when it starts listening.
+    ``controls``, a (channel, callback) pair, is listened to on the same connection: its
+    callback runs for each of its notifications, and once on listening too.
 
     Polling stays the safety net: a lost notification only costs one poll interval.
     """
@@ -469,9 +497,12 @@ class Listener(threading.Thread):
         channel: str,
         callback: Callable[[], None],
         payloads: set[str] | None = None,
+        *,
+        controls: tuple[str, Callable[[], None]] | None = None,
     ) -> None:
         super().__init__(name=f"xjobs-listen-{channel}", daemon=True)
         self.using, self.channel, self.callback, self.payloads = using, channel, callback, payloads
+        self.controls = controls
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -482,10 +513,15 @@ class Listener(threading.Thread):
                 raw = wrapper.connection
                 raw.autocommit = True
                 raw.execute(f"LISTEN {self.channel}")
+                if self.controls is not None:
+                    raw.execute(f"LISTEN {self.controls[0]}")
+                    self.controls[1]()  # a pause or resume told while we were not listening
                 self.callback()  # anything staged while we were not listening
                 while not self._halt.is_set():
                     for note in raw.notifies(timeout=0.5):
-                        if self.payloads is None or note.payload in self.payloads:
+                        if self.controls is not None and note.channel == self.controls[0]:
+                            self.controls[1]()
+                        elif self.payloads is None or note.payload in self.payloads:
                             self.callback()
             except Exception as error:  # raw psycopg errors too: this is not a Django cursor
                 events.throttled(  # it retries every second: once per kind of error

@@ -28,6 +28,7 @@ from .breaker import Breaker, report_failure, report_resumed
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .limits import Limiter
+from .paused import PausedQueues
 from .pools import Lane, describe, lanes, parse_concurrency
 from .presence import WorkerPresence
 from .retention import Retention
@@ -172,6 +173,10 @@ class Worker(Admission, Ticking, Settling):
         #: a notification came since the last pass: a job is due now, so the next claim takes
         #: it without the sweep, which waits for the pass after (at most a poll interval)
         self._notified = False
+        #: queues an operator paused, left out of every claim (worker/paused.py)
+        self._paused = PausedQueues(
+            self.driver, self.queues, interval=self.poll_interval, worker_id=self.worker_id
+        )
 
     # --- public -----------------------------------------------------------------------------
 
@@ -213,7 +218,13 @@ class Worker(Admission, Ticking, Settling):
         )
         self.watchdog = Watchdog(self.stall_timeout, worker_id=self.worker_id)
         # a burst ends when idle, so it has nothing to be woken for
-        notifier = None if self.burst else self.driver.notify_on_ready(self.queues, self._on_ready)
+        notifier = (
+            None
+            if self.burst
+            else self.driver.notify_on_ready(
+                self.queues, self._on_ready, on_control=self._on_control
+            )
+        )
         settler.start()
         heartbeat.start()
         self.watchdog.start()
@@ -304,10 +315,18 @@ class Worker(Admission, Ticking, Settling):
         self._notified = True
         self._wake.set()
 
+    def _on_control(self) -> None:
+        """The listener's control callback: an operator paused or resumed a queue."""
+        self._paused.changed()
+        self._wake.set()
+
     def _loop(self) -> None:
         while not self._draining.is_set():
             self._wake.clear()
             notified, self._notified = self._notified, False
+            # every pass, full pools too: runs queued ahead of a paused queue must not start
+            with self._watch("claim"):  # a read of the paused set is bounded like a claim
+                self._paused.refresh()
             if self._awaiting_idle and not self._runs:
                 self._awaiting_idle = False  # idle: the next claim takes the suspect, alone
             # a suspect running alone, or waiting for this worker to be idle, stops the claims
@@ -334,7 +353,8 @@ class Worker(Admission, Ticking, Settling):
                     continue
                 self._claim_resumed()
                 self._idle = all(len(claimed) < free for _, free, claimed, _ in claims)
-                self._swept_at = claims[0][3] if swept else self._swept_at
+                if swept and claims:  # every pool's queues paused: nothing was claimed
+                    self._swept_at = claims[0][3]
             self._retention.maybe_prune()
             # nothing runnable now: shed jobs wait for a slot, not for this burst; a suspect
             # handed back to wait for this worker's runs to end is runnable, once they have
@@ -374,15 +394,21 @@ class Worker(Admission, Ticking, Settling):
     ) -> Exception | None:
         """Claim for each pool in turn, at most its free room, into ``claims``; the failure
         that stopped it, if one did. A drain that began meanwhile stops it before the next
-        pool (SPEC WORK-14): what is claimed already is handed back by the drain."""
+        pool (SPEC WORK-14): what is claimed already is handed back by the drain. A paused
+        queue is left out of the queues claimed from; a pool whose queues are all paused claims
+        nothing (CTRL-02)."""
+        paused = self._paused.now
         for lane, free in wants:
             if self._draining.is_set():
                 break
+            queues = [name for name in lane.queues if name not in paused] if paused else lane.queues
+            if not queues:
+                continue
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
             try:
                 with self._watch("claim"):
                     claimed = self.driver.claim(
-                        queues=lane.queues,
+                        queues=queues,
                         limit=free,
                         visibility_timeout=self.visibility_timeout,
                         worker_id=self.worker_id,
@@ -439,6 +465,9 @@ class Worker(Admission, Ticking, Settling):
                 if self._draining.is_set():
                     self._hand_back([run])  # SPEC WORK-12: a drain starts nothing new
                     continue
+                if run.job.queue in self._paused.now:  # CTRL-02: claimed ahead, then paused
+                    self._hand_back([run], reason="queue paused")
+                    continue
                 if self._execute(run):
                     return  # its body still runs past its timeout: it holds this thread's place
         finally:
@@ -481,7 +510,7 @@ class Worker(Admission, Ticking, Settling):
         outcome = Outcome.CANCELLED if run.cancelled else Outcome.LEASE_LOST
         return Execution(outcome, job, 0.0, shed)
 
-    def _hand_back(self, runs: Sequence[Run]) -> None:
+    def _hand_back(self, runs: Sequence[Run], reason: str = "draining") -> None:
         """Give queued runs back unstarted: ready at once in their place, no attempt spent."""
         if not runs:
             return
@@ -493,7 +522,7 @@ class Worker(Admission, Ticking, Settling):
             self._release(run)
             job = run.job
             self._shed(
-                job, Shed(job.id, job.lease_token, delay=0.0, reason="draining", keep_place=True)
+                job, Shed(job.id, job.lease_token, delay=0.0, reason=reason, keep_place=True)
             )
 
     # --- shutdown ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from typing import Any
 
@@ -19,8 +20,8 @@ from ..command import XJobsCommand, accept_global_options
 
 class Command(XJobsCommand):
     help = (
-        "Inspect and operate jobs: ls, show, cancel, retry, dead, queues, outbox, workers, "
-        "manifest, prune."
+        "Inspect and operate jobs: ls, show, cancel, retry, dead, queues, pause, resume, outbox, "
+        "workers, manifest, prune."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -55,7 +56,11 @@ class Command(XJobsCommand):
         retry.add_argument("--force", action="store_true", help="also retry a cancelled job")
         dead = action("dead", "dead-lettered jobs, newest first")
         dead.add_argument("--limit", type=int, default=50)
-        action("queues", "per-queue counts and the oldest ready job's age")
+        action("queues", "per-queue counts, the oldest ready job's age, and whether it is paused")
+        pause = action("pause", "stop every worker claiming from a queue (runs in flight finish)")
+        pause.add_argument("queue")
+        resume = action("resume", "let every worker claim from a paused queue again")
+        resume.add_argument("queue")
         outbox = action(
             "outbox", "the outbox: pending rows and quarantined ones (list, retry ID, discard ID)"
         )
@@ -162,14 +167,27 @@ class Command(XJobsCommand):
 
     def _queues(self, o: dict[str, Any]) -> tuple[Any, str]:
         report = inspect.inspect_queues()
-        header = f"{'queue':<20} {'ready':>7} {'delayed':>8} {'running':>8} {'suspended':>10} {'dead':>6}  oldest ready"
+        header = f"{'queue':<20} {'ready':>7} {'delayed':>8} {'running':>8} {'suspended':>10} {'dead':>6}  oldest ready  paused"
         lines = [header]
         for q in report["queues"]:
             lines.append(
                 f"{q['queue']:<20} {q['ready']:>7} {q['delayed']:>8} {q['running']:>8} "
-                f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:.1f}s"
+                f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:>11.1f}s  "
+                f"{'paused' if q['paused'] else '-'}"
             )
         return report, "\n".join(lines)
+
+    def _pause(self, o: dict[str, Any]) -> tuple[Any, str]:
+        state = inspect.pause_queue(o["queue"], by=_operator())
+        since = state.paused_at.isoformat() if state.paused_at else "-"
+        return _control(state), (
+            f"paused queue {state.queue} since {since}: no worker starts its jobs until "
+            f"python manage.py xjobs resume {state.queue}"
+        )
+
+    def _resume(self, o: dict[str, Any]) -> tuple[Any, str]:
+        state = inspect.resume_queue(o["queue"], by=_operator())
+        return _control(state), f"resumed queue {state.queue}: workers claim from it again"
 
     def _outbox(self, o: dict[str, Any]) -> tuple[Any, str]:
         verb, entry = o["verb"], o["entry_id"]
@@ -258,6 +276,23 @@ class Command(XJobsCommand):
             text += "\ndead jobs are kept for an operator; add --state dead to delete them too"
         result = {"dry_run": o["dry_run"], "older_than": seconds, "states": counts, "total": total}
         return result, text
+
+
+def _operator() -> str:
+    """Who paused a queue from a shell: the login, as far as the process knows it."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (OSError, KeyError):  # no login name (no passwd entry): still say where
+        return "cli"
+
+
+def _control(state: Any) -> dict[str, Any]:
+    return {
+        "queue": state.queue,
+        "paused": state.paused,
+        "paused_at": state.paused_at.isoformat() if state.paused_at else None,
+        "paused_by": state.paused_by,
+    }
 
 
 def _attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:

@@ -1,0 +1,67 @@
+"""The queues an operator paused, as this worker last read them (``pause_queue``).
+
+Kept in memory and left out of the queues a claim names, so a fleet with nothing paused runs
+the very claim it ran before: no extra SQL per claim. The set is read again when the listener
+says an operator changed it (NOTIFY on ``xjobs_control``) and, as the safety net when no
+notification can come (a transaction pooler, a dropped connection), once a poll interval.
+
+Only an operator writes the pause: nothing here ever does. A worker that stops, crashes or
+drains leaves every queue as it found it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from .. import log
+from ..drivers.base import JobDriver
+
+
+class PausedQueues:
+    def __init__(
+        self,
+        driver: JobDriver,
+        queues: tuple[str, ...],
+        *,
+        interval: float,
+        worker_id: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._driver, self._watched = driver, frozenset(queues)
+        self._interval, self._worker_id, self._clock = interval, worker_id, clock
+        self._told = threading.Event()
+        self._read_at = float("-inf")
+        #: the paused queues among this worker's, as last read: none until read
+        self.now: frozenset[str] = frozenset()
+
+    def changed(self) -> None:
+        """The listener's control callback: read the set again before the next claim."""
+        self._told.set()
+
+    def refresh(self) -> frozenset[str]:
+        """The paused set, read again when told or a poll interval after the last read.
+
+        A failed read keeps the last set: the claim that follows fails the same way and backs
+        off, and an outage never pauses a queue that was running.
+        """
+        if not self._told.is_set() and self._clock() - self._read_at < self._interval:
+            return self.now
+        self._told.clear()
+        try:
+            paused = self._driver.paused_queues() & self._watched
+        except Exception:
+            self._told.set()  # read again on the next pass
+            return self.now
+        self._read_at = self._clock()
+        if paused != self.now:
+            log.event(
+                logging.INFO,
+                "xjobs.worker.paused_queues",
+                worker=self._worker_id,
+                paused=",".join(sorted(paused)) or "-",
+            )
+        self.now = paused
+        return paused
