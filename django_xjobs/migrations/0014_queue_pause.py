@@ -11,7 +11,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_xjobs", "0012_privilege"),
+        ("django_xjobs", "0013_worker_stopped"),
     ]
 
     operations = [
