@@ -765,7 +765,7 @@ class WorkerAdmin(_ViewOnly):
 class SchedulerStateAdmin(_ViewOnly):
     """Each cron's durable watermark: the last occurrence the scheduler fired."""
 
-    list_display = ("task_name", "last_fired_at", "updated_at", "declared")
+    list_display = ("task_name", "last_fired", "watermark", "updated_at", "declared")
     search_fields = ("task_name",)
     ordering = ("task_name",)
 
@@ -774,6 +774,23 @@ class SchedulerStateAdmin(_ViewOnly):
         from .cron import registered_crons
 
         return obj.task_name in {c.name for c in registered_crons()}
+
+    @admin.display(description="last fired", ordering="last_fired_at")
+    def last_fired(self, obj: SchedulerState) -> Any:
+        """What the Crons page says: an armed watermark is a time still ahead, not a firing
+        (issue 23); the raw watermark stays in its own column."""
+        from .cron import registered_crons
+        from .scheduler.role import last_fired
+
+        handle = next((c for c in registered_crons() if c.name == obj.task_name), None)
+        if handle is None:
+            return obj.last_fired_at  # no longer declared: only the mark is known
+        return last_fired(handle, obj.last_fired_at) or "never"
+
+    @admin.display(description="watermark", ordering="last_fired_at")
+    def watermark(self, obj: SchedulerState) -> Any:
+        """The stored mark the next round fires after (SPEC SCHED-01)."""
+        return obj.last_fired_at
 
 
 @admin.register(Backfill)

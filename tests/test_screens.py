@@ -99,6 +99,10 @@ def test_sched_01_an_armed_cron_that_never_fired_says_never(admin_client):
     assert listed["tests.hourly_once"]["last_fired"] is None
     row = page.content.decode().split("tests.hourly_once")[1].split("</tr>")[0]
     assert "never" in row, row
+    # the scheduler state's own changelist says the same, its watermark apart
+    states = admin_client.get("/admin/django_xjobs/schedulerstate/").content.decode()
+    row = states.split("tests.hourly_once")[1].split("</tr>")[0]
+    assert "never" in row and "watermark" in states, row
     clock.advance(3600)
     [_] = scheduler.tick()  # the hourly occurrence, once
     listed = {

@@ -139,3 +139,36 @@ def test_a_memory_driver_test_without_database_access_can_freeze_time():
         freezer.tick(timedelta(hours=1))
         [execution] = run_until_idle()
         assert execution.outcome == "completed" and driver.get_job(job_id).state == "done"
+
+
+def test_nothing_frozen_leaves_the_library_on_its_fast_path(db, monkeypatch):
+    """The follower is installed on the jobs connection as soon as the helpers are imported;
+    while nothing is frozen it says it is idle, so the library's statements run on the
+    production cursor (DirectCursor), not Django's wrapper chain, and a freeze still reaches
+    them."""
+    from django_xjobs.drivers import sql
+    from django_xjobs.testing import frozen
+
+    run_until_idle()  # the helpers install the follower on this connection
+    assert frozen._wrapper in connection.execute_wrappers
+    chosen: list[type] = []
+    choose = sql._cursor
+
+    def recording(on):
+        cursor = choose(on)
+        chosen.append(type(cursor))
+        return cursor
+
+    monkeypatch.setattr(sql, "_cursor", recording)
+
+    def now() -> datetime:
+        with sql.execute(connection.alias, "SELECT now()", {}) as cursor:
+            return cursor.fetchall()[0][0]
+
+    server = now()
+    assert chosen == [sql.DirectCursor]
+    with freeze_time(FROZEN):
+        assert now() == datetime(2026, 3, 1, 9, tzinfo=UTC)
+    assert now() >= server  # the first statement after the freeze gives the server's clock back
+    assert now() >= server
+    assert chosen == [sql.DirectCursor, sql.CursorWrapper, sql.CursorWrapper, sql.DirectCursor]

@@ -157,8 +157,10 @@ class LoggedCursor(CursorDebugWrapper):
 
 
 class DirectCursor:
-    """What CursorWrapper does for a statement when no execute wrapper is installed: refuse a
-    broken transaction and turn driver errors into Django's, without the per-call chain."""
+    """What CursorWrapper does for a statement when no execute wrapper is installed, or each one
+    installed says through an ``idle(connection)`` method that it would do nothing (the testing
+    helpers' freezegun follower while no freeze is active): refuse a broken transaction and
+    turn driver errors into Django's, without the per-call chain."""
 
     def __init__(self, cursor: PreparedCursor, connection: BaseDatabaseWrapper) -> None:
         self.cursor, self.db = cursor, connection
@@ -220,9 +222,16 @@ def _cursor(connection: BaseDatabaseWrapper) -> Any:
     cursor = PreparedCursor(raw)
     if connection.queries_logged:
         return LoggedCursor(cursor, connection)
-    if connection.execute_wrappers:
+    if connection.execute_wrappers and not all(
+        getattr(wrapper, "idle", _busy)(connection) for wrapper in connection.execute_wrappers
+    ):
         return CursorWrapper(cursor, connection)
     return DirectCursor(cursor, connection)
+
+
+def _busy(connection: BaseDatabaseWrapper) -> bool:
+    """An execute wrapper that cannot say it is idle is never skipped."""
+    return False
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """factory-boy factories for the rows django_xjobs writes, in every state, with the history a
-real run leaves (``pip install 'django-xjobs[testing]'``).
+real run leaves (``pip install './django-xjobs[testing]'``).
 
 An app's tests of its own admin views, dashboards, alerts and reports need a dead job or a
 sleeping one without running a job into that state; these write the rows the library would
@@ -38,7 +38,7 @@ from ..models import Job, JobState, JobStep, OutboxEntry, StopReason, Worker
 
 #: what to install when factory-boy is missing (one line, as the metrics extra says it)
 MISSING = (
-    "factory-boy is not installed: pip install 'django-xjobs[testing]' "
+    "factory-boy is not installed: pip install './django-xjobs[testing]' "
     "(or factory-boy>=3.3) to use django_xjobs.testing.factories"
 )
 

@@ -89,11 +89,23 @@ def follow(connection: BaseDatabaseWrapper) -> None:
                 cursor.execute(statement)
 
 
-def _wrapper(
-    execute: Callable[..., Any], sql: Any, params: Any, many: bool, context: dict[str, Any]
-) -> Any:
-    follow(context["connection"])
-    return execute(sql, params, many, context)
+class _Follower:
+    """The execute wrapper: follows freezegun before each statement. ``idle`` tells the
+    driver's cursor choice (drivers/sql.py) that it would do nothing, so a test that freezes
+    nothing runs the library's statements on the production fast path."""
+
+    def __call__(
+        self, execute: Callable[..., Any], sql: Any, params: Any, many: bool, context: Any
+    ) -> Any:
+        follow(context["connection"])
+        return execute(sql, params, many, context)
+
+    def idle(self, connection: BaseDatabaseWrapper) -> bool:
+        # a connection still on a frozen time must run the wrapper once to get the server's back
+        return frozen_now() is None and not getattr(connection, _FROZEN, False)
+
+
+_wrapper = _Follower()
 
 
 def _install(connection: BaseDatabaseWrapper) -> None:
@@ -108,7 +120,8 @@ def _on_connect(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> 
 def install() -> None:
     """Follow freezegun on the jobs database from its next connection on (``django_xjobs.testing``
     calls this when it is imported, maybe before the settings are: nothing here reads them);
-    costs a dictionary lookup a statement while nothing is frozen. A connection already open
+    costs a dictionary lookup a statement while nothing is frozen, and leaves the library's
+    statements on their fast path then (``_Follower.idle``). A connection already open
     follows from the first helper call."""
     connection_created.connect(_on_connect, dispatch_uid="django_xjobs.testing.frozen")
 
