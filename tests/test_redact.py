@@ -143,3 +143,12 @@ def test_the_redact_hook_runs_on_a_parked_unknown_jobs_error_too(harness):
     row = harness.row(job_id)
     assert row.state == "suspended" and row.last_error.startswith("X_JOB_UNKNOWN")
     assert "4111" not in row.last_error and "[card]" in row.last_error
+
+
+def test_a_failed_steps_stored_error_holds_no_secret(harness):
+    job_id = jobs.secret_step.enqueue(user="ada", password=SECRET).id
+    run_until_idle()
+    row = harness.row(job_id)
+    [step] = harness.driver.steps.list(row.run_id)
+    assert step.error == "ValueError: step login failed for ada with [redacted]"
+    assert SECRET not in row.last_error and row.state == "dead"
