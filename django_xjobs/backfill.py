@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import conf, log, metrics
+from . import conf, log, metrics, redact
 from .definitions import JobHandle, job
 from .durations import Duration
 from .errors import (
@@ -33,6 +33,7 @@ from .errors import (
     describe_error,
 )
 from .retry import Retry
+from .text import storable
 
 #: what the ledger records as the code that ran a pass
 APP_VERSION = "django-xjobs"
@@ -378,7 +379,10 @@ def _pass(spec: Backfill, ctx: Any, force: bool) -> dict[str, Any]:
         raise  # cancelled or lost: the pass is not this run's to record any more
     except BaseException as error:
         if ledger is not None:
-            ledger.finish(ctx.run_id, status="failed", error=describe_error(error))
+            # a stored text like any other: a NUL in it would fail the ledger's own write
+            # (issue 24 §3), and the hook sees it (issue 26)
+            reason = storable(redact.redact(describe_error(error)))
+            ledger.finish(ctx.run_id, status="failed", error=reason)
         raise
     if ledger is not None:
         ledger.finish(ctx.run_id, status="completed")

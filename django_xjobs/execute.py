@@ -400,18 +400,19 @@ def _undecodable(job: ClaimedJob) -> Execution:
     """A row whose stored input this process cannot decode: no attempt of it can run, so it
     goes dead at once with the reason, and no batch-mate shares its fate (issue 24)."""
     error = JobUndecodableError(f"job {job.name!r} {job.undecodable}; not run")
+    message = redact.redact(str(error))  # XJOBS["REDACT"] sees every stored text (issue 26)
     finish = Finish(
         job.id,
         job.lease_token,
         "dead",
         stop_reason="terminal",
-        error=str(error),
+        error=message,
         failure=history.failure(error, "dead"),
     )
     log.event(
         logging.ERROR, "xjobs.job.undecodable", job=job.name, id=job.id, reason=job.undecodable
     )
-    return Execution(Outcome.DEAD_LETTERED, job, 0.0, finish, str(error), "terminal")
+    return Execution(Outcome.DEAD_LETTERED, job, 0.0, finish, message, "terminal")
 
 
 def _unknown(job: ClaimedJob, now: datetime) -> Execution:
@@ -436,7 +437,9 @@ def _unknown(job: ClaimedJob, now: datetime) -> Execution:
         )
         log.event(logging.ERROR, "xjobs.job.unknown", job=job.name, id=job.id, dead=True)
         return Execution(Outcome.DEAD_LETTERED, job, 0.0, finish, str(error), "terminal")
-    park = SuspendUntil(job.id, job.lease_token, delay=settings.unknown_job_delay, error=str(error))
+    park = SuspendUntil(
+        job.id, job.lease_token, delay=settings.unknown_job_delay, error=redact.redact(str(error))
+    )
     log.event(
         logging.WARNING,
         "xjobs.job.unknown",

@@ -9,6 +9,7 @@ from collections import OrderedDict
 from typing import Any
 
 from .redact import redact
+from .text import TRACEBACK_LIMIT, storable
 
 logger = logging.getLogger("django_xjobs")
 
@@ -24,8 +25,12 @@ def event(level: int, name: str, /, **fields: Any) -> None:
     """Log ``name`` with ``fields`` as ``key=value`` text and as record attributes."""
     if not logger.isEnabledFor(level):
         return
-    # no secret of the current run leaves the process in a log line (redact.py)
-    text = redact(" ".join(f"{k}={_text(v)}" for k, v in fields.items() if v is not None))
+    # no secret of the current run leaves the process in a log line (redact.py), and no NUL,
+    # lone surrogate or megabyte of text reaches a handler that cannot write it (text.py)
+    text = storable(
+        redact(" ".join(f"{k}={_text(v)}" for k, v in fields.items() if v is not None)),
+        TRACEBACK_LIMIT,
+    )
     fields = {k: _scrubbed(v) for k, v in fields.items()}
     logger.log(level, "%s %s", name, text, extra={"event": name, "fields": fields})
 
@@ -52,7 +57,7 @@ def throttled(level: int, name: str, /, *, kind: str, **fields: Any) -> bool:
 def _scrubbed(value: Any) -> Any:
     """A field as a structured handler gets it: texts and errors scrubbed, the rest as is."""
     if isinstance(value, str | BaseException):
-        return redact(str(value))
+        return storable(redact(str(value)), TRACEBACK_LIMIT)
     return value
 
 

@@ -8,6 +8,8 @@ from .models import Order, Token
 
 #: set to n: the n-th page handled from now raises, once (a pass that dies mid-way)
 FAIL_ON_CALL: dict[str, int | None] = {"n": None}
+#: what that page raises with
+FAIL_MESSAGE = {"text": "the pass died on this page"}
 
 
 @backfill(
@@ -21,7 +23,7 @@ def fill_currency(ctx, rows):
         FAIL_ON_CALL["n"] -= 1
         if FAIL_ON_CALL["n"] == 0:
             FAIL_ON_CALL["n"] = None
-            raise ConnectionError("the pass died on this page")
+            raise ConnectionError(FAIL_MESSAGE["text"])
     for order in rows:
         order.currency = "EUR"
         order.handled += 1

@@ -413,6 +413,16 @@ def secret_echo(ctx, user: str, password: str, note: str = "", fail: bool = True
     return {"user": user, "session_token": password, "note": note}
 
 
+@job(idempotency_key="secret-step:{user}", retry=Retry(attempts=1))
+def secret_step(ctx, user: str, password: str):
+    """A step that fails echoing its secret (issue 26): the step's stored error is scrubbed too."""
+
+    def login():
+        raise ValueError(f"step login failed for {user} with {password}")
+
+    ctx.step.run("login", login)
+
+
 @job(idempotency_key="tenant-waiter:{order_id}:{any_tenant}", event_poll="5s")
 def tenant_waiter(ctx, order_id: int, any_tenant: bool = False):
     """Waits for ``order.shipped`` of its order: of its own tenant, or of any (issue 26)."""

@@ -13,7 +13,11 @@ from django.test import Client
 
 from django_xjobs.models import Job, OutboxEntry
 from django_xjobs.testing import run_until_idle
-from django_xjobs.testing.factories import DeadJobFactory, StagedOutboxFactory
+from django_xjobs.testing.factories import (
+    DeadJobFactory,
+    QuarantinedOutboxFactory,
+    StagedOutboxFactory,
+)
 from tests import jobs
 
 TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
@@ -215,3 +219,49 @@ def test_the_library_rows_pages_change_nothing_even_for_a_superuser(db):
     viewer.force_login(_user("viewer", staff=True, perms=("view_outboxentry",)))
     shape = viewer.get(f"/admin/django_xjobs/outboxentry/{entry.pk}/change/").content.decode()
     assert "ada" not in shape and "&quot;user&quot;: &quot;str of 3&quot;" in shape
+
+
+#: who asks for an outbox action, holding everything but the permission the action needs
+OUTBOX_WHO = {
+    "view-only staff": {"staff": True, "perms": ("view_outboxentry",)},
+    "staff without permissions": {"staff": True, "perms": ()},
+    "non-staff holding every outbox permission": {
+        "staff": False,
+        "perms": ("view_outboxentry", "change_outboxentry", "delete_outboxentry"),
+    },
+}
+
+
+def _post_outbox_action(client: Client, action: str, entry_id) -> None:
+    client.get("/admin/", follow=True)  # any admin page sets the CSRF cookie
+    client.post(
+        "/admin/django_xjobs/outboxentry/",
+        {
+            "action": action,
+            "_selected_action": [str(entry_id)],
+            "csrfmiddlewaretoken": client.cookies["csrftoken"].value,
+        },
+    )
+
+
+@pytest.mark.parametrize("who", OUTBOX_WHO.values(), ids=OUTBOX_WHO.keys())
+def test_a_user_without_the_outbox_permission_neither_retries_nor_discards(db, who):
+    """Issue 26 item 1 for the quarantine actions (issue 24): retry needs change_outboxentry,
+    discard delete_outboxentry, through a real POST with the CSRF checks on."""
+    entry = QuarantinedOutboxFactory()
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(_user("clerk", **who))
+    _post_outbox_action(client, "retry_quarantined", entry.pk)
+    _post_outbox_action(client, "discard_quarantined", entry.pk)
+    assert OutboxEntry.objects.get(pk=entry.pk).quarantined_at is not None
+
+
+def test_a_staff_user_with_the_outbox_permissions_retries_and_discards(db):
+    retried, discarded = QuarantinedOutboxFactory(), QuarantinedOutboxFactory()
+    client = Client(enforce_csrf_checks=True)
+    perms = ("view_outboxentry", "change_outboxentry", "delete_outboxentry")
+    client.force_login(_user("clerk", staff=True, perms=perms))
+    _post_outbox_action(client, "retry_quarantined", retried.pk)
+    _post_outbox_action(client, "discard_quarantined", discarded.pk)
+    assert OutboxEntry.objects.get(pk=retried.pk).quarantined_at is None
+    assert not OutboxEntry.objects.filter(pk=discarded.pk).exists()

@@ -406,3 +406,20 @@ def test_a_pass_counts_its_rows_and_pages(harness):
     run_until_idle()
     assert metrics.value("xjobs_backfill_rows_total", backfill="tests.fill_currency") == rows + 4
     assert metrics.value("xjobs_backfill_pages_total", backfill="tests.fill_currency") == pages + 2
+
+
+def test_a_failed_pass_stores_an_unstorable_error_escaped(harness):
+    """The ledger's error is a stored text (issue 24 §3): a NUL or a lone surrogate in it
+    must not make the ledger's own write fail and leave the pass marked running."""
+    orders(4)
+    backfills.fill_currency.enqueue()
+    backfills.FAIL_ON_CALL["n"] = 1
+    backfills.FAIL_MESSAGE["text"] = "died \x00 on \ud83d"
+    try:
+        run_until_idle()
+    finally:
+        backfills.FAIL_ON_CALL["n"] = None
+        backfills.FAIL_MESSAGE["text"] = "the pass died on this page"
+    [failed] = ledger(harness, "tests.fill_currency")
+    assert failed.status == "failed"
+    assert failed.error == "ConnectionError: died \\x00 on \\ud83d"

@@ -38,6 +38,7 @@ from django_xjobs.errors import DriverUnavailableError, InputInvalidError, JobNo
 from django_xjobs.execute import Outcome
 from django_xjobs.management.command import database_error
 from django_xjobs.models import OutboxEntry
+from django_xjobs.outbox import relay
 from django_xjobs.outbox.relay import publish_batch, publish_visible
 from django_xjobs.scheduler.role import _occurrence_request
 from django_xjobs.worker.worker import Worker
@@ -374,3 +375,28 @@ def test_a_refused_value_read_from_a_table_does_not_blame_the_lease_token():
     error = wrapped(OperationalError, psycopg.errors.ProgramLimitExceeded("index row size"))
     said = sql.translate(error, "default", "WITH picked ...", {"ids": [], "token": "commit-1"})
     assert "token" not in said.message and "read its values from a table" in said.message
+
+
+def test_a_quarantined_rows_error_is_redacted_and_storable(harness):
+    """The refusal's first line can quote the value that broke (a class 22 error does): it is
+    stored and shown, so the row's secrets are masked and a NUL or lone surrogate in it cannot
+    make the quarantine itself fail (issue 24 §3, issue 26 §3)."""
+    store = harness.driver.outbox_store("default")
+    payload = {"password": "hunter2-outbox"}
+    row_id = store.stage(
+        EnqueueRequest(
+            name="tests.jobs.keyed",
+            queue="default",
+            input=payload,
+            input_json=json.dumps(payload),
+            idempotency_key="quarantine-text",
+            max_attempts=3,
+        )
+    )
+    [row] = store.claim(10, "r")
+    refusal = DataError('invalid input syntax: "hunter2-outbox" \x00 \ud83d')
+    relay._quarantine(store, row, "r", refusal)
+    [entry] = inspect_outbox()["entries"]
+    assert entry["id"] == str(row_id)
+    assert "hunter2-outbox" not in entry["error"] and "[redacted]" in entry["error"]
+    assert "\\x00" in entry["error"] and "\\ud83d" in entry["error"]

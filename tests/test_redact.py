@@ -4,6 +4,7 @@ such text after them. The worker-process proof is tests/test_process_secrets.py.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
@@ -16,6 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from django_xjobs import checks, redact
+from django_xjobs.drivers.base import EnqueueRequest
 from django_xjobs.errors import ConfigInvalidError
 from django_xjobs.testing import run_until_idle
 from tests import jobs
@@ -120,3 +122,33 @@ def test_bad_redact_settings_fail_the_system_check(xjobs, needle):
             from django_xjobs import conf
 
             conf.validate({**BASE, **xjobs})
+
+
+def test_the_redact_hook_runs_on_a_parked_unknown_jobs_error_too(harness):
+    """The unknown and undecodable paths settle texts the handler never saw: the hook still
+    sees them before they are stored (here a name carrying what the hook masks)."""
+    payload = {"n": 1}
+    with override_settings(XJOBS={**BASE, "REDACT": "tests.test_redact.scrub_cards"}):
+        job_id = harness.driver.enqueue(
+            EnqueueRequest(
+                name="tests.jobs.gone.4111-1111-1111-1111",
+                idempotency_key="gone",
+                queue="default",
+                input=payload,
+                input_json=json.dumps(payload),
+                max_attempts=3,
+            )
+        ).id
+        run_until_idle()
+    row = harness.row(job_id)
+    assert row.state == "suspended" and row.last_error.startswith("X_JOB_UNKNOWN")
+    assert "4111" not in row.last_error and "[card]" in row.last_error
+
+
+def test_a_failed_steps_stored_error_holds_no_secret(harness):
+    job_id = jobs.secret_step.enqueue(user="ada", password=SECRET).id
+    run_until_idle()
+    row = harness.row(job_id)
+    [step] = harness.driver.steps.list(row.run_id)
+    assert step.error == "ValueError: step login failed for ada with [redacted]"
+    assert SECRET not in row.last_error and row.state == "dead"

@@ -7,12 +7,13 @@ surrogate or 100 KB of message no longer makes every settle fail until the job e
 from __future__ import annotations
 
 import json
+import logging
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 
-from django_xjobs import InvariantError, cancel_job, inspect_job
+from django_xjobs import InvariantError, cancel_job, inspect_job, log
 from django_xjobs.execute import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.text import MESSAGE_LIMIT, TRACEBACK_LIMIT, check_name, printable, storable
@@ -115,3 +116,16 @@ def test_the_cli_prints_stored_text_without_escape_sequences(harness):
     out = StringIO()
     call_command("xjobs", "show", str(job_id), "--json", stdout=out)
     assert json.loads(out.getvalue())["last_error"] == "\x1b[2J\x1b[31mwiped\x1b[0m"
+
+
+def test_a_log_line_carries_no_nul_lone_surrogate_or_megabyte(caplog):
+    """A log line is printed text (issue 24 §3): a file handler writing UTF-8 cannot encode a
+    lone surrogate, and a 1 MB message would be copied whole into every line."""
+    caplog.set_level(logging.INFO, logger="django_xjobs")
+    log.event(logging.ERROR, "xjobs.test.text", error="a \x00 b \ud83d c" + "x" * 1_000_000)
+    [record] = caplog.records
+    message = record.getMessage()
+    message.encode()  # no lone surrogate left
+    assert "a \\x00 b \\ud83d c" in message and "\x00" not in message
+    assert len(message.encode()) < 17 * 1024
+    assert record.fields["error"].startswith("a \\x00 b \\ud83d c")

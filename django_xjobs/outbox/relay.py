@@ -10,11 +10,12 @@ from typing import Any
 
 from django.db import connections
 
-from .. import bounds, conf, log, metrics
+from .. import bounds, conf, log, metrics, redact
 from ..drivers import get_driver, sql
 from ..drivers.base import JobDriver
 from ..errors import first_line
 from ..ids import uuid7
+from ..text import storable
 from .store import OutboxRow, OutboxStore
 
 _PRUNE_EVERY = 60.0
@@ -112,7 +113,11 @@ def describe_row(row: OutboxRow) -> str:
 
 def _quarantine(store: OutboxStore, row: OutboxRow, token: str, error: BaseException) -> None:
     code = error_code(error)
-    text = f"{first_line(error)} [{describe_row(row)}]"
+    # stored and shown in the admin and the CLI: a refusal's first line can quote the value
+    # that broke, so the row's secrets and XJOBS["REDACT"] go first, then NUL and size (issue 26)
+    secrets = redact.secrets_of(row.input)
+    refusal = storable(redact.redact(first_line(error), secrets))
+    text = f"{refusal} [{describe_row(row)}]"
     try:
         held = store.quarantine(row.id, token, code, text)
     except Exception as quarantine_error:  # the lease hands it back; the next pass tries again
@@ -128,7 +133,7 @@ def _quarantine(store: OutboxStore, row: OutboxRow, token: str, error: BaseExcep
             code=code,
             key_bytes=bounds.size(row.idempotency_key),
             tenant_bytes=None if row.tenant_id is None else bounds.size(row.tenant_id),
-            error=first_line(error),
+            error=refusal,
         )
 
 
