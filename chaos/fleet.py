@@ -30,9 +30,10 @@ from tests.support.process import ManageProcess, run_manage, worker_env
 
 T = TypeVar("T")
 
+#: the fleet's size and lease; CHAOS_THREADS and CHAOS_VISIBILITY run it at another size
 WORKERS = 3
-THREADS = 4
-VISIBILITY = 3.0  # seconds: short, so a lapsed lease is noticed within a scenario
+THREADS = int(os.environ.get("CHAOS_THREADS", "4"))
+VISIBILITY = float(os.environ.get("CHAOS_VISIBILITY", "3"))  # short: a lapse shows in a scenario
 HOLD = 0.5  # seconds each job holds its thread
 RATE = 16.0  # jobs per second the stream enqueues
 SETTINGS = "--settings=chaos.settings"  # after ManageProcess's own --settings: the last wins

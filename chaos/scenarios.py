@@ -5,6 +5,7 @@ warm stream, the fault, five more seconds of stream, a drain, a SIGTERM, the tal
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django_xjobs.models import Job, OutboxEntry
+from tests.models import Ledger
 from tests.support.process import ManageProcess, wait_for, worker_env
 from tests.support.proxy import SilentProxy
 
@@ -23,7 +25,7 @@ from .server import Server
 
 BUDGET = 90.0  # seconds per scenario, start to tally
 AFTER = 5.0  # seconds the stream goes on after the fault
-OUTAGE = 8.0  # seconds the server is down
+OUTAGE = float(os.environ.get("CHAOS_OUTAGE", "8"))  # seconds the server is down
 
 
 @dataclass
@@ -183,13 +185,55 @@ def restart(lab: Lab) -> None:
 def outage(lab: Lab) -> None:
     """The server stopped for 8 s, then started again."""
     lab.fault = f"server down {OUTAGE:.0f}s"
+    cut_short = _running_tokens(lab.prefix)
     lab.fault_at = time.time()
     lab.server.stop()
     try:
         time.sleep(OUTAGE)
     finally:
         lab.server.resume()
-    lab.notes.append(f"server back after {time.time() - lab.fault_at:.1f}s")
+    back_at = time.time()
+    lab.notes.append(f"server back after {back_at - lab.fault_at:.1f}s")
+    lab.checks.append(lambda: _cut_short_restarted(lab, cut_short, back_at))
+
+
+def _running_tokens(prefix: str) -> list[str]:
+    keys = fl.retrying(
+        lambda: list(
+            Job.objects.filter(
+                idempotency_key__startswith=f"chaos:{prefix}", state="running"
+            ).values_list("idempotency_key", flat=True)
+        )
+    )
+    return [key.removeprefix("chaos:") for key in keys]
+
+
+def _cut_short_restarted(lab: Lab, tokens: list[str], back_at: float) -> None:
+    """Issue 25 item 1: the runs the outage cut short start again within two visibility
+    timeouts of the server being back (their worker hands them back once it answers)."""
+    if not tokens:
+        return
+    starts = fl.retrying(
+        lambda: list(
+            Ledger.objects.filter(token__in=tokens, phase="start").values_list("token", "at")
+        )
+    )
+    waits = sorted(
+        min(
+            (at.timestamp() - back_at for t, at in starts if t == token and at.timestamp() > back_at),
+            default=float("inf"),
+        )
+        for token in tokens
+    )
+    waits = [max(0.0, w) for w in waits]
+    p50, worst = waits[len(waits) // 2], waits[-1]
+    bound = 2 * fl.VISIBILITY
+    lab.notes.append(
+        f"{len(tokens)} runs cut short started again {p50:.1f}s (p50), {worst:.1f}s (max) "
+        f"after the server was back (bound {bound:.0f}s)"
+    )
+    if worst > bound:
+        lab.problems.append(f"a cut-short run started again {worst:.1f}s after (bound {bound:.0f}s)")
 
 
 def silent_drop(lab: Lab) -> None:

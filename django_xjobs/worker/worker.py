@@ -18,9 +18,10 @@ from .. import conf, log, registry
 from ..clock import Clock, system_clock
 from ..connections import role_connections
 from ..drivers import get_driver
-from ..drivers.base import ClaimedJob, JobDriver, Shed
+from ..drivers.base import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..execute import Execution, Outcome, execute, failure
+from ..settle import settle
 from ..ids import uuid7
 from .admission import Admission
 from .breaker import Breaker, report_failure, report_resumed
@@ -157,6 +158,12 @@ class Worker(Admission, Ticking, Settling):
         self._settle_queue: queue_module.SimpleQueue[Execution | Ended | None] = (
             queue_module.SimpleQueue()
         )
+        #: settles the guard gave up on while the database was away, by lease token: sent
+        #: again, fenced, as soon as it answers (issue 25 item 1)
+        self._owed: dict[Any, Settle] = {}
+        #: the presence renewal landed after failing: the claim loop tries now, not after its
+        #: backoff (set by the heartbeat's thread, read by the claim loop's)
+        self._answered = False
         #: runs settled while their body still runs past its timeout, by lease token
         self._abandoned: dict[Any, Run] = {}
         self._quarantined = False
@@ -196,6 +203,7 @@ class Worker(Admission, Ticking, Settling):
             queues=self.queues,
             ttl=self.visibility_timeout,
             in_flight=lambda: len(self._runs),
+            answered=self._on_answered,
         )
         presence.renew()  # present before the first claim, so its lapses are judged fairly
         heartbeat = Heartbeat(
@@ -294,10 +302,23 @@ class Worker(Admission, Ticking, Settling):
         self._notified = True
         self._wake.set()
 
+    def _on_answered(self) -> None:
+        """The heartbeat's presence renewal landed after an outage: the database is back."""
+        self._answered = True
+        self._wake.set()
+
     def _loop(self) -> None:
         while not self._draining.is_set():
             self._wake.clear()
             notified, self._notified = self._notified, False
+            if self._answered:
+                self._answered = False
+                self._breaker.retry_now()  # claim now, not at the end of a 10 s backoff
+            if self._owed and self._breaker.wait() <= 0:
+                failed = self._repay()
+                if failed is not None:
+                    self._claim_failed(failed)
+                    continue
             if self._awaiting_idle and not self._runs:
                 self._awaiting_idle = False  # idle: the next claim takes the suspect, alone
             # a suspect running alone, or waiting for this worker to be idle, stops the claims
@@ -309,8 +330,8 @@ class Worker(Admission, Ticking, Settling):
             swept, started = False, 0
             if wants:
                 pause = self._breaker.wait()
-                if pause > 0:  # open: a notification does not cut the backoff short
-                    self._draining.wait(pause)
+                if pause > 0:  # open: a notification wakes it, but the wait is measured again
+                    self._wake.wait(pause)
                     continue
                 # lapsed leases are swept while idle and at least once a poll interval; a
                 # notified job is claimed first, without the sweep's extra reads
@@ -335,6 +356,30 @@ class Worker(Admission, Ticking, Settling):
             if wants and (full or not (swept or notified)):
                 continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
             self._wake.wait(self.poll_interval)
+
+    def _repay(self) -> Exception | None:
+        """Send the settles owed since the outage, each fenced on its lease token: a run cut
+        short goes back to ready at once instead of waiting for its lapse to be swept (issue
+        25 item 1). The failure that stopped it, if one did (the rest stay owed)."""
+        with self._runs_lock:
+            owed = list(self._owed.values())
+        try:
+            with self._watch("claim"):  # the claim loop's own section: the settler has its own
+                landed = settle(self.driver, owed)
+        except Exception as error:
+            return error
+        with self._runs_lock:
+            for value in owed:
+                self._owed.pop(value.lease_token, None)
+        log.event(
+            logging.WARNING,
+            "xjobs.worker.settled_after_outage",
+            worker=self.worker_id,
+            landed=len(landed),
+            refused=len(owed) - len(landed),
+        )
+        self._wake.set()  # the runs handed back are due now
+        return None
 
     def _free_lanes(self) -> list[tuple[Lane, int]]:
         """Each pool with room, and how many runs it can take: its threads plus the runs it
