@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django_xjobs.models import Job, OutboxEntry
+from django_xjobs.models import Worker as WorkerRow
 from tests.models import Ledger
 from tests.support.process import ManageProcess, wait_for, worker_env
 from tests.support.proxy import SilentProxy
@@ -387,6 +388,13 @@ def run(scenario: Scenario, server: Server, url: str, logs: Path) -> Result:
             lab.closers.append(lab.proxy.close)
             lab.fleet.start(scenario.proxied, url=lab.proxy.url)
         lab.fleet.start(fl.WORKERS - scenario.proxied)
+        # every worker present before the fault: one still starting when the server goes away
+        # refuses to start at all (its preflight), and the scenario would run one short
+        wait_for(
+            lambda: fl.retrying(lambda: WorkerRow.objects.count()) >= fl.WORKERS,
+            timeout=60,
+            what="every worker to be present",
+        )
         if stream is not None:
             stream.start()
             wait_for(lambda: _done(prefix) >= 8, timeout=60, what="the stream to warm up")

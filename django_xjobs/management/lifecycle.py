@@ -29,10 +29,12 @@ def run_until_signalled(
     run: Callable[[], Any],
     stop: Callable[[], None],
     shutdown_timeout: float | None = None,
+    received: list[int] | None = None,
 ) -> Any:
     """Run ``run`` until a signal, then ``stop()``; past ``shutdown_timeout`` after the first
-    signal the process exits with ``EXIT_SHUTDOWN_TIMEOUT`` (SPEC HANG-05), whatever hangs."""
-    received: list[int] = []
+    signal the process exits with ``EXIT_SHUTDOWN_TIMEOUT`` (SPEC HANG-05), whatever hangs.
+    The signals that came are appended to ``received`` when given."""
+    received = [] if received is None else received
 
     def on_signal(signum: int, frame: Any) -> None:
         received.append(signum)  # no locks here

@@ -285,6 +285,13 @@ class Worker(Admission, Ticking, Settling):
         with self._runs_lock:
             return list(self._abandoned.values())
 
+    def held_by_abandoned(self) -> bool:
+        """True while bodies past their timeout hold half the threads of a pool or more: the
+        pool runs at half its size or less until they return, which they may never do."""
+        return bool(self._abandoned) and any(
+            2 * self._abandoned_in(lane) >= lane.size for lane in self._lanes
+        )
+
     def stats(self) -> WorkerStats:
         return WorkerStats(
             self.worker_id,
