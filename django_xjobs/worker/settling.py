@@ -16,12 +16,13 @@ from django.db import connections
 from .. import log, metrics, signals
 from ..connections import mark_role_thread
 from ..drivers import sql
-from ..drivers.base import JobDriver, Settle, Shed
+from ..drivers.base import JobDriver, RetryAt, Settle, Shed
 from ..execute import Execution, Outcome
 from ..settle import settle
 from .guard import SettleGuard
 from .pools import Lane
 from .run import Run
+from .window import ClaimWindow
 
 _SETTLE_BATCH = 500
 _ABANDONED = "xjobs_worker_abandoned_bodies"
@@ -34,6 +35,17 @@ _COUNTED = {
     Outcome.CANCELLED: "cancelled",
     Outcome.LEASE_LOST: "lease_lost",
 }
+
+
+def _refused(execution: Execution) -> bool:
+    """The run was handed back because its connection failed (outage.py): the only settle
+    that gives its attempt back on a retry."""
+    value = execution.settle
+    return (
+        execution.outcome is Outcome.RETRIED
+        and isinstance(value, RetryAt)
+        and not value.counts_as_attempt
+    )
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,7 @@ class Settling:
     _settle_queue: queue_module.SimpleQueue[Execution | Ended | None]
     _lane_of: dict[str, Lane]
     _owed: dict[Any, Settle]
+    _window: ClaimWindow
 
     def _watch(self, section: str) -> Any:
         raise NotImplementedError
@@ -154,6 +167,10 @@ class Settling:
             else:
                 self._release(run)
         outcome = execution.outcome
+        if _refused(execution):
+            self._window.refused(len(self._runs))
+        elif settled:
+            self._window.ran()
         if not settled and outcome is not Outcome.CANCELLED:
             outcome = Outcome.LEASE_LOST
         self.outcomes[outcome] += 1

@@ -35,6 +35,7 @@ from .run import Run
 from .settling import Ended, Settling
 from .tick import Ticking
 from .watchdog import Watchdog
+from .window import ClaimWindow
 
 #: the longest the claim loop waits between tries while the database fails
 _CLAIM_BACKOFF_CAP = 10.0
@@ -170,6 +171,13 @@ class Worker(Admission, Ticking, Settling):
         #: a suspect was handed back until this worker's runs end: claim nothing until then
         self._awaiting_idle = False
         self._breaker = Breaker(base=self.poll_interval, cap=_CLAIM_BACKOFF_CAP)
+        #: narrows the claims while job connections are refused (issue 25 item 2)
+        self._window = ClaimWindow(
+            self.concurrency,
+            base=self.poll_interval,
+            cap=_CLAIM_BACKOFF_CAP,
+            worker_id=self.worker_id,
+        )
         self._retention = Retention(self.driver)
         #: the lapsed-lease sweep rides on a claim every pass while the queue looks idle, else
         #: once a poll interval: the same bound a ready job with a lost notification waits
@@ -400,7 +408,15 @@ class Worker(Admission, Ticking, Settling):
             free = lane.size + ahead - lane.held - self._abandoned_in(lane)
             if free > 0:
                 wants.append((lane, free))
-        return wants
+        room = self._window.room(len(self._runs))
+        if room is None:
+            return wants
+        narrowed = []
+        for lane, free in wants:  # job connections are refused: claim what can get one
+            if room > 0:
+                narrowed.append((lane, min(free, room)))
+                room -= min(free, room)
+        return narrowed
 
     def _abandoned_in(self, lane: Lane) -> int:
         if len(self._lanes) == 1:
