@@ -22,7 +22,6 @@ from ..settle import settle
 from .guard import SettleGuard
 from .pools import Lane
 from .run import Run
-from .window import ClaimWindow
 
 _SETTLE_BATCH = 500
 _ABANDONED = "xjobs_worker_abandoned_bodies"
@@ -37,7 +36,7 @@ _COUNTED = {
 }
 
 
-def _refused(execution: Execution) -> bool:
+def refused(execution: Execution) -> bool:
     """The run was handed back because its connection failed (outage.py): the only settle
     that gives its attempt back on a retry."""
     value = execution.settle
@@ -73,7 +72,6 @@ class Settling:
     _settle_queue: queue_module.SimpleQueue[Execution | Ended | None]
     _lane_of: dict[str, Lane]
     _owed: dict[Any, Settle]
-    _window: ClaimWindow
 
     def _watch(self, section: str) -> Any:
         raise NotImplementedError
@@ -167,10 +165,6 @@ class Settling:
             else:
                 self._release(run)
         outcome = execution.outcome
-        if _refused(execution):
-            self._window.refused(len(self._runs))
-        elif settled:
-            self._window.ran()
         if not settled and outcome is not Outcome.CANCELLED:
             outcome = Outcome.LEASE_LOST
         self.outcomes[outcome] += 1

@@ -7,6 +7,9 @@ for a connection failure halves what the worker may hold (at least one); each ru
 other way widens it by one over the window's size, until it covers the worker's whole capacity
 again and stops limiting. Refused at one, the next single claim waits a pause that doubles after
 each refusal in a row: the worker claims only what can get a connection (issue 25 item 2).
+
+For a minute after the last refusal the worker stays wary: each run takes its connection before
+its body starts, and waits for one instead of failing at its first query and going back.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import time
 from collections.abc import Callable
 
 from .. import log
+
+#: seconds after the last refusal during which runs take their connection before their body
+WARY_FOR = 60.0
 
 
 class ClaimWindow:
@@ -40,6 +46,7 @@ class ClaimWindow:
         self.limit: float | None = None
         self._refusals = 0  # hand-backs in a row at a window of one
         self._retry_at = 0.0
+        self._refused_at = float("-inf")
         self._clock = clock
         self._lock = threading.Lock()
 
@@ -52,9 +59,16 @@ class ClaimWindow:
                 return 0
             return max(0, int(self.limit) - held)
 
+    @property
+    def wary(self) -> bool:
+        """True while a refusal is recent (or the window still narrowed)."""
+        return self.limit is not None or self._clock() - self._refused_at < WARY_FOR
+
     def refused(self, held: int) -> None:
-        """A run was handed back because its connection was refused; ``held`` runs remain."""
+        """A run's connection was refused (it went back, or waits for one); ``held`` runs
+        remain."""
         with self._lock:
+            self._refused_at = self._clock()
             was = self.limit
             if was is not None and was <= 1:
                 self._refusals += 1

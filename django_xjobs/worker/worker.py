@@ -17,12 +17,12 @@ from django.db import close_old_connections, connections
 from .. import conf, log, registry
 from ..clock import Clock, system_clock
 from ..connections import role_connections
-from ..drivers import get_driver
+from ..drivers import get_driver, sql
 from ..drivers.base import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..execute import Execution, Outcome, execute, failure
-from ..settle import settle
 from ..ids import uuid7
+from ..settle import settle
 from .admission import Admission
 from .breaker import Breaker, report_failure, report_resumed
 from .guard import SettleGuard
@@ -32,7 +32,7 @@ from .pools import Lane, describe, lanes, parse_concurrency
 from .presence import WorkerPresence
 from .retention import Retention
 from .run import Run
-from .settling import Ended, Settling
+from .settling import Ended, Settling, refused
 from .tick import Ticking
 from .watchdog import Watchdog
 from .window import ClaimWindow
@@ -507,6 +507,10 @@ class Worker(Admission, Ticking, Settling):
         lane = self._lane_of[run.job.queue]
         began = time.monotonic()
         execution = self._body(run, fresh_connection=True)
+        if refused(execution):  # its connection was refused: narrow the claims
+            self._window.refused(len(self._runs))
+        elif execution.abandoned is None:
+            self._window.ran()
         self._settle_queue.put(execution)
         with self._runs_lock:
             lane.held -= 1  # the thread is free now; the settle is the settler's business
@@ -521,6 +525,7 @@ class Worker(Admission, Ticking, Settling):
         try:
             if fresh_connection:  # a job that touches the ORM starts on a healthy connection
                 close_old_connections()
+                self._connect_first(run)
             if run.signal.is_set():  # lost or cancelled while it waited for a thread
                 execution = self._unstarted(run)
             else:
@@ -530,6 +535,29 @@ class Worker(Admission, Ticking, Settling):
         run.returned_at = time.monotonic()  # SPEC HANG-03: its settle deadline starts now
         run.settling = True
         return execution
+
+    def _connect_first(self, run: Run) -> None:
+        """While job connections are refused (the claim window is narrowed), a run takes its
+        connection to the jobs database before its body starts, and waits for one, its lease
+        renewed meanwhile, rather than start, fail at its first query and be handed back (issue
+        25 item 2). Until then nothing changes: a job that never queries opens no connection.
+        It stops waiting when its signal is set (it goes back unstarted) or on a
+        drain (the body meets the refusal as usual)."""
+        if self._database is None or not self._window.wary:
+            return
+        pause, narrowed = 0.05, False
+        while not run.signal.is_set() and not self._draining.is_set():
+            try:
+                connections[self._database].ensure_connection()
+                return
+            except Exception as error:
+                if not sql.connection_failed(error):
+                    return  # not a refusal: the body meets it, and fails as it would
+                if not narrowed:  # once per run: a wait is one refusal, not one per try
+                    narrowed = True
+                    self._window.refused(len(self._runs))
+            run.signal.wait(pause)
+            pause = min(pause * 2, 1.0)
 
     def _unstarted(self, run: Run) -> Execution:
         """A queued run that lost its lease (or was cancelled) before a thread took it: it goes
