@@ -12,5 +12,6 @@ NAMES = (
     "outage",
     "silent-drop",
     "exhaustion",
+    "starved",
     "producer",
 )

@@ -279,6 +279,80 @@ def exhaustion(lab: Lab) -> None:
             conn.close()
 
 
+STARVED_MAX = 20  # max_connections while starved
+STARVE = float(os.environ.get("CHAOS_STARVE", "20"))  # seconds the server stays that small
+STARVED_JOBS = int(os.environ.get("CHAOS_STARVED_JOBS", "600"))  # the backlog it meets
+
+
+def starved(lab: Lab) -> None:
+    """The server restarted with max_connections=20 and a backlog enqueued: three workers need
+    more connections than that, so their job threads are refused. STARVE s later it is restarted
+    with its usual limit. Issue 25 item 2: the workers claim only what can get a connection,
+    so hand-backs (sheds, and runs handed back for a refused connection) stay under a tenth of
+    their claims."""
+    from django.db import connection
+
+    from chaos.jobs import stream
+    from chaos.server import MAX_CONNECTIONS
+
+    lab.fault = f"max_connections={STARVED_MAX} {STARVE:.0f}s, {STARVED_JOBS} jobs"
+    lab.fault_at = time.time()
+    _admin(lab, f"ALTER SYSTEM SET max_connections = {STARVED_MAX}")
+    lab.server.restart(mode="fast")
+    tokens = [f"{lab.prefix}b{i}" for i in range(STARVED_JOBS)]
+    for chunk in range(0, len(tokens), 100):
+        inputs = [{"token": t, "hold": fl.HOLD} for t in tokens[chunk : chunk + 100]]
+        deadline = time.monotonic() + 30
+        while True:  # a full server refuses the harness too, now and then (idempotent: again)
+            try:
+                stream.enqueue_many(inputs)
+                break
+            except Exception:
+                connection.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    lab.enqueued.extend(tokens)
+    time.sleep(max(0.0, STARVE - (time.time() - lab.fault_at)))
+    _admin(lab, f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
+    lab.server.restart(mode="fast")
+    lab.notes.append(f"server at its usual limit after {time.time() - lab.fault_at:.1f}s")
+    lab.closers.append(lambda: _claims_and_sheds(lab))
+
+
+def _admin(lab: Lab, statement: str) -> None:
+    """``statement`` as the superuser, waiting for a free slot in a full server."""
+    import psycopg
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            lab.server.sql(statement)
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _claims_and_sheds(lab: Lab) -> None:
+    """From each worker's last line (``stopped: completed N, retried M, shed K, ...``): every
+    run it claimed, and those it handed back (a stream job fails only for its connection)."""
+    import re
+
+    claims = sheds = 0
+    for worker in lab.fleet.retired:
+        for line in worker.out:
+            if "stopped:" in line:
+                counts = {k: int(n) for k, n in re.findall(r"(\w+) (\d+)", line.split(":", 1)[1])}
+                claims += sum(counts.values())
+                sheds += counts.get("retried", 0) + counts.get("shed", 0)
+    share = sheds / claims if claims else 0.0
+    lab.notes.append(f"{claims} claims, {sheds} handed back ({share:.1%})")
+    if share > 0.1:
+        lab.problems.append(f"hand-backs {share:.1%} of claims (bound 10%)")
+
+
 def producer_killed(lab: Lab) -> None:
     """A producer commits batches of five enqueues through the outbox; it is SIGKILLed twice
     while a batch is staged and uncommitted (and the relay once, mid-stream). The staged rows of
@@ -367,6 +441,7 @@ SCENARIOS = [
     Scenario("outage", outage, needs_control=True),
     Scenario("silent-drop", silent_drop, proxied=1),
     Scenario("exhaustion", exhaustion),
+    Scenario("starved", starved, needs_control=True),
     Scenario("producer", producer_killed, stream=False),
 ]
 assert tuple(s.name for s in SCENARIOS) == NAMES

@@ -7,6 +7,7 @@ import functools
 import logging
 import queue as queue_module
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -71,7 +72,7 @@ class Settling:
     _quarantined: bool
     _settle_queue: queue_module.SimpleQueue[Execution | Ended | None]
     _lane_of: dict[str, Lane]
-    _owed: dict[Any, Settle]
+    _owed: dict[Any, tuple[Settle, float]]
 
     def _watch(self, section: str) -> Any:
         raise NotImplementedError
@@ -215,7 +216,7 @@ class Settling:
         value = execution.settle
         job = execution.job
         with self._runs_lock:
-            self._owed[job.lease_token] = value
+            self._owed[job.lease_token] = (value, time.monotonic())
 
     def _hold_for(self, run: Run, body: Any) -> None:
         """SPEC EXEC-05: a body past its timeout still runs, so its fleet slot, its limit and a

@@ -39,6 +39,8 @@ from .window import ClaimWindow
 
 #: the longest the claim loop waits between tries while the database fails
 _CLAIM_BACKOFF_CAP = 10.0
+#: how long a settle that gave up in an outage stays owed (issue 25 item 1)
+_OWED_FOR = 600.0
 
 
 @dataclass
@@ -161,7 +163,7 @@ class Worker(Admission, Ticking, Settling):
         )
         #: settles the guard gave up on while the database was away, by lease token: sent
         #: again, fenced, as soon as it answers (issue 25 item 1)
-        self._owed: dict[Any, Settle] = {}
+        self._owed: dict[Any, tuple[Settle, float]] = {}
         #: the presence renewal landed after failing: the claim loop tries now, not after its
         #: backoff (set by the heartbeat's thread, read by the claim loop's)
         self._answered = False
@@ -330,10 +332,7 @@ class Worker(Admission, Ticking, Settling):
                 self._answered = False
                 self._breaker.retry_now()  # claim now, not at the end of a 10 s backoff
             if self._owed and self._breaker.wait() <= 0:
-                failed = self._repay()
-                if failed is not None:
-                    self._claim_failed(failed)
-                    continue
+                self._repay()
             if self._awaiting_idle and not self._runs:
                 self._awaiting_idle = False  # idle: the next claim takes the suspect, alone
             # a suspect running alone, or waiting for this worker to be idle, stops the claims
@@ -372,29 +371,45 @@ class Worker(Admission, Ticking, Settling):
                 continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
             self._wake.wait(self.poll_interval)
 
-    def _repay(self) -> Exception | None:
+    def _repay(self) -> None:
         """Send the settles owed since the outage, each fenced on its lease token: a run cut
         short goes back to ready at once instead of waiting for its lapse to be swept (issue
-        25 item 1). The failure that stopped it, if one did (the rest stay owed)."""
+        25 item 1). One that fails on a connection again stays owed for the next pass (the claim
+        that follows meets the same outage and backs off); any other failure, or ten minutes
+        owed, drops it: its lease hands the job back as before."""
+        now = time.monotonic()
         with self._runs_lock:
-            owed = list(self._owed.values())
-        try:
-            with self._watch("claim"):  # the claim loop's own section: the settler has its own
-                landed = settle(self.driver, owed)
-        except Exception as error:
-            return error
+            for token in [t for t, (_, at) in self._owed.items() if now - at > _OWED_FOR]:
+                del self._owed[token]
+            owed = [value for value, _ in self._owed.values()]
+        if not owed:
+            return
+        kept: set[Any] = set()
+
+        def guard(call: Any, values: Sequence[Settle], failed: Any) -> Any:
+            try:
+                return call()
+            except Exception as error:
+                if sql.is_transient(error):
+                    kept.update(v.lease_token for v in values)
+                return failed
+
+        with self._watch("claim"):  # the claim loop's own section: the settler has its own
+            landed = settle(self.driver, owed, guard)
         with self._runs_lock:
             for value in owed:
-                self._owed.pop(value.lease_token, None)
+                if value.lease_token not in kept:
+                    self._owed.pop(value.lease_token, None)
+        if len(kept) == len(owed):
+            return  # the database still refuses them: nothing was sent
         log.event(
             logging.WARNING,
             "xjobs.worker.settled_after_outage",
             worker=self.worker_id,
             landed=len(landed),
-            refused=len(owed) - len(landed),
+            refused=len(owed) - len(landed) - len(kept),
         )
         self._wake.set()  # the runs handed back are due now
-        return None
 
     def _free_lanes(self) -> list[tuple[Lane, int]]:
         """Each pool with room, and how many runs it can take: its threads plus the runs it
