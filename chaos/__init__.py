@@ -13,5 +13,6 @@ NAMES = (
     "silent-drop",
     "exhaustion",
     "starved",
+    "hung",
     "producer",
 )

@@ -67,8 +67,11 @@ def short_options() -> tuple[str, ...]:
 
 
 class Worker(ManageProcess):
-    def __init__(self, name: str, url: str) -> None:
+    def __init__(self, name: str, url: str, *, default: bool = False) -> None:
         self.name = name
+        if default:  # as the README runs it: no --concurrency, no bounds, no --processes
+            super().__init__("xjobs_worker", SETTINGS, f"--worker-id={name}", env=worker_env(url))
+            return
         super().__init__(
             "xjobs_worker",
             SETTINGS,
@@ -101,6 +104,14 @@ class Fleet:
         ]
         self.workers.extend(started)
         return started
+
+    def start_default(self) -> Worker:
+        """One worker started with its defaults only."""
+        worker = Worker(
+            f"{self.scenario}-w{len(self.workers) + len(self.retired) + 1}", self.url, default=True
+        )
+        self.workers.append(worker)
+        return worker
 
     def busiest(self, prefix: str) -> Worker:
         """The worker holding the most running jobs of the stream now (the first if none)."""

@@ -24,7 +24,7 @@ from . import NAMES
 from . import fleet as fl
 from .server import Server
 
-BUDGET = 90.0  # seconds per scenario, start to tally
+BUDGET = float(os.environ.get("CHAOS_BUDGET", "90"))  # seconds per scenario, start to tally
 AFTER = 5.0  # seconds the stream goes on after the fault
 OUTAGE = float(os.environ.get("CHAOS_OUTAGE", "8"))  # seconds the server is down
 
@@ -52,6 +52,7 @@ class Scenario:
     needs_control: bool = False  # stops or restarts the server: embedded only
     stream: bool = True  # False: the scenario brings its own producer
     proxied: int = 0  # how many of the workers reach the database through a SilentProxy
+    fleet: bool = True  # False: the scenario starts its own workers
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,11 @@ def _cut_short_restarted(lab: Lab, tokens: list[str], back_at: float) -> None:
     )
     waits = sorted(
         min(
-            (at.timestamp() - back_at for t, at in starts if t == token and at.timestamp() > back_at),
+            (
+                at.timestamp() - back_at
+                for t, at in starts
+                if t == token and at.timestamp() > back_at
+            ),
             default=float("inf"),
         )
         for token in tokens
@@ -234,7 +239,9 @@ def _cut_short_restarted(lab: Lab, tokens: list[str], back_at: float) -> None:
         f"after the server was back (bound {bound:.0f}s)"
     )
     if worst > bound:
-        lab.problems.append(f"a cut-short run started again {worst:.1f}s after (bound {bound:.0f}s)")
+        lab.problems.append(
+            f"a cut-short run started again {worst:.1f}s after (bound {bound:.0f}s)"
+        )
 
 
 def silent_drop(lab: Lab) -> None:
@@ -353,6 +360,35 @@ def _claims_and_sheds(lab: Lab) -> None:
         lab.problems.append(f"hand-backs {share:.1%} of claims (bound 10%)")
 
 
+HUNG = int(os.environ.get("CHAOS_HUNG", "20"))  # jobs that ignore their 3 s timeout
+NOOPS = int(os.environ.get("CHAOS_NOOPS", "400"))  # no-ops enqueued behind them
+
+
+def hung(lab: Lab) -> None:
+    """Issue 25 item 3: one worker as the README runs it (defaults, no ``--processes``), 20 jobs
+    that ignore their 3 s timeout ahead of 400 no-ops. Hung bodies keep their threads; every
+    no-op must still finish (the worker starts afresh once they have held its threads for
+    ``ABANDONED_RECYCLE_AFTER``). Recovery: from the no-ops' enqueue to the last one done."""
+    from chaos.jobs import hangs, stream
+
+    lab.fault = f"{HUNG} hung + {NOOPS} no-ops, default worker"
+    hangs.enqueue_many([{"token": f"hung-{lab.prefix}{i}"} for i in range(HUNG)])
+    worker = lab.fleet.start_default()
+    wait_for(lambda: worker.saw("xjobs.worker.started"), timeout=60, what="the worker")
+    lab.fault_at = time.time()
+    tokens = [f"{lab.prefix}n{i}" for i in range(NOOPS)]
+    stream.enqueue_many([{"token": t, "hold": 0.0} for t in tokens])
+    lab.enqueued.extend(tokens)
+
+    def recycled() -> None:
+        restarts = sum(
+            1 for w in lab.fleet.retired for line in w.err if "xjobs.worker.restarting" in line
+        )
+        lab.notes.append(f"the worker started afresh {restarts} times")
+
+    lab.closers.append(recycled)
+
+
 def producer_killed(lab: Lab) -> None:
     """A producer commits batches of five enqueues through the outbox; it is SIGKILLed twice
     while a batch is staged and uncommitted (and the relay once, mid-stream). The staged rows of
@@ -442,6 +478,7 @@ SCENARIOS = [
     Scenario("silent-drop", silent_drop, proxied=1),
     Scenario("exhaustion", exhaustion),
     Scenario("starved", starved, needs_control=True),
+    Scenario("hung", hung, stream=False, fleet=False),
     Scenario("producer", producer_killed, stream=False),
 ]
 assert tuple(s.name for s in SCENARIOS) == NAMES
@@ -462,14 +499,15 @@ def run(scenario: Scenario, server: Server, url: str, logs: Path) -> Result:
             lab.proxy = SilentProxy(url)
             lab.closers.append(lab.proxy.close)
             lab.fleet.start(scenario.proxied, url=lab.proxy.url)
-        lab.fleet.start(fl.WORKERS - scenario.proxied)
-        # every worker present before the fault: one still starting when the server goes away
-        # refuses to start at all (its preflight), and the scenario would run one short
-        wait_for(
-            lambda: fl.retrying(lambda: WorkerRow.objects.count()) >= fl.WORKERS,
-            timeout=60,
-            what="every worker to be present",
-        )
+        if scenario.fleet:
+            lab.fleet.start(fl.WORKERS - scenario.proxied)
+            # every worker present before the fault: one still starting when the server goes
+            # away refuses to start at all (its preflight), and the scenario would run one short
+            wait_for(
+                lambda: fl.retrying(lambda: WorkerRow.objects.count()) >= fl.WORKERS,
+                timeout=60,
+                what="every worker to be present",
+            )
         if stream is not None:
             stream.start()
             wait_for(lambda: _done(prefix) >= 8, timeout=60, what="the stream to warm up")
