@@ -555,15 +555,21 @@ class Worker(Admission, Ticking, Settling):
         """While job connections are refused (the claim window is narrowed), a run takes its
         connection to the jobs database before its body starts, and waits for one, its lease
         renewed meanwhile, rather than start, fail at its first query and be handed back (issue
-        25 item 2). Until then nothing changes: a job that never queries opens no connection.
+        25 item 2). A body with a timeout runs on its own thread: for it the connection is a
+        probe, closed at once. Until then nothing changes: a job that never queries opens none.
         It stops waiting when its signal is set (it goes back unstarted) or on a
         drain (the body meets the refusal as usual)."""
         if self._database is None or not self._window.wary:
             return
         pause, narrowed = 0.05, False
+        handle = registry.get_job(run.job.name)
         while not run.signal.is_set() and not self._draining.is_set():
             try:
                 connections[self._database].ensure_connection()
+                if handle is not None and handle.timeout is not None:
+                    # its body runs on a thread of its own, which opens its own connection:
+                    # this one was the probe, and its slot is the body's to take
+                    connections[self._database].close()
                 return
             except Exception as error:
                 if not sql.connection_failed(error):
