@@ -39,6 +39,9 @@ from .window import ClaimWindow
 
 #: the longest the claim loop waits between tries while the database fails
 _CLAIM_BACKOFF_CAP = 10.0
+#: the longest pause between single claims while job connections are refused: short, as the
+#: claim that ends it is the probe that finds a free connection again (issue 25 item 2)
+_WINDOW_PAUSE_CAP = 2.0
 #: how long a settle that gave up in an outage stays owed (issue 25 item 1)
 _OWED_FOR = 600.0
 
@@ -177,7 +180,7 @@ class Worker(Admission, Ticking, Settling):
         self._window = ClaimWindow(
             self.concurrency,
             base=self.poll_interval,
-            cap=_CLAIM_BACKOFF_CAP,
+            cap=_WINDOW_PAUSE_CAP,
             worker_id=self.worker_id,
         )
         self._retention = Retention(self.driver)
