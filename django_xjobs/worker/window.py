@@ -88,6 +88,8 @@ class ClaimWindow:
 
     def ran(self) -> None:
         """A run ended without a connection failure: widen the window by one over its size."""
+        if self.limit is None:
+            return  # the hot path: nothing limits the claims (read without the lock)
         with self._lock:
             if self.limit is None:
                 return

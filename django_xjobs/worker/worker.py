@@ -559,9 +559,9 @@ class Worker(Admission, Ticking, Settling):
         connection to the jobs database before its body starts, and waits for one, its lease
         renewed meanwhile, rather than start, fail at its first query and be handed back (issue
         25 item 2). A body with a timeout runs on its own thread: for it the connection is a
-        probe, closed at once. Until then nothing changes: a job that never queries opens none.
-        It stops waiting when its signal is set (it goes back unstarted) or on a
-        drain (the body meets the refusal as usual)."""
+        probe, closed at once. It stops waiting when its signal is set (it goes back unstarted)
+        or on a drain (the body meets the refusal as usual). With no refusal in the last minute
+        nothing changes: a job that never queries opens no connection."""
         if self._database is None or not self._window.wary:
             return
         pause, narrowed = 0.05, False
