@@ -385,6 +385,15 @@ def hung(lab: Lab) -> None:
             1 for w in lab.fleet.retired for line in w.err if "xjobs.worker.restarting" in line
         )
         lab.notes.append(f"the worker started afresh {restarts} times")
+        done = fl.retrying(
+            lambda: list(
+                Job.objects.filter(
+                    idempotency_key__startswith=f"chaos:{lab.prefix}", state="done"
+                ).values_list("updated_at", flat=True)
+            )
+        )
+        last = max((at.timestamp() for at in done), default=lab.fault_at) - lab.fault_at
+        lab.notes.append(f"{len(done)} of {NOOPS} no-ops done, the last {last:.1f}s after enqueue")
 
     lab.closers.append(recycled)
 
