@@ -215,23 +215,29 @@ def _cut_short_restarted(lab: Lab, tokens: list[str], back_at: float) -> None:
     timeouts of the server being back (their worker hands them back once it answers)."""
     if not tokens:
         return
-    starts = fl.retrying(
-        lambda: list(
-            Ledger.objects.filter(token__in=tokens, phase="start").values_list("token", "at")
-        )
+    marks = fl.retrying(
+        lambda: list(Ledger.objects.filter(token__in=tokens).values_list("token", "phase", "at"))
     )
+    # a run that had finished its work lands its result once the server is back: not cut short
+    finished = {t for t, phase, at in marks if phase == "done" and at.timestamp() <= back_at}
+    cut = [t for t in tokens if t not in finished]
+    if not cut:
+        return
     waits = sorted(
-        min(
-            (
-                at.timestamp() - back_at
-                for t, at in starts
-                if t == token and at.timestamp() > back_at
+        max(
+            0.0,
+            min(
+                (
+                    at.timestamp() - back_at
+                    for t, phase, at in marks
+                    if t == token and phase == "start" and at.timestamp() > back_at
+                ),
+                default=float("inf"),
             ),
-            default=float("inf"),
         )
-        for token in tokens
+        for token in cut
     )
-    waits = [max(0.0, w) for w in waits]
+    tokens = cut
     p50, worst = waits[len(waits) // 2], waits[-1]
     bound = 2 * fl.VISIBILITY
     lab.notes.append(
