@@ -399,6 +399,13 @@ class Worker(Admission, Ticking, Settling):
 
         with self._watch("claim"):  # the claim loop's own section: the settler has its own
             landed = settle(self.driver, owed, guard)
+            if kept and self._database is not None:
+                # the first statement after an outage meets the connection it broke: once more
+                # on a fresh one, before this pass's claim could sweep these very rows
+                connections[self._database].close()
+                again = [value for value in owed if value.lease_token in kept]
+                kept.clear()
+                landed |= settle(self.driver, again, guard)
         with self._runs_lock:
             for value in owed:
                 if value.lease_token not in kept:
