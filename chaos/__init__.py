@@ -12,5 +12,7 @@ NAMES = (
     "outage",
     "silent-drop",
     "exhaustion",
+    "starved",
+    "hung",
     "producer",
 )

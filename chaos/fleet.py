@@ -30,9 +30,10 @@ from tests.support.process import ManageProcess, run_manage, worker_env
 
 T = TypeVar("T")
 
+#: the fleet's size and lease; CHAOS_THREADS and CHAOS_VISIBILITY run it at another size
 WORKERS = 3
-THREADS = 4
-VISIBILITY = 3.0  # seconds: short, so a lapsed lease is noticed within a scenario
+THREADS = int(os.environ.get("CHAOS_THREADS", "4"))
+VISIBILITY = float(os.environ.get("CHAOS_VISIBILITY", "3"))  # short: a lapse shows in a scenario
 HOLD = 0.5  # seconds each job holds its thread
 RATE = 16.0  # jobs per second the stream enqueues
 SETTINGS = "--settings=chaos.settings"  # after ManageProcess's own --settings: the last wins
@@ -66,8 +67,11 @@ def short_options() -> tuple[str, ...]:
 
 
 class Worker(ManageProcess):
-    def __init__(self, name: str, url: str) -> None:
+    def __init__(self, name: str, url: str, *, default: bool = False) -> None:
         self.name = name
+        if default:  # as the README runs it: no --concurrency, no bounds, no --processes
+            super().__init__("xjobs_worker", SETTINGS, f"--worker-id={name}", env=worker_env(url))
+            return
         super().__init__(
             "xjobs_worker",
             SETTINGS,
@@ -100,6 +104,14 @@ class Fleet:
         ]
         self.workers.extend(started)
         return started
+
+    def start_default(self) -> Worker:
+        """One worker started with its defaults only."""
+        worker = Worker(
+            f"{self.scenario}-w{len(self.workers) + len(self.retired) + 1}", self.url, default=True
+        )
+        self.workers.append(worker)
+        return worker
 
     def busiest(self, prefix: str) -> Worker:
         """The worker holding the most running jobs of the stream now (the first if none)."""

@@ -4,6 +4,8 @@ completion, not a run that was told to stop and finished anyway)."""
 
 from __future__ import annotations
 
+import time
+
 from django_xjobs import Retry, job
 from tests.jobs import _mark
 
@@ -11,6 +13,17 @@ from tests.jobs import _mark
 # timeout: a body blocked on a connection that went silent is bounded only by its job's own
 # timeout (on a real network tcp_user_timeout also breaks the connection; through a local
 # proxy the kernel keeps acknowledging, so it never fires) -- as a production job should be
+@job(idempotency_key="chaos-hung:{token}", retry=Retry(attempts=1), timeout="3s")
+def hangs(ctx, token: str, hold: float = 600.0):
+    """Ignores its signal: busy ``hold`` s past its 3 s timeout, holding its thread (SPEC
+    EXEC-05) until its process ends. Its key is outside the stream's, so the tally skips it."""
+    _mark(token, "start", ctx.attempt)
+    deadline = time.monotonic() + hold
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    _mark(token, "done", ctx.attempt)
+
+
 @job(
     idempotency_key="chaos:{token}",
     retry=Retry(attempts=5, delay="200ms", jitter=False),

@@ -5,6 +5,7 @@ warm stream, the fault, five more seconds of stream, a drain, a SIGTERM, the tal
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django_xjobs.models import Job, OutboxEntry
+from django_xjobs.models import Worker as WorkerRow
+from tests.models import Ledger
 from tests.support.process import ManageProcess, wait_for, worker_env
 from tests.support.proxy import SilentProxy
 
@@ -21,9 +24,9 @@ from . import NAMES
 from . import fleet as fl
 from .server import Server
 
-BUDGET = 90.0  # seconds per scenario, start to tally
+BUDGET = float(os.environ.get("CHAOS_BUDGET", "90"))  # seconds per scenario, start to tally
 AFTER = 5.0  # seconds the stream goes on after the fault
-OUTAGE = 8.0  # seconds the server is down
+OUTAGE = float(os.environ.get("CHAOS_OUTAGE", "8"))  # seconds the server is down
 
 
 @dataclass
@@ -49,6 +52,7 @@ class Scenario:
     needs_control: bool = False  # stops or restarts the server: embedded only
     stream: bool = True  # False: the scenario brings its own producer
     proxied: int = 0  # how many of the workers reach the database through a SilentProxy
+    fleet: bool = True  # False: the scenario starts its own workers
 
 
 @dataclass(frozen=True)
@@ -183,13 +187,67 @@ def restart(lab: Lab) -> None:
 def outage(lab: Lab) -> None:
     """The server stopped for 8 s, then started again."""
     lab.fault = f"server down {OUTAGE:.0f}s"
+    cut_short = _running_tokens(lab.prefix)
     lab.fault_at = time.time()
     lab.server.stop()
     try:
         time.sleep(OUTAGE)
     finally:
         lab.server.resume()
-    lab.notes.append(f"server back after {time.time() - lab.fault_at:.1f}s")
+    back_at = time.time()
+    lab.notes.append(f"server back after {back_at - lab.fault_at:.1f}s")
+    lab.checks.append(lambda: _cut_short_restarted(lab, cut_short, back_at))
+
+
+def _running_tokens(prefix: str) -> list[str]:
+    keys = fl.retrying(
+        lambda: list(
+            Job.objects.filter(
+                idempotency_key__startswith=f"chaos:{prefix}", state="running"
+            ).values_list("idempotency_key", flat=True)
+        )
+    )
+    return [key.removeprefix("chaos:") for key in keys]
+
+
+def _cut_short_restarted(lab: Lab, tokens: list[str], back_at: float) -> None:
+    """Issue 25 item 1: the runs the outage cut short start again within two visibility
+    timeouts of the server being back (their worker hands them back once it answers)."""
+    if not tokens:
+        return
+    marks = fl.retrying(
+        lambda: list(Ledger.objects.filter(token__in=tokens).values_list("token", "phase", "at"))
+    )
+    # a run that had finished its work lands its result once the server is back: not cut short
+    finished = {t for t, phase, at in marks if phase == "done" and at.timestamp() <= back_at}
+    cut = [t for t in tokens if t not in finished]
+    if not cut:
+        return
+    waits = sorted(
+        max(
+            0.0,
+            min(
+                (
+                    at.timestamp() - back_at
+                    for t, phase, at in marks
+                    if t == token and phase == "start" and at.timestamp() > back_at
+                ),
+                default=float("inf"),
+            ),
+        )
+        for token in cut
+    )
+    tokens = cut
+    p50, worst = waits[len(waits) // 2], waits[-1]
+    bound = 2 * fl.VISIBILITY
+    lab.notes.append(
+        f"{len(tokens)} runs cut short started again {p50:.1f}s (p50), {worst:.1f}s (max) "
+        f"after the server was back (bound {bound:.0f}s)"
+    )
+    if worst > bound:
+        lab.problems.append(
+            f"a cut-short run started again {worst:.1f}s after (bound {bound:.0f}s)"
+        )
 
 
 def silent_drop(lab: Lab) -> None:
@@ -232,6 +290,118 @@ def exhaustion(lab: Lab) -> None:
     finally:
         for conn in held:
             conn.close()
+
+
+STARVED_MAX = 20  # max_connections while starved
+STARVE = float(os.environ.get("CHAOS_STARVE", "20"))  # seconds the server stays that small
+STARVED_JOBS = int(os.environ.get("CHAOS_STARVED_JOBS", "600"))  # the backlog it meets
+
+
+def starved(lab: Lab) -> None:
+    """The server restarted with max_connections=20 and a backlog enqueued: three workers need
+    more connections than that, so their job threads are refused. STARVE s later it is restarted
+    with its usual limit. Issue 25 item 2: the workers claim only what can get a connection,
+    so hand-backs (sheds, and runs handed back for a refused connection) stay under a tenth of
+    their claims."""
+    from django.db import connection
+
+    from chaos.jobs import stream
+    from chaos.server import MAX_CONNECTIONS
+
+    lab.fault = f"max_connections={STARVED_MAX} {STARVE:.0f}s, {STARVED_JOBS} jobs"
+    lab.fault_at = time.time()
+    _admin(lab, f"ALTER SYSTEM SET max_connections = {STARVED_MAX}")
+    lab.server.restart(mode="fast")
+    tokens = [f"{lab.prefix}b{i}" for i in range(STARVED_JOBS)]
+    for chunk in range(0, len(tokens), 100):
+        inputs = [{"token": t, "hold": fl.HOLD} for t in tokens[chunk : chunk + 100]]
+        deadline = time.monotonic() + 30
+        while True:  # a full server refuses the harness too, now and then (idempotent: again)
+            try:
+                stream.enqueue_many(inputs)
+                break
+            except Exception:
+                connection.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    lab.enqueued.extend(tokens)
+    time.sleep(max(0.0, STARVE - (time.time() - lab.fault_at)))
+    _admin(lab, f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
+    lab.server.restart(mode="fast")
+    lab.notes.append(f"server at its usual limit after {time.time() - lab.fault_at:.1f}s")
+    lab.closers.append(lambda: _claims_and_sheds(lab))
+
+
+def _admin(lab: Lab, statement: str) -> None:
+    """``statement`` as the superuser, waiting for a free slot in a full server."""
+    import psycopg
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            lab.server.sql(statement)
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _claims_and_sheds(lab: Lab) -> None:
+    """From each worker's last line (``stopped: completed N, retried M, shed K, ...``): every
+    run it claimed, and those it handed back (a stream job fails only for its connection)."""
+    import re
+
+    claims = sheds = 0
+    for worker in lab.fleet.retired:
+        for line in worker.out:
+            if "stopped:" in line:
+                counts = {k: int(n) for k, n in re.findall(r"(\w+) (\d+)", line.split(":", 1)[1])}
+                claims += sum(counts.values())
+                sheds += counts.get("retried", 0) + counts.get("shed", 0)
+    share = sheds / claims if claims else 0.0
+    lab.notes.append(f"{claims} claims, {sheds} handed back ({share:.1%})")
+    if share > 0.1:
+        lab.problems.append(f"hand-backs {share:.1%} of claims (bound 10%)")
+
+
+HUNG = int(os.environ.get("CHAOS_HUNG", "20"))  # jobs that ignore their 3 s timeout
+NOOPS = int(os.environ.get("CHAOS_NOOPS", "400"))  # no-ops enqueued behind them
+
+
+def hung(lab: Lab) -> None:
+    """Issue 25 item 3: one worker as the README runs it (defaults, no ``--processes``), 20 jobs
+    that ignore their 3 s timeout ahead of 400 no-ops. Hung bodies keep their threads; every
+    no-op must still finish (the worker starts afresh once they have held its threads for
+    ``ABANDONED_RECYCLE_AFTER``). Recovery: from the no-ops' enqueue to the last one done."""
+    from chaos.jobs import hangs, stream
+
+    lab.fault = f"{HUNG} hung + {NOOPS} no-ops, default worker"
+    hangs.enqueue_many([{"token": f"hung-{lab.prefix}{i}"} for i in range(HUNG)])
+    worker = lab.fleet.start_default()
+    wait_for(lambda: worker.saw("xjobs.worker.started"), timeout=60, what="the worker")
+    lab.fault_at = time.time()
+    tokens = [f"{lab.prefix}n{i}" for i in range(NOOPS)]
+    stream.enqueue_many([{"token": t, "hold": 0.0} for t in tokens])
+    lab.enqueued.extend(tokens)
+
+    def recycled() -> None:
+        restarts = sum(
+            1 for w in lab.fleet.retired for line in w.err if "xjobs.worker.restarting" in line
+        )
+        lab.notes.append(f"the worker started afresh {restarts} times")
+        done = fl.retrying(
+            lambda: list(
+                Job.objects.filter(
+                    idempotency_key__startswith=f"chaos:{lab.prefix}", state="done"
+                ).values_list("updated_at", flat=True)
+            )
+        )
+        last = max((at.timestamp() for at in done), default=lab.fault_at) - lab.fault_at
+        lab.notes.append(f"{len(done)} of {NOOPS} no-ops done, the last {last:.1f}s after enqueue")
+
+    lab.closers.append(recycled)
 
 
 def producer_killed(lab: Lab) -> None:
@@ -322,6 +492,8 @@ SCENARIOS = [
     Scenario("outage", outage, needs_control=True),
     Scenario("silent-drop", silent_drop, proxied=1),
     Scenario("exhaustion", exhaustion),
+    Scenario("starved", starved, needs_control=True),
+    Scenario("hung", hung, stream=False, fleet=False),
     Scenario("producer", producer_killed, stream=False),
 ]
 assert tuple(s.name for s in SCENARIOS) == NAMES
@@ -342,7 +514,15 @@ def run(scenario: Scenario, server: Server, url: str, logs: Path) -> Result:
             lab.proxy = SilentProxy(url)
             lab.closers.append(lab.proxy.close)
             lab.fleet.start(scenario.proxied, url=lab.proxy.url)
-        lab.fleet.start(fl.WORKERS - scenario.proxied)
+        if scenario.fleet:
+            lab.fleet.start(fl.WORKERS - scenario.proxied)
+            # every worker present before the fault: one still starting when the server goes
+            # away refuses to start at all (its preflight), and the scenario would run one short
+            wait_for(
+                lambda: fl.retrying(lambda: WorkerRow.objects.count()) >= fl.WORKERS,
+                timeout=60,
+                what="every worker to be present",
+            )
         if stream is not None:
             stream.start()
             wait_for(lambda: _done(prefix) >= 8, timeout=60, what="the stream to warm up")

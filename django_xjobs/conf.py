@@ -83,6 +83,9 @@ DEFAULTS: dict[str, Any] = {
     "STATEMENT_TIMEOUT": 30,
     # a worker whose claim loop or settler makes no progress for this long exits non-zero
     "STALL_TIMEOUT": 120,
+    # a worker whose threads have been at least half held by bodies past their timeout for this
+    # long drains and starts afresh (the process ends them); None: never (issue 25 item 3)
+    "ABANDONED_RECYCLE_AFTER": 10,
     # hot-path statements run as server-side prepared statements: True, False, or "auto" (on
     # unless the alias sets DISABLE_SERVER_SIDE_CURSORS, Django's sign of a transaction pooler)
     "PREPARED_STATEMENTS": "auto",
@@ -157,6 +160,7 @@ class XJobsSettings:
     connection_options: dict[str, Any]
     statement_timeout: float
     stall_timeout: float
+    abandoned_recycle_after: float | None
     prepared_statements: bool | str
     max_steps_per_run: int = 100_000
     environment: str | None = None
@@ -288,6 +292,11 @@ def validate(raw: Any) -> XJobsSettings:
         connection_options=_connection_options(merged["CONNECTION_OPTIONS"]),
         statement_timeout=duration("STATEMENT_TIMEOUT"),
         stall_timeout=duration("STALL_TIMEOUT"),
+        abandoned_recycle_after=(
+            None
+            if merged["ABANDONED_RECYCLE_AFTER"] is None
+            else duration("ABANDONED_RECYCLE_AFTER")
+        ),
         prepared_statements=prepared,
         max_steps_per_run=positive_int("MAX_STEPS_PER_RUN", MAX_STEPS),
         environment=_environment(merged["ENVIRONMENT"]),

@@ -51,6 +51,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "lease_lost)",
         ("queue", "outcome"),
     ),
+    "xjobs_worker_recycles_total": (
+        "Workers in this process that drained to start afresh, by reason (abandoned_held: "
+        "bodies past their timeout held half a pool too long)",
+        ("reason",),
+    ),
     "xjobs_job_leases_lost_total": (
         "Runs in this process whose lease was reported lost (including a cancel reaching a "
         "running job)",

@@ -99,6 +99,20 @@ def emails_ledger(ctx, token: str, hold: float = 0.0):
     Ledger.objects.create(token=token, phase="done", attempt=ctx.attempt, pid=os.getpid())
 
 
+@job(idempotency_key="cut-short:{token}", retry=Retry(attempts=5, delay="100ms", jitter=False))
+def cut_short(ctx, token: str, hold: float = 60.0):
+    """Record start and end in the ledger; its first run (no start recorded before) holds until
+    its signal is set, so an outage cuts it short, and honours it: a cut-short run records no
+    end. The attempt it ends on is in the ledger (issue 25 item 1: the cut is not spent)."""
+    first = not Ledger.objects.filter(token=token, phase="start").exists()
+    Ledger.objects.create(token=token, phase="start", attempt=ctx.attempt, pid=os.getpid())
+    if first:
+        ctx.signal.wait(hold)
+        ctx.signal.raise_if_set()
+    Ledger.objects.create(token=token, phase="done", attempt=ctx.attempt, pid=os.getpid())
+    return ctx.attempt
+
+
 @job(idempotency_key="settles-late:{token}", retry=Retry(attempts=5, delay="100ms", jitter=False))
 def settles_late(ctx, token: str, linger: float = 1.0):
     """Record done in the ledger, then linger before returning: the run's result reaches the

@@ -140,3 +140,50 @@ def test_workers_back_off_while_connections_are_refused_and_lose_no_job(workers)
     # and the log stayed quiet while the database refused them
     for lines in outage_lines:
         assert len(lines) <= MAX_OUTAGE_LINES, "".join(lines)
+
+
+def _outcomes(out: str) -> Counter[str]:
+    """The worker's own count of how its runs ended, from its last line (``stopped: ...``)."""
+    summary = re.search(r"stopped: (.*)", out)
+    assert summary is not None, out
+    return Counter({k: int(n) for k, n in re.findall(r"(\w+) (\d+)", summary.group(1))})
+
+
+def test_a_worker_short_of_connections_claims_only_what_can_get_one(workers):
+    """Issue 25 item 2. One worker with 8 threads whose role may open only two connections more
+    than it holds idle: the job threads, which connect per run, are refused (too many
+    connections) and hand their runs back. The worker narrows its claims to what can get a
+    connection instead of claiming full batches to hand them back: hand-backs stay within a
+    tenth of its claims, and by the ledger every job completes once, none dead-lettered."""
+    role, url = _limited_role()
+    args = ("--queues", "default", "--concurrency", "8", "--poll-interval", "100ms")
+    worker = workers(*args, env=worker_env(url))
+    tokens = [f"starved-{uuid.uuid4()}-{i}" for i in range(80)]
+    try:
+        wait_for(lambda: worker.saw("xjobs.worker.started"), timeout=60, what="the worker")
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s", [role])
+            idle = cursor.fetchone()[0]
+        _execute(f"ALTER ROLE {role} CONNECTION LIMIT {idle + 2}")
+        ids = [jobs.ledger.enqueue(token=t, hold=0.1).id for t in tokens]
+        wait_for(
+            lambda: Job.objects.filter(id__in=ids, state="done").count() == len(ids),
+            timeout=90,
+            what=f"every job done: {Counter(Job.objects.filter(id__in=ids).values_list('state', flat=True))}",
+        )
+        worker.send(signal.SIGTERM)
+        code, out, err = worker.finish(timeout=60)
+        assert code == 0, err
+    finally:
+        worker.kill()
+        _execute(f"ALTER ROLE {role} CONNECTION LIMIT -1")
+        _execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'")
+        _execute(f"DROP OWNED BY {role}")
+        _execute(f"DROP ROLE {role}")
+
+    assert [len(ledger(t, "done")) for t in tokens] == [1] * len(tokens)
+    outcomes = _outcomes(out)
+    claims = sum(outcomes.values())
+    handed_back = outcomes["retried"] + outcomes["shed"]  # the job itself never fails
+    assert handed_back >= 1, outcomes  # the limit did bite
+    assert handed_back <= 0.1 * claims, outcomes

@@ -244,3 +244,54 @@ def test_leases_lapsed_in_outages_never_dead_letter_a_healthy_job_as_crashed(wor
     assert not any("xjobs.job.crash_loop" in log for log in logs)
     assert [len(ledger(t, "done")) for t in short] == [1] * len(short)
     assert set(Job.objects.filter(id__in=short_ids).values_list("state", flat=True)) == {"done"}
+
+
+def test_runs_an_outage_cut_short_start_again_soon_after_it_without_spending_an_attempt(
+    workers, proxy
+):
+    """Issue 25 item 1. Four runs hold their threads when the database goes away for 14 s,
+    longer than their 3 s lease: their worker's local deadline stops them, and the settle guard
+    gives up handing them back within one window per batch, inside the 4 s stall timeout (a
+    window per run added up past it, and the watchdog ended the worker). Once the database
+    answers, the first presence renewal that lands ends the claim backoff and the worker sends
+    the hand-backs it owes, fenced on their tokens: each run starts again within two visibility
+    timeouts of the database being back (not at the end of a 10 s backoff), its cut-short
+    attempt counted as a lapse would count it (SPEC T4). Ledger: every job done once, none
+    lost, none counted as a crash, the worker never restarted."""
+    args = ("--queues", "default", "--concurrency", "4", "--stall-timeout", "4s")
+    env = worker_env(proxy.url())
+    worker = workers(*args, "--visibility-timeout", "3s", env=env)
+    wait_for(lambda: Worker.objects.exists(), timeout=60, what="the worker to be present")
+    tokens = [f"cut-{uuid.uuid4()}-{i}" for i in range(4)]
+    ids = [jobs.cut_short.enqueue(token=t).id for t in tokens]
+    wait_for(
+        lambda: Ledger.objects.filter(token__in=tokens, phase="start").count() == len(tokens),
+        timeout=60,
+        what="the four runs to start",
+    )
+    proxy.cut()
+    hold_outage(proxy, 14.0, worker)
+    back = time.time()
+    wait_for(
+        lambda: Job.objects.filter(id__in=ids, state="done").count() == len(ids),
+        timeout=60,
+        what="the cut-short runs to complete",
+    )
+    logs = stop_fleet([worker])
+
+    restarted = [
+        max(r.at.timestamp() for r in ledger(t, "start")) - back for t in tokens
+    ]  # the second start of each
+    assert max(restarted) <= 2 * 3.0, restarted  # within 2 x the visibility timeout
+    rows = list(Job.objects.filter(id__in=ids).values_list("state", "attempt", "lease_expiries"))
+    assert rows == [("done", 2, 0)] * len(ids), rows
+    crashes = [
+        entry
+        for errors in Job.objects.filter(id__in=ids).values_list("errors", flat=True)
+        for entry in errors or ()
+        if entry.get("outcome") == "crashed"
+    ]
+    assert crashes == []
+    assert [[r.attempt for r in ledger(t, "done")] for t in tokens] == [[2]] * len(tokens)
+    assert [len(ledger(t, "start")) for t in tokens] == [2] * len(tokens)
+    assert "xjobs.worker.settled_after_outage" in logs[0]

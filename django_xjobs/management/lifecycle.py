@@ -32,11 +32,13 @@ def run_until_signalled(
     stop: Callable[[], None],
     shutdown_timeout: float | None = None,
     exiting: Callable[[], None] | None = None,
+    received: list[int] | None = None,
 ) -> Any:
     """Run ``run`` until a signal, then ``stop()``; past ``shutdown_timeout`` after the first
     signal the process exits with ``EXIT_SHUTDOWN_TIMEOUT`` (SPEC HANG-05), whatever hangs,
-    after ``exiting()`` had up to ``EXITING_BOUND`` seconds to say so."""
-    received: list[int] = []
+    after ``exiting()`` had up to ``EXITING_BOUND`` seconds to say so. The signals that came
+    are appended to ``received`` when given."""
+    received = [] if received is None else received
 
     def on_signal(signum: int, frame: Any) -> None:
         received.append(signum)  # no locks here

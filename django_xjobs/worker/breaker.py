@@ -68,6 +68,12 @@ class Breaker:
         self.state = "half-open"
         return 0.0
 
+    def retry_now(self) -> None:
+        """The database answered another of this worker's statements: the next try is the
+        half-open trial, now, instead of at the end of the backoff."""
+        if self.state == "open":
+            self._retry_at = self._clock()
+
     def failure(self) -> Opened:
         now = self._clock()
         if self.failures == 0:

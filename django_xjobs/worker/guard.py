@@ -52,10 +52,11 @@ class SettleGuard:
         values: Sequence[Settle],
         failed: Any,
         names: dict[Any, str] | None = None,
-        failures: set[Any] | None = None,
+        failures: dict[Any, Exception] | None = None,
+        until: float | None = None,
     ) -> Any:
         pause, longest = _SETTLE_PAUSES
-        until = time.monotonic() + max(self.stall_timeout / 2, self.visibility_timeout)
+        until = self.window_end() if until is None else until
         try:
             while True:
                 try:
@@ -79,12 +80,16 @@ class SettleGuard:
         finally:
             self.retrying.clear()
 
+    def window_end(self) -> float:
+        """When a settle started now stops retrying: within half the watchdog's bound."""
+        return time.monotonic() + max(self.stall_timeout / 2, self.visibility_timeout)
+
     def _give_up(
         self,
         values: Sequence[Settle],
         error: Exception,
         names: dict[Any, str] | None,
-        failures: set[Any] | None,
+        failures: dict[Any, Exception] | None,
     ) -> None:
         for value in values:
             log.event(
@@ -96,7 +101,7 @@ class SettleGuard:
                 error=error,
             )
             if failures is not None:
-                failures.add(value.lease_token)
+                failures[value.lease_token] = error
 
     def _runs_of(self, tokens: Sequence[Any]) -> list[Run | None]:
         with self.lock:

@@ -31,9 +31,12 @@ class WorkerPresence:
         queues: tuple[str, ...],
         ttl: float,
         in_flight: Callable[[], int],
+        answered: Callable[[], None] | None = None,
     ) -> None:
         self.driver, self.worker_id, self.queues = driver, worker_id, queues
         self.ttl, self.in_flight = ttl, in_flight
+        #: called when a renewal lands after failing: the database answers again
+        self.answered = answered
         self.host, self.pid = socket.gethostname(), os.getpid()
         #: one renewal in flight at a time, however long it takes (as for a lease)
         self.renewing = False
@@ -60,6 +63,8 @@ class WorkerPresence:
                 )
             self._failing = True
         else:
+            if self._failing and self.answered is not None:
+                self.answered()
             self._failing = False
         finally:
             self.renewing = False

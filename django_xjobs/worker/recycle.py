@@ -1,4 +1,5 @@
-"""When a supervised child worker hands over to a fresh process (``--max-*-per-child``)."""
+"""When a worker hands over to a fresh process: a supervised child past a ``--max-*-per-child``
+limit, and any worker whose threads bodies past their timeout have held too long."""
 
 from __future__ import annotations
 
@@ -8,15 +9,22 @@ import re
 import resource
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import log
+from .. import log, metrics
 from ..errors import InvariantError
 from .worker import Worker, WorkerStats
 
 #: the exit code a child leaves with after draining for a limit; the supervisor reads it back
-EXIT_CODES = {"max_jobs": 81, "max_memory": 82, "max_abandoned": 83, "orphaned": 84}
+EXIT_CODES = {
+    "max_jobs": 81,
+    "max_memory": 82,
+    "max_abandoned": 83,
+    "orphaned": 84,
+    "abandoned_held": 85,
+}
 REASONS = {code: reason for reason, code in EXIT_CODES.items()}
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3}
@@ -32,6 +40,9 @@ class ChildLimits:
     max_memory: int | None = None
     #: bodies past their timeout that still run (SPEC EXEC-05): a hard time limit
     max_abandoned: int | None = None
+    #: seconds bodies past their timeout may hold half a pool's threads or more (issue 25):
+    #: any worker, supervised or not, checks it (XJOBS["ABANDONED_RECYCLE_AFTER"])
+    abandoned_held_for: float | None = None
 
     def breached(self, stats: WorkerStats, rss: int) -> tuple[str, int, int] | None:
         """``(reason, limit, value)`` for the first limit passed, else ``None``."""
@@ -46,7 +57,8 @@ class ChildLimits:
 
     @property
     def any(self) -> bool:
-        return any(v is not None for v in (self.max_jobs, self.max_memory, self.max_abandoned))
+        limits = (self.max_jobs, self.max_memory, self.max_abandoned, self.abandoned_held_for)
+        return any(v is not None for v in limits)
 
 
 class Recycler:
@@ -68,6 +80,8 @@ class Recycler:
         self.every = every
         self.rss = rss or resident_bytes
         self.reason: str | None = None
+        #: monotonic time since which abandoned bodies have held half a pool or more
+        self._held_since: float | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="xjobs-recycle", daemon=True)
 
@@ -90,8 +104,9 @@ class Recycler:
             if verdict is None:
                 continue
             self.reason, limit, value = verdict
+            metrics.inc("xjobs_worker_recycles_total", reason=self.reason)
             log.event(
-                logging.WARNING if self.reason == "orphaned" else logging.INFO,
+                logging.WARNING if self.reason in ("orphaned", "abandoned_held") else logging.INFO,
                 "xjobs.worker.recycle",
                 worker=self.worker.worker_id,
                 reason=self.reason,
@@ -105,9 +120,24 @@ class Recycler:
         if self.supervisor_pid is not None and os.getppid() != self.supervisor_pid:
             # the supervisor died without forwarding a signal: no one would replace this child
             return "orphaned", self.supervisor_pid, os.getppid()
-        return self.limits.breached(
+        breached = self.limits.breached(
             self.worker.stats(), self.rss() if self.limits.max_memory else 0
         )
+        return breached or self._held_too_long()
+
+    def _held_too_long(self) -> tuple[str, int, int] | None:
+        """Issue 25 item 3: bodies that ignore their timeout keep their threads (SPEC EXEC-05);
+        once they have held half a pool or more for the bound, only a fresh process frees
+        them. Less than half, the worker still makes way; a body that returns resets it."""
+        bound = self.limits.abandoned_held_for
+        if bound is None or not self.worker.held_by_abandoned():
+            self._held_since = None
+            return None
+        now = time.monotonic()
+        if self._held_since is None:
+            self._held_since = now
+        held = now - self._held_since
+        return ("abandoned_held", round(bound), round(held)) if held >= bound else None
 
 
 def resident_bytes() -> int:

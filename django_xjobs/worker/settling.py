@@ -7,6 +7,7 @@ import functools
 import logging
 import queue as queue_module
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,8 @@ from django.db import connections
 
 from .. import log, metrics, signals
 from ..connections import mark_role_thread
-from ..drivers.base import JobDriver, Shed
+from ..drivers import sql
+from ..drivers.base import JobDriver, RetryAt, Settle, Shed
 from ..execute import Execution, Outcome
 from ..settle import settle
 from .guard import SettleGuard
@@ -33,6 +35,17 @@ _COUNTED = {
     Outcome.CANCELLED: "cancelled",
     Outcome.LEASE_LOST: "lease_lost",
 }
+
+
+def refused(execution: Execution) -> bool:
+    """The run was handed back because its connection failed (outage.py): the only settle
+    that gives its attempt back on a retry."""
+    value = execution.settle
+    return (
+        execution.outcome is Outcome.RETRIED
+        and isinstance(value, RetryAt)
+        and not value.counts_as_attempt
+    )
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,7 @@ class Settling:
     _quarantined: bool
     _settle_queue: queue_module.SimpleQueue[Execution | Ended | None]
     _lane_of: dict[str, Lane]
+    _owed: dict[Any, tuple[Settle, float]]
 
     def _watch(self, section: str) -> Any:
         raise NotImplementedError
@@ -102,9 +116,13 @@ class Settling:
         if not batch:
             return set()
         names = {e.job.id: e.job.name for e in batch}
-        failed: set[Any] = set()
+        failed: dict[Any, Exception] = {}
         # the settle guard (worker/guard.py) retries transient failures, marks runs settled
-        guard = functools.partial(self._guard, names=names, failures=failed)
+        # one window for the whole batch: each value retried for its own would add up past the
+        # watchdog's bound on a settle, and an outage would end the worker (issue 25 item 1)
+        guard = functools.partial(
+            self._guard, names=names, failures=failed, until=self._guard.window_end()
+        )
         settled = settle(self.driver, [e.settle for e in batch], guard)
         counts: Counter[tuple[str, str]] = Counter()
         completed_logged = log.logger.isEnabledFor(logging.INFO)
@@ -117,6 +135,8 @@ class Settling:
                 counts=counts,
                 completed_logged=completed_logged,
             )
+            if token in failed:
+                self._owe(execution, failed[token])
         for (queue, counted), n in counts.items():
             metrics.inc("xjobs_jobs_total", n, queue=queue, outcome=counted)
         self._wake.set()  # a suspect may wait for this worker to be idle, or a hold-back end
@@ -213,6 +233,20 @@ class Settling:
         if row.run_id != job.run_id or row.attempt != job.attempt:
             return None
         return row.last_error or ""
+
+    def _owe(self, execution: Execution, error: Exception) -> None:
+        """The guard gave up on this settle while the database was away: keep it, fenced on
+        its lease token, for the claim loop to send the moment the database answers (issue 25
+        item 1). Left to lapse, the row would wait for another worker's sweep; sent late, it
+        lands unless another worker has claimed the job since, and is refused if one has."""
+        if not sql.is_transient(error):
+            return  # the statement itself was refused: sending it again changes nothing
+        # A run cut short by its lease deadline keeps its settle as it is: its attempt counts,
+        # as it would had the lapse been swept (SPEC T4: a re-claim after a lapse is attempt+1).
+        value = execution.settle
+        job = execution.job
+        with self._runs_lock:
+            self._owed[job.lease_token] = (value, time.monotonic())
 
     def _hold_for(self, run: Run, body: Any) -> None:
         """SPEC EXEC-05: a body past its timeout still runs, so its fleet slot, its limit and a

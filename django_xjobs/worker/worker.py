@@ -17,11 +17,12 @@ from django.db import close_old_connections, connections
 from .. import conf, log, registry
 from ..clock import Clock, system_clock
 from ..connections import role_connections
-from ..drivers import get_driver
-from ..drivers.base import ClaimedJob, JobDriver, Shed
+from ..drivers import get_driver, sql
+from ..drivers.base import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..execute import Execution, Outcome, execute, failure
 from ..ids import uuid7
+from ..settle import settle
 from ..text import check_name
 from .admission import Admission
 from .breaker import Breaker, report_failure, report_resumed
@@ -33,12 +34,18 @@ from .pools import Lane, describe, lanes, parse_concurrency
 from .presence import WorkerPresence
 from .retention import Retention
 from .run import Run
-from .settling import Ended, Settling
+from .settling import Ended, Settling, refused
 from .tick import Ticking
 from .watchdog import Watchdog
+from .window import ClaimWindow
 
 #: the longest the claim loop waits between tries while the database fails
 _CLAIM_BACKOFF_CAP = 10.0
+#: the longest pause between single claims while job connections are refused: short, as the
+#: claim that ends it is the probe that finds a free connection again (issue 25 item 2)
+_WINDOW_PAUSE_CAP = 2.0
+#: how long a settle that gave up in an outage stays owed (issue 25 item 1)
+_OWED_FOR = 600.0
 
 
 @dataclass
@@ -160,12 +167,25 @@ class Worker(Admission, Ticking, Settling):
         self._settle_queue: queue_module.SimpleQueue[Execution | Ended | None] = (
             queue_module.SimpleQueue()
         )
+        #: settles the guard gave up on while the database was away, by lease token: sent
+        #: again, fenced, as soon as it answers (issue 25 item 1)
+        self._owed: dict[Any, tuple[Settle, float]] = {}
+        #: the presence renewal landed after failing: the claim loop tries now, not after its
+        #: backoff (set by the heartbeat's thread, read by the claim loop's)
+        self._answered = False
         #: runs settled while their body still runs past its timeout, by lease token
         self._abandoned: dict[Any, Run] = {}
         self._quarantined = False
         #: a suspect was handed back until this worker's runs end: claim nothing until then
         self._awaiting_idle = False
         self._breaker = Breaker(base=self.poll_interval, cap=_CLAIM_BACKOFF_CAP)
+        #: narrows the claims while job connections are refused (issue 25 item 2)
+        self._window = ClaimWindow(
+            self.concurrency,
+            base=self.poll_interval,
+            cap=_WINDOW_PAUSE_CAP,
+            worker_id=self.worker_id,
+        )
         self._retention = Retention(self.driver)
         #: the lapsed-lease sweep rides on a claim every pass while the queue looks idle, else
         #: once a poll interval: the same bound a ready job with a lost notification waits
@@ -203,6 +223,7 @@ class Worker(Admission, Ticking, Settling):
             queues=self.queues,
             ttl=self.visibility_timeout,
             in_flight=lambda: len(self._runs),
+            answered=self._on_answered,
         )
         presence.renew()  # present before the first claim, so its lapses are judged fairly
         self._presence = presence
@@ -298,6 +319,13 @@ class Worker(Admission, Ticking, Settling):
         with self._runs_lock:
             return list(self._abandoned.values())
 
+    def held_by_abandoned(self) -> bool:
+        """True while bodies past their timeout hold half the threads of a pool or more: the
+        pool runs at half its size or less until they return, which they may never do."""
+        return bool(self._abandoned) and any(
+            2 * self._abandoned_in(lane) >= lane.size for lane in self._lanes
+        )
+
     def stats(self) -> WorkerStats:
         return WorkerStats(
             self.worker_id,
@@ -318,6 +346,10 @@ class Worker(Admission, Ticking, Settling):
     def _on_control(self) -> None:
         """The listener's control callback: an operator paused or resumed a queue."""
         self._paused.changed()
+
+    def _on_answered(self) -> None:
+        """The heartbeat's presence renewal landed after an outage: the database is back."""
+        self._answered = True
         self._wake.set()
 
     def _loop(self) -> None:
@@ -327,6 +359,11 @@ class Worker(Admission, Ticking, Settling):
             # every pass, full pools too: runs queued ahead of a paused queue must not start
             with self._watch("claim"):  # a read of the paused set is bounded like a claim
                 self._paused.refresh()
+            if self._answered:
+                self._answered = False
+                self._breaker.retry_now()  # claim now, not at the end of a 10 s backoff
+            if self._owed and self._breaker.wait() <= 0:
+                self._repay()
             if self._awaiting_idle and not self._runs:
                 self._awaiting_idle = False  # idle: the next claim takes the suspect, alone
             # a suspect running alone, or waiting for this worker to be idle, stops the claims
@@ -338,8 +375,8 @@ class Worker(Admission, Ticking, Settling):
             swept, started = False, 0
             if wants:
                 pause = self._breaker.wait()
-                if pause > 0:  # open: a notification does not cut the backoff short
-                    self._draining.wait(pause)
+                if pause > 0:  # open: a notification wakes it, but the wait is measured again
+                    self._wake.wait(pause)
                     continue
                 # lapsed leases are swept while idle and at least once a poll interval; a
                 # notified job is claimed first, without the sweep's extra reads
@@ -366,6 +403,53 @@ class Worker(Admission, Ticking, Settling):
                 continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
             self._wake.wait(self.poll_interval)
 
+    def _repay(self) -> None:
+        """Send the settles owed since the outage, each fenced on its lease token: a run cut
+        short goes back to ready at once instead of waiting for its lapse to be swept (issue
+        25 item 1). One that fails on a connection again stays owed for the next pass (the claim
+        that follows meets the same outage and backs off); any other failure, or ten minutes
+        owed, drops it: its lease hands the job back as before."""
+        now = time.monotonic()
+        with self._runs_lock:
+            for token in [t for t, (_, at) in self._owed.items() if now - at > _OWED_FOR]:
+                del self._owed[token]
+            owed = [value for value, _ in self._owed.values()]
+        if not owed:
+            return
+        kept: set[Any] = set()
+
+        def guard(call: Any, values: Sequence[Settle], failed: Any) -> Any:
+            try:
+                return call()
+            except Exception as error:
+                if sql.is_transient(error):
+                    kept.update(v.lease_token for v in values)
+                return failed
+
+        with self._watch("claim"):  # the claim loop's own section: the settler has its own
+            landed = settle(self.driver, owed, guard)
+            if kept and self._database is not None:
+                # the first statement after an outage meets the connection it broke: once more
+                # on a fresh one, before this pass's claim could sweep these very rows
+                connections[self._database].close()
+                again = [value for value in owed if value.lease_token in kept]
+                kept.clear()
+                landed |= settle(self.driver, again, guard)
+        with self._runs_lock:
+            for value in owed:
+                if value.lease_token not in kept:
+                    self._owed.pop(value.lease_token, None)
+        if len(kept) == len(owed):
+            return  # the database still refuses them: nothing was sent
+        log.event(
+            logging.WARNING,
+            "xjobs.worker.settled_after_outage",
+            worker=self.worker_id,
+            landed=len(landed),
+            refused=len(owed) - len(landed) - len(kept),
+        )
+        self._wake.set()  # the runs handed back are due now
+
     def _free_lanes(self) -> list[tuple[Lane, int]]:
         """Each pool with room, and how many runs it can take: its threads plus the runs it
         keeps queued ahead, less what it holds (SPEC WORK-04: ``free = slots(q) - in flight``)."""
@@ -378,7 +462,15 @@ class Worker(Admission, Ticking, Settling):
             free = lane.size + ahead - lane.held - self._abandoned_in(lane)
             if free > 0:
                 wants.append((lane, free))
-        return wants
+        room = self._window.room(len(self._runs))
+        if room is None:
+            return wants
+        narrowed = []
+        for lane, free in wants:  # job connections are refused: claim what can get one
+            if room > 0:
+                narrowed.append((lane, min(free, room)))
+                room -= min(free, room)
+        return narrowed
 
     def _abandoned_in(self, lane: Lane) -> int:
         if len(self._lanes) == 1:
@@ -478,6 +570,10 @@ class Worker(Admission, Ticking, Settling):
         lane = self._lane_of[run.job.queue]
         began = time.monotonic()
         execution = self._body(run, fresh_connection=True)
+        if refused(execution):  # its connection was refused: narrow the claims
+            self._window.refused(len(self._runs))
+        elif execution.abandoned is None:
+            self._window.ran()
         self._settle_queue.put(execution)
         with self._runs_lock:
             lane.held -= 1  # the thread is free now; the settle is the settler's business
@@ -492,6 +588,7 @@ class Worker(Admission, Ticking, Settling):
         try:
             if fresh_connection:  # a job that touches the ORM starts on a healthy connection
                 close_old_connections()
+                self._connect_first(run)
             if run.signal.is_set():  # lost or cancelled while it waited for a thread
                 execution = self._unstarted(run)
             else:
@@ -501,6 +598,35 @@ class Worker(Admission, Ticking, Settling):
         run.returned_at = time.monotonic()  # SPEC HANG-03: its settle deadline starts now
         run.settling = True
         return execution
+
+    def _connect_first(self, run: Run) -> None:
+        """While job connections are refused (the claim window is narrowed), a run takes its
+        connection to the jobs database before its body starts, and waits for one, its lease
+        renewed meanwhile, rather than start, fail at its first query and be handed back (issue
+        25 item 2). A body with a timeout runs on its own thread: for it the connection is a
+        probe, closed at once. It stops waiting when its signal is set (it goes back unstarted)
+        or on a drain (the body meets the refusal as usual). With no refusal in the last minute
+        nothing changes: a job that never queries opens no connection."""
+        if self._database is None or not self._window.wary:
+            return
+        pause, narrowed = 0.05, False
+        handle = registry.get_job(run.job.name)
+        while not run.signal.is_set() and not self._draining.is_set():
+            try:
+                connections[self._database].ensure_connection()
+                if handle is not None and handle.timeout is not None:
+                    # its body runs on a thread of its own, which opens its own connection:
+                    # this one was the probe, and its slot is the body's to take
+                    connections[self._database].close()
+                return
+            except Exception as error:
+                if not sql.connection_failed(error):
+                    return  # not a refusal: the body meets it, and fails as it would
+                if not narrowed:  # once per run: a wait is one refusal, not one per try
+                    narrowed = True
+                    self._window.refused(len(self._runs))
+            run.signal.wait(pause)
+            pause = min(pause * 2, 1.0)
 
     def _unstarted(self, run: Run) -> Execution:
         """A queued run that lost its lease (or was cancelled) before a thread took it: it goes

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import threading
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ... import conf, registry
+from ... import conf, log, metrics, registry
 from ...connections import as_role, bound_connections
 from ...durations import parse_command_line
 from ...worker.pools import parse_concurrency, shares_for
@@ -96,6 +97,12 @@ class Command(XJobsCommand):
             metavar="N",
             help="a child drains and is replaced once more than N timed-out bodies still run",
         )
+        parser.add_argument(
+            "--recycle-abandoned-after",
+            metavar="D|off",
+            help="drain and start afresh once bodies past their timeout have held half a pool's "
+            'threads this long (default: XJOBS["ABANDONED_RECYCLE_AFTER"], 10s)',
+        )
         # set by the supervisor on its children: a child whose supervisor is gone drains
         parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
 
@@ -118,7 +125,7 @@ class Command(XJobsCommand):
         poll = parse_command_line(options["poll_interval"], flag="--poll-interval")
         shutdown = parse_command_line(options["shutdown_timeout"], flag="--shutdown-timeout")
         stall = parse_command_line(options["stall_timeout"], flag="--stall-timeout")
-        limits = _child_limits(options)
+        limits = _child_limits(options, settings)
         processes = options["processes"]
         if processes is not None and options["supervisor_pid"] is None:
             self._supervise(processes, options)  # holds no database connection
@@ -142,9 +149,16 @@ class Command(XJobsCommand):
         if limits.any or options["supervisor_pid"] is not None:
             recycler = Recycler(worker, limits, supervisor_pid=options["supervisor_pid"])
             recycler.start()
+        _carry_recycles()
+        signals: list[int] = []
         try:
             stats = run_until_signalled(
-                "xjobs.worker", worker.run, worker.stop, shutdown, exiting=worker.exiting
+                "xjobs.worker",
+                worker.run,
+                worker.stop,
+                shutdown,
+                exiting=worker.exiting,
+                received=signals,
             )
         finally:
             if recycler is not None:
@@ -158,6 +172,8 @@ class Command(XJobsCommand):
         summary = ", ".join(f"{k} {v}" for k, v in sorted(stats.outcomes.items())) or "no jobs"
         self.stdout.write(f"worker {stats.worker_id} stopped: {summary}")
         if recycler is not None and recycler.reason:
+            if recycler.reason == "abandoned_held" and not signals:
+                _start_afresh(options["supervisor_pid"] is None)
             sys.exit(recycler.exit_code)  # the supervisor reads the reason from the code
 
     def _supervise(self, processes: int, options: dict[str, Any]) -> None:
@@ -189,8 +205,37 @@ class Command(XJobsCommand):
             sys.exit(code)
 
 
-def _child_limits(options: dict[str, Any]) -> ChildLimits:
-    """The ``--max-*-per-child`` flags, checked before anything starts."""
+#: how many times this worker replaced its own process image: the recycles counter goes on
+#: from there, so a scrape after the restart still sees them
+_RECYCLES_ENV = "XJOBS_WORKER_RECYCLES"
+
+
+def _start_afresh(unsupervised: bool) -> None:
+    """Issue 25 item 3: bodies past their timeout held this worker's threads too long, and only
+    the end of the process ends them. Run from a command line with no supervisor, the worker
+    replaces its own process image with the same command line (same pid: a process manager sees
+    no exit, and one that is not there is not needed); the drain has handed back or settled every
+    other run. A supervised child, or one started by ``call_command``, exits with code 85."""
+    if not unsupervised or "xjobs_worker" not in sys.argv[1:3]:
+        return
+    argv = [sys.executable, *rerun_argv(sys.argv)]
+    count = int(os.environ.get(_RECYCLES_ENV, "0")) + 1
+    log.event(logging.WARNING, "xjobs.worker.restarting", pid=os.getpid(), recycles=count)
+    for handler in (*logging.getLogger("django_xjobs").handlers, *logging.getLogger().handlers):
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(argv[0], argv, {**os.environ, _RECYCLES_ENV: str(count)})
+
+
+def _carry_recycles() -> None:
+    carried = os.environ.get(_RECYCLES_ENV)
+    if carried and carried.isdigit():
+        metrics.inc("xjobs_worker_recycles_total", int(carried), reason="abandoned_held")
+
+
+def _child_limits(options: dict[str, Any], settings: Any) -> ChildLimits:
+    """The ``--max-*-per-child`` flags and the recycle bound, checked before anything starts."""
     for flag in ("max_jobs_per_child", "max_abandoned_per_child"):
         value = options[flag]
         least = 1 if flag == "max_jobs_per_child" else 0
@@ -199,10 +244,18 @@ def _child_limits(options: dict[str, Any]) -> ChildLimits:
             raise CommandError(f"X_INVARIANT: {name} must be at least {least}")
     memory = options["max_memory_per_child"]
     max_memory = parse_size(memory, flag="--max-memory-per-child") if memory else None
+    held = options["recycle_abandoned_after"]
+    if held is None:
+        held_for = settings.abandoned_recycle_after
+    elif held.strip().lower() == "off":
+        held_for = None
+    else:
+        held_for = parse_command_line(held, flag="--recycle-abandoned-after")
     return ChildLimits(
         max_jobs=options["max_jobs_per_child"],
         max_memory=max_memory,
         max_abandoned=options["max_abandoned_per_child"],
+        abandoned_held_for=held_for,
     )
 
 
