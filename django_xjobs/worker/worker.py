@@ -346,6 +346,7 @@ class Worker(Admission, Ticking, Settling):
     def _on_control(self) -> None:
         """The listener's control callback: an operator paused or resumed a queue."""
         self._paused.changed()
+        self._wake.set()
 
     def _on_answered(self) -> None:
         """The heartbeat's presence renewal landed after an outage: the database is back."""
