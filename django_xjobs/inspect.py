@@ -499,7 +499,7 @@ def retry_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
         >>> retry_outbox_entry("0197a3c2-...")["quarantined"]
         0
     """
-    _outbox_act(entry_id, "unquarantine")
+    _outbox_act(entry_id, lambda store, wanted: store.unquarantine(wanted))
     return inspect_outbox()
 
 
@@ -510,15 +510,16 @@ def discard_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
         >>> discard_outbox_entry("0197a3c2-...")["quarantined"]
         0
     """
-    _outbox_act(entry_id, "discard")
+    _outbox_act(entry_id, lambda store, wanted: store.discard(wanted))
     return inspect_outbox()
 
 
-def _outbox_act(entry_id: UUID | str, verb: str) -> None:
+def _outbox_act(entry_id: UUID | str, act: Callable[[Any, UUID], bool]) -> None:
+    """``act(store, id)`` on each outbox database until one holds the quarantined row."""
     wanted = _job_id(entry_id)
     driver = get_driver()
     for alias in conf.get().outbox_databases:
-        if getattr(driver.outbox_store(alias), verb)(wanted):
+        if act(driver.outbox_store(alias), wanted):
             return
     raise JobNotFoundError(
         f"no quarantined outbox row has id {wanted}",
