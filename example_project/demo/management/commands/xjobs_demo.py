@@ -10,12 +10,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import Error as DatabaseError
 from django.test import Client
+from django.utils import timezone
 
 from demo.failure import one_line
 from demo.jobs import charge_card, onboard_customer, send_welcome_email, sync_account
 from django_xjobs import inspect_job, publish_event
 from django_xjobs.errors import XJobsError
 from django_xjobs.models import Job, JobStep
+from django_xjobs.states import shown_attempt, shown_state
 from django_xjobs.worker.worker import Worker
 
 TERMINAL = {"done", "dead", "failed", "cancelled"}
@@ -110,7 +112,10 @@ class Command(BaseCommand):
         return "\n".join(lines) + "\n"
 
     def _progress(self, row: Job) -> str:
-        text = f"  {row.name:<34} {row.state:<9} attempt {row.attempt} of {row.max_attempts}"
+        # the words every other screen uses: a backoff shows delayed, a parked run its attempt
+        state = shown_state(row.state, row.run_at, timezone.now())
+        attempt = shown_attempt(row.state, row.attempt)
+        text = f"  {row.name:<34} {state:<9} attempt {attempt} of {row.max_attempts}"
         if row.state in ("ready", "delayed") and row.last_error:
             text += f"  retrying after: {row.last_error}"
         if row.state == "suspended":
