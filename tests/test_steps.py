@@ -32,6 +32,7 @@ from django_xjobs.steps import Steps
 from django_xjobs.testing import age_events, run_to_completion, run_until_idle
 from tests import jobs
 from tests.models import Ledger
+from tests.support.process import wait_for
 
 
 @pytest.fixture
@@ -506,9 +507,8 @@ def test_exec_06_se_21_a_step_left_running_after_the_attempt_is_refused(live_har
     assert isinstance(reason, JobAbortedError) and reason.code == "X_ABORTED"
     # the window SE-21 closes: the attempt is over but not yet settled, so the lease still holds
     GATES[token].set()
-    deadline = time.monotonic() + 10
-    while token not in LATE and time.monotonic() < deadline:
-        time.sleep(0.02)  # the background thread is the handler's, not ours: poll for its end
+    # the background thread is the handler's, not ours: poll for its end
+    wait_for(lambda: token in LATE, timeout=10, what="the late step to be refused")
     refused = LATE[token]
     assert isinstance(refused, JobAbortedError) and refused.code == "X_ABORTED"
     assert "late" not in steps_of(live_harness, job_id)  # ... and nothing landed
