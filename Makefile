@@ -10,7 +10,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast provision property chaos lint docs dist bench clean
+.PHONY: demo test test-fast provision property chaos workflows-full lint docs dist bench clean
 
 # The venv starts without pip: ensurepip alone was a third of a first `make demo`. The demo
 # installs into it with the host's pip when that one can (22.3+: `pip --python`); the targets
@@ -51,8 +51,15 @@ $(VENV)/.docs-installed: pyproject.toml | $(BIN)/pip
 demo: $(VENV)/.demo-installed  ## enqueue five jobs and run a worker until they settle
 	@$(BIN)/python example_project/run_demo.py
 
-test: $(VENV)/.installed provision  ## the whole suite, on PostgreSQL, in a random order (the seed is printed)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# Three pytest-xdist workers, each with its own test databases (and, without DATABASE_URL, its
+# own embedded server; with it, its own databases on that server: a fault test cuts only its own
+# role's or database's sessions): the process tests run one at a time in one of them (their
+# xdist group, tests/conftest.py), as they would alone, while the others take the rest of the
+# suite. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 3
+
+test: $(VENV)/.installed provision  ## the whole suite, on PostgreSQL, in a random order (the seed is printed), in $(TEST_WORKERS) processes
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-fast: $(VENV)/.installed  ## the unit lane: no database, no subprocess, no server started
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
@@ -66,6 +73,11 @@ provision:
 
 chaos: $(VENV)/.installed  ## real workers under faults (kill, stop, restart, outage...), one table; not in `make test`
 	$(BIN)/python -m chaos $(CHAOS_ARGS)
+
+# The issue's full size of the two workflow process tests (`make test` runs 30 of each)
+workflows-full: $(VENV)/.installed  ## 1,000 batches and 1,000 parents of child jobs under SIGKILL, with their figures; tens of minutes; not in `make test`
+	XJOBS_WORKFLOWS_SCALE=full $(BIN)/python -m pytest tests/test_process_batches.py \
+		tests/test_process_children.py -p no:randomly -s -o timeout=0 $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed  ## ruff, formatting, type hints, and models in step with migrations
 	$(BIN)/ruff check .

@@ -19,15 +19,16 @@ from bench.run import (
 
 
 def listening() -> bool:
-    """Whether some other session of this database is LISTENing on the driver's channel."""
-    from django_xjobs.drivers.postgres import CHANNEL
+    """Whether some other session of this database is LISTENing on the driver's channel: its
+    last statement is that LISTEN, or the control channel's, which the listener sends next."""
+    from django_xjobs.drivers.postgres import CHANNEL, CONTROL_CHANNEL
 
     rows = sql(
         """
         SELECT count(*) FROM pg_stat_activity
-        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = %s
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = ANY(%s)
         """,
-        [f"LISTEN {CHANNEL}"],
+        [[f"LISTEN {CHANNEL}", f"LISTEN {CONTROL_CHANNEL}"]],
     )
     return rows[0][0] > 0
 

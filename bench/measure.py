@@ -50,8 +50,13 @@ class StatementCounter:
 COUNTER = StatementCounter()
 
 
+#: what _cpu_ticks answers for a backend that exited since pg_stat_activity listed it
+GONE = -1
+
+
 def _cpu_ticks(pid: int) -> int | None:
-    """utime + stime of a PostgreSQL process ``pid`` on this machine, None when unreadable."""
+    """utime + stime of a PostgreSQL process ``pid`` on this machine, None when unreadable,
+    ``GONE`` when it exited in the meantime (a worker's short-lived renewal connection)."""
     try:
         with open(f"/proc/{pid}/comm") as comm:
             if not comm.read().startswith("postgres"):
@@ -59,6 +64,8 @@ def _cpu_ticks(pid: int) -> int | None:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
         return int(fields[11]) + int(fields[12])
+    except (FileNotFoundError, ProcessLookupError):
+        return GONE
     except (OSError, IndexError, ValueError):
         return None
 
@@ -105,6 +112,8 @@ class BackendCpu(threading.Thread):
             if ticks is None:
                 self.readable = False
                 continue
+            if ticks == GONE:
+                continue  # what it spent after its last sample is lost; the rest is counted
             self._first.setdefault(pid, ticks if baseline else 0)
             self._last[pid] = ticks
 
@@ -136,7 +145,7 @@ class Cost:
             return ""
         worker = (self.process_cpu + self.children_cpu) / jobs * 1000
         server = "n/a" if self.backend_cpu is None else f"{self.backend_cpu / jobs * 1000:.3f}"
-        counted = f"{self.statements / jobs:.3f} stmt, " if statements else ""
+        counted = f"{self.statements / jobs:.4f} stmt, " if statements else ""
         return f"{counted}CPU ms: python {worker:.3f} + postgres {server}"
 
 

@@ -31,8 +31,9 @@ LATENCY_TIMEOUT = 30.0  # seconds W3 waits for the worker to be ready, and for t
 JOIN_TIMEOUT = 30.0  # seconds to wait for a stopped worker thread to return
 LATENCY_CONCURRENCY = 4  # threads of the W3 worker
 POLL = 0.05  # seconds between the progress checks of a drain by worker processes
-WORKLOADS = ("W1", "W2", "W3", "W4", "SOAK")
-DEFAULT_WORKLOADS = ("W1", "W2", "W3", "W4")  # SOAK runs only when asked for: it takes minutes
+WORKLOADS = ("W1", "W2", "W3", "W4", "SOAK", "LIMITS")
+# SOAK and LIMITS run only when asked for: they take minutes
+DEFAULT_WORKLOADS = ("W1", "W2", "W3", "W4")
 
 
 @dataclass
@@ -108,7 +109,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=WORKLOADS,
         default=list(DEFAULT_WORKLOADS),
         metavar="W",
-        help="the workloads to run, of W1 W2 W3 W4 SOAK (all but SOAK)",
+        help="the workloads to run, of W1 W2 W3 W4 SOAK LIMITS (all but SOAK and LIMITS)",
+    )
+    parser.add_argument(
+        "--limit-keys", type=int, default=1000, help="LIMITS: keys the limited drain spreads over"
+    )
+    parser.add_argument(
+        "--limit-rounds",
+        type=int,
+        default=2,
+        help="LIMITS: drains without and with a limit, alternated (2)",
+    )
+    parser.add_argument(
+        "--limit-backlog",
+        type=int,
+        default=100_000,
+        help="LIMITS: runs of the one throttled key while the polls are timed (100000)",
+    )
+    parser.add_argument(
+        "--limit-polls", type=int, default=2000, help="LIMITS: claim polls timed per case (2000)"
+    )
+    parser.add_argument(
+        "--fair-a", type=int, default=50_000, help="LIMITS: tenant A's runs (50000)"
+    )
+    parser.add_argument(
+        "--fair-b", type=int, default=100, help="LIMITS: tenant B's runs, enqueued after (100)"
     )
     parser.add_argument(
         "--soak-jobs", type=int, default=1_000_000, help="jobs the SOAK runs in all (1000000)"
@@ -149,10 +174,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         or args.backfill_rows < 1
         or args.soak_jobs < 1
         or args.soak_wave < 1
+        or min(args.limit_keys, args.limit_rounds, args.limit_backlog, args.limit_polls) < 1
+        or min(args.fair_a, args.fair_b) < 1
     ):
         parser.error(
-            "--jobs, --latency-samples, --concurrency, --backfill-rows, --soak-jobs and "
-            "--soak-wave must be positive"
+            "--jobs, --latency-samples, --concurrency, --backfill-rows, --soak-jobs, "
+            "--soak-wave and the --limit-*/--fair-* counts must be positive"
         )
     if args.soak_naptime is not None and args.soak_naptime < 1:
         parser.error("--soak-naptime must be at least 1 (second)")
@@ -320,6 +347,71 @@ def enqueue_rate(report: Report, count: int) -> None:
         window.cost.per_job(count),
     )
     report.add("W1 enqueue mean time", f"{elapsed / count * 1000:.3f}", "ms/job")
+    enqueue_bulk(report, count)
+    enqueue_in_atomic(report, count)
+
+
+def _enqueued(report: Report, label: str, count: int, elapsed: float, window: Any) -> None:
+    """One W1 row: the rate of ``count`` enqueues that took ``elapsed`` seconds, and their cost;
+    a problem unless exactly ``count`` ready rows are stored."""
+    stored = state_counts()
+    if stored != {"ready": count}:
+        report.problem(f"{label}: expected {count} ready rows, found {stored}")
+    rate = count / elapsed
+    say(f"    {rate:,.0f} jobs/s ({elapsed:.2f}s)")
+    report.add(
+        label,
+        f"{rate:,.0f}",
+        "jobs/s",
+        f"{count} jobs in {elapsed:.2f}s",
+        window.cost.per_job(count),
+    )
+
+
+def enqueue_bulk(report: Report, count: int) -> None:
+    """W1 bulk: one ``noop.enqueue_many`` of ``count`` inputs, in autocommit (one transaction),
+    then the same inside ``atomic()`` (the default outbox stages them, published at commit)."""
+    from django.db import transaction
+
+    from bench.jobs import noop
+
+    for inside in (False, True):
+        truncate()
+        label = "W1 enqueue_many in atomic()" if inside else "W1 enqueue_many"
+        say(f"{label}: {count} jobs in one call ...")
+        inputs = [{"n": n} for n in range(count)]
+        with measured() as window:
+            started = time.perf_counter()
+            if inside:
+                with transaction.atomic():
+                    noop.enqueue_many(inputs)
+            else:
+                noop.enqueue_many(inputs)
+            elapsed = time.perf_counter() - started
+        _enqueued(report, label, count, elapsed, window)
+
+
+def enqueue_in_atomic(report: Report, count: int) -> None:
+    """W1 txn: ``count`` single ``noop.enqueue`` calls inside one ``atomic()``, with the default
+    outbox (each staged on the caller's connection, published by the on-commit fast path), then
+    with ``outbox=False`` (direct inserts, one commit)."""
+    from django.db import transaction
+
+    from bench.jobs import noop
+
+    for direct in (False, True):
+        truncate()
+        sql("TRUNCATE x_outbox")
+        label = "W1 enqueue() x N in atomic()" + (", outbox=False" if direct else "")
+        say(f"{label}: {count} jobs ...")
+        handle = noop.using(outbox=False) if direct else noop
+        with measured() as window:
+            started = time.perf_counter()
+            with transaction.atomic():
+                for n in range(count):
+                    handle.enqueue(n=n)
+            elapsed = time.perf_counter() - started
+        _enqueued(report, label, count, elapsed, window)
 
 
 def drain_rate(
@@ -496,6 +588,9 @@ def render(report: Report, env: list[tuple[str, str]]) -> str:
 
 def drain_workloads(report: Report, args: argparse.Namespace) -> None:
     """W2 at each ``--concurrency``, then on the backlog, then by worker processes."""
+    from django_xjobs.worker.heap import settle_heap
+
+    settle_heap()  # as xjobs_worker does before its first claim
     best: tuple[float, int] | None = None
     for concurrency in args.concurrency:
         rate = drain_rate(report, args.jobs, concurrency)
@@ -560,6 +655,10 @@ def main(argv: list[str] | None = None) -> int:
             naptime=args.soak_naptime,
             finished=args.soak_finished,
         )
+    if "LIMITS" in args.workloads:
+        from bench.limits import limits
+
+        limits(report, args)
     truncate()
 
     print(render(report, env))

@@ -11,12 +11,13 @@
 """
 
 from .actors import Actor
-from .backfill import backfill, registered_backfills
+from .backfills import backfill, registered_backfills
 from .classify import classify, register_error_retry, retry_class
 from .context import JobContext, JobContextFilter, Signal, current_job
 from .cron import CronHandle, cron, registered_crons
+from .cron_controls import CronRun, inspect_crons, pause_cron, resume_cron, run_cron_now
 from .definitions import JobHandle, job
-from .drivers.base import EnqueueResult, QueueState
+from .drivers.contract import CronState, EnqueueResult, QueueState
 from .errors import (
     BackfillAppliedError,
     BackfillEnvironmentError,
@@ -25,6 +26,13 @@ from .errors import (
     BackfillRunningError,
     BackfillStalledError,
     BackfillUnknownError,
+    BatchClosedError,
+    BatchNotFoundError,
+    ChildJobFailedError,
+    CronUnknownError,
+    DependencyCycleError,
+    DependencyFailedError,
+    DependencyUnknownError,
     DriverUnavailableError,
     DurationInvalidError,
     InputInvalidError,
@@ -44,6 +52,7 @@ from .errors import (
     OutboxNoTxError,
     PayloadTooLargeError,
     QueueUnknownError,
+    RateLimited,
     ResultInvalidError,
     RetryAfterError,
     StepAtomicAliasError,
@@ -55,7 +64,8 @@ from .errors import (
     XJobsError,
 )
 from .events import publish_event
-from .inspect import (
+from .limits_admin import inspect_limits, set_queue_limit
+from .operations import (
     cancel_job,
     discard_outbox_entry,
     inspect_dead_letters,
@@ -71,6 +81,7 @@ from .inspect import (
 )
 from .registry import get_job, registered_jobs
 from .retry import Retry, retry_schedule
+from .workflows import Batch, cancel_batch, inspect_batch
 
 __all__ = [
     "Actor",
@@ -81,7 +92,17 @@ __all__ = [
     "BackfillRunningError",
     "BackfillStalledError",
     "BackfillUnknownError",
+    "Batch",
+    "BatchClosedError",
+    "BatchNotFoundError",
+    "ChildJobFailedError",
     "CronHandle",
+    "CronRun",
+    "CronState",
+    "CronUnknownError",
+    "DependencyCycleError",
+    "DependencyFailedError",
+    "DependencyUnknownError",
     "DriverUnavailableError",
     "DurationInvalidError",
     "EnqueueResult",
@@ -106,6 +127,7 @@ __all__ = [
     "PayloadTooLargeError",
     "QueueState",
     "QueueUnknownError",
+    "RateLimited",
     "ResultInvalidError",
     "Retry",
     "RetryAfterError",
@@ -118,28 +140,36 @@ __all__ = [
     "ValueRefusedError",
     "XJobsError",
     "backfill",
+    "cancel_batch",
     "cancel_job",
     "classify",
     "cron",
     "current_job",
     "discard_outbox_entry",
     "get_job",
+    "inspect_batch",
+    "inspect_crons",
     "inspect_dead_letters",
     "inspect_job",
+    "inspect_limits",
     "inspect_manifest",
     "inspect_outbox",
     "inspect_queues",
     "inspect_workers",
     "job",
+    "pause_cron",
     "pause_queue",
     "publish_event",
     "register_error_retry",
     "registered_backfills",
     "registered_crons",
     "registered_jobs",
+    "resume_cron",
     "resume_queue",
     "retry_class",
     "retry_job",
     "retry_outbox_entry",
     "retry_schedule",
+    "run_cron_now",
+    "set_queue_limit",
 ]

@@ -8,10 +8,14 @@ class XJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import (
-            checks,  # noqa: F401  (registers the system checks)
-            connections,  # noqa: F401  (bounds the roles' connections as they open)
-        )
+        from . import checks  # noqa: F401  (registers the system checks)
+        from .drivers import connections  # noqa: F401  (bounds the roles' connections as they open)
+        from .registry import tasks_api, use_tasks
+
+        if tasks_api() is not None:  # Django 6's django.tasks, or the backport on 5.2
+            from .backends import tasks
+
+            use_tasks(tasks.Resolver())
 
         # Import every installed app's jobs.py, as the admin does with admin.py, so a worker
         # knows every job and cron the project declares. Only jobs.py: tasks.py belongs to

@@ -10,10 +10,12 @@ under the index's limit, whatever the text: 800 + 512 + 1,024 bytes.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from .drivers.base import EnqueueRequest
 from .errors import InputInvalidError
+
+if TYPE_CHECKING:
+    from .drivers.contract import EnqueueRequest
 
 #: bytes of UTF-8 an idempotency key may hold (a longer one: hash it)
 MAX_KEY_BYTES: Final = 1024

@@ -160,7 +160,7 @@ def _check_cron_tasks() -> list[checks.CheckMessage]:
     for handle in registry.crons.all():
         if handle.task is None:
             continue
-        from .djtasks import resolves, unresolved_message
+        from .backends.tasks import resolves, unresolved_message
 
         if not resolves(handle.task):
             found.append(
@@ -234,12 +234,12 @@ def check_pending_backfills(
     completed pass in it (``X_BACKFILL_PENDING``), what ``xjobs_backfill --pending`` gates on."""
     from django.db import DatabaseError
 
-    from .backfill import registered_backfills
+    from .backfills import registered_backfills
 
     xjobs = _checked_database(databases)
     if xjobs is None or not registered_backfills():
         return []
-    from .backfill_status import pending_backfills
+    from .backfills.status import pending_backfills
 
     try:
         pending = [spec.name for spec in pending_backfills()]

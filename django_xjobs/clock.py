@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -46,3 +47,18 @@ class FrozenClock:
 
 
 system_clock = SystemClock()
+
+
+def frozen_now() -> datetime | None:
+    """The time freezegun holds, aware and in UTC::
+
+        with freeze_time("2026-03-01 09:00"):
+            assert frozen_now() == datetime(2026, 3, 1, 9, tzinfo=UTC)
+
+    None when no freeze is active.
+    """
+    api = sys.modules.get("freezegun.api")
+    if api is None or not getattr(api, "freeze_factories", None):
+        return None
+    value: datetime = api.freeze_factories[-1]()
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -9,14 +9,16 @@ import threading
 import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from uuid import UUID
 
-from .errors import JobAbortedError, JobInterrupt
+from .errors import InvariantError, JobAbortedError, JobInterrupt
 
 if TYPE_CHECKING:
+    from .durations import Duration
+    from .run.controls import RunControls
     from .steps import Steps
-    from .steps_async import AsyncSteps
+    from .steps.asynchronous import AsyncSteps
 
 
 class Signal:
@@ -177,6 +179,49 @@ class JobContext:
     #: the step runner (``ctx.step.run``, ``.atomic``, ``.sleep``, ``.wait_for_event``; awaitable in
     #: ``async def`` handlers)
     step: Steps | AsyncSteps = field(repr=False)
+    #: the run's snooze budget and progress writer (None: a ctx a unit test built by hand)
+    _controls: RunControls | None = field(default=None, repr=False, compare=False)
+
+    def snooze(self, duration: Duration) -> NoReturn:
+        """Put this run back for ``duration`` without spending an attempt, and end it here::
+
+            if not partner_api.ready():
+                ctx.snooze("30s")  # runs again in 30 s, same attempt
+
+        The rest of the body does not run (steps it completed stay done). A job may snooze
+        ``XJOBS["MAX_SNOOZES"]`` times; the next raises ``SnoozeLimitError`` (terminal)."""
+        controls = self._need_controls("snooze")
+        controls.snooze(duration)
+
+    async def asnooze(self, duration: Duration) -> NoReturn:
+        """``snooze`` for ``async def`` handlers: ``await ctx.asnooze("30s")``."""
+        self.snooze(duration)
+
+    def progress(self, done: float, total: float | None = None, note: str = "") -> None:
+        """Record how far the run is: ``done`` of ``total`` (or just ``done``), with a note::
+
+            for n, row in enumerate(rows, 1):
+                copy(row)
+                ctx.progress(n, total=len(rows), note="copying")
+
+        Written on the job's row at most once a second, and once more when the body ends: a
+        loop may call it for every item. The admin, ``xjobs show``/``ls`` and ``inspect_job``
+        show it."""
+        self._need_controls("progress").progress(done, total, note)
+
+    async def aprogress(self, done: float, total: float | None = None, note: str = "") -> None:
+        """``progress`` for ``async def`` handlers: ``await ctx.aprogress(3, total=10)``."""
+        from asgiref.sync import sync_to_async
+
+        await sync_to_async(self.progress)(done, total, note)
+
+    def _need_controls(self, what: str) -> RunControls:
+        if self._controls is None:
+            raise InvariantError(
+                f"ctx.{what}() needs a run claimed by a worker; this ctx was built by hand",
+                hint="run the job through run_until_idle() or a worker to test it",
+            )
+        return self._controls
 
 
 #: the run this thread (or task) is executing, for code below the handler (SPEC EXEC-09)

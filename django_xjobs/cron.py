@@ -189,7 +189,9 @@ def cron(
             # a django.tasks Task: each occurrence enqueues it; the module keeps the Task itself
             # (its workers find it there by its module path), the cron is in the registry
             label = name or task.module_path
-            handle = registry.declare("cron", label, lambda: _build(_task_entries(task), label))
+            handle = registry.declare(
+                "cron", label, lambda: _build(registry.task_resolver().cron_entries(task), label)
+            )
             handle.task = task
             registry.crons.register(handle)
             return task
@@ -233,64 +235,14 @@ def _as_task(handler: Any) -> Any:
     """``handler`` when it is a ``django.tasks`` Task (Django 6, or the backport), else None."""
     if not type(handler).__module__.startswith(("django.tasks", "django_tasks")):
         return None
-    from . import djtasks
-
-    return handler if isinstance(handler, djtasks.Task) else None
+    return registry.task_resolver().as_task(handler)
 
 
 def _is_task_job(entry: Any) -> bool:
-    return type(entry).__name__ == "TaskJob" and type(entry).__module__ == "django_xjobs.djtasks"
-
-
-def _task_entries(task: Any) -> Callable[[datetime], Any]:
-    """A cron's ``fn`` for ``task``: each occurrence enqueues it, with the occurrence (ISO 8601,
-    UTC) as its ``occurrence`` argument when it takes one. Checked now: the task runs through an
-    ``XJobsBackend`` (else the exactly-once firing would end at another backend's door), and it
-    takes no other argument without a default."""
-    import inspect
-
-    from . import djtasks
-
-    if task.backend not in registry.task_aliases():
-        raise JobDefinitionError(
-            f"@cron above task {task.module_path!r}: its backend {task.backend!r} is not "
-            "django_xjobs.backends.XJobsBackend, so an occurrence could not be enqueued exactly once",
-            code="X_CRON_INVALID",
-            hint=f'point TASKS["{task.backend}"] at django_xjobs.backends.XJobsBackend, or use '
-            "@task(backend=...) with one that is",
-        )
-    params = list(inspect.signature(task.func).parameters.values())
-    if task.takes_context:
-        params = params[1:]
-    takes_occurrence = any(p.name == "occurrence" for p in params)
-    needed = [
-        p.name
-        for p in params
-        if p.name != "occurrence"
-        and p.default is inspect.Parameter.empty
-        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    ]
-    if needed:
-        raise JobDefinitionError(
-            f"@cron above task {task.module_path!r}: an occurrence has no value for "
-            f"{', '.join(needed)}",
-            code="X_CRON_INVALID",
-            hint="give those parameters defaults; an `occurrence` parameter gets the occurrence "
-            "as ISO 8601 text",
-        )
-    # The backend's OPTIONS are read when an occurrence is enqueued (TaskJob.build_request), not
-    # here: a bad one is then `manage.py check`'s one E010 line and each enqueue's error, as for
-    # a task without a cron, instead of an import error that stops every manage.py command.
-    job = djtasks.TaskJob(task, djtasks.TaskOptions())
-
-    def entries(occurrence: datetime) -> list[tuple[Any, dict[str, Any]]]:
-        inputs = {"occurrence": occurrence.isoformat()} if takes_occurrence else {}
-        return [(job, inputs)]
-
-    entries.__module__ = task.func.__module__
-    entries.__qualname__ = task.func.__qualname__
-    entries.__doc__ = task.func.__doc__
-    return entries
+    return (
+        type(entry).__name__ == "TaskJob"
+        and type(entry).__module__ == "django_xjobs.backends.tasks"
+    )
 
 
 def _check_tz(tz: Any) -> str:

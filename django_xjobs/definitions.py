@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, overload
+from uuid import UUID
 
 from asgiref.sync import async_to_sync
 
@@ -14,7 +15,7 @@ from . import conf, registry
 from .actors import Actor
 from .bounds import check_request
 from .context import current_job
-from .drivers.base import EnqueueRequest, EnqueueResult
+from .drivers.contract import EnqueueRequest, EnqueueResult
 from .durations import Duration, parse_duration, parse_optional
 from .errors import (
     InputInvalidError,
@@ -25,6 +26,11 @@ from .errors import (
     QueueUnknownError,
     XJobsError,
 )
+from .limit_keys import JobLimits, declared
+
+# upward: (run -> roles) an enqueue hands its row to the outbox role's staging, which decides
+# whether it waits for the caller's commit (DESIGN §3, SPEC OUTBOX-01)
+from .outbox.stage import submit, submit_many
 from .payload import NotJSON, check_json, encode
 from .retry import DEFAULT_RETRY, Retry, retry_schedule
 from .signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
@@ -34,7 +40,7 @@ _MISSING: Any = object()
 #: ``job(tenant=REQUIRED)``: every enqueue carries a tenant (an actor's, ``using()``'s, or the
 #: running job's), else ``X_JOB_TENANT_REQUIRED``
 REQUIRED = "required"
-OnConflict = Literal["dedupe", "error"]
+OnConflict = Literal["dedupe", "error", "replace"]
 
 
 @dataclass(frozen=True)
@@ -43,10 +49,15 @@ class EnqueueOptions:
     run_at: datetime | None = None
     delay: float | None = None
     priority: int | None = None
-    on_conflict: OnConflict = "dedupe"
+    #: None: "replace" for a debounced job, else "dedupe"
+    on_conflict: OnConflict | None = None
     tenant_id: str | None = None
     enqueued_by: str | None = None
     outbox: bool | None = None
+    expires_at: datetime | None = None
+    #: the jobs this one waits for, and whether it runs however they end (issue 32)
+    after: tuple[UUID, ...] | None = None
+    run_anyway: bool | None = None
 
 
 class JobHandle:
@@ -78,6 +89,9 @@ class JobHandle:
         priority: int,
         tenant: Callable[..., Any] | str | None,
         options: EnqueueOptions | None = None,
+        expires_in: float | None = None,
+        debounce: float | None = None,
+        limits: JobLimits | None = None,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -90,7 +104,11 @@ class JobHandle:
         self.concurrency = concurrency
         self.priority = priority
         self.tenant = tenant
+        self.expires_in = expires_in
+        self.debounce = debounce
         self.options = options or EnqueueOptions()
+        #: fleet-wide limits decided in the claim (limit_keys.py); None: none declared
+        self.limits = limits
         self.signature = signature_of(fn)
         self._binder = Binder(self.signature)
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -133,34 +151,51 @@ class JobHandle:
         tenant_id: str | None = None,
         enqueued_by: str | None = None,
         outbox: bool | None = None,
+        expires_at: datetime | None = None,
+        after: Iterable[Any] | None = None,
+        run_anyway: bool | None = None,
     ) -> JobHandle:
         """A copy of this handle with per-enqueue options (like ``django.tasks.Task.using``)::
 
             send_receipt.using(delay="10m", priority=5).enqueue(order_id=7)
+            send_receipt.using(expires_at=deadline).enqueue(order_id=8)  # never after it
+            ship.using(after=[charged.id]).enqueue(order_id=7)  # once the charge is done
 
-        ``outbox=False`` publishes directly even inside ``atomic()``.
+        ``outbox=False`` publishes directly even inside ``atomic()``. ``on_conflict="replace"``
+        hands a waiting holder of the key this enqueue's input and run time; ``expires_at``:
+        a job not started by then never runs (stop reason ``expired``). ``after``: job ids (or
+        enqueue results) it waits for, ``suspended``, until every one is done; if one ends dead,
+        failed or cancelled it never runs (dead, stop reason ``dependency_failed``), unless
+        ``run_anyway=True`` (docs/concepts/workflows.md#dependencies).
         """
         if outbox is not None and not isinstance(outbox, bool):
             raise InvariantError(f"outbox={outbox!r} must be True or False")
         if run_at is not None and delay is not None:
             raise InvariantError("give run_at or delay, not both")
-        if run_at is not None and (not isinstance(run_at, datetime) or run_at.tzinfo is None):
-            raise InvariantError(
-                f"run_at={run_at!r} must be an aware datetime",
-                hint="use django.utils.timezone.now() + timedelta(...)",
-            )
+        for field, when in (("run_at", run_at), ("expires_at", expires_at)):
+            if when is not None and (not isinstance(when, datetime) or when.tzinfo is None):
+                raise InvariantError(
+                    f"{field}={when!r} must be an aware datetime",
+                    hint="use django.utils.timezone.now() + timedelta(...)",
+                )
         if queue is not None:
             conf.check_queue_name(queue, error=InvariantError)
         if priority is not None:
             _check_priority(priority)
-        if on_conflict is not None and on_conflict not in ("dedupe", "error"):
+        if on_conflict is not None and on_conflict not in ("dedupe", "error", "replace"):
             raise InvariantError(
-                f"on_conflict={on_conflict!r} is not an option", hint='use "dedupe" or "error"'
+                f"on_conflict={on_conflict!r} is not an option",
+                hint='use "dedupe", "error" or "replace"',
             )
         for field, value in (("tenant_id", tenant_id), ("enqueued_by", enqueued_by)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise InvariantError(f"{field}={value!r} must be a non-empty string")
+        waits_for = _after_ids(after)
+        if run_anyway is not None and not isinstance(run_anyway, bool):
+            raise InvariantError(f"run_anyway={run_anyway!r} must be True or False")
         changes: dict[str, Any] = {
+            "after": waits_for,
+            "run_anyway": run_anyway,
             "queue": queue,
             "run_at": run_at,
             "delay": _delay_seconds(delay),
@@ -169,12 +204,14 @@ class JobHandle:
             "tenant_id": tenant_id,
             "enqueued_by": enqueued_by,
             "outbox": outbox,
+            "expires_at": expires_at,
         }
         options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
         if run_at is not None:
             options = replace(options, delay=None)
         if delay is not None:
             options = replace(options, run_at=None)
+        _check_after_options(self, options)
         clone = object.__new__(JobHandle)
         clone.__dict__.update(self.__dict__)
         clone.options = options
@@ -196,18 +233,25 @@ class JobHandle:
                 order = Order.objects.create(email=email)
                 result = send_receipt.enqueue(order_id=order.pk)  # commits with the order
         """
-        from .outbox.stage import submit
-
         self._refuse_positional(args)
         request = self.build_request(inputs)
-        result = submit(request, outbox=self.options.outbox, on_conflict=self.options.on_conflict)
-        if result.deduped and self.options.on_conflict == "error":
+        result = submit(request, outbox=self.options.outbox, on_conflict=self.on_conflict)
+        if result.deduped and self.on_conflict == "error":
             raise JobDuplicateError(
                 f"job {self.name!r} with key {request.idempotency_key!r} is already live as {result.id}",
                 hint='drop on_conflict="error" to get the live job back instead',
                 job_id=str(result.id),
             )
         return result
+
+    @property
+    def on_conflict(self) -> OnConflict:
+        """What an enqueue does when a live job holds its key: ``using()``'s choice, else
+        ``"replace"`` for a debounced job (each enqueue pushes the waiting one back), else
+        ``"dedupe"``."""
+        if self.options.on_conflict is not None:
+            return self.options.on_conflict
+        return "replace" if self.debounce is not None else "dedupe"
 
     def enqueue_as(self, actor: Actor | None, /, *args: Any, **inputs: Any) -> EnqueueResult:
         """``enqueue`` on behalf of ``actor`` (SPEC ENQ-04): the row records ``actor.id`` as
@@ -252,8 +296,6 @@ class JobHandle:
         was taken by an earlier element of the same call, returns that job (``deduped=True``).
         Inside ``atomic()`` all are staged in one statement and published at commit together.
         """
-        from .outbox.stage import submit_many
-
         if isinstance(inputs, Mapping | str | bytes):
             raise InputInvalidError(
                 f"job {self.name!r}: enqueue_many takes a list of input dicts, got "
@@ -262,10 +304,8 @@ class JobHandle:
             )
         shared = self._per_call()
         requests = [self._request_at(index, given, shared) for index, given in enumerate(inputs)]
-        results = submit_many(
-            requests, outbox=self.options.outbox, on_conflict=self.options.on_conflict
-        )
-        if self.options.on_conflict == "error":
+        results = submit_many(requests, outbox=self.options.outbox, on_conflict=self.on_conflict)
+        if self.on_conflict == "error":
             for index, result in enumerate(results):
                 if result.deduped:
                     raise JobDuplicateError(
@@ -347,13 +387,22 @@ class JobHandle:
                 hint="declare a job with queue=... in an installed app's jobs.py, or list the "
                 'queue in XJOBS["QUEUES"]',
             )
+        run_at, delay = self.options.run_at, self.options.delay
+        if self.debounce is not None and run_at is None and delay is None:
+            delay = self.debounce  # a debounced job runs a quiet window after its last enqueue
         return {
             "name": self.name,
             "queue": queue,
             "max_attempts": self.retry.attempts,
             "priority": self.priority if self.options.priority is None else self.options.priority,
-            "run_at": self.options.run_at,
-            "delay": self.options.delay,
+            "run_at": run_at,
+            "delay": delay,
+            "expires_at": self.options.expires_at,
+            # from the due time, so a delayed or debounced job keeps its whole window
+            "expires_in": None if self.options.expires_at is not None else self.expires_in,
+            "replace": self.on_conflict == "replace",
+            "after": self.options.after,
+            "run_anyway": bool(self.options.run_anyway),
             # a nested enqueue, from inside a run, names its parent job (SPEC EXEC-09)
             "enqueued_by": self.options.enqueued_by or _parent_job(),
             "traceparent": current_traceparent(),
@@ -447,6 +496,8 @@ class JobHandle:
             "priority": self.priority,
             "concurrency": self.concurrency,
             "timeout": self.timeout,
+            "expires_in": self.expires_in,
+            "debounce": self.debounce,
             "idempotent": True,
             "steps": [],
         }
@@ -466,6 +517,10 @@ def job(
     concurrency: int | None = ...,
     priority: int = ...,
     tenant: Callable[..., Any] | str | None = ...,
+    expires_in: Duration | None = ...,
+    debounce: Duration | None = ...,
+    limit_key: str | None = ...,
+    rate_limit: str | None = ...,
 ) -> JobHandle: ...
 
 
@@ -483,6 +538,10 @@ def job(
     concurrency: int | None = ...,
     priority: int = ...,
     tenant: Callable[..., Any] | str | None = ...,
+    expires_in: Duration | None = ...,
+    debounce: Duration | None = ...,
+    limit_key: str | None = ...,
+    rate_limit: str | None = ...,
 ) -> Callable[[Callable[..., Any]], JobHandle]: ...
 
 
@@ -499,6 +558,10 @@ def job(
     concurrency: int | None = None,
     priority: int = 0,
     tenant: Callable[..., Any] | str | None = None,
+    expires_in: Duration | None = None,
+    debounce: Duration | None = None,
+    limit_key: str | None = None,
+    rate_limit: str | None = None,
 ) -> JobHandle | Callable[[Callable[..., Any]], JobHandle]:
     """Declare a durable job. Put it in ``<app>/jobs.py``; it is imported at startup.
 
@@ -513,6 +576,20 @@ def job(
     ``idempotency_key`` is required: a ``str.format`` template over the inputs, or a callable
     taking them. While a job with that key is live, enqueueing it again returns the live job.
     Every mistake here raises ``JobDefinitionError`` when the module is imported.
+
+    ``expires_in="10m"``: a job not started within that long of falling due never runs (it
+    ends dead, stop reason ``expired``). ``debounce="30s"``: each enqueue of a key whose job
+    still waits pushes its run back to 30 s from now, with the latest input, so a burst of
+    enqueues runs once, after the last::
+
+        @job(idempotency_key="reindex:{doc_id}", debounce="30s", expires_in="1h")
+        def reindex(ctx, doc_id: int): ...
+
+    Fleet-wide limits, decided in the claim (docs/howto/limits.md): ``limit_key`` is a template
+    over the inputs naming what a limit counts per (``"{account_id}"``); with it,
+    ``concurrency`` caps the runs at once per key instead of per job name. ``rate_limit``
+    (``"100/m"``, ``"10/s"``, ``"500/h"``) caps the starts per window per key (per job name
+    without a ``limit_key``).
     """
 
     def declare(handler: Callable[..., Any]) -> JobHandle:
@@ -562,6 +639,7 @@ def job(
                 hint="omit it for no cap; concurrency=0 would never run",
             )
         _check_priority(priority)
+        limits = declared(limit_key, concurrency, rate_limit, signature)
         return JobHandle(
             handler,
             name=label,
@@ -574,6 +652,9 @@ def job(
             concurrency=concurrency,
             priority=priority,
             tenant=tenant,
+            expires_in=parse_optional(expires_in, field="expires_in"),
+            debounce=parse_optional(debounce, field="debounce"),
+            limits=limits,
         )
 
     return declare if fn is None else declare(fn)
@@ -595,6 +676,45 @@ def _check_priority(priority: Any) -> None:
         raise InvariantError(
             f"priority={priority!r} must be an integer from -1000 to 1000",
             hint="higher runs first; the default is 0",
+        )
+
+
+def _after_ids(after: Iterable[Any] | None) -> tuple[UUID, ...] | None:
+    """``using(after=...)`` as job ids: each a UUID, its text, or an enqueue's result."""
+    if after is None:
+        return None
+    if isinstance(after, str | bytes | UUID) or not isinstance(after, Iterable):
+        raise InvariantError(
+            f"after={after!r} must be a list of job ids", hint="after=[result.id, ...]"
+        )
+    ids = []
+    for given in after:
+        value = getattr(given, "id", given)
+        try:
+            ids.append(value if isinstance(value, UUID) else UUID(str(value)))
+        except ValueError:
+            raise InvariantError(
+                f"after: {given!r} is not a job id", hint="pass the ids enqueue returned"
+            ) from None
+    return tuple(ids) or None  # an empty list waits for nothing
+
+
+def _check_after_options(handle: JobHandle, options: EnqueueOptions) -> None:
+    """A dependant falls due when its last dependency is done: a run time of its own, or a
+    waiting holder replaced by a later enqueue, would contradict that (issue 32)."""
+    if options.after is None:
+        return
+    if options.run_at is not None or options.delay is not None:
+        raise InvariantError(
+            "after cannot be given with run_at or delay",
+            hint="a job with dependencies runs when the last of them is done",
+        )
+    if options.on_conflict == "replace" or (
+        options.on_conflict is None and handle.debounce is not None
+    ):
+        raise InvariantError(
+            f"job {handle.name!r}: after cannot be given with on_conflict='replace' or debounce",
+            hint="a live job of the same key is returned as it is",
         )
 
 

@@ -192,6 +192,27 @@ class RetryAfterError(XJobsError):
         self.retry_after = retry_after
 
 
+class RateLimited(XJobsError):
+    """The partner said "not now": pause this run's limit key and run it again later, without
+    spending an attempt (issue 31). ``retry_after`` is seconds, a duration (``"30s"``), or a
+    ``Retry-After`` header's value (seconds or an HTTP date)::
+
+        if response.status_code == 429:
+            raise RateLimited(retry_after=response.headers.get("Retry-After", "30s"))
+
+    Every run of the same key (``@job(limit_key=...)``; without one, of the job) waits until
+    then; other keys and other jobs keep running.
+    """
+
+    code = "X_RATE_LIMITED"
+
+    def __init__(
+        self, message: str | None = None, *, retry_after: Any = None, **kwargs: Any
+    ) -> None:
+        super().__init__(message or "rate limited by the partner", **kwargs)
+        self.retry_after = retry_after
+
+
 class ErrorRetryInvalidError(XJobsError):
     """A retry classification could not be registered."""
 
@@ -271,6 +292,12 @@ class BackfillUnknownError(XJobsError):
     code = "X_BACKFILL_UNKNOWN"
 
 
+class CronUnknownError(XJobsError):
+    """No cron is declared under that name."""
+
+    code = "X_CRON_UNKNOWN"
+
+
 class JobTenantRequiredError(XJobsError):
     """A tenant-scoped job was declared or enqueued without a way to get its tenant."""
 
@@ -283,6 +310,28 @@ class StepDuplicateError(XJobsError):
     code = "X_STEP_DUPLICATE"
     retry = "terminal"  # SPEC CLASS-02: the same code would fail the same way again
     default_hint = "give each step its own name; a loop can add its index: f'fetch:{page}'"
+
+
+class JobExpiredError(XJobsError):
+    """A job was not started before its ``expires_at`` (``expires_in``), so it never ran."""
+
+    code = "X_JOB_EXPIRED"
+    retry = "terminal"
+    default_hint = (
+        "nothing to do if the work was only worth doing in time; else raise expires_in=, or "
+        "add workers so jobs start sooner, and retry_job() it"
+    )
+
+
+class SnoozeLimitError(XJobsError):
+    """A job snoozed (``ctx.snooze``) more times than ``XJOBS["MAX_SNOOZES"]`` allows."""
+
+    code = "X_JOB_SNOOZE_LIMIT"
+    retry = "terminal"
+    default_hint = (
+        "a job that keeps snoozing waits on something that is not coming: catch it and fail, "
+        'wait with ctx.step.wait_for_event, or raise XJOBS["MAX_SNOOZES"]'
+    )
 
 
 class StepLimitError(XJobsError):
@@ -373,6 +422,88 @@ class JobNotRetryableError(XJobsError):
     code = "X_JOB_NOT_RETRYABLE"
 
 
+class BatchClosedError(XJobsError):
+    """A member was added to a batch that is closed (or was never opened): nothing was added."""
+
+    code = "X_BATCH_CLOSED"
+    default_hint = "add every member before the batch closes (the end of its with block)"
+
+
+class BatchNotFoundError(XJobsError):
+    """No batch has this id."""
+
+    code = "X_BATCH_NOT_FOUND"
+
+
+class DependencyUnknownError(XJobsError):
+    """A job given in ``using(after=[...])`` does not exist: nothing was enqueued."""
+
+    code = "X_DEPENDENCY_UNKNOWN"
+    default_hint = (
+        "pass ids that enqueue returned; a finished job that was pruned can no longer be waited for"
+    )
+
+
+class DependencyFailedError(XJobsError):
+    """A job it waited for (``using(after=...)``) ended dead, failed or cancelled, so it never
+    ran (stop reason ``dependency_failed``)."""
+
+    code = "X_DEPENDENCY_FAILED"
+    retry = "terminal"
+    default_hint = (
+        "see why its dependency ended; retry_job runs this one anyway, or enqueue it with "
+        "run_anyway=True to run whatever its dependencies end as"
+    )
+
+
+class DependencyCycleError(XJobsError):
+    """A job was given itself in ``using(after=[...])``: it would wait for ever."""
+
+    code = "X_DEPENDENCY_CYCLE"
+    default_hint = "a job waits for jobs enqueued before it; drop its own id from after"
+
+
+class StepReplayMismatchError(XJobsError):
+    """A replayed ``ctx.step.call``/``call_many`` is not the call its step recorded: another
+    job, the other kind of call, or another number of inputs. The record is what ran (its
+    children exist), so the step refuses rather than resume with children it no longer asks
+    for."""
+
+    code = "X_STEP_REPLAY_MISMATCH"
+    retry = "terminal"  # every replay reads the same record
+    default_hint = (
+        "a deploy changed this step while runs were parked in it: keep the call as recorded "
+        "until those runs end, or give the changed call a new name= (it then starts afresh)"
+    )
+
+
+class ChildJobFailedError(XJobsError):
+    """A child job called from a step (``ctx.step.call``/``call_many``) ended without a result.
+
+    ``children`` lists each child that ended dead, failed or cancelled, in input order, as
+    ``{"index", "id", "state", "stop_reason", "last_error"}``; ``child_id``, ``state`` and
+    ``last_error`` are the first of them. The parent catches it like any error; uncaught, it
+    ends the parent at once (a retry would replay the same children)::
+
+        try:
+            label = ctx.step.call(make_label, {"order_id": order_id})
+        except ChildJobFailedError as error:
+            label = fallback_label(order_id, error.last_error)
+    """
+
+    code = "X_CHILD_FAILED"
+    retry = "terminal"
+    default_hint = "catch ChildJobFailedError in the parent, or fix the child and retry both"
+
+    def __init__(self, message: str, *, children: list[dict[str, Any]], **meta: Any) -> None:
+        super().__init__(message, children=children, **meta)
+        self.children = children
+        first = children[0] if children else {}
+        self.child_id: str | None = first.get("id")
+        self.state: str | None = first.get("state")
+        self.last_error: str | None = first.get("last_error")
+
+
 class JobAbortedError(JobInterrupt):
     """The run was aborted; nothing more it writes will land."""
 
@@ -406,11 +537,34 @@ class StepSuspension(JobInterrupt):
 
     code = "X_STEP_SUSPENDED"
 
-    def __init__(self, step: str, resume_at: Any, reason: str, resume_in: float = 0.0) -> None:
+    def __init__(
+        self,
+        step: str,
+        resume_at: Any,
+        reason: str,
+        resume_in: float = 0.0,
+        children: tuple[Any, ...] | None = None,
+    ) -> None:
         super().__init__(f"step {step!r} parks the run until {resume_at} ({reason})")
         self.step, self.resume_at, self.reason = step, resume_at, reason
         #: seconds from now to ``resume_at``, both on the step store's clock (issue 11)
         self.resume_in = resume_in
+        #: the live child jobs a call step waits for: the last to end wakes the run (issue 32)
+        self.children = children
+
+
+class JobSnooze(JobInterrupt):
+    """Internal: ``ctx.snooze`` puts the run back for ``seconds`` without spending an attempt.
+
+    It unwinds the handler like a step suspension (an ``except Exception`` must not stop it),
+    and the executor settles it as a snooze (issue 29).
+    """
+
+    code = "X_JOB_SNOOZED"
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the run snoozes for {seconds:g}s")
+        self.seconds = seconds
 
 
 #: Every code this package owns, with its class: the table the docs list.
@@ -432,6 +586,7 @@ CODES: dict[str, type[_Coded]] = {
         OutboxNoTxError,
         TerminalError,
         RetryAfterError,
+        RateLimited,
         ErrorRetryInvalidError,
         ConcurrencyUnenforceableError,
         JobCrashedError,
@@ -439,6 +594,8 @@ CODES: dict[str, type[_Coded]] = {
         SlotLostError,
         StepDuplicateError,
         StepLimitError,
+        SnoozeLimitError,
+        JobExpiredError,
         StepOutputInvalidError,
         StepAtomicAliasError,
         StepAtomicNestedError,
@@ -446,6 +603,13 @@ CODES: dict[str, type[_Coded]] = {
         JobIdAmbiguousError,
         JobNotCancellableError,
         JobNotRetryableError,
+        BatchClosedError,
+        BatchNotFoundError,
+        DependencyUnknownError,
+        DependencyFailedError,
+        DependencyCycleError,
+        ChildJobFailedError,
+        StepReplayMismatchError,
         JobAbortedError,
         LeaseLostError,
         JobCancelledError,
@@ -457,6 +621,7 @@ CODES: dict[str, type[_Coded]] = {
         BackfillRunningError,
         BackfillStalledError,
         BackfillUnknownError,
+        CronUnknownError,
         ManifestInvalidError,
         ManifestDriftError,
         JobRowStatusUnknownError,

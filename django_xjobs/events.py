@@ -9,7 +9,7 @@ from typing import Any
 from . import conf
 from .context import current_job
 from .drivers import get_driver
-from .drivers.base import EventRecord, EventStore
+from .drivers.contract import EventRecord, EventStore
 from .durations import Duration, parse_duration
 from .errors import InputInvalidError, InvariantError, OutboxNoTxError
 from .ids import uuid7
@@ -96,11 +96,7 @@ def _check_transaction(event: str, using: str | None) -> None:
 
 def _store(using: str | None) -> EventStore:
     driver = get_driver()
-    if using is None or driver.database in (None, using):
-        return driver.events
-    from .drivers.postgres_steps import PostgresEventStore
-
-    return PostgresEventStore(using)
+    return driver.events if using is None else driver.event_store(using)
 
 
 def _maybe_purge(store: EventStore) -> None:

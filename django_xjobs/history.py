@@ -22,7 +22,7 @@ from .text import MESSAGE_LIMIT, TRACEBACK_LIMIT, storable
 #: failed attempts kept per job; older ones are dropped as new ones arrive
 KEEP = 10
 
-Ending = Literal["retried", "dead", "failed", "timeout", "crashed", "lapsed"]
+Ending = Literal["retried", "dead", "failed", "timeout", "crashed", "lapsed", "snoozed"]
 
 
 @dataclass(frozen=True)

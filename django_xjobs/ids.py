@@ -6,6 +6,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 _lock = threading.Lock()
 _last = [0, 0]  # [unix ms, 12-bit counter] keeps ids monotonic inside one millisecond
@@ -33,16 +34,52 @@ class _Pool:
 os.register_at_fork(after_in_child=_Pool.forget)
 
 
-def uuid7() -> uuid.UUID:
+def _own_uuid7() -> uuid.UUID:
     """A UUIDv7 (RFC 9562): 48-bit unix milliseconds, a counter, then random bits."""
     with _lock:
         return _next()
 
 
-def uuid7_many(count: int) -> list[uuid.UUID]:
-    """``count`` UUIDv7s in increasing order, for one batch (one lock, not one per id)."""
+def _own_uuid7_many(count: int) -> list[uuid.UUID]:
     with _lock:
         return [_next() for _ in range(count)]
+
+
+def _library_uuid7() -> Callable[[], uuid.UUID] | None:
+    """A faster UUIDv7 maker than ours when one is installed: the standard library's (Python
+    3.14), else ``uuid-utils`` (compiled; 20,000 ids cost a third of what ours do, and they were
+    a third of ``enqueue_many``'s Python). Each keeps its ids increasing within the process, as
+    ours does. ``uuid-utils``' generator keeps its random state across a fork, so a forked child
+    reseeds it: two processes forked from one parent must not mint the same ids."""
+    made = getattr(uuid, "uuid7", None)
+    if made is not None:
+        return made  # type: ignore[no-any-return]
+    try:
+        import uuid_utils
+        from uuid_utils import compat
+    except ImportError:
+        return None
+    reseed = getattr(uuid_utils, "reseed_rng", None)
+    if reseed is None:  # too old to reseed after a fork: ours is safe, and only slower
+        return None
+    os.register_at_fork(after_in_child=reseed)
+    return compat.uuid7
+
+
+_made = _library_uuid7()
+
+
+def uuid7() -> uuid.UUID:
+    """A UUIDv7 (RFC 9562): 48-bit unix milliseconds, a counter, then random bits."""
+    return _own_uuid7() if _made is None else _made()
+
+
+def uuid7_many(count: int) -> list[uuid.UUID]:
+    """``count`` UUIDv7s in increasing order, for one batch."""
+    if _made is None:
+        return _own_uuid7_many(count)
+    made = _made
+    return [made() for _ in range(count)]
 
 
 def _next() -> uuid.UUID:

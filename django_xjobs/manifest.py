@@ -43,7 +43,7 @@ def backfills() -> list[dict[str, Any]]:
     """The manifest's backfills section (no checksum: it hashes the handler's source, so every
     edit would churn the file)."""
     from . import registry
-    from .backfill import registered_backfills
+    from .backfills import registered_backfills
 
     return [
         {

@@ -5,9 +5,9 @@ The counters are named and labelled as the Prometheus series they are exported a
 whether or not ``prometheus-client`` is installed.
 
 ``collector()`` / ``registry()`` need the optional extra (the ``metrics`` extra, or ``pip install prometheus-client``).
-At scrape time the collector reads queue depths, the outbox and the scheduler leader through
-``django_xjobs.inspect`` — the same functions the admin and ``manage.py xjobs`` use — at most
-once per ``STATS_INTERVAL`` seconds per process (SPEC MET-01)::
+At scrape time the collector reads queue depths, the outbox and the scheduler leader from the
+driver — the same rows the admin and ``manage.py xjobs`` show — at most once per
+``STATS_INTERVAL`` seconds per process (SPEC MET-01)::
 
     from prometheus_client import generate_latest
     generate_latest(metrics.registry())  # b'# HELP xjobs_queue_depth ...'
@@ -20,11 +20,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import log
+from . import conf, log
+from .drivers import get_driver
+from .drivers.contract import LEADER_KEY, JobDriver
+from .rollup import BOUNDS
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -50,6 +54,21 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Runs settled by workers in this process, by outcome (ok, failed, dead, cancelled, "
         "lease_lost)",
         ("queue", "outcome"),
+    ),
+    "xjobs_jobs_expired_total": (
+        "Jobs workers in this process found expired at their first claim and settled dead "
+        "(stop reason expired) without running them",
+        ("queue",),
+    ),
+    "xjobs_jobs_dependency_failed_total": (
+        "Jobs workers in this process settled dead (stop reason dependency_failed) without "
+        "running them: a job they waited for ended dead, failed or cancelled",
+        ("queue",),
+    ),
+    "xjobs_jobs_snoozed_total": (
+        "Runs in this process that snoozed (ctx.snooze): put back without spending an attempt; "
+        "not counted as failures",
+        ("queue",),
     ),
     "xjobs_worker_recycles_total": (
         "Workers in this process that drained to start afresh, by reason (abandoned_held: "
@@ -116,6 +135,48 @@ def gauge_value(name: str) -> float:
         return _gauges.get(name, 0.0)
 
 
+# --- in-process histograms -------------------------------------------------------------------
+
+#: The histograms the collector exports, with their help text; each is per queue. Their bucket
+#: bounds are the rollup's (rollup.BOUNDS), so a dashboard and the admin overview agree.
+HISTOGRAMS: dict[str, str] = {
+    "xjobs_job_duration_seconds": (
+        "Run time of the runs settled by workers in this process (claim to settle), per queue"
+    ),
+    "xjobs_job_wait_seconds": (
+        "Wait of the runs settled by workers in this process (due time to claim), per queue"
+    ),
+}
+#: name -> queue -> [count per bound (le), +Inf count, sum]
+_histograms: dict[str, dict[str, list[float]]] = {}
+
+
+def observe(name: str, seconds: float, *, queue: str) -> None:
+    """Count ``seconds`` in the histogram ``name`` of ``queue``."""
+    with _lock:
+        series = _histograms.setdefault(name, {}).get(queue)
+        if series is None:
+            series = _histograms[name][queue] = [0.0] * (len(BOUNDS) + 2)
+        series[bisect_left(BOUNDS, seconds)] += 1  # the first bound it is not above: le
+        series[-1] += seconds
+
+
+def histogram(name: str, queue: str) -> tuple[list[tuple[str, float]], float]:
+    """The cumulative ``(le, count)`` buckets of ``name`` for ``queue`` (the last is "+Inf",
+    the total) and the sum of what was observed."""
+    with _lock:
+        series = list(_histograms.get(name, {}).get(queue, [0.0] * (len(BOUNDS) + 2)))
+    return _cumulative(series)
+
+
+def _cumulative(series: list[float]) -> tuple[list[tuple[str, float]], float]:
+    buckets, seen = [], 0.0
+    for bound, count in zip([*map(repr, BOUNDS), "+Inf"], series[:-1], strict=True):
+        seen += count
+        buckets.append((bound, seen))
+    return buckets, series[-1]
+
+
 # --- what the database says, read at most once per STATS_INTERVAL ---------------------------
 
 
@@ -126,6 +187,11 @@ class DatabaseStats:
     queues: list[dict[str, Any]] | None = None
     outbox: dict[str, Any] | None = None
     leaders: list[str] | None = None
+    #: each declared cron's name and whether an operator paused it (``pause_cron``)
+    crons: list[tuple[str, bool]] | None = None
+    #: limit keys used within a day (``inspect_limits``)
+    limits: list[dict[str, Any]] | None = None
+    batches_open: int | None = None
     read_at: float = field(default=0.0)
 
 
@@ -162,25 +228,86 @@ def clear_cache() -> None:
 
 
 def _read_database(now: float) -> DatabaseStats:
-    from . import inspect
     from .errors import DriverUnavailableError
 
+    driver = get_driver()
     stats = DatabaseStats(read_at=now)
     try:
-        stats.queues = inspect.inspect_queues()["queues"]
+        stats.queues = queue_depths(driver)
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.depth_failed", error=error)
     try:
-        stats.outbox = inspect.inspect_outbox()
+        stats.outbox = _outbox_totals(driver)
     except DriverUnavailableError as error:  # no x_outbox table there: nothing to report
         log.event(logging.DEBUG, "xjobs.metrics.outbox_failed", error=error)
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.outbox_failed", error=error)
     try:
+        from .limits_admin import inspect_limits
+
+        stats.limits = inspect_limits()
+    except Exception as error:
+        log.event(logging.WARNING, "xjobs.metrics.limits_failed", error=error)
+    try:
         stats.leaders = scheduler_leaders()
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.leader_failed", error=error)
+    try:
+        stats.crons = cron_pauses()
+    except Exception as error:
+        log.event(logging.WARNING, "xjobs.metrics.crons_failed", error=error)
+    try:
+        stats.batches_open = get_driver().batches.open_count()
+    except Exception as error:
+        log.event(logging.WARNING, "xjobs.metrics.batches_failed", error=error)
     return stats
+
+
+def queue_depths(driver: JobDriver) -> list[dict[str, Any]]:
+    """One row per queue, in name order: its counts by state, the age of its oldest ready job
+    and whether it is paused; a paused queue with no jobs is listed too, with zeros. Read from
+    the driver, with the fleet-wide cap ``set_queue_limit`` set (``inspect_queues`` answers the
+    same rows to the admin and the CLI)."""
+    paused = driver.paused_queues()
+    caps = driver.queue_limits()  # set_queue_limit: shown beside the pause, with the running
+    queues: list[dict[str, Any]] = [
+        {
+            "queue": s.queue,
+            "ready": s.ready,
+            "delayed": s.delayed,
+            "running": s.running,
+            "suspended": s.suspended,
+            "dead": s.dead,
+            "oldest_ready_seconds": float(s.oldest_ready_seconds),
+            "paused": s.queue in paused,
+            "limit": caps.get(s.queue),
+        }
+        for s in driver.stats()
+    ]
+    listed = {q["queue"] for q in queues}
+    for name in sorted((paused | caps.keys()) - listed):
+        empty = dict.fromkeys(("ready", "delayed", "running", "suspended", "dead"), 0)
+        queues.append(
+            {
+                "queue": name,
+                **empty,
+                "oldest_ready_seconds": 0.0,
+                "paused": name in paused,
+                "limit": caps.get(name),
+            }
+        )
+    queues.sort(key=lambda q: q["queue"])
+    return queues
+
+
+def _outbox_totals(driver: JobDriver) -> dict[str, Any]:
+    pending, oldest, quarantined = 0, 0.0, 0
+    for alias in conf.get().outbox_databases:
+        store = driver.outbox_store(alias)
+        count, age = store.pending()
+        pending, oldest = pending + count, max(oldest, age)
+        quarantined += store.quarantined_count()
+    return {"pending": pending, "oldest_pending_seconds": oldest, "quarantined": quarantined}
 
 
 def scheduler_leaders() -> list[str]:
@@ -189,11 +316,16 @@ def scheduler_leaders() -> list[str]:
     Read from the driver's scheduler store, on its clock (on PostgreSQL the database's, the
     one the scheduler's lease is judged by).
     """
-    from .drivers import get_driver
-    from .scheduler.role import LEADER_KEY
-
     holder = get_driver().scheduler_store().leader(LEADER_KEY)
     return [] if holder is None else [holder]
+
+
+def cron_pauses() -> list[tuple[str, bool]]:
+    """Each declared cron, by name, with whether it is paused (``xjobs_cron_paused``)."""
+    from . import registry
+
+    paused = get_driver().scheduler_store().paused_crons()
+    return [(c.name, c.name in paused) for c in registry.crons.all()]
 
 
 # --- the Prometheus side ----------------------------------------------------------------------
@@ -218,6 +350,17 @@ QUEUE_GAUGES = (
 )
 
 
+#: The limits' series (limit_gauges): a capped queue's cap, then per limited job
+#: (not per key: a key per customer would be a series per customer) its runs now, its keys used
+#: within a day, and those a partner paused (RateLimited).
+QUEUE_LIMIT_GAUGE = ("xjobs_queue_limit", "An operator's cap on a queue's runs at once, fleet-wide")
+LIMIT_GAUGES = (
+    ("xjobs_limit_running", "Runs of a limited job now, over all its keys", "running"),
+    ("xjobs_limit_keys", "Limit keys of a job used within a day", None),
+    ("xjobs_limit_keys_paused", "Limit keys of a job paused by RateLimited now", "paused_until"),
+)
+
+
 def _prometheus() -> Any:
     try:
         import prometheus_client
@@ -236,7 +379,11 @@ class XJobsCollector:
         return []  # registering must not touch the database
 
     def collect(self) -> Iterator[Metric]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
 
         stats = database_stats(close_connections=self.close_connections)
         if stats.queues is not None:
@@ -245,6 +392,8 @@ class XJobsCollector:
                 for row in stats.queues:
                     gauge.add_metric([row["queue"]], float(row[key]))
                 yield gauge
+        if stats.queues is not None or stats.limits is not None:
+            yield from limit_gauges(stats.queues or [], stats.limits or [])
         if stats.outbox is not None:
             yield GaugeMetricFamily(
                 "xjobs_outbox_pending",
@@ -270,9 +419,29 @@ class XJobsCollector:
             for holder in stats.leaders:
                 leader.add_metric([holder], 1.0)
             yield leader
-        for name, text in GAUGES.items():
-            yield GaugeMetricFamily(name, text, value=gauge_value(name))
-        counted = snapshot()
+        if stats.crons is not None:
+            cron_paused = GaugeMetricFamily(
+                "xjobs_cron_paused",
+                "1 while an operator has the cron paused, else 0",
+                labels=["cron"],
+            )
+            for cron_name, is_paused in stats.crons:
+                cron_paused.add_metric([cron_name], 1.0 if is_paused else 0.0)
+            yield cron_paused
+        if stats.batches_open is not None:
+            yield GaugeMetricFamily(
+                "xjobs_batches_open",
+                "Batches whose callbacks are not queued yet: open, or closed with members "
+                "still to end (docs/concepts/workflows.md)",
+                value=float(stats.batches_open),
+            )
+        counted, gauges, histograms = self.local()
+        for name, text in HISTOGRAMS.items():
+            family = HistogramMetricFamily(name, text, labels=["queue"])
+            for queue in sorted(histograms.get(name, {})):
+                buckets, total = _cumulative(histograms[name][queue])
+                family.add_metric([queue], buckets, total)
+            yield family
         for name, (text, labels) in COUNTERS.items():
             counter = CounterMetricFamily(name, text, labels=list(labels))
             for (series, pairs), amount in sorted(counted.items()):
@@ -280,6 +449,21 @@ class XJobsCollector:
                     values = dict(pairs)
                     counter.add_metric([values.get(label, "") for label in labels], amount)
             yield counter
+        for name, text in GAUGES.items():
+            yield GaugeMetricFamily(name, text, value=gauges.get(name, 0.0))
+
+    def local(
+        self,
+    ) -> tuple[
+        dict[tuple[str, tuple[tuple[str, str], ...]], float],
+        dict[str, float],
+        dict[str, dict[str, list[float]]],
+    ]:
+        """The process's own counters, gauges and histograms (metrics_shared.py adds up those
+        of every child of a supervisor instead)."""
+        with _lock:
+            histograms = {n: {q: list(v) for q, v in qs.items()} for n, qs in _histograms.items()}
+            return dict(_counters), dict(_gauges), histograms
 
 
 def collector(*, close_connections: bool = False) -> XJobsCollector:
@@ -302,3 +486,30 @@ def registry(*, close_connections: bool = False) -> CollectorRegistry:
     result: CollectorRegistry = prometheus_client.CollectorRegistry()
     result.register(collector(close_connections=close_connections))
     return result
+
+
+def limit_gauges(queues: list[dict[str, Any]], keys: list[dict[str, Any]]) -> Iterator[Any]:
+    """The limits' series: each capped queue's cap, and per limited job (not per key: a key per
+    customer would be a series per customer) its runs now, its keys seen within a day, and how
+    many of them an operator's partner paused (``RateLimited``)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    cap = GaugeMetricFamily(*QUEUE_LIMIT_GAUGE, labels=["queue"])
+    for row in queues:
+        if row.get("limit") is not None:
+            cap.add_metric([row["queue"]], float(row["limit"]))
+    yield cap
+    by_job: dict[str, list[dict[str, Any]]] = {}
+    for key in keys:
+        by_job.setdefault(key["job"], []).append(key)
+    for name, text, column in LIMIT_GAUGES:
+        gauge = GaugeMetricFamily(name, text, labels=["job"])
+        for job, rows in sorted(by_job.items()):
+            if column is None:
+                amount = len(rows)
+            elif column == "paused_until":
+                amount = sum(1 for r in rows if r["paused_until"])
+            else:
+                amount = sum(r[column] for r in rows)
+            gauge.add_metric([job], float(amount))
+        yield gauge

@@ -1,5 +1,5 @@
 """The tables (SPEC §14 + DESIGN §4). The hot path writes them with raw SQL in
-``drivers/postgres.sql``; the ORM serves the admin, reads and tests."""
+``drivers/postgres/jobs.sql``; the ORM serves the admin, reads and tests."""
 
 from __future__ import annotations
 
@@ -10,6 +10,36 @@ from django.db.models import Q, Value
 from django.db.models.functions import Coalesce, Now
 
 from .ids import uuid7
+from .states import WAITING_STATES
+
+
+class PgArrayField(models.Field):  # type: ignore[type-arg]
+    """A PostgreSQL array of one element type (``bigint[]``, ``timestamptz[]``), read and written
+    as a Python list by psycopg itself.
+
+    Not ``django.contrib.postgres``'s ``ArrayField``: since Django 6.1 that one fails the system
+    checks (postgres.E005) unless ``django.contrib.postgres`` is in ``INSTALLED_APPS``, and this app
+    asks its users for one entry there, not two. The column is the same one, so the migration
+    that swapped them changes nothing in the database. Served by raw SQL and read-only pages:
+    no lookups, no form field beyond the default."""
+
+    def __init__(self, base_field: models.Field, **kwargs: Any) -> None:  # type: ignore[type-arg]
+        self.base_field = base_field
+        super().__init__(**kwargs)
+
+    def deconstruct(self) -> Any:
+        name, path, args, kwargs = super().deconstruct()
+        kwargs["base_field"] = self.base_field.clone()
+        return name, path, args, kwargs
+
+    def db_type(self, connection: Any) -> str:
+        return f"{self.base_field.db_type(connection)}[]"
+
+    def get_prep_value(self, value: Any) -> Any:
+        return None if value is None else list(value)
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        return value
 
 
 class StoredJSONField(models.JSONField):
@@ -47,6 +77,10 @@ class StopReason(models.TextChoices):
     ATTEMPTS_EXHAUSTED = "attempts-exhausted"
     CANCELLED = "cancelled"
     TIMEOUT = "timeout"
+    #: not started by its ``expires_at``: never run (issue 29)
+    EXPIRED = "expired"
+    #: a job it waited for (``using(after=...)``) ended dead, failed or cancelled: never run
+    DEPENDENCY_FAILED = "dependency_failed"
 
 
 LIVE = [JobState.READY, JobState.DELAYED, JobState.RUNNING, JobState.SUSPENDED]
@@ -77,7 +111,7 @@ class Job(models.Model):
     visible_at = models.DateTimeField(null=True, blank=True)
     claimed_by = models.TextField(null=True, blank=True)
     lease_token = models.UUIDField(
-        null=True, blank=True, help_text="Minted by every claim; fences ack, nack and heartbeat."
+        null=True, blank=True, help_text="Minted by every claim; fences every settle and heartbeat."
     )
     lease_expiries = models.IntegerField(
         db_default=0,
@@ -115,11 +149,66 @@ class Job(models.Model):
         blank=True,
         help_text="The worker that claimed the latest attempt (kept once it settles).",
     )
+    expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Not started by then: never run, dead with stop reason expired.",
+    )
+    snoozes = models.IntegerField(
+        db_default=0, help_text="Times a run snoozed (ctx.snooze): no attempt spent for them."
+    )
+    progress = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The latest ctx.progress() of a run: done, total, note, at.",
+    )
+    limit_key = models.TextField(
+        null=True,
+        blank=True,
+        help_text="The fleet-wide limit this run counts against (job name and rendered "
+        "limit_key); null: no per-key limit.",
+    )
+    batch_id = models.UUIDField(
+        null=True,
+        blank=True,
+        help_text="The batch this job is a member of (x_batches): its final state is counted "
+        "there in the same write that settles it.",
+    )
+    after = PgArrayField(
+        models.UUIDField(),
+        null=True,
+        blank=True,
+        help_text="The jobs this one waits for (using(after=...)); null: none.",
+    )
+    dependants = PgArrayField(
+        models.UUIDField(),
+        null=True,
+        blank=True,
+        help_text="Jobs waiting for this one: released in the same write that settles it; "
+        "null (every job nobody waits for) costs its settle nothing.",
+    )
+    waiting_on = models.IntegerField(
+        null=True,
+        blank=True,
+        help_text="How many of its `after` jobs are not done yet; it runs at 0. Null: no "
+        "dependencies.",
+    )
+    after_failed = models.UUIDField(
+        null=True,
+        blank=True,
+        help_text="The dependency that ended dead, failed or cancelled: this job ends "
+        "dependency_failed at its claim.",
+    )
+    run_anyway = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="Runs once its dependencies ended, however they ended.",
+    )
 
     class Meta:
         db_table = "x_jobs"
         ordering = ["-created_at"]
-        # view_job shows a payload's shape only; this shows its values (admin_permissions.py)
+        # view_job shows a payload's shape only; this shows its values (admin/permissions.py)
         permissions = [
             ("view_job_payload", "Can view job inputs, results, step outputs and event data")
         ]
@@ -152,6 +241,28 @@ class Job(models.Model):
                 fields=["state", "updated_at"],
                 condition=Q(state__in=FINISHED),
                 name="x_jobs_finished_idx",
+            ),
+            # Limited runs only (worker/claim_limits.py): the keys with work waiting, and each
+            # key's waiting rows in claim order; a job with no limit adds no entry here.
+            models.Index(
+                "queue",
+                "limit_key",
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                condition=~Q(state__in=NOT_CLAIMABLE) & Q(limit_key__isnull=False),
+                name="x_jobs_limit_wait_idx",
+            ),
+            # A key's running count, read under the key's lock by the limited claim.
+            models.Index(
+                fields=["limit_key"],
+                condition=~Q(state__in=NOT_RUNNING) & Q(limit_key__isnull=False),
+                name="x_jobs_limit_run_idx",
+            ),
+            models.Index(
+                fields=["batch_id"],
+                condition=Q(batch_id__isnull=False),
+                name="x_jobs_batch_idx",
             ),
         ]
 
@@ -214,6 +325,22 @@ class OutboxEntry(models.Model):
     #: the SQLSTATE or error code that put the row in quarantine, and the error's text
     error_code = models.TextField(null=True, blank=True)
     error = models.TextField(null=True, blank=True)
+    #: the job controls the publish applies as a direct enqueue would (issue 29)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="The job's expiry, as given: not started by then."
+    )
+    expires_in = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="The job's expiry in seconds from when it falls due (run_at), as given.",
+    )
+    replace = models.BooleanField(
+        db_default=False,
+        help_text="Published as on_conflict='replace': a waiting holder of the key takes it.",
+    )
+    #: the job's dependencies, published as using(after=..., run_anyway=...) (issue 32)
+    after = PgArrayField(models.UUIDField(), null=True, blank=True)
+    run_anyway = models.BooleanField(null=True, blank=True)
 
     class Meta:
         db_table = "x_outbox"
@@ -350,6 +477,9 @@ class QueueControl(models.Model):
     queue = models.TextField(primary_key=True)
     paused_at = models.DateTimeField(null=True, blank=True, help_text="Paused since; null: not.")
     paused_by = models.TextField(null=True, blank=True, help_text="Who paused it, when known.")
+    concurrency = models.IntegerField(
+        null=True, blank=True, help_text="Runs at most this many at once, fleet-wide; null: no cap."
+    )
     updated_at = models.DateTimeField(db_default=Now())
 
     class Meta:
@@ -358,3 +488,145 @@ class QueueControl(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue} ({'paused' if self.paused_at else 'running'})"
+
+
+def state_filter(state: str) -> Q:
+    """The rows ``shown_state`` calls ``state``, on the database clock: a waiting row is ready
+    once due and delayed until then, whichever it is stored as (DESIGN Q-05, issue 23)."""
+    if state == "ready":
+        return Q(state__in=WAITING_STATES, run_at__lte=Now())
+    if state == "delayed":
+        return Q(state__in=WAITING_STATES, run_at__gt=Now())
+    return Q(state=state)
+
+
+class CronControl(models.Model):
+    """An operator's standing orders for one cron: stored, so a restart or a deploy keeps them.
+    The scheduler's leader reads the paused set once a round; a paused cron's watermark stays
+    where it was, so on resume its missed occurrences follow its ``catch_up`` rule."""
+
+    cron = models.TextField(primary_key=True)
+    paused_at = models.DateTimeField(null=True, blank=True, help_text="Paused since; null: not.")
+    paused_by = models.TextField(null=True, blank=True, help_text="Who paused it, when known.")
+    #: the key of the latest "run now": a second request with the same key (a double click)
+    #: finds it here and enqueues nothing
+    run_key = models.TextField(null=True, blank=True)
+    run_at = models.DateTimeField(null=True, blank=True, help_text="The latest run now.")
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "x_cron_controls"
+        ordering = ["cron"]
+
+    def __str__(self) -> str:
+        return f"{self.cron} ({'paused' if self.paused_at else 'running'})"
+
+
+class JobRollup(models.Model):
+    """What ended in one minute, per queue, job name and outcome: written by the settle
+    statements in the same statement as the settle (rollup.py). ``shard`` spreads concurrent
+    settlers over rows of their own, so no two workers wait on one row's lock; reads sum it."""
+
+    id = models.BigAutoField(primary_key=True)
+    minute = models.DateTimeField()
+    queue = models.TextField()
+    name = models.TextField()
+    outcome = models.TextField()
+    shard = models.IntegerField(db_default=0)
+    count = models.BigIntegerField(db_default=0)
+    run_seconds = models.FloatField(db_default=0.0)
+    wait_seconds = models.FloatField(db_default=0.0)
+    run_buckets = PgArrayField(models.BigIntegerField())
+    wait_buckets = PgArrayField(models.BigIntegerField())
+
+    class Meta:
+        db_table = "x_job_rollup"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["minute", "queue", "name", "outcome", "shard"], name="x_job_rollup_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%H:%M} {self.queue}/{self.name} {self.outcome} x{self.count}"
+
+
+class QueueDepth(models.Model):
+    """One queue's live depth at one minute, for the overview's depth over time: sampled once a
+    minute for the whole fleet by the workers' presence beat (worker/depth.py); the unique key
+    is what makes a second worker's sample of the same minute write nothing."""
+
+    id = models.BigAutoField(primary_key=True)
+    minute = models.DateTimeField()
+    queue = models.TextField()
+    ready = models.IntegerField()
+    delayed = models.IntegerField()
+    running = models.IntegerField()
+
+    class Meta:
+        db_table = "x_queue_depth"
+        constraints = [
+            models.UniqueConstraint(fields=["minute", "queue"], name="x_queue_depth_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%H:%M} {self.queue}"
+
+
+class LimitKey(models.Model):
+    """One fleet-wide limit key's state (worker/claim_limits.py): locked by the claim that
+    takes its runs, so two workers never count its budget at once. Its running count is not
+    stored: it is the key's running rows, so a crashed worker's slot frees when its lease lapses
+    and the run is taken again or ends."""
+
+    key = models.TextField(primary_key=True)
+    starts = PgArrayField(
+        models.DateTimeField(),
+        null=True,
+        blank=True,
+        help_text="Start times still inside the key's rate window, oldest first; null: none.",
+    )
+    paused_until = models.DateTimeField(
+        null=True, blank=True, help_text="No run of the key starts before this (RateLimited)."
+    )
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "x_limit_keys"
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class JobBatch(models.Model):
+    """A batch (``django_xjobs.Batch``, issue 32): its members' final states are counted here in
+    the transaction that settles each one, and the member that brings ``pending`` to 0 after
+    the batch is closed inserts its callbacks in that same statement (docs/concepts/workflows)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    input = models.JSONField(default=dict)
+    callbacks = models.JSONField(
+        default=list,
+        help_text="The jobs to insert when the last member ends: on, name, queue, id, run_id, "
+        "max_attempts, priority, tenant_id.",
+    )
+    total = models.IntegerField(db_default=0)
+    pending = models.IntegerField(db_default=0, help_text="Members not yet in a final state.")
+    done = models.IntegerField(db_default=0)
+    dead = models.IntegerField(db_default=0)
+    failed = models.IntegerField(db_default=0)
+    cancelled = models.IntegerField(db_default=0)
+    created_at = models.DateTimeField(db_default=Now())
+    closed_at = models.DateTimeField(null=True, blank=True, help_text="No member joins after.")
+    completed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its last member ended and its callbacks were queued."
+    )
+
+    class Meta:
+        db_table = "x_batches"
+        ordering = ["-created_at"]
+        verbose_name_plural = "job batches"
+
+    def __str__(self) -> str:
+        return f"batch {self.id}"

@@ -8,6 +8,7 @@ import importlib.util
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .errors import JobDefinitionError, XJobsError
@@ -111,6 +112,47 @@ def registered_jobs() -> list[JobHandle]:
     return jobs.all()
 
 
+class TaskResolver(Protocol):
+    """What the registry and ``@cron`` ask of ``django.tasks``, answered by the task backend
+    (``django_xjobs.backends.tasks``), which the app registers in ``ready()``: the registry sits
+    below the backend and never imports it."""
+
+    def task_job(self, name: str) -> Any:
+        """The handle that runs the task at module path ``name``, or None."""
+
+    def task_queues(self) -> set[str]:
+        """The queues the ``XJobsBackend`` aliases accept."""
+
+    def as_task(self, handler: Any) -> Any:
+        """``handler`` when it is a Task of the task API in use, else None."""
+
+    def cron_entries(self, task: Any) -> Callable[[datetime], Any]:
+        """A cron's entries for ``task``: each occurrence enqueues it."""
+
+
+_task_resolver: TaskResolver | None = None
+
+
+def use_tasks(resolver: TaskResolver) -> None:
+    """Answer ``django.tasks`` questions with ``resolver`` (the app's ``ready()`` does this)."""
+    global _task_resolver
+    _task_resolver = resolver
+
+
+def task_resolver() -> TaskResolver:
+    """The registered resolver; refused with a coded error when none is (a Task declared
+    before the app registry is ready, or no task API installed)."""
+    if _task_resolver is None:
+        raise JobDefinitionError(
+            "a django.tasks Task was used before django_xjobs's app was ready, or without a "
+            "task API installed",
+            code="X_CRON_INVALID",
+            hint="declare it in a module loaded after apps are ready (jobs.py or tasks.py), and "
+            "install Django 6 or the django-tasks backport",
+        )
+    return _task_resolver
+
+
 def get_job(name: str) -> Any:
     """The handle a row named ``name`` runs with: a declared job, else a ``django.tasks`` task
     of that module path (run through ``XJobsBackend``), else None::
@@ -120,9 +162,7 @@ def get_job(name: str) -> Any:
     handle = jobs.get(name)
     if handle is not None or not _tasks_configured():
         return handle
-    from .djtasks import task_job
-
-    return task_job(name)
+    return task_resolver().task_job(name)
 
 
 #: the backend's import path, as the ``TASKS`` setting names it
@@ -164,9 +204,7 @@ def known_queues(extra: tuple[str, ...] = ()) -> set[str]:
     ``django.tasks`` backends served here accept."""
     queues = {"default", *(h.queue for h in jobs.all()), *extra}
     if _tasks_configured():
-        from .djtasks import task_queues
-
-        queues |= task_queues()
+        queues |= task_resolver().task_queues()
     return queues
 
 

@@ -32,8 +32,8 @@ from django.dispatch import Signal
 from . import log, registry
 
 if TYPE_CHECKING:
-    from .drivers.base import ClaimedJob
-    from .execute import Execution
+    from .drivers.contract import ClaimedJob
+    from .run.execute import Execution
 
 job_started = Signal()
 job_finished = Signal()

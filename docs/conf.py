@@ -55,7 +55,7 @@ BUILT_FOR_YOU = {
     "django_xjobs.JobHandle",
     "django_xjobs.CronHandle",
     "django_xjobs.steps.Steps",
-    "django_xjobs.steps_async.AsyncSteps",
+    "django_xjobs.steps.asynchronous.AsyncSteps",
     "django_xjobs.Signal",
     "django_xjobs.backends.XJobsBackend",
 }

@@ -34,7 +34,7 @@ from django.template.loader import get_template
 root = Path(django_xjobs.__file__).parent
 assert root.is_relative_to(sys.prefix), f"django_xjobs imported from {root}, not the venv"
 # these need an extra the wheel is not installed with here (test; tasks on Django 5.2)
-optional = ("django_xjobs.testing", "django_xjobs.backends", "django_xjobs.djtasks")
+optional = ("django_xjobs.testing", "django_xjobs.backends", "django_xjobs.backends.tasks")
 modules = [info.name for info in pkgutil.walk_packages([str(root)], "django_xjobs.")]
 for name in modules:
     try:

@@ -8,16 +8,12 @@ subprocess (``process`` mark): ``pytest -m unit`` runs those without starting a 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import TransactionTestCase
 
-from django_xjobs.drivers import install, uninstall
-from django_xjobs.drivers.memory import MemoryDriver
-from django_xjobs.drivers.postgres import PostgresDriver
+from django_xjobs.drivers import create, install, uninstall
 from django_xjobs.testing.postgres import embedded_started, start_lazily
 from tests.support.process import WorkerProcess
 
@@ -33,19 +29,50 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         marked = item.get_closest_marker("django_db") or item.get_closest_marker("process")
         if not uses_database and marked is None:
             item.add_marker(pytest.mark.unit)
+        if item.get_closest_marker("process"):
+            # Under xdist (`--dist loadgroup`) the process tests run one at a time, in one
+            # worker, as in a single-process run: each starts real workers on a wall clock,
+            # and two of them starving each other of the two cores missed their deadlines.
+            item.add_marker(pytest.mark.xdist_group("process"))
+
+
+#: under pytest-xdist, the workers that started an embedded server (each starts its own)
+_WORKERS_STARTED: list[str] = []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: tell the controller, which prints the line
+        workeroutput["xjobs_embedded_started"] = embedded_started()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    if getattr(node, "workeroutput", {}).get("xjobs_embedded_started"):
+        _WORKERS_STARTED.append(node.gateway.id)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """Say whether this run paid for a server (the unit lane must not)."""
-    state = "started" if embedded_started() else "not started"
+    state = "started" if embedded_started() or _WORKERS_STARTED else "not started"
     terminalreporter.write_line(f"xjobs: embedded PostgreSQL {state}")
 
 
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -> None:
     """The first test that uses the database starts the embedded server (unless DATABASE_URL
-    names one); pytest-django runs this just before it creates the test databases."""
+    names one); pytest-django runs this just before it creates the test databases.
+
+    Under pytest-xdist each worker has its own test databases (pytest-django suffixes their
+    names with the worker's id, ``test_postgres_gw0``) and its own embedded server. The
+    ``orders`` database is named after the default one as a child process's settings name it
+    (``<default>_orders``, tests/settings.py), so a worker started on ``test_postgres_gw0``
+    finds ``test_postgres_gw0_orders`` rather than pytest-django's ``test_postgres_orders_gw0``.
+    """
     start_lazily(settings.DATABASES)
+    default = settings.DATABASES["default"]
+    test_name = default.get("TEST", {}).get("NAME") or f"test_{default['NAME']}"
+    settings.DATABASES["orders"].setdefault("TEST", {})["NAME"] = f"{test_name}_orders"
 
 
 class Harness:
@@ -56,30 +83,14 @@ class Harness:
         self.driver = driver
 
     def advance(self, seconds: float) -> None:
-        if isinstance(self.driver, MemoryDriver):
-            self.driver.shift(seconds)
-            return
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE x_jobs SET run_at = run_at - %(d)s, visible_at = visible_at - %(d)s,"
-                " created_at = created_at - %(d)s, updated_at = updated_at - %(d)s,"
-                " started_at = started_at - %(d)s,"
-                " last_attempted_at = last_attempted_at - %(d)s",
-                {"d": timedelta(seconds=seconds)},
-            )
-            cursor.execute(
-                "UPDATE x_workers SET started_at = started_at - %(d)s,"
-                " last_seen = last_seen - %(d)s, seen_since = seen_since - %(d)s,"
-                " expires_at = expires_at - %(d)s",
-                {"d": timedelta(seconds=seconds)},
-            )
+        self.driver.age(seconds, only={"jobs"})
 
     def row(self, job_id):
         return self.driver.get_job(job_id)
 
 
 def _installed(kind: str) -> Iterator[Harness]:
-    driver = MemoryDriver() if kind == "memory" else PostgresDriver("default")
+    driver = create(kind)
     install(driver)
     try:
         yield Harness(driver)

@@ -7,7 +7,14 @@ import os
 import threading
 import time
 
-from django_xjobs import Retry, TerminalError, current_job, job
+from django_xjobs import (
+    ChildJobFailedError,
+    RateLimited,
+    Retry,
+    TerminalError,
+    current_job,
+    job,
+)
 
 from .models import Effect, Ledger
 
@@ -362,6 +369,76 @@ def scoped(ctx, n: int = 0):
     return {"tenant": ctx.tenant_id, "by": ctx.enqueued_by}
 
 
+@job(idempotency_key="child-square:{n}")
+def child_square(ctx, n: int, fail: bool = False):
+    Ledger.objects.create(token=f"child:{n}", phase="ran", attempt=ctx.attempt, pid=os.getpid())
+    if fail:
+        raise TerminalError(f"child {n} refused")
+    return {"square": n * n}
+
+
+@job(idempotency_key="parent-calls:{tag}", event_poll="5s")
+def parent_calls(ctx, tag: str, ns: list, fail: list | None = None):
+    """Fans out one child per ``ns`` and returns their results, or the failure it caught."""
+    inputs = [{"n": n, "fail": n in (fail or [])} for n in ns]
+    try:
+        results = ctx.step.call_many(child_square, inputs)
+    except ChildJobFailedError as error:
+        return {"caught": error.code, "children": error.children, "child_id": error.child_id}
+    Ledger.objects.create(token=tag, phase="resumed", attempt=ctx.attempt, pid=os.getpid())
+    return {"results": results}
+
+
+@job(idempotency_key="patient-parent:{tag}", event_poll="1h")
+def patient_parent(ctx, tag: str, ns: list, fail: list | None = None):
+    """``parent_calls`` with a look at its children only once an hour: only the wake-up by the
+    settle of its last child can make it due sooner (SPEC CHILD-07)."""
+    inputs = [{"n": n, "fail": n in (fail or [])} for n in ns]
+    try:
+        return {"results": ctx.step.call_many(child_square, inputs)}
+    except ChildJobFailedError as error:
+        return {"caught": error.code}
+
+
+@job(idempotency_key="parent-call:{n}", event_poll="5s")
+def parent_call(ctx, n: int, fail: bool = False):
+    one = ctx.step.call(child_square, {"n": n, "fail": fail})
+    two = ctx.step.call(child_square, {"n": n + 1})
+    return {"one": one, "two": two}
+
+
+@job(idempotency_key="async-parent-call:{n}", event_poll="5s")
+async def async_parent_call(ctx, n: int):
+    return {"many": await ctx.step.call_many(child_square, [{"n": n}, {"n": n + 1}])}
+
+
+@job(idempotency_key="chaos-child:{token}:{i}")
+def chaos_child(ctx, token: str, i: int):
+    Ledger.objects.create(token=f"{token}-c{i}", phase="ran", attempt=ctx.attempt, pid=os.getpid())
+    time.sleep(0.2)  # long enough for a kill to land mid-run now and then
+    return {"token": token, "i": i}
+
+
+@job(idempotency_key="chained:{token}:{link}", retry=Retry(attempts=5, delay="100ms", jitter=False))
+def chained(ctx, token: str, link: int, fail: bool = False):
+    """One link of a chain of dependants (issue 32): the ledger says when each run began."""
+    Ledger.objects.create(
+        token=f"{token}-{link}", phase="ran", attempt=ctx.attempt, pid=os.getpid()
+    )
+    time.sleep(0.2)  # long enough for a kill to land mid-run now and then
+    if fail:
+        raise TerminalError(f"link {link} of {token} refused")
+    return {"link": link}
+
+
+@job(idempotency_key="chaos-parent:{token}", event_poll="1s")
+def chaos_parent(ctx, token: str):
+    Ledger.objects.create(token=token, phase="parent", attempt=ctx.attempt, pid=os.getpid())
+    results = ctx.step.call_many(chaos_child, [{"token": token, "i": i} for i in range(3)])
+    Ledger.objects.create(token=token, phase="resumed", attempt=ctx.attempt, pid=os.getpid())
+    return {"results": results}
+
+
 # crons live in jobs.py in an app; the fixtures are kept apart and registered from here
 from tests import backfills, crons  # noqa: E402, F401
 
@@ -497,3 +574,130 @@ def many_steps(ctx, n: int):
 @job(idempotency_key="bad-step-name", retry=Retry(attempts=1))
 def bad_step_name(ctx):
     ctx.step.run("step\x00", lambda: 1)
+
+
+# --- job controls (issue 29) ------------------------------------------------------------------
+
+
+@job(idempotency_key="expiring:{token}", expires_in="10m")
+def expiring(ctx, token: str):
+    """Write the ledger when it runs: an expired job must leave no row there."""
+    Ledger.objects.create(token=token, phase="run", attempt=ctx.attempt, pid=os.getpid())
+
+
+@job(idempotency_key="snoozer:{token}", retry=FAST)
+def snoozer(ctx, token: str, times: int = 1, seconds: float = 30.0):
+    """Snooze ``times`` times (each one in the ledger), then finish."""
+    if Ledger.objects.filter(token=token, phase="snooze").count() < times:
+        Ledger.objects.create(token=token, phase="snooze", attempt=ctx.attempt, pid=os.getpid())
+        ctx.snooze(seconds)
+    Ledger.objects.create(token=token, phase="done", attempt=ctx.attempt, pid=os.getpid())
+    return ctx.attempt
+
+
+@job(idempotency_key="async-snoozer:{n}")
+async def async_snoozer(ctx, n: int = 0):
+    """Always snoozes, from an ``async def`` body."""
+    await ctx.aprogress(1, total=2, note="half")
+    await ctx.asnooze("1m")
+
+
+@job(idempotency_key="progress:{token}")
+def reports_progress(ctx, token: str, items: int = 1000):
+    """Report progress on every item of a tight loop."""
+    for n in range(1, items + 1):
+        ctx.progress(n, total=items, note="copying")
+    return items
+
+
+@job(idempotency_key="debounced:{doc}", debounce="30s")
+def debounced(ctx, doc: int, edit: int = 0):
+    """Record which edit the one debounced run saw."""
+    Ledger.objects.create(
+        token=f"debounced:{doc}", phase=f"edit-{edit}", attempt=ctx.attempt, pid=0
+    )
+
+
+# --- fleet-wide limits decided in the claim (issue 31, SPEC LIMIT-10..16) --------------------
+# On their own queue: a worker of "default" keeps the plain claim.
+
+
+@job(
+    idempotency_key="per-account:{account}:{n}",
+    queue="limited",
+    concurrency=1,
+    limit_key="{account}",
+    retry=Retry(attempts=3, delay="100ms", jitter=False),
+)
+def per_account(ctx, account: str, n: int = 0, hold: float = 0.0):
+    """One run per account at once, fleet-wide; start and end in the ledger under the account."""
+    Ledger.objects.create(token=f"acct:{account}", phase="start", attempt=n, pid=os.getpid())
+    if hold:
+        ctx.signal.wait(hold)
+    Ledger.objects.create(token=f"acct:{account}", phase="done", attempt=n, pid=os.getpid())
+
+
+@job(
+    idempotency_key="rated:{partner}:{n}",
+    queue="limited",
+    rate_limit="10/s",
+    limit_key="{partner}",
+)
+def rated(ctx, partner: str, n: int = 0):
+    """At most 10 starts a second per partner, fleet-wide; each start in the ledger."""
+    Ledger.objects.create(token=f"rated:{partner}", phase="start", attempt=n, pid=os.getpid())
+
+
+@job(idempotency_key="capped:{n}", queue="capped")
+def capped(ctx, n: int = 0, hold: float = 0.0):
+    """A job with no limit of its own, on a queue an operator caps at runtime."""
+    Ledger.objects.create(token="capped", phase="start", attempt=n, pid=os.getpid())
+    if hold:
+        ctx.signal.wait(hold)
+    Ledger.objects.create(token="capped", phase="done", attempt=n, pid=os.getpid())
+
+
+@job(
+    idempotency_key="backs-off:{partner}:{n}",
+    queue="limited",
+    limit_key="{partner}",
+    rate_limit="1000/s",
+)
+def backs_off(ctx, partner: str, n: int = 0, retry_after: str = ""):
+    """Start in the ledger; with ``retry_after``, its first run raises RateLimited (recorded as
+    phase "limited") and the runs after it end normally."""
+    token = f"backoff:{partner}"
+    Ledger.objects.create(token=token, phase="start", attempt=ctx.attempt, pid=os.getpid())
+    first = not Ledger.objects.filter(token=token, phase="limited", attempt=n).exists()
+    if retry_after and first:
+        Ledger.objects.create(token=token, phase="limited", attempt=n, pid=os.getpid())
+        raise RateLimited(retry_after=retry_after)
+
+
+@job(idempotency_key="batch-report:{batch[id]}", retry=FAST)
+def batch_report(ctx, batch: dict, tag: str = ""):
+    """A batch's callback (issue 32): returns the counts it was given."""
+    return {"tag": tag, **batch}
+
+
+@job(idempotency_key="member:{token}", retry=Retry(attempts=3, delay="50ms", jitter=False))
+def batch_member(ctx, token: str, fail_attempts: int = 0, die: bool = False, hold: float = 0.0):
+    """A batch member under faults (issue 32): writes its every attempt's start and end to the
+    ledger; fails its first ``fail_attempts`` attempts, or dies on its first (``die``)."""
+    Ledger.objects.create(token=token, phase="start", attempt=ctx.attempt, pid=os.getpid())
+    if hold:
+        ctx.signal.wait(hold)
+    Ledger.objects.create(token=token, phase="end", attempt=ctx.attempt, pid=os.getpid())
+    if die:
+        raise TerminalError("this member dies")
+    if ctx.attempt <= fail_attempts:
+        raise ConnectionError(f"attempt {ctx.attempt} fails")
+    return {"attempt": ctx.attempt}
+
+
+@job(idempotency_key="batch-done:{token}")
+def batch_done(ctx, token: str, batch: dict):
+    """A batch's callback under faults: its run, its job id and the counts it got, in the
+    ledger."""
+    phase = f"callback {ctx.job_id} {batch['done']} {batch['dead']} {batch['failed']}"
+    Ledger.objects.create(token=token, phase=phase, attempt=ctx.attempt, pid=os.getpid())

@@ -22,9 +22,12 @@ INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # the admin's stylesheets, served by the live server to the browser tests (test_browser.py)
+    "django.contrib.staticfiles",
     "django_xjobs",
     "tests",
 ]
+STATIC_URL = "static/"
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

@@ -8,7 +8,7 @@ import threading
 import time
 
 from django_xjobs import TerminalError, cron
-from django_xjobs.djtasks import task
+from django_xjobs.backends.tasks import task
 
 from .models import Ledger
 

@@ -359,7 +359,7 @@ def test_a_refused_cancel_says_what_to_do_in_the_admin(admin_client):
 
 
 def test_the_last_error_column_is_one_short_line_with_the_full_text_on_hover(admin_client):
-    from django_xjobs import inspect
+    from django_xjobs import operations as inspect
     from django_xjobs.admin import SHORT_ERROR
 
     job_id = jobs.ok.enqueue(n=36).id

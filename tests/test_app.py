@@ -17,9 +17,9 @@ from django_xjobs import checks, conf
 from django_xjobs.drivers import get_driver
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
+from django_xjobs.drivers.postgres.outbox import PostgresOutboxStore
+from django_xjobs.drivers.postgres.scheduler import PostgresSchedulerStore
 from django_xjobs.errors import ConfigInvalidError
-from django_xjobs.outbox.postgres import PostgresOutboxStore
-from django_xjobs.scheduler.postgres import PostgresSchedulerStore
 from tests import jobs
 
 BASE = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
@@ -159,7 +159,7 @@ STORES = {
 
 @pytest.mark.parametrize(("table", "call"), list(STORES.items()))
 def test_every_store_names_a_missing_table_and_migrate(db, table, call):
-    """One mechanism (drivers/sql.py) for every store: a missing table is X_DRIVER_UNAVAILABLE
+    """One mechanism (drivers/postgres/sql.py) for every store: a missing table is X_DRIVER_UNAVAILABLE
     naming the table and ``migrate``, never a raw database error."""
     from django.db import connection
 

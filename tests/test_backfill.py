@@ -17,12 +17,12 @@ from django.test import override_settings
 
 from django_xjobs import backfill as declare_backfill
 from django_xjobs import metrics, registry
-from django_xjobs.backfill import Backfill, _throttle, get_backfill, registered_backfills
+from django_xjobs.backfills import Backfill, _throttle, get_backfill, registered_backfills
 from django_xjobs.context import Signal
 from django_xjobs.drivers import install, uninstall
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.errors import JobAbortedError, JobCancelledError, JobDefinitionError
-from django_xjobs.execute import Outcome
+from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import run_until_idle
 from tests import backfills
 from tests.models import Order, Token
@@ -198,7 +198,7 @@ def test_bf_04_replayed_pages_pay_no_wait(harness, monkeypatch):
         paced.append(Order.objects.filter(currency__isnull=True).count())
         original(spec, ctx, pace)
 
-    monkeypatch.setattr(sys.modules["django_xjobs.backfill"], "_throttle", watched)
+    monkeypatch.setattr(sys.modules["django_xjobs.backfills"], "_throttle", watched)
     orders(9)
     backfills.fill_currency.enqueue()
     backfills.FAIL_ON_CALL["n"] = 3

@@ -21,11 +21,11 @@ from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 from django.test import override_settings
 
-from django_xjobs import inspect
-from django_xjobs.backfill import get_backfill
-from django_xjobs.backfill_gate import ENQUEUED_BY
-from django_xjobs.backfill_status import backfill_section
-from django_xjobs.backfill_watch import PassWatch, Progress, ProgressDisplay
+from django_xjobs import operations as inspect
+from django_xjobs.backfills import get_backfill
+from django_xjobs.backfills.gate import ENQUEUED_BY
+from django_xjobs.backfills.status import backfill_section
+from django_xjobs.backfills.watch import PassWatch, Progress, ProgressDisplay
 from django_xjobs.checks import check_pending_backfills
 from django_xjobs.drivers import get_driver
 from django_xjobs.models import Backfill as LedgerRow

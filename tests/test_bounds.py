@@ -24,8 +24,8 @@ from django_xjobs import (
 )
 from django_xjobs import checks as xjobs_checks
 from django_xjobs.drivers.memory import MemoryDriver
-from django_xjobs.execute import Outcome
 from django_xjobs.models import JobEvent
+from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.retention import Retention
 from tests import jobs
@@ -128,7 +128,7 @@ def test_an_absurd_setting_fails_the_system_check(xjobs, needle):
 
 
 def test_the_worker_refuses_an_absurd_concurrency():
-    from django_xjobs.worker.pools import parse_concurrency
+    from django_xjobs.conf.concurrency import parse_concurrency
 
     with pytest.raises(InvariantError, match="more than 1,024"):
         parse_concurrency("1000000000", field="--concurrency")

@@ -25,7 +25,7 @@ from django_xjobs import (
     retry_class,
 )
 from django_xjobs.classify import BUILTIN, _isolated_registry, is_declared, retry_for
-from django_xjobs.drivers.base import Finish, RetryAt
+from django_xjobs.drivers.contract import Finish, RetryAt
 from django_xjobs.errors import (
     DriverUnavailableError,
     ErrorRetryInvalidError,
@@ -36,8 +36,8 @@ from django_xjobs.errors import (
     SlotLostError,
     StepDuplicateError,
 )
-from django_xjobs.execute import Outcome, failure
 from django_xjobs.retry import RetryDecision, backoff_delay, decide
+from django_xjobs.run.execute import Outcome, failure
 from django_xjobs.testing import relay_staged, run_until_idle
 
 
@@ -131,7 +131,7 @@ def once(ctx, n: int = 0):
 
 
 def _waits(row) -> float:
-    """How long a retried row waits: its ``run_at`` past the nack's ``updated_at``."""
+    """How long a retried row waits: its ``run_at`` past the retry's ``updated_at``."""
     return (row.run_at - row.updated_at).total_seconds()
 
 

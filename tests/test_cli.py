@@ -10,7 +10,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from django_xjobs import inspect
+from django_xjobs import operations as inspect
 from django_xjobs.errors import XJobsError
 from django_xjobs.models import Job
 from django_xjobs.testing import run_until_idle
@@ -249,7 +249,7 @@ def dead_job_again() -> str:
 
 
 def test_workers_lists_each_present_worker_alive_or_lapsed(harness):
-    from django_xjobs.drivers.base import Presence
+    from django_xjobs.drivers.contract import Presence
 
     assert xjobs("workers").strip() == "no workers"
     harness.driver.renew_presence(Presence("worker-a", "web-1", 4242, ("default", "mail"), 2), 30)

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_xjobs.drivers.base import (
+from django_xjobs.drivers.contract import (
     Complete,
     EnqueueRequest,
     Finish,
@@ -307,7 +307,7 @@ def test_state_01_se_03_settling_a_row_that_is_not_running_changes_nothing(harne
     assert (after.state, after.attempt, after.last_error) == (before.state, before.attempt, "first")
 
 
-def test_drv_01_nack_retry_goes_back_to_ready_after_the_delay(harness):
+def test_drv_01_a_retry_goes_back_to_ready_after_the_delay(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
     assert harness.driver.retry(RetryAt(job.id, job.lease_token, delay=60, error="ValueError: x"))
@@ -321,7 +321,7 @@ def test_drv_01_nack_retry_goes_back_to_ready_after_the_delay(harness):
 
 
 @pytest.mark.parametrize("final", ["dead", "failed"])
-def test_drv_01_nack_with_a_final_state_ends_the_job(harness, final):
+def test_drv_01_a_finish_with_a_final_state_ends_the_job(harness, final):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
     finish = Finish(job.id, job.lease_token, final, error="E", stop_reason="terminal")
@@ -330,7 +330,7 @@ def test_drv_01_nack_with_a_final_state_ends_the_job(harness, final):
     assert (row.state, row.stop_reason, row.last_error) == (final, "terminal", "E")
 
 
-def test_state_02_a_nack_without_error_keeps_the_previous_one(harness):
+def test_state_02_a_retry_without_error_keeps_the_previous_one(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
     harness.driver.retry(RetryAt(job.id, job.lease_token, error="first"))
@@ -342,7 +342,7 @@ def test_state_02_a_nack_without_error_keeps_the_previous_one(harness):
 # --- (e) the attempt given back, floored at 0 -----------------------------------------------
 
 
-def test_state_03_a_parked_nack_gives_the_attempt_back(harness):
+def test_state_03_a_parked_retry_gives_the_attempt_back(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
     assert harness.driver.suspend(SuspendUntil(job.id, job.lease_token, delay=5))
@@ -372,7 +372,7 @@ def set_attempt(harness, job_id, attempt):
     ],
     ids=["suspend", "retry-not-counted", "shed"],
 )
-def test_state_03_se_07_a_nack_at_attempt_0_stays_at_0(harness, give_back):
+def test_state_03_se_07_a_retry_at_attempt_0_stays_at_0(harness, give_back):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
     set_attempt(harness, job.id, 0)  # held at attempt 0: a row requeued under its holder

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from django_xjobs.drivers.base import Shed
+from django_xjobs.drivers.contract import Shed
 from django_xjobs.drivers.postgres import STATEMENTS
 from tests import jobs
 from tests.support.plans import plan

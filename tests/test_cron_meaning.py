@@ -13,8 +13,8 @@ from django.core import checks
 from django.test import override_settings
 
 from django_xjobs import cron
+from django_xjobs.backends.tasks import task
 from django_xjobs.cron import CronHandle, occurrences_between, registered_crons, unregister
-from django_xjobs.djtasks import task
 from django_xjobs.errors import JobDefinitionError
 from django_xjobs.registry import crons
 from tests import crons as fixtures

@@ -334,7 +334,8 @@ def test_every_error_class_is_in_the_api_reference_with_its_code():
     """Every error a caller can catch is on the page, exported or not; its code is added to
     its entry by docs/conf.py from the class, so it cannot drift."""
     targets = set(documented())
-    internal = {errors.StepSuspension}  # parks a run inside the executor; never reaches a caller
+    # each parks a run inside the executor (a step, a snooze); never reaches a caller
+    internal = {errors.StepSuspension, errors.JobSnooze}
     classes = [
         c
         for c in coded_classes(errors._Coded)

@@ -147,8 +147,7 @@ def test_a_batch_sends_its_shared_options_once_and_a_mixed_batch_row_by_row():
     with CaptureQueriesContext(connection) as queries:
         results = driver.enqueue_many(shared) + driver.enqueue_many(mixed)
     assert [
-        "unnest(%(ids)s::uuid[], %(run_ids)s::uuid[], %(keys)s::text[])" in q["sql"]
-        for q in queries
+        "unnest(%(ids)s::uuid[], %(run_ids)s::uuid[], %(keys)s::text[]" in q["sql"] for q in queries
     ] == [True, False]
     rows = [driver.get_job(r.id) for r in results]
     assert [(r.name, r.queue, r.priority, r.state, r.input) for r in rows] == [
@@ -229,8 +228,8 @@ def test_the_publish_at_commit_costs_the_same_statements_for_2_and_for_40_enqueu
 def test_a_failed_publish_at_commit_leaves_every_row_of_the_chunk_to_the_relay(monkeypatch, caplog):
     """The take, the inserts and the marks are one transaction: a failure rolls the take back
     too, so the relay publishes every row at once, each exactly once (SPEC OUTBOX-10/12)."""
+    from django_xjobs.drivers.postgres.outbox import STATEMENTS, PostgresOutboxStore
     from django_xjobs.models import Job
-    from django_xjobs.outbox.postgres import STATEMENTS, PostgresOutboxStore
     from django_xjobs.outbox.relay import Relay
 
     with override_settings(XJOBS=AUTO):
@@ -288,8 +287,8 @@ def test_a_commit_whose_rows_collapse_publishes_the_rest_and_resolves_the_duplic
     """A staged row whose insert is suppressed (a live job, or an earlier row of the same
     transaction, holds its key) is published through the driver, which records what it
     collapsed into (SPEC OUTBOX-12); the others go in with the one statement."""
-    from django_xjobs.inspect import inspect_job
     from django_xjobs.models import Job
+    from django_xjobs.operations import inspect_job
 
     live_job = jobs.ok.enqueue(n=1)  # outside atomic: published at once
     with override_settings(XJOBS=AUTO), transaction.atomic():

@@ -24,8 +24,8 @@ from django.db import transaction
 from django.test import override_settings
 
 from django_xjobs.drivers import get_driver
-from django_xjobs.inspect import cancel_job, inspect_job, inspect_outbox, inspect_workers
 from django_xjobs.models import Job, JobStep, OutboxEntry
+from django_xjobs.operations import cancel_job, inspect_job, inspect_outbox, inspect_workers
 from django_xjobs.states import shown_state
 from django_xjobs.testing import relay_staged, run_to_completion, run_until_idle
 from django_xjobs.testing.factories import (

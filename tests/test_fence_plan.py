@@ -16,8 +16,8 @@ import pytest
 from django.db import connection
 
 from django_xjobs.drivers.postgres import STATEMENTS
-from django_xjobs.drivers.postgres_steps import STATEMENTS as STEP_STATEMENTS
-from django_xjobs.outbox.postgres import STATEMENTS as OUTBOX
+from django_xjobs.drivers.postgres.outbox import STATEMENTS as OUTBOX
+from django_xjobs.drivers.postgres.steps import STATEMENTS as STEP_STATEMENTS
 from tests.support.plans import plan
 
 FILL = """
@@ -43,6 +43,8 @@ PARAMS = {
     "failure": None,
     "keep": 10,
     "counts_as_attempt": True,
+    "snoozed": False,
+    "progress": '{"done": 1, "total": 2, "note": ""}',
     "stop_reason": None,
     "keep_place": False,
     "state": "dead",
@@ -59,6 +61,8 @@ PARAMS = {
     "attempts": 1,
     "position": 0,
     "ran_for": 0.5,
+    "outcome": "retried",
+    "bounds": [0.1, 1.0, 10.0],
 }
 
 FENCED = {
@@ -68,6 +72,7 @@ FENCED = {
     "shed": STATEMENTS["shed"],
     "finish": STATEMENTS["finish"],
     "heartbeat": STATEMENTS["heartbeat"],
+    "progress": STATEMENTS["progress"],
     "cancel": STATEMENTS["cancel"],
     "put_step": STEP_STATEMENTS["put_step"],
 }

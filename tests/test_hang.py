@@ -10,7 +10,7 @@ import pytest
 from django.db import connections
 
 from django_xjobs import conf
-from django_xjobs.connections import bound_connections, mark_role_thread, role_connections
+from django_xjobs.drivers.connections import bound_connections, mark_role_thread, role_connections
 from django_xjobs.errors import ConfigInvalidError, LeaseLostError
 from django_xjobs.worker.watchdog import EXIT_STUCK, Watchdog
 from tests.test_heartbeat import VIS, Clock, ScriptedDriver, heartbeat, make_run

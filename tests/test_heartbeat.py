@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from django_xjobs import metrics
-from django_xjobs.drivers.base import ClaimedJob
+from django_xjobs.drivers.contract import ClaimedJob
 from django_xjobs.errors import InvariantError
 from django_xjobs.worker.heartbeat import Heartbeat
 from django_xjobs.worker.run import Run

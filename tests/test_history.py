@@ -16,10 +16,10 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from django_xjobs import conf, history
-from django_xjobs.drivers.base import Complete, EnqueueRequest, RetryAt, SuspendUntil
-from django_xjobs.execute import Outcome
+from django_xjobs.drivers.contract import Complete, EnqueueRequest, RetryAt, SuspendUntil
 from django_xjobs.history import KEEP, TRACEBACK_LIMIT, FailedAttempt
-from django_xjobs.inspect import inspect_job, retry_job
+from django_xjobs.operations import inspect_job, retry_job
+from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.text import cap
 from tests import jobs

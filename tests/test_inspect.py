@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from django_xjobs.drivers.base import (
+from django_xjobs.drivers.contract import (
     Complete,
     EnqueueRequest,
     Finish,
@@ -25,7 +25,7 @@ from django_xjobs.errors import (
     JobNotFoundError,
     JobNotRetryableError,
 )
-from django_xjobs.inspect import (
+from django_xjobs.operations import (
     cancel_job,
     inspect_dead_letters,
     inspect_job,
@@ -400,6 +400,10 @@ def test_insp_02_03_the_trace_is_plain_json_with_steps_in_seconds(harness):
         "enqueued_by": "user:7",
         "attempts": [],  # no attempt has failed
         "backfill": None,  # not a backfill's pass (tests/test_backfill_cli.py)
+        "expires_at": None,  # the job controls (tests/test_job_controls.py)
+        "snoozes": 0,
+        "progress": None,
+        "dependencies": None,  # it waits for no job and none waits for it (issue 32)
     }
     load, charge, nap = trace["steps"]
     assert load == {

@@ -12,7 +12,7 @@ from django.db import connection, connections
 
 from django_xjobs.clock import FrozenClock
 from django_xjobs.drivers.memory import MemoryDriver
-from django_xjobs.drivers.memory_leases import MemoryLeaseStore
+from django_xjobs.drivers.memory.leases import MemoryLeaseStore
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.errors import InvariantError
 

@@ -14,9 +14,9 @@ import django_xjobs
 from django_xjobs import job
 from django_xjobs.clock import FrozenClock
 from django_xjobs.drivers.memory import MemoryDriver
+from django_xjobs.drivers.memory.scheduler import MemorySchedulerStore
 from django_xjobs.errors import InputInvalidError, JobDefinitionError
 from django_xjobs.scheduler.role import Scheduler
-from django_xjobs.scheduler.store import MemorySchedulerStore
 from django_xjobs.testing import memory_driver, run_until_idle
 from tests import jobs
 

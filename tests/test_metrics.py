@@ -236,16 +236,14 @@ def test_admin_cli_and_metrics_show_the_same_numbers(admin_client):
 
 
 def test_met_01_two_scrapes_within_15s_read_the_stats_once(db, monkeypatch):
-    from django_xjobs import inspect
-
     reads = []
-    original = inspect.inspect_queues
+    original = metrics.queue_depths
 
-    def counted():
+    def counted(driver):
         reads.append(1)
-        return original()
+        return original(driver)
 
-    monkeypatch.setattr(inspect, "inspect_queues", counted)
+    monkeypatch.setattr(metrics, "queue_depths", counted)
     registry = metrics.registry()
     jobs.ok.enqueue(n=1)
     first = parse(_latest(registry))
@@ -262,12 +260,10 @@ def test_met_01_two_scrapes_within_15s_read_the_stats_once(db, monkeypatch):
 
 
 def test_met_01_a_failed_stats_read_warns_and_still_returns_the_counters(db, monkeypatch, caplog):
-    from django_xjobs import inspect
-
-    def broken():
+    def broken(driver):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(inspect, "inspect_queues", broken)
+    monkeypatch.setattr(metrics, "queue_depths", broken)
     metrics.inc("xjobs_jobs_total", queue="met-01", outcome="ok")
     with caplog.at_level(logging.WARNING, logger="django_xjobs"):
         series = parse(_latest(metrics.registry()))
@@ -359,3 +355,29 @@ def test_metrics_port_without_prometheus_client_is_a_clear_error(monkeypatch):
     with pytest.raises(CommandError, match=r"--metrics-port: prometheus-client is not installed"):
         _metrics_server(free_port())
     assert _metrics_server(None) is None
+
+
+# --- issue 30: run time and wait histograms per queue ------------------------------------------
+
+
+def test_the_worker_observes_run_time_and_wait_per_queue(transactional_db):
+    def count(name: str) -> float:
+        buckets, _ = metrics.histogram(name, "default")
+        return buckets[-1][1]
+
+    before = count("xjobs_job_duration_seconds"), count("xjobs_job_wait_seconds")
+    buckets_before, waited_before = metrics.histogram("xjobs_job_wait_seconds", "default")
+    jobs.ok.enqueue(n=1)
+    jobs.terminal.enqueue(n=1)
+    with connection.cursor() as cursor:  # both were due 20 s ago
+        cursor.execute("UPDATE x_jobs SET run_at = now() - interval '20 seconds'")
+    Worker(queues=["default"], driver=PostgresDriver("default"), burst=True).run()
+    after = count("xjobs_job_duration_seconds"), count("xjobs_job_wait_seconds")
+    assert (after[0] - before[0], after[1] - before[1]) == (2, 2)
+    buckets, waited = metrics.histogram("xjobs_job_wait_seconds", "default")
+    assert 40 <= waited - waited_before < 60
+    added = {le: n - dict(buckets_before)[le] for le, n in buckets}
+    assert (added["10.0"], added["30.0"]) == (0, 2)  # both in (10, 30]
+    series = parse(_latest(metrics.registry()))
+    assert sample(series, "xjobs_job_wait_seconds_count", queue="default") >= 2
+    assert sample(series, "xjobs_job_duration_seconds_bucket", queue="default", le="+Inf") >= 2

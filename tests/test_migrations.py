@@ -7,6 +7,10 @@ worker of the previous release still reads and writes.
 The rule, read off the operations 0002-0010 use, is a whitelist: an operation not on it (a
 ``RemoveField``, ``AlterField``, ``RenameField``, ``DeleteModel``, ``RunPython``...) fails the
 test until the rule is changed on purpose, next to this docstring.
+
+Changed on purpose for 0015: an ``AlterField`` that leaves the column as it was (only what
+Django keeps out of the database changed: ``choices``, ``help_text``...) is allowed, so a
+stop reason can gain a choice (``expired``) that the admin then shows and filters by.
 """
 
 from __future__ import annotations
@@ -35,6 +39,25 @@ def statements(sql) -> list[str]:
     return [s for chunk in chunks for s in str(chunk).split(";") if s.strip()]
 
 
+def alters_column(migration: migrations.Migration, op: migrations.AlterField) -> bool:
+    """Whether ``op`` changes the column in the database: the SQL Django's schema editor would
+    run for it, collected rather than run. Attributes kept out of the database (``choices``,
+    ``help_text``) and a field class swapped for one with the same column (0021) emit none."""
+    from django.db import connection
+
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    key = (APP, migration.name)
+    if key in loader.graph.nodes:
+        before = loader.project_state(key, at_end=False)
+    else:  # a synthetic migration: judged against the latest state
+        before = loader.project_state()
+    after = before.clone()
+    op.state_forwards(APP, after)
+    with connection.schema_editor(collect_sql=True, atomic=False) as editor:
+        op.database_forwards(APP, editor, before, after)
+    return bool(editor.collected_sql)
+
+
 def violations(migration: migrations.Migration) -> list[str]:
     """What in ``migration`` (one after 0001) removes or edits rather than adds."""
     found = []
@@ -53,6 +76,9 @@ def violations(migration: migrations.Migration) -> list[str]:
         elif isinstance(op, migrations.RemoveIndex):
             if op.model_name_lower not in indexed:
                 found.append(f"{where} drops an index without replacing it")
+        elif isinstance(op, migrations.AlterField):
+            if alters_column(migration, op):
+                found.append(f"{where} alters a column: tables only gain columns (DB-01)")
         elif isinstance(op, migrations.RunSQL):
             for sql in statements(op.sql):
                 if not STORAGE_ONLY.match(sql):
@@ -82,13 +108,13 @@ def test_db_01_every_table_is_created_by_this_apps_migrations():
     assert {"x_jobs", "x_job_steps", "x_outbox", "x_backfills", "x_job_events"} <= tables
 
 
-def test_db_01_no_migration_after_the_first_removes_or_alters_a_column_or_table():
+def test_db_01_no_migration_after_the_first_removes_or_alters_a_column_or_table(db):
     later = [m for m in app_migrations() if m.name != INITIAL]
     assert [m.name[:4] for m in later] == [f"{n:04d}" for n in range(2, len(later) + 2)]
     assert [v for migration in later for v in violations(migration)] == []
 
 
-def test_db_01_the_rule_refuses_what_narrows_or_edits_a_table():
+def test_db_01_the_rule_refuses_what_narrows_or_edits_a_table(db):
     """The rule above must be able to fail: synthetic migrations doing what DB-01 forbids."""
     forbidden = [
         migrations.RemoveField(model_name="job", name="priority"),
@@ -119,6 +145,12 @@ def test_db_01_the_rule_refuses_what_narrows_or_edits_a_table():
                     model_name="job", name="lane", field=models.IntegerField(db_default=0)
                 ),
                 migrations.RunSQL("ALTER TABLE x_jobs SET (fillfactor = 90)"),
+                # a choice more, the column as it was (0015)
+                migrations.AlterField(
+                    model_name="job",
+                    name="stop_reason",
+                    field=models.TextField(null=True, blank=True, choices=[("x", "X")]),
+                ),
             ]
         },
     )

@@ -13,8 +13,8 @@ from django.db import IntegrityError, OperationalError
 from django.test import override_settings
 
 from django_xjobs import Retry, job, log
-from django_xjobs.drivers import sql
-from django_xjobs.execute import Outcome
+from django_xjobs.drivers import failures
+from django_xjobs.run.execute import Outcome
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 
@@ -63,15 +63,15 @@ def duplicate(ctx, n: int = 0):
     ],
 )
 def test_a_connection_failure_is_told_apart_by_sqlstate_and_class(error, connection):
-    assert sql.connection_failed(error) is connection
+    assert failures.connection_failed(error) is connection
     wrapped = OperationalError(str(error))
     wrapped.__cause__ = error
-    assert sql.connection_failed(wrapped) is connection or isinstance(error, ValueError)
+    assert failures.connection_failed(wrapped) is connection or isinstance(error, ValueError)
 
 
 def test_a_serialization_failure_is_transient_but_not_a_connection_failure():
     error = psycopg.errors.SerializationFailure("could not serialize")
-    assert sql.is_transient(error) and not sql.connection_failed(error)
+    assert failures.is_transient(error) and not failures.connection_failed(error)
 
 
 def _burst(harness):

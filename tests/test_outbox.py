@@ -11,14 +11,16 @@ from datetime import timedelta
 import pytest
 from django.db import connection, connections, transaction
 from django.test import override_settings
+from django.utils import timezone
 
-from django_xjobs.drivers.base import EnqueueRequest, EnqueueResult
+from django_xjobs.drivers.contract import EnqueueRequest, EnqueueResult
+from django_xjobs.drivers.memory.outbox import MemoryOutboxStore
+from django_xjobs.drivers.postgres.outbox import STATEMENTS, PostgresOutboxStore
 from django_xjobs.errors import InputInvalidError, InvariantError, OutboxNoTxError
-from django_xjobs.inspect import inspect_outbox
 from django_xjobs.models import Job, OutboxEntry
-from django_xjobs.outbox.memory import MemoryOutboxStore
-from django_xjobs.outbox.postgres import STATEMENTS, PostgresOutboxStore
-from django_xjobs.outbox.relay import Relay, publish_batch
+from django_xjobs.operations import inspect_outbox
+from django_xjobs.outbox.publish import publish_batch
+from django_xjobs.outbox.relay import Relay
 from django_xjobs.testing import run_until_idle
 from tests import jobs
 
@@ -361,7 +363,7 @@ def test_outbox_19_a_republish_is_deduped_only_while_the_job_is_live(harness):
     assert publish_batch(store, harness.driver, rows, "r") == 2
     assert len(harness.driver.list_jobs()) == 1  # the live job absorbed the repeat
     [job] = harness.driver.claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="w")
-    from django_xjobs.drivers.base import Complete
+    from django_xjobs.drivers.contract import Complete
 
     harness.driver.ack([Complete(job.id, job.lease_token)])
     box.stage(1)
@@ -464,6 +466,25 @@ def test_outbox_02_a_staged_row_carries_the_whole_request(auto):
         assert timedelta(minutes=59) < entry.run_at - entry.staged_at <= timedelta(hours=1)
     job = Job.objects.get(idempotency_key="prio:4")
     assert (job.state, job.priority, job.tenant_id) == ("delayed", 5, "acme")
+
+
+def test_outbox_02_a_staged_row_carries_the_expiry_and_the_replace(auto):
+    """Each staging statement (the first row's, the later rows', enqueue_many's) writes them
+    (SPEC JCTL-08)."""
+    at = timezone.now() + timedelta(hours=2)
+    with transaction.atomic():
+        first = jobs.expiring.enqueue(token="o2")
+        given = jobs.expiring.using(expires_at=at).enqueue(token="o2-at")
+        many = jobs.debounced.enqueue_many([{"doc": 21}, {"doc": 22}])
+        ids = [first.id, given.id, *(r.id for r in many)]
+        rows = OutboxEntry.objects.in_bulk(ids)
+        controls = [(rows[i].expires_at, rows[i].expires_in, rows[i].replace) for i in ids]
+    assert controls == [
+        (None, 600.0, False),
+        (at, None, False),
+        (None, None, True),
+        (None, None, True),
+    ]
 
 
 def test_outbox_15_each_relay_has_its_own_id(db):

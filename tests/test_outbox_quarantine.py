@@ -30,16 +30,17 @@ from django_xjobs import (
     metrics,
     retry_outbox_entry,
 )
+from django_xjobs.backends.tasks import build_request, options_for
 from django_xjobs.bounds import MAX_KEY_BYTES, MAX_TENANT_BYTES
-from django_xjobs.djtasks import build_request, options_for
-from django_xjobs.drivers import get_driver, sql
-from django_xjobs.drivers.base import EnqueueRequest
+from django_xjobs.drivers import failures, get_driver
+from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.errors import DriverUnavailableError, InputInvalidError, JobNotFoundError
-from django_xjobs.execute import Outcome
 from django_xjobs.management.command import database_error
 from django_xjobs.models import OutboxEntry
-from django_xjobs.outbox import relay
-from django_xjobs.outbox.relay import publish_batch, publish_visible
+from django_xjobs.outbox import publish
+from django_xjobs.outbox.publish import publish_batch
+from django_xjobs.outbox.relay import publish_visible
+from django_xjobs.run.execute import Outcome
 from django_xjobs.scheduler.role import _occurrence_request
 from django_xjobs.worker.worker import Worker
 from tests import jobs, tasks
@@ -234,27 +235,27 @@ def test_a_program_limit_error_names_the_value_never_the_connection():
         OperationalError,
         psycopg.errors.ProgramLimitExceeded("index row size 3016 exceeds btree maximum 2704"),
     )
-    translated = sql.translate(error, "default", "INSERT", {"key": "k" * 3000, "name": "n"})
+    translated = failures.translate(error, "default", "INSERT", {"key": "k" * 3000, "name": "n"})
     assert translated.code == "X_VALUE_REFUSED"
     assert "key 3,000 bytes" in translated.message and "SQLSTATE 54000" in translated.message
     assert "unavailable" not in str(translated) and "DATABASE_URL" not in str(translated)
-    assert sql.is_permanent(error) and not sql.is_transient(error)
+    assert failures.is_permanent(error) and not failures.is_transient(error)
 
 
 def test_a_data_error_names_the_row_of_an_array_parameter():
     error = wrapped(DataError, psycopg.errors.StringDataRightTruncation("value too long"))
-    translated = sql.translate(error, "default", "INSERT", {"keys": ["a", "b" * 10]})
+    translated = failures.translate(error, "default", "INSERT", {"keys": ["a", "b" * 10]})
     assert "keys[1] 10 bytes" in translated.message
 
 
 def test_only_a_connection_failure_says_unavailable():
     lost = wrapped(OperationalError, psycopg.errors.AdminShutdown("terminating connection"))
-    assert "is unavailable" in str(sql.translate(lost, "default", "SELECT 1"))
+    assert "is unavailable" in str(failures.translate(lost, "default", "SELECT 1"))
     deadlock = wrapped(OperationalError, psycopg.errors.DeadlockDetected("deadlock"))
-    said = sql.translate(deadlock, "default", "SELECT 1")
+    said = failures.translate(deadlock, "default", "SELECT 1")
     assert isinstance(said, DriverUnavailableError)  # still retried
     assert "unavailable" not in said.message and "DATABASE_URL" not in said.hint
-    assert not sql.is_permanent(deadlock)
+    assert not failures.is_permanent(deadlock)
 
 
 def test_a_command_names_a_refused_value_not_the_connection():
@@ -273,7 +274,7 @@ def test_a_real_oversized_key_on_postgres_is_refused_by_value(db):
     with pytest.raises(Exception) as caught, transaction.atomic():
         driver.enqueue(request(poison()))
     assert caught.value.code == "X_VALUE_REFUSED"
-    assert sql.sqlstate(caught.value) == "54000"
+    assert failures.sqlstate(caught.value) == "54000"
     assert "key 3,000 bytes" in caught.value.message
     assert "unavailable" not in str(caught.value)
 
@@ -373,7 +374,7 @@ def test_two_poisoned_rows_in_a_batch_are_found_and_the_rest_publish(harness):
 
 def test_a_refused_value_read_from_a_table_does_not_blame_the_lease_token():
     error = wrapped(OperationalError, psycopg.errors.ProgramLimitExceeded("index row size"))
-    said = sql.translate(error, "default", "WITH picked ...", {"ids": [], "token": "commit-1"})
+    said = failures.translate(error, "default", "WITH picked ...", {"ids": [], "token": "commit-1"})
     assert "token" not in said.message and "read its values from a table" in said.message
 
 
@@ -395,7 +396,7 @@ def test_a_quarantined_rows_error_is_redacted_and_storable(harness):
     )
     [row] = store.claim(10, "r")
     refusal = DataError('invalid input syntax: "hunter2-outbox" \x00 \ud83d')
-    relay._quarantine(store, row, "r", refusal)
+    publish._quarantine(store, row, "r", refusal)
     [entry] = inspect_outbox()["entries"]
     assert entry["id"] == str(row_id)
     assert "hunter2-outbox" not in entry["error"] and "[redacted]" in entry["error"]

@@ -15,11 +15,10 @@ from django.db import connection, connections
 from django.test import override_settings
 
 from django_xjobs import checks, conf
-from django_xjobs import connections as role
-from django_xjobs.drivers import sql
-from django_xjobs.drivers.postgres import Listener, Polling, PostgresDriver
+from django_xjobs.drivers import connections as role
+from django_xjobs.drivers.postgres import Listener, Polling, PostgresDriver, listener, sql
+from django_xjobs.drivers.postgres.outbox import PostgresOutboxStore
 from django_xjobs.errors import ConfigInvalidError
-from django_xjobs.outbox.postgres import PostgresOutboxStore
 from django_xjobs.outbox.relay import Relay
 from tests import jobs
 from tests.support.process import wait_for
@@ -30,7 +29,7 @@ POOLED = {**settings.XJOBS, "POOLER": "transaction"}
 @pytest.fixture(autouse=True)
 def fresh_fallback_log(monkeypatch):
     """Each test sees the once-per-process polling line as a new process would."""
-    monkeypatch.setattr(role, "_polling", set())
+    monkeypatch.setattr(listener, "_polling", set())
 
 
 @pytest.fixture(scope="module")

@@ -18,11 +18,12 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 from django_xjobs import Retry, checks, conf
+from django_xjobs.conf.concurrency import parse_concurrency
 from django_xjobs.definitions import job
 from django_xjobs.errors import ConfigInvalidError, InvariantError
-from django_xjobs.execute import Outcome
+from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import run_until_idle
-from django_xjobs.worker.pools import DEFAULT_SHARE, parse_concurrency
+from django_xjobs.worker.pools import DEFAULT_SHARE
 from django_xjobs.worker.supervisor import child_argv
 from django_xjobs.worker.worker import Worker
 from tests import jobs

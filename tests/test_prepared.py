@@ -1,5 +1,5 @@
 """Server-side prepared statements (issue 13 item 2): every named statement run through
-``drivers/sql.py`` is parsed and planned once per session, unless ``PREPARED_STATEMENTS`` is off
+``drivers/postgres/sql.py`` is parsed and planned once per session, unless ``PREPARED_STATEMENTS`` is off
 or "auto" sees an alias behind a transaction-mode pooler."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from django_xjobs.drivers import sql
-from django_xjobs.drivers.postgres import PostgresDriver
+from django_xjobs.drivers.postgres import PostgresDriver, sql
 from tests import jobs
 
 
@@ -85,7 +84,7 @@ def test_a_missing_table_is_still_the_one_clear_error():
 def test_server_side_binding_types_every_kind_of_parameter():
     """Prepared, a parameter is typed once for the statement: None, an int where a float is
     wanted (make_interval(secs => ...)), lists as arrays, JSON text into jsonb[] with a NULL."""
-    from django_xjobs.drivers.base import Complete, RetryAt
+    from django_xjobs.drivers.contract import Complete, RetryAt
 
     driver = PostgresDriver("default")
     connection.close()  # a fresh session: each statement is prepared by its first run here

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from django_xjobs.drivers.base import Complete, Presence
+from django_xjobs.drivers.contract import Complete, Presence
 from tests import jobs
 
 VIS = 6.0
@@ -139,7 +139,7 @@ def test_a_pending_holder_whose_presence_lapsed_is_counted_at_the_next_lapse(har
 
 @pytest.mark.parametrize("settle", ["ack", "retry"])
 def test_a_settle_clears_a_pending_holder(harness, settle):
-    from django_xjobs.drivers.base import RetryAt
+    from django_xjobs.drivers.contract import RetryAt
 
     job_id = jobs.ok.enqueue(n=1).id
     beat(harness.driver, "a")

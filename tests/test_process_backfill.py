@@ -37,13 +37,16 @@ STOP_AT = 10
 
 
 def _sessions(application_name: str) -> tuple[int, int]:
-    """How many sessions ``application_name`` has, and how many of them wait for a lock."""
+    """How many sessions ``application_name`` has, and how many of them wait for a lock this
+    test's session holds: not any lock wait, since a worker's own sessions may wait on each
+    other for a moment (a settle and a heartbeat on one row), which is not the page's lock."""
     with connection.cursor() as cursor:
         # pg_stat_activity is read once per transaction unless told otherwise, and the test
         # polls it inside the transaction that holds the lock
         cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute(
-            "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock')"
+            "SELECT count(*),"
+            " count(*) FILTER (WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)))"
             " FROM pg_stat_activity WHERE application_name = %s",
             [application_name],
         )

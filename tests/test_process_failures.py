@@ -76,6 +76,12 @@ def live_exclusive_slots() -> list[JobLease]:
 def stop_all(*processes: WorkerProcess) -> list[str]:
     """SIGTERM every live process, then require a clean drain (exit 0) from each."""
     for process in processes:
+        # a replacement started a moment ago may not have its SIGTERM handler yet (a loaded
+        # machine boots Django slowly): the default action would end it with -15, not a drain
+        wait_for(
+            lambda p=process: p.saw("xjobs.worker.started") or p.proc.poll() is not None,
+            what="the worker to start before it is told to drain",
+        )
         process.send(signal.SIGTERM)
     errors = []
     for process in processes:
@@ -291,7 +297,7 @@ def settled(ids: list[uuid.UUID]) -> bool:
 
 #: A lapse is judged when the next claim sweeps it. The SIGKILLed worker's presence row expires
 #: about when the job's lease does, so that verdict is often "its worker stayed present" and is
-#: only counted as a crash at the claim after (the row's lapsed_holder, postgres.sql claim_lapsed):
+#: only counted as a crash at the claim after (the row's lapsed_holder, drivers/postgres/jobs.sql claim_lapsed):
 #: every run of these tests shows attempt 1 recorded that way. When each verdict trails like
 #: that, the count reaches the bound one claim later, so one more run dies than the bound.
 TRAILING_VERDICT = 1

@@ -167,18 +167,33 @@ def test_an_abandoned_body_past_the_bound_gets_its_child_replaced(supervisors):
     assert "xjobs.worker.recycle" in err and "reason=max_abandoned" in err
 
 
+@pytest.mark.timeout(300)  # the waits below add up past the suite's 120 s on a loaded machine
 def test_a_child_above_its_memory_bound_is_replaced_after_a_growing_pause(supervisors):
     """A bound below a fresh child's own size: each child recycles at once, and the supervisor
     slows its restarts down instead of spinning."""
     supervisor = supervisors(*FLEET, "--processes", "1", "--max-memory-per-child", "1MB")
-    wait_for(lambda: len(replaced(supervisor)) >= 2, timeout=40, what="two recycles")
+    # each child starts Django before it can recycle: minutes of slack on a loaded machine
+    try:
+        wait_for(lambda: len(replaced(supervisor)) >= 2, timeout=100, what="two recycles")
+    except AssertionError as timed_out:  # what the supervisor and its children logged, to see why
+        raise AssertionError(
+            f"{timed_out}; stderr:\n" + "\n".join(list(supervisor.err)[-60:])
+        ) from None
     assert replaced(supervisor)[:2] == ["max_memory", "max_memory"]
-    pauses = [
-        float(m.group(1))
-        for line in list(supervisor.err)
-        if (m := re.search(r"xjobs\.supervisor\.replaced .*restart_in=([\d.]+)", line))
-    ]
-    assert pauses[:2] == [0.5, 1.0]
+
+    def pauses() -> list[float]:
+        return [
+            float(m.group(1))
+            for line in list(supervisor.err)
+            if (m := re.search(r"xjobs\.supervisor\.replaced .*restart_in=([\d.]+)", line))
+        ]
+
+    # Two quick deaths in a row double the pause. A child that took longer than the quick-death
+    # bound to start (a loaded machine) resets the streak and logs no pause, so the test waits
+    # for the doubled pause rather than reading the first two lines.
+    wait_for(lambda: 1.0 in pauses(), timeout=60, what="a doubled restart pause logged")
+    logged = pauses()
+    assert logged[0] == 0.5 and set(logged) <= {0.5, 1.0, 2.0}, logged
     assert any(
         "xjobs.worker.recycle" in line and "reason=max_memory" in line for line in supervisor.err
     )
@@ -268,4 +283,54 @@ def test_timed_out_bodies_close_their_connections_when_they_end(workers):
     assert round_of(8) <= bound, "connections of ended bodies accumulated"
     worker.send(signal.SIGTERM)
     code, _, err = worker.finish()
+    assert code == 0, err
+
+
+def test_one_metrics_port_covers_every_child(supervisors):
+    """Issue 30: --processes 2 --metrics-port P serves the runs of both children on P, as one
+    count, with their run-time and wait histograms; the children bind no port of their own."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.support.database import free_port
+
+    port = free_port()
+    supervisor = supervisors(
+        *FLEET, "--processes", "2", "--concurrency", "2", "--metrics-port", str(port)
+    )
+    children = wait_for(lambda: len(spawned(supervisor)) == 2 and spawned(supervisor), timeout=30)
+    wait_for(
+        lambda: sum("xjobs.worker.started" in line for line in list(supervisor.err)) == 2,
+        timeout=30,
+        what="both children to be claiming",
+    )
+    tokens = [f"sup-metrics-{i}-{uuid.uuid4()}" for i in range(8)]
+    for token in tokens:
+        jobs.ledger.enqueue(token=token, hold=0.4, heed_signal=False)
+    wait_for(lambda: sum(done_once(tokens).values()) == 8, timeout=60, what="the eight jobs")
+    ran = set(Ledger.objects.filter(token__in=tokens, phase="done").values_list("pid", flat=True))
+
+    def scraped() -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        series = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+        ok = series.get(("xjobs_jobs_total", (("outcome", "ok"), ("queue", "default"))))
+        return series if ok == 8 else None
+
+    series = wait_for(scraped, timeout=30, what="the supervisor's port to count all eight runs")
+    assert isinstance(series, dict)
+    assert series[("xjobs_job_duration_seconds_count", (("queue", "default"),))] == 8
+    assert series[("xjobs_job_wait_seconds_count", (("queue", "default"),))] == 8
+    assert ("xjobs_queue_depth", (("queue", "default"),)) in series  # the database's, too
+    assert ran == set(children), "both children ran jobs: the one count is their sum"
+    supervisor.send(signal.SIGTERM)
+    code, _, err = supervisor.finish(timeout=60)
     assert code == 0, err

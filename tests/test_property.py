@@ -35,7 +35,7 @@ from django_xjobs.drivers import install, uninstall
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.errors import XJobsError
-from django_xjobs.execute import Outcome
+from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import relay_staged, run_until_idle
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")

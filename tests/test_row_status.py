@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 from django.db import connection
 
-from django_xjobs import inspect
-from django_xjobs.drivers.base import StepRecord
+from django_xjobs import operations as inspect
+from django_xjobs.drivers.contract import StepRecord
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.errors import JobRowStatusUnknownError
 from tests import jobs

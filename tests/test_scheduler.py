@@ -34,16 +34,18 @@ from django_xjobs.cron import (
     unregister,
 )
 from django_xjobs.drivers import install, uninstall
+from django_xjobs.drivers.contract import LEADER_KEY, NotLeaderError
 from django_xjobs.drivers.memory import MemoryDriver
+from django_xjobs.drivers.memory.scheduler import MemorySchedulerStore
 from django_xjobs.drivers.postgres import PostgresDriver
+from django_xjobs.drivers.postgres.scheduler import PostgresSchedulerStore
 from django_xjobs.errors import JobDefinitionError
-from django_xjobs.inspect import inspect_manifest
+from django_xjobs.operations import inspect_manifest
 from django_xjobs.scheduler import role
-from django_xjobs.scheduler.postgres import PostgresSchedulerStore
-from django_xjobs.scheduler.role import LEADER_KEY, Dispatch, Scheduler
-from django_xjobs.scheduler.store import MemorySchedulerStore, NotLeaderError
+from django_xjobs.scheduler.role import Dispatch, Scheduler
 from tests import crons as fixtures
 from tests import jobs
+from tests.support.process import wait_for
 
 START = datetime(2026, 7, 26, tzinfo=UTC)  # the scheduler's first round, unless a test says so
 OK = ("tests.jobs.ok",)
@@ -872,6 +874,32 @@ def test_sched_11_stop_with_no_round_in_flight_releases_at_once(bench):
     bench.at(utc(2026, 7, 26, 3))
     assert sched.tick() == []
     assert bench.lease() is None and bench.rows() == []
+
+
+def test_sched_11_a_stop_asked_before_run_is_kept_and_a_stopped_scheduler_runs_again():
+    """A SIGTERM can reach the scheduler while its process is still starting: the run that
+    follows ends at once instead of wiping the stop and leading on."""
+    clock = FrozenClock(utc(2026, 7, 26, 3))
+    store, driver = MemorySchedulerStore(clock), MemoryDriver(clock)
+    sched = Scheduler(
+        driver=driver, store=store, cron_names=["tests.daily"], clock=clock, tick_interval=0.01
+    )
+    sched.stop()
+    loop = threading.Thread(target=sched.run, daemon=True)
+    loop.start()
+    loop.join(10)
+    stopped = not loop.is_alive()
+    if not stopped:
+        sched.stop()
+        loop.join(10)
+    assert stopped, "run() wiped the stop asked before it and led on"
+    assert sched.state == "stopped" and store._leaders == {}
+    again = threading.Thread(target=sched.run, daemon=True)  # a stopped scheduler runs again
+    again.start()
+    wait_for(lambda: store._leaders != {}, timeout=10, what="the second run to lead")
+    sched.stop()
+    again.join(10)
+    assert not again.is_alive() and sched.state == "stopped"
 
 
 def test_sched_10_12_run_loops_until_stop_and_a_failed_round_is_logged(caplog):

@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 
 from django_xjobs import history
 from django_xjobs.drivers import install, uninstall
-from django_xjobs.drivers.base import Complete, Finish, RetryAt, Shed, SuspendUntil
+from django_xjobs.drivers.contract import Complete, Finish, RetryAt, Shed, SuspendUntil
 from django_xjobs.drivers.postgres import PostgresDriver
-from django_xjobs.settle import settle
+from django_xjobs.run.settle import settle
 from django_xjobs.testing import run_until_idle
 from tests import jobs
 from tests.conftest import Harness
@@ -71,7 +71,7 @@ def test_every_settle_value_is_fenced_on_the_lease_token(harness):
 
 @pytest.mark.django_db
 def test_settling_costs_one_statement_for_every_complete_and_one_per_other_value():
-    """Before the change: one ``ack`` for the batch and one ``nack`` per other run; the same."""
+    """Before the change: one ``ack`` for the batch and one ``retry`` or ``finish`` per other run; the same."""
     driver = PostgresDriver("default")
     a, b, c, d = claim(Harness(driver), 4)
     values = [

@@ -1,4 +1,4 @@
-"""The named-SQL loader (drivers/sql.py ``load``): what a ``.sql`` file of ``-- name:`` blocks
+"""The named-SQL loader (drivers/postgres/sql.py ``load``): what a ``.sql`` file of ``-- name:`` blocks
 becomes, and the files it refuses rather than misread. No database: the unit lane."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import django_xjobs
-from django_xjobs.drivers import sql
+from django_xjobs.drivers.postgres import sql
 from django_xjobs.errors import InvariantError
 
 PACKAGED = sorted(Path(django_xjobs.__file__).parent.rglob("*.sql"))
@@ -72,11 +72,60 @@ def test_a_file_that_would_merge_replace_or_drop_a_statement_is_refused(tmp_path
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("path", PACKAGED, ids=lambda path: path.name)
+@pytest.mark.parametrize(
+    "path", [p for p in PACKAGED if p.name != sql.FRAGMENTS], ids=lambda path: path.name
+)
 def test_every_packaged_sql_file_loads(path):
     statements = sql.load(path)
     assert statements and all(statements.values()), path
     assert all(not body.endswith(";") for body in statements.values())
+    assert not any("-- include:" in body for body in statements.values())
+
+
+def test_every_packaged_fragment_stands_in_some_statement():
+    """A fragment no statement includes is a copy drifting on its own."""
+    [shared] = [p for p in PACKAGED if p.name == sql.FRAGMENTS]
+    assert sql.load(shared) == {}  # fragments only
+    names = {
+        line.split(": ")[1].strip()
+        for line in shared.read_text().splitlines()
+        if line.startswith("-- fragment: ")
+    }
+    included = {
+        line.split(": ")[1].strip()
+        for path in PACKAGED
+        for line in path.read_text().splitlines()
+        if line.strip().startswith("-- include: ")
+    }
+    assert names and names <= included, names - included
+
+
+def test_an_include_stands_for_its_fragment_from_the_file_or_its_fragments_file(tmp_path):
+    (tmp_path / sql.FRAGMENTS).write_text(
+        "-- fragment: ready\n-- why it is shared\nWHERE state = 'ready'\n"
+    )
+    statements = load(
+        tmp_path,
+        "-- fragment: cols\nid, queue\n"
+        "-- name: one\nSELECT\n    -- include: cols\nFROM x_jobs\n-- include: ready\n;\n",
+    )
+    assert statements == {"one": "SELECT\nid, queue\nFROM x_jobs\nWHERE state = 'ready'"}
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("-- name: one\nSELECT 1\n-- include: nowhere\n;\n", "no fragment 'nowhere' to include"),
+        ("-- fragment: a\nx\n-- include: a\n-- name: one\nSELECT 1;\n", "'a' includes another"),
+        ("-- fragment: a\nx\n-- fragment: a\ny\n-- name: one\nSELECT 1;\n", "named twice"),
+        ("-- fragment: a\n-- nothing\n-- name: one\nSELECT 1;\n", "fragment 'a' is empty"),
+        ("-- name: one\nSELECT 1\n--include: a\n;\n", "malformed header '--include: a'"),
+    ],
+    ids=["unknown", "nested", "duplicate", "empty", "misspelt"],
+)
+def test_an_include_that_would_drop_or_misplace_sql_is_refused(tmp_path, text, problem):
+    with pytest.raises(InvariantError, match=problem):
+        load(tmp_path, text)
 
 
 def test_a_file_is_read_once(tmp_path):

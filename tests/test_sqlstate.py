@@ -11,7 +11,8 @@ import psycopg.errors
 import pytest
 from django.db import IntegrityError, OperationalError, ProgrammingError
 
-from django_xjobs.drivers import sql
+from django_xjobs.drivers import failures
+from django_xjobs.drivers.postgres import sql
 from django_xjobs.errors import DriverUnavailableError
 from django_xjobs.worker import guard as guard_module
 from django_xjobs.worker.worker import Worker
@@ -30,7 +31,7 @@ GERMAN_MISSING = psycopg.errors.UndefinedTable("FEHLER:  Relation »x_jobs« exi
 
 def test_a_missing_table_in_another_language_is_still_a_missing_table():
     error = wrapped(ProgrammingError, GERMAN_MISSING)
-    translated = sql.translate(error, "default", "SELECT id FROM x_jobs WHERE id = %(id)s")
+    translated = failures.translate(error, "default", "SELECT id FROM x_jobs WHERE id = %(id)s")
     assert isinstance(translated, DriverUnavailableError)
     assert translated.message == "the x_jobs table does not exist in database 'default'"
     assert translated.hint == "run: python manage.py migrate django_xjobs --database default"
@@ -38,13 +39,15 @@ def test_a_missing_table_in_another_language_is_still_a_missing_table():
 
 def test_a_statement_over_two_tables_names_both():
     error = wrapped(ProgrammingError, GERMAN_MISSING)
-    translated = sql.translate(error, "default", "SELECT 1 FROM x_jobs JOIN x_job_steps ON true")
+    translated = failures.translate(
+        error, "default", "SELECT 1 FROM x_jobs JOIN x_job_steps ON true"
+    )
     assert "a table of x_job_steps, x_jobs does not exist" in str(translated)
 
 
 def test_another_programming_error_is_left_alone():
     error = wrapped(ProgrammingError, psycopg.errors.SyntaxError("Syntaxfehler bei »FROM«"))
-    assert sql.translate(error, "default", "SELECT FROM x_jobs") is None
+    assert failures.translate(error, "default", "SELECT FROM x_jobs") is None
 
 
 def test_a_missing_table_on_the_real_server(db):
@@ -71,16 +74,18 @@ def test_transient_is_decided_by_sqlstate(driver_error, transient):
         IntegrityError if isinstance(driver_error, psycopg.IntegrityError) else (OperationalError)
     )
     error = wrapped(django_class, driver_error)
-    assert sql.is_transient(error) is transient
-    assert sql.is_transient(DriverUnavailableError("down")) is False  # no cause: not a database
+    assert failures.is_transient(error) is transient
+    assert (
+        failures.is_transient(DriverUnavailableError("down")) is False
+    )  # no cause: not a database
     outer = DriverUnavailableError("database 'default' is unavailable")
     outer.__cause__ = error
-    assert sql.is_transient(outer) is transient  # seen through the library's own wrapper
+    assert failures.is_transient(outer) is transient  # seen through the library's own wrapper
 
 
 def test_a_connection_that_never_answered_is_transient():
     refused = wrapped(OperationalError, psycopg.OperationalError("connection refused"))
-    assert sql.sqlstate(refused) is None and sql.is_transient(refused)
+    assert failures.sqlstate(refused) is None and failures.is_transient(refused)
 
 
 def test_the_live_key_violation_is_found_by_constraint_name(db):
@@ -97,12 +102,12 @@ def test_the_live_key_violation_is_found_by_constraint_name(db):
             " 0, 3, 'ready', 0, now(), now(), now() FROM x_jobs WHERE id = %s",
             [first.id],
         )
-    assert sql.sqlstate(caught.value) == sql.UNIQUE_VIOLATION
-    assert sql.constraint(caught.value) == "x_jobs_name_tenant_idempotency_live_idx"
+    assert failures.sqlstate(caught.value) == failures.UNIQUE_VIOLATION
+    assert failures.constraint(caught.value) == "x_jobs_name_tenant_idempotency_live_idx"
 
 
 def test_settling_retries_only_transient_failures_while_a_lease_may_hold(harness, monkeypatch):
-    from django_xjobs.drivers.base import RetryAt
+    from django_xjobs.drivers.contract import RetryAt
     from django_xjobs.worker.run import Run
     from tests import jobs
 

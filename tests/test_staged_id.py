@@ -15,9 +15,9 @@ from django.core.management import CommandError, call_command
 from django.db import transaction
 from django.test import override_settings
 
-from django_xjobs.inspect import inspect_job
+from django_xjobs.drivers.postgres.outbox import STATEMENTS
 from django_xjobs.models import Job, OutboxEntry
-from django_xjobs.outbox.postgres import STATEMENTS
+from django_xjobs.operations import inspect_job
 from django_xjobs.outbox.relay import Relay
 from django_xjobs.testing import run_to_completion, run_until_idle
 from tests import jobs

@@ -23,10 +23,10 @@ from django_xjobs.errors import (
     StepAtomicNestedError,
     StepOutputInvalidError,
 )
-from django_xjobs.execute import Outcome
 from django_xjobs.models import OutboxEntry
+from django_xjobs.run.execute import Outcome
 from django_xjobs.steps import Steps
-from django_xjobs.steps_atomic import AtomicStep
+from django_xjobs.steps.atomic import AtomicStep
 from django_xjobs.testing import run_to_completion, run_until_idle
 from tests import jobs
 from tests.models import Effect, Ledger

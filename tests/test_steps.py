@@ -26,8 +26,8 @@ from django_xjobs.errors import (
     StepSuspension,
 )
 from django_xjobs.events import publish_event
-from django_xjobs.execute import Outcome, execute
-from django_xjobs.settle import settle
+from django_xjobs.run.execute import Outcome, execute
+from django_xjobs.run.settle import settle
 from django_xjobs.steps import Steps
 from django_xjobs.testing import age_events, run_to_completion, run_until_idle
 from tests import jobs
@@ -53,6 +53,11 @@ def claimed_steps(harness, clock, handle, **inputs):
     """A claimed run of ``handle`` and a step runner for it, for tests that drive steps by hand."""
     handle.enqueue(**inputs)
     [job] = harness.driver.claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="w")
+    return steps_for(harness, job)
+
+
+def steps_for(harness, job):
+    """A step runner for ``job`` over its recorded steps, as a new pass (a replay) builds it."""
     signal = Signal()
     steps = Steps(
         job=job,
@@ -476,20 +481,20 @@ def _mark(token: str) -> str:
     return "late"
 
 
-def test_exec_04_se_20_the_signal_carries_the_timeout_when_the_nack_is_issued(harness, clock):
+def test_exec_04_se_20_the_signal_carries_the_timeout_when_the_retry_is_written(harness, clock):
     token = f"t-{uuid.uuid4()}"
-    at_nack: list[BaseException | None] = []
+    at_retry: list[BaseException | None] = []
     retry = harness.driver.retry
 
-    def seen_at_nack(value):
-        at_nack.append(SIGNALS[token].reason)
+    def seen_at_retry(value):
+        at_retry.append(SIGNALS[token].reason)
         return retry(value)
 
-    harness.driver.retry = seen_at_nack
+    harness.driver.retry = seen_at_retry
     job_id = heeds_timeout.enqueue(token=token).id
     [run] = run_until_idle(clock=clock)
     assert run.outcome == Outcome.RETRIED and "X_JOB_TIMEOUT" in run.error
-    [reason] = at_nack  # aborted before the nack, and by the timeout, not by the attempt's end
+    [reason] = at_retry  # aborted before the retry, by the timeout, not by the attempt's end
     assert isinstance(reason, JobTimeoutError) and reason.code == "X_JOB_TIMEOUT"
     assert harness.row(job_id).last_error.startswith("X_JOB_TIMEOUT")
 
@@ -586,7 +591,7 @@ def test_publish_event_refuses_bad_input_and_writes_nothing(harness, kwargs, cod
 
 def test_evt_04_the_memory_event_store_is_bounded_and_purges_expired_events():
     from django_xjobs.drivers.memory import MemoryDriver
-    from django_xjobs.drivers.memory_steps import MAX_EVENTS
+    from django_xjobs.drivers.memory.steps import MAX_EVENTS
     from django_xjobs.ids import uuid7
 
     clock = FrozenClock(timezone.now())

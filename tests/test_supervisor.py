@@ -102,7 +102,7 @@ def test_a_command_started_with_python_m_restarts_its_children_with_m():
     ("args", "message"),
     [
         (["--processes", "0"], "X_INVARIANT: --processes must be at least 1"),
-        (["--processes", "2", "--metrics-port", "9100"], "X_INVARIANT: --metrics-port"),
+        (["--processes", "2", "--health-port", "9100"], "X_INVARIANT: --health-port"),
         (["--max-jobs-per-child", "0"], "X_INVARIANT: --max-jobs-per-child must be at least 1"),
         (["--max-abandoned-per-child", "-1"], "--max-abandoned-per-child must be at least 0"),
         (["--max-memory-per-child", "lots"], "X_INVARIANT: --max-memory-per-child 'lots'"),

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import uuid
 
-from django_xjobs.drivers.base import Shed
-from django_xjobs.execute import Outcome
+from django_xjobs.drivers.contract import Shed
+from django_xjobs.run.execute import Outcome
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 from tests.models import Ledger

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from django_xjobs import djtasks, registry
+from django_xjobs import registry
+from django_xjobs.backends import tasks as djtasks
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +24,7 @@ def fresh():
     [
         ("tests.tasks.add", True),  # the app "tests"
         ("tests.add", True),  # the app's package itself
-        ("django_xjobs.inspect.cancel_job", True),
+        ("django_xjobs.operations.cancel_job", True),
         ("os.system", False),
         ("testsuite.tasks.add", False),  # a prefix of the name is not the app
         ("subprocess.run", False),

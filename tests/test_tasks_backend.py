@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from django_xjobs import cancel_job, conf, registry
 from django_xjobs.backends import XJobsBackend
-from django_xjobs.djtasks import (
+from django_xjobs.backends.tasks import (
     InvalidTask,
     TaskResultDoesNotExist,
     TaskResultMismatch,
@@ -463,8 +463,12 @@ def test_tasks_enqueued_by_a_view_in_atomic_run_once_across_a_killed_worker(work
     SIGKILLed midway. The ledger the tasks write judges: none lost, none stuck, none run twice
     except a run the killed worker finished but could not acknowledge."""
     prefix = f"view-{uuid4()}"
-    args = ("--concurrency", "4", "--visibility-timeout", "2s", "--poll-interval", "100ms")
-    victim, survivor = workers(*args), workers(*args)
+    args = ("--concurrency", "4", "--poll-interval", "100ms")
+    # the victim's short leases hand its runs back soon after the kill; the survivor's long
+    # ones never lapse while it runs them, however slow a loaded machine makes its heartbeat
+    # (a lapsed lease is taken again by design, and the ledger would count a second run)
+    victim = workers(*args, "--visibility-timeout", "2s")
+    survivor = workers(*args, "--visibility-timeout", "30s")
     with override_settings(XJOBS={"QUEUES": ["other"], "OUTBOX": "auto"}):
         response = client.post("/tasks/enqueue/", {"prefix": prefix, "n": 500})
     assert response.status_code == 200
@@ -520,3 +524,42 @@ def test_check_says_when_the_task_api_is_missing_or_its_backport_app_is_not_inst
     with override_settings(INSTALLED_APPS=apps):
         [warning] = xjobs_checks._check_tasks_api()
     assert warning.id == "django_xjobs.W011"
+
+
+def test_task_finished_is_wired_when_a_task_is_first_seen_not_at_import():
+    """A receiver on job_finished makes every settle send the signal and look the job's handle
+    up; a project with no task must not pay that, so the tasks backend connects its receiver
+    when it first builds a task's handle (W2's Python time, issue 27)."""
+    import subprocess
+    import sys
+
+    from django_xjobs import signals
+    from django_xjobs.backends.tasks import TaskJob, TaskOptions, _finished
+
+    fresh = (
+        subprocess.run(  # a process that set Django up (the backend is imported) but ran no task
+            [
+                sys.executable,
+                "-c",
+                "import django; django.setup(); import django_xjobs.backends.tasks; "
+                "from django_xjobs import signals; print(len(signals.job_finished.receivers))",
+            ],
+            capture_output=True,
+            text=True,
+            env={
+                **__import__("os").environ,
+                "DJANGO_SETTINGS_MODULE": "bench.settings",
+                "DATABASE_URL": "postgres://nobody:x@127.0.0.1:9/never",
+            },
+            timeout=60,
+        )
+    )
+    assert fresh.stdout.strip() == "0", fresh.stderr
+    uid = "django_xjobs.backends.tasks.task_finished"
+    signals.job_finished.disconnect(dispatch_uid=uid)
+    try:
+        TaskJob(tasks.add, TaskOptions())
+        TaskJob(tasks.add, TaskOptions())  # a second handle: still one receiver
+        assert len(signals.job_finished.receivers) == 1
+    finally:
+        signals.job_finished.connect(_finished, dispatch_uid=uid)

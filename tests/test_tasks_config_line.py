@@ -38,7 +38,7 @@ TASKS = {
 
 JOBS = """
 from django_xjobs import cron
-from django_xjobs.djtasks import task
+from django_xjobs.backends.tasks import task
 
 {decorator}
 @task

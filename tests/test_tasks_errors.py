@@ -20,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from django_xjobs.backends import XJobsBackend
-from django_xjobs.djtasks import (
+from django_xjobs.backends.tasks import (
     TASKS_MODULE,
     InvalidTask,
     TaskResultDoesNotExist,

@@ -146,8 +146,7 @@ def test_nothing_frozen_leaves_the_library_on_its_fast_path(db, monkeypatch):
     while nothing is frozen it says it is idle, so the library's statements run on the
     production cursor (DirectCursor), not Django's wrapper chain, and a freeze still reaches
     them."""
-    from django_xjobs.drivers import sql
-    from django_xjobs.testing import frozen
+    from django_xjobs.drivers.postgres import frozen, sql
 
     run_until_idle()  # the helpers install the follower on this connection
     assert frozen._wrapper in connection.execute_wrappers

@@ -11,8 +11,8 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from django_xjobs.drivers.base import Complete, EnqueueRequest
-from django_xjobs.execute import Outcome
+from django_xjobs.drivers.contract import Complete, EnqueueRequest
+from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.heartbeat import Heartbeat
 from django_xjobs.worker.run import Run
@@ -337,7 +337,7 @@ def test_a_settled_run_resets_the_crash_count(harness):
     job_id = jobs.flaky.enqueue(n=1, failures=2).id
     _lapse_and_reclaim(harness, 1)
     assert harness.row(job_id).lease_expiries == 0  # the first claim is not an expiry
-    [run] = run_until_idle()  # re-claimed after one expiry: fails, nacked by a live worker
+    [run] = run_until_idle()  # re-claimed after one expiry: fails, retried by a live worker
     assert run.outcome == Outcome.RETRIED
     assert harness.row(job_id).lease_expiries == 0
 

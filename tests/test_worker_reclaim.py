@@ -10,9 +10,9 @@ its body past --shutdown-timeout.
 
 from __future__ import annotations
 
-from django_xjobs.drivers.base import Complete
-from django_xjobs.execute import Outcome, failure
-from django_xjobs.settle import settle
+from django_xjobs.drivers.contract import Complete
+from django_xjobs.run.execute import Outcome, failure
+from django_xjobs.run.settle import settle
 from django_xjobs.worker.run import Run
 from django_xjobs.worker.worker import Worker
 from tests import jobs

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import uuid
 
-from django_xjobs.execute import Outcome
+from django_xjobs.run.execute import Outcome
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 from tests.support.process import wait_for

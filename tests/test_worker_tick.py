@@ -12,10 +12,11 @@ from django.db import OperationalError
 from django.test import override_settings
 
 from django_xjobs.clock import FrozenClock
+from django_xjobs.conf.limits import parse_limits
 from django_xjobs.errors import InvariantError
-from django_xjobs.execute import Outcome
+from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import memory_driver
-from django_xjobs.worker.limits import Limiter, parse_limits
+from django_xjobs.worker.limits import Limiter
 from django_xjobs.worker.run import Run
 from django_xjobs.worker.worker import Worker
 from tests import jobs
@@ -161,6 +162,25 @@ def test_work_03_a_stopped_worker_runs_again(db):
         assert again.outcomes == {Outcome.COMPLETED: 2}
 
 
+def test_work_03_a_stop_asked_before_the_first_run_is_kept(db):
+    """A SIGTERM or a recycle can reach a worker while its process is still starting, before
+    run() began: the run that follows ends at once, claiming nothing, instead of wiping the
+    stop and running on (a child recycled for its memory at birth ran forever)."""
+    with memory_driver() as driver:
+        worker = Worker(queues=["default"], driver=driver, poll_interval=0.05)
+        waiting = jobs.ok.enqueue(n=3).id
+        worker.stop()
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        thread.join(10)
+        alive = thread.is_alive()
+        if alive:
+            worker.stop()
+            thread.join(10)
+        assert not alive, "run() wiped the stop asked before it and ran on"
+        assert (worker.state, driver.get_job(waiting).state) == ("stopped", "ready")
+
+
 def test_work_03_run_while_running_is_a_no_op(db):
     with memory_driver() as driver:
         running = Worker(queues=["default"], driver=driver, poll_interval=0.05)
@@ -183,7 +203,7 @@ def test_work_03_run_while_running_is_a_no_op(db):
     assert running.state == "stopped"
 
 
-# --- EXEC-03 / SE-16: a failed ack is never turned into a nack ------------------------------
+# --- EXEC-03 / SE-16: a failed ack is never turned into a retry -----------------------------
 
 
 class AckFails:
@@ -215,9 +235,9 @@ class AckFails:
     [ValueError("the ack broke"), OperationalError("connection refused (a test outage)")],
     ids=["gives-up-at-once", "transient-retried-then-given-up"],
 )
-def test_exec_03_se_16_a_failed_ack_is_never_nacked(harness, caplog, error):
+def test_exec_03_se_16_a_failed_ack_is_never_retried(harness, caplog, error):
     """SPEC EXEC-03, SE-16: the ack sits outside the retry decision. The guard retries a
-    transient failure and then gives up; nothing is nacked, the finished work is not run again
+    transient failure and then gives up; nothing is retried, the finished work is not run again
     or counted as failed, the completed steps stay, and the lease hands the row back later."""
     token = f"ack-{uuid.uuid4()}"
     job_id = jobs.five_steps.enqueue(token=token).id
@@ -256,7 +276,7 @@ def test_lease_13_se_56_a_context_that_cannot_be_built_releases_everything(harne
         signals_seen.append(fields["signal"])
         raise RuntimeError("the context could not be built")
 
-    monkeypatch.setattr("django_xjobs.execute.JobContext", broken)
+    monkeypatch.setattr("django_xjobs.run.execute.JobContext", broken)
     with override_settings(XJOBS={**BASE, "LIMITS": {"global": 5}}):
         job_id = jobs.exclusive.enqueue(token=f"ctx-{uuid.uuid4()}", hold=0).id
         ticker = worker(harness)

@@ -6,7 +6,9 @@ import threading
 from typing import Any
 
 from .. import conf
-from .base import JobDriver
+from ..clock import Clock
+from ..errors import InvariantError
+from .contract import JobDriver
 
 _installed: list[Any] = []
 _default: dict[tuple[str, str], JobDriver] = {}
@@ -22,15 +24,26 @@ def get_driver() -> JobDriver:
     key = (settings.driver, settings.database)
     with _lock:
         if key not in _default:
-            if settings.driver == "memory":
-                from .memory import MemoryDriver
-
-                _default[key] = MemoryDriver()
-            else:
-                from .postgres import PostgresDriver
-
-                _default[key] = PostgresDriver(using=settings.database)
+            _default[key] = create(settings.driver, using=settings.database)
         return _default[key]
+
+
+def create(kind: str, *, using: str = "default", clock: Clock | None = None) -> JobDriver:
+    """A new driver of ``kind``: ``"postgres"`` on database alias ``using``, or ``"memory"``
+    (in process, on ``clock``). The one place a concrete driver is built, so nothing outside
+    ``drivers/`` names one::
+
+        driver = create("memory")
+    """
+    if kind == "memory":
+        from .memory import MemoryDriver
+
+        return MemoryDriver(clock=clock)
+    if kind == "postgres":
+        from .postgres import PostgresDriver
+
+        return PostgresDriver(using=using)
+    raise InvariantError(f"no driver named {kind!r}", hint='use "postgres" or "memory"')
 
 
 def install(driver: JobDriver) -> None:
@@ -40,3 +53,18 @@ def install(driver: JobDriver) -> None:
 
 def uninstall(driver: JobDriver) -> None:
     _installed.remove(driver)
+
+
+def follow_frozen_time() -> None:
+    """Tests: make the database's ``now()`` follow freezegun (``django_xjobs.testing`` calls
+    this on import; the memory driver reads the patched Python clock already)."""
+    from .postgres import frozen
+
+    frozen.install()
+
+
+def catch_up_frozen_time() -> None:
+    """Tests: follow freezegun on a connection already open too."""
+    from .postgres import frozen
+
+    frozen.catch_up()

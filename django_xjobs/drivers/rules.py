@@ -5,9 +5,12 @@ input with the same error (SPEC DRV-04 g/k): the operator actions' refusals and 
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from uuid import UUID
 
 from ..errors import (
+    DependencyCycleError,
+    DependencyUnknownError,
     InvariantError,
     JobDuplicateError,
     JobNotCancellableError,
@@ -17,9 +20,12 @@ from ..errors import (
     XJobsError,
 )
 from ..states import JOB_STATES, LIVE_STATES
-from .base import STEP_STATUSES
+from .contract import STEP_STATUSES
 
 CANCELLED = "cancelled"
+#: a waiting dependant's run_at until its release: no claim looks that far (jobs.sql's
+#: enqueue_after writes the same instant)
+FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def known_state(job_id: UUID, state: str) -> str:
@@ -110,3 +116,18 @@ def check_limit(limit: int) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise InvariantError(f"lease limit={limit!r} must be an integer")
     return limit
+
+
+def check_after(job_id: UUID, after: tuple[UUID, ...] | list[UUID]) -> tuple[UUID, ...]:
+    """``after`` without repeats, in order; a job that names itself is refused (issue 32). A
+    longer cycle cannot be built: a job's id exists only once it is enqueued, with its
+    dependencies already fixed, so it can name only jobs enqueued before it (SPEC DEP-05)."""
+    if job_id in after:
+        raise DependencyCycleError(f"job {job_id} was given itself to wait for")
+    return tuple(dict.fromkeys(after))
+
+
+def unknown_dependency(name: str, job_id: UUID) -> DependencyUnknownError:
+    return DependencyUnknownError(
+        f"job {name!r} was to wait for job {job_id}, which does not exist"
+    )

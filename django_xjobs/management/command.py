@@ -14,7 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, InterfaceError, OperationalError
 
-from ..drivers import sql
+from ..drivers import failures
 from ..errors import DriverUnavailableError, ValueRefusedError, XJobsError, first_line
 
 # SQLSTATEs of a schema that is behind the code: a table or a column a migration adds
@@ -48,13 +48,13 @@ def database_error(error: DatabaseError, alias: Any = None) -> XJobsError:
     """A database error as the operator's fix, told apart by SQLSTATE (never by message text)."""
     where = f"database {alias!r}" if isinstance(alias, str) else "the database"
     first = first_line(error)
-    state = sql.sqlstate(error)
+    state = failures.sqlstate(error)
     if state in _SCHEMA_BEHIND:
         return DriverUnavailableError(
             f"{where} is missing a {_SCHEMA_BEHIND[state]} django_xjobs needs ({first})",
             hint="run: python manage.py migrate",
         )
-    if sql.connection_failed(error):  # only the connection's own failures (issue 24)
+    if failures.connection_failed(error):  # only the connection's own failures (issue 24)
         return DriverUnavailableError(
             f"cannot reach {where}: {first}",
             hint="check DATABASE_URL / DATABASES and that PostgreSQL is running",

@@ -14,18 +14,10 @@ from django.db import connections, transaction
 
 from .. import conf, log
 from ..drivers import get_driver
-from ..drivers.base import EnqueueRequest, EnqueueResult, JobDriver
+from ..drivers.contract import EnqueueRequest, EnqueueResult, JobDriver, OutboxStore
 from ..errors import InvariantError, OutboxNoTxError
 from ..ids import uuid7
-from .store import OutboxStore
-
-
-def atomic_alias(settings: conf.XJobsSettings) -> str | None:
-    """The outbox database whose ``atomic()`` block the caller is in, if any (SPEC OUTBOX-20)."""
-    for alias in settings.outbox_databases:
-        if connections[alias].in_atomic_block:
-            return alias
-    return None
+from .publish import publish_batch
 
 
 def submit(request: EnqueueRequest, *, outbox: bool | None, on_conflict: str) -> EnqueueResult:
@@ -45,9 +37,19 @@ def submit_many(
     in the caller's transaction; one result per request, in order."""
     if not requests:
         return []
+    from ..workflows import current_batch
+
+    joining = current_batch()
+    if joining is not None:  # inside `with batch:` the enqueue is a member (issue 32)
+        if any(request.after is not None for request in requests):
+            raise InvariantError(
+                f"job {requests[0].name!r}: a batch member cannot wait for other jobs (after)",
+                hint="enqueue it outside the with block, or make the batch's callback wait",
+            )
+        return joining.submit(requests)
     settings = conf.get()
     use_outbox = outbox is not False and settings.outbox != "off"
-    alias = atomic_alias(settings) if use_outbox else None
+    alias = conf.atomic_alias(settings) if use_outbox else None
     if alias is None:
         if use_outbox and settings.outbox == "required":
             raise OutboxNoTxError(
@@ -136,4 +138,24 @@ def stage_at_commit(store: OutboxStore, requests: list[EnqueueRequest]) -> None:
     except Exception as error:
         log.event(logging.ERROR, "xjobs.outbox.publish_failed", job=requests[0].name, error=error)
         return
-    fast_path(store, ids)
+    token = f"commit-{uuid7()}"
+    try:
+        publish_batch(store, get_driver(), store.claim_ids(ids, token), token)
+    except Exception as error:
+        log.event(logging.WARNING, "xjobs.outbox.fast_path_failed", id=ids[0], error=error)
+
+
+def run_pending_commits(alias: str) -> None:
+    """Run the stage callbacks left for the commit of the transaction still open on ``alias``;
+    a savepoint rolled back has already taken its callbacks away."""
+    connection = connections[alias]
+    if not connection.in_atomic_block:
+        return
+    mine = [
+        entry
+        for entry in connection.run_on_commit
+        if getattr(entry[1], "func", None) is stage_at_commit
+    ]
+    for entry in mine:
+        connection.run_on_commit.remove(entry)
+        entry[1]()

@@ -17,12 +17,9 @@ from ..bounds import check_request
 from ..clock import Clock, system_clock
 from ..cron import ONE_MICROSECOND, CronHandle, occurrences_between, registered_crons
 from ..drivers import get_driver
-from ..drivers.base import JobDriver
+from ..drivers.contract import LEADER_KEY, JobDriver, NotLeaderError, SchedulerStore
 from ..errors import XJobsError
 from ..ids import uuid7
-from .store import NotLeaderError, SchedulerStore
-
-LEADER_KEY = "scheduler"
 
 
 @dataclass(frozen=True)
@@ -69,6 +66,8 @@ class Scheduler:
         self._round: Future[list[Dispatch]] | None = None
         self._round_lock = threading.Lock()
         self._draining = threading.Event()
+        #: the crons an operator paused, as the last round read them
+        self.paused: frozenset[str] = frozenset()
 
     # --- rounds -----------------------------------------------------------------------------
 
@@ -104,10 +103,14 @@ class Scheduler:
             log.event(logging.INFO, "xjobs.scheduler.leader", holder=self.holder)
         self.is_leader = True
         now = self.clock.now()
+        self._read_paused()
         dispatched: list[Dispatch] = []
         for handle in self._crons():
             if self._draining.is_set():
                 break  # checked again before each cron
+            if handle.name in self.paused:
+                # SPEC CRONCTL-02: the watermark stays, so resume catches up by the cron's rule
+                continue
             try:
                 dispatched += self._cron_round(handle, now)
             except NotLeaderError:
@@ -128,6 +131,22 @@ class Scheduler:
                     **fields,
                 )
         return dispatched
+
+    def _read_paused(self) -> None:
+        """The paused crons, once a round: a failed read keeps the last set (SPEC CRONCTL-02)."""
+        try:
+            paused = self.store.paused_crons()
+        except Exception as error:
+            log.event(logging.WARNING, "xjobs.scheduler.tick_failed", error=error)
+            return
+        if paused != self.paused:
+            log.event(
+                logging.INFO,
+                "xjobs.scheduler.paused_crons",
+                holder=self.holder,
+                paused=",".join(sorted(paused)) or "-",
+            )
+        self.paused = paused
 
     def _crons(self) -> list[CronHandle]:
         every = registered_crons()
@@ -193,8 +212,9 @@ class Scheduler:
 
     def run(self) -> None:
         """Round after round, ``tick_interval`` after each one ends, until ``stop()``."""
+        # a stop() asked before this run (a SIGTERM while the process was starting) is kept:
+        # the loop ends at once; the last run's stop was cleared when that run ended
         self.state = "running"
-        self._draining.clear()
         log.event(logging.INFO, "xjobs.scheduler.started", holder=self.holder)
         try:
             while not self._draining.is_set():
@@ -204,6 +224,9 @@ class Scheduler:
                     log.event(logging.ERROR, "xjobs.scheduler.tick_failed", error=error)
                 self._draining.wait(self.tick_interval)
         finally:
+            self._draining.clear()  # a stopped scheduler can run again
+            if self.state == "running":
+                self.state = "stopped"  # stopped before it began: stop() had nothing to do
             connections.close_all()
             log.event(logging.INFO, "xjobs.scheduler.stopped", holder=self.holder)
 
@@ -254,14 +277,19 @@ def _latest_due(handle: CronHandle, due: list[datetime], now: datetime) -> datet
 
 
 def _occurrence_request(
-    handle: CronHandle, job: Any, inputs: dict[str, Any], occurrence: datetime
+    handle: CronHandle,
+    job: Any,
+    inputs: dict[str, Any],
+    occurrence: datetime,
+    scope: str | None = None,
 ) -> Any:
-    """The job's request with an occurrence-scoped key and run_at (SPEC SCHED-06)."""
+    """The job's request with an occurrence-scoped key and run_at (SPEC SCHED-06); ``scope``
+    replaces the occurrence's time in the key (a "run now": SPEC CRONCTL-04)."""
     request = job.build_request(inputs)
-    epoch_ms = int(occurrence.timestamp() * 1000)
+    scope = scope or str(int(occurrence.timestamp() * 1000))
     scoped = replace(
         request,
-        idempotency_key=f"{handle.name}:{epoch_ms}:{request.idempotency_key}",
+        idempotency_key=f"{handle.name}:{scope}:{request.idempotency_key}",
         run_at=occurrence,
         delay=None,
         tenant_id=None,

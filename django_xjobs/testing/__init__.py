@@ -26,20 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
-
-from django.db import connections
 
 from .. import conf, registry, signals
 from ..clock import Clock, FrozenClock, system_clock
 from ..context import Signal
-from ..drivers import get_driver, install, uninstall
-from ..drivers.base import JobDriver
-from ..drivers.memory import MemoryDriver
-from ..execute import Execution, Outcome, execute
-from ..settle import settle
+from ..drivers import create, get_driver, install, uninstall
+from ..drivers.contract import JobDriver
+from ..run.execute import Execution, Outcome, execute
+from ..run.settle import settle
 from ..states import FINISHED_STATES
 from . import frozen
 
@@ -154,8 +150,8 @@ def run_to_completion(
 
 
 def _fast_forward(driver: JobDriver, job_id: UUID) -> None:
-    """Move the job's row, every step and every event back by as long as the job has left
-    to wait, on the store's clock: the same as that much time passing."""
+    """Move every stored time back by as long as the job has left to wait, on the store's
+    clock: the same as that much time passing."""
     row = driver.get_job(job_id)
     assert row is not None
     now = driver.steps.now()
@@ -165,16 +161,8 @@ def _fast_forward(driver: JobDriver, job_id: UUID) -> None:
         if r.status in ("sleeping", "waiting") and r.wake_at is not None
     ]
     ahead = max((when - now).total_seconds() for when in [row.run_at, *waits])
-    if ahead <= 0:
-        return
-    if isinstance(driver, MemoryDriver):
-        driver.shift(ahead)
-    else:
-        with connections[conf.get().database].cursor() as cursor:
-            shift: list[Any] = [timedelta(seconds=ahead), job_id]
-            cursor.execute("UPDATE x_jobs SET run_at = run_at - %s WHERE id = %s", shift)
-    age_steps(driver, ahead)  # every run's, as the frozen clock used to move for all of them
-    age_events(driver, ahead)
+    if ahead > 0:
+        driver.age(ahead)  # rows, steps and events, as the frozen clock used to move for all
 
 
 def age_steps(driver: JobDriver, seconds: float) -> None:
@@ -184,16 +172,7 @@ def age_steps(driver: JobDriver, seconds: float) -> None:
 
     Works on both drivers; ``run_to_completion`` does this for you.
     """
-    if isinstance(driver, MemoryDriver):
-        driver.steps.shift(seconds)
-        return
-    params: dict[str, Any] = {"d": timedelta(seconds=seconds)}
-    with connections[conf.get().database].cursor() as cursor:
-        cursor.execute(
-            "UPDATE x_job_steps SET started_at = started_at - %(d)s,"
-            " completed_at = completed_at - %(d)s, wake_at = wake_at - %(d)s",
-            params,
-        )
+    driver.age(seconds, only={"steps"})
 
 
 def age_events(driver: JobDriver, seconds: float) -> None:
@@ -203,16 +182,7 @@ def age_events(driver: JobDriver, seconds: float) -> None:
 
     Works on both drivers.
     """
-    if isinstance(driver, MemoryDriver):
-        driver.events.shift(seconds)
-        return
-    params: dict[str, Any] = {"d": timedelta(seconds=seconds)}
-    with connections[conf.get().database].cursor() as cursor:
-        cursor.execute(
-            "UPDATE x_job_events SET published_at = published_at - %(d)s,"
-            " expires_at = expires_at - %(d)s",
-            params,
-        )
+    driver.age(seconds, only={"events"})
 
 
 def run_crons(cron_names: Sequence[str] | None = None) -> list[Dispatch]:
@@ -233,7 +203,7 @@ def run_crons(cron_names: Sequence[str] | None = None) -> list[Dispatch]:
 
 
 @contextmanager
-def memory_driver(clock: Clock | None = None) -> Iterator[MemoryDriver]:
+def memory_driver(clock: Clock | None = None) -> Iterator[JobDriver]:
     """Use a fresh in-process driver inside the block (no table is read or written)::
 
         with memory_driver() as driver:
@@ -243,7 +213,7 @@ def memory_driver(clock: Clock | None = None) -> Iterator[MemoryDriver]:
 
     The previous driver is put back when the block ends.
     """
-    driver = MemoryDriver(clock=clock)
+    driver = create("memory", clock=clock)
     install(driver)
     try:
         yield driver

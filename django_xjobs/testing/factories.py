@@ -31,7 +31,7 @@ from uuid import uuid4
 import psycopg
 
 from .. import bounds, history
-from ..drivers import sql
+from ..drivers import failures
 from ..errors import TerminalError, describe_error, first_line
 from ..ids import uuid7
 from ..models import Job, JobState, JobStep, OutboxEntry, StopReason, Worker
@@ -342,13 +342,13 @@ class QuarantinedOutboxFactory(StagedOutboxFactory):
 
 def _refused(row: Any) -> str:
     """The text the relay stores for a row PostgreSQL refused: the driver's one line for the
-    refusal (``sql.translate``) and the sizes the live-key index holds."""
+    refusal (``failures.translate``) and the sizes the live-key index holds."""
     refusal = psycopg.errors.ProgramLimitExceeded(
         f"index row size {bounds.size(row.idempotency_key) + 32} exceeds btree version 4 "
         'maximum 2704 for index "x_jobs_name_tenant_idempotency_live_idx"'
     )
     params = {"input": json.dumps(row.input), "idempotency_key": row.idempotency_key}
-    translated = sql.translate(refusal, "default", "INSERT INTO x_jobs", params)
+    translated = failures.translate(refusal, "default", "x_jobs", params)
     tenant = "none" if row.tenant_id is None else f"{bounds.size(row.tenant_id):,} bytes"
     sizes = (
         f"idempotency key {bounds.size(row.idempotency_key):,} bytes "

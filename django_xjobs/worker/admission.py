@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import log, registry
-from ..drivers.base import ClaimedJob, JobDriver, Settle, Shed
-from ..settle import settle
+from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
+from ..run.settle import settle
 from .limits import Limiter
 from .pools import Lane
 from .run import Run
@@ -95,7 +95,9 @@ class Admission:
         handle = registry.get_job(job.name)
         slot = None
         leases = self.driver.leases
-        if handle is not None and handle.concurrency and leases is not None:
+        # a per-key cap (limit_key) was decided in the claim: the per-name slot is not its
+        per_key = getattr(getattr(handle, "limits", None), "key", None) is not None
+        if handle is not None and handle.concurrency and leases is not None and not per_key:
             key, holder = f"job:{job.name}", f"{self.worker_id}:{job.id}"  # SPEC SLOT-02
             try:
                 granted = leases.acquire(key, handle.concurrency, self.visibility_timeout, holder)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .. import log
-from ..drivers import sql
+from ..drivers import failures
 
 State = Literal["closed", "open", "half-open"]
 
@@ -101,7 +101,7 @@ def report_failure(worker_id: str, opened: Opened, error: Exception) -> None:
     log.throttled(
         logging.ERROR,
         "xjobs.worker.claim_failed",
-        kind=sql.sqlstate(error) or type(error).__name__,
+        kind=failures.sqlstate(error) or type(error).__name__,
         worker=worker_id,
         failures=opened.failures,
         retry_in=f"{opened.delay:.2f}s",

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import log
-from ..drivers import sql
-from ..drivers.base import Complete, Settle
+from ..drivers.contract import Complete, Settle
+from ..drivers.failures import is_transient
 from .run import Run
 
 #: the first and the longest pause between tries while a lease may still hold
@@ -62,11 +62,7 @@ class SettleGuard:
                 try:
                     landed = call()
                 except Exception as error:
-                    if (
-                        sql.is_transient(error)
-                        and time.monotonic() < until
-                        and not self.gone(values)
-                    ):
+                    if is_transient(error) and time.monotonic() < until and not self.gone(values):
                         if any(isinstance(v, Complete) for v in values):
                             self.retrying.set()  # results in hand: hold the claims back
                         room = self.lease_room(values)

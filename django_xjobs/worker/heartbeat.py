@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 from django.db import close_old_connections, connections
 
 from .. import log
-from ..connections import mark_role_thread
-from ..drivers import sql
+from ..drivers import failures
+from ..drivers.connections import mark_role_thread
 from .run import DEADLINE_MARGIN
 
 if TYPE_CHECKING:
-    from ..drivers.base import JobDriver
+    from ..drivers.contract import JobDriver
     from .presence import WorkerPresence
     from .run import Run
 
@@ -149,7 +149,7 @@ class Heartbeat(threading.Thread):
             except Exception as error:
                 failure = error
             try:
-                self._settle(run, started, held, failure)
+                self._judge_renewal(run, started, held, failure)
             finally:
                 run.renewing = False
             self._renew_slot(run)
@@ -164,7 +164,10 @@ class Heartbeat(threading.Thread):
             if self._pool is not None:
                 close_old_connections()
 
-    def _settle(self, run: Run, started: float, held: Any, failure: BaseException | None) -> None:
+    def _judge_renewal(
+        self, run: Run, started: float, held: Any, failure: BaseException | None
+    ) -> None:
+        """What one renewal of ``run``'s lease says: renewed, lost, or failed and retried."""
         if run.settled.is_set() or run.lost or run.cancelled:
             return  # SPEC LEASE-12, SE-15: the latch, read again after the call returned
         lapsed = self.monotonic() - run.renewed_at >= self.visibility_timeout
@@ -175,7 +178,7 @@ class Heartbeat(threading.Thread):
                 log.throttled(  # an outage fails every renewal: one line per kind of error
                     logging.WARNING,
                     "xjobs.heartbeat.failed",
-                    kind=sql.sqlstate(failure) or type(failure).__name__,
+                    kind=failures.sqlstate(failure) or type(failure).__name__,
                     worker=self.worker_id,
                     job=run.job.name,
                     id=run.job.id,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from .. import log
-from ..drivers.base import JobDriver
+from ..drivers.contract import JobDriver
 
 
 class PausedQueues:

@@ -11,9 +11,8 @@ from __future__ import annotations
 import queue as queue_module
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..conf import MAX_THREADS, QUEUE_NAME
 from ..errors import InvariantError
 from .prefetch import Prefetch
 
@@ -22,64 +21,6 @@ if TYPE_CHECKING:
 
 #: threads of a queue a worker works that its per-queue mapping leaves out (SPEC WORK-01)
 DEFAULT_SHARE = 5
-_EXAMPLE = (
-    "e.g. default=8,emails=2 (threads per queue), or one number for a pool every queue shares"
-)
-
-
-def parse_concurrency(raw: Any, *, field: str) -> int | dict[str, int]:
-    """One shared pool (an int) or threads per queue (a dict, in the order given), read from an
-    int, a dict, or the strings ``"8"`` and ``"default=8,emails=2"``. Anything else raises
-    ``InvariantError`` naming ``field``."""
-
-    def refuse(problem: str) -> InvariantError:
-        return InvariantError(f"{field}={raw!r}: {problem}", hint=_EXAMPLE)
-
-    if isinstance(raw, str):
-        text = raw.strip()
-        if _whole(text):
-            return _threads(int(text), refuse, "the pool")
-        shares: dict[str, int] = {}
-        for item in text.split(","):
-            name, equals, count = (part.strip() for part in item.partition("="))
-            if not equals:
-                raise refuse(f"{item.strip()!r} is not queue=threads")
-            if not _whole(count):
-                raise refuse(f"queue {name or '?'} has {count!r} threads, not a whole number")
-            _add(shares, name, int(count), refuse)
-        return shares
-    if isinstance(raw, Mapping):
-        if not raw:
-            raise refuse("names no queue")
-        shares = {}
-        for name, count in raw.items():
-            if isinstance(count, bool) or not isinstance(count, int):
-                raise refuse(f"queue {name} has {count!r} threads, not a whole number")
-            _add(shares, name, count, refuse)
-        return shares
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise refuse("is neither a number of threads nor threads per queue")
-    return _threads(raw, refuse, "the pool")
-
-
-def _whole(text: str) -> bool:
-    return text.isascii() and text.isdigit()
-
-
-def _threads(count: int, refuse: Any, what: str) -> int:
-    if count < 1:
-        raise refuse(f"{what} needs at least 1 thread (a positive integer)")
-    if count > MAX_THREADS:
-        raise refuse(f"{what} asks for {count:,} threads, more than {MAX_THREADS:,} in a process")
-    return count
-
-
-def _add(shares: dict[str, int], name: Any, count: int, refuse: Any) -> None:
-    if not isinstance(name, str) or not QUEUE_NAME.match(name):
-        raise refuse(f"{name!r} is not a queue name")
-    if name in shares:
-        raise refuse(f"queue {name} is named twice")
-    shares[name] = _threads(count, refuse, f"queue {name}")
 
 
 def shares_for(

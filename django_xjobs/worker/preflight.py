@@ -1,65 +1,14 @@
-"""Before a role starts: can it reach its database, and is the schema there?"""
+"""Before a role starts: can it reach its database, and is the schema there? The driver
+answers (on PostgreSQL a connect and a table lookup; in memory nothing can be missing)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.db import DatabaseError, connections
-
 from ..conf import XJobsSettings
-from ..errors import DriverUnavailableError, first_line
+from ..drivers import get_driver
 
 
 def preflight(
     settings: XJobsSettings, *, database: str | None = None, table: str = "x_jobs"
 ) -> None:
     """Raise one clear ``DriverUnavailableError`` instead of a traceback at the first claim."""
-    if settings.driver != "postgres":
-        return
-    alias = database or settings.database
-    connection = connections[alias]
-    params = connection.settings_dict
-    where = (
-        f"{params.get('HOST') or 'local socket'}:{params.get('PORT') or 5432}/{params.get('NAME')}"
-    )
-    try:
-        connection.ensure_connection()
-    except DatabaseError as error:
-        first = first_line(error)
-        name = params.get("NAME")
-        hint = "check DATABASE_URL / DATABASES and that PostgreSQL is running"
-        if name and _database_missing(connection, name):
-            hint = f"create it: createdb {name} (or CREATE DATABASE {name}), then migrate"
-        raise DriverUnavailableError(
-            f"cannot connect to database {alias!r} ({where}): {first}", hint=hint
-        ) from None
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [table])
-        (present,) = cursor.fetchone()
-    if not connection.in_atomic_block:  # a role's command queries no more on this thread:
-        connection.close()  # no backend left idle for the process's lifetime
-    if not present:
-        raise DriverUnavailableError(
-            f"database {alias!r} ({where}) has no {table} table",
-            hint=f"run: python manage.py migrate django_xjobs --database {alias}",
-        )
-
-
-def _database_missing(connection: Any, name: str) -> bool:
-    """Whether the server answers but has no database ``name`` (SQLSTATE 3D000 at connect).
-
-    libpq reports a failed connect without a SQLSTATE, and the message is no contract: the
-    server is asked instead, once, through its ``postgres`` database (as ``createdb`` does).
-    Only on a failed connect; False when that cannot be told.
-    """
-    import psycopg
-
-    params = {**connection.get_connection_params(), "dbname": "postgres", "connect_timeout": 5}
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    try:
-        with psycopg.connect(**params, autocommit=True) as other:
-            found = other.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
-            return found.fetchone() is None
-    except Exception:
-        return False
+    get_driver().preflight(database or settings.database, table)

@@ -16,10 +16,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .. import log
-from ..drivers.base import Presence
+from ..drivers.contract import Presence
+from .depth import DepthSampler
 
 if TYPE_CHECKING:
-    from ..drivers.base import JobDriver
+    from ..drivers.contract import JobDriver
 
 
 class WorkerPresence:
@@ -44,6 +45,8 @@ class WorkerPresence:
         self._idle = threading.Event()
         self._idle.set()
         self._released = False
+        #: the overview's depth over time rides on this beat, once the database answered it
+        self.depth = DepthSampler(driver, worker_id=worker_id)
 
     def renew(self) -> None:
         """Say this worker is alive; a failure is logged once per outage, never raised."""
@@ -66,6 +69,7 @@ class WorkerPresence:
             if self._failing and self.answered is not None:
                 self.answered()
             self._failing = False
+            self.depth.maybe_sample()
         finally:
             self.renewing = False
             self._idle.set()

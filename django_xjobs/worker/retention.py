@@ -1,6 +1,9 @@
 """``XJOBS["RETENTION"]`` applied by a worker: finished jobs deleted per state, at most hourly,
 on a thread of its own so the claim loop never waits for it; expired events purged in the same
-pass, so they go even where nothing publishes (SPEC EVT-04)."""
+pass, so they go even where nothing publishes (SPEC EVT-04), and the rollup's minutes older than
+``XJOBS["ROLLUP_RETENTION"]`` with them (rollup.py), the queue depth samples of the same
+age (worker/depth.py), and the state of limit keys idle for a day (SPEC LIMIT-18), so
+``x_limit_keys`` holds the keys in use, not every tenant ever seen."""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ import time
 from django.db import connections
 
 from .. import conf, log
-from ..drivers.base import JobDriver
+from ..drivers.claim_limits import KEY_SHOWN_FOR
+from ..drivers.contract import JobDriver
+from .claim_limits import declared_limits
 
 _PRUNE_EVERY = 3600.0
 
@@ -25,21 +30,34 @@ class Retention:
 
     def maybe_prune(self) -> None:
         """Start a prune when one is due and none is running."""
-        retention = conf.get().retention
+        settings = conf.get()
         now = time.monotonic()
         if now - self._last < _PRUNE_EVERY or self.running.is_set():
             return
         self._last = now
         self.running.set()
         threading.Thread(
-            target=self._prune, args=(retention,), name="xjobs-prune", daemon=True
+            target=self._prune,
+            args=(settings.retention, settings.rollup_retention),
+            name="xjobs-prune",
+            daemon=True,
         ).start()
 
-    def _prune(self, retention: dict[str, float]) -> None:
+    def _prune(self, retention: dict[str, float], rollup_retention: float) -> None:
         try:
             purged = self.driver.events.purge()
             if purged:
                 log.event(logging.INFO, "xjobs.worker.events_purged", deleted=purged)
+            rolled = self.driver.rollups.prune(rollup_retention)
+            if rolled:
+                log.event(logging.INFO, "xjobs.worker.rollup_pruned", deleted=rolled)
+            sampled = self.driver.depths.prune(rollup_retention)
+            if sampled:
+                log.event(logging.INFO, "xjobs.worker.depth_pruned", deleted=sampled)
+            windows = {j.name: j.window for j in declared_limits()[0] if j.window is not None}
+            keys = self.driver.prune_limit_keys(windows, idle_for=KEY_SHOWN_FOR)
+            if keys:
+                log.event(logging.INFO, "xjobs.worker.limit_keys_pruned", deleted=keys)
             for state, older_than in retention.items():
                 deleted = self.driver.prune(older_than=older_than, states=[state])[state]
                 if deleted:

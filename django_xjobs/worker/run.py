@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import log, metrics, signals
 from ..context import Signal
-from ..drivers.base import ClaimedJob
+from ..drivers.contract import ClaimedJob
 from ..errors import JobCancelledError, LeaseLostError, SlotLostError
 
 #: SPEC LEASE-15: the share of the visibility timeout kept back from the local deadline, for
@@ -65,10 +66,16 @@ class Run:
     monotonic: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
-        # the run's signal reads the local deadline itself, not only when the timer fires
+        # the run's signal reads the local deadline itself, not only when the timer fires. It
+        # holds the run weakly: a run and its signal holding each other would be a cycle per
+        # job, which only the garbage collector frees, and its passes cost the claim loop more
+        # than the job. A run is held (worker, lane, settler) until it has settled, and its
+        # signal is set by then (execute's ``finally``): a signal that outlives it never asks.
+        run = weakref.ref(self)
+        margin = self.visibility_timeout * DEADLINE_MARGIN
         self.signal.bind_deadline(
-            lambda: self.deadline(self.visibility_timeout * DEADLINE_MARGIN),
-            lambda: self.lose("deadline"),
+            lambda: _deadline_of(run(), margin),
+            lambda: _lose_deadline(run()),
             self.monotonic,
         )
 
@@ -141,3 +148,12 @@ class Run:
         self.signal.abort(
             SlotLostError(f"job {self.job.id} lost its concurrency slot {key}#{slot}")
         )
+
+
+def _deadline_of(run: Run | None, margin: float) -> float:
+    return float("inf") if run is None else run.deadline(margin)
+
+
+def _lose_deadline(run: Run | None) -> None:
+    if run is not None:
+        run.lose("deadline")

@@ -15,11 +15,11 @@ from typing import Any
 from django.db import connections
 
 from .. import log, metrics, signals
-from ..connections import mark_role_thread
-from ..drivers import sql
-from ..drivers.base import JobDriver, RetryAt, Settle, Shed
-from ..execute import Execution, Outcome
-from ..settle import settle
+from ..drivers import failures
+from ..drivers.connections import mark_role_thread
+from ..drivers.contract import JobDriver, RetryAt, Settle, Shed, SuspendUntil
+from ..run.execute import Execution, Outcome
+from ..run.settle import settle
 from .guard import SettleGuard
 from .pools import Lane
 from .run import Run
@@ -46,6 +46,18 @@ def refused(execution: Execution) -> bool:
         and isinstance(value, RetryAt)
         and not value.counts_as_attempt
     )
+
+
+def _count_control(execution: Execution) -> None:
+    """The job controls' own series (issue 29): a snooze is not a failure, and an expiry is
+    counted apart from the dead letters it joins."""
+    value = execution.settle
+    if isinstance(value, SuspendUntil) and value.snoozed:
+        metrics.inc("xjobs_jobs_snoozed_total", queue=execution.job.queue)
+    elif execution.stop_reason == "expired":
+        metrics.inc("xjobs_jobs_expired_total", queue=execution.job.queue)
+    elif execution.stop_reason == "dependency_failed":
+        metrics.inc("xjobs_jobs_dependency_failed_total", queue=execution.job.queue)
 
 
 @dataclass(frozen=True)
@@ -191,6 +203,11 @@ class Settling:
         counted = "unsettled" if failed else _COUNTED.get(outcome)
         if counted is not None:
             counts[(job.queue, counted)] += 1
+            if not isinstance(execution.settle, Shed):  # a shed run never ran nor ended a wait
+                metrics.observe("xjobs_job_duration_seconds", execution.duration, queue=job.queue)
+                metrics.observe("xjobs_job_wait_seconds", job.waited, queue=job.queue)
+        if settled:
+            _count_control(execution)
         if outcome is Outcome.CANCELLED:
             pass  # reported by the heartbeat that saw it (xjobs.job.cancelled)
         elif settled and outcome is Outcome.COMPLETED:
@@ -239,7 +256,7 @@ class Settling:
         its lease token, for the claim loop to send the moment the database answers (issue 25
         item 1). Left to lapse, the row would wait for another worker's sweep; sent late, it
         lands unless another worker has claimed the job since, and is refused if one has."""
-        if not sql.is_transient(error):
+        if not failures.is_transient(error):
             return  # the statement itself was refused: sending it again changes nothing
         # A run cut short by its lease deadline keeps its settle as it is: its attempt counts,
         # as it would had the lapse been swept (SPEC T4: a re-claim after a lapse is attempt+1).

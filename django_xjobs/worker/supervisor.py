@@ -202,8 +202,9 @@ def rerun_argv(argv: Sequence[str], main_spec: Any = None) -> list[str]:
 
 def child_argv(argv: Sequence[str]) -> list[str]:
     """This command line as a child runs it: without ``--processes`` and ``--worker-id`` (each
-    child gets its own id) and without the supervisor's own ``--supervisor-pid``."""
-    dropped = ("--processes", "--worker-id", "--supervisor-pid")
+    child gets its own id), without the supervisor's own ``--supervisor-pid``, and without
+    ``--metrics-port`` / ``--metrics-host``, which the supervisor serves for every child."""
+    dropped = ("--processes", "--worker-id", "--supervisor-pid", "--metrics-port", "--metrics-host")
     kept: list[str] = []
     skip = False
     for token in argv:

@@ -11,17 +11,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..connections import role_connections
-from ..drivers.base import Shed
+from ..drivers.connections import role_connections
+from ..drivers.contract import Shed
 from ..errors import InvariantError
-from ..execute import Execution, Outcome
 from ..outbox.relay import publish_visible
+from ..run.execute import Execution, Outcome
 from .pools import Lane
 from .run import Run
 from .settling import Ended
 
 if TYPE_CHECKING:
-    from ..drivers.base import ClaimedJob
+    from ..drivers.contract import ClaimedJob
 
 
 @dataclass(frozen=True)

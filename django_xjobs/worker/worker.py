@@ -16,21 +16,23 @@ from django.db import close_old_connections, connections
 
 from .. import conf, log, registry
 from ..clock import Clock, system_clock
-from ..connections import role_connections
-from ..drivers import get_driver, sql
-from ..drivers.base import ClaimedJob, JobDriver, Settle, Shed
+from ..conf.concurrency import parse_concurrency
+from ..drivers import failures, get_driver
+from ..drivers.connections import role_connections
+from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
-from ..execute import Execution, Outcome, execute, failure
 from ..ids import uuid7
-from ..settle import settle
+from ..run.execute import Execution, Outcome, execute, failure
+from ..run.settle import settle
 from ..text import check_name
 from .admission import Admission
 from .breaker import Breaker, report_failure, report_resumed
+from .claim_limits import LimitPlan
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .limits import Limiter
 from .paused import PausedQueues
-from .pools import Lane, describe, lanes, parse_concurrency
+from .pools import Lane, describe, lanes
 from .presence import WorkerPresence
 from .retention import Retention
 from .run import Run
@@ -197,6 +199,8 @@ class Worker(Admission, Ticking, Settling):
         self._paused = PausedQueues(
             self.driver, self.queues, interval=self.poll_interval, worker_id=self.worker_id
         )
+        #: declared limits and operators' caps, decided in the claim (worker/claim_limits.py)
+        self._limits = LimitPlan(self.driver, self.queues, interval=self.poll_interval)
 
     # --- public -----------------------------------------------------------------------------
 
@@ -210,8 +214,11 @@ class Worker(Admission, Ticking, Settling):
             if self.state in ("running", "draining"):
                 return self.stats()
             self.check_enforceable()
+            if self.state == "stopped":
+                self._draining.clear()  # the past run's stop: this is a new run (WORK-03)
+            # a stop() asked of a worker not yet running (a SIGTERM or a recycle while the
+            # process was still starting) stays asked: the loop ends at once and drains nothing
             self.state = "running"
-        self._draining.clear()
         # a past run's drain left its stop marker queued: fresh threads would take it and quit
         for lane in self._lanes:
             lane.ready = queue_module.SimpleQueue()
@@ -346,6 +353,7 @@ class Worker(Admission, Ticking, Settling):
     def _on_control(self) -> None:
         """The listener's control callback: an operator paused or resumed a queue."""
         self._paused.changed()
+        self._limits.changed()
         self._wake.set()
 
     def _on_answered(self) -> None:
@@ -360,6 +368,7 @@ class Worker(Admission, Ticking, Settling):
             # every pass, full pools too: runs queued ahead of a paused queue must not start
             with self._watch("claim"):  # a read of the paused set is bounded like a claim
                 self._paused.refresh()
+                self._limits.refresh()
             if self._answered:
                 self._answered = False
                 self._breaker.retry_now()  # claim now, not at the end of a 10 s backoff
@@ -372,6 +381,9 @@ class Worker(Admission, Ticking, Settling):
             # would overtake it and re-run the very jobs it is trying to settle
             held_back = self._quarantined or self._awaiting_idle or self._guard.retrying.is_set()
             wants = [] if held_back else self._free_lanes()
+            # read before the claim: a run of ours in flight may hold the very cap or key slot
+            # that made the claim come back empty, and settle before the idle check below
+            in_flight = bool(self._runs)
             claims: list[tuple[Lane, int, list[ClaimedJob], float]] = []
             swept, started = False, 0
             if wants:
@@ -397,7 +409,9 @@ class Worker(Admission, Ticking, Settling):
             # nothing runnable now: shed jobs wait for a slot, not for this burst; a suspect
             # handed back to wait for this worker's runs to end is runnable, once they have
             idle_now = not started and not self._runs and not self._awaiting_idle
-            if self.burst and idle_now and (swept or not wants):
+            # SPEC LIMIT-13: a burst ends on a claim made with nothing of its own in flight, so
+            # rows held back only by a slot its last run freed are claimed, not left ready
+            if self.burst and idle_now and not in_flight and (swept or not wants):
                 return
             full = any(len(claimed) == free for _, free, claimed, _ in claims)
             if wants and (full or not (swept or notified)):
@@ -423,7 +437,7 @@ class Worker(Admission, Ticking, Settling):
             try:
                 return call()
             except Exception as error:
-                if sql.is_transient(error):
+                if failures.is_transient(error):
                     kept.update(v.lease_token for v in values)
                 return failed
 
@@ -498,6 +512,9 @@ class Worker(Admission, Ticking, Settling):
             if not queues:
                 continue
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
+            # no limit on these queues: the plain claim, called exactly as before
+            limits = self._limits.for_queues(queues, swept)
+            more = {} if limits is None else {"limits": limits}
             try:
                 with self._watch("claim"):
                     claimed = self.driver.claim(
@@ -506,6 +523,7 @@ class Worker(Admission, Ticking, Settling):
                         visibility_timeout=self.visibility_timeout,
                         worker_id=self.worker_id,
                         lapsed=swept,
+                        **more,
                     )
             except Exception as error:
                 return error
@@ -621,7 +639,7 @@ class Worker(Admission, Ticking, Settling):
                     connections[self._database].close()
                 return
             except Exception as error:
-                if not sql.connection_failed(error):
+                if not failures.connection_failed(error):
                     return  # not a refusal: the body meets it, and fails as it would
                 if not narrowed:  # once per run: a wait is one refusal, not one per try
                     narrowed = True

@@ -1,5 +1,5 @@
 """``manage.py xjobs <action>``: see and act on jobs from a shell. Every action goes through
-``django_xjobs.inspect`` (the admin's and the tests' path too) and takes ``--json``."""
+``django_xjobs.operations`` (the admin's and the tests' path too) and takes ``--json``."""
 
 from __future__ import annotations
 
@@ -9,19 +9,23 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from ... import conf, inspect, manifest
+from ... import conf, manifest
+from ... import operations as inspect
 from ...durations import format_seconds, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
+from ...limits_admin import inspect_limits, limit_lines, parse_cap, set_queue_limit
+from ...run.controls import progress_text
 from ...states import FINISHED_STATES, shown_attempt
 from ...text import printable
 from ...worker.preflight import preflight
+from .. import cron_text as cron_commands
 from ..command import XJobsCommand, accept_global_options
 
 
 class Command(XJobsCommand):
     help = (
-        "Inspect and operate jobs: ls, show, cancel, retry, dead, queues, pause, resume, outbox, "
-        "workers, manifest, prune."
+        "Inspect and operate jobs: ls, show, cancel, retry, dead, queues, pause, resume, crons, "
+        "cron, outbox, workers, manifest, prune, batch."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -47,6 +51,8 @@ class Command(XJobsCommand):
             action="store_true",
             help="print values under XJOBS['REDACT_KEYS'] in clear (masked by default)",
         )
+        why = action("why", "why a job is not running: each cause that holds, checked now")
+        why.add_argument("job_id")
         cancel = action("cancel", "cancel a job (a running one stops at its next heartbeat)")
         cancel.add_argument("job_id")
         cancel.add_argument("--reason")
@@ -61,6 +67,16 @@ class Command(XJobsCommand):
         pause.add_argument("queue")
         resume = action("resume", "let every worker claim from a paused queue again")
         resume.add_argument("queue")
+        action("crons", "every cron: schedule, paused or not, last firing, next 5 fire times")
+        cron = action("cron", "pause or resume one cron, or run one extra occurrence of it now")
+        cron.add_argument("verb", choices=["pause", "resume", "run"])
+        cron.add_argument("name", help="the cron's name (python manage.py xjobs crons)")
+        cron.add_argument(
+            "--key", help="run: a token; the same token again enqueues nothing (default: fresh)"
+        )
+        cap = action("limit", "cap a queue's runs at once across the fleet (off: no cap)")
+        cap.add_argument("queue")
+        cap.add_argument("concurrency", help='the most runs at once, or "off"')
         outbox = action(
             "outbox", "the outbox: pending rows and quarantined ones (list, retry ID, discard ID)"
         )
@@ -68,6 +84,13 @@ class Command(XJobsCommand):
         outbox.add_argument("entry_id", nargs="?", help="a quarantined row's id (retry, discard)")
         outbox.add_argument("--limit", type=int, default=100)
         action("workers", "worker processes: host, pid, queues, runs in flight, alive or lapsed")
+        batch = action("batch", "one batch: its counts, callbacks and members (none: recent ones)")
+        batch.add_argument("batch_id", nargs="?")
+        batch.add_argument("--limit", type=int, default=50, help="members (or batches) shown")
+        batch.add_argument(
+            "--cancel", action="store_true", help="close it and cancel its live members"
+        )
+        batch.add_argument("--reason", help="with --cancel: recorded on each member")
         to_file = action(
             "manifest", "every declared job, cron and backfill"
         ).add_mutually_exclusive_group()
@@ -133,6 +156,7 @@ class Command(XJobsCommand):
             f"  key        {job['idempotency_key']}",
             f"  run at     {job['run_at']}",
             f"  stop       {job['stop_reason'] or '-'}",
+            *_control_lines(job),
             f"  last error {job['last_error'] or '-'}",
             f"  result     {json.dumps(job['result'])}",
             f"  retries    {', '.join(f'{d:g}s' for d in job['retry_delays']) or '-'}",
@@ -167,15 +191,36 @@ class Command(XJobsCommand):
 
     def _queues(self, o: dict[str, Any]) -> tuple[Any, str]:
         report = inspect.inspect_queues()
-        header = f"{'queue':<20} {'ready':>7} {'delayed':>8} {'running':>8} {'suspended':>10} {'dead':>6}  oldest ready  paused"
+        header = f"{'queue':<20} {'ready':>7} {'delayed':>8} {'running':>8} {'suspended':>10} {'dead':>6}  oldest ready  limit  paused"
         lines = [header]
         for q in report["queues"]:
             lines.append(
                 f"{q['queue']:<20} {q['ready']:>7} {q['delayed']:>8} {q['running']:>8} "
                 f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:>11.1f}s  "
-                f"{'paused' if q['paused'] else '-'}"
+                f"{q['limit'] or '-':>5}  {'paused' if q['paused'] else '-'}"
             )
+        report["limits"] = inspect_limits()
+        lines += limit_lines(report["limits"])
         return report, "\n".join(lines)
+
+    def _why(self, o: dict[str, Any]) -> tuple[Any, str]:
+        from ...why import why_job
+
+        found = why_job(o["job_id"])
+        lines = [f"{found.name}  {found.id}  {found.state}  (queue {found.queue})"]
+        lines += [f"  - {r.text}" for r in found.reasons] or ["  nothing holds it: it is due"]
+        return found.to_json(), "\n".join(lines)
+
+    def _limit(self, o: dict[str, Any]) -> tuple[Any, str]:
+        cap = parse_cap(o["concurrency"])
+        state = set_queue_limit(o["queue"], cap, by=_operator())
+        text = (
+            f"queue {state.queue}: at most {cap} runs at once across the fleet, from each "
+            "worker's next claim"
+            if cap is not None
+            else f"queue {state.queue}: no cap on its runs at once"
+        )
+        return {**_control(state), "limit": state.limit}, text
 
     def _pause(self, o: dict[str, Any]) -> tuple[Any, str]:
         state = inspect.pause_queue(o["queue"], by=_operator())
@@ -188,6 +233,12 @@ class Command(XJobsCommand):
     def _resume(self, o: dict[str, Any]) -> tuple[Any, str]:
         state = inspect.resume_queue(o["queue"], by=_operator())
         return _control(state), f"resumed queue {state.queue}: workers claim from it again"
+
+    def _crons(self, o: dict[str, Any]) -> tuple[Any, str]:
+        return cron_commands.crons_report()
+
+    def _cron(self, o: dict[str, Any]) -> tuple[Any, str]:
+        return cron_commands.cron_action(o["verb"], o["name"], key=o["key"], by=_operator())
 
     def _outbox(self, o: dict[str, Any]) -> tuple[Any, str]:
         verb, entry = o["verb"], o["entry_id"]
@@ -217,6 +268,16 @@ class Command(XJobsCommand):
         if report["entries"]:
             lines.append("retry (after fixing) or discard: python manage.py xjobs outbox retry ID")
         return report, "\n".join(lines)
+
+    def _batch(self, o: dict[str, Any]) -> tuple[Any, str]:
+        from ...workflows import batch_report
+
+        if o["cancel"] and o["batch_id"]:
+            from ...workflows import cancel_batch
+
+            done = cancel_batch(o["batch_id"], reason=o["reason"])
+            return done, f"cancelled {done['cancelled_now']} member(s) of batch {done['id']}"
+        return batch_report(o["batch_id"], limit=o["limit"])
 
     def _workers(self, o: dict[str, Any]) -> tuple[Any, str]:
         rows = inspect.inspect_workers()
@@ -330,7 +391,30 @@ def _attempt_text(job: dict[str, Any]) -> str:
 
 def _row_line(row: dict[str, Any]) -> str:
     attempt = f"{shown_attempt(row['state'], row['attempt'])}/{row['max_attempts']}"
-    return _columns(row["id"], row["name"], row["queue"], row["state"], attempt, row["updated_at"])
+    line = _columns(row["id"], row["name"], row["queue"], row["state"], attempt, row["updated_at"])
+    progress = progress_text(row.get("progress"))
+    return f"{line}  {progress}" if progress else line
+
+
+def _control_lines(job: dict[str, Any]) -> list[str]:
+    """The job controls a job uses (issue 29); none for a job that uses none."""
+    lines = []
+    if job["progress"]:
+        lines.append(f"  progress   {progress_text(job['progress'])}  (at {job['progress']['at']})")
+    if job["expires_at"]:
+        lines.append(f"  expires    {job['expires_at']} (if not started by then)")
+    if job["snoozes"]:
+        lines.append(f"  snoozes    {job['snoozes']}")
+    deps = job.get("dependencies")
+    if deps and deps["after"]:  # issue 32
+        waits = f"{deps['waiting_on']} not done yet" if deps["waiting_on"] else "all ended"
+        anyway = ", runs anyway" if deps["run_anyway"] else ""
+        lines.append(f"  after      {', '.join(deps['after'])}  ({waits}{anyway})")
+        if deps["failed"]:
+            lines.append(f"             {deps['failed']} did not end done: dependency_failed")
+    if deps and deps["dependants"]:
+        lines.append(f"  dependants {', '.join(deps['dependants'])}")
+    return lines
 
 
 def _columns(*cells: str) -> str:

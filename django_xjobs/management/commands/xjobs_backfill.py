@@ -1,6 +1,6 @@
 """``manage.py xjobs_backfill``: list the declared backfills, gate a deploy on the pending ones,
-start a pass and follow it. The reads are ``django_xjobs.backfill_status``, the start is
-``backfill_gate.start_backfill`` and the following is ``backfill_watch.PassWatch``."""
+start a pass and follow it. The reads are ``django_xjobs.backfills.status``, the start is
+``backfills.gate.start_backfill`` and the following is ``backfills.watch.PassWatch``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from ... import conf
-from ...backfill import get_backfill
-from ...backfill_gate import Started, check_requires, start_backfill
-from ...backfill_status import describe_backfills, pending_backfills
-from ...backfill_watch import PassWatch, ProgressDisplay, pages
+from ...backfills import get_backfill
+from ...backfills.gate import Started, check_requires, start_backfill
+from ...backfills.status import describe_backfills, pending_backfills
+from ...backfills.watch import PassWatch, ProgressDisplay, pages
 from ...errors import BackfillPendingError, InvariantError
 from ...worker.preflight import preflight
 from ..command import XJobsCommand

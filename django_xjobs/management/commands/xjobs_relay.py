@@ -7,10 +7,10 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ... import conf
-from ...connections import as_role, bound_connections
+from ... import conf, health
+from ...drivers import get_driver
+from ...drivers.connections import as_role, bound_connections
 from ...durations import parse_command_line
-from ...outbox.postgres import PostgresOutboxStore
 from ...outbox.relay import Relay
 from ...worker.preflight import preflight
 from ..command import XJobsCommand
@@ -39,6 +39,7 @@ class Command(XJobsCommand):
         parser.add_argument(
             "--once", action="store_true", help="publish everything pending, then exit"
         )
+        health.add_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_console(options["verbosity"])
@@ -60,7 +61,7 @@ class Command(XJobsCommand):
         relays = []
         for alias in aliases:
             preflight(settings, database=alias, table="x_outbox")
-            store = PostgresOutboxStore(alias, claim_lease=claim_lease)
+            store = get_driver().outbox_store(alias, claim_lease=claim_lease)
             relays.append(
                 Relay(
                     store=store,
@@ -89,7 +90,14 @@ class Command(XJobsCommand):
             for relay in relays:
                 relay.stop()
 
-        run_until_signalled("xjobs.relay", run_all, stop_all, shutdown)
+        probes = health.Health("relay", list(dict.fromkeys([settings.database, *aliases])))
+        server = health.start(options, probes)
+        try:
+            run_until_signalled(
+                "xjobs.relay", probes.wrap_run(run_all), probes.wrap_stop(stop_all), shutdown
+            )
+        finally:
+            health.stop(server)
         self.stdout.write(f"relay stopped: published {sum(r.published for r in relays)}")
 
 

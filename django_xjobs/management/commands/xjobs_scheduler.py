@@ -6,9 +6,9 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ... import conf
-from ...connections import as_role, bound_connections
+from ... import conf, health
 from ...cron import registered_crons
+from ...drivers.connections import as_role, bound_connections
 from ...durations import parse_command_line
 from ...scheduler.role import Scheduler
 from ...worker.preflight import preflight
@@ -31,6 +31,7 @@ class Command(XJobsCommand):
             help="after SIGTERM/SIGINT, exit (code 75) if the drain takes longer (default 30s)",
         )
         parser.add_argument("--holder", help="this scheduler's name (default scheduler-<uuid>)")
+        health.add_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_console(options["verbosity"])
@@ -48,5 +49,15 @@ class Command(XJobsCommand):
                 "no cron is declared (@cron in an installed app's jobs.py); the scheduler will idle"
             )
         scheduler = Scheduler(tick_interval=tick, leader_ttl=ttl, holder=options["holder"])
-        run_until_signalled("xjobs.scheduler", as_role(scheduler.run), scheduler.stop, shutdown)
+        probes = health.Health("scheduler", [conf.get().database], state=lambda: scheduler.state)
+        server = health.start(options, probes)
+        try:
+            run_until_signalled(
+                "xjobs.scheduler",
+                probes.wrap_run(as_role(scheduler.run)),
+                probes.wrap_stop(scheduler.stop),
+                shutdown,
+            )
+        finally:
+            health.stop(server)
         self.stdout.write(f"scheduler {scheduler.holder} stopped")

@@ -5,16 +5,21 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ... import conf, log, metrics, registry
-from ...connections import as_role, bound_connections
+from ... import conf, health, log, metrics, metrics_shared, registry
+from ...conf.concurrency import parse_concurrency
+from ...drivers.connections import as_role, bound_connections
 from ...durations import parse_command_line
-from ...worker.pools import parse_concurrency, shares_for
+from ...worker.heap import settle_heap
+from ...worker.pools import shares_for
 from ...worker.preflight import preflight
 from ...worker.recycle import ChildLimits, Recycler, parse_size
 from ...worker.supervisor import Supervisor, child_argv, rerun_argv
@@ -103,6 +108,7 @@ class Command(XJobsCommand):
             help="drain and start afresh once bodies past their timeout have held half a pool's "
             'threads this long (default: XJOBS["ABANDONED_RECYCLE_AFTER"], 10s)',
         )
+        health.add_arguments(parser)
         # set by the supervisor on its children: a child whose supervisor is gone drains
         parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
 
@@ -142,6 +148,14 @@ class Command(XJobsCommand):
             stall_timeout=stall,
         )
         server = _metrics_server(options["metrics_port"], options["metrics_host"])
+        probes = health.Health(
+            "worker",
+            [settings.database],
+            [health.watchdog_fed(worker)],
+            state=lambda: worker.state,
+        )
+        probe_server = health.start(options, probes)
+        publisher = metrics_shared.publisher()  # a child of a supervisor that serves metrics
         companions = _companions(options, settings)
         for _, thread in companions:
             thread.start()
@@ -150,12 +164,13 @@ class Command(XJobsCommand):
             recycler = Recycler(worker, limits, supervisor_pid=options["supervisor_pid"])
             recycler.start()
         _carry_recycles()
+        settle_heap()  # everything the process holds by now lives until it exits
         signals: list[int] = []
         try:
             stats = run_until_signalled(
                 "xjobs.worker",
-                worker.run,
-                worker.stop,
+                probes.wrap_run(worker.run),
+                probes.wrap_stop(worker.stop),
                 shutdown,
                 exiting=worker.exiting,
                 received=signals,
@@ -169,6 +184,9 @@ class Command(XJobsCommand):
             if server is not None:
                 server.shutdown()
                 server.server_close()
+            health.stop(probe_server)
+            if publisher is not None:
+                publisher.stop()
         summary = ", ".join(f"{k} {v}" for k, v in sorted(stats.outcomes.items())) or "no jobs"
         self.stdout.write(f"worker {stats.worker_id} stopped: {summary}")
         if recycler is not None and recycler.reason:
@@ -179,10 +197,10 @@ class Command(XJobsCommand):
     def _supervise(self, processes: int, options: dict[str, Any]) -> None:
         if processes < 1:
             raise CommandError("X_INVARIANT: --processes must be at least 1")
-        if options["metrics_port"] is not None:
+        if options["health_port"] is not None:
             raise CommandError(
-                "X_INVARIANT: --metrics-port cannot be shared by --processes children — run "
-                "one worker per port, or scrape the children through a multiprocess registry"
+                "X_INVARIANT: --health-port cannot be shared by --processes children — run one "
+                "worker per container and probe each"
             )
         if "xjobs_worker" not in sys.argv[1:3]:  # call_command(): no command line to re-run
             raise CommandError(
@@ -200,7 +218,17 @@ class Command(XJobsCommand):
             worker_id=options["worker_id"],
             shutdown_timeout=shutdown if shutdown is not None else 30.0,
         )
-        code = supervisor.run()
+        # one endpoint for every child: they write their numbers to files the scrape adds up
+        shared = _shared_metrics(options["metrics_port"], options["metrics_host"])
+        try:
+            code = supervisor.run()
+        finally:
+            if shared is not None:
+                server, directory = shared
+                if server is not None:
+                    server.shutdown()
+                    server.server_close()
+                shutil.rmtree(directory, ignore_errors=True)
         if code:
             sys.exit(code)
 
@@ -259,7 +287,18 @@ def _child_limits(options: dict[str, Any], settings: Any) -> ChildLimits:
     )
 
 
-def _metrics_server(port: int | None, host: str = "127.0.0.1") -> Any:
+def _shared_metrics(port: int | None, host: str) -> tuple[Any, str] | None:
+    """``--processes N --metrics-port P``: the supervisor serves P for all its children, which
+    find the directory to write to in their environment (metrics_shared.py)."""
+    if port is None:
+        return None
+    directory = tempfile.mkdtemp(prefix="xjobs-metrics-")
+    os.environ[metrics_shared.ENV] = directory  # the children inherit it
+    collector = metrics_shared.SharedCollector(Path(directory))
+    return _metrics_server(port, host, collector=collector), directory
+
+
+def _metrics_server(port: int | None, host: str = "127.0.0.1", *, collector: Any = None) -> Any:
     """Start the ``--metrics-port`` endpoint on its own thread; ``None`` without the flag.
     Loopback by default: the metrics name queues and jobs, not for every network to read."""
     if port is None:
@@ -274,9 +313,12 @@ def _metrics_server(port: int | None, host: str = "127.0.0.1") -> Any:
         raise CommandError(f"--metrics-port: {metrics.MISSING}") from None
     try:
         # each scrape is served on a fresh thread: close its database connection after the read
-        started = prometheus_client.start_http_server(
-            port, addr=host, registry=metrics.registry(close_connections=True)
-        )
+        if collector is None:
+            registry = metrics.registry(close_connections=True)
+        else:
+            registry = prometheus_client.CollectorRegistry()
+            registry.register(collector)
+        started = prometheus_client.start_http_server(port, addr=host, registry=registry)
     except OSError as error:
         raise CommandError(
             f"--metrics-port {port} --metrics-host {host}: cannot serve metrics there "
@@ -293,11 +335,11 @@ def _companions(options: dict[str, Any], settings: Any) -> list[tuple[Any, threa
 
         roles.append(Scheduler())
     if options["with_relay"]:
-        from ...outbox.postgres import PostgresOutboxStore
+        from ...drivers import get_driver
         from ...outbox.relay import Relay
 
         for alias in settings.outbox_databases:
-            roles.append(Relay(store=PostgresOutboxStore(alias), database=alias))
+            roles.append(Relay(store=get_driver().outbox_store(alias), database=alias))
     return [
         (role, threading.Thread(target=as_role(role.run), name=type(role).__name__))
         for role in roles

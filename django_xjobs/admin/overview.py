@@ -1,0 +1,124 @@
+"""The admin's fleet overview page (issue 30): per queue and job name over the last hour or day,
+what ended per slot as inline SVG bars, failure rate, wait and run-time p50 / p95 from the
+rollup, each queue's depth over time from the samples the workers take once a minute, current
+depth, the top failing jobs with their latest error, live workers and their
+load. Every number links to the filtered job list behind it. No JavaScript: the page refreshes
+itself with a meta refresh, which ``?refresh=off`` turns off."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.safestring import mark_safe
+
+from .. import conf
+from .. import operations as inspect
+from ..models import Job
+from ..overview import DEPTH, WINDOWS, Figures, chart, overview, seconds_text
+from .pages import OverviewPages, admin_url
+
+#: seconds between refreshes while auto-refresh is on
+REFRESH = 30
+TOP_FAILING = 5
+
+
+class FleetOverview(OverviewPages):
+    """``job/overview/``, framed and permission-checked (the view permission) by
+    ``OverviewPages._page`` like the queues page; ``JobAdmin`` mixes it in."""
+
+    def overview_view(self, request: HttpRequest) -> TemplateResponse:
+        window = request.GET.get("window", "1h")
+        window = window if window in WINDOWS else "1h"
+        refresh = request.GET.get("refresh") != "off"
+        figures = overview(window, timezone.now())
+        jobs_url = admin_url(self.admin_site, "django_xjobs_job_changelist")
+        here = admin_url(self.admin_site, "django_xjobs_job_overview")
+        depth = {q["queue"]: q for q in inspect.inspect_queues()["queues"]}
+        workers = [w for w in inspect.inspect_workers() if w["alive"]]
+        queues = sorted(set(depth) | {f.queue for f in figures.queues})
+        by_queue = {f.queue: f for f in figures.queues}
+        rows = [
+            _row(by_queue.get(q) or Figures(q, None, slots=[]), jobs_url, depth.get(q))
+            for q in queues
+        ]
+        job_rows = [_row(f, jobs_url, None) for f in figures.jobs]
+        failing = sorted(
+            (f for f in figures.jobs if f.total - f.done), key=lambda f: f.done - f.total
+        )[:TOP_FAILING]
+        alias = conf.get().database
+        top = [
+            {
+                **_row(f, jobs_url, None),
+                "latest_error": Job.objects.using(alias)
+                .filter(queue=f.queue, name=f.name, last_error__isnull=False)
+                .order_by("-updated_at")
+                .values_list("last_error", flat=True)
+                .first(),
+            }
+            for f in failing
+        ]
+        context = self._page(
+            request,
+            "Overview",
+            page="overview",
+            window=window,
+            windows=[(w, f"{here}?{urlencode({'window': w})}") for w in WINDOWS],
+            since=figures.since,
+            refresh=REFRESH if refresh else None,
+            refresh_toggle=f"{here}?{urlencode({'window': window, 'refresh': 'on' if not refresh else 'off'})}",
+            rows=rows,
+            depth_rows=[
+                {
+                    "queue": d.queue,
+                    "chart": mark_safe(chart(d.slots, width=480, series=DEPTH)),
+                    "latest": d.latest,
+                    "links": _row(Figures(d.queue, None), jobs_url, None)["links"],
+                }
+                for d in figures.depth
+            ],
+            job_rows=job_rows,
+            top=top,
+            workers=workers,
+            workers_url=admin_url(self.admin_site, "django_xjobs_worker_changelist"),
+            in_flight=sum(w["in_flight"] for w in workers),
+        )
+        return TemplateResponse(request, "django_xjobs/admin/overview.html", context)
+
+
+def _row(figures: Figures, jobs_url: str, depth: dict[str, Any] | None) -> dict[str, Any]:
+    where = {"queue__exact": figures.queue}
+    if figures.name is not None:
+        where["name__exact"] = figures.name
+
+    def link(**extra: str) -> str:
+        return f"{jobs_url}?{urlencode({**where, **extra})}"
+
+    rate = figures.failure_rate
+    return {
+        "queue": figures.queue,
+        "name": figures.name,
+        "done": figures.done,
+        "failed": figures.retried + figures.failed,
+        "dead": figures.dead,
+        "total": figures.total,
+        "rate": "-" if rate is None else f"{rate:.0%}",
+        "run_p50": seconds_text(figures.run_p50),
+        "run_p95": seconds_text(figures.run_p95),
+        "wait_p50": seconds_text(figures.wait_p50),
+        "wait_p95": seconds_text(figures.wait_p95),
+        "chart": mark_safe(chart(figures.slots)) if figures.slots else "",
+        "depth": depth,
+        "links": {
+            "all": link(),
+            "done": link(state__exact="done"),
+            "failed": link(),
+            "dead": link(state__exact="dead"),
+            "ready": link(state__exact="ready"),
+            "delayed": link(state__exact="delayed"),
+            "running": link(state__exact="running"),
+        },
+    }

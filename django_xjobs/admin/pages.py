@@ -1,0 +1,284 @@
+"""The admin's own pages beside the job list: the queue overview and the cron schedules, and
+the navigation every page of the app shows (``JobAdmin`` mixes these in)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import django
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q
+from django.db.models.functions import Now
+from django.http import Http404, HttpRequest, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+
+from .. import conf
+from .. import operations as inspect
+from ..drivers import get_driver
+from ..durations import format_span
+from ..errors import JobUnknownError, XJobsError
+from ..limits_admin import inspect_limits, parse_cap, set_queue_limit
+from ..models import Job, JobLease, JobState, SchedulerLeader, SchedulerState
+from .permissions import has_permission, require_permission
+
+UNKNOWN_CODE = JobUnknownError.code
+
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Any]
+else:  # ModelAdmin is generic to the type checker only
+    _ModelAdmin = admin.ModelAdmin
+
+
+class OverviewPages(_ModelAdmin):
+    """``job/queues/`` and ``job/crons/``, framed like the admin's own pages."""
+
+    def _page(self, request: HttpRequest, title: str, **context: Any) -> dict[str, Any]:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return {
+            **self.admin_site.each_context(request),
+            **nav_links(self.admin_site, request),
+            "title": title,
+            "opts": self.opts,
+            # Django 6 draws breadcrumbs from an <ol>; 5.2 from a <div> (issue 30)
+            "xjobs_breadcrumb_list": django.VERSION >= (6, 0),
+            **context,
+        }
+
+    def queues_view(self, request: HttpRequest) -> TemplateResponse:
+        """Depth per queue (``inspect_queues()``), each number a link to the matching jobs."""
+        overview = inspect.inspect_queues()
+        jobs_url = admin_url(self.admin_site, "django_xjobs_job_changelist")
+        alias = conf.get().database
+        # of the suspended rows, those parked because no process registers their job name
+        unknown = dict(
+            Job.objects.using(alias)
+            .filter(parked_unknown())
+            .values("queue")
+            .annotate(n=Count("id"))
+            .values_list("queue", "n")
+        )
+        rows = [
+            {
+                **q,
+                "unknown": unknown.get(q["queue"], 0),
+                "oldest_ready": format_span(q["oldest_ready_seconds"]) if q["ready"] else "-",
+                "url": f"{jobs_url}?{urlencode({'queue__exact': q['queue']})}",
+                "control": admin_url(
+                    self.admin_site,
+                    "django_xjobs_job_queue_control",
+                    q["queue"],
+                    "resume" if q["paused"] else "pause",
+                ),
+                "limit_control": admin_url(
+                    self.admin_site, "django_xjobs_job_queue_control", q["queue"], "limit"
+                ),
+                "links": {
+                    state: f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'state__exact': state})}"
+                    # ready and delayed too: the list's filter counts them as this page does
+                    for state in ("ready", "delayed", "running", "suspended", "dead")
+                }
+                | {
+                    "unknown": f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'unknown': 'parked'})}"
+                },
+            }
+            for q in overview["queues"]
+        ]
+        outbox = inspect.inspect_outbox()
+        context = self._page(
+            request,
+            "Queues",
+            page="queues",
+            driver=overview["driver"],
+            # the buttons only for who may press them; the view checks again (CTRL-06)
+            can_control=has_permission(self, request, "change"),
+            rows=rows,
+            totals=overview["totals"],
+            unknown_total=sum(unknown.values()),
+            unknown_url=f"{jobs_url}?unknown=parked",
+            oldest_ready=format_span(overview["oldest_ready_seconds"])
+            if overview["totals"]["ready"]
+            else "-",
+            outbox_pending=outbox["pending"],
+            outbox_oldest=format_span(outbox["oldest_pending_seconds"]),
+            outbox_quarantined=outbox["quarantined"],
+            slots_held=JobLease.objects.using(alias).filter(expires_at__gt=Now()).count(),
+            limit_keys=inspect_limits(),
+            leader=leader_row(alias),
+        )
+        return TemplateResponse(request, "django_xjobs/admin/queues.html", context)
+
+    def queue_control_view(
+        self, request: HttpRequest, queue: str, action: str
+    ) -> HttpResponseRedirect:
+        """The queues page's Pause / Resume buttons: the same operator calls as ``xjobs pause``
+        and ``xjobs resume``, by a POST from a user holding ``change_job`` (SPEC CTRL-06)."""
+        if action not in ("pause", "resume", "limit"):
+            raise Http404
+        require_permission(self, request, "change")
+        if action == "limit":  # the same call as xjobs limit: a cap, or none when left empty
+            return self._set_limit(request, queue)
+        call = inspect.pause_queue if action == "pause" else inspect.resume_queue
+        try:
+            call(queue, by=f"admin:{request.user}")
+        except XJobsError as error:
+            messages.error(request, f"{action} {queue}: {error}")
+        else:
+            done = "Paused" if action == "pause" else "Resumed"
+            messages.success(request, f"{done} queue {queue} for every worker.")
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_queues"))
+
+    def cron_control_view(
+        self, request: HttpRequest, cron: str, action: str
+    ) -> HttpResponseRedirect:
+        """The crons page's Pause / Resume / Run now buttons: the calls ``xjobs cron`` makes, by
+        a POST from a user holding ``change_job`` (SPEC CRONCTL-06). Run now carries the key the
+        page rendered into its form, so a double click enqueues once (CRONCTL-04)."""
+        from .. import cron_controls
+
+        if action not in ("pause", "resume", "run"):
+            raise Http404
+        require_permission(self, request, "change")
+        by = f"admin:{request.user}"
+        try:
+            if action == "run":
+                run = cron_controls.run_cron_now(cron, key=request.POST.get("key") or None, by=by)
+            elif action == "pause":
+                cron_controls.pause_cron(cron, by=by)
+            else:
+                cron_controls.resume_cron(cron, by=by)
+        except XJobsError as error:
+            messages.error(request, f"{action} {cron}: {error}")
+        else:
+            if action != "run":
+                done = "Paused" if action == "pause" else "Resumed"
+                messages.success(request, f"{done} cron {cron}.")
+            elif run.deduped:
+                messages.info(request, f"Cron {cron} already ran for this click: nothing enqueued.")
+            else:
+                messages.success(request, f"Ran cron {cron} now: {len(run.job_ids)} job(s).")
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_crons"))
+
+    def _set_limit(self, request: HttpRequest, queue: str) -> HttpResponseRedirect:
+        given = str(request.POST.get("limit", "")).strip()
+        try:
+            cap = parse_cap(given or "off")
+            set_queue_limit(queue, cap, by=f"admin:{request.user}")
+        except XJobsError as error:
+            messages.error(request, f"limit {queue}: {error}")
+        else:
+            done = f"at most {cap} runs at once" if cap is not None else "no cap"
+            messages.success(request, f"Queue {queue}: {done}, for every worker.")
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_queues"))
+
+    def crons_view(self, request: HttpRequest) -> TemplateResponse:
+        """Every registered cron: its schedule and policy, paused or not, last firing, next 5
+        fire times, and (with ``change_job``) Pause / Resume / Run now."""
+        from ..cron import registered_crons
+        from ..cron_controls import next_fires
+        from ..ids import uuid7
+        from ..scheduler.role import last_fired
+
+        alias = conf.get().database
+        fired = dict(SchedulerState.objects.using(alias).values_list("task_name", "last_fired_at"))
+        paused = {c.cron: c for c in get_driver().scheduler_store().cron_controls() if c.paused}
+        now = timezone.now()
+        crons = []
+        for handle in registered_crons():
+            next_run = handle.next_occurrence(now)
+            control = paused.get(handle.name)
+            crons.append(
+                {
+                    "name": handle.name,
+                    "origin": handle.origin,
+                    "schedule": handle.schedule
+                    + ("" if handle.seconds is None else f" seconds={handle.seconds}"),
+                    "tz": handle.tz,
+                    "catch_up": handle.catch_up,
+                    "max_catch_up": handle.max_catch_up,
+                    "jobs": handle.job_names(),
+                    "last_fired": last_fired(handle, fired.pop(handle.name, None)),
+                    "next_run": next_run,
+                    # formatted here: the template's date filter would turn it into TIME_ZONE
+                    "next_run_text": f"{next_run.astimezone(handle.zone):%Y-%m-%d %H:%M} {handle.tz}"
+                    + ("" if handle.tz == "UTC" else f" ({next_run:%H:%M} UTC)"),
+                    "next_in": format_span((next_run - now).total_seconds()),
+                    "next_fires": [
+                        f"{t.astimezone(handle.zone):%Y-%m-%d %H:%M:%S} {handle.tz}"
+                        for t in next_fires(handle, now)
+                    ],
+                    "paused": control is not None,
+                    "paused_by": control.paused_by if control else None,
+                    "paused_at": control.paused_at if control else None,
+                    "control": admin_url(
+                        self.admin_site,
+                        "django_xjobs_job_cron_control",
+                        handle.name,
+                        "resume" if control else "pause",
+                    ),
+                    "run": admin_url(
+                        self.admin_site, "django_xjobs_job_cron_control", handle.name, "run"
+                    ),
+                }
+            )
+        context = self._page(
+            request,
+            "Cron schedules",
+            page="crons",
+            crons=crons,
+            # the buttons only for who may press them; the view checks again (CRONCTL-06)
+            can_control=has_permission(self, request, "change"),
+            # one key per rendered page: a double click on Run now sends it twice (CRONCTL-04)
+            run_key=f"admin-{uuid7()}",
+            leader=leader_row(alias),
+            # watermarks of crons this code no longer declares (renamed or removed)
+            orphans=sorted(fired.items()),
+        )
+        return TemplateResponse(request, "django_xjobs/admin/crons.html", context)
+
+
+def parked_unknown() -> Q:
+    """The rows ``execute`` parks when it finds no job registered under their name."""
+    return Q(state=JobState.SUSPENDED, last_error__startswith=UNKNOWN_CODE)
+
+
+def leader_row(alias: str) -> dict[str, Any] | None:
+    """The scheduler's leadership row, with whether its lease is still running."""
+    from ..drivers.contract import LEADER_KEY
+
+    alive = ExpressionWrapper(Q(expires_at__gt=Now()), output_field=BooleanField())
+    row = (
+        SchedulerLeader.objects.using(alias)
+        .filter(lock_key=LEADER_KEY)
+        .annotate(is_live=alive)
+        .values("holder", "expires_at", "is_live")
+        .first()
+    )
+    return None if row is None else dict(row)
+
+
+def admin_url(site: admin.AdminSite, name: str, *args: Any) -> str:
+    return reverse(f"{site.name}:{name}", args=args, current_app=site.name)
+
+
+def nav_links(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
+    """The links every page of the app shows: one click to each view, and to the dead letters."""
+    jobs = admin_url(site, "django_xjobs_job_changelist")
+    dead = Job.objects.using(conf.get().database).filter(state=JobState.DEAD).count()
+    return {
+        "xjobs_nav": [
+            ("Overview", admin_url(site, "django_xjobs_job_overview")),
+            ("Queues", admin_url(site, "django_xjobs_job_queues")),
+            (f"Dead letters ({dead})", f"{jobs}?state__exact=dead"),
+            ("Cron schedules", admin_url(site, "django_xjobs_job_crons")),
+            ("Outbox", admin_url(site, "django_xjobs_outboxentry_changelist")),
+            ("Fleet slots", admin_url(site, "django_xjobs_joblease_changelist")),
+            ("Workers", admin_url(site, "django_xjobs_worker_changelist")),
+            ("Backfills", admin_url(site, "django_xjobs_backfill_changelist")),
+        ],
+        "xjobs_dead": dead,
+    }

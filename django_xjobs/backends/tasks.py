@@ -1,0 +1,659 @@
+"""``django.tasks`` tasks as jobs: the API's names (Django 6, or the ``django-tasks`` backport on
+Django 5.2), the job a task's row runs as, and the ``TaskResult`` a row reads back as.
+
+A task enqueued through ``XJobsBackend`` is an ordinary ``x_jobs`` row named by the task's
+module path (``shop.tasks.send_email``), with ``{"args": [...], "kwargs": {...}, "backend":
+alias}`` as its input. A worker finds the task again by importing that path, so every worker,
+retry, lease and operator tool treats it like any job.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from inspect import iscoroutinefunction
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from .. import conf, log, registry, signals
+from ..bounds import check_request
+from ..drivers import get_driver
+from ..drivers.contract import EnqueueRequest, JobSnapshot
+from ..errors import (
+    ConfigInvalidError,
+    InputInvalidError,
+    InvariantError,
+    JobDefinitionError,
+    JobNotFoundError,
+    QueueUnknownError,
+    ResultInvalidError,
+)
+from ..ids import uuid7
+from ..payload import NotJSON, check_json, encode
+from ..retry import Retry
+from ..tracing import current_traceparent
+
+#: the backend's import path, as the TASKS setting names it
+BACKEND_PATH = registry.TASKS_BACKEND
+
+_api = registry.tasks_api()
+if _api == "django.tasks":  # Django 6.0+
+    TASKS_MODULE, _JSON, _INVALID = "django.tasks", "django.utils.json", "InvalidTask"
+    _BAD_BACKEND = "InvalidTaskBackend"
+elif _api == "django_tasks":  # the backport, on Django 5.2
+    TASKS_MODULE, _JSON, _INVALID = "django_tasks", "django_tasks.utils", "InvalidTaskError"
+    _BAD_BACKEND = "InvalidTaskBackendError"
+else:  # pragma: no cover - the import error is the message
+    raise ImportError(
+        f"{BACKEND_PATH} needs Django 6.0+ (django.tasks) or, on Django 5.2, the django-tasks "
+        "backport: pip install 'django-tasks>=0.12' (the project's tasks extra) and add \"django_tasks\" to INSTALLED_APPS"
+    )
+
+# The same names from whichever is installed: the two are different classes, so each is taken
+# from the one in use, once, here.
+_base = importlib.import_module(f"{TASKS_MODULE}.base")
+_exceptions = importlib.import_module(f"{TASKS_MODULE}.exceptions")
+_signals = importlib.import_module(f"{TASKS_MODULE}.signals")
+Task: Any = _base.Task
+TaskContext: Any = _base.TaskContext
+TaskError: Any = _base.TaskError
+TaskResult: Any = _base.TaskResult
+TaskResultStatus: Any = _base.TaskResultStatus
+task: Any = _base.task
+BaseTaskBackend: Any = importlib.import_module(f"{TASKS_MODULE}.backends.base").BaseTaskBackend
+InvalidTask: Any = getattr(_exceptions, _INVALID)
+TaskResultDoesNotExist: Any = _exceptions.TaskResultDoesNotExist
+TaskResultMismatch: Any = _exceptions.TaskResultMismatch
+task_enqueued: Any = _signals.task_enqueued
+task_started: Any = _signals.task_started
+task_finished: Any = _signals.task_finished
+normalize_json: Any = importlib.import_module(_JSON).normalize_json
+#: a bad ``TASKS`` entry (an ``ImproperlyConfigured``)
+InvalidTaskBackend: Any = getattr(_exceptions, _BAD_BACKEND)
+
+
+# --- errors: Django's class for the mistake, and ours ----------------------------------------
+# Code written against Django's docs catches Django's classes (TypeError for an argument JSON
+# cannot hold, InvalidTask, TaskResultDoesNotExist...); ours carry a code and a hint. Each error
+# the task API raises here is both: the class Django's reference backends raise for the same
+# mistake, and an XJobsError.
+
+
+class TaskArgumentTypeError(InputInvalidError, TypeError):
+    """A task argument of a type JSON cannot hold (Django raises ``TypeError``)."""
+
+
+class TaskArgumentValueError(InputInvalidError, ValueError):
+    """A task argument whose value JSON (or PostgreSQL's ``jsonb``) cannot hold: bytes that are
+    not UTF-8 (Django raises ``ValueError``), a NaN, a NUL character."""
+
+
+class TaskInvalidError(InvariantError, InvalidTask):  # type: ignore[misc]
+    """A task this backend cannot run as given (Django raises ``InvalidTask``)."""
+
+
+class TaskQueueUnknownError(QueueUnknownError, InvalidTask):  # type: ignore[misc]
+    """A task's queue is not one its backend's ``QUEUES`` lists (Django: ``InvalidTask``)."""
+
+
+class TaskResultNotFoundError(JobNotFoundError, TaskResultDoesNotExist):  # type: ignore[misc]
+    """No task result under this id in this backend (Django: ``TaskResultDoesNotExist``)."""
+
+
+class TaskBackendConfigError(ConfigInvalidError, InvalidTaskBackend):  # type: ignore[misc]
+    """A ``TASKS`` alias's ``OPTIONS`` is wrong (Django: ``InvalidTaskBackend``, an
+    ``ImproperlyConfigured``)."""
+
+
+__all__ = [
+    "BaseTaskBackend",
+    "InvalidTask",
+    "InvalidTaskBackend",
+    "Task",
+    "TaskArgumentTypeError",
+    "TaskArgumentValueError",
+    "TaskBackendConfigError",
+    "TaskContext",
+    "TaskError",
+    "TaskInvalidError",
+    "TaskJob",
+    "TaskQueueUnknownError",
+    "TaskResult",
+    "TaskResultDoesNotExist",
+    "TaskResultMismatch",
+    "TaskResultNotFoundError",
+    "TaskResultStatus",
+    "normalize_json",
+    "task",
+    "task_enqueued",
+    "task_finished",
+    "task_started",
+]
+
+#: a task's failed run is not retried unless the backend's OPTIONS say so (Django's semantics)
+NO_RETRY = Retry(attempts=1)
+
+_STATUS = {
+    "ready": TaskResultStatus.READY,
+    "delayed": TaskResultStatus.READY,
+    # a parked row (its task could not be imported yet) is waiting to run, not running
+    "suspended": TaskResultStatus.READY,
+    "running": TaskResultStatus.RUNNING,
+    "done": TaskResultStatus.SUCCESSFUL,
+    "failed": TaskResultStatus.FAILED,
+    "dead": TaskResultStatus.FAILED,
+    "cancelled": TaskResultStatus.FAILED,
+}
+_FINISHED = {"done", "failed", "dead", "cancelled"}
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """What a task cannot declare on ``@task``, from the backend's ``OPTIONS``."""
+
+    retry: Retry = NO_RETRY
+    timeout: float | None = None
+
+
+def task_queues() -> set[str]:
+    """The queues ``XJobsBackend`` aliases accept, for the queues a worker watches by default."""
+    found: set[str] = set()
+    tasks: Mapping[str, Any] = settings.TASKS
+    for alias in registry.task_aliases():
+        queues = tasks[alias].get("QUEUES", ["default"])
+        if isinstance(queues, list | tuple | set | frozenset):
+            found.update(q for q in queues if isinstance(q, str))
+    return found
+
+
+def is_task_row(row: JobSnapshot) -> bool:
+    """Whether ``row`` is a ``django.tasks`` task's row (its input is the call, not job inputs)."""
+    data = row.input
+    return (
+        isinstance(data, dict)
+        and data.keys() == {"args", "kwargs", "backend"}
+        and isinstance(data["args"], list)
+        and isinstance(data["kwargs"], dict)
+        and isinstance(data["backend"], str)
+    )
+
+
+class TaskJob:
+    """A ``django.tasks`` task seen as a job: what the worker, the retry decision and the
+    operator tools read from a handle, and how one run calls the task."""
+
+    #: "no retries" (Django's semantics) is about what the task raises: a run whose worker died
+    #: (SIGKILL, OOM) runs again, past the retry budget, as long as MAX_LEASE_EXPIRIES allows
+    reruns_lapsed = True
+    step_timeout: float | None = None
+    event_poll: float | None = None
+    concurrency: int | None = None
+    tenant: Any = None
+
+    def __init__(self, task: Any, options: TaskOptions) -> None:
+        self.task = task
+        self.fn = task.func
+        self.name: str = task.module_path
+        self.queue: str = task.queue_name
+        self.priority: int = task.priority
+        self.retry = options.retry
+        self.timeout = options.timeout
+        self.is_async = iscoroutinefunction(task.func)
+        self.origin = f"django.tasks task {task.module_path}"
+        self.__doc__ = task.func.__doc__
+        # Django's task_finished is owed only where a task runs, and one exists by then: a
+        # receiver connected at import would make every plain job's settle send the signal
+        # and look its handle up (a measurable share of W2's Python time)
+        signals.job_finished.connect(
+            _finished, dispatch_uid="django_xjobs.backends.tasks.task_finished"
+        )
+
+    def __repr__(self) -> str:
+        return f"<TaskJob {self.name} queue={self.queue}>"
+
+    def invoke(self, ctx: Any, inputs: dict[str, Any]) -> Any:
+        """Run the task for one claimed row, as Django's contract says: ``task_started`` with a
+        RUNNING result, then ``task.call(*args, **kwargs)`` (the context first when the task
+        takes it); the return value is normalised to JSON as Django does."""
+        row = get_driver().get_job(ctx.job_id)
+        if row is None or not is_task_row(row):
+            raise InvariantError(
+                f"job {ctx.job_id} ({self.name}): its row is gone, or its input is not a "
+                "django.tasks call",
+                hint="a task's row holds {'args': [...], 'kwargs': {...}, 'backend': alias}",
+            )
+        result = task_result(row, self.task_for(row))
+        task = result.task
+        task_started.send(type(task.get_backend()), task_result=result)
+        args, kwargs = list(row.input["args"]), dict(row.input["kwargs"])
+        if task.takes_context:
+            value = task.call(TaskContext(task_result=result), *args, **kwargs)
+        else:
+            value = task.call(*args, **kwargs)
+        try:
+            return normalize_json(value)
+        except (TypeError, ValueError) as error:
+            raise ResultInvalidError(
+                f"task {self.name!r} returned a value JSON cannot hold: {error}",
+                hint="return plain JSON values (dicts, lists, strings, numbers, booleans, None)",
+            ) from None
+
+    # what a cron occurrence calls (cron.py, the scheduler): the task's own backend and options
+
+    def build_request(self, inputs: dict[str, Any]) -> EnqueueRequest:
+        """The row for ``task(**inputs)``, keyed for the scheduler to scope by occurrence."""
+        if not resolves(self.task):
+            raise TaskInvalidError(unresolved_message(self.task), hint=UNRESOLVED_HINT)
+        return build_request(
+            self.task, (), inputs, self.task.backend, self.options(), key=self.name
+        )
+
+    def enqueue(self, **inputs: Any) -> Any:
+        """``task.enqueue(**inputs)`` through its backend (a cron fired by hand)."""
+        return self.task.enqueue(**inputs)
+
+    def announce(self, request: EnqueueRequest, job_id: Any) -> None:
+        """``task_enqueued`` for a row the scheduler inserted."""
+        result = enqueued_result(self.task, request, job_id)
+        task_enqueued.send(type(self.task.get_backend()), task_result=result)
+
+    def options(self) -> TaskOptions:
+        return options_for(self.task.backend)
+
+    def task_for(self, row: JobSnapshot) -> Any:
+        """The task as it was enqueued: its backend, queue and priority from the row."""
+        changes: dict[str, Any] = {}
+        alias = row.input.get("backend", self.task.backend)
+        if alias != self.task.backend:
+            changes["backend"] = alias
+        if row.queue != self.task.queue_name:
+            changes["queue_name"] = row.queue
+        if row.priority != self.task.priority:
+            changes["priority"] = row.priority
+        return self.task.using(**changes) if changes else self.task
+
+
+def task_result(row: JobSnapshot, task: Any) -> Any:
+    """``row`` as Django's ``TaskResult``."""
+    status = _STATUS[row.state]
+    attempts = row.attempt
+    errors = [
+        TaskError(exception_class_path=e.exception, traceback=e.traceback or e.message)
+        for e in row.errors
+    ]
+    if status == TaskResultStatus.FAILED and not errors:
+        # a job cancelled (or failed) before any attempt failed still says why
+        errors.append(
+            TaskError(
+                exception_class_path="django_xjobs.errors.JobCancelledError"
+                if row.state == "cancelled"
+                else "django_xjobs.errors.XJobsError",
+                traceback=row.last_error or row.stop_reason or row.state,
+            )
+        )
+    result: Any = TaskResult(
+        task=task,
+        id=str(row.id),
+        status=status,
+        enqueued_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.updated_at if row.state in _FINISHED else None,
+        last_attempted_at=row.last_attempted_at,
+        args=list(row.input["args"]),
+        kwargs=dict(row.input["kwargs"]),
+        backend=row.input["backend"],
+        errors=errors,
+        # the worker of each earlier attempt is not kept: every entry names the latest one
+        worker_ids=[row.attempted_by] * attempts if row.attempted_by else [],
+    )
+    if status == TaskResultStatus.SUCCESSFUL:
+        object.__setattr__(result, "_return_value", row.result)
+    return result
+
+
+# --- enqueue ---------------------------------------------------------------------------------
+
+
+def build_request(
+    task: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    alias: str,
+    options: TaskOptions,
+    *,
+    key: str | None = None,
+) -> EnqueueRequest:
+    """The job row for one call of ``task``: the call normalised as Django's ``TaskResult``
+    does and checked to round-trip through ``jsonb``. Without ``key``, the run is a run of its
+    own (Django's semantics: every enqueue runs); the scheduler passes one per occurrence."""
+    try:
+        call = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
+        check_json(call, "arguments")
+    except NotJSON as error:
+        raise TaskArgumentValueError(
+            f"task {task.module_path!r}: {error.path}: {error.reason}",
+            hint="task arguments are stored as JSON; pass ids and plain values",
+        ) from None
+    except (TypeError, ValueError) as error:
+        refused = TaskArgumentTypeError if isinstance(error, TypeError) else TaskArgumentValueError
+        raise refused(
+            f"task {task.module_path!r}: an argument JSON cannot hold: {error}",
+            hint="task arguments are stored as JSON; pass ids and plain values",
+        ) from None
+    payload = {**call, "backend": alias}
+    job_id = uuid7()
+    run_at, delay = _when(task.run_after)
+    request = EnqueueRequest(
+        id=job_id,
+        name=task.module_path,
+        queue=task.queue_name,
+        input=payload,
+        input_json=encode(
+            payload,
+            limit=conf.get().max_payload_bytes,
+            what=f"the arguments of task {task.module_path!r}",
+        ),
+        idempotency_key=str(job_id) if key is None else key,
+        max_attempts=options.retry.attempts,
+        priority=task.priority,
+        run_at=run_at,
+        delay=delay,
+        traceparent=current_traceparent(),
+    )
+    check_request(request, what=f"task {task.module_path!r}")
+    return request
+
+
+def enqueued_result(task: Any, request: EnqueueRequest, job_id: Any = None) -> Any:
+    """The READY result an enqueue of ``request`` returns."""
+    return TaskResult(
+        task=task,
+        id=str(job_id or request.id),
+        status=TaskResultStatus.READY,
+        enqueued_at=timezone.now(),
+        started_at=None,
+        finished_at=None,
+        last_attempted_at=None,
+        args=request.input["args"],
+        kwargs=request.input["kwargs"],
+        backend=request.input["backend"],
+        errors=[],
+        worker_ids=[],
+    )
+
+
+def _when(run_after: Any) -> tuple[datetime | None, float | None]:
+    """``(run_at, delay)``: a ``timedelta`` counts from the enqueue; a naive datetime
+    (``USE_TZ = False``) is local time."""
+    if run_after is None:
+        return None, None
+    if isinstance(run_after, timedelta):
+        return None, run_after.total_seconds()
+    return (run_after if timezone.is_aware(run_after) else timezone.make_aware(run_after)), None
+
+
+# --- finding a task from a row's name -------------------------------------------------------
+
+_lock = threading.Lock()
+_jobs: dict[str, TaskJob] = {}
+#: names that resolved to no task, most recent last: a row's name is data anyone who can
+#: enqueue writes, so the misses remembered are bounded (the hits are bounded by the code)
+_misses: OrderedDict[str, None] = OrderedDict()
+MISSES_KEPT = 1024
+
+
+def task_job(name: str) -> TaskJob | None:
+    """The job a row named ``name`` runs as, if ``name`` is the module path of a task in an
+    installed app (``importable``); looked up once per process, a miss too (the code of a
+    running process does not change) while it is among the last ``MISSES_KEPT``."""
+    found = _jobs.get(name)
+    if found is not None:
+        return found
+    with _lock:
+        if name in _misses:
+            _misses.move_to_end(name)
+            return None
+    found = _find(name)
+    with _lock:
+        if found is None:
+            _misses[name] = None
+            while len(_misses) > MISSES_KEPT:
+                _misses.popitem(last=False)
+            return None
+        return _jobs.setdefault(name, found)
+
+
+def importable(name: str) -> bool:
+    """Whether a row's ``name`` may be imported to look for a task: a dotted path whose module
+    is an installed app's package or a module inside it (``shop.tasks.send`` for the app
+    ``shop``). Any other name (``os.system``, a module outside every app) is never imported."""
+    parts = name.split(".")
+    if len(parts) < 2 or not all(part.isidentifier() for part in parts):
+        return False
+    module = name.rpartition(".")[0]
+    return any(
+        module == config.name or module.startswith(f"{config.name}.")
+        for config in apps.get_app_configs()
+    )
+
+
+def remember(task: Any, options: TaskOptions) -> TaskJob:
+    """The job for ``task``, now known to this process (an enqueue has just resolved it)."""
+    with _lock:
+        known = _jobs.get(task.module_path)
+        if known is None or known.task.func is not task.func or known.retry != options.retry:
+            known = _jobs[task.module_path] = TaskJob(_declared(task), options)
+        return known
+
+
+def forget() -> None:
+    """Drop what was looked up (tests that declare tasks on the fly)."""
+    with _lock:
+        _jobs.clear()
+        _misses.clear()
+
+
+UNRESOLVED_HINT = "declare the task with @task at module level, under its function's name"
+
+
+def unresolved_message(task: Any) -> str:
+    if not importable(task.module_path):
+        return (
+            f"Task {task.module_path!r} is not in a module of an installed app, and a worker "
+            "imports a row's task only from those: move it into an app in INSTALLED_APPS."
+        )
+    return (
+        f"Task {task.module_path!r} cannot be found again by its module path, so no worker "
+        "could run it: declare it with @task at module level under the name of its function."
+    )
+
+
+def resolves(task: Any) -> bool:
+    """Whether importing ``task.module_path`` gives back this task, as a worker will do."""
+    if not importable(task.module_path):
+        return False
+    try:
+        found = import_string(task.module_path)
+    except Exception:
+        return False
+    return isinstance(found, Task) and found.func is task.func
+
+
+def _declared(task: Any) -> Any:
+    """The task as its module declares it (``using()`` copies differ per enqueue)."""
+    found = import_string(task.module_path)
+    return found if isinstance(found, Task) else task
+
+
+def _find(name: str) -> TaskJob | None:
+    if not importable(name):
+        return None
+    try:
+        with registry.task_lookup():  # a row of a @job is found by discovery alone
+            found = import_string(name)
+    except ImportError:
+        return None
+    except Exception as error:  # the module itself is broken: say so, once
+        log.event(logging.ERROR, "xjobs.task.import_failed", task=name, error=error)
+        return None
+    if not isinstance(found, Task):
+        return None
+    return TaskJob(found, options_for(found.backend))
+
+
+def options_for(alias: str) -> TaskOptions:
+    """The ``OPTIONS`` of ``alias`` when it is an ``XJobsBackend``, else the defaults."""
+    if alias not in registry.task_aliases():
+        return TaskOptions()
+    tasks: Mapping[str, Any] = settings.TASKS
+    return parse_options(tasks[alias].get("OPTIONS", {}), alias)
+
+
+def parse_options(raw: Any, alias: str) -> TaskOptions:
+    """``OPTIONS`` checked: ``RETRY`` (a ``Retry`` or a dict of its arguments) and ``TIMEOUT``
+    (a duration); anything else is refused, naming the key."""
+    from ..durations import parse_optional
+
+    where = f'TASKS["{alias}"]["OPTIONS"]'
+    if not isinstance(raw, Mapping):
+        raise TaskBackendConfigError(f"{where} must be a dict, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - {"RETRY", "TIMEOUT"})
+    if unknown:
+        hint = "known keys: RETRY, TIMEOUT"
+        if "VISIBILITY_TIMEOUT" in unknown:
+            hint = (
+                'a lease is the worker\'s XJOBS["VISIBILITY_TIMEOUT"], renewed while the task '
+                "runs; set it there. " + hint
+            )
+        raise TaskBackendConfigError(f"{where} has unknown key(s) {', '.join(unknown)}", hint=hint)
+    retry = raw.get("RETRY", NO_RETRY)
+    if isinstance(retry, Mapping):
+        try:
+            retry = Retry(**retry)
+        except TypeError as error:
+            raise TaskBackendConfigError(
+                f"{where}['RETRY']: {error}",
+                hint="e.g. {'attempts': 5, 'delay': '2s', 'backoff': 'exponential'}",
+            ) from None
+        except Exception as error:
+            message = getattr(error, "message", str(error))
+            raise TaskBackendConfigError(
+                f"{where}['RETRY']: {message}", hint=getattr(error, "hint", None)
+            ) from None
+    if not isinstance(retry, Retry):
+        raise TaskBackendConfigError(
+            f"{where}['RETRY'] must be a Retry(...) or a dict of its arguments, got {retry!r}",
+            hint="e.g. Retry(attempts=5, delay='2s')",
+        )
+    try:
+        timeout = parse_optional(raw.get("TIMEOUT"), field=f"{where}['TIMEOUT']")
+    except Exception as error:
+        message = getattr(error, "message", str(error))
+        raise TaskBackendConfigError(message, hint=getattr(error, "hint", None)) from None
+    return TaskOptions(retry=retry, timeout=timeout)
+
+
+# --- task_finished, once the run's end is written --------------------------------------------
+
+
+def _finished(sender: Any, job: Any, outcome: str, **kwargs: Any) -> None:
+    """Django's ``task_finished`` for a task's run, with the result as stored after its settle
+    (a run that no longer held its job sends nothing: the run that holds it will)."""
+    if not isinstance(sender, TaskJob) or outcome in ("lease_lost", "suspended"):
+        return
+    row = get_driver().get_job(job.id)
+    if row is None or not is_task_row(row):
+        return
+    result = task_result(row, sender.task_for(row))
+    task_finished.send(type(result.task.get_backend()), task_result=result)
+
+
+def _settings_changed(setting: str, **kwargs: Any) -> None:
+    if setting == "TASKS":  # another backend, or other OPTIONS: look every task up again
+        forget()
+
+
+setting_changed.connect(_settings_changed, dispatch_uid="django_xjobs.backends.tasks.settings")
+
+
+# --- what the registry and @cron ask of django.tasks (registry.TaskResolver) ------------
+
+
+def as_task(handler: Any) -> Any:
+    """``handler`` when it is a Task of the task API in use, else None."""
+    return handler if isinstance(handler, Task) else None
+
+
+def cron_entries(task: Any) -> Callable[[datetime], Any]:
+    """A cron's ``fn`` for ``task``: each occurrence enqueues it, with the occurrence (ISO 8601,
+    UTC) as its ``occurrence`` argument when it takes one. Checked now: the task runs through an
+    ``XJobsBackend`` (else the exactly-once firing would end at another backend's door), and it
+    takes no other argument without a default."""
+    import inspect
+
+    if task.backend not in registry.task_aliases():
+        raise JobDefinitionError(
+            f"@cron above task {task.module_path!r}: its backend {task.backend!r} is not "
+            "django_xjobs.backends.XJobsBackend, so an occurrence could not be enqueued exactly once",
+            code="X_CRON_INVALID",
+            hint=f'point TASKS["{task.backend}"] at django_xjobs.backends.XJobsBackend, or use '
+            "@task(backend=...) with one that is",
+        )
+    params = list(inspect.signature(task.func).parameters.values())
+    if task.takes_context:
+        params = params[1:]
+    takes_occurrence = any(p.name == "occurrence" for p in params)
+    needed = [
+        p.name
+        for p in params
+        if p.name != "occurrence"
+        and p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    if needed:
+        raise JobDefinitionError(
+            f"@cron above task {task.module_path!r}: an occurrence has no value for "
+            f"{', '.join(needed)}",
+            code="X_CRON_INVALID",
+            hint="give those parameters defaults; an `occurrence` parameter gets the occurrence "
+            "as ISO 8601 text",
+        )
+    # The backend's OPTIONS are read when an occurrence is enqueued (TaskJob.build_request), not
+    # here: a bad one is then `manage.py check`'s one E010 line and each enqueue's error, as for
+    # a task without a cron, instead of an import error that stops every manage.py command.
+    job = TaskJob(task, TaskOptions())
+
+    def entries(occurrence: datetime) -> list[tuple[Any, dict[str, Any]]]:
+        inputs = {"occurrence": occurrence.isoformat()} if takes_occurrence else {}
+        return [(job, inputs)]
+
+    entries.__module__ = task.func.__module__
+    entries.__qualname__ = task.func.__qualname__
+    entries.__doc__ = task.func.__doc__
+    return entries
+
+
+class Resolver:
+    """This module's answers, as the ``registry.TaskResolver`` the app registers."""
+
+    def task_job(self, name: str) -> Any:
+        return task_job(name)
+
+    def task_queues(self) -> set[str]:
+        return task_queues()
+
+    def as_task(self, handler: Any) -> Any:
+        return as_task(handler)
+
+    def cron_entries(self, task: Any) -> Callable[[datetime], Any]:
+        return cron_entries(task)

@@ -1,0 +1,138 @@
+"""What a database failure means, decided by SQLSTATE and exception class (never by message
+text, so a server that speaks another language behaves the same): the connection failed, a second
+try may pass, the values were refused, a table is missing — and the one clear error each becomes.
+
+Roles ask these questions of any error a store raised; they never look at a driver's internals.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.db import InterfaceError, OperationalError
+
+from ..errors import DriverUnavailableError, ValueRefusedError, XJobsError, first_line
+
+_TABLE = re.compile(r"\bx_[a-z_]+\b")
+
+# SQLSTATE codes, so a server whose messages are in another language behaves the same
+UNDEFINED_TABLE = "42P01"
+UNIQUE_VIOLATION = "23505"
+#: the connection itself failed (with class 08): an administrator or crash shutdown, a server
+#: starting up, too many clients
+CONNECTION = frozenset({"57P01", "57P02", "57P03", "53300"})
+#: failures a second try can get past: the connection, a serialization failure, a deadlock
+TRANSIENT = CONNECTION | {"40001", "40P01"}
+
+
+def sqlstate(error: BaseException | None) -> str | None:
+    """The SQLSTATE of ``error`` or of the driver error it wraps (None when there is none)."""
+    while error is not None:
+        code = getattr(error, "sqlstate", None)
+        if isinstance(code, str):
+            return code
+        error = error.__cause__
+    return None
+
+
+def constraint(error: BaseException | None) -> str | None:
+    """The name of the constraint ``error`` (or the driver error it wraps) violated."""
+    while error is not None:
+        name = getattr(getattr(error, "diag", None), "constraint_name", None)
+        if name:
+            return str(name)
+        error = error.__cause__
+    return None
+
+
+def is_transient(error: BaseException) -> bool:
+    """True when trying the same statement again may succeed: a lost or refused connection,
+    a serialization failure or a deadlock. Everything else fails the same way twice."""
+    return connection_failed(error) or sqlstate(error) in TRANSIENT
+
+
+#: SQLSTATE classes of a statement refused for the values it carries: a data exception (22),
+#: an integrity violation (23), a program limit such as an index entry too large (54). The same
+#: values fail the same way however often they are sent.
+PERMANENT_CLASSES = ("22", "23", "54")
+
+
+def is_permanent(error: BaseException) -> bool:
+    """True when ``error`` refused the values a statement carried (SQLSTATE classes 22, 23, 54):
+    sending them again fails again. A connection, a timeout, a missing table or anything without
+    a SQLSTATE is not: it says nothing against the row."""
+    code = sqlstate(error)
+    return code is not None and code.startswith(PERMANENT_CLASSES) and not is_transient(error)
+
+
+def connection_failed(error: BaseException) -> bool:
+    """True when the connection failed, not the statement: refused or lost, too many clients,
+    an administrator or crash shutdown, a server starting up (by SQLSTATE and class)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OperationalError | InterfaceError) and sqlstate(seen) is None:
+            return True  # no server answer at all: the connection itself failed
+        seen = seen.__cause__
+    code = sqlstate(error)
+    return code is not None and (code.startswith("08") or code in CONNECTION)
+
+
+def translate(
+    error: BaseException, using: str, statement: str, params: dict[str, Any] | None = None
+) -> XJobsError | None:
+    """The one clear error for a missing table, an unusable connection or a refused value,
+    decided by SQLSTATE and exception class, never by message text; None for anything else.
+
+    Only a failed connection says the database is unavailable: a value the server refused
+    (SQLSTATE classes 22, 54) names the largest values the statement carried, and a statement
+    rolled back for another reason (a deadlock, a lock timeout) says so (issue 24)."""
+    if sqlstate(error) == UNDEFINED_TABLE:
+        tables = sorted(set(_TABLE.findall(statement)))
+        named = f"the {tables[0]} table" if len(tables) == 1 else f"a table of {', '.join(tables)}"
+        return DriverUnavailableError(
+            f"{named} does not exist in database {using!r}",
+            hint=f"run: python manage.py migrate django_xjobs --database {using}",
+        )
+    if connection_failed(error):
+        return DriverUnavailableError(
+            f"database {using!r} is unavailable: {first_line(error)}",
+            hint="check DATABASES / DATABASE_URL and that PostgreSQL is running",
+        )
+    code = sqlstate(error)
+    if code is not None and code.startswith(("22", "54")):
+        return ValueRefusedError(
+            f"database {using!r} refused a value (SQLSTATE {code}): {first_line(error)}; "
+            f"the largest values sent: {largest_values(params or {})}",
+            hint="the same value fails the same way: shorten or correct it (an outbox row "
+            "that carries it is quarantined: python manage.py xjobs outbox)",
+            sqlstate=code,
+        )
+    if isinstance(error, OperationalError | InterfaceError):
+        return DriverUnavailableError(
+            f"database {using!r} gave up on a statement (SQLSTATE {code}): {first_line(error)}",
+            hint="a deadlock, a lock or statement timeout, or a server limit; it is tried again",
+            sqlstate=code,
+        )
+    return None
+
+
+#: parameters the library makes up itself (a lease token): never the value that broke
+_OURS = frozenset({"token"})
+
+
+def largest_values(params: dict[str, Any], top: int = 2) -> str:
+    """The ``top`` largest text values in ``params`` by UTF-8 size, named by parameter (and
+    index, for an array): ``"keys[3] 3,000 bytes, names[3] 14 bytes"``."""
+    sizes: list[tuple[int, str]] = []
+    for name, value in params.items():
+        if name in _OURS:
+            continue
+        values = value if isinstance(value, list | tuple) else [value]
+        for index, item in enumerate(values):
+            if isinstance(item, str):
+                label = name if values is not value else f"{name}[{index}]"
+                sizes.append((len(item.encode("utf-8", "surrogatepass")), label))
+    sizes.sort(reverse=True)
+    found = ", ".join(f"{label} {n:,} bytes" for n, label in sizes[:top])
+    return found or "none among the parameters: the statement read its values from a table"

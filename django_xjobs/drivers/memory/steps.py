@@ -1,0 +1,167 @@
+"""The memory driver's step and event stores: the PostgreSQL stores' answers, in process."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from ... import conf
+from ..contract import EventRecord, StepRecord
+from ..rules import known_status
+
+if TYPE_CHECKING:
+    from . import MemoryDriver
+
+MAX_EVENTS = 10_000  # SPEC EVT-04: the oldest is evicted past this
+
+
+class MemoryStepStore:
+    def __init__(self, driver: MemoryDriver) -> None:
+        self.driver = driver
+
+    @property
+    def using(self) -> str:
+        # an atomic step's writes go to the Django database the settings name, as with the
+        # PostgreSQL driver; its record is put just before that transaction commits
+        return conf.get().database
+
+    def now(self) -> datetime:
+        return self.driver.clock.now()  # the driver's one clock, as the database has one
+
+    def list(self, run_id: UUID) -> list[StepRecord]:
+        with self.driver._lock:
+            records = list(self.driver._steps.get(run_id, {}).values())
+        for r in records:  # SPEC DB-05: as the PostgreSQL store refuses them
+            known_status(r.run_id, r.name, r.status)
+        # stable: ties keep write order, like the database's tie-break on id
+        return sorted(records, key=lambda r: (r.position is None, r.position or 0, r.started_at))
+
+    def put(self, record: StepRecord, *, job_id: UUID, lease_token: UUID) -> bool:
+        with self.driver._lock:
+            if self.driver._held(job_id, lease_token) is None:
+                return False  # the write fence (SPEC STEP-17, DESIGN Q-01)
+            now = self.now()
+            run = self.driver._steps.setdefault(record.run_id, {})
+            existing = run.get(record.name)
+            completed_at = (record.completed_at or now) if record.status == "completed" else None
+            started_at = record.started_at or now - timedelta(seconds=record.ran_for or 0)
+            record = replace(record, started_at=started_at, completed_at=completed_at, ran_for=None)
+            if existing is not None:  # the upsert keeps the first start, position, event and key
+                record = replace(
+                    record,
+                    started_at=existing.started_at,
+                    event=existing.event,
+                    correlation_key=existing.correlation_key,
+                    position=existing.position
+                    if existing.position is not None
+                    else record.position,
+                )
+            run[record.name] = replace(record, output=_copy(record.output))
+            return True
+
+    def shift(self, seconds: float) -> None:
+        """Test support: make every step time ``seconds`` earlier (as waiting would)."""
+        with self.driver._lock:
+            for run in self.driver._steps.values():
+                for name, record in run.items():
+                    run[name] = replace(
+                        record,
+                        started_at=_earlier(record.started_at, seconds),
+                        completed_at=_earlier(record.completed_at, seconds),
+                        wake_at=_earlier(record.wake_at, seconds),
+                    )
+
+
+class MemoryEventStore:
+    def __init__(self, driver: MemoryDriver) -> None:
+        self.driver = driver
+        self._events: deque[EventRecord] = deque(maxlen=MAX_EVENTS)
+
+    def publish(
+        self,
+        *,
+        id: UUID,
+        name: str,
+        payload: Any,
+        correlation_key: str | None,
+        ttl: float,
+        tenant_id: str | None = None,
+    ) -> EventRecord:
+        with self.driver._lock:
+            self.purge()
+            now = self.driver.clock.now()
+            expires = now + timedelta(seconds=ttl)
+            event = EventRecord(id, name, _copy(payload), correlation_key, now, expires, tenant_id)
+            self._events.append(event)
+        return replace(event, payload=_copy(payload))
+
+    def find(
+        self,
+        name: str,
+        *,
+        after: datetime,
+        correlation_key: str | None = None,
+        match: dict[str, Any] | None = None,
+        tenant_id: str | None = None,
+        any_tenant: bool = False,
+    ) -> EventRecord | None:
+        with self.driver._lock:
+            now = self.driver.clock.now()
+            hits = [
+                e
+                for e in self._events
+                if e.name == name
+                and e.expires_at > now
+                and e.published_at >= after
+                and (correlation_key is None or e.correlation_key == correlation_key)
+                and (any_tenant or e.tenant_id == tenant_id)
+                and _matches(e.payload, match)
+            ]
+        return min(hits, key=lambda e: (e.published_at, e.id), default=None)
+
+    def purge(self) -> int:
+        with self.driver._lock:
+            now = self.driver.clock.now()
+            live = [e for e in self._events if e.expires_at > now]
+            purged = len(self._events) - len(live)
+            self._events = deque(live, maxlen=MAX_EVENTS)
+        return purged
+
+    def shift(self, seconds: float) -> None:
+        """Test support: make every event's times ``seconds`` earlier (as waiting would)."""
+        delta = timedelta(seconds=seconds)
+        with self.driver._lock:
+            self._events = deque(
+                (
+                    replace(e, published_at=e.published_at - delta, expires_at=e.expires_at - delta)
+                    for e in self._events
+                ),
+                maxlen=MAX_EVENTS,
+            )
+
+
+def _earlier(when: datetime | None, seconds: float) -> datetime | None:
+    return None if when is None else when - timedelta(seconds=seconds)
+
+
+def _matches(payload: Any, match: dict[str, Any] | None) -> bool:
+    """Every field of ``match`` equals the payload's (the same test as jsonb ``@>`` on scalars)."""
+    if not match:
+        return True
+    if not isinstance(payload, dict):
+        return False
+    return all(k in payload and _same(payload[k], v) for k, v in match.items())
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
+
+
+def _copy(value: Any) -> Any:
+    return json.loads(json.dumps(value))

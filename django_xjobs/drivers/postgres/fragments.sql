@@ -1,0 +1,75 @@
+-- Parts several statements run alike, written once: a statement includes one with a line
+-- `-- include: <fragment>` (sql.py). Any .sql file in this folder may include these.
+
+-- fragment: fired
+-- The settle's second insert: the callbacks of the batches `counted` completed, and the jobs
+-- waiting for a row in `settled` counted down (issue 32). Ack, finish, cancel and a batch's
+-- cancel end rows the same way, so they release what waits for them the same way.
+), fired AS (
+    -- The completed batch's callbacks, inserted in the transaction that completed it: they
+    -- exist exactly when the last member's final state does (docs/concepts/workflows.md).
+    -- The same insert releases the jobs waiting for a row settled here (issue 32): a settle
+    -- runs one insert for both, so a job nobody waits for pays nothing for dependencies.
+    INSERT INTO x_jobs AS w (id, name, queue, input, idempotency_key, run_id, attempt,
+                             max_attempts, state, priority, run_at, tenant_id, created_at,
+                             updated_at, stop_reason, waiting_on, after_failed)
+    SELECT cb.id, cb.name, cb.queue,
+           c.input || jsonb_build_object('batch', jsonb_build_object(
+               'id', c.id, 'total', c.total, 'done', c.done, 'dead', c.dead,
+               'failed', c.failed, 'cancelled', c.cancelled)),
+           cb.key, cb.run_id, 0, cb.max_attempts, 'ready', cb.priority, now(), cb.tenant_id,
+           now(), now(), NULL, NULL, NULL
+    FROM counted c
+    CROSS JOIN LATERAL jsonb_to_recordset(c.callbacks) AS cb(
+        kind text, id uuid, run_id uuid, name text, queue text, key text, max_attempts int,
+        priority int, tenant_id text)
+    WHERE c.completed_at IS NOT NULL
+      AND (cb.kind = 'complete' OR (cb.kind = 'success') = (c.done = c.total))
+    UNION ALL
+    -- Dependencies (issue 32): each job waiting for a row settled here counts its end, and
+    -- the last one makes it due, in this same statement, so a crash cannot strand one (SPEC
+    -- DEP-02); so does a run parked on child jobs when its last child ends (SPEC CHILD-07).
+    -- `dependants` is null on every job nobody waits for: for those this reads nothing. A
+    -- waiting job is reached by its key with an upsert, not an UPDATE: one whose enqueue locked
+    -- the settled row first and committed after this statement's snapshot is invisible to an
+    -- UPDATE, not to ON CONFLICT (SPEC DEP-03). Its proposed row only carries the counts
+    -- (waiting_on: its dependencies that ended here; after_failed: one that did not end done)
+    -- and is never inserted, as a job named in `dependants` is not pruned while the naming job
+    -- is live. Keys in order: two settles releasing the same jobs cannot deadlock.
+    (SELECT r.id, 'xjobs.dependant-missing', 'default', '{}'::jsonb, r.id::text, r.id, 0, 0,
+            'cancelled', 0, now(), NULL, now(), now(), 'dependency_failed', r.ended, r.failed
+     FROM (
+         SELECT u.id, count(*)::int AS ended,
+                min(s.id::text) FILTER (WHERE s.state <> 'done')::uuid AS failed
+         FROM settled s
+         CROSS JOIN LATERAL unnest(s.dependants) AS u(id)
+         WHERE s.dependants IS NOT NULL
+         GROUP BY u.id
+     ) AS r
+     ORDER BY r.id)
+    -- A callback's id is new (a conflict means it was inserted already: left as it is); a
+    -- released job's is its own. A dependency that failed ends a job that never started (due
+    -- now with its expiry passed: DEP-04) unless it runs anyway; a run that started (a parked
+    -- parent) counts every end alike.
+    ON CONFLICT (id) DO UPDATE
+    SET waiting_on = CASE WHEN EXCLUDED.after_failed IS NOT NULL AND w.started_at IS NULL
+                               AND NOT COALESCE(w.run_anyway, false) THEN 0
+                          ELSE GREATEST(w.waiting_on - EXCLUDED.waiting_on, 0) END,
+        after_failed = CASE WHEN w.started_at IS NULL AND NOT COALESCE(w.run_anyway, false)
+                            THEN EXCLUDED.after_failed END,
+        state = CASE WHEN w.waiting_on <= EXCLUDED.waiting_on
+                          OR (EXCLUDED.after_failed IS NOT NULL AND w.started_at IS NULL
+                              AND NOT COALESCE(w.run_anyway, false))
+                     THEN 'ready' ELSE w.state END,
+        run_at = CASE WHEN w.waiting_on <= EXCLUDED.waiting_on
+                           OR (EXCLUDED.after_failed IS NOT NULL AND w.started_at IS NULL
+                               AND NOT COALESCE(w.run_anyway, false))
+                      THEN now() ELSE w.run_at END,
+        expires_at = CASE WHEN EXCLUDED.after_failed IS NOT NULL AND w.started_at IS NULL
+                               AND NOT COALESCE(w.run_anyway, false) THEN now()
+                          ELSE w.expires_at END,
+        updated_at = now()
+    WHERE EXCLUDED.waiting_on IS NOT NULL
+      AND (w.state = 'suspended') IS TRUE
+      AND w.waiting_on > 0
+    RETURNING w.queue, w.state

@@ -1,0 +1,128 @@
+"""The PostgreSQL driver's step and event stores: the named statements of ``steps.sql``."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, cast
+from uuid import UUID
+
+from ..contract import EventRecord, StepRecord
+from ..rules import known_status
+from . import sql
+
+STATEMENTS = sql.load(Path(__file__).with_name("steps.sql"))
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+class PostgresStepStore:
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def now(self) -> datetime:
+        [(now,)] = sql.fetch(self.using, STATEMENTS["now"], {})
+        return cast(datetime, now)
+
+    def list(self, run_id: UUID) -> list[StepRecord]:
+        rows = sql.fetch(self.using, STATEMENTS["list_steps"], {"run_id": run_id})
+        records = []
+        for r in rows:
+            records.append(
+                StepRecord(
+                    run_id=r[0],
+                    name=r[1],
+                    status=known_status(r[0], r[1], r[2]),  # SPEC DB-05: never guess
+                    output=_json(r[3]),
+                    started_at=r[4],
+                    completed_at=r[5],
+                    wake_at=r[6],
+                    event=r[7],
+                    correlation_key=r[8],
+                    error=r[9],
+                    attempts=r[10],
+                    position=r[11],
+                )
+            )
+        return records
+
+    def put(self, record: StepRecord, *, job_id: UUID, lease_token: UUID) -> bool:
+        params: dict[str, Any] = {
+            "run_id": record.run_id,
+            "name": record.name,
+            "status": record.status,
+            "output": _dumps(record.output),
+            "started_at": record.started_at,
+            "completed_at": record.completed_at,
+            "wake_at": record.wake_at,
+            "event": record.event,
+            "correlation_key": record.correlation_key,
+            "error": record.error,
+            "attempts": record.attempts,
+            "position": record.position,
+            "ran_for": record.ran_for,
+            "job_id": job_id,
+            "lease_token": lease_token,
+        }
+        return sql.count(self.using, STATEMENTS["put_step"], params) == 1
+
+
+class PostgresEventStore:
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def publish(
+        self,
+        *,
+        id: UUID,
+        name: str,
+        payload: Any,
+        correlation_key: str | None,
+        ttl: float,
+        tenant_id: str | None = None,
+    ) -> EventRecord:
+        params = {
+            "id": id,
+            "name": name,
+            "payload": _dumps(payload) or "null",
+            "correlation_key": correlation_key,
+            "ttl": ttl,
+            "tenant_id": tenant_id,
+        }
+        [row] = sql.fetch(self.using, STATEMENTS["publish_event"], params)
+        return _event(row)
+
+    def find(
+        self,
+        name: str,
+        *,
+        after: datetime,
+        correlation_key: str | None = None,
+        match: dict[str, Any] | None = None,
+        tenant_id: str | None = None,
+        any_tenant: bool = False,
+    ) -> EventRecord | None:
+        params = {
+            "name": name,
+            "after": after,
+            "correlation_key": correlation_key,
+            "match": _dumps(match or {}),
+            "tenant_id": tenant_id,
+            "any_tenant": any_tenant,
+        }
+        rows = sql.fetch(self.using, STATEMENTS["find_event"], params)
+        return _event(rows[0]) if rows else None
+
+    def purge(self) -> int:
+        return sql.count(self.using, STATEMENTS["purge_events"], {})
+
+
+def _event(row: tuple[Any, ...]) -> EventRecord:
+    return EventRecord(row[0], row[1], _json(row[2]), row[3], row[4], row[5], row[6])

@@ -1,0 +1,76 @@
+-- The step and event stores of the PostgreSQL driver (x_job_steps, x_job_events), by name.
+-- Loaded once by drivers/postgres_steps.py. Every time is the database's now(): a publisher and
+-- a worker on two machines compare times on one clock (issue 11, SPEC EVT-02/03).
+-- The run's fence is written `(state = 'running') IS TRUE` so it is looked up by its id
+-- whatever the statistics say (see jobs.sql's header).
+
+-- name: now
+-- The clock the step runner decides sleeps and waits on, the same one the rows are written with.
+SELECT now();
+
+-- name: list_steps
+-- Every record of a run, in the order the steps were first reached (SPEC STEP-06: one read).
+SELECT run_id, name, status, output, started_at, completed_at, wake_at, event, correlation_key,
+       error, attempts, position
+FROM x_job_steps
+WHERE run_id = %(run_id)s
+ORDER BY position NULLS LAST, started_at, id;
+
+-- name: put_step
+-- Upsert one record, only while the job is running under this claim's token (SPEC STEP-17,
+-- DESIGN Q-01). FOR SHARE holds off a re-claim until the write is in. The upsert keeps the
+-- first started_at, position, event and correlation key (SPEC §14); times the caller leaves
+-- out are stamped with statement_timestamp(): now() inside an atomic step's block is when the
+-- block began, and a step's record must say when it ended. A start left out is `ran_for`
+-- seconds (the body's run time, measured by the runner) before that (issue 23: every step
+-- read 0.000 s).
+-- An atomic step (ctx.step.atomic, issue 17) runs this as the LAST statement of its block's
+-- transaction: the FOR SHARE row lock then lasts until that commit, so no re-claim, cancel or
+-- expiry can slip between this check and the commit of the block's writes. Taken last, it is
+-- held only for the commit: the heartbeat's UPDATE waits that long at most, a claim's SKIP
+-- LOCKED passes the row by, and the lock order is always the block's own rows, then the job
+-- row (nothing takes a job row first and then an application row), so no deadlock forms.
+INSERT INTO x_job_steps (run_id, name, status, output, started_at, completed_at, wake_at, event,
+                         correlation_key, error, attempts, position)
+SELECT %(run_id)s, %(name)s, %(status)s, %(output)s::jsonb,
+       COALESCE(%(started_at)s::timestamptz,
+                statement_timestamp() - make_interval(secs => COALESCE(%(ran_for)s, 0))),
+       CASE WHEN %(status)s = 'completed'
+            THEN COALESCE(%(completed_at)s::timestamptz, statement_timestamp()) END,
+       %(wake_at)s, %(event)s, %(correlation_key)s, %(error)s, %(attempts)s, %(position)s
+FROM (SELECT 1 FROM x_jobs
+      WHERE id = %(job_id)s AND (state = 'running') IS TRUE AND lease_token = %(lease_token)s
+      FOR SHARE) AS held
+ON CONFLICT (run_id, name) DO UPDATE
+SET status = EXCLUDED.status,
+    output = EXCLUDED.output,
+    completed_at = EXCLUDED.completed_at,
+    wake_at = EXCLUDED.wake_at,
+    error = EXCLUDED.error,
+    attempts = EXCLUDED.attempts,
+    position = COALESCE(x_job_steps.position, EXCLUDED.position);
+
+-- name: publish_event
+-- published_at is the database's now(), never the publisher's clock (SPEC EVT-01).
+INSERT INTO x_job_events
+  (id, name, payload, correlation_key, published_at, expires_at, tenant_id)
+VALUES (%(id)s, %(name)s, %(payload)s::jsonb, %(correlation_key)s, now(),
+        now() + make_interval(secs => %(ttl)s), %(tenant_id)s)
+RETURNING id, name, payload, correlation_key, published_at, expires_at, tenant_id;
+
+-- name: find_event
+-- The earliest live event (SPEC EVT-02); `match` holds scalar fields, so containment is equality.
+-- Of the waiter's tenant only (no tenant matches no tenant) unless it opted into any tenant.
+SELECT id, name, payload, correlation_key, published_at, expires_at, tenant_id
+FROM x_job_events
+WHERE name = %(name)s
+  AND expires_at > now()
+  AND published_at >= %(after)s
+  AND (%(correlation_key)s::text IS NULL OR correlation_key = %(correlation_key)s)
+  AND (%(any_tenant)s OR tenant_id IS NOT DISTINCT FROM %(tenant_id)s::text)
+  AND payload @> %(match)s::jsonb
+ORDER BY published_at, id
+LIMIT 1;
+
+-- name: purge_events
+DELETE FROM x_job_events WHERE expires_at <= now();

@@ -1,0 +1,160 @@
+"""Fleet-wide limits a job declares: ``@job(concurrency=1, limit_key="{account_id}")`` and
+``@job(rate_limit="100/m", limit_key="{partner_id}")``.
+
+A run of such a job carries its key on its row (``x_jobs.limit_key``: the job's name, a unit
+separator, then the rendered template; without a template the name alone, so the limit is per job
+name). The claim reads the key and decides there, so a run over its limit is never claimed
+(worker/claim_limits.py, drivers' ``claim(limits=...)``). The limits themselves are in code: every
+worker of one deploy passes the same ones with its claim.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import conf
+from .errors import InvariantError
+
+#: between the job's name and the rendered template: a job name never holds it
+SEPARATOR = "\x1f"
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smh])\s*$")
+_RATE_HINT = 'write starts per window: "100/m", "10/s", "500/h" (or "30/5m" for 30 per 5 minutes)'
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most ``limit`` starts in any ``window`` seconds."""
+
+    limit: int
+    window: float
+
+    def __str__(self) -> str:
+        return f"{self.limit}/{self.window:g}s"
+
+
+def parse_rate(value: Any, *, field: str = "rate_limit") -> Rate:
+    """``"100/m"`` as ``Rate(100, 60.0)``; windows in seconds, minutes or hours.
+
+    >>> parse_rate("10/s"), parse_rate("30/5m")
+    (Rate(limit=10, window=1.0), Rate(limit=30, window=300.0))
+    """
+    match = _RATE.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvariantError(f"{field}={value!r} is not a rate", hint=_RATE_HINT)
+    count, many, unit = int(match[1]), int(match[2] or 1), match[3]
+    if count < 1 or many < 1:
+        raise InvariantError(f"{field}={value!r} must allow at least one start", hint=_RATE_HINT)
+    return Rate(count, many * _UNITS[unit])
+
+
+def check_template(template: Any, signature: inspect.Signature) -> str | None:
+    """A ``limit_key`` declaration: None, or a ``str.format`` template over the job's inputs."""
+    if template is None:
+        return None
+    hint = 'a template over the inputs, e.g. limit_key="{account_id}"'
+    if not isinstance(template, str) or not template:
+        raise InvariantError(f"limit_key={template!r} must be a non-empty str template", hint=hint)
+    params = list(signature.parameters.values())[1:]
+    names = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as error:
+        raise InvariantError(
+            f"limit_key={template!r} is not a template: {error}", hint=hint
+        ) from None
+    for field in fields:
+        root = field.split(".", 1)[0].split("[", 1)[0]
+        if not root or (root not in names and not open_ended):
+            raise InvariantError(
+                f"limit_key={template!r} uses {{{field}}}, which is not an input of the job",
+                hint=f"the inputs are {', '.join(sorted(names)) or '(none)'}",
+            )
+    return template
+
+
+def render(name: str, template: str | None, inputs: Mapping[str, Any]) -> str:
+    """The key a run of job ``name`` with ``inputs`` counts against."""
+    if template is None:
+        return name + SEPARATOR
+    try:
+        rendered = template.format(**inputs)
+    except (KeyError, IndexError, AttributeError) as error:
+        raise InvariantError(
+            f"job {name!r}: limit_key={template!r} cannot be rendered from the inputs ({error})",
+            hint="give every input the template names",
+        ) from None
+    return name + SEPARATOR + rendered.replace("\x00", "")
+
+
+def shown(key: str) -> str:
+    """A stored key as people read it: ``name[rendered]``."""
+    name, _, rendered = key.partition(SEPARATOR)
+    return f"{name}[{rendered}]" if rendered else name
+
+
+def key_of(name: str, inputs: Any, tenant: str | None = None, *, fair: bool = True) -> str | None:
+    """The limit key of a run of the registered job ``name``, None when it declares no limit
+    (or this process does not know the job: its run then counts against nothing). Under
+    ``XJOBS["FAIR_SHARE"]`` a run with no limit of its own gets its fair-share group's key: no
+    job name before the separator, so no limit applies to it, only the claim's turns."""
+    handle = _registry().jobs.get(name)  # a declared job only: no task lookup per enqueue
+    limits = getattr(handle, "limits", None)
+    if limits is not None and isinstance(inputs, Mapping):
+        return render(name, limits.key, inputs)
+    share = conf.get().fair_share if fair else None
+    if share is None:
+        return None
+    if share == "tenant":
+        return SEPARATOR + (tenant or "")
+    try:
+        group = share.format(**inputs) if isinstance(inputs, Mapping) else ""
+    except (KeyError, IndexError, AttributeError):
+        group = ""  # a job without the input shares the runs without a group
+    return SEPARATOR + group.replace("\x00", "")
+
+
+def limited_names() -> list[str]:
+    """The registered jobs whose runs carry a limit key."""
+    return [h.name for h in _registry().registered_jobs() if getattr(h, "limits", None) is not None]
+
+
+def _registry() -> Any:
+    # upward: (base -> run) a run's limit key comes from its job's declared template, which only
+    # the registry holds; the drivers render it where a row is written (enqueue, outbox publish)
+    from . import registry
+
+    return registry
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    """What one job declares: a key template (None: per job name), and the cap on its runs at
+    once and its starts per window, per key, fleet-wide."""
+
+    key: str | None
+    concurrency: int | None
+    rate: Rate | None
+
+
+def declared(
+    limit_key: Any, concurrency: int | None, rate_limit: Any, signature: inspect.Signature
+) -> JobLimits | None:
+    """The limits ``@job`` declares, or None when it declares none the claim decides.
+
+    ``concurrency`` without ``limit_key`` or ``rate_limit`` stays the per-name slot it always was
+    (SPEC SLOT-*); with a ``limit_key`` it is per key, decided in the claim.
+    """
+    template = check_template(limit_key, signature)
+    rate = None if rate_limit is None else parse_rate(rate_limit)
+    if template is None and rate is None:
+        return None
+    return JobLimits(
+        key=template, concurrency=concurrency if template is not None else None, rate=rate
+    )

@@ -1,0 +1,186 @@
+"""The fleet overview's figures (issue 30), from the rollup (rollup.py), the depth samples
+(worker/depth.py) and the live counts: per queue and per job name over a window, what ended per
+time slot, failure rate, wait and run-time p50 / p95, the top failing jobs, each queue's depth
+(ready, delayed, running) over time; never a scan of ``x_jobs`` per page view. The admin's
+overview page (admin/overview.py) renders it; the tests read it directly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from .drivers import get_driver
+from .drivers.contract import DepthSample
+from .rollup import BOUNDS, RollupRow, merged, quantile
+
+#: the windows the page offers: label -> (span, slot width)
+WINDOWS: dict[str, tuple[timedelta, timedelta]] = {
+    "1h": (timedelta(hours=1), timedelta(minutes=1)),
+    "1d": (timedelta(days=1), timedelta(minutes=15)),
+}
+FAILED = ("retried", "failed", "dead")
+
+
+@dataclass
+class Figures:
+    """What ended for one queue, or one job name of a queue, over the window."""
+
+    queue: str
+    name: str | None
+    done: int = 0
+    retried: int = 0
+    failed: int = 0
+    dead: int = 0
+    run_p50: float | None = None
+    run_p95: float | None = None
+    wait_p50: float | None = None
+    wait_p95: float | None = None
+    #: per slot, oldest first: (done, failed or retried, dead)
+    slots: list[tuple[int, int, int]] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.done + self.retried + self.failed + self.dead
+
+    @property
+    def failure_rate(self) -> float | None:
+        """Attempts that failed (retried, failed or dead) of all that ended; None for none."""
+        return None if not self.total else (self.total - self.done) / self.total
+
+
+@dataclass
+class Depth:
+    """One queue's sampled depth over the window."""
+
+    queue: str
+    #: per slot, oldest first: (ready, delayed, running) of the slot's deepest sample (the
+    #: largest total; a day's 15-minute slots hold 15 samples each), zeros where none was taken
+    slots: list[tuple[int, int, int]]
+    #: the queue at the fleet's latest sample: zeros when it had no live job then (a sample
+    #: writes only the queues with live jobs)
+    latest: DepthSample
+
+
+@dataclass
+class Overview:
+    window: str
+    since: datetime
+    slot_starts: list[datetime]
+    queues: list[Figures]
+    jobs: list[Figures]
+    depth: list[Depth] = field(default_factory=list)
+
+
+def overview(window: str, now: datetime) -> Overview:
+    """The figures of the last ``window`` ("1h" or "1d") before ``now``."""
+    span, width = WINDOWS[window]
+    start = _floor(now - span, width) + width
+    count = int(span / width)
+    starts = [start + width * i for i in range(count)]
+    rows = get_driver().rollups.read(start)
+    by_queue: dict[str, list[RollupRow]] = {}
+    by_job: dict[tuple[str, str], list[RollupRow]] = {}
+    for row in rows:
+        by_queue.setdefault(row.queue, []).append(row)
+        by_job.setdefault((row.queue, row.name), []).append(row)
+    queues = [_figures(q, None, by_queue[q], start, width, count) for q in sorted(by_queue)]
+    jobs = [_figures(q, n, by_job[(q, n)], start, width, count) for q, n in sorted(by_job)]
+    return Overview(window, start, starts, queues, jobs, _depth(start, width, count))
+
+
+def _depth(start: datetime, width: timedelta, n: int) -> list[Depth]:
+    by_queue: dict[str, list[DepthSample]] = {}
+    samples = get_driver().depths.read(start)  # in minute order
+    for sample in samples:
+        by_queue.setdefault(sample.queue, []).append(sample)
+    depth = []
+    for queue in sorted(by_queue):
+        slots = [(0, 0, 0)] * n
+        for sample in by_queue[queue]:
+            index = min(int((sample.minute - start) / width), n - 1)
+            counts = (sample.ready, sample.delayed, sample.running)
+            if sum(counts) > sum(slots[index]):
+                slots[index] = counts
+        last = by_queue[queue][-1]
+        if last.minute < samples[-1].minute:  # drained since: the fleet sampled it empty
+            last = DepthSample(samples[-1].minute, queue, 0, 0, 0)
+        depth.append(Depth(queue, slots, last))
+    return depth
+
+
+def _figures(
+    queue: str, name: str | None, rows: list[RollupRow], start: datetime, width: timedelta, n: int
+) -> Figures:
+    figures = Figures(queue, name)
+    slots = [[0, 0, 0] for _ in range(n)]
+    for row in rows:
+        setattr(figures, row.outcome, getattr(figures, row.outcome) + row.count)
+        index = min(int((row.minute - start) / width), n - 1)
+        column = 0 if row.outcome == "done" else 2 if row.outcome == "dead" else 1
+        slots[index][column] += row.count
+    figures.slots = [(a, b, c) for a, b, c in slots]
+    total = merged(rows)
+    if total is not None:
+        figures.run_p50 = quantile(total.run_buckets, 0.5)
+        figures.run_p95 = quantile(total.run_buckets, 0.95)
+        figures.wait_p50 = quantile(total.wait_buckets, 0.5)
+        figures.wait_p95 = quantile(total.wait_buckets, 0.95)
+    return figures
+
+
+def _floor(moment: datetime, width: timedelta) -> datetime:
+    epoch = moment - datetime.min.replace(tzinfo=moment.tzinfo)
+    return moment - (epoch % width)
+
+
+def seconds_text(value: float | None) -> str:
+    """A bucket bound as the page prints it: "≤ 250 ms", "≤ 5 s", "> 1 h"."""
+    if value is None:
+        return "-"
+    prefix = "> " if value >= BOUNDS[-1] else "≤ "
+    if value < 1:
+        return f"{prefix}{value * 1000:g} ms"
+    if value < 120:
+        return f"{prefix}{value:g} s"
+    if value < 7200:
+        return f"{prefix}{value / 60:g} m"
+    return f"{prefix}{value / 3600:g} h"
+
+
+#: the ended chart's series, bottom up: colour and what its tooltip calls it
+ENDED = (("#2e7d32", "done"), ("#f9a825", "failed"), ("#c62828", "dead"))
+#: the depth chart's series, bottom up
+DEPTH = (("#1565c0", "ready"), ("#90a4ae", "delayed"), ("#6a1b9a", "running"))
+
+
+def chart(
+    slots: list[tuple[int, int, int]],
+    *,
+    width: int = 180,
+    height: int = 48,
+    series: tuple[tuple[str, str], ...] = ENDED,
+) -> str:
+    """Stacked bars per slot (by default done green, failed amber, dead red; ``DEPTH`` for the
+    depth chart) as inline SVG markup: numbers only, no text from the database, so it is safe to
+    mark safe."""
+    top = max([sum(s) for s in slots] + [1])
+    bar = width / max(len(slots), 1)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="xjobs-chart" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img">',
+        f'<rect width="{width}" height="{height}" fill="none" stroke="#ccc"/>',
+    ]
+    for i, counts in enumerate(slots):
+        y = float(height)
+        title = ", ".join(f"{n} {label}" for n, (_, label) in zip(counts, series, strict=True))
+        for count, (colour, _) in zip(counts, series, strict=True):
+            if not count:
+                continue
+            h = count / top * (height - 2)
+            y -= h
+            parts.append(
+                f'<rect x="{i * bar:.1f}" y="{y:.1f}" width="{max(bar - 1, 1):.1f}" '
+                f'height="{h:.1f}" fill="{colour}"><title>{title}</title></rect>'
+            )
+    parts.append("</svg>")
+    return "".join(parts)
