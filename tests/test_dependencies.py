@@ -25,7 +25,7 @@ from django_xjobs.why import why_job
 from tests import jobs
 from tests.support.process import wait_for
 
-from .test_contract import claim
+from .test_contract import VIS, claim
 
 AUTO = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "auto"}
 
@@ -79,6 +79,30 @@ def test_dep_04_a_dependency_that_ends_otherwise_ends_the_dependant(harness, end
     assert (row.state, row.stop_reason) == ("dead", "dependency_failed")
     assert f"waited for job {first.id}, which ended {end}" in row.last_error
     assert harness.row(anyway.id).state == "done"  # it asked to run anyway
+
+
+def test_dep_04_a_dependant_whose_first_claimer_died_is_ended_again_never_run(harness):
+    """SPEC DEP-04 across a crash: the worker that claimed the released dependant to end it died
+    before its settle, so the lease lapses and another worker claims the row again. That claim
+    must end it too; it used to run the handler, as the row had been started once (found by the
+    SIGKILL chain test in CI)."""
+    driver = harness.driver
+    first = jobs.ok.enqueue(n=1)
+    waiting = jobs.ok.using(after=[first.id]).enqueue(n=2)
+    [held] = claim(driver)
+    assert driver.finish(Finish(held.id, held.lease_token, "dead", stop_reason="terminal"))
+    [verdict] = claim(driver, worker="w1")
+    assert verdict.id == waiting.id and verdict.expired
+    harness.advance(VIS + 1)  # w1 was SIGKILLed before its settle: its lease lapses
+    [again] = claim(driver, worker="w2")
+    assert again.id == waiting.id and again.expired
+    harness.advance(VIS + 1)  # w2 died too; the worker below settles it
+    ran = {e.job.id: e for e in run_until_idle(driver=driver)}
+    assert ran[waiting.id].stop_reason == "dependency_failed"
+    assert (harness.row(waiting.id).state, harness.row(waiting.id).stop_reason) == (
+        "dead",
+        "dependency_failed",
+    )
 
 
 def test_dep_04_a_failure_cascades_down_a_chain(harness):

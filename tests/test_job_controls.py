@@ -104,6 +104,17 @@ def test_jctl_02_the_claim_marks_only_a_first_claim_past_the_expiry(harness):
     assert claimed == {held.id: False, unstarted.id: True, none.id: False}
 
 
+def test_jctl_02_a_job_first_claimed_past_its_expiry_stays_expired_at_a_reclaim(harness):
+    """A worker that claimed an expired job died before settling it: the row was stamped
+    started by that claim, yet no handler ran, so the next claim finds it expired again."""
+    driver = harness.driver
+    stale = driver.enqueue(request("stale-reclaim", expires_in=60))
+    harness.advance(120)
+    assert [(c.id, c.expired) for c in claim(driver)] == [(stale.id, True)]
+    harness.advance(VIS + 1)  # its lease lapses unsettled
+    assert [(c.id, c.expired) for c in claim(driver)] == [(stale.id, True)]
+
+
 def test_jctl_02_an_operators_retry_runs_an_expired_job(harness):
     stale = jobs.expiring.enqueue(token="retried")
     harness.advance(601)

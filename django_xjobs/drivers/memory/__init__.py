@@ -336,10 +336,10 @@ class MemoryDriver:
             claimed = []
             for row in picked:
                 lapsed = row.state == "running"
-                # as the claim's `expired`: past its expiry at its first claim
-                expired = (
-                    row.expires_at is not None and row.expires_at <= now and row.started_at is None
-                )
+                # as the claim's `expired`: first claimed at or past its expiry, at that
+                # claim and at every reclaim of it (its verdict was never settled)
+                first = row.started_at or now
+                expired = row.expires_at is not None and row.expires_at <= first
                 errors = row.errors
                 crashes, pending = 0, row.lapsed_holder
                 if lapsed:

@@ -283,9 +283,10 @@ WITH picked AS (
     RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
               j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
               j.lease_expiries, j.traceparent, j.run_at,
-              -- expired: past expires_at at its first claim (started_at stamped just now);
-              -- NULL when the job has no expiry, so an unused expiry costs one null test
-              j.expires_at <= now() AND j.started_at = now() AS expired, j.snoozes
+              -- expired: first claimed at or past expires_at (started_at is the first
+              -- claim's time), at that claim and at any reclaim after a worker died before
+              -- settling the verdict; NULL when the job has no expiry: one null test
+              j.expires_at <= j.started_at AS expired, j.snoozes
 )
 SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token, priority,
        tenant_id, enqueued_by, idempotency_key, created_at, lease_expiries, traceparent,
@@ -387,9 +388,10 @@ WITH waiting AS (
     RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
               j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
               j.lease_expiries, j.traceparent, j.run_at,
-              -- expired: past expires_at at its first claim (started_at stamped just now);
-              -- NULL when the job has no expiry, so an unused expiry costs one null test
-              j.expires_at <= now() AND j.started_at = now() AS expired, j.snoozes
+              -- expired: first claimed at or past expires_at (started_at is the first
+              -- claim's time), at that claim and at any reclaim after a worker died before
+              -- settling the verdict; NULL when the job has no expiry: one null test
+              j.expires_at <= j.started_at AS expired, j.snoozes
 )
 SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token, priority,
        tenant_id, enqueued_by, idempotency_key, created_at, lease_expiries, traceparent,
