@@ -482,7 +482,18 @@ def test_tasks_enqueued_by_a_view_in_atomic_run_once_across_a_killed_worker(work
         done = {t for t, p in phases if p == "done"}
         return len(done) >= 20 and bool({t for t, p in phases if p == "start"} - done)
 
-    wait_for(victim_mid_run, what="the victim to be mid-run, 20 tasks in")
+    def stopped_mid_run() -> bool:
+        # Frozen first, then judged: a run seen in flight before the signal could finish in
+        # the gap (a CI run's victim had ended all it started by the time SIGKILL landed).
+        if not victim_mid_run():
+            return False
+        victim.send(signal.SIGSTOP)
+        if victim_mid_run():
+            return True
+        victim.send(signal.SIGCONT)
+        return False
+
+    wait_for(stopped_mid_run, what="the victim stopped mid-run, 20 tasks in")
     victim.send(signal.SIGKILL)
     victim.proc.wait(timeout=30)
     backend = tasks.ledgered.get_backend()
