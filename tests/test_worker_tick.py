@@ -324,7 +324,7 @@ def test_lease_14_each_hand_back_is_idempotent_and_tolerates_never_taken(harness
     [job] = harness.driver.claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id=ticker.worker_id
     )
-    ticker._release(Run(job, ticker.worker_id))  # took nothing: handing back is a no-op
+    ticker.settler.release(Run(job, ticker.worker_id))  # took nothing: handing back is a no-op
 
     leases = harness.driver.leases
     holder = f"{ticker.worker_id}:{job.id}"
@@ -333,10 +333,12 @@ def test_lease_14_each_hand_back_is_idempotent_and_tolerates_never_taken(harness
     run = Run(
         job, ticker.worker_id, slot=(EXCLUSIVE, slot, holder), limit_lease=limit.acquire("q", None)
     )
-    ticker._release(run)
+    ticker.settler.release(run)
     assert (leases.held(EXCLUSIVE), limit.in_flight()) == (0, 0)
     assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:1") == slot  # a new holder has it now
-    ticker._release(run)  # again: frees neither the new holder's slot nor a limit it never had
+    ticker.settler.release(
+        run
+    )  # again: frees neither the new holder's slot nor a limit it never had
     assert (leases.held(EXCLUSIVE), limit.in_flight()) == (1, 0)
     assert limit.acquire("q", None) is not None and limit.acquire("q", None) is None
 
@@ -349,7 +351,7 @@ def test_work_06_a_tick_that_raises_midway_still_holds_nothing(harness, monkeypa
         def broken(batch):
             raise RuntimeError("the settle broke")
 
-        monkeypatch.setattr(ticker, "_settle_batch", broken)
+        monkeypatch.setattr(ticker.settler, "settle_batch", broken)
         with pytest.raises(RuntimeError, match="the settle broke"):
             ticker.tick()
     assert (ticker.in_flight(), ticker.limiter.in_flight()) == ([], 0)
