@@ -83,6 +83,11 @@ class Worker:
       running ones finish and settle, then it returns.
 
     ``burst=True`` returns once nothing is due and nothing is running.
+
+    It is composed of parts, each handed what it needs: ``runs`` (worker/inflight.py) owns the
+    runs in flight; ``admission`` admits or sheds each claimed job into it; ``settler`` settles
+    finished runs and hands back what they held; ``tick()`` drives the same two in the calling
+    thread (worker/tick.py). The worker itself keeps the claim loop and the job threads.
     """
 
     def __init__(
