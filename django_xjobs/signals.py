@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.dispatch import Signal
 
-from . import log, registry
+from . import log
 
 if TYPE_CHECKING:
     from .drivers.contract import ClaimedJob
@@ -61,15 +61,16 @@ def started(handle: Any, job: ClaimedJob, context: Any) -> None:
     _send(job_started, "job_started", handle, job=job, context=context)
 
 
-def finished(execution: Execution, *, outcome: str) -> None:
-    """``execution`` has settled (or was refused, ``outcome="lease_lost"``)."""
-    if not job_finished.receivers:  # on the settler, per run: no handle lookup for nobody
+def finished(execution: Execution, *, outcome: str, handle: Any) -> None:
+    """``execution`` has settled (or was refused, ``outcome="lease_lost"``); ``handle`` is
+    what its run resolved at admission, the signal's sender."""
+    if not job_finished.receivers:  # on the settler, per run: nothing to send to nobody
         return
     job = execution.job
     _send(
         job_finished,
         "job_finished",
-        registry.get_job(job.name),
+        handle,
         job=job,
         outcome=outcome,
         stop_reason=execution.stop_reason,
@@ -78,13 +79,13 @@ def finished(execution: Execution, *, outcome: str) -> None:
     )
 
 
-def lease_lost(job: ClaimedJob, worker_id: str, reason: str) -> None:
+def lease_lost(job: ClaimedJob, worker_id: str, reason: str, *, handle: Any) -> None:
     if not job_lease_lost.receivers:
         return
     _send(
         job_lease_lost,
         "job_lease_lost",
-        registry.get_job(job.name),
+        handle,
         job=job,
         worker_id=worker_id,
         reason=reason,

@@ -36,6 +36,7 @@ from django_xjobs.errors import (
     SlotLostError,
     StepDuplicateError,
 )
+from django_xjobs.registry import get_job
 from django_xjobs.retry import RetryDecision, backoff_delay, decide
 from django_xjobs.run.execute import Outcome, failure
 from django_xjobs.testing import relay_staged, run_until_idle
@@ -707,7 +708,7 @@ def test_class_10_a_timeout_on_the_final_attempt_stops_as_timeout(harness):
     (claimed,) = driver.claim(
         queues=["default"], limit=1, visibility_timeout=60, worker_id="test-classify"
     )
-    execution = failure(claimed, JobTimeoutError("slow"))
+    execution = failure(claimed, JobTimeoutError("slow"), handle=get_job(claimed.name))
     assert execution.stop_reason == "timeout"
     assert execution.outcome == Outcome.DEAD_LETTERED
     assert "not retried" not in execution.error

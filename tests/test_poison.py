@@ -19,6 +19,7 @@ from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.models import Job
 from django_xjobs.payload import NotJSON, check_json
+from django_xjobs.registry import get_job
 from django_xjobs.run.execute import Outcome, execute
 from django_xjobs.run.settle import settle
 from django_xjobs.testing import run_until_idle
@@ -82,7 +83,10 @@ def test_an_undecodable_row_dies_alone_and_its_batch_mates_run(harness):
         for n, i in enumerate(ids)
         if i != ids[1]
     )
-    executions = [execute(c, Signal(), driver=driver, clock=system_clock) for c in claimed]
+    executions = [
+        execute(c, Signal(), driver=driver, clock=system_clock, handle=get_job(c.name))
+        for c in claimed
+    ]
     settle(driver, [e.settle for e in executions])
     poison = harness.row(ids[1])
     assert poison.state == "dead" and poison.stop_reason == "terminal"

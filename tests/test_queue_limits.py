@@ -82,8 +82,8 @@ def test_limit_13_a_burst_ends_only_when_a_capped_queue_holds_nothing_it_can_run
 
     def claim_then_settle(**kwargs):
         claimed = claim(**kwargs)
-        if not claimed and worker._runs:  # the cap is this worker's own run's
-            wait_for(lambda: not worker._runs, what="the run holding the cap to settle")
+        if not claimed and worker.runs.by_token:  # the cap is this worker's own run's
+            wait_for(lambda: not worker.runs.by_token, what="the run holding the cap to settle")
             raced.append(True)
         return claimed
 

@@ -101,7 +101,7 @@ def test_a_lost_lease_is_sent_once_with_the_worker_and_reason(harness):
         visibility_timeout=settings().visibility_timeout,
         worker_id="w-9",
     )
-    run = Run(job=claimed, worker_id="w-9")
+    run = Run(job=claimed, worker_id="w-9", handle=jobs.ok)  # as admission resolves it
     with received(job_lease_lost) as lost:
         run.lose("expired")
         run.lose("expired")  # reported once

@@ -117,7 +117,7 @@ def test_settling_retries_only_transient_failures_while_a_lease_may_hold(harness
     [job] = harness.driver.claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id=worker.worker_id
     )
-    run = worker._runs[job.lease_token] = Run(job, worker.worker_id, 30)
+    run = worker.runs.by_token[job.lease_token] = Run(job, worker.worker_id, 30)
     values = [RetryAt(job.id, job.lease_token)]
     calls = []
 

@@ -26,6 +26,7 @@ from django_xjobs.errors import (
     StepSuspension,
 )
 from django_xjobs.events import publish_event
+from django_xjobs.registry import get_job
 from django_xjobs.run.execute import Outcome, execute
 from django_xjobs.run.settle import settle
 from django_xjobs.steps import Steps
@@ -506,7 +507,9 @@ def test_exec_06_se_21_a_step_left_running_after_the_attempt_is_refused(live_har
     [held] = live_harness.driver.claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
     )
-    run = execute(held, Signal(), driver=live_harness.driver, clock=clock)
+    run = execute(
+        held, Signal(), driver=live_harness.driver, clock=clock, handle=get_job(held.name)
+    )
     assert run.outcome == Outcome.COMPLETED
     reason = SIGNALS[token].reason  # the attempt has ended: its signal says so
     assert isinstance(reason, JobAbortedError) and reason.code == "X_ABORTED"

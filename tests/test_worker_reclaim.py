@@ -11,6 +11,7 @@ its body past --shutdown-timeout.
 from __future__ import annotations
 
 from django_xjobs.drivers.contract import Complete
+from django_xjobs.registry import get_job
 from django_xjobs.run.execute import Outcome, failure
 from django_xjobs.run.settle import settle
 from django_xjobs.worker.run import Run
@@ -49,9 +50,11 @@ def test_lease_12_the_old_runs_settle_leaves_the_new_run_held_and_stoppable(harn
     old, new = _claimed_twice(harness, worker.worker_id)
     old_run = Run(old, worker.worker_id, 5)
     new_run = Run(new, worker.worker_id, 30)
-    worker._runs.update({old.lease_token: old_run, new.lease_token: new_run})
+    worker.runs.by_token.update({old.lease_token: old_run, new.lease_token: new_run})
 
-    worker._settle_batch([failure(old, RuntimeError("its lease lapsed in an outage"))])
+    worker.settler.settle_batch(
+        [failure(old, RuntimeError("its lease lapsed in an outage"), handle=get_job(old.name))]
+    )
 
     assert worker.in_flight() == [new_run]  # still renewed by the heartbeat, still drained
     assert old_run.settled.is_set() and not new_run.settled.is_set()

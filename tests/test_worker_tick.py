@@ -15,7 +15,7 @@ from django_xjobs.clock import FrozenClock
 from django_xjobs.conf.limits import parse_limits
 from django_xjobs.errors import InvariantError
 from django_xjobs.run.execute import Outcome
-from django_xjobs.testing import memory_driver
+from django_xjobs.testing import memory_driver, run_until_idle
 from django_xjobs.worker.limits import Limiter
 from django_xjobs.worker.run import Run
 from django_xjobs.worker.worker import Worker
@@ -95,6 +95,23 @@ def test_work_06_a_capped_job_is_shed_while_its_slot_is_held(harness):
     done = worker(harness).tick()
     assert [e.outcome for e in done.executions] == [Outcome.COMPLETED]
     # the tick's run gave its slot back when it settled: another holder can take it
+    assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:2") == 0
+
+
+def test_work_06_run_until_idle_admits_through_the_same_fleet_slot(harness):
+    """``run_until_idle()`` ticks the worker's own parts: a held slot sheds the job there too,
+    no attempt spent, and the run that follows gives its slot back at its settle."""
+    leases = harness.driver.leases
+    assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:1") == 0
+    job_id = jobs.exclusive.enqueue(token="held", hold=0).id
+    assert run_until_idle(driver=harness.driver) == []
+    row = harness.row(job_id)
+    assert (row.state, row.attempt) == ("ready", 0)
+
+    assert leases.release(EXCLUSIVE, 0, "elsewhere:1")
+    harness.advance(1)  # past the shed's delay of one poll interval
+    [execution] = run_until_idle(driver=harness.driver)
+    assert execution.outcome == Outcome.COMPLETED
     assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:2") == 0
 
 
@@ -324,7 +341,7 @@ def test_lease_14_each_hand_back_is_idempotent_and_tolerates_never_taken(harness
     [job] = harness.driver.claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id=ticker.worker_id
     )
-    ticker._release(Run(job, ticker.worker_id))  # took nothing: handing back is a no-op
+    ticker.settler.release(Run(job, ticker.worker_id))  # took nothing: handing back is a no-op
 
     leases = harness.driver.leases
     holder = f"{ticker.worker_id}:{job.id}"
@@ -333,10 +350,12 @@ def test_lease_14_each_hand_back_is_idempotent_and_tolerates_never_taken(harness
     run = Run(
         job, ticker.worker_id, slot=(EXCLUSIVE, slot, holder), limit_lease=limit.acquire("q", None)
     )
-    ticker._release(run)
+    ticker.settler.release(run)
     assert (leases.held(EXCLUSIVE), limit.in_flight()) == (0, 0)
     assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:1") == slot  # a new holder has it now
-    ticker._release(run)  # again: frees neither the new holder's slot nor a limit it never had
+    ticker.settler.release(
+        run
+    )  # again: frees neither the new holder's slot nor a limit it never had
     assert (leases.held(EXCLUSIVE), limit.in_flight()) == (1, 0)
     assert limit.acquire("q", None) is not None and limit.acquire("q", None) is None
 
@@ -349,7 +368,7 @@ def test_work_06_a_tick_that_raises_midway_still_holds_nothing(harness, monkeypa
         def broken(batch):
             raise RuntimeError("the settle broke")
 
-        monkeypatch.setattr(ticker, "_settle_batch", broken)
+        monkeypatch.setattr(ticker.settler, "settle_batch", broken)
         with pytest.raises(RuntimeError, match="the settle broke"):
             ticker.tick()
     assert (ticker.in_flight(), ticker.limiter.in_flight()) == ([], 0)

@@ -57,6 +57,7 @@ from ..text import storable
 from ..tracing import job_span
 from . import outage
 from .controls import RunControls
+from .handle import Runnable
 
 
 class Outcome(enum.StrEnum):
@@ -117,24 +118,33 @@ class Body:
             callback()
 
 
-def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock) -> Execution:
-    """Run ``job``'s handler and return its outcome; only step records are written here."""
+def execute(
+    job: ClaimedJob,
+    signal: Signal,
+    *,
+    driver: JobDriver,
+    clock: Clock,
+    handle: Runnable | None,
+) -> Execution:
+    """Run ``job``'s handler and return its outcome; only step records are written here.
+    ``handle`` is what the job's name resolved to when it was admitted (None: unknown here)."""
     # the run's secrets, collected once: every log line, step error and span it produces is
     # scrubbed of them before it leaves the process (redact.py)
     secrets = redact.secrets_of(job.input)
     if not secrets:  # most runs: nothing to scope, and no context switch on the hot path
-        return _execute(job, signal, driver=driver, clock=clock)
+        return _execute(job, signal, driver=driver, clock=clock, handle=handle)
     with redact.scope(secrets):
-        return _execute(job, signal, driver=driver, clock=clock)
+        return _execute(job, signal, driver=driver, clock=clock, handle=handle)
 
 
-def _execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock) -> Execution:
+def _execute(
+    job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock, handle: Runnable | None
+) -> Execution:
     started = time.monotonic()
     if job.undecodable is not None:
         return _undecodable(job)
     if job.expired:  # the claim saw its expiry pass before it ever started (issue 29)
         return _expired(job, driver)
-    handle = registry.get_job(job.name)
     if handle is None:
         return _unknown(job, clock.now())
     # SPEC RETRY-05: the handle's policy and the claimed attempt, never the row's max_attempts
@@ -208,12 +218,13 @@ def _execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock
 
 
 def _run_body(
-    handle: Any, ctx: JobContext, job: ClaimedJob, signal: Signal, body: Body | None
+    handle: Runnable, ctx: JobContext, job: ClaimedJob, signal: Signal, body: Body | None
 ) -> Any:
     def call() -> Any:
         return handle.invoke(ctx, job.input)
 
-    if handle.timeout is None or body is None:
+    timeout = handle.timeout
+    if timeout is None or body is None:
         return call()
     box: dict[str, Any] = {}
     finished = threading.Event()
@@ -227,7 +238,7 @@ def _run_body(
             connections.close_all()  # this thread's connections only
             finished.set()
             if box.get("late"):
-                _abandoned(job, handle.timeout, box.get("error"))
+                _abandoned(job, timeout, box.get("error"))
             body.end()
 
     # the body's own thread runs in a copy of this context: it sees the ambient job too
@@ -235,10 +246,10 @@ def _run_body(
     threading.Thread(
         target=context.run, args=(target,), name=f"xjobs-body-{job.id}", daemon=True
     ).start()
-    if not finished.wait(handle.timeout):
+    if not finished.wait(timeout):
         box["late"] = True
         error = JobTimeoutError(
-            f"job {job.name!r} passed its timeout of {format_seconds(handle.timeout)}",
+            f"job {job.name!r} passed its timeout of {format_seconds(timeout)}",
             hint="the body was told to stop (ctx.signal); make it faster or raise timeout=",
         )
         signal.abort(error)  # SPEC EXEC-04, SE-20: abort the signal first, then fail
@@ -332,9 +343,11 @@ def _stopped_or_failed(
     return _failed(job, policy, error, duration)
 
 
-def failure(job: ClaimedJob, error: BaseException, duration: float = 0.0) -> Execution:
-    """The outcome of ``error`` ending ``job``'s attempt, under its registered retry policy."""
-    handle = registry.get_job(job.name)
+def failure(
+    job: ClaimedJob, error: BaseException, duration: float = 0.0, *, handle: Runnable | None
+) -> Execution:
+    """The outcome of ``error`` ending ``job``'s attempt, under ``handle``'s retry policy (the
+    default one for a job unknown here)."""
     return _failed(job, handle.retry if handle else DEFAULT_RETRY, error, duration)
 
 

@@ -29,14 +29,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from .. import conf, registry, signals
+from .. import conf, registry
 from ..clock import Clock, FrozenClock, system_clock
-from ..context import Signal
 from ..drivers import create, get_driver, install, uninstall
 from ..drivers.contract import JobDriver
-from ..run.execute import Execution, Outcome, execute
-from ..run.settle import settle
+from ..run.execute import Execution
 from ..states import FINISHED_STATES
+from ..worker.worker import Worker
 from . import frozen
 
 if TYPE_CHECKING:
@@ -56,7 +55,10 @@ def run_until_idle(
 ) -> list[Execution]:
     """Claim and run due jobs one at a time until none is due; return every execution.
 
-    Jobs that are retried with a delay are not waited for: move time (or the rows) and call
+    Each pass is a ``Worker.tick()`` of a one-thread worker: a job goes through the worker's
+    admission (per-process limits, its fleet ``concurrency=`` slot) and its settle. A job shed
+    by a full limit or slot is ready again after a poll interval and is not returned. Jobs
+    that are retried with a delay are not waited for: move time (or the rows) and call
     it again. ``max_runs`` guards against a job that re-enqueues itself forever::
 
         send_receipt.enqueue(order_id=7)
@@ -66,24 +68,16 @@ def run_until_idle(
     driver = driver or get_driver()
     frozen.catch_up()
     names = list(queues or sorted(registry.known_queues(conf.get().queues)))
+    # the worker's own parts, one job a pass: its admission applies the per-process limits
+    # and the fleet slots, its settler settles, records and sends job_finished
+    worker = Worker(queues=names, concurrency=1, driver=driver, clock=clock, worker_id=worker_id)
     executions: list[Execution] = []
     while len(executions) < max_runs:
-        relay_staged(driver)
-        claimed = driver.claim(
-            queues=names,
-            limit=1,
-            visibility_timeout=conf.get().visibility_timeout,
-            worker_id=worker_id,
-        )
-        if not claimed:
+        # on the test's session as it is, and a body past its timeout is not waited for
+        done = worker.tick(limit=1, bounded=False, wait=False)
+        if not done.executions and not done.shed:
             return executions
-        execution = execute(claimed[0], Signal(), driver=driver, clock=clock)
-        if claimed[0].lease_token not in settle(driver, [execution.settle]):
-            execution = Execution(
-                Outcome.LEASE_LOST, execution.job, execution.duration, execution.settle
-            )
-        signals.finished(execution, outcome=execution.outcome)
-        executions.append(execution)
+        executions += done.executions
     raise AssertionError(f"run_until_idle ran {max_runs} jobs and the queue is still not idle")
 
 

@@ -1,21 +1,22 @@
 """The worker's admission: each claimed job takes the per-process limit, then its fleet slot,
-or is shed straight back without spending an attempt (SPEC WORK-04/07/08). A mixin of
-``Worker``, which owns the state named here."""
+or is shed straight back without spending an attempt (SPEC WORK-04/07/08). Its row's name is
+resolved to what it runs here, once, and carried on the run."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import log, registry
 from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
+from ..run.handle import Runnable
 from ..run.settle import settle
+from .inflight import InFlight
 from .limits import Limiter
-from .pools import Lane
 from .run import Run
 
 
@@ -27,47 +28,54 @@ class Admit:
 
 
 class Admission:
-    """Admission for ``Worker`` (worker.py); the attributes below are the worker's."""
+    """Admits claimed jobs into ``runs`` or sheds them back; ``tick()``, ``run_until_idle()``
+    and the claim loop all admit through one."""
 
-    driver: JobDriver
-    worker_id: str
-    poll_interval: float
-    visibility_timeout: float
-    limiter: Limiter
-    outcomes: Counter[str]
-    _limited: bool
-    _quarantined: bool
-    _awaiting_idle: bool
-    _runs: dict[Any, Run]
-    _runs_lock: threading.Lock
-    _abandoned: dict[Any, Run]
-    _lane_of: dict[str, Lane]
+    def __init__(
+        self,
+        runs: InFlight,
+        driver: JobDriver,
+        limiter: Limiter,
+        *,
+        worker_id: str,
+        poll_interval: float,
+        visibility_timeout: float,
+        outcomes: Counter[str],
+        watch: Callable[[str], Any] = lambda section: contextlib.nullcontext(),
+    ) -> None:
+        self.runs = runs
+        self.driver = driver
+        self.limiter = limiter
+        caps = limiter.limits
+        #: no cap configured: nothing to count, so a run takes no limiter lease at all
+        self.limited = any(
+            cap is not None
+            for cap in (caps.global_, caps.per_queue, caps.per_tenant, caps.rate_per_tenant)
+        )
+        self.worker_id = worker_id
+        self.poll_interval = poll_interval
+        self.visibility_timeout = visibility_timeout
+        self.outcomes = outcomes
+        self.watch = watch
 
-    def _watch(self, section: str) -> Any:
-        raise NotImplementedError
-
-    def _admit_all(
-        self, claimed: Sequence[ClaimedJob], sent: float
-    ) -> tuple[list[Run], list[Shed]]:
+    def admit_all(self, claimed: Sequence[ClaimedJob], sent: float) -> tuple[list[Run], list[Shed]]:
         """Admit each claimed job or shed it back; the admitted are this worker's runs now."""
         # Decide the whole batch (admit, or shed back) before starting any of it: a job that
         # kills its worker at once must not take down jobs this loop had yet to shed.
         admitted, shed = [], []
-        with self._watch("admit"):
+        with self.watch("admit"):
             for job in claimed:
-                admission = self._admit(job)
+                admission = self.admit(job)
                 if isinstance(admission, Shed):
-                    self._shed(job, admission)
+                    self.shed(job, admission)
                     shed.append(admission)
                     continue
                 admission.run.renewed_at = sent
-                with self._runs_lock:
-                    self._runs[job.lease_token] = admission.run
-                    self._lane_of[job.queue].held += 1
+                self.runs.admit(admission.run)
                 admitted.append(admission.run)
         return admitted, shed
 
-    def _admit(self, job: ClaimedJob) -> Admit | Shed:
+    def admit(self, job: ClaimedJob) -> Admit | Shed:
         """Take the per-process limit, then the fleet slot; shed the job when either is full
         (SPEC WORK-04/07/08): it goes back to ready without spending an attempt."""
 
@@ -75,24 +83,26 @@ class Admission:
             delay = self.poll_interval
             return Shed(job.id, job.lease_token, delay=delay, reason=reason, keep_place=keep_place)
 
-        if job.lease_expiries and self._abandoned:
+        runs = self.runs
+        if job.lease_expiries and runs.abandoned:
             # Its last run died with its worker. Until it runs alone, a death cannot say which
             # job caused it; an abandoned body may never end, so another worker takes it.
             return shed("suspect: its last run died with its worker; it runs alone")
-        if job.lease_expiries and (self._runs or self._quarantined):
+        if job.lease_expiries and (runs.by_token or runs.quarantined):
             # Held here beside live runs, it would be blamed if one of them killed this worker:
             # it goes back in its place in the queue, and this worker claims nothing more until
             # its runs end, then takes it first (not after the whole backlog, as a shed would).
-            self._awaiting_idle = True
+            runs.awaiting_idle = True
             return shed("suspect: it runs alone once this worker's runs end", keep_place=True)
-        if self._quarantined or self._awaiting_idle:
+        if runs.quarantined or runs.awaiting_idle:
             return shed("a suspect job runs alone on this worker, or waits to", keep_place=True)
         lease = None
-        if self._limited:
+        if self.limited:
             lease = self.limiter.acquire(job.queue, job.tenant_id)
             if lease is None:
                 return shed(f"limited: {self.limiter.last_reason}")
-        handle = registry.get_job(job.name)
+        # resolved here, once: the run carries it to its body, its settle and its signals
+        handle: Runnable | None = registry.get_job(job.name)
         slot = None
         leases = self.driver.leases
         # a per-key cap (limit_key) was decided in the claim: the per-name slot is not its
@@ -112,11 +122,18 @@ class Admission:
                 return shed(f"job concurrency ({handle.concurrency})")
             slot = (key, granted, holder)
         if job.lease_expiries:
-            self._quarantined = True  # nothing else runs or is claimed beside it
-        run = Run(job, self.worker_id, self.visibility_timeout, slot=slot, limit_lease=lease)
+            runs.quarantined = True  # nothing else runs or is claimed beside it
+        run = Run(
+            job,
+            self.worker_id,
+            self.visibility_timeout,
+            slot=slot,
+            limit_lease=lease,
+            handle=handle,
+        )
         return Admit(run)
 
-    def _shed(self, job: ClaimedJob, shed: Shed) -> None:
+    def shed(self, job: ClaimedJob, shed: Shed) -> None:
         """Hand a claimed job straight back: ready again after a poll, no attempt, no error."""
         log.event(
             logging.DEBUG,

@@ -7,12 +7,15 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import log, metrics, signals
 from ..context import Signal
 from ..drivers.contract import ClaimedJob
 from ..errors import JobCancelledError, LeaseLostError, SlotLostError
+
+if TYPE_CHECKING:
+    from ..run.handle import Runnable
 
 #: SPEC LEASE-15: the share of the visibility timeout kept back from the local deadline, for
 #: the renewal's trip and the handler's stop
@@ -62,6 +65,9 @@ class Run:
     #: the fleet concurrency slot this run holds, and what releases the per-process limit
     slot: tuple[str, int, str] | None = None
     limit_lease: Any = None
+    #: what the job's name resolved to at admission (None: nothing by that name here); its
+    #: body, its settle and its signals read this, never the registry again
+    handle: Runnable | None = None
     #: the clock ``renewed_at`` is read on (tests pass a controllable one)
     monotonic: Callable[[], float] = time.monotonic
 
@@ -103,7 +109,7 @@ class Run:
             error=error,
         )
         metrics.inc("xjobs_job_leases_lost_total", queue=self.job.queue)
-        signals.lease_lost(self.job, self.worker_id, reason)
+        signals.lease_lost(self.job, self.worker_id, reason, handle=self.handle)
         self.signal.abort(
             LeaseLostError(
                 f"job {self.job.id} is no longer held by this worker ({reason})",

@@ -9,6 +9,7 @@ import queue as queue_module
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,10 +18,11 @@ from django.db import connections
 from .. import log, metrics, signals
 from ..drivers import failures
 from ..drivers.connections import mark_role_thread
-from ..drivers.contract import JobDriver, RetryAt, Settle, Shed, SuspendUntil
+from ..drivers.contract import JobDriver, RetryAt, Shed, SuspendUntil
 from ..run.execute import Execution, Outcome
 from ..run.settle import settle
 from .guard import SettleGuard
+from .inflight import InFlight
 from .pools import Lane
 from .run import Run
 
@@ -67,63 +69,71 @@ class Ended:
     run: Run
 
 
-class Settling:
-    """The settler thread's part of ``Worker`` (worker.py), which owns the state named here."""
+class Settler:
+    """Settles finished runs, records their outcomes and hands back what each run held (its
+    limit, its fleet slot, its thread). The settler thread runs ``loop()``; ``tick()`` calls
+    ``settle_batch()`` in the calling thread."""
 
-    driver: JobDriver
-    worker_id: str
-    state: str
-    outcomes: Counter[str]
-    _database: str | None
-    _runs: dict[Any, Run]
-    _runs_lock: threading.Lock
-    _abandoned: dict[Any, Run]
-    _guard: SettleGuard
-    _wake: threading.Event
-    _draining: threading.Event
-    _quarantined: bool
-    _settle_queue: queue_module.SimpleQueue[Execution | Ended | None]
-    _lane_of: dict[str, Lane]
-    _owed: dict[Any, tuple[Settle, float]]
+    def __init__(
+        self,
+        runs: InFlight,
+        driver: JobDriver,
+        guard: SettleGuard,
+        *,
+        worker_id: str,
+        outcomes: Counter[str],
+        wake: threading.Event,
+        database: str | None,
+        restart: Callable[[Lane], None],
+        watch: Callable[[str], Any],
+    ) -> None:
+        self.runs = runs
+        self.driver = driver
+        self.guard = guard
+        self.worker_id = worker_id
+        self.outcomes = outcomes
+        #: set when a settle may have freed room: the claim loop looks again
+        self.wake = wake
+        self.database = database
+        #: an abandoned body returned: its pool gets its thread back (unless the worker stops)
+        self.restart = restart
+        self.watch = watch
+        #: what the job threads hand over: results to settle, abandoned bodies that ended, and
+        #: None to stop
+        self.queue: queue_module.SimpleQueue[Execution | Ended | None] = queue_module.SimpleQueue()
 
-    def _watch(self, section: str) -> Any:
-        raise NotImplementedError
-
-    def _start_thread(self, lane: Lane) -> None:
-        raise NotImplementedError
-
-    def _settle_loop(self) -> None:
+    def loop(self) -> None:
         mark_role_thread()
         try:
             while True:
-                first = self._settle_queue.get()
+                first = self.queue.get()
                 if first is None:
                     return
                 batch: list[Execution] = []
                 item: Execution | Ended | None = first
                 while True:
                     if isinstance(item, Ended):
-                        with self._watch("settle"):
-                            self._body_ended(item.run)
+                        with self.watch("settle"):
+                            self.body_ended(item.run)
                     elif item is None:
-                        with self._watch("settle"):
-                            self._settle_batch(batch)
+                        with self.watch("settle"):
+                            self.settle_batch(batch)
                         return
                     else:
                         batch.append(item)
                     if len(batch) >= _SETTLE_BATCH:
                         break
                     try:
-                        item = self._settle_queue.get_nowait()
+                        item = self.queue.get_nowait()
                     except queue_module.Empty:
                         break
-                with self._watch("settle"):
-                    self._settle_batch(batch)
+                with self.watch("settle"):
+                    self.settle_batch(batch)
         finally:
-            if self._database:
-                connections[self._database].close()
+            if self.database:
+                connections[self.database].close()
 
-    def _settle_batch(self, batch: list[Execution]) -> set[Any]:
+    def settle_batch(self, batch: list[Execution]) -> set[Any]:
         """Settle ``batch``; return the lease tokens whose settle landed."""
         if not batch:
             return set()
@@ -133,7 +143,7 @@ class Settling:
         # one window for the whole batch: each value retried for its own would add up past the
         # watchdog's bound on a settle, and an outage would end the worker (issue 25 item 1)
         guard = functools.partial(
-            self._guard, names=names, failures=failed, until=self._guard.window_end()
+            self.guard, names=names, failures=failed, until=self.guard.window_end()
         )
         settled = settle(self.driver, [e.settle for e in batch], guard)
         counts: Counter[tuple[str, str]] = Counter()
@@ -151,7 +161,7 @@ class Settling:
                 self._owe(execution, failed[token])
         for (queue, counted), n in counts.items():
             metrics.inc("xjobs_jobs_total", n, queue=queue, outcome=counted)
-        self._wake.set()  # a suspect may wait for this worker to be idle, or a hold-back end
+        self.wake.set()  # a suspect may wait for this worker to be idle, or a hold-back end
         return settled
 
     def _finish(
@@ -166,17 +176,13 @@ class Settling:
         """Release the run and record its outcome; its xjobs_jobs_total count goes to
         ``counts``, added to the counter once per settle batch rather than once per run."""
         job = execution.job
-        with self._runs_lock:
-            run = self._runs.pop(job.lease_token, None)
-            if run is not None and execution.abandoned is not None:
-                # in the same lock as the pop: the claim loop never sees its thread as free
-                self._abandoned[run.job.lease_token] = run
+        run = self.runs.settled(job.lease_token, abandoned=execution.abandoned is not None)
         if run is not None:
             run.settled.set()
             if execution.abandoned is not None:
                 self._hold_for(run, execution.abandoned)
             else:
-                self._release(run)
+                self.release(run)
         outcome = execution.outcome
         cancelled_meanwhile: str | None = None
         if not settled and not failed and outcome is not Outcome.CANCELLED:
@@ -197,7 +203,7 @@ class Settling:
             outcome = Outcome.LEASE_LOST
         self.outcomes[outcome] += 1
         if not isinstance(execution.settle, Shed):  # a run handed back unstarted never began
-            signals.finished(execution, outcome=outcome)
+            signals.finished(execution, outcome=outcome, handle=None if run is None else run.handle)
         # SPEC MET-02: one per settled run, no job-name label; a suspension is not counted
         # (nor is a shed job, which never reaches here)
         counted = "unsettled" if failed else _COUNTED.get(outcome)
@@ -262,8 +268,8 @@ class Settling:
         # as it would had the lapse been swept (SPEC T4: a re-claim after a lapse is attempt+1).
         value = execution.settle
         job = execution.job
-        with self._runs_lock:
-            self._owed[job.lease_token] = (value, time.monotonic())
+        with self.runs.lock:
+            self.runs.owed[job.lease_token] = (value, time.monotonic())
 
     def _hold_for(self, run: Run, body: Any) -> None:
         """SPEC EXEC-05: a body past its timeout still runs, so its fleet slot, its limit and a
@@ -279,12 +285,10 @@ class Settling:
             slot=f"{run.slot[0]}#{run.slot[1]}" if run.slot else None,
             hint="the body ignores ctx.signal; its capacity stays held until it returns",
         )
-        body.when_ended(lambda: self._settle_queue.put(Ended(run)))
+        body.when_ended(lambda: self.queue.put(Ended(run)))
 
-    def _body_ended(self, run: Run) -> None:
-        with self._runs_lock:
-            held = self._abandoned.pop(run.job.lease_token, None)
-        if held is None:
+    def body_ended(self, run: Run) -> None:
+        if not self.runs.body_ended(run):
             return
         metrics.gauge_add(_ABANDONED, -1)
         log.event(
@@ -295,16 +299,14 @@ class Settling:
             id=run.job.id,
             attempt=run.job.attempt,
         )
-        self._release(run)
-        if not self._draining.is_set() and self.state == "running":  # a tick has no threads
-            # the body that held a thread of its pool has returned
-            self._start_thread(self._lane_of[run.job.queue])
-        self._wake.set()
+        self.release(run)
+        self.restart(self.runs.lane_of[run.job.queue])  # its thread of the pool is free again
+        self.wake.set()
 
-    def _release(self, run: Run) -> None:
+    def release(self, run: Run) -> None:
         """Hand back the process limit and the fleet slot; a failure never fails the settle."""
         if run.job.lease_expiries:
-            self._quarantined = False
+            self.runs.quarantined = False
         try:
             if run.limit_lease is not None:
                 run.limit_lease.release()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import queue as queue_module
 import threading
@@ -30,14 +31,15 @@ from .breaker import Breaker, report_failure, report_resumed
 from .claim_limits import LimitPlan
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
+from .inflight import InFlight
 from .limits import Limiter
 from .paused import PausedQueues
 from .pools import Lane, describe, lanes
 from .presence import WorkerPresence
 from .retention import Retention
 from .run import Run
-from .settling import Ended, Settling, refused
-from .tick import Ticking
+from .settling import Settler, refused
+from .tick import Tick, Ticker
 from .watchdog import Watchdog
 from .window import ClaimWindow
 
@@ -61,7 +63,7 @@ class WorkerStats:
     abandoned: int = 0
 
 
-class Worker(Admission, Ticking, Settling):
+class Worker:
     """Claims jobs from ``queues`` into ``concurrency`` threads until stopped.
 
     ``concurrency`` is one pool every queue shares (an int), or threads per queue (a mapping,
@@ -81,6 +83,11 @@ class Worker(Admission, Ticking, Settling):
       running ones finish and settle, then it returns.
 
     ``burst=True`` returns once nothing is due and nothing is running.
+
+    It is composed of parts, each handed what it needs: ``runs`` (worker/inflight.py) owns the
+    runs in flight; ``admission`` admits or sheds each claimed job into it; ``settler`` settles
+    finished runs and hands back what they held; ``tick()`` drives the same two in the calling
+    thread (worker/tick.py). The worker itself keeps the claim loop and the job threads.
     """
 
     def __init__(
@@ -110,7 +117,6 @@ class Worker(Admission, Ticking, Settling):
             settings.prefetch if prefetch is None else prefetch,
             strict=given is not None,
         )
-        self._lane_of = {name: lane for lane in self._lanes for name in lane.queues}
         #: threads in all: the most handlers that ever run at once
         self.concurrency = sum(lane.size for lane in self._lanes)
         #: threads per queue with per-queue pools; None for one pool every queue shares
@@ -137,12 +143,6 @@ class Worker(Admission, Ticking, Settling):
         self.stall_timeout = stall_timeout or settings.stall_timeout
         self.watchdog: Watchdog | None = None
         self.limiter = Limiter(settings.limits, clock)
-        caps = self.limiter.limits
-        #: no cap configured: nothing to count, so a run takes no limiter lease at all
-        self._limited = any(
-            cap is not None
-            for cap in (caps.global_, caps.per_queue, caps.per_tenant, caps.rate_per_tenant)
-        )
         self.poll_interval = poll_interval or settings.poll_interval
         check_name(worker_id, "worker id")  # stored in claimed_by and x_workers
         self.worker_id = worker_id or f"worker-{uuid7()}"
@@ -152,34 +152,52 @@ class Worker(Admission, Ticking, Settling):
         self._start_lock = threading.Lock()
         self.outcomes: Counter[str] = Counter()
         self._database = self.driver.database
-        #: every run this worker holds, by lease token: after a lost lease the same job may be
-        #: claimed again here while the run that lost it has yet to settle
-        self._runs: dict[Any, Run] = {}
-        self._runs_lock = threading.Lock()
+        #: the runs this worker holds: the one object its parts share (worker/inflight.py)
+        self.runs = InFlight(self._lanes)
         self._threads: list[threading.Thread] = []
         self._guard = SettleGuard(
-            runs=self._runs,
-            lock=self._runs_lock,
+            runs=self.runs.by_token,
+            lock=self.runs.lock,
             visibility_timeout=self.visibility_timeout,
             stall_timeout=self.stall_timeout,
             worker_id=self.worker_id,
         )
         self._wake = threading.Event()
         self._draining = threading.Event()
-        self._settle_queue: queue_module.SimpleQueue[Execution | Ended | None] = (
-            queue_module.SimpleQueue()
-        )
-        #: settles the guard gave up on while the database was away, by lease token: sent
-        #: again, fenced, as soon as it answers (issue 25 item 1)
-        self._owed: dict[Any, tuple[Settle, float]] = {}
         #: the presence renewal landed after failing: the claim loop tries now, not after its
         #: backoff (set by the heartbeat's thread, read by the claim loop's)
         self._answered = False
-        #: runs settled while their body still runs past its timeout, by lease token
-        self._abandoned: dict[Any, Run] = {}
-        self._quarantined = False
-        #: a suspect was handed back until this worker's runs end: claim nothing until then
-        self._awaiting_idle = False
+        self.admission = Admission(
+            self.runs,
+            self.driver,
+            self.limiter,
+            worker_id=self.worker_id,
+            poll_interval=self.poll_interval,
+            visibility_timeout=self.visibility_timeout,
+            outcomes=self.outcomes,
+            watch=self._watch,
+        )
+        self.settler = Settler(
+            self.runs,
+            self.driver,
+            self._guard,
+            worker_id=self.worker_id,
+            outcomes=self.outcomes,
+            wake=self._wake,
+            database=self._database,
+            restart=self._restart_thread,
+            watch=self._watch,
+        )
+        self._ticker = Ticker(
+            self.runs,
+            self.driver,
+            self.admission,
+            self.settler,
+            body=functools.partial(self._body, fresh_connection=False),
+            worker_id=self.worker_id,
+            visibility_timeout=self.visibility_timeout,
+            stall_timeout=self.stall_timeout,
+        )
         self._breaker = Breaker(base=self.poll_interval, cap=_CLAIM_BACKOFF_CAP)
         #: narrows the claims while job connections are refused (issue 25 item 2)
         self._window = ClaimWindow(
@@ -223,13 +241,13 @@ class Worker(Admission, Ticking, Settling):
         for lane in self._lanes:
             lane.ready = queue_module.SimpleQueue()
         self._threads = []
-        settler = threading.Thread(target=self._settle_loop, name="xjobs-settler", daemon=True)
+        settler = threading.Thread(target=self.settler.loop, name="xjobs-settler", daemon=True)
         presence = WorkerPresence(
             self.driver,
             worker_id=self.worker_id,
             queues=self.queues,
             ttl=self.visibility_timeout,
-            in_flight=lambda: len(self._runs),
+            in_flight=lambda: len(self.runs),
             answered=self._on_answered,
         )
         presence.renew()  # present before the first claim, so its lapses are judged fairly
@@ -312,25 +330,54 @@ class Worker(Admission, Ticking, Settling):
                 hint="use the postgres or memory driver, or drop concurrency= from those jobs",
             )
 
+    def tick(self, limit: int | None = None, *, bounded: bool = True, wait: bool = True) -> Tick:
+        """One pass of this worker in the calling thread, for tests (SPEC WORK-06).
+
+        Claims up to ``limit`` due jobs (default: ``concurrency``; with per-queue pools, queue
+        by queue, each for at most its own threads), admits each through the
+        same per-process limits, fleet concurrency slots and sheds as ``run()``, runs the
+        admitted ones one by one here, and settles them through the settler's code before it
+        returns. Nothing it took stays held: every limit and slot is released, and a body
+        left running past its timeout is waited for (up to the stall timeout). Staged outbox
+        rows this connection can see are published first, as ``run_until_idle()`` does::
+
+            def test_one_pass(db):
+                send_receipt.enqueue(order_id=7)
+                done = Worker(queues=["default"]).tick()
+                assert [e.outcome for e in done.executions] == ["completed"]
+
+        No heartbeat, settler or listener thread starts, so leases are not renewed during a
+        tick: keep the bodies a test ticks shorter than the visibility timeout. Its statements
+        run under the role's statement and lock timeouts, as the worker's threads' do;
+        ``bounded=False`` leaves the caller's session as it is, and ``wait=False`` returns as
+        soon as a body passes its timeout, its slot held until a later tick finds it returned
+        (``run_until_idle()`` does both, as it always has).
+        """
+        if self.state in ("running", "draining"):
+            raise InvariantError(
+                f"worker {self.worker_id} is {self.state}: tick() would race its own claim loop",
+                hint="tick() a worker that is not running, or let run() do the work",
+            )
+        self.check_enforceable()
+        return self._ticker.tick(limit or self.concurrency, bounded=bounded, wait=wait)
+
     @property
     def draining(self) -> bool:
         """True once ``stop()`` was asked for (or the run ended)."""
         return self._draining.is_set()
 
     def in_flight(self) -> list[Run]:
-        with self._runs_lock:
-            return list(self._runs.values())
+        return self.runs.runs()
 
     def abandoned(self) -> list[Run]:
         """Runs already settled whose body passed its timeout and has not returned yet."""
-        with self._runs_lock:
-            return list(self._abandoned.values())
+        return self.runs.abandoned_runs()
 
     def held_by_abandoned(self) -> bool:
         """True while bodies past their timeout hold half the threads of a pool or more: the
         pool runs at half its size or less until they return, which they may never do."""
-        return bool(self._abandoned) and any(
-            2 * self._abandoned_in(lane) >= lane.size for lane in self._lanes
+        return bool(self.runs.abandoned) and any(
+            2 * self.runs.abandoned_in(lane) >= lane.size for lane in self._lanes
         )
 
     def stats(self) -> WorkerStats:
@@ -338,9 +385,9 @@ class Worker(Admission, Ticking, Settling):
             self.worker_id,
             self.queues,
             self.state,
-            len(self._runs),
+            len(self.runs),
             Counter(self.outcomes),
-            abandoned=len(self._abandoned),
+            abandoned=len(self.runs.abandoned),
         )
 
     # --- the claim loop ---------------------------------------------------------------------
@@ -362,6 +409,7 @@ class Worker(Admission, Ticking, Settling):
         self._wake.set()
 
     def _loop(self) -> None:
+        runs = self.runs
         while not self._draining.is_set():
             self._wake.clear()
             notified, self._notified = self._notified, False
@@ -372,18 +420,18 @@ class Worker(Admission, Ticking, Settling):
             if self._answered:
                 self._answered = False
                 self._breaker.retry_now()  # claim now, not at the end of a 10 s backoff
-            if self._owed and self._breaker.wait() <= 0:
+            if runs.owed and self._breaker.wait() <= 0:
                 self._repay()
-            if self._awaiting_idle and not self._runs:
-                self._awaiting_idle = False  # idle: the next claim takes the suspect, alone
+            if runs.awaiting_idle and not runs.by_token:
+                runs.awaiting_idle = False  # idle: the next claim takes the suspect, alone
             # a suspect running alone, or waiting for this worker to be idle, stops the claims
             # results in hand go first: while a settle is retried through an outage, claiming
             # would overtake it and re-run the very jobs it is trying to settle
-            held_back = self._quarantined or self._awaiting_idle or self._guard.retrying.is_set()
+            held_back = runs.quarantined or runs.awaiting_idle or self._guard.retrying.is_set()
             wants = [] if held_back else self._free_lanes()
             # read before the claim: a run of ours in flight may hold the very cap or key slot
             # that made the claim come back empty, and settle before the idle check below
-            in_flight = bool(self._runs)
+            in_flight = bool(runs.by_token)
             claims: list[tuple[Lane, int, list[ClaimedJob], float]] = []
             swept, started = False, 0
             if wants:
@@ -408,7 +456,7 @@ class Worker(Admission, Ticking, Settling):
             self._retention.maybe_prune()
             # nothing runnable now: shed jobs wait for a slot, not for this burst; a suspect
             # handed back to wait for this worker's runs to end is runnable, once they have
-            idle_now = not started and not self._runs and not self._awaiting_idle
+            idle_now = not started and not runs.by_token and not runs.awaiting_idle
             # SPEC LIMIT-13: a burst ends on a claim made with nothing of its own in flight, so
             # rows held back only by a slot its last run freed are claimed, not left ready
             if self.burst and idle_now and not in_flight and (swept or not wants):
@@ -425,10 +473,11 @@ class Worker(Admission, Ticking, Settling):
         that follows meets the same outage and backs off); any other failure, or ten minutes
         owed, drops it: its lease hands the job back as before."""
         now = time.monotonic()
-        with self._runs_lock:
-            for token in [t for t, (_, at) in self._owed.items() if now - at > _OWED_FOR]:
-                del self._owed[token]
-            owed = [value for value, _ in self._owed.values()]
+        runs = self.runs
+        with runs.lock:
+            for token in [t for t, (_, at) in runs.owed.items() if now - at > _OWED_FOR]:
+                del runs.owed[token]
+            owed = [value for value, _ in runs.owed.values()]
         if not owed:
             return
         kept: set[Any] = set()
@@ -450,10 +499,10 @@ class Worker(Admission, Ticking, Settling):
                 again = [value for value in owed if value.lease_token in kept]
                 kept.clear()
                 landed |= settle(self.driver, again, guard)
-        with self._runs_lock:
+        with runs.lock:
             for value in owed:
                 if value.lease_token not in kept:
-                    self._owed.pop(value.lease_token, None)
+                    runs.owed.pop(value.lease_token, None)
         if len(kept) == len(owed):
             return  # the database still refuses them: nothing was sent
         log.event(
@@ -474,10 +523,10 @@ class Worker(Admission, Ticking, Settling):
             if lane.ready.qsize() > ahead // 2:
                 continue  # enough queued ahead: claim once the threads have eaten into it
             # an abandoned body still holds a thread: it counts against its pool
-            free = lane.size + ahead - lane.held - self._abandoned_in(lane)
+            free = lane.size + ahead - lane.held - self.runs.abandoned_in(lane)
             if free > 0:
                 wants.append((lane, free))
-        room = self._window.room(len(self._runs))
+        room = self._window.room(len(self.runs))
         if room is None:
             return wants
         narrowed = []
@@ -486,12 +535,6 @@ class Worker(Admission, Ticking, Settling):
                 narrowed.append((lane, min(free, room)))
                 room -= min(free, room)
         return narrowed
-
-    def _abandoned_in(self, lane: Lane) -> int:
-        if len(self._lanes) == 1:
-            return len(self._abandoned)
-        with self._runs_lock:
-            return sum(1 for run in self._abandoned.values() if run.job.queue in lane.queues)
 
     def _claim(
         self,
@@ -536,9 +579,9 @@ class Worker(Admission, Ticking, Settling):
         threads: the whole batch is decided before any of it starts. How many it queued."""
         admitted = []
         for _, _, claimed, sent in claims:
-            admitted += self._admit_all(claimed, sent)[0]
+            admitted += self.admission.admit_all(claimed, sent)[0]
         for run in admitted:
-            self._lane_of[run.job.queue].ready.put(run)
+            self.runs.lane_of[run.job.queue].ready.put(run)
         return len(admitted)
 
     def _watch(self, section: str) -> Any:
@@ -555,6 +598,12 @@ class Worker(Admission, Ticking, Settling):
         report_resumed(self.worker_id, self._breaker.success())
 
     # --- the job threads -------------------------------------------------------------------
+
+    def _restart_thread(self, lane: Lane) -> None:
+        """A body abandoned past its timeout returned: its pool gets its thread back, unless
+        the worker stops (a tick has no threads to give back)."""
+        if not self._draining.is_set() and self.state == "running":
+            self._start_thread(lane)
 
     def _start_thread(self, lane: Lane) -> None:
         thread = threading.Thread(target=self._work, args=(lane,), name="xjobs-job", daemon=True)
@@ -586,16 +635,15 @@ class Worker(Admission, Ticking, Settling):
 
     def _execute(self, run: Run) -> bool:
         """Run ``run`` and queue its result to settle; True when its body was left running."""
-        lane = self._lane_of[run.job.queue]
+        lane = self.runs.lane_of[run.job.queue]
         began = time.monotonic()
         execution = self._body(run, fresh_connection=True)
         if refused(execution):  # its connection was refused: narrow the claims
-            self._window.refused(len(self._runs))
+            self._window.refused(len(self.runs))
         elif execution.abandoned is None:
             self._window.ran()
-        self._settle_queue.put(execution)
-        with self._runs_lock:
-            lane.held -= 1  # the thread is free now; the settle is the settler's business
+        self.settler.queue.put(execution)
+        self.runs.returned(run)  # the thread is free now; the settle is the settler's business
         assert run.returned_at is not None  # set by _body
         lane.prefetch.ran(run.returned_at - began)
         if not self._wake.is_set() and lane.ready.qsize() <= lane.prefetch.low_water():
@@ -611,9 +659,11 @@ class Worker(Admission, Ticking, Settling):
             if run.signal.is_set():  # lost or cancelled while it waited for a thread
                 execution = self._unstarted(run)
             else:
-                execution = execute(run.job, run.signal, driver=self.driver, clock=self.clock)
+                execution = execute(
+                    run.job, run.signal, driver=self.driver, clock=self.clock, handle=run.handle
+                )
         except BaseException as error:  # never strand a claimed run: it must reach the settler
-            execution = failure(run.job, error)
+            execution = failure(run.job, error, handle=run.handle)
         run.returned_at = time.monotonic()  # SPEC HANG-03: its settle deadline starts now
         run.settling = True
         return execution
@@ -629,7 +679,7 @@ class Worker(Admission, Ticking, Settling):
         if self._database is None or not self._window.wary:
             return
         pause, narrowed = 0.05, False
-        handle = registry.get_job(run.job.name)
+        handle = run.handle
         while not run.signal.is_set() and not self._draining.is_set():
             try:
                 connections[self._database].ensure_connection()
@@ -643,7 +693,7 @@ class Worker(Admission, Ticking, Settling):
                     return  # not a refusal: the body meets it, and fails as it would
                 if not narrowed:  # once per run: a wait is one refusal, not one per try
                     narrowed = True
-                    self._window.refused(len(self._runs))
+                    self._window.refused(len(self.runs))
             run.signal.wait(pause)
             pause = min(pause * 2, 1.0)
 
@@ -661,12 +711,10 @@ class Worker(Admission, Ticking, Settling):
             return
         for run in runs:
             run.settled.set()  # SPEC LEASE-12: a renewal racing the shed reports no loss
-            with self._runs_lock:
-                self._runs.pop(run.job.lease_token, None)
-                self._lane_of[run.job.queue].held -= 1
-            self._release(run)
+            self.runs.handed_back(run)
+            self.settler.release(run)
             job = run.job
-            self._shed(
+            self.admission.shed(
                 job, Shed(job.id, job.lease_token, delay=0.0, reason=reason, keep_place=True)
             )
 
@@ -676,7 +724,7 @@ class Worker(Admission, Ticking, Settling):
         self.state = "draining"
         self._draining.set()
         log.event(
-            logging.INFO, "xjobs.worker.draining", worker=self.worker_id, in_flight=len(self._runs)
+            logging.INFO, "xjobs.worker.draining", worker=self.worker_id, in_flight=len(self.runs)
         )
         try:
             if notifier is not None:
@@ -694,7 +742,7 @@ class Worker(Admission, Ticking, Settling):
                 lane.ready.put(None)
             for thread in list(self._threads):
                 thread.join()  # running handlers finish (SPEC WORK-12)
-            self._settle_queue.put(None)
+            self.settler.queue.put(None)
             settler.join()
             heartbeat.stop()
             if self.watchdog is not None:
