@@ -94,33 +94,42 @@ WITH RECURSIVE walk(key, lap) AS (
     GROUP BY r.limit_key, p.concurrency
     HAVING count(*) >= p.concurrency
 ), room AS (
-    -- the walk read lazily, row by row: each test a scalar subquery on the key (never a join
-    -- that would read the walk, or the keys' table, whole)
-    SELECT w.key, w.lap FROM walk w
+    -- the walk read lazily, row by row: each test a subquery on the key (never a join that
+    -- would read the walk, or the keys' table, whole). `open`: the key's row says it may start
+    -- a run (true), it may not (false), or the key has no row yet (null), read once
+    SELECT w.key, w.lap, k.open FROM walk w
+    CROSS JOIN LATERAL (
+        SELECT (
+            SELECT (l.paused_until IS NULL OR l.paused_until <= statement_timestamp())
+                   AND NOT EXISTS (
+                       SELECT 1 FROM limits r
+                       WHERE r.name = split_part(l.key, E'\x1f', 1) AND r.rate IS NOT NULL
+                         AND (SELECT count(*) FROM unnest(l.starts) AS s(at)
+                              WHERE s.at > statement_timestamp()
+                                           - make_interval(secs => r.window_s))
+                             >= r.rate)
+            FROM x_limit_keys l WHERE l.key = w.key) AS open
+        -- a fence: pulled up, the subquery ran once for the test and again for the column
+        OFFSET 0
+    ) AS k
     WHERE w.key IS NOT NULL AND (w.lap = 0 OR w.key <= %(after)s)
-      AND COALESCE((
-          SELECT (l.paused_until IS NULL OR l.paused_until <= statement_timestamp())
-                 AND NOT EXISTS (
-                     SELECT 1 FROM limits r
-                     WHERE r.name = split_part(l.key, E'\x1f', 1) AND r.rate IS NOT NULL
-                       AND (SELECT count(*) FROM unnest(l.starts) AS s(at)
-                            WHERE s.at > statement_timestamp() - make_interval(secs => r.window_s))
-                           >= r.rate)
-          FROM x_limit_keys l WHERE l.key = w.key), true)
+      AND k.open IS NOT FALSE
       -- a hashed set, read once: a count per key stepped over planned onto whichever partial
       -- index of running rows looked cheaper, and after an ANALYZE taken with nothing
       -- running that was the lease index, read whole for every key
       AND w.key NOT IN (SELECT key FROM filled)
     LIMIT %(limit)s
 ), fresh AS (
+    -- only the keys the walk found no row for: a key with a row is locked below, not probed
+    -- for a conflict first (a row inserted since the walk read is another claim's: it wins)
     INSERT INTO x_limit_keys (key, updated_at)
-    SELECT key, statement_timestamp() FROM room
+    SELECT key, statement_timestamp() FROM room WHERE open IS NULL
     ON CONFLICT DO NOTHING
     RETURNING key
 ), held AS (
     -- checked again on the locked row: a pause or a start committed since the walk read it
     SELECT l.key FROM x_limit_keys l
-    WHERE l.key IN (SELECT key FROM room)
+    WHERE l.key IN (SELECT key FROM room WHERE open)
       AND (l.paused_until IS NULL OR l.paused_until <= statement_timestamp())
       AND NOT EXISTS (
           SELECT 1 FROM limits r
@@ -146,19 +155,26 @@ WITH jobs AS (
                          %(windows)s::float8[])
         AS p(name, concurrency, rate, window_s)
 ), budget AS (
-    SELECT l.key,
+    -- each locked key's room; its row is read only for a rate's window (a CASE evaluates only
+    -- the branch it takes): a key limited by concurrency alone costs its count, no read of its
+    -- row (limit_keys holds its lock, nothing here needs the row itself)
+    SELECT k.key,
            LEAST(%(limit)s,
-                 COALESCE(p.concurrency - (
-                     SELECT count(*) FROM x_jobs r
-                     WHERE NOT (r.state IN ('ready', 'delayed', 'suspended', 'done', 'failed',
-                                            'dead', 'cancelled'))
-                       AND r.limit_key = l.key), %(limit)s),
-                 COALESCE(p.rate - (
-                     SELECT count(*) FROM unnest(l.starts) AS s(at)
-                     WHERE s.at > statement_timestamp() - make_interval(secs => p.window_s)), %(limit)s)) AS room
-    FROM x_limit_keys l
-    LEFT JOIN jobs p ON p.name = split_part(l.key, E'\x1f', 1)
-    WHERE l.key = ANY(%(keys)s::text[])
+                 CASE WHEN p.concurrency IS NULL THEN %(limit)s
+                      ELSE p.concurrency - (
+                          SELECT count(*) FROM x_jobs r
+                          WHERE NOT (r.state IN ('ready', 'delayed', 'suspended', 'done',
+                                                 'failed', 'dead', 'cancelled'))
+                            AND r.limit_key = k.key) END,
+                 CASE WHEN p.rate IS NULL THEN %(limit)s
+                      ELSE p.rate - (
+                          SELECT count(*) FROM x_limit_keys l, unnest(l.starts) AS s(at)
+                          WHERE l.key = k.key
+                            AND s.at > statement_timestamp()
+                                       - make_interval(secs => p.window_s)) END) AS room
+    -- a key with runs in two of the queues was locked by both walks
+    FROM (SELECT DISTINCT key FROM unnest(%(keys)s::text[]) AS u(key)) AS k
+    LEFT JOIN jobs p ON p.name = split_part(k.key, E'\x1f', 1)
 ), reachable AS (
     SELECT w.id, w.queue, w.priority, w.run_at, b.key, b.room
     FROM budget b
