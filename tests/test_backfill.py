@@ -16,9 +16,10 @@ from django.db.models import QuerySet
 from django.test import override_settings
 
 from django_xjobs import backfill as declare_backfill
-from django_xjobs import metrics, registry
+from django_xjobs import metrics
 from django_xjobs.backfills import Backfill, _throttle, get_backfill, registered_backfills
 from django_xjobs.context import Signal
+from django_xjobs.declarations import registry
 from django_xjobs.drivers import install, uninstall
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.errors import JobAbortedError, JobCancelledError, JobDefinitionError

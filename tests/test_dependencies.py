@@ -17,11 +17,11 @@ from django_xjobs import Batch, DependencyCycleError, DependencyUnknownError, In
 from django_xjobs.clock import system_clock
 from django_xjobs.context import Signal
 from django_xjobs.drivers.contract import Complete, Finish
+from django_xjobs.operations.why import why_job
 from django_xjobs.outbox.relay import Relay
 from django_xjobs.run.execute import execute
 from django_xjobs.run.settle import settle
 from django_xjobs.testing import run_until_idle
-from django_xjobs.why import why_job
 from tests import jobs
 from tests.support.process import wait_for
 

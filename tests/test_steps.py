@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from django_xjobs.clock import FrozenClock
 from django_xjobs.context import Signal
-from django_xjobs.definitions import job
+from django_xjobs.declarations.job import job
 from django_xjobs.errors import (
     InvariantError,
     JobAbortedError,
@@ -25,10 +25,10 @@ from django_xjobs.errors import (
     JobTimeoutError,
     StepSuspension,
 )
-from django_xjobs.events import publish_event
 from django_xjobs.run.execute import Outcome, execute
 from django_xjobs.run.settle import settle
 from django_xjobs.steps import Steps
+from django_xjobs.steps.events import publish_event
 from django_xjobs.testing import age_events, run_to_completion, run_until_idle
 from tests import jobs
 from tests.models import Ledger

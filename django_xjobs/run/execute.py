@@ -16,9 +16,10 @@ from uuid import UUID
 
 from django.db import connections
 
-from .. import conf, history, log, redact, registry, signals
+from .. import conf, history, log, redact
 from ..clock import Clock
 from ..context import JobContext, JobLogger, Signal, _current
+from ..declarations import registry
 from ..drivers import failures
 from ..drivers.contract import (
     ClaimedJob,
@@ -48,14 +49,14 @@ from ..errors import (
     XJobsError,
     describe_error,
 )
+from ..limits.rate_limited import handed_back
 from ..payload import NotJSON, check_json, encode
-from ..rate_limited import handed_back
 from ..retry import DEFAULT_RETRY, Retry, decide
 from ..steps import Steps
 from ..steps.asynchronous import AsyncSteps
 from ..text import storable
 from ..tracing import job_span
-from . import outage
+from . import outage, signals
 from .controls import RunControls
 
 
@@ -186,7 +187,7 @@ def _execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock
         return _snoozed(job, snooze, time.monotonic() - started)
     except StepSuspension as suspension:
         return _suspended(job, suspension, clock, time.monotonic() - started)
-    except RateLimited as limited:  # the partner's word: no attempt spent (rate_limited.py)
+    except RateLimited as limited:  # the partner's word: no attempt spent (limits/rate_limited.py)
         settle = handed_back(job, limited, driver)
         duration = time.monotonic() - started
         return Execution(Outcome.SUSPENDED, job, duration, settle, error=str(limited))

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import log, registry
+from .. import log
+from ..declarations import registry
 from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
 from ..run.settle import settle
 from .limits import Limiter

@@ -9,10 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import log, metrics, signals
+from .. import log, metrics
 from ..context import Signal
 from ..drivers.contract import ClaimedJob
 from ..errors import JobCancelledError, LeaseLostError, SlotLostError
+from ..run import signals
 
 #: SPEC LEASE-15: the share of the visibility timeout kept back from the local deadline, for
 #: the renewal's trip and the handler's stop
