@@ -13,7 +13,8 @@
 from .actors import Actor
 from .backfills import backfill, registered_backfills
 from .classify import classify, register_error_retry, retry_class
-from .context import JobContext, JobContextFilter, Signal, current_job
+from .context import JobContext, JobContextFilter, current_job
+from .context import StopSignal as Signal  # ctx.signal's public name; StopSignal inside
 from .declarations.cron import CronHandle, cron, registered_crons
 from .declarations.job import JobHandle, job
 from .declarations.registry import get_job, registered_jobs

@@ -14,7 +14,7 @@ from django.db import connection
 
 from django_xjobs import InputInvalidError, payload, publish_event
 from django_xjobs.clock import system_clock
-from django_xjobs.context import Signal
+from django_xjobs.context import StopSignal
 from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.models import Job
@@ -82,7 +82,7 @@ def test_an_undecodable_row_dies_alone_and_its_batch_mates_run(harness):
         for n, i in enumerate(ids)
         if i != ids[1]
     )
-    executions = [execute(c, Signal(), driver=driver, clock=system_clock) for c in claimed]
+    executions = [execute(c, StopSignal(), driver=driver, clock=system_clock) for c in claimed]
     settle(driver, [e.settle for e in executions])
     poison = harness.row(ids[1])
     assert poison.state == "dead" and poison.stop_reason == "terminal"

@@ -18,7 +18,7 @@ from django.db import connections
 
 from .. import conf, history, log, redact
 from ..clock import Clock
-from ..context import JobContext, JobLogger, Signal, _current
+from ..context import JobContext, JobLogger, StopSignal, _current
 from ..declarations import registry
 from ..drivers import failures
 from ..drivers.contract import (
@@ -118,7 +118,7 @@ class Body:
             callback()
 
 
-def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock) -> Execution:
+def execute(job: ClaimedJob, signal: StopSignal, *, driver: JobDriver, clock: Clock) -> Execution:
     """Run ``job``'s handler and return its outcome; only step records are written here."""
     # the run's secrets, collected once: every log line, step error and span it produces is
     # scrubbed of them before it leaves the process (redact.py)
@@ -129,7 +129,7 @@ def execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock)
         return _execute(job, signal, driver=driver, clock=clock)
 
 
-def _execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock) -> Execution:
+def _execute(job: ClaimedJob, signal: StopSignal, *, driver: JobDriver, clock: Clock) -> Execution:
     started = time.monotonic()
     if job.undecodable is not None:
         return _undecodable(job)
@@ -209,7 +209,7 @@ def _execute(job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock
 
 
 def _run_body(
-    handle: Any, ctx: JobContext, job: ClaimedJob, signal: Signal, body: Body | None
+    handle: Any, ctx: JobContext, job: ClaimedJob, signal: StopSignal, body: Body | None
 ) -> Any:
     def call() -> Any:
         return handle.invoke(ctx, job.input)
@@ -317,7 +317,7 @@ def _snoozed(job: ClaimedJob, snooze: JobSnooze, duration: float) -> Execution:
 
 
 def _stopped_or_failed(
-    job: ClaimedJob, policy: Retry, error: BaseException, signal: Signal, duration: float
+    job: ClaimedJob, policy: Retry, error: BaseException, signal: StopSignal, duration: float
 ) -> Execution:
     reason = signal.reason
     if isinstance(reason, JobCancelledError | LeaseLostError):

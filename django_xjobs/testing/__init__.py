@@ -31,7 +31,7 @@ from uuid import UUID
 
 from .. import conf
 from ..clock import Clock, FrozenClock, system_clock
-from ..context import Signal
+from ..context import StopSignal
 from ..declarations import registry
 from ..drivers import create, get_driver, install, uninstall
 from ..drivers.contract import JobDriver
@@ -79,7 +79,7 @@ def run_until_idle(
         )
         if not claimed:
             return executions
-        execution = execute(claimed[0], Signal(), driver=driver, clock=clock)
+        execution = execute(claimed[0], StopSignal(), driver=driver, clock=clock)
         if claimed[0].lease_token not in settle(driver, [execution.settle]):
             execution = Execution(
                 Outcome.LEASE_LOST, execution.job, execution.duration, execution.settle

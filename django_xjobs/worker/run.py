@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import log, metrics
-from ..context import Signal
+from ..context import StopSignal
 from ..drivers.contract import ClaimedJob
 from ..errors import JobCancelledError, LeaseLostError, SlotLostError
 from ..run import signals
@@ -40,7 +40,7 @@ class Run:
     job: ClaimedJob
     worker_id: str
     visibility_timeout: float = 30.0
-    signal: Signal = field(default_factory=Signal)
+    signal: StopSignal = field(default_factory=StopSignal)
     #: the stopped() latch (SPEC LEASE-12): set when the run settled; a loss after it is no loss
     settled: Latch = field(default_factory=Latch)
     #: worker's own clock (monotonic seconds) when the last renewal that landed was SENT (the
