@@ -208,6 +208,24 @@ def test_the_package_root_holds_only_the_base_and_the_public_face():
     assert sorted(root - set(LAYERS["base"]) - PUBLIC_FACE) == []
 
 
+def test_the_floor_plan_in_contributing_names_every_top_level_module_under_its_layer():
+    text = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text()
+    block = text.split("## The floor plan", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    named: dict[str, set[str]] = {}
+    layer_here = ""
+    for line in block.splitlines():
+        if line[:1].strip():
+            layer_here = line.split()[0]
+        named.setdefault(layer_here, set()).update(re.findall(r"\w+", line))
+    missing = [
+        f"{layer_name}: {name}"
+        for layer_name, names in LAYERS.items()
+        for name in names
+        if name not in named.get(layer_name, set())
+    ]
+    assert missing == []
+
+
 def test_no_import_climbs_a_layer_but_the_marked_few():
     climbs, unmarked = [], []
     for path, tree in modules():
