@@ -554,7 +554,7 @@ def test_task_finished_is_wired_when_a_task_is_first_seen_not_at_import():
                 sys.executable,
                 "-c",
                 "import django; django.setup(); import django_xjobs.backends.tasks; "
-                "from django_xjobs import signals; print(len(signals.job_finished.receivers))",
+                "from django_xjobs.run import signals; print(len(signals.job_finished.receivers))",
             ],
             capture_output=True,
             text=True,
