@@ -13,10 +13,12 @@
 from .actors import Actor
 from .backfills import backfill, registered_backfills
 from .classify import classify, register_error_retry, retry_class
-from .context import JobContext, JobContextFilter, Signal, current_job
-from .cron import CronHandle, cron, registered_crons
-from .cron_controls import CronRun, inspect_crons, pause_cron, resume_cron, run_cron_now
-from .definitions import JobHandle, job
+from .context import JobContext, JobContextFilter, current_job
+from .context import StopSignal as Signal  # ctx.signal's public name; StopSignal inside
+from .declarations.cron import CronHandle, cron, registered_crons
+from .declarations.job import JobHandle, job
+from .declarations.registry import get_job, registered_jobs
+from .declarations.workflows import Batch, cancel_batch, inspect_batch
 from .drivers.contract import CronState, EnqueueResult, QueueState
 from .errors import (
     BackfillAppliedError,
@@ -63,8 +65,7 @@ from .errors import (
     ValueRefusedError,
     XJobsError,
 )
-from .events import publish_event
-from .limits_admin import inspect_limits, set_queue_limit
+from .limits.caps import inspect_limits, set_queue_limit
 from .operations import (
     cancel_job,
     discard_outbox_entry,
@@ -79,9 +80,9 @@ from .operations import (
     retry_job,
     retry_outbox_entry,
 )
-from .registry import get_job, registered_jobs
+from .operations.cron_controls import CronRun, inspect_crons, pause_cron, resume_cron, run_cron_now
 from .retry import Retry, retry_schedule
-from .workflows import Batch, cancel_batch, inspect_batch
+from .steps.events import publish_event
 
 __all__ = [
     "Actor",

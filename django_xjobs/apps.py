@@ -8,9 +8,9 @@ class XJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        from .declarations.registry import tasks_api, use_tasks
         from .drivers import connections  # noqa: F401  (bounds the roles' connections as they open)
-        from .registry import tasks_api, use_tasks
+        from .management import checks  # noqa: F401  (registers the system checks)
 
         if tasks_api() is not None:  # Django 6's django.tasks, or the backport on 5.2
             from .backends import tasks

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .steps.asynchronous import AsyncSteps
 
 
-class Signal:
+class StopSignal:
     """A run's stop signal: set once, with the reason, when the run must end.
 
     Long handlers check it between units of work (``ctx.signal.raise_if_set()``) or wait on it
@@ -37,7 +37,7 @@ class Signal:
         self._event: threading.Event | None = None
         self._reason: BaseException | None = None
         self._lock = threading.Lock()
-        self._children: list[Signal] = []
+        self._children: list[StopSignal] = []
         self._deadline: Callable[[], float] | None = None
         self._on_deadline: Callable[[], None] | None = None
         self._now: Callable[[], float] = time.monotonic
@@ -76,9 +76,9 @@ class Signal:
             child.abort(reason)
         return True
 
-    def child(self) -> Signal:
+    def child(self) -> StopSignal:
         """A signal set when this one is, that can also be set on its own (a step deadline)."""
-        child = Signal()
+        child = StopSignal()
         with self._lock:
             if self._reason is None:
                 self._children.append(child)
@@ -174,7 +174,7 @@ class JobContext:
     inputs: dict[str, Any]
     tenant_id: str | None
     enqueued_by: str | None
-    signal: Signal
+    signal: StopSignal
     logger: logging.LoggerAdapter[logging.Logger] = field(repr=False)
     #: the step runner (``ctx.step.run``, ``.atomic``, ``.sleep``, ``.wait_for_event``; awaitable in
     #: ``async def`` handlers)

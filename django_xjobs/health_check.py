@@ -27,8 +27,8 @@ from health_check.exceptions import (  # type: ignore[import-untyped]
     ServiceWarning,
 )
 
-from . import conf, registry
-from . import operations as inspect
+from . import conf, operations
+from .declarations import registry
 
 
 @dataclasses.dataclass
@@ -43,8 +43,8 @@ class Queues(HealthCheck):  # type: ignore[misc]
         try:
             watched = sorted(self.queues or registry.known_queues(conf.get().queues))
             try:
-                depth = {q["queue"]: q for q in inspect.inspect_queues()["queues"]}
-                workers = [w for w in inspect.inspect_workers() if w["alive"]]
+                depth = {q["queue"]: q for q in operations.inspect_queues()["queues"]}
+                workers = [w for w in operations.inspect_workers() if w["alive"]]
             except Exception as error:  # the message names no host or credential
                 raise ServiceUnavailable(
                     f"the jobs database does not answer ({type(error).__name__})"

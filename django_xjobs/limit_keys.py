@@ -128,7 +128,7 @@ def limited_names() -> list[str]:
 def _registry() -> Any:
     # upward: (base -> run) a run's limit key comes from its job's declared template, which only
     # the registry holds; the drivers render it where a row is written (enqueue, outbox publish)
-    from . import registry
+    from .declarations import registry
 
     return registry
 

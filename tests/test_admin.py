@@ -359,12 +359,12 @@ def test_a_refused_cancel_says_what_to_do_in_the_admin(admin_client):
 
 
 def test_the_last_error_column_is_one_short_line_with_the_full_text_on_hover(admin_client):
-    from django_xjobs import operations as inspect
+    from django_xjobs import operations
     from django_xjobs.admin import SHORT_ERROR
 
     job_id = jobs.ok.enqueue(n=36).id
     reason = "the customer wrote in to ask that " + "we stop this order please " * 12
-    inspect.cancel_job(job_id, reason=reason.strip())
+    operations.cancel_job(job_id, reason=reason.strip())
     text = admin_client.get("/admin/django_xjobs/job/").content.decode()
     cell = re.search(r'<span class="xjobs-error" title="([^"]*)">([^<]*)</span>', text)
     assert cell is not None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from django_xjobs import operations as inspect
+from django_xjobs import operations
 from tests import jobs
 
 
@@ -25,7 +25,7 @@ def page(client, job_id) -> str:
 
 def test_a_delayed_job_page_says_why_and_when_its_next_attempt_is(admin_client):
     job = jobs.ok.using(delay="7m").enqueue(n=1)
-    inspect.pause_queue("default", by="ops:alice")
+    operations.pause_queue("default", by="ops:alice")
     html = page(admin_client, job.id)
     assert '<li data-code="scheduled">scheduled for' in html
     assert '<li data-code="queue_paused">queue &#x27;default&#x27; is paused by ops:alice' in html

@@ -13,13 +13,14 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import override_settings
 
-from django_xjobs import checks, conf
+from django_xjobs import conf
 from django_xjobs.drivers import get_driver
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.drivers.postgres.outbox import PostgresOutboxStore
 from django_xjobs.drivers.postgres.scheduler import PostgresSchedulerStore
 from django_xjobs.errors import ConfigInvalidError
+from django_xjobs.management import checks
 from tests import jobs
 
 BASE = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
@@ -128,7 +129,8 @@ def test_a_non_postgres_database_is_an_error_and_the_memory_driver_a_warning():
 
 
 def test_registry_sanity_checks(monkeypatch):
-    from django_xjobs import job, registry
+    from django_xjobs import job
+    from django_xjobs.declarations import registry
 
     @job(idempotency_key="x", name="test_app.slow_steps", timeout="10s", step_timeout="30s")
     def slow_steps(ctx):

@@ -16,9 +16,10 @@ from django.db.models import QuerySet
 from django.test import override_settings
 
 from django_xjobs import backfill as declare_backfill
-from django_xjobs import metrics, registry
+from django_xjobs import metrics
 from django_xjobs.backfills import Backfill, _throttle, get_backfill, registered_backfills
-from django_xjobs.context import Signal
+from django_xjobs.context import StopSignal
+from django_xjobs.declarations import registry
 from django_xjobs.drivers import install, uninstall
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.errors import JobAbortedError, JobCancelledError, JobDefinitionError
@@ -215,7 +216,7 @@ def test_bf_04_replayed_pages_pay_no_wait(harness, monkeypatch):
 
 def test_bf_04_a_cancel_during_the_wait_is_x_aborted():
     spec = replace(get_backfill("tests.fill_currency"), rate=0.001)  # 1000 s between pages
-    signal = Signal()
+    signal = StopSignal()
     signal.abort(JobCancelledError("cancelled by an operator"))
 
     class Ctx:

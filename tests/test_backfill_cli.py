@@ -21,13 +21,13 @@ from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 from django.test import override_settings
 
-from django_xjobs import operations as inspect
+from django_xjobs import operations
 from django_xjobs.backfills import get_backfill
 from django_xjobs.backfills.gate import ENQUEUED_BY
 from django_xjobs.backfills.status import backfill_section
 from django_xjobs.backfills.watch import PassWatch, Progress, ProgressDisplay
-from django_xjobs.checks import check_pending_backfills
 from django_xjobs.drivers import get_driver
+from django_xjobs.management.checks import check_pending_backfills
 from django_xjobs.models import Backfill as LedgerRow
 from django_xjobs.testing import run_until_idle
 from tests import backfills, jobs
@@ -472,10 +472,10 @@ def test_a_terminal_redraws_one_line_and_a_log_gets_lines_at_intervals():
 
 def test_insp_02_a_pass_carries_its_ledger_row_and_any_other_job_none(harness):
     ordinary = jobs.ok.enqueue(n=1).id
-    assert inspect.inspect_job(ordinary)["backfill"] is None
+    assert operations.inspect_job(ordinary)["backfill"] is None
     orders(4)
     job_id = backfills.fill_currency.enqueue().id
-    assert inspect.inspect_job(job_id)["backfill"] == {
+    assert operations.inspect_job(job_id)["backfill"] == {
         "name": "tests.fill_currency",
         "status": None,  # queued, not started: no ledger row yet
         "environment": None,
@@ -488,7 +488,7 @@ def test_insp_02_a_pass_carries_its_ledger_row_and_any_other_job_none(harness):
     }
     run_until_idle()
     [row] = passes("tests.fill_currency")
-    section = inspect.inspect_job(job_id)["backfill"]
+    section = operations.inspect_job(job_id)["backfill"]
     assert section == {
         "name": "tests.fill_currency",
         "status": "completed",
@@ -511,7 +511,7 @@ def test_insp_02_a_stalled_pass_shows_its_error_and_cursor(harness):
     orders(3)
     job_id = backfills.forgets_rows.enqueue().id
     run_until_idle()
-    section = inspect.inspect_job(job_id)["backfill"]
+    section = operations.inspect_job(job_id)["backfill"]
     assert section["status"] == "failed" and section["error"].startswith("X_BACKFILL_STALLED")
     assert section["cursor"] == str(Order.objects.order_by("pk").last().pk)
 

@@ -101,38 +101,22 @@ LAYERS: dict[str, list[str]] = {
         "tracing",
     ],
     "drivers": ["drivers"],
-    "run": [
-        "cron",
-        "definitions",
-        "events",
-        "metrics",
-        "limits_admin",
-        "metrics_shared",
-        "rate_limited",
-        "registry",
-        "run",
-        "signals",
-        "steps",
-        "workflows",
-    ],
+    "run": ["declarations", "limits", "metrics", "run", "steps"],
     "roles": ["backends", "backfills", "outbox", "scheduler", "worker"],
     "operator": [
         "__init__",
         "admin",
         "apps",
-        "checks",
-        "cron_controls",
-        "health",
         "health_check",
         "management",
-        "manifest",
         "operations",
-        "overview",
         "testing",
         "views",
-        "why",
     ],
 }
+#: what the package root holds besides the base: the public face (the package, its app config, and
+#: the two paths users write into their settings and urls)
+PUBLIC_FACE = {"__init__", "apps", "health_check", "views"}
 RANK = {name: rank for rank, names in enumerate(LAYERS.values()) for name in names}
 #: the deliberate climbs, each marked ``# upward:`` with its reason where it is imported
 MAX_UPWARD = 3
@@ -217,6 +201,29 @@ def edges() -> dict[str, set[str]]:
 
 def test_every_module_has_a_layer():
     assert sorted({layer(m) for m in MODULES} - set(RANK)) == []
+
+
+def test_the_package_root_holds_only_the_base_and_the_public_face():
+    root = {path.stem for path in PACKAGE.glob("*.py")}
+    assert sorted(root - set(LAYERS["base"]) - PUBLIC_FACE) == []
+
+
+def test_the_floor_plan_in_contributing_names_every_top_level_module_under_its_layer():
+    text = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text()
+    block = text.split("## The floor plan", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    named: dict[str, set[str]] = {}
+    layer_here = ""
+    for line in block.splitlines():
+        if line[:1].strip():
+            layer_here = line.split()[0]
+        named.setdefault(layer_here, set()).update(re.findall(r"\w+", line))
+    missing = [
+        f"{layer_name}: {name}"
+        for layer_name, names in LAYERS.items()
+        for name in names
+        if name not in named.get(layer_name, set())
+    ]
+    assert missing == []
 
 
 def test_no_import_climbs_a_layer_but_the_marked_few():

@@ -22,8 +22,8 @@ from django_xjobs import (
     conf,
     publish_event,
 )
-from django_xjobs import checks as xjobs_checks
 from django_xjobs.drivers.memory import MemoryDriver
+from django_xjobs.management import checks as xjobs_checks
 from django_xjobs.models import JobEvent
 from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import run_until_idle

@@ -20,7 +20,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from django_xjobs import operations as inspect
+from django_xjobs import operations
 from django_xjobs.drivers import get_driver
 from django_xjobs.drivers.contract import Complete, Finish, Presence, StepRecord, SuspendUntil
 from tests.test_contract import claim, request
@@ -188,7 +188,7 @@ def test_a_suspended_job(signed_in, live_server, fleet):
 
 
 def test_the_queues_page(signed_in, live_server, fleet):
-    inspect.pause_queue("mail", by="ops:alice")
+    operations.pause_queue("mail", by="ops:alice")
     text = visit(signed_in, f"{live_server.url}/admin/django_xjobs/job/queues/", "queues")
     rows = signed_in.find_elements(By.CSS_SELECTOR, "#xjobs-queues tbody tr")
     assert [r.find_element(By.TAG_NAME, "th").text for r in rows][:2] == ["default", "mail"]

@@ -25,6 +25,7 @@ from django_xjobs import (
     retry_class,
 )
 from django_xjobs.classify import BUILTIN, _isolated_registry, is_declared, retry_for
+from django_xjobs.declarations.registry import get_job
 from django_xjobs.drivers.contract import Finish, RetryAt
 from django_xjobs.errors import (
     DriverUnavailableError,
@@ -36,7 +37,6 @@ from django_xjobs.errors import (
     SlotLostError,
     StepDuplicateError,
 )
-from django_xjobs.registry import get_job
 from django_xjobs.retry import RetryDecision, backoff_delay, decide
 from django_xjobs.run.execute import Outcome, failure
 from django_xjobs.testing import relay_staged, run_until_idle

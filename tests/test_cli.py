@@ -10,7 +10,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from django_xjobs import operations as inspect
+from django_xjobs import operations
 from django_xjobs.errors import XJobsError
 from django_xjobs.models import Job
 from django_xjobs.testing import run_until_idle
@@ -112,7 +112,7 @@ def test_prune_keeps_dead_jobs_unless_named_and_reports_each_state(harness):
     failed = jobs.no_dead_letter.enqueue(n=1).id
     dead = jobs.terminal.enqueue(n=1).id
     cancelled = jobs.ok.enqueue(n=2).id
-    inspect.cancel_job(cancelled)
+    operations.cancel_job(cancelled)
     run_until_idle()
     run_id = harness.row(stepped).run_id
     assert harness.driver.steps.list(run_id)
@@ -160,7 +160,7 @@ def test_prune_keeps_dead_jobs_unless_named_and_reports_each_state(harness):
 )
 def test_prune_refuses_bad_arguments(db, kwargs, code):
     with pytest.raises(XJobsError) as caught:
-        inspect.prune_jobs(**kwargs)
+        operations.prune_jobs(**kwargs)
     assert caught.value.code == code
 
 

@@ -26,8 +26,8 @@ from django_xjobs import (
     run_cron_now,
 )
 from django_xjobs.clock import FrozenClock
-from django_xjobs.cron_controls import next_fires
 from django_xjobs.errors import InvariantError
+from django_xjobs.operations.cron_controls import next_fires
 from django_xjobs.scheduler.role import Scheduler
 from tests import crons as fixtures  # noqa: F401 - registers the tests.* crons
 

@@ -14,9 +14,14 @@ from django.test import override_settings
 
 from django_xjobs import cron
 from django_xjobs.backends.tasks import task
-from django_xjobs.cron import CronHandle, occurrences_between, registered_crons, unregister
+from django_xjobs.declarations.cron import (
+    CronHandle,
+    occurrences_between,
+    registered_crons,
+    unregister,
+)
+from django_xjobs.declarations.registry import crons
 from django_xjobs.errors import JobDefinitionError
-from django_xjobs.registry import crons
 from tests import crons as fixtures
 from tests.test_tasks_cron import TASKS, _report
 

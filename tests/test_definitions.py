@@ -24,7 +24,7 @@ from django_xjobs import (
     job,
     registered_jobs,
 )
-from django_xjobs.registry import unregister
+from django_xjobs.declarations.registry import unregister
 from tests.jobs import ledger, ok, takes_kwargs
 
 BASE_XJOBS = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}

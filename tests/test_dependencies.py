@@ -15,14 +15,14 @@ from django.test.utils import CaptureQueriesContext
 
 from django_xjobs import Batch, DependencyCycleError, DependencyUnknownError, InvariantError
 from django_xjobs.clock import system_clock
-from django_xjobs.context import Signal
+from django_xjobs.context import StopSignal
+from django_xjobs.declarations.registry import get_job
 from django_xjobs.drivers.contract import Complete, Finish
+from django_xjobs.operations.why import why_job
 from django_xjobs.outbox.relay import Relay
-from django_xjobs.registry import get_job
 from django_xjobs.run.execute import execute
 from django_xjobs.run.settle import settle
 from django_xjobs.testing import run_until_idle
-from django_xjobs.why import why_job
 from tests import jobs
 from tests.support.process import wait_for
 
@@ -331,7 +331,9 @@ def test_child_07_the_settle_of_the_last_child_makes_the_parent_due_at_once(harn
     driver = harness.driver
     parent = jobs.patient_parent.enqueue(tag="w", ns=[2, 3]).id
     [run] = claim(driver)
-    execution = execute(run, Signal(), driver=driver, clock=system_clock, handle=get_job(run.name))
+    execution = execute(
+        run, StopSignal(), driver=driver, clock=system_clock, handle=get_job(run.name)
+    )
     assert settle(driver, [execution.settle]) == {run.lease_token}
     row = harness.row(parent)
     assert row.state == "suspended" and row.waiting_on == 2

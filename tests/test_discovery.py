@@ -13,11 +13,11 @@ import logging
 import pytest
 from django.core.management import call_command
 
-from django_xjobs import registry
-from django_xjobs.checks import check_unregistered_names
+from django_xjobs.declarations import registry
 from django_xjobs.drivers import get_driver
 from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.errors import QueueUnknownError
+from django_xjobs.management.checks import check_unregistered_names
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 

@@ -11,8 +11,8 @@ import sys
 import pytest
 from django.test import override_settings
 
-from django_xjobs import registry
 from django_xjobs.backends import tasks as djtasks
+from django_xjobs.declarations import registry
 from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.worker.worker import Worker
 from tests import tasks

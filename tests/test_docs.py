@@ -3,7 +3,7 @@ system check, log event and metric the package defines is documented, and nothin
 there is gone from the code.
 
 The names are read from the code (the error classes, ``conf.DEFAULTS``, the ``log.event`` calls,
-the metric names in ``metrics.py``), not from a list kept here, so a name added later fails
+the metric names in ``metrics/__init__.py``), not from a list kept here, so a name added later fails
 these tests until the reference page lists it.
 """
 
@@ -237,7 +237,7 @@ def test_the_log_events_reference_lists_no_event_the_code_lacks():
 
 
 def metric_names() -> set[str]:
-    source = PACKAGE / "metrics.py"
+    source = PACKAGE / "metrics" / "__init__.py"
     return {
         text
         for path, text in string_constants()

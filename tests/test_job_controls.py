@@ -201,7 +201,7 @@ def test_jctl_03_an_async_body_snoozes_and_reports_progress(harness):
 
 
 def test_jctl_03_a_hand_built_ctx_cannot_snooze():
-    from django_xjobs.context import JobContext, Signal
+    from django_xjobs.context import JobContext, StopSignal
 
     ctx = JobContext(
         job_id=uuid.uuid4(),
@@ -213,7 +213,7 @@ def test_jctl_03_a_hand_built_ctx_cannot_snooze():
         inputs={},
         tenant_id=None,
         enqueued_by=None,
-        signal=Signal(),
+        signal=StopSignal(),
         logger=None,  # type: ignore[arg-type]
         step=None,  # type: ignore[arg-type]
     )

@@ -341,7 +341,7 @@ def test_limit_14_rate_limited_pauses_the_key_and_gives_the_attempt_back(live_ha
     [(None, 1.0), (30, 30.0), ("30s", 30.0), ("120", 120.0), ("2m", 120.0), ("soon", 1.0)],
 )
 def test_limit_14_retry_after_reads_seconds_durations_and_headers(given, seconds):
-    from django_xjobs.rate_limited import seconds as read
+    from django_xjobs.limits.rate_limited import seconds as read
 
     assert read(given) == seconds
 
@@ -350,7 +350,7 @@ def test_limit_14_retry_after_reads_an_http_date():
     from datetime import UTC, datetime, timedelta
     from email.utils import format_datetime
 
-    from django_xjobs.rate_limited import seconds as read
+    from django_xjobs.limits.rate_limited import seconds as read
 
     when = format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
     assert 85 <= read(when) <= 90

@@ -8,7 +8,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from django_xjobs import manifest, registry
+from django_xjobs.declarations import registry
+from django_xjobs.operations import manifest
 from tests import jobs
 
 

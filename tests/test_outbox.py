@@ -185,7 +185,7 @@ def test_the_outbox_across_databases_stages_on_the_callers_alias():
 
 
 def test_publish_event_follows_the_required_rule(transactional_db):
-    from django_xjobs.events import publish_event
+    from django_xjobs.steps.events import publish_event
 
     with override_settings(XJOBS={**AUTO, "OUTBOX": "required"}):
         with pytest.raises(OutboxNoTxError):

@@ -10,7 +10,7 @@ import pytest
 from django.test import override_settings
 
 from django_xjobs import conf
-from django_xjobs.definitions import job
+from django_xjobs.declarations.job import job
 from django_xjobs.errors import ConfigInvalidError
 from django_xjobs.run.execute import Outcome
 from django_xjobs.worker.prefetch import AUTO_CAP, Prefetch

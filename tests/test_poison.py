@@ -14,12 +14,12 @@ from django.db import connection
 
 from django_xjobs import InputInvalidError, payload, publish_event
 from django_xjobs.clock import system_clock
-from django_xjobs.context import Signal
+from django_xjobs.context import StopSignal
+from django_xjobs.declarations.registry import get_job
 from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.models import Job
 from django_xjobs.payload import NotJSON, check_json
-from django_xjobs.registry import get_job
 from django_xjobs.run.execute import Outcome, execute
 from django_xjobs.run.settle import settle
 from django_xjobs.testing import run_until_idle
@@ -84,7 +84,7 @@ def test_an_undecodable_row_dies_alone_and_its_batch_mates_run(harness):
         if i != ids[1]
     )
     executions = [
-        execute(c, Signal(), driver=driver, clock=system_clock, handle=get_job(c.name))
+        execute(c, StopSignal(), driver=driver, clock=system_clock, handle=get_job(c.name))
         for c in claimed
     ]
     settle(driver, [e.settle for e in executions])

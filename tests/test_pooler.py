@@ -14,11 +14,12 @@ from django.conf import settings
 from django.db import connection, connections
 from django.test import override_settings
 
-from django_xjobs import checks, conf
+from django_xjobs import conf
 from django_xjobs.drivers import connections as role
 from django_xjobs.drivers.postgres import Listener, Polling, PostgresDriver, listener, sql
 from django_xjobs.drivers.postgres.outbox import PostgresOutboxStore
 from django_xjobs.errors import ConfigInvalidError
+from django_xjobs.management import checks
 from django_xjobs.outbox.relay import Relay
 from tests import jobs
 from tests.support.process import wait_for

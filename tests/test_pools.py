@@ -17,10 +17,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from django_xjobs import Retry, checks, conf
+from django_xjobs import Retry, conf
 from django_xjobs.conf.concurrency import parse_concurrency
-from django_xjobs.definitions import job
+from django_xjobs.declarations.job import job
 from django_xjobs.errors import ConfigInvalidError, InvariantError
+from django_xjobs.management import checks
 from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.pools import DEFAULT_SHARE

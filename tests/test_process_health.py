@@ -137,14 +137,14 @@ def test_health_01_processes_share_no_health_port(manage):
 def test_health_01_a_port_out_of_range_is_one_clear_error():
     from django.core.management import CommandError
 
-    from django_xjobs import health
+    from django_xjobs.management import health
 
     with pytest.raises(CommandError, match="X_INVARIANT: --health-port 70000 is not a TCP port"):
         health.start({"health_port": 70000}, health.Health("worker", []))
 
 
 def test_health_03_a_drain_the_role_began_itself_is_not_ready():
-    from django_xjobs import health
+    from django_xjobs.management import health
 
     state = {"now": "running"}
     probes = health.Health("worker", [], state=lambda: state["now"])

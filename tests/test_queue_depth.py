@@ -14,8 +14,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_xjobs.drivers.contract import Complete, Finish, SuspendUntil
+from django_xjobs.metrics.overview import overview
 from django_xjobs.models import QueueDepth
-from django_xjobs.overview import overview
 from django_xjobs.worker.depth import DepthSampler
 from django_xjobs.worker.presence import WorkerPresence
 from django_xjobs.worker.retention import Retention

@@ -8,8 +8,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from django_xjobs import checks, conf
+from django_xjobs import conf
 from django_xjobs.errors import ConfigInvalidError
+from django_xjobs.management import checks
 from django_xjobs.worker import recycle
 from django_xjobs.worker.breaker import Breaker
 from django_xjobs.worker.presence import WorkerPresence

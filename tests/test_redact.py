@@ -16,9 +16,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from django_xjobs import checks, redact
+from django_xjobs import redact
 from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.errors import ConfigInvalidError
+from django_xjobs.management import checks
 from django_xjobs.testing import run_until_idle
 from tests import jobs
 

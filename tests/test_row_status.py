@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from django.db import connection
 
-from django_xjobs import operations as inspect
+from django_xjobs import operations
 from django_xjobs.drivers.contract import StepRecord
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.errors import JobRowStatusUnknownError
@@ -50,7 +50,7 @@ def test_db_05_se_60_an_unknown_job_state_is_refused_naming_the_row(harness):
     for read in (
         lambda: harness.driver.get_job(job.id),
         lambda: harness.driver.list_jobs(),
-        lambda: inspect.inspect_job(str(job.id)),
+        lambda: operations.inspect_job(str(job.id)),
     ):
         with pytest.raises(JobRowStatusUnknownError) as raised:
             read()

@@ -26,7 +26,7 @@ from django.db import connection, connections
 
 from django_xjobs import Retry, cron, job
 from django_xjobs.clock import FrozenClock
-from django_xjobs.cron import (
+from django_xjobs.declarations.cron import (
     ONE_MICROSECOND,
     CronHandle,
     occurrences_between,

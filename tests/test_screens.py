@@ -19,8 +19,7 @@ from django.core.management import CommandError, call_command
 from django.db.models.functions import Now
 from django.utils.html import strip_tags
 
-from django_xjobs import metrics
-from django_xjobs import operations as inspect
+from django_xjobs import metrics, operations
 from django_xjobs.admin import JobAdmin
 from django_xjobs.clock import FrozenClock
 from django_xjobs.drivers.postgres import PostgresDriver
@@ -58,7 +57,7 @@ def xjobs(*args: str) -> str:
 def test_step_02_a_step_records_when_its_body_began_not_when_its_record_was_written(harness):
     job_id = jobs.timed_steps.enqueue(token=f"timed-{uuid.uuid4()}", hold=HOLD).id
     run_to_completion(job_id)
-    steps = {s["name"]: s for s in inspect.inspect_job(job_id)["steps"]}
+    steps = {s["name"]: s for s in operations.inspect_job(job_id)["steps"]}
     assert steps["slow"]["duration"] >= HOLD  # it read 0.000 s: both times were the write's
     assert steps["quick"]["duration"] < HOLD
     assert steps["slow"]["started_at"] < steps["slow"]["completed_at"]
@@ -71,7 +70,7 @@ def test_step_02_a_step_records_when_its_body_began_not_when_its_record_was_writ
 def test_step_03_a_failed_step_keeps_its_first_start_and_ends_at_its_completion(harness):
     job_id = jobs.timed_steps.enqueue(token=f"timed-{uuid.uuid4()}", fail_first=True).id
     run_to_completion(job_id)
-    [slow] = [s for s in inspect.inspect_job(job_id)["steps"] if s["name"] == "slow"]
+    [slow] = [s for s in operations.inspect_job(job_id)["steps"] if s["name"] == "slow"]
     assert (slow["status"], slow["attempts"]) == ("completed", 2)
     assert slow["duration"] >= 2 * HOLD  # from the first attempt's start: two bodies ran
 
@@ -184,17 +183,17 @@ def test_q_05_every_surface_says_the_same_state_with_the_same_numbers(harness, a
     expected = waiting_fixture(harness)
     counts = {state: len(ids) for state, ids in expected.items()}
     # the operator API and the command: counts, filters and the state each row shows
-    totals = inspect.inspect_queues()["totals"]
+    totals = operations.inspect_queues()["totals"]
     assert {s: totals[s] for s in counts} == counts
     queues = json.loads(xjobs("queues", "--json"))["totals"]
     assert {s: queues[s] for s in counts} == counts
     for state, ids in expected.items():
-        assert {r["id"] for r in inspect.list_jobs(state=state)} == ids, state
+        assert {r["id"] for r in operations.list_jobs(state=state)} == ids, state
         listed = json.loads(xjobs("ls", "--json", "--state", state))
         assert {r["id"] for r in listed} == ids, state
-    shown = {r["id"]: r["state"] for r in inspect.list_jobs()}
+    shown = {r["id"]: r["state"] for r in operations.list_jobs()}
     cli = {r["id"]: r["state"] for r in json.loads(xjobs("ls", "--json"))}
-    traced = {i: inspect.inspect_job(i)["state"] for i in shown}
+    traced = {i: operations.inspect_job(i)["state"] for i in shown}
     for state, ids in expected.items():
         for each in (shown, cli, traced):
             assert {i for i, s in each.items() if s == state} == ids, (state, each)
@@ -252,7 +251,7 @@ def test_a_done_job_shows_no_error_its_earlier_attempts_keep_theirs(harness):
     assert harness.row(job_id).last_error == "ConnectionError: attempt 1 failed"
     harness.advance(2)
     run_until_idle()
-    trace = inspect.inspect_job(job_id)
+    trace = operations.inspect_job(job_id)
     assert (trace["state"], trace["last_error"]) == ("done", None)
     assert [a["message"] for a in trace["attempts"]] == ["attempt 1 failed"]  # the history
     assert "last error -" in xjobs("show", str(job_id))
@@ -261,7 +260,7 @@ def test_a_done_job_shows_no_error_its_earlier_attempts_keep_theirs(harness):
 def test_after_an_operator_retry_a_done_job_no_longer_heads_with_its_dead_letter(harness):
     job_id = jobs.ok.enqueue(n=62).id
     harness.driver.cancel(job_id, "X_TERMINAL: stop")
-    assert inspect.retry_job(job_id, force=True)["last_error"] == "X_TERMINAL: stop"
+    assert operations.retry_job(job_id, force=True)["last_error"] == "X_TERMINAL: stop"
     run_until_idle()
     assert (harness.row(job_id).state, harness.row(job_id).last_error) == ("done", None)
 
@@ -295,12 +294,12 @@ def test_an_ambiguous_prefix_is_refused_with_its_candidates(harness):
     assert "X_JOB_ID_AMBIGUOUS" in str(refused.value)
     assert all(i in str(refused.value) for i in ids)
     with pytest.raises(JobIdAmbiguousError):
-        inspect.cancel_job(shared)
+        operations.cancel_job(shared)
     assert {harness.row(UUID(i)).state for i in ids} == {"ready"}  # nothing cancelled
     with pytest.raises(JobNotFoundError, match="no job id starts with"):
-        inspect.inspect_job("ffff")
+        operations.inspect_job("ffff")
     with pytest.raises(JobNotFoundError, match="not a job id"):
-        inspect.retry_job("abc")  # too short to be a prefix
+        operations.retry_job("abc")  # too short to be a prefix
 
 
 # --- a worker that exited past its shutdown timeout -------------------------------------------
@@ -347,7 +346,7 @@ def test_hang_05_a_worker_gone_past_its_shutdown_timeout_says_it_exited(workers)
         queues=["default"], limit=1, visibility_timeout=30, worker_id="after"
     )
     assert again.id == job_id
-    [entry] = inspect.inspect_job(job_id)["attempts"]
+    [entry] = operations.inspect_job(job_id)["attempts"]
     assert "exited past its --shutdown-timeout" in entry["message"], entry
     assert "stayed present" not in entry["message"]
 
@@ -363,7 +362,7 @@ def test_a_stopped_presence_reads_exited_and_its_lapses_say_so(harness):
         queues=["default"], limit=1, visibility_timeout=5, worker_id="w-exits"
     )
     harness.driver.stop_presence("w-exits")
-    states = {w["id"]: (w["state"], w["in_flight"]) for w in inspect.inspect_workers()}
+    states = {w["id"]: (w["state"], w["in_flight"]) for w in operations.inspect_workers()}
     assert states == {"w-exits": ("exited", 0), "w-stays": ("alive", 0)}
     harness.advance(6)
     harness.driver.renew_presence(Presence("w-stays", "host", 2, ("default",), 0), 30)
@@ -371,11 +370,11 @@ def test_a_stopped_presence_reads_exited_and_its_lapses_say_so(harness):
         queues=["default"], limit=1, visibility_timeout=5, worker_id="w-stays"
     )
     assert again.id == held.id == job_id
-    [entry] = inspect.inspect_job(job_id)["attempts"]
+    [entry] = operations.inspect_job(job_id)["attempts"]
     assert entry["outcome"] == "crashed" and "exited past" in entry["message"], entry
     assert harness.row(job_id).lease_expiries == 1  # gone, so counted (as a crash is)
     harness.driver.renew_presence(Presence("w-exits", "host", 3, ("default",), 0), 30)
-    assert {w["id"]: w["state"] for w in inspect.inspect_workers()}["w-exits"] == "alive"
+    assert {w["id"]: w["state"] for w in operations.inspect_workers()}["w-exits"] == "alive"
 
 
 # --- one line per task event ------------------------------------------------------------------
@@ -384,8 +383,8 @@ def test_a_stopped_presence_reads_exited_and_its_lapses_say_so(harness):
 def test_the_workers_console_tells_a_task_event_once(monkeypatch, capfd):
     """Django 6 prints its task logger through the ``django`` console; the worker's own console
     tells the same runs. With no logging of the project's own, only the worker's speaks."""
+    from django_xjobs.declarations.registry import tasks_api
     from django_xjobs.management.commands.xjobs_worker import _log_to_console
-    from django_xjobs.registry import tasks_api
 
     root, ours = logging.getLogger(), logging.getLogger("django_xjobs")
     tasks_logger = logging.getLogger(tasks_api())

@@ -118,7 +118,7 @@ ENQUEUE_CALLERS = {
     "drivers/memory/outbox.py",
     "drivers/postgres/outbox.py",
     "scheduler/role.py",
-    "cron_controls.py",
+    "operations/cron_controls.py",
     "drivers/memory/batches.py",
     "steps/__init__.py",
 }

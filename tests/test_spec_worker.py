@@ -16,7 +16,7 @@ from django.db import OperationalError, connections
 from django.test import override_settings
 
 from django_xjobs import log
-from django_xjobs.definitions import job
+from django_xjobs.declarations.job import job
 from django_xjobs.run.execute import Outcome
 from django_xjobs.worker.worker import Worker
 from tests import jobs

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from django_xjobs import cancel_job
 from django_xjobs.clock import FrozenClock
-from django_xjobs.context import Signal
+from django_xjobs.context import StopSignal
 from django_xjobs.errors import (
     JobAbortedError,
     JobCancelledError,
@@ -52,7 +52,7 @@ def runner(harness, job, signal=None):
         records=harness.driver.steps.list(job.run_id),
         store=harness.driver.steps,
         events=harness.driver.events,
-        signal=signal or Signal(),
+        signal=signal or StopSignal(),
     )
 
 

@@ -15,8 +15,9 @@ from django.db import connections
 from django.utils import timezone
 
 from django_xjobs.clock import FrozenClock
-from django_xjobs.context import Signal
-from django_xjobs.definitions import job
+from django_xjobs.context import StopSignal
+from django_xjobs.declarations.job import job
+from django_xjobs.declarations.registry import get_job
 from django_xjobs.errors import (
     InvariantError,
     JobAbortedError,
@@ -25,11 +26,10 @@ from django_xjobs.errors import (
     JobTimeoutError,
     StepSuspension,
 )
-from django_xjobs.events import publish_event
-from django_xjobs.registry import get_job
 from django_xjobs.run.execute import Outcome, execute
 from django_xjobs.run.settle import settle
 from django_xjobs.steps import Steps
+from django_xjobs.steps.events import publish_event
 from django_xjobs.testing import age_events, run_to_completion, run_until_idle
 from tests import jobs
 from tests.models import Ledger
@@ -59,7 +59,7 @@ def claimed_steps(harness, clock, handle, **inputs):
 
 def steps_for(harness, job):
     """A step runner for ``job`` over its recorded steps, as a new pass (a replay) builds it."""
-    signal = Signal()
+    signal = StopSignal()
     steps = Steps(
         job=job,
         records=harness.driver.steps.list(job.run_id),
@@ -198,7 +198,7 @@ def test_step_08_a_sleep_not_yet_due_suspends_again_and_writes_nothing(harness, 
         records=before,
         store=harness.driver.steps,
         events=harness.driver.events,
-        signal=Signal(),
+        signal=StopSignal(),
     )
     with pytest.raises(StepSuspension) as second:
         again.sleep("nap", "1h")
@@ -349,7 +349,7 @@ def test_step_15_a_step_deadline_fails_the_attempt_naming_the_step(harness, cloc
 def test_step_15_se_20_the_step_signal_is_aborted_before_the_step_raises(harness, clock):
     _, steps, run_signal = claimed_steps(harness, clock, jobs.ok, n=1)
     steps.step_timeout = 0.2
-    seen: list[Signal] = []
+    seen: list[StopSignal] = []
     release = threading.Event()
 
     def ignores_its_signal(signal):
@@ -444,7 +444,7 @@ def test_exec_04_a_job_timeout_fails_on_time_and_the_late_step_is_refused(harnes
 
 
 #: each run's ctx.signal and what its background step met, by token, for the EXEC-04/06 cases
-SIGNALS: dict[str, Signal] = {}
+SIGNALS: dict[str, StopSignal] = {}
 LATE: dict[str, BaseException | None] = {}
 
 
@@ -508,7 +508,7 @@ def test_exec_06_se_21_a_step_left_running_after_the_attempt_is_refused(live_har
         queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
     )
     run = execute(
-        held, Signal(), driver=live_harness.driver, clock=clock, handle=get_job(held.name)
+        held, StopSignal(), driver=live_harness.driver, clock=clock, handle=get_job(held.name)
     )
     assert run.outcome == Outcome.COMPLETED
     reason = SIGNALS[token].reason  # the attempt has ended: its signal says so
@@ -545,7 +545,7 @@ def test_async_handlers_await_their_steps(harness, clock):
 
 
 def test_signal_raise_if_set_raises_an_interrupt_even_for_a_timeout():
-    signal = Signal()
+    signal = StopSignal()
     signal.abort(JobTimeoutError("late"))
     with pytest.raises(JobAbortedError):
         signal.raise_if_set()

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from django_xjobs import registry
 from django_xjobs.backends import tasks as djtasks
+from django_xjobs.declarations import registry
 
 
 @pytest.fixture(autouse=True)

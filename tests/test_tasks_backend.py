@@ -21,7 +21,7 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from django_xjobs import cancel_job, conf, registry
+from django_xjobs import cancel_job, conf
 from django_xjobs.backends import XJobsBackend
 from django_xjobs.backends.tasks import (
     InvalidTask,
@@ -32,6 +32,7 @@ from django_xjobs.backends.tasks import (
     task_finished,
     task_started,
 )
+from django_xjobs.declarations import registry
 from django_xjobs.errors import ConfigInvalidError, InputInvalidError
 from django_xjobs.models import LIVE, Job, OutboxEntry
 from django_xjobs.testing import run_until_idle
@@ -524,7 +525,7 @@ def test_tasks_enqueued_by_a_view_in_atomic_run_once_across_a_killed_worker(work
 
 
 def test_check_says_when_the_task_api_is_missing_or_its_backport_app_is_not_installed(monkeypatch):
-    from django_xjobs import checks as xjobs_checks
+    from django_xjobs.management import checks as xjobs_checks
 
     monkeypatch.setattr(registry, "tasks_api", lambda: None)
     [error] = xjobs_checks._check_tasks_api()
@@ -544,8 +545,8 @@ def test_task_finished_is_wired_when_a_task_is_first_seen_not_at_import():
     import subprocess
     import sys
 
-    from django_xjobs import signals
     from django_xjobs.backends.tasks import TaskJob, TaskOptions, _finished
+    from django_xjobs.run import signals
 
     fresh = (
         subprocess.run(  # a process that set Django up (the backend is imported) but ran no task
@@ -553,7 +554,7 @@ def test_task_finished_is_wired_when_a_task_is_first_seen_not_at_import():
                 sys.executable,
                 "-c",
                 "import django; django.setup(); import django_xjobs.backends.tasks; "
-                "from django_xjobs import signals; print(len(signals.job_finished.receivers))",
+                "from django_xjobs.run import signals; print(len(signals.job_finished.receivers))",
             ],
             capture_output=True,
             text=True,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from django_xjobs.cron import registered_crons
+from django_xjobs.declarations.cron import registered_crons
 from django_xjobs.errors import ConfigInvalidError
 from tests import tasks
 from tests.support.process import ROOT

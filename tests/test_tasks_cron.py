@@ -12,7 +12,7 @@ from django.test import override_settings
 
 from django_xjobs import cron
 from django_xjobs.backends.tasks import TASKS_MODULE, Task, TaskResultStatus, task, task_enqueued
-from django_xjobs.cron import registered_crons, unregister
+from django_xjobs.declarations.cron import registered_crons, unregister
 from django_xjobs.errors import JobDefinitionError
 from django_xjobs.testing import run_until_idle
 from tests import tasks

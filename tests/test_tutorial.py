@@ -25,7 +25,7 @@ from django.test import RequestFactory, override_settings
 from django.test.utils import isolate_apps
 
 from django_xjobs import conf, inspect_job
-from django_xjobs.registry import get_job, unregister
+from django_xjobs.declarations.registry import get_job, unregister
 from django_xjobs.testing import run_until_idle
 
 # Django 6.1 deprecates the EMAIL_* settings for MAILERS (RemovedInDjango2028Warning) and warns on a

@@ -11,11 +11,11 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from django_xjobs import operations as inspect
+from django_xjobs import operations
 from django_xjobs.drivers.contract import Presence, RetryAt, SuspendUntil
 from django_xjobs.errors import JobNotFoundError
+from django_xjobs.operations.why import why_job
 from django_xjobs.testing import run_until_idle
-from django_xjobs.why import why_job
 from tests import jobs
 from tests.test_contract import claim, request
 
@@ -58,7 +58,7 @@ def test_backing_off_names_the_attempt_and_until_when(harness):
 def test_a_paused_queue_is_named_with_who_paused_it(harness):
     watched(harness.driver, "default")
     job = jobs.ok.enqueue(n=1)
-    inspect.pause_queue("default", by="ops:alice")
+    operations.pause_queue("default", by="ops:alice")
     [reason] = why_job(job.id).reasons
     assert reason.code == "queue_paused" and reason.detail["by"] == "ops:alice"
 

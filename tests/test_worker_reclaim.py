@@ -10,8 +10,8 @@ its body past --shutdown-timeout.
 
 from __future__ import annotations
 
+from django_xjobs.declarations.registry import get_job
 from django_xjobs.drivers.contract import Complete
-from django_xjobs.registry import get_job
 from django_xjobs.run.execute import Outcome, failure
 from django_xjobs.run.settle import settle
 from django_xjobs.worker.run import Run

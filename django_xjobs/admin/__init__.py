@@ -30,8 +30,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.text import capfirst
 
-from .. import conf, redact
-from .. import operations as inspect
+from .. import conf, operations, redact
 from ..durations import format_span
 from ..errors import XJobsError
 from ..models import Backfill, Job, JobLease, JobState, OutboxEntry, SchedulerState, Worker
@@ -139,7 +138,7 @@ class UnknownJobFilter(admin.SimpleListFilter):
         if self.value() == "parked":
             return queryset.filter(parked_unknown())
         if self.value() == "here":
-            from .. import registry
+            from ..declarations import registry
 
             # a django.tasks task is known by its module path, which registry.get_job imports
             names = queryset.values_list("name", flat=True).distinct().order_by()
@@ -293,7 +292,7 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
             return None
         if Job.objects.filter(pk=wanted).exists():
             return None
-        return inspect.collapsed_into(wanted)
+        return operations.collapsed_into(wanted)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Job._meta.fields] + [
@@ -434,7 +433,7 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
     @admin.display(description="attempt history")
     def attempt_history(self, obj: Job) -> str:
         """The last failed attempts, newest first; each traceback folds open."""
-        trace = inspect.inspect_job(obj.pk)
+        trace = operations.inspect_job(obj.pk)
         attempts = trace["attempts"] if trace else []
         if not attempts:
             return "no failed attempts"
@@ -463,7 +462,7 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
 
     @admin.display(description="step timeline")
     def step_timeline(self, obj: Job) -> str:
-        trace = inspect.inspect_job(obj.pk)
+        trace = operations.inspect_job(obj.pk)
         steps = trace["steps"] if trace else []
         if not steps:
             return "no steps recorded"
@@ -530,21 +529,23 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
             job,
             "retry",
             f"Queued again from step {step!r}",
-            lambda: inspect.retry_job(job.pk, from_step=step),
+            lambda: operations.retry_job(job.pk, from_step=step),
         )
         return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
         """The job page's Retry button: the same operator call as ``xjobs retry``."""
         job = self._job_to_change(request, object_id)
-        self._act(request, job, "retry", "Queued again", lambda: inspect.retry_job(job.pk))
+        self._act(request, job, "retry", "Queued again", lambda: operations.retry_job(job.pk))
         return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
         """The job page's Cancel button: the same operator call as ``xjobs cancel``."""
         job = self._job_to_change(request, object_id)
         reason = f"cancelled from the admin by {request.user}"
-        self._act(request, job, "cancel", "Cancelled", lambda: inspect.cancel_job(job.pk, reason))
+        self._act(
+            request, job, "cancel", "Cancelled", lambda: operations.cancel_job(job.pk, reason)
+        )
         return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
 
     def _job_to_change(self, request: HttpRequest, object_id: str) -> Job:
@@ -563,14 +564,20 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
     @admin.action(description="Retry selected jobs (dead or failed)", permissions=["change"])
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         for job in queryset:
-            self._act(request, job, "retry", "Queued again", lambda j=job: inspect.retry_job(j.pk))
+            self._act(
+                request, job, "retry", "Queued again", lambda j=job: operations.retry_job(j.pk)
+            )
 
     @admin.action(description="Cancel selected jobs", permissions=["change"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         reason = f"cancelled from the admin by {request.user}"
         for job in queryset:
             self._act(
-                request, job, "cancel", "Cancelled", lambda j=job: inspect.cancel_job(j.pk, reason)
+                request,
+                job,
+                "cancel",
+                "Cancelled",
+                lambda j=job: operations.cancel_job(j.pk, reason),
             )
 
     def _act(self, request: HttpRequest, job: Job, verb: str, done: str, act: Any) -> None:
@@ -674,13 +681,13 @@ class OutboxEntryAdmin(_ViewOnly):
         permissions=["retry_quarantined"],
     )
     def retry_quarantined(self, request: HttpRequest, queryset: QuerySet[OutboxEntry]) -> None:
-        self._outbox_act(request, queryset, "retry", inspect.retry_outbox_entry)
+        self._outbox_act(request, queryset, "retry", operations.retry_outbox_entry)
 
     @admin.action(
         description="Discard selected quarantined rows", permissions=["discard_quarantined"]
     )
     def discard_quarantined(self, request: HttpRequest, queryset: QuerySet[OutboxEntry]) -> None:
-        self._outbox_act(request, queryset, "discard", inspect.discard_outbox_entry)
+        self._outbox_act(request, queryset, "discard", operations.discard_outbox_entry)
 
     def _outbox_act(
         self, request: HttpRequest, queryset: QuerySet[OutboxEntry], verb: str, act: Any
@@ -708,7 +715,7 @@ class OutboxEntryAdmin(_ViewOnly):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        outbox = inspect.inspect_outbox()
+        outbox = operations.inspect_outbox()
         databases = [
             (alias, d["pending"], format_span(d["oldest_pending_seconds"]), d["quarantined"])
             for alias, d in outbox["databases"].items()
@@ -804,7 +811,7 @@ class WorkerAdmin(_ViewOnly):
     @admin.display(description="state")
     def worker_state(self, obj: Worker) -> str:
         """Alive, lapsed, or exited: gone past its shutdown timeout with runs in flight."""
-        return inspect.worker_state(self.alive(obj), obj.stopped_at)
+        return operations.worker_state(self.alive(obj), obj.stopped_at)
 
 
 @admin.register(SchedulerState)
@@ -817,7 +824,7 @@ class SchedulerStateAdmin(_ViewOnly):
 
     @admin.display(description="declared in code", boolean=True)
     def declared(self, obj: SchedulerState) -> bool:
-        from ..cron import registered_crons
+        from ..declarations.cron import registered_crons
 
         return obj.task_name in {c.name for c in registered_crons()}
 
@@ -825,7 +832,7 @@ class SchedulerStateAdmin(_ViewOnly):
     def last_fired(self, obj: SchedulerState) -> Any:
         """What the Crons page says: an armed watermark is a time still ahead, not a firing
         (issue 23); the raw watermark stays in its own column."""
-        from ..cron import registered_crons
+        from ..declarations.cron import registered_crons
         from ..scheduler.role import last_fired
 
         handle = next((c for c in registered_crons() if c.name == obj.task_name), None)

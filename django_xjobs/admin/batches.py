@@ -14,8 +14,8 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 from .. import redact
+from ..declarations.workflows import batch_state
 from ..models import Job, JobBatch
-from ..workflows import batch_state
 from .pages import admin_url
 from .permissions import VIEWER as job_viewer  # the job page's request (set by its view)
 from .permissions import has_permission, sees_payloads

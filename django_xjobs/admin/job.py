@@ -12,9 +12,9 @@ from django.utils.html import format_html, format_html_join
 
 from ..durations import format_span
 from ..models import Job, JobState
+from ..operations.why import why_job
 from ..run.controls import fraction, progress_text
 from ..states import WAITING_STATES
-from ..why import why_job
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]

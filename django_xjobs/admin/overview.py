@@ -15,10 +15,9 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from .. import conf
-from .. import operations as inspect
+from .. import conf, operations
+from ..metrics.overview import DEPTH, WINDOWS, Figures, chart, overview, seconds_text
 from ..models import Job
-from ..overview import DEPTH, WINDOWS, Figures, chart, overview, seconds_text
 from .pages import OverviewPages, admin_url
 
 #: seconds between refreshes while auto-refresh is on
@@ -37,8 +36,8 @@ class FleetOverview(OverviewPages):
         figures = overview(window, timezone.now())
         jobs_url = admin_url(self.admin_site, "django_xjobs_job_changelist")
         here = admin_url(self.admin_site, "django_xjobs_job_overview")
-        depth = {q["queue"]: q for q in inspect.inspect_queues()["queues"]}
-        workers = [w for w in inspect.inspect_workers() if w["alive"]]
+        depth = {q["queue"]: q for q in operations.inspect_queues()["queues"]}
+        workers = [w for w in operations.inspect_workers() if w["alive"]]
         queues = sorted(set(depth) | {f.queue for f in figures.queues})
         by_queue = {f.queue: f for f in figures.queues}
         rows = [

@@ -16,12 +16,11 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import conf
-from .. import operations as inspect
+from .. import conf, operations
 from ..drivers import get_driver
 from ..durations import format_span
 from ..errors import JobUnknownError, XJobsError
-from ..limits_admin import inspect_limits, parse_cap, set_queue_limit
+from ..limits.caps import inspect_limits, parse_cap, set_queue_limit
 from ..models import Job, JobLease, JobState, SchedulerLeader, SchedulerState
 from .permissions import has_permission, require_permission
 
@@ -51,7 +50,7 @@ class OverviewPages(_ModelAdmin):
 
     def queues_view(self, request: HttpRequest) -> TemplateResponse:
         """Depth per queue (``inspect_queues()``), each number a link to the matching jobs."""
-        overview = inspect.inspect_queues()
+        overview = operations.inspect_queues()
         jobs_url = admin_url(self.admin_site, "django_xjobs_job_changelist")
         alias = conf.get().database
         # of the suspended rows, those parked because no process registers their job name
@@ -88,7 +87,7 @@ class OverviewPages(_ModelAdmin):
             }
             for q in overview["queues"]
         ]
-        outbox = inspect.inspect_outbox()
+        outbox = operations.inspect_outbox()
         context = self._page(
             request,
             "Queues",
@@ -122,7 +121,7 @@ class OverviewPages(_ModelAdmin):
         require_permission(self, request, "change")
         if action == "limit":  # the same call as xjobs limit: a cap, or none when left empty
             return self._set_limit(request, queue)
-        call = inspect.pause_queue if action == "pause" else inspect.resume_queue
+        call = operations.pause_queue if action == "pause" else operations.resume_queue
         try:
             call(queue, by=f"admin:{request.user}")
         except XJobsError as error:
@@ -138,7 +137,7 @@ class OverviewPages(_ModelAdmin):
         """The crons page's Pause / Resume / Run now buttons: the calls ``xjobs cron`` makes, by
         a POST from a user holding ``change_job`` (SPEC CRONCTL-06). Run now carries the key the
         page rendered into its form, so a double click enqueues once (CRONCTL-04)."""
-        from .. import cron_controls
+        from ..operations import cron_controls
 
         if action not in ("pause", "resume", "run"):
             raise Http404
@@ -178,9 +177,9 @@ class OverviewPages(_ModelAdmin):
     def crons_view(self, request: HttpRequest) -> TemplateResponse:
         """Every registered cron: its schedule and policy, paused or not, last firing, next 5
         fire times, and (with ``change_job``) Pause / Resume / Run now."""
-        from ..cron import registered_crons
-        from ..cron_controls import next_fires
+        from ..declarations.cron import registered_crons
         from ..ids import uuid7
+        from ..operations.cron_controls import next_fires
         from ..scheduler.role import last_fired
 
         alias = conf.get().database

@@ -25,8 +25,9 @@ from django.core.signals import setting_changed
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from .. import conf, log, registry, signals
+from .. import conf, log
 from ..bounds import check_request
+from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import EnqueueRequest, JobSnapshot
 from ..errors import (
@@ -41,6 +42,7 @@ from ..errors import (
 from ..ids import uuid7
 from ..payload import NotJSON, check_json, encode
 from ..retry import Retry
+from ..run import signals
 from ..tracing import current_traceparent
 
 #: the backend's import path, as the TASKS setting names it
@@ -248,7 +250,8 @@ class TaskJob:
                 hint="return plain JSON values (dicts, lists, strings, numbers, booleans, None)",
             ) from None
 
-    # what a cron occurrence calls (cron.py, the scheduler): the task's own backend and options
+    # what a cron occurrence calls (declarations/cron.py, the scheduler): the task's own backend
+    # and options
 
     def build_request(self, inputs: dict[str, Any]) -> EnqueueRequest:
         """The row for ``task(**inputs)``, keyed for the scheduler to scope by occurrence."""

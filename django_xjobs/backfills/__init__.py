@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import conf, log, metrics, redact
-from ..definitions import JobHandle, job
+from ..declarations.job import JobHandle, job
 from ..durations import Duration
 from ..errors import (
     BackfillAppliedError,
@@ -172,7 +172,7 @@ def registered_backfills() -> list[Backfill]:
 
     ``manage.py xjobs_backfill --list`` shows them with their ledger state.
     """
-    from .. import registry
+    from ..declarations import registry
 
     found = []
     for name in sorted(_declared):

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from uuid import UUID
 
-from .. import conf, registry
+from .. import conf
+from ..declarations import registry
 from ..drivers import get_driver
 from ..errors import (
     BackfillAppliedError,

@@ -11,7 +11,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from .. import conf, registry
+from .. import conf
+from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import BackfillRecord
 from . import Backfill, registered_backfills

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import cron_controls
+from ..operations import cron_controls
 
 
 def crons_report() -> tuple[Any, str]:

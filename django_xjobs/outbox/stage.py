@@ -37,7 +37,7 @@ def submit_many(
     in the caller's transaction; one result per request, in order."""
     if not requests:
         return []
-    from ..workflows import current_batch
+    from ..declarations.workflows import current_batch
 
     joining = current_batch()
     if joining is not None:  # inside `with batch:` the enqueue is a member (issue 32)

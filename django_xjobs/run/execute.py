@@ -16,9 +16,10 @@ from uuid import UUID
 
 from django.db import connections
 
-from .. import conf, history, log, redact, registry, signals
+from .. import conf, history, log, redact
 from ..clock import Clock
-from ..context import JobContext, JobLogger, Signal, _current
+from ..context import JobContext, JobLogger, StopSignal, _current
+from ..declarations import registry
 from ..drivers import failures
 from ..drivers.contract import (
     ClaimedJob,
@@ -48,14 +49,14 @@ from ..errors import (
     XJobsError,
     describe_error,
 )
+from ..limits.rate_limited import handed_back
 from ..payload import NotJSON, check_json, encode
-from ..rate_limited import handed_back
 from ..retry import DEFAULT_RETRY, Retry, decide
 from ..steps import Steps
 from ..steps.asynchronous import AsyncSteps
 from ..text import storable
 from ..tracing import job_span
-from . import outage
+from . import outage, signals
 from .controls import RunControls
 from .handle import Runnable
 
@@ -120,7 +121,7 @@ class Body:
 
 def execute(
     job: ClaimedJob,
-    signal: Signal,
+    signal: StopSignal,
     *,
     driver: JobDriver,
     clock: Clock,
@@ -138,7 +139,7 @@ def execute(
 
 
 def _execute(
-    job: ClaimedJob, signal: Signal, *, driver: JobDriver, clock: Clock, handle: Runnable | None
+    job: ClaimedJob, signal: StopSignal, *, driver: JobDriver, clock: Clock, handle: Runnable | None
 ) -> Execution:
     started = time.monotonic()
     if job.undecodable is not None:
@@ -196,7 +197,7 @@ def _execute(
         return _snoozed(job, snooze, time.monotonic() - started)
     except StepSuspension as suspension:
         return _suspended(job, suspension, clock, time.monotonic() - started)
-    except RateLimited as limited:  # the partner's word: no attempt spent (rate_limited.py)
+    except RateLimited as limited:  # the partner's word: no attempt spent (limits/rate_limited.py)
         settle = handed_back(job, limited, driver)
         duration = time.monotonic() - started
         return Execution(Outcome.SUSPENDED, job, duration, settle, error=str(limited))
@@ -218,7 +219,7 @@ def _execute(
 
 
 def _run_body(
-    handle: Runnable, ctx: JobContext, job: ClaimedJob, signal: Signal, body: Body | None
+    handle: Runnable, ctx: JobContext, job: ClaimedJob, signal: StopSignal, body: Body | None
 ) -> Any:
     def call() -> Any:
         return handle.invoke(ctx, job.input)
@@ -327,7 +328,7 @@ def _snoozed(job: ClaimedJob, snooze: JobSnooze, duration: float) -> Execution:
 
 
 def _stopped_or_failed(
-    job: ClaimedJob, policy: Retry, error: BaseException, signal: Signal, duration: float
+    job: ClaimedJob, policy: Retry, error: BaseException, signal: StopSignal, duration: float
 ) -> Execution:
     reason = signal.reason
     if isinstance(reason, JobCancelledError | LeaseLostError):

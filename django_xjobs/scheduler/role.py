@@ -15,7 +15,7 @@ from django.db import connections
 from .. import log
 from ..bounds import check_request
 from ..clock import Clock, system_clock
-from ..cron import ONE_MICROSECOND, CronHandle, occurrences_between, registered_crons
+from ..declarations.cron import ONE_MICROSECOND, CronHandle, occurrences_between, registered_crons
 from ..drivers import get_driver
 from ..drivers.contract import LEADER_KEY, JobDriver, NotLeaderError, SchedulerStore
 from ..errors import XJobsError

@@ -28,7 +28,7 @@ from uuid import UUID
 from django.db import connections
 
 from .. import conf, log
-from ..context import Signal
+from ..context import StopSignal
 from ..drivers.contract import ClaimedJob, EventStore, StepRecord, StepStore
 from ..durations import Duration, format_seconds, parse_duration
 from ..errors import (
@@ -80,7 +80,7 @@ class Steps:
         records: list[StepRecord] | Callable[[], list[StepRecord]],
         store: StepStore,
         events: EventStore,
-        signal: Signal,
+        signal: StopSignal,
         step_timeout: float | None = None,
         event_poll: float | None = None,
     ) -> None:

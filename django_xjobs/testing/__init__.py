@@ -29,8 +29,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from .. import conf, registry
+from .. import conf
 from ..clock import Clock, FrozenClock, system_clock
+from ..declarations import registry
 from ..drivers import create, get_driver, install, uninstall
 from ..drivers.contract import JobDriver
 from ..run.execute import Execution
@@ -116,7 +117,7 @@ def run_to_completion(
         runs = run_to_completion(job_id, events={"order.shipped": {"order_id": 7}})
         assert runs[-1].outcome == "completed"
     """
-    from ..events import publish_event
+    from ..steps.events import publish_event
 
     driver = get_driver()
     executions: list[Execution] = []

@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import log, registry
+from .. import log
+from ..declarations import registry
 from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
 from ..run.handle import Runnable
 from ..run.settle import settle

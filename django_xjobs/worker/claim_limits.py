@@ -15,7 +15,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from .. import conf, registry
+from .. import conf
+from ..declarations import registry
 from ..drivers.claim_limits import ClaimLimits, JobLimit
 from ..drivers.contract import JobDriver
 

@@ -9,10 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import log, metrics, signals
-from ..context import Signal
+from .. import log, metrics
+from ..context import StopSignal
 from ..drivers.contract import ClaimedJob
 from ..errors import JobCancelledError, LeaseLostError, SlotLostError
+from ..run import signals
 
 if TYPE_CHECKING:
     from ..run.handle import Runnable
@@ -42,7 +43,7 @@ class Run:
     job: ClaimedJob
     worker_id: str
     visibility_timeout: float = 30.0
-    signal: Signal = field(default_factory=Signal)
+    signal: StopSignal = field(default_factory=StopSignal)
     #: the stopped() latch (SPEC LEASE-12): set when the run settled; a loss after it is no loss
     settled: Latch = field(default_factory=Latch)
     #: worker's own clock (monotonic seconds) when the last renewal that landed was SENT (the

@@ -15,10 +15,11 @@ from typing import Any
 
 from django.db import connections
 
-from .. import log, metrics, signals
+from .. import log, metrics
 from ..drivers import failures
 from ..drivers.connections import mark_role_thread
 from ..drivers.contract import JobDriver, RetryAt, Shed, SuspendUntil
+from ..run import signals
 from ..run.execute import Execution, Outcome
 from ..run.settle import settle
 from .guard import SettleGuard

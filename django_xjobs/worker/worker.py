@@ -15,9 +15,10 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
-from .. import conf, log, registry
+from .. import conf, log
 from ..clock import Clock, system_clock
 from ..conf.concurrency import parse_concurrency
+from ..declarations import registry
 from ..drivers import failures, get_driver
 from ..drivers.connections import role_connections
 from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed

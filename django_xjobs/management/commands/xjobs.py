@@ -9,11 +9,11 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from ... import conf, manifest
-from ... import operations as inspect
+from ... import conf, operations
 from ...durations import format_seconds, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
-from ...limits_admin import inspect_limits, limit_lines, parse_cap, set_queue_limit
+from ...limits.caps import inspect_limits, limit_lines, parse_cap, set_queue_limit
+from ...operations import manifest
 from ...run.controls import progress_text
 from ...states import FINISHED_STATES, shown_attempt
 from ...text import printable
@@ -130,14 +130,14 @@ class Command(XJobsCommand):
     # --- actions: each returns (json-able result, text) ----------------------------------
 
     def _ls(self, o: dict[str, Any]) -> tuple[Any, str]:
-        rows = inspect.list_jobs(
+        rows = operations.list_jobs(
             queue=o["queue"], name=o["name"], state=o["state"], limit=o["limit"]
         )
         lines = [LS_HEADER, *(_row_line(r) for r in rows)] if rows else ["no jobs"]
         return rows, "\n".join(lines)
 
     def _show(self, o: dict[str, Any]) -> tuple[Any, str]:
-        job = inspect.inspect_job(o["job_id"], reveal=o["reveal"])
+        job = operations.inspect_job(o["job_id"], reveal=o["reveal"])
         if job is None:
             raise JobNotFoundError(
                 f"no job {o['job_id']} exists",
@@ -173,16 +173,16 @@ class Command(XJobsCommand):
         return job, "\n".join(lines)
 
     def _cancel(self, o: dict[str, Any]) -> tuple[Any, str]:
-        job = inspect.cancel_job(o["job_id"], reason=o["reason"])
+        job = operations.cancel_job(o["job_id"], reason=o["reason"])
         return job, f"cancelled {job['id']} ({job['name']})"
 
     def _retry(self, o: dict[str, Any]) -> tuple[Any, str]:
-        job = inspect.retry_job(o["job_id"], from_step=o["from_step"], force=o["force"])
+        job = operations.retry_job(o["job_id"], from_step=o["from_step"], force=o["force"])
         since = f" from step {o['from_step']!r}" if o["from_step"] else ""
         return job, f"queued {job['id']} ({job['name']}) again{since}"
 
     def _dead(self, o: dict[str, Any]) -> tuple[Any, str]:
-        rows = inspect.inspect_dead_letters(limit=o["limit"])
+        rows = operations.inspect_dead_letters(limit=o["limit"])
         lines = [
             f"{r['id']}  {r['name']:<32} attempt {r['attempt']}  {r['failed_at']}\n    {r['last_error']}"
             for r in rows
@@ -190,7 +190,7 @@ class Command(XJobsCommand):
         return rows, "\n".join(lines) or "no dead jobs"
 
     def _queues(self, o: dict[str, Any]) -> tuple[Any, str]:
-        report = inspect.inspect_queues()
+        report = operations.inspect_queues()
         header = f"{'queue':<20} {'ready':>7} {'delayed':>8} {'running':>8} {'suspended':>10} {'dead':>6}  oldest ready  limit  paused"
         lines = [header]
         for q in report["queues"]:
@@ -204,7 +204,7 @@ class Command(XJobsCommand):
         return report, "\n".join(lines)
 
     def _why(self, o: dict[str, Any]) -> tuple[Any, str]:
-        from ...why import why_job
+        from ...operations.why import why_job
 
         found = why_job(o["job_id"])
         lines = [f"{found.name}  {found.id}  {found.state}  (queue {found.queue})"]
@@ -223,7 +223,7 @@ class Command(XJobsCommand):
         return {**_control(state), "limit": state.limit}, text
 
     def _pause(self, o: dict[str, Any]) -> tuple[Any, str]:
-        state = inspect.pause_queue(o["queue"], by=_operator())
+        state = operations.pause_queue(o["queue"], by=_operator())
         since = state.paused_at.isoformat() if state.paused_at else "-"
         return _control(state), (
             f"paused queue {state.queue} since {since}: no worker starts its jobs until "
@@ -231,7 +231,7 @@ class Command(XJobsCommand):
         )
 
     def _resume(self, o: dict[str, Any]) -> tuple[Any, str]:
-        state = inspect.resume_queue(o["queue"], by=_operator())
+        state = operations.resume_queue(o["queue"], by=_operator())
         return _control(state), f"resumed queue {state.queue}: workers claim from it again"
 
     def _crons(self, o: dict[str, Any]) -> tuple[Any, str]:
@@ -248,12 +248,12 @@ class Command(XJobsCommand):
                 hint="list them: python manage.py xjobs outbox",
             )
         if verb == "retry":
-            report = inspect.retry_outbox_entry(entry)
+            report = operations.retry_outbox_entry(entry)
             return report, f"{entry} handed back to the relay: its next pass publishes it"
         if verb == "discard":
-            report = inspect.discard_outbox_entry(entry)
+            report = operations.discard_outbox_entry(entry)
             return report, f"{entry} discarded: it never becomes a job"
-        report = inspect.inspect_outbox(limit=o["limit"])
+        report = operations.inspect_outbox(limit=o["limit"])
         lines = [
             f"pending {report['pending']} (oldest {report['oldest_pending_seconds']:.1f}s), "
             f"quarantined {report['quarantined']}"
@@ -270,17 +270,17 @@ class Command(XJobsCommand):
         return report, "\n".join(lines)
 
     def _batch(self, o: dict[str, Any]) -> tuple[Any, str]:
-        from ...workflows import batch_report
+        from ...declarations.workflows import batch_report
 
         if o["cancel"] and o["batch_id"]:
-            from ...workflows import cancel_batch
+            from ...declarations.workflows import cancel_batch
 
             done = cancel_batch(o["batch_id"], reason=o["reason"])
             return done, f"cancelled {done['cancelled_now']} member(s) of batch {done['id']}"
         return batch_report(o["batch_id"], limit=o["limit"])
 
     def _workers(self, o: dict[str, Any]) -> tuple[Any, str]:
-        rows = inspect.inspect_workers()
+        rows = operations.inspect_workers()
         lines = [
             f"{'worker':<44} {'host':<20} {'pid':>7} {'in flight':>9}  {'state':<7} "
             f"{'last seen':<32} queues"
@@ -301,7 +301,7 @@ class Command(XJobsCommand):
             return {"file": o["write"], **counts}, f"wrote {o['write']}: {each}"
         if o["check"]:
             return self._manifest_check(o["check"], o["json"])
-        found = {**inspect.inspect_manifest(), "backfills": manifest.backfills()}
+        found = {**operations.inspect_manifest(), "backfills": manifest.backfills()}
         lines = [
             f"job  {j['name']}  queue={j['queue']} attempts={j['retry']['attempts']}"
             for j in found["jobs"]
@@ -328,7 +328,7 @@ class Command(XJobsCommand):
 
     def _prune(self, o: dict[str, Any]) -> tuple[Any, str]:
         seconds = parse_command_line(o["older_than"], flag="--older-than") or 0.0  # required
-        counts = inspect.prune_jobs(older_than=seconds, states=o["state"], dry_run=o["dry_run"])
+        counts = operations.prune_jobs(older_than=seconds, states=o["state"], dry_run=o["dry_run"])
         total = sum(counts.values())
         verb = "would delete" if o["dry_run"] else "deleted"
         each = ", ".join(f"{state} {n}" for state, n in counts.items())

@@ -7,12 +7,13 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ... import conf, health
+from ... import conf
 from ...drivers import get_driver
 from ...drivers.connections import as_role, bound_connections
 from ...durations import parse_command_line
 from ...outbox.relay import Relay
 from ...worker.preflight import preflight
+from .. import health
 from ..command import XJobsCommand
 from ..lifecycle import run_until_signalled
 from .xjobs_worker import _log_to_console

@@ -6,12 +6,13 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ... import conf, health
-from ...cron import registered_crons
+from ... import conf
+from ...declarations.cron import registered_crons
 from ...drivers.connections import as_role, bound_connections
 from ...durations import parse_command_line
 from ...scheduler.role import Scheduler
 from ...worker.preflight import preflight
+from .. import health
 from ..command import XJobsCommand
 from ..lifecycle import run_until_signalled
 from .xjobs_worker import _log_to_console

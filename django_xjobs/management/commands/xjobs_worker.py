@@ -14,16 +14,19 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ... import conf, health, log, metrics, metrics_shared, registry
+from ... import conf, log, metrics
 from ...conf.concurrency import parse_concurrency
+from ...declarations import registry
 from ...drivers.connections import as_role, bound_connections
 from ...durations import parse_command_line
+from ...metrics import shared as metrics_shared
 from ...worker.heap import settle_heap
 from ...worker.pools import shares_for
 from ...worker.preflight import preflight
 from ...worker.recycle import ChildLimits, Recycler, parse_size
 from ...worker.supervisor import Supervisor, child_argv, rerun_argv
 from ...worker.worker import Worker
+from .. import health
 from ..command import XJobsCommand
 from ..lifecycle import run_until_signalled
 
@@ -289,7 +292,7 @@ def _child_limits(options: dict[str, Any], settings: Any) -> ChildLimits:
 
 def _shared_metrics(port: int | None, host: str) -> tuple[Any, str] | None:
     """``--processes N --metrics-port P``: the supervisor serves P for all its children, which
-    find the directory to write to in their environment (metrics_shared.py)."""
+    find the directory to write to in their environment (metrics/shared.py)."""
     if port is None:
         return None
     directory = tempfile.mkdtemp(prefix="xjobs-metrics-")
@@ -380,7 +383,7 @@ def _one_line_per_task_event() -> None:
     same runs, so every task event printed twice (issue 23). With no logging of the project's
     own, the worker's console is the one that speaks; the backport (``django_tasks``) is silent
     by default already. A project that configures logging decides for itself."""
-    from ...registry import tasks_api
+    from ...declarations.registry import tasks_api
 
     name = tasks_api()  # its logger is named after its module in both
     tasks_logger = logging.getLogger(name) if name else None

@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from . import log
-from .drivers.contract import ClaimedJob, JobDriver, Shed
-from .durations import parse_duration
-from .errors import RateLimited, XJobsError
-from .limit_keys import key_of, shown
+from .. import log
+from ..drivers.contract import ClaimedJob, JobDriver, Shed
+from ..durations import parse_duration
+from ..errors import RateLimited, XJobsError
+from ..limit_keys import key_of, shown
 
 #: when the partner names no time: the least wait that is not a busy loop
 DEFAULT_SECONDS = 1.0

@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from .errors import JobDefinitionError, XJobsError
+from ..errors import JobDefinitionError, XJobsError
 
 if TYPE_CHECKING:
     from .cron import CronHandle
-    from .definitions import JobHandle
+    from .job import JobHandle
 
 
 class Declared(Protocol):

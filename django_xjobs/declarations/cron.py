@@ -19,8 +19,8 @@ from croniter.croniter import (
     CroniterBadTypeRangeError,
 )
 
+from ..errors import InvariantError, JobDefinitionError
 from . import registry
-from .errors import InvariantError, JobDefinitionError
 
 CatchUp = Literal["skip", "run-once", "run-all"]
 _ZONES: set[str] | None = None
@@ -88,7 +88,7 @@ class CronHandle:
 
     def entries(self, occurrence: datetime) -> list[tuple[Any, dict[str, Any]]]:
         """What ``occurrence`` enqueues, checked: job handles with a dict of inputs each."""
-        from .definitions import JobHandle
+        from .job import JobHandle
 
         produced = self.fn(occurrence)
         if produced is None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from .drivers import get_driver
-from .drivers.contract import DepthSample
-from .rollup import BOUNDS, RollupRow, merged, quantile
+from ..drivers import get_driver
+from ..drivers.contract import DepthSample
+from ..rollup import BOUNDS, RollupRow, merged, quantile
 
 #: the windows the page offers: label -> (span, slot width)
 WINDOWS: dict[str, tuple[timedelta, timedelta]] = {

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import ManifestDriftError, ManifestInvalidError
+from ..errors import ManifestDriftError, ManifestInvalidError
 
 #: the marker and version of the file's format
 FORMAT = 1
@@ -24,8 +24,8 @@ _WRITE = "re-run: python manage.py xjobs manifest --write {path}, and commit the
 def build() -> dict[str, Any]:
     """The manifest of this process's declarations: no clock, no database, names in code-unit
     order (SPEC SE-26), so two builds of the same code are equal."""
-    from . import registry
-    from .cron import registered_crons
+    from ..declarations import registry
+    from ..declarations.cron import registered_crons
 
     return {
         "xjobs_manifest": FORMAT,
@@ -42,8 +42,8 @@ def build() -> dict[str, Any]:
 def backfills() -> list[dict[str, Any]]:
     """The manifest's backfills section (no checksum: it hashes the handler's source, so every
     edit would churn the file)."""
-    from . import registry
-    from .backfills import registered_backfills
+    from ..backfills import registered_backfills
+    from ..declarations import registry
 
     return [
         {

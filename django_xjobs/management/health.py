@@ -21,7 +21,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from . import log
+from .. import log
 
 #: how long ``/readyz`` waits for the database to answer before it says not ready
 DATABASE_BOUND = 2.0

@@ -11,13 +11,13 @@ from uuid import UUID
 
 from asgiref.sync import async_to_sync
 
-from . import conf, registry
-from .actors import Actor
-from .bounds import check_request
-from .context import current_job
-from .drivers.contract import EnqueueRequest, EnqueueResult
-from .durations import Duration, parse_duration, parse_optional
-from .errors import (
+from .. import conf
+from ..actors import Actor
+from ..bounds import check_request
+from ..context import current_job
+from ..drivers.contract import EnqueueRequest, EnqueueResult
+from ..durations import Duration, parse_duration, parse_optional
+from ..errors import (
     InputInvalidError,
     InvariantError,
     JobDefinitionError,
@@ -26,15 +26,16 @@ from .errors import (
     QueueUnknownError,
     XJobsError,
 )
-from .limit_keys import JobLimits, declared
+from ..limit_keys import JobLimits, declared
 
 # upward: (run -> roles) an enqueue hands its row to the outbox role's staging, which decides
 # whether it waits for the caller's commit (DESIGN §3, SPEC OUTBOX-01)
-from .outbox.stage import submit, submit_many
-from .payload import NotJSON, check_json, encode
-from .retry import DEFAULT_RETRY, Retry, retry_schedule
-from .signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
-from .tracing import current_traceparent
+from ..outbox.stage import submit, submit_many
+from ..payload import NotJSON, check_json, encode
+from ..retry import DEFAULT_RETRY, Retry, retry_schedule
+from ..signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
+from ..tracing import current_traceparent
+from . import registry
 
 _MISSING: Any = object()
 #: ``job(tenant=REQUIRED)``: every enqueue carries a tenant (an actor's, ``using()``'s, or the

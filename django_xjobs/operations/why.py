@@ -12,11 +12,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from . import registry
-from .drivers import get_driver
-from .drivers.contract import JobDriver, JobSnapshot
-from .errors import JobNotFoundError
-from .states import FINISHED_STATES, WAITING_STATES
+from ..declarations import registry
+from ..drivers import get_driver
+from ..drivers.contract import JobDriver, JobSnapshot
+from ..errors import JobNotFoundError
+from ..states import FINISHED_STATES, WAITING_STATES
 
 #: reasons are capped at this many jobs ahead counted: an operator call, never a full scan
 _AHEAD_CAP = 10_000
@@ -54,7 +54,7 @@ class JobWhy:
 
 def why_job(job_id: UUID | str) -> JobWhy:
     """What keeps job ``job_id`` from running now. Raises ``JobNotFoundError`` for no job."""
-    from .operations import _job_id
+    from . import _job_id
 
     driver = get_driver()
     wanted = _job_id(job_id)

@@ -15,21 +15,22 @@ from string import hexdigits
 from typing import Any
 from uuid import UUID
 
-from . import conf, log, metrics, redact, registry
-from .backfills.status import backfill_section
-from .drivers import get_driver
-from .drivers.contract import JobDriver, JobSnapshot, QueueState, StepRecord
-from .durations import Duration, parse_duration
-from .errors import (
+from .. import conf, log, metrics, redact
+from ..backfills.status import backfill_section
+from ..declarations import registry
+from ..drivers import get_driver
+from ..drivers.contract import JobDriver, JobSnapshot, QueueState, StepRecord
+from ..durations import Duration, parse_duration
+from ..errors import (
     InvariantError,
     JobIdAmbiguousError,
     JobNotCancellableError,
     JobNotFoundError,
 )
-from .history import FailedAttempt
-from .retry import retry_schedule
-from .states import FINISHED_STATES, LIVE_STATES, WAITING_STATES, shown_state
-from .text import check_name, storable
+from ..history import FailedAttempt
+from ..retry import retry_schedule
+from ..states import FINISHED_STATES, LIVE_STATES, WAITING_STATES, shown_state
+from ..text import check_name, storable
 
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
@@ -567,7 +568,7 @@ def inspect_manifest() -> dict[str, Any]:
     """
     from datetime import UTC, datetime
 
-    from .cron import registered_crons
+    from ..declarations.cron import registered_crons
 
     now = datetime.now(UTC)
     return {

@@ -26,11 +26,11 @@ from uuid import UUID
 
 from django.db import transaction
 
-from . import conf
-from .drivers import get_driver
-from .drivers.contract import BatchCallback, BatchRecord, EnqueueRequest, EnqueueResult, JobDriver
-from .errors import BatchClosedError, BatchNotFoundError, InvariantError
-from .ids import uuid7
+from .. import conf
+from ..drivers import get_driver
+from ..drivers.contract import BatchCallback, BatchRecord, EnqueueRequest, EnqueueResult, JobDriver
+from ..errors import BatchClosedError, BatchNotFoundError, InvariantError
+from ..ids import uuid7
 
 #: the batch whose ``with`` block the caller is in: its enqueues join it
 _current: ContextVar[Batch | None] = ContextVar("xjobs_batch", default=None)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import metrics
+from .. import metrics
 
 ENV = "XJOBS_METRICS_DIR"
 _EVERY = 1.0

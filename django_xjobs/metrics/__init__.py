@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import conf, log
-from .drivers import get_driver
-from .drivers.contract import LEADER_KEY, JobDriver
-from .rollup import BOUNDS
+from .. import conf, log
+from ..drivers import get_driver
+from ..drivers.contract import LEADER_KEY, JobDriver
+from ..rollup import BOUNDS
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -228,7 +228,7 @@ def clear_cache() -> None:
 
 
 def _read_database(now: float) -> DatabaseStats:
-    from .errors import DriverUnavailableError
+    from ..errors import DriverUnavailableError
 
     driver = get_driver()
     stats = DatabaseStats(read_at=now)
@@ -243,7 +243,7 @@ def _read_database(now: float) -> DatabaseStats:
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.outbox_failed", error=error)
     try:
-        from .limits_admin import inspect_limits
+        from ..limits.caps import inspect_limits
 
         stats.limits = inspect_limits()
     except Exception as error:
@@ -322,7 +322,7 @@ def scheduler_leaders() -> list[str]:
 
 def cron_pauses() -> list[tuple[str, bool]]:
     """Each declared cron, by name, with whether it is paused (``xjobs_cron_paused``)."""
-    from . import registry
+    from ..declarations import registry
 
     paused = get_driver().scheduler_store().paused_crons()
     return [(c.name, c.name in paused) for c in registry.crons.all()]
@@ -459,7 +459,7 @@ class XJobsCollector:
         dict[str, float],
         dict[str, dict[str, list[float]]],
     ]:
-        """The process's own counters, gauges and histograms (metrics_shared.py adds up those
+        """The process's own counters, gauges and histograms (metrics/shared.py adds up those
         of every child of a supervisor instead)."""
         with _lock:
             histograms = {n: {q: list(v) for q, v in qs.items()} for n, qs in _histograms.items()}

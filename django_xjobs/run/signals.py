@@ -3,7 +3,7 @@
 ``sender`` is the job's handle (what ``@job`` returned), so a receiver can listen to one job::
 
     from django.dispatch import receiver
-    from django_xjobs.signals import job_finished
+    from django_xjobs.run.signals import job_finished
 
     @receiver(job_finished, sender=send_receipt)
     def receipt_sent(sender, job, outcome, **kwargs):
@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.dispatch import Signal
 
-from . import log
+from .. import log
 
 if TYPE_CHECKING:
-    from .drivers.contract import ClaimedJob
-    from .run.execute import Execution
+    from ..drivers.contract import ClaimedJob
+    from .execute import Execution
 
 job_started = Signal()
 job_finished = Signal()

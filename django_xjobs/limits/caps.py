@@ -8,12 +8,13 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from . import conf, log, registry
-from .drivers import get_driver
-from .drivers.claim_limits import in_window
-from .drivers.contract import QueueState
-from .errors import InvariantError
-from .limit_keys import SEPARATOR
+from .. import conf, log
+from ..declarations import registry
+from ..drivers import get_driver
+from ..drivers.claim_limits import in_window
+from ..drivers.contract import QueueState
+from ..errors import InvariantError
+from ..limit_keys import SEPARATOR
 
 
 def set_queue_limit(name: str, concurrency: int | None, *, by: str | None = None) -> QueueState:

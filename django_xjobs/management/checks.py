@@ -8,8 +8,9 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from . import conf, registry
-from .errors import XJobsError
+from .. import conf
+from ..declarations import registry
+from ..errors import XJobsError
 
 
 @checks.register("django_xjobs")
@@ -119,7 +120,7 @@ def _check_jobs() -> list[checks.CheckMessage]:
             )
     capped = [h.name for h in registry.registered_jobs() if h.concurrency]
     if capped:
-        from .drivers import get_driver
+        from ..drivers import get_driver
 
         if get_driver().leases is None:
             found.append(
@@ -136,7 +137,7 @@ def _check_cron_schedules() -> list[checks.CheckMessage]:
     """Every registered cron's schedule read again, as ``@cron`` reads it: a handle registered
     without the decorator, or a six-field string from before seconds were asked for by name,
     fails here, one line, rather than firing on a schedule another reader would not expect."""
-    from .cron import check_schedule
+    from ..declarations.cron import check_schedule
 
     found: list[checks.CheckMessage] = []
     for handle in registry.crons.all():
@@ -160,7 +161,7 @@ def _check_cron_tasks() -> list[checks.CheckMessage]:
     for handle in registry.crons.all():
         if handle.task is None:
             continue
-        from .backends.tasks import resolves, unresolved_message
+        from ..backends.tasks import resolves, unresolved_message
 
         if not resolves(handle.task):
             found.append(
@@ -192,8 +193,8 @@ def check_unregistered_names(
     as ``X_JOB_UNKNOWN`` and dead-letters them after ``UNKNOWN_JOB_GRACE``."""
     from django.db import DatabaseError
 
-    from .models import Job
-    from .states import LIVE_STATES
+    from ..models import Job
+    from ..states import LIVE_STATES
 
     xjobs = _checked_database(databases)
     if xjobs is None or xjobs.driver != "postgres":
@@ -234,12 +235,12 @@ def check_pending_backfills(
     completed pass in it (``X_BACKFILL_PENDING``), what ``xjobs_backfill --pending`` gates on."""
     from django.db import DatabaseError
 
-    from .backfills import registered_backfills
+    from ..backfills import registered_backfills
 
     xjobs = _checked_database(databases)
     if xjobs is None or not registered_backfills():
         return []
-    from .backfills.status import pending_backfills
+    from ..backfills.status import pending_backfills
 
     try:
         pending = [spec.name for spec in pending_backfills()]

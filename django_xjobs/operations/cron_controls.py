@@ -13,12 +13,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from . import log
-from .cron import CronHandle, registered_crons
-from .drivers import get_driver
-from .drivers.contract import CronState
-from .errors import CronUnknownError, InvariantError
-from .ids import uuid7
+from .. import log
+from ..declarations.cron import CronHandle, registered_crons
+from ..drivers import get_driver
+from ..drivers.contract import CronState
+from ..errors import CronUnknownError, InvariantError
+from ..ids import uuid7
 
 #: how many fire times ``inspect_crons`` lists per cron
 NEXT_FIRES = 5
@@ -84,7 +84,7 @@ def run_cron_now(name: str, *, key: str | None = None, by: str | None = None) ->
         >>> run_cron_now("shop.nightly", key="incident-42").job_ids
         ('0190…',)
     """
-    from .scheduler.role import _occurrence_request
+    from ..scheduler.role import _occurrence_request
 
     handle = _declared(name)
     _check_by(by)
@@ -128,7 +128,7 @@ def inspect_crons(*, now: datetime | None = None) -> list[dict[str, Any]]:
         >>> [(c["name"], c["paused"], c["next_fires"][0]) for c in inspect_crons()]
         [('shop.nightly', False, '2026-12-02T03:00:00+00:00')]
     """
-    from .scheduler.role import last_fired
+    from ..scheduler.role import last_fired
 
     store = get_driver().scheduler_store()
     controls = {c.cron: c for c in store.cron_controls()}
