@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "howto" / "testing.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "howto" / "testing.md"
 
 
 def example(heading: str) -> str:

@@ -36,7 +36,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Django 2028 will not have a default mailer"),
 ]
 
-TUTORIAL = Path(__file__).resolve().parent.parent / "docs" / "tutorial.md"
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"
 
 
 def snippet(path: str) -> str:

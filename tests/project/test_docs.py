@@ -21,7 +21,7 @@ from typing import Any
 
 from django_xjobs import conf, errors
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "django_xjobs"
 REFERENCE = ROOT / "docs" / "reference"
 
