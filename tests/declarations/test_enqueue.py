@@ -28,7 +28,7 @@ from django_xjobs.worker.worker import Worker
 from tests import jobs, tasks
 from tests.conftest import Harness
 
-PACKAGE = Path(__file__).resolve().parent.parent / "django_xjobs"
+PACKAGE = Path(__file__).resolve().parents[2] / "django_xjobs"
 
 
 # --- ENQ-01: one enqueue path ----------------------------------------------------------------
