@@ -10,8 +10,8 @@ import pytest
 
 from django_xjobs.models import Job
 from tests import jobs
+from tests.run.test_abandoned import intervals, most_at_once
 from tests.support.process import WorkerProcess, wait_for
-from tests.test_abandoned import intervals, most_at_once
 
 pytestmark = pytest.mark.process
 
