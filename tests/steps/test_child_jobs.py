@@ -19,8 +19,7 @@ from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import run_to_completion, run_until_idle
 from tests import jobs
 from tests.models import Ledger
-
-from .test_steps import claimed_steps, steps_for, steps_of
+from tests.steps.test_steps import claimed_steps, steps_for, steps_of
 
 
 @pytest.fixture
