@@ -103,7 +103,7 @@ def test_the_batch_pages_refuse_who_may_not_view_batches(db, perms, staff):
 
 def test_the_open_batches_gauge_counts_batches_until_their_callbacks_are_queued(db):
     from django_xjobs import metrics
-    from tests.test_metrics import sample, scrape
+    from tests.metrics.test_metrics import sample, scrape
 
     metrics.clear_cache()
     batch = _batch()
