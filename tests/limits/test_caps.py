@@ -171,7 +171,7 @@ def test_limit_13_the_queues_page_sets_a_cap_for_change_job_only(db):
 
 def test_limit_metrics_show_caps_and_limited_jobs(harness):
     from django_xjobs import metrics
-    from tests.test_metrics import sample, scrape
+    from tests.metrics.test_metrics import sample, scrape
 
     set_queue_limit("capped", 4)
     jobs.per_account.enqueue(account="a", n=0)
