@@ -15,15 +15,13 @@ import uuid
 import pytest
 
 from django_xjobs.models import Job, OutboxEntry
-from tests import test_relay_process
 from tests.models import Ledger
+from tests.outbox import test_relay_fleet
+from tests.outbox.test_relay_fleet import Lab, backends, execute
 from tests.support.process import ManageProcess, wait_for
-from tests.test_relay_process import Lab, backends, execute
 
 pytestmark = pytest.mark.process
-lab = (
-    test_relay_process.lab
-)  # the fixture: relays killed, sleeping backends ended, triggers dropped
+lab = test_relay_fleet.lab  # the fixture: relays killed, sleeping backends ended, triggers dropped
 
 #: ``manage.py shell -c``: enqueue through the outbox in one transaction per batch, with a ledger
 #: row per enqueue in the same transaction; a batch marked "open" stops inside its transaction.
