@@ -184,7 +184,7 @@ def test_a_worker_that_has_not_beaten_lately_cannot_vouch_for_a_death(harness):
 def test_the_heartbeat_renews_presence_once_per_tick_however_many_runs():
     from django_xjobs.worker.heartbeat import Heartbeat
     from django_xjobs.worker.presence import WorkerPresence
-    from tests.test_heartbeat import make_run
+    from tests.worker.test_heartbeat import make_run
 
     class Counting:
         leases = None

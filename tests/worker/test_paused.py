@@ -183,7 +183,7 @@ def test_the_cli_refuses_a_bad_queue_name_in_one_line(db):
 
 def test_ctrl_05_the_paused_gauge_follows_pause_and_resume(db):
     from django_xjobs import metrics
-    from tests.test_metrics import sample, scrape
+    from tests.metrics.test_metrics import sample, scrape
 
     jobs.ok.enqueue(n=1)
     pause_queue("emails")  # no job in it: listed all the same

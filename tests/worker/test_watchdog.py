@@ -13,7 +13,7 @@ from django_xjobs import conf
 from django_xjobs.drivers.connections import bound_connections, mark_role_thread, role_connections
 from django_xjobs.errors import ConfigInvalidError, LeaseLostError
 from django_xjobs.worker.watchdog import EXIT_STUCK, Watchdog
-from tests.test_heartbeat import VIS, Clock, ScriptedDriver, heartbeat, make_run
+from tests.worker.test_heartbeat import VIS, Clock, ScriptedDriver, heartbeat, make_run
 
 MARGIN = VIS / 10
 
@@ -87,7 +87,7 @@ def test_hang_04_the_watchdog_ends_the_process_when_a_section_stays_blocked(cloc
             assert watchdog.check() is True
     assert codes == [EXIT_STUCK]
     assert "xjobs.worker.stuck" in caplog.text and "section=settle" in caplog.text
-    assert "test_hang.py" in caplog.text  # where the stuck thread was
+    assert "test_watchdog.py" in caplog.text  # where the stuck thread was
     clock.now += 100
     assert watchdog.check() is False  # the section ended: nothing is open
 
