@@ -23,7 +23,7 @@ from django_xjobs.declarations.cron import (
 from django_xjobs.declarations.registry import crons
 from django_xjobs.errors import JobDefinitionError
 from tests import crons as fixtures
-from tests.test_tasks_cron import TASKS, _report
+from tests.backends.test_tasks_cron import TASKS, _report
 
 
 def nothing(occurrence):

@@ -16,7 +16,7 @@ from django_xjobs.declarations.cron import registered_crons, unregister
 from django_xjobs.errors import JobDefinitionError
 from django_xjobs.testing import run_until_idle
 from tests import tasks
-from tests.test_scheduler import START, Bench, _bench, epoch_ms, utc
+from tests.scheduler.test_role import START, Bench, _bench, epoch_ms, utc
 
 TASKS = {
     "default": {"BACKEND": "django_xjobs.backends.XJobsBackend"},
