@@ -207,7 +207,7 @@ def test_the_cli_refuses_an_undeclared_cron_in_one_line(db):
 
 def test_cronctl_05_the_paused_gauge_follows_pause_and_resume(db):
     from django_xjobs import metrics
-    from tests.test_metrics import sample, scrape
+    from tests.metrics.test_metrics import sample, scrape
 
     pause_cron("tests.daily")
     metrics.clear_cache()  # a scrape reads the database at most once per STATS_INTERVAL
