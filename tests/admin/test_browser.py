@@ -25,7 +25,7 @@ from django_xjobs.drivers import get_driver
 from django_xjobs.drivers.contract import Complete, Finish, Presence, StepRecord, SuspendUntil
 from tests.test_contract import claim, request
 
-SCREENS = Path(__file__).resolve().parent.parent / "docs" / "_static" / "screens"
+SCREENS = Path(__file__).resolve().parents[2] / "docs" / "_static" / "screens"
 WIDTH, HEIGHT = 1366, 900
 
 pytestmark = pytest.mark.process  # a browser process of its own
