@@ -42,7 +42,7 @@ from django_xjobs.testing.factories import (
     WaitingJobFactory,
 )
 from tests import jobs
-from tests.test_outbox_quarantine import quarantined_row
+from tests.outbox.test_quarantine import quarantined_row
 
 
 def _error_shape(text: str | None) -> str | None:
