@@ -23,7 +23,7 @@ from selenium.webdriver.common.by import By
 from django_xjobs import operations
 from django_xjobs.drivers import get_driver
 from django_xjobs.drivers.contract import Complete, Finish, Presence, StepRecord, SuspendUntil
-from tests.test_contract import claim, request
+from tests.drivers.contract.support import claim, request
 
 SCREENS = Path(__file__).resolve().parents[2] / "docs" / "_static" / "screens"
 WIDTH, HEIGHT = 1366, 900

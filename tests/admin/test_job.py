@@ -119,7 +119,7 @@ def test_every_library_page_draws_breadcrumbs_as_djangos_own_pages_do(admin_clie
 
 def test_the_list_shows_progress_compactly_only_for_jobs_that_report_it(admin_client):
     from django_xjobs.drivers import get_driver
-    from tests.test_contract import claim, request
+    from tests.drivers.contract.support import claim, request
 
     driver = get_driver()
     for key in ("counted", "open-ended", "silent"):

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django_xjobs.drivers import get_driver
 from django_xjobs.drivers.contract import Complete, Finish, Presence
 from django_xjobs.metrics.overview import overview
-from tests.test_contract import claim, request
+from tests.drivers.contract.support import claim, request
 
 URL = "/admin/django_xjobs/job/overview/"
 

@@ -24,8 +24,8 @@ from django_xjobs.run.execute import execute
 from django_xjobs.run.settle import settle
 from django_xjobs.testing import run_until_idle
 from tests import jobs
+from tests.drivers.contract.support import VIS, claim
 from tests.support.process import wait_for
-from tests.test_contract import VIS, claim
 
 AUTO = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "auto"}
 

@@ -11,7 +11,7 @@ from django_xjobs import Batch, BatchClosedError, BatchNotFoundError, inspect_ba
 from django_xjobs.drivers.contract import Complete, Finish
 from django_xjobs.testing import run_until_idle
 from tests import jobs
-from tests.test_contract import claim
+from tests.drivers.contract.support import claim
 
 
 def _callbacks(driver, name="tests.jobs.batch_report"):

@@ -17,7 +17,7 @@ from django_xjobs.errors import JobNotFoundError
 from django_xjobs.operations.why import why_job
 from django_xjobs.testing import run_until_idle
 from tests import jobs
-from tests.test_contract import claim, request
+from tests.drivers.contract.support import claim, request
 
 
 def codes(job_id) -> list[str]:

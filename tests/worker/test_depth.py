@@ -19,8 +19,8 @@ from django_xjobs.models import QueueDepth
 from django_xjobs.worker.depth import DepthSampler
 from django_xjobs.worker.presence import WorkerPresence
 from django_xjobs.worker.retention import Retention
+from tests.drivers.contract.support import claim, request
 from tests.support.process import wait_for
-from tests.test_contract import claim, request
 
 
 def _fleet(harness) -> None:

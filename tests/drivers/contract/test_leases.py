@@ -1,9 +1,12 @@
-"""The fleet slot store (SPEC SLOT-03/06, SE-08, DRV-04 l/n): every case runs on the memory
-driver AND the PostgreSQL driver through the ``slots`` fixture, asserting the same answers."""
+"""The driver contract, leases: a job's lease renewed by its holder only (SPEC LEASE-02), and
+the fleet slot store (SPEC SLOT-03/06, SE-08, DRV-04 l/n). Every case runs on the memory driver
+AND the PostgreSQL driver, through the ``harness`` fixture and the ``slots`` fixture, asserting
+the same answers."""
 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -11,10 +14,13 @@ import pytest
 from django.db import connection, connections
 
 from django_xjobs.clock import FrozenClock
+from django_xjobs.drivers.contract import Complete
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.memory.leases import MemoryLeaseStore
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.errors import InvariantError
+from tests import jobs
+from tests.drivers.contract.support import claim
 
 KEY = "job:tests.jobs.ok"  # DRV-04 (n): the caller builds `job:<name>`; the store takes any text
 OTHER = "job:tests.jobs.other"
@@ -363,3 +369,30 @@ def test_slot_03_racing_renew_and_takeover_of_one_slot_never_both_hold(live_slot
         assert (renewed, acquired) == (False, 0)
         assert live_slots.rows() == {0: "new"}
         assert s.release(KEY, 0, "new")
+
+
+# --- (f) heartbeat predicate ----------------------------------------------------------------
+
+
+def test_lease_02_heartbeat_renews_only_the_holders_lease(harness):
+    jobs.ok.enqueue(n=1)
+    [job] = claim(harness.driver, vis=5)
+    harness.advance(4)
+    assert harness.driver.heartbeat(job.id, job.lease_token, 5) is True
+    harness.advance(4)
+    assert claim(harness.driver, worker="w2") == []  # renewed: 5 s from the heartbeat
+    assert harness.driver.heartbeat(job.id, uuid.uuid4(), 5) is False
+    assert harness.driver.heartbeat(uuid.uuid4(), job.lease_token, 5) is False
+
+
+def test_lease_02_heartbeat_after_settle_or_reclaim_is_false(harness):
+    jobs.ok.enqueue(n=1)
+    jobs.ok.enqueue(n=2)
+    a, b = claim(harness.driver, vis=5)
+    harness.driver.ack([Complete(a.id, a.lease_token)])
+    assert harness.driver.heartbeat(a.id, a.lease_token, 5) is False
+    harness.advance(5)
+    [b2] = claim(harness.driver, worker="w2")
+    assert b2.id == b.id
+    assert harness.driver.heartbeat(b.id, b.lease_token, 5) is False
+    assert harness.driver.heartbeat(b2.id, b2.lease_token, 5) is True
