@@ -1,7 +1,7 @@
 """Behind a transaction-mode pooler (issue 17 §2), in process: ``XJOBS["POOLER"]`` and
 ``XJOBS["LISTEN_DATABASE"]`` are refused when wrong, keep the roles' sessions free of state, and
 move the listener to the direct alias or to polling with one log line. The real PgBouncer run
-is tests/test_pooler_process.py."""
+is tests/drivers/test_pooler_fleet.py."""
 
 from __future__ import annotations
 

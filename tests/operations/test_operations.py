@@ -399,8 +399,8 @@ def test_insp_02_03_the_trace_is_plain_json_with_steps_in_seconds(harness):
         "traceparent": None,
         "enqueued_by": "user:7",
         "attempts": [],  # no attempt has failed
-        "backfill": None,  # not a backfill's pass (tests/test_backfill_cli.py)
-        "expires_at": None,  # the job controls (tests/test_job_controls.py)
+        "backfill": None,  # not a backfill's pass (tests/backfill/test_cli.py)
+        "expires_at": None,  # the job controls (tests/run/test_controls.py)
         "snoozes": 0,
         "progress": None,
         "dependencies": None,  # it waits for no job and none waits for it (issue 32)

@@ -4,7 +4,8 @@ Keys and tenant ids are refused over their byte limits at every enqueue path, st
 both drivers; a row that got past those checks (written by another version, or by SQL) and whose
 publish is refused for its own values is quarantined, and the rest of its batch is published in
 the same pass; an operator lists, retries and discards it through the API, ``manage.py xjobs
-outbox`` and the admin. The process case (a real relay) is in tests/test_relay_quarantine.py.
+outbox`` and the admin. The process case (a real relay) is in
+tests/outbox/test_relay_quarantine.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The relay publishes a claimed batch on the jobs' own database as one transaction: the mark of
 the rows it still holds, their jobs and any collapse commit together, or none of it does.
-(SPEC OUTBOX-09/10/12; the row-by-row publish of other stores is pinned in test_outbox.py.)
+(SPEC OUTBOX-09/10/12; the row-by-row publish of other stores is pinned in
+tests/outbox/test_outbox.py.)
 """
 
 from __future__ import annotations

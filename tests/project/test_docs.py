@@ -496,7 +496,7 @@ def test_every_command_a_page_shows_exists():
 
 def test_every_python_block_on_a_page_parses():
     """A snippet a reader copies is at least Python. The tutorial's blocks also run
-    (tests/test_tutorial.py); the rest stand for code around them (``Order``, ``mail``)."""
+    (tests/project/test_tutorial.py); the rest stand for code around them (``Order``, ``mail``)."""
     broken = []
     blocks = 0
     for path in sorted((ROOT / "docs").rglob("*.md")):

@@ -1,9 +1,9 @@
 """The README's test command provisions what the suite needs, and CI adds nothing to it (issue 23).
 
 ``make test`` runs ``scripts/provision`` before pytest: the machine's programs the tests run
-(PgBouncer for tests/test_pooler_process.py) are installed from apt when missing, and a machine
-that cannot install them gets one line naming the packages and the command. ``.ci/run`` installs
-nothing itself, so a green CI means the README's command works on a fresh machine.
+(PgBouncer for tests/drivers/test_pooler_fleet.py) are installed from apt when missing, and a
+machine that cannot install them gets one line naming the packages and the command. ``.ci/run``
+installs nothing itself, so a green CI means the README's command works on a fresh machine.
 
 The script's tests put a stand-in ``apt-get`` first on ``PATH``: it records how it was called
 and "installs" a program by writing it, because a test cannot install a real Debian package on

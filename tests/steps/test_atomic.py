@@ -1,6 +1,6 @@
 """``ctx.step.atomic(name)``: exactly-once database effects (issue 17 section 1), each case on
 the memory driver and the PostgreSQL driver. The process test with killed and frozen workers
-is tests/test_process_atomic.py."""
+is tests/steps/test_atomic_fleet.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The decisions behind ``xjobs_worker --processes``: which limit a child passed, what a
 child's exit code means, the command line a child runs, and the flags refused before anything
-starts (issue 12 item 5). The processes themselves: tests/test_process_supervisor.py."""
+starts (issue 12 item 5). The processes themselves: tests/worker/test_supervisor_fleet.py."""
 
 from __future__ import annotations
 
