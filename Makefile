@@ -65,7 +65,7 @@ test-fast: $(VENV)/.installed  ## the unit lane: no database, no subprocess, no 
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
 property: $(VENV)/.installed  ## the property suite at length (`make test` runs its short `ci` profile); minutes
-	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/test_property.py -p no:randomly -o timeout=0 $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/project/test_property.py -p no:randomly -o timeout=0 $(PYTEST_ARGS)
 
 # the machine's programs the suite runs (PgBouncer), from apt when missing; instant when present
 provision:
@@ -76,8 +76,8 @@ chaos: $(VENV)/.installed  ## real workers under faults (kill, stop, restart, ou
 
 # The issue's full size of the two workflow process tests (`make test` runs 30 of each)
 workflows-full: $(VENV)/.installed  ## 1,000 batches and 1,000 parents of child jobs under SIGKILL, with their figures; tens of minutes; not in `make test`
-	XJOBS_WORKFLOWS_SCALE=full $(BIN)/python -m pytest tests/test_process_batches.py \
-		tests/test_process_children.py -p no:randomly -s -o timeout=0 $(PYTEST_ARGS)
+	XJOBS_WORKFLOWS_SCALE=full $(BIN)/python -m pytest tests/declarations/test_workflows_fleet.py \
+		tests/steps/test_child_jobs_fleet.py -p no:randomly -s -o timeout=0 $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed  ## ruff, formatting, type hints, and models in step with migrations
 	$(BIN)/ruff check .

@@ -10,7 +10,8 @@ SECRET_KEY = "tests-only"
 USE_TZ = True
 TIME_ZONE = "UTC"
 DATABASES = {"default": database_config(database_url(lazy=True))}
-# A second database on the same server, for the outbox across databases (tests/test_outbox.py).
+# A second database on the same server, for the outbox across databases
+# (tests/outbox/test_outbox.py).
 DATABASES["orders"] = {
     **DATABASES["default"],
     "NAME": f"{DATABASES['default']['NAME']}_orders",
@@ -22,7 +23,8 @@ INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.sessions",
     "django.contrib.messages",
-    # the admin's stylesheets, served by the live server to the browser tests (test_browser.py)
+    # the admin's stylesheets, served by the live server to the browser tests
+    # (admin/test_browser.py)
     "django.contrib.staticfiles",
     "django_xjobs",
     "tests",
@@ -49,7 +51,7 @@ TEMPLATES = [
 ROOT_URLCONF = "tests.urls"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The suite's driver and worker tests enqueue directly (most run inside a test transaction,
-# where the default "auto" would stage into the outbox); tests/test_outbox.py turns it on.
+# where the default "auto" would stage into the outbox); tests/outbox/test_outbox.py turns it on.
 XJOBS = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
 
 # Django's own task API, run by django-xjobs (tests/tasks.py): Django 6 has it, Django 5.2 the

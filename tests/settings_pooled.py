@@ -1,6 +1,6 @@
 """``tests.settings`` behind a transaction-mode PgBouncer, for the processes of
-tests/test_pooler_process.py: ``DATABASE_URL`` is the pooler's URL; ``XJOBS_LISTEN_URL``, when
-set, is a direct URL of the same database that the listener gets as ``LISTEN_DATABASE``."""
+tests/drivers/test_pooler_fleet.py: ``DATABASE_URL`` is the pooler's URL; ``XJOBS_LISTEN_URL``,
+when set, is a direct URL of the same database that the listener gets as ``LISTEN_DATABASE``."""
 
 import os
 

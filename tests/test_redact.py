@@ -1,6 +1,6 @@
 """Redaction (issue 26, item 3): values under ``XJOBS["REDACT_KEYS"]`` are masked wherever
 inputs are shown and scrubbed from every text a run produces; ``XJOBS["REDACT"]`` runs on every
-such text after them. The worker-process proof is tests/test_process_secrets.py."""
+such text after them. The worker-process proof is tests/test_redact_fleet.py."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from django.test import override_settings
 from django_xjobs import rollup
 from django_xjobs.drivers.contract import Complete, Finish, RetryAt, SuspendUntil
 from django_xjobs.worker.retention import Retention
+from tests.drivers.contract.support import claim, request
 from tests.support.process import wait_for
-from tests.test_contract import claim, request
 
 
 def _fleet(harness):

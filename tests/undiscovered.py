@@ -1,5 +1,5 @@
 """A ``@job`` outside any app's ``jobs.py``: never discovered, so never run (issue 23). Only
-tests/test_discovery_rule.py names it, by its row's name; nothing imports it."""
+tests/declarations/test_discovery_rule.py names it, by its row's name; nothing imports it."""
 
 from __future__ import annotations
 

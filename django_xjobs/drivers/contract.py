@@ -1,7 +1,7 @@
 """The driver contract: what a job store must do, and the values that cross it (SPEC §15).
 
-Both drivers answer the same question the same way; ``tests/test_contract.py`` runs every case
-against each of them.
+Both drivers answer the same question the same way; the contract suite
+(``tests/drivers/contract/``, a file per verb family) runs every case against each of them.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@
 -- then truncated and refilled) the planner judged one of those indexes nearly empty and read all
 -- of it, filtering on the id, instead of looking the row up by its primary key: an ack of a few
 -- hundred runs took 500 ms and a 10k drain ran at a fifth of its speed. Wrapped, the test proves
--- no index, so the row is found by its id whatever the statistics say (tests/test_fence_plan.py).
+-- no index, so the row is found by its id whatever the statistics say
+-- (tests/drivers/postgres/test_fence_plan.py).
 
 -- name: enqueue
 -- Insert one job unless a live row holds (name, tenant, key) (SPEC ENQ-06/10). A ready row

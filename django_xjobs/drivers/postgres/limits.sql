@@ -28,7 +28,7 @@
 -- the generic plan: PostgreSQL planned claim_limited afresh on every execution (it never
 -- settled on the generic plan), and the planning cost more than the run, about 5 ms a claim.
 -- Its scans, and limit_keys', are lateral and limited, so the generic plan is the custom one
--- without the replanning (tests/test_limit_cost.py).
+-- without the replanning (tests/drivers/postgres/test_limit_cost.py).
 WITH capped AS (
     SELECT queue FROM x_queue_controls
     WHERE queue = ANY(%(queues)s::text[]) AND concurrency IS NOT NULL

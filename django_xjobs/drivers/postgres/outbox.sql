@@ -7,7 +7,7 @@
 -- partial index, and a join with the ids also filters `id = ANY(ids)`. Written plainly, a table
 -- analyzed while every row was published, then truncated and refilled, had the planner read the
 -- whole unpublished index for each chunk of an on-commit publish (200 ms a chunk), or the whole
--- table (tests/test_fence_plan.py).
+-- table (tests/drivers/postgres/test_fence_plan.py).
 
 -- name: stage
 -- One row per enqueue; staged_at is the transaction's start, so a transaction's rows tie on it

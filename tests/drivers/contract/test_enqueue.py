@@ -1,0 +1,99 @@
+"""The driver contract, enqueue (SPEC DRV-04 table, DRV-05 gaps closed): the live set and its
+dedupe namespace, and a new row's first state. Every case runs on the memory driver AND the PostgreSQL driver through the ``harness``
+fixture, asserting the same answers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from django_xjobs.drivers.contract import (
+    Complete,
+    SuspendUntil,
+)
+from django_xjobs.errors import JobDuplicateError
+from tests import jobs
+from tests.drivers.contract.support import claim, request
+
+# --- (a) live set and dedupe namespace -------------------------------------------------------
+
+
+def test_enq_06_live_key_dedupes_to_the_live_row(harness):
+    first = jobs.ok.enqueue(n=1)
+    again = jobs.ok.enqueue(n=1)
+    assert not first.deduped
+    assert again.deduped and (again.id, again.run_id) == (first.id, first.run_id)
+    assert len(harness.driver.list_jobs()) == 1
+
+
+@pytest.mark.parametrize("state_change", ["claimed", "suspended"])
+def test_enq_06_running_and_suspended_rows_are_live(harness, state_change):
+    first = jobs.ok.enqueue(n=1)
+    [held] = claim(harness.driver)
+    if state_change == "suspended":
+        assert harness.driver.suspend(SuspendUntil(held.id, held.lease_token))
+    assert jobs.ok.enqueue(n=1).id == first.id
+
+
+def test_enq_07_on_conflict_error_names_the_live_job(harness):
+    first = jobs.ok.enqueue(n=1)
+    with pytest.raises(JobDuplicateError) as caught:
+        jobs.ok.using(on_conflict="error").enqueue(n=1)
+    assert str(first.id) in str(caught.value)
+    assert caught.value.code == "X_JOB_DUPLICATE"
+
+
+def test_enq_08_a_terminal_row_frees_the_key(harness):
+    first = jobs.ok.enqueue(n=1)
+    [held] = claim(harness.driver)
+    assert harness.driver.ack([Complete(held.id, held.lease_token)]) == {held.id}
+    second = jobs.ok.enqueue(n=1)
+    assert not second.deduped and second.id != first.id
+
+
+def test_enq_09_se_01_the_namespace_includes_the_job_name(harness):
+    a = harness.driver.enqueue(request(name="tests.jobs.ok", key="same"))
+    b = harness.driver.enqueue(request(name="tests.jobs.fails", key="same"))
+    assert not b.deduped and a.id != b.id
+
+
+def test_enq_10_se_02_the_namespace_includes_the_tenant(harness):
+    a = harness.driver.enqueue(request(tenant="acme", key="same"))
+    b = harness.driver.enqueue(request(tenant="globex", key="same"))
+    none_1 = harness.driver.enqueue(request(tenant=None, key="same"))
+    none_2 = harness.driver.enqueue(request(tenant=None, key="same"))
+    assert len({a.id, b.id, none_1.id}) == 3
+    assert none_2.deduped and none_2.id == none_1.id
+
+
+# --- (b) initial state -----------------------------------------------------------------------
+
+
+def test_enq_05_initial_state_ready_or_delayed(harness):
+    now_row = harness.row(jobs.ok.enqueue(n=1).id)
+    later_row = harness.row(jobs.ok.using(delay="1h").enqueue(n=2).id)
+    assert (now_row.state, now_row.attempt) == ("ready", 0)
+    assert (later_row.state, later_row.attempt) == ("delayed", 0)
+    assert later_row.run_at - now_row.run_at >= timedelta(minutes=59)
+    assert now_row.run_id != later_row.run_id
+
+
+def test_enq_03_the_row_carries_the_declaration(harness):
+    handle = jobs.important.using(enqueued_by="user:7", tenant_id="acme")
+    row = harness.row(handle.enqueue(n=3).id)
+    assert row.name == "tests.jobs.important"
+    assert row.queue == "default"
+    assert row.input == {"n": 3}
+    assert row.idempotency_key == "prio:3"
+    assert row.max_attempts == 3
+    assert row.priority == 5
+    assert (row.tenant_id, row.enqueued_by) == ("acme", "user:7")
+
+
+def test_run_at_schedules_at_that_instant(harness):
+    when = timezone.now() + timedelta(days=2)
+    row = harness.row(jobs.ok.using(run_at=when).enqueue(n=1).id)
+    assert row.state == "delayed"
+    assert abs((row.run_at - when).total_seconds()) < 0.001

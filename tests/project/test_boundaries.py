@@ -1,0 +1,304 @@
+"""The floor plan, as tests (DESIGN §3, issue 27).
+
+The package is layered base -> drivers -> run -> roles -> operator, and an import never climbs a
+layer — not at module level, not inside a function — except the few marked ``# upward:`` with
+their reason. No import cycle, counting the imports inside functions and the package
+``__init__`` every import of a submodule runs. Storage sits behind the driver: no module outside
+``drivers/`` names a concrete driver, store or listener, and every SQL statement lives under
+``drivers/postgres/``. The driver protocol is the only door to storage (STYLE "Seams"): callers
+never ask a driver its name or probe it for attributes, and the PostgreSQL driver never leans on
+the memory one. ``TYPE_CHECKING`` imports are left out: they never run."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import django_xjobs
+
+PACKAGE = Path(django_xjobs.__file__).parent
+
+
+def modules() -> list[tuple[Path, ast.Module]]:
+    return [
+        (path, ast.parse(path.read_text()))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "migrations" not in path.parts
+    ]
+
+
+def _mentions_driver(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Name | ast.Attribute) and "driver" in ast.unparse(n)
+        for n in ast.walk(node)
+    )
+
+
+def test_no_module_switches_on_a_drivers_name():
+    found = []
+    for path, tree in modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and any(
+                isinstance(side, ast.Attribute) and side.attr == "name" and _mentions_driver(side)
+                for side in (node.left, *node.comparators)
+            ):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []
+
+
+def test_no_module_probes_a_driver_with_getattr_or_hasattr():
+    found = []
+    for path, tree in modules():
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+                and node.args
+                and _mentions_driver(node.args[0])
+            ):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []
+
+
+def test_the_postgresql_driver_never_imports_the_memory_one():
+    found = []
+    for path, tree in modules():
+        if "postgres" not in path.relative_to(PACKAGE).parts:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and "memory" in (node.module or ""):
+                found.append(f"{path.name}:{node.lineno}: from {node.module}")
+    assert found == []
+
+
+# --- the layers ---------------------------------------------------------------------------------
+
+#: each top-level module or package of django_xjobs, by layer (lowest first)
+LAYERS: dict[str, list[str]] = {
+    "base": [
+        "actors",
+        "bounds",
+        "classify",
+        "clock",
+        "conf",
+        "context",
+        "durations",
+        "errors",
+        "history",
+        "ids",
+        "limit_keys",
+        "log",
+        "models",
+        "payload",
+        "redact",
+        "retry",
+        "rollup",
+        "signatures",
+        "states",
+        "text",
+        "tracing",
+    ],
+    "drivers": ["drivers"],
+    "run": ["declarations", "limits", "metrics", "run", "steps"],
+    "roles": ["backends", "backfills", "outbox", "scheduler", "worker"],
+    "operator": [
+        "__init__",
+        "admin",
+        "apps",
+        "health_check",
+        "management",
+        "operations",
+        "testing",
+        "views",
+    ],
+}
+#: what the package root holds besides the base: the public face (the package, its app config, and
+#: the two paths users write into their settings and urls)
+PUBLIC_FACE = {"__init__", "apps", "health_check", "views"}
+RANK = {name: rank for rank, names in enumerate(LAYERS.values()) for name in names}
+#: the deliberate climbs, each marked ``# upward:`` with its reason where it is imported
+MAX_UPWARD = 3
+#: what only drivers/ may name: the concrete drivers, their stores and the listener
+CONCRETE = re.compile(r"^(Postgres|Memory)[A-Z]\w*$|^(Listener|Polling)$")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path, _ in modules()}
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for inner in ast.walk(node))
+    return skipped
+
+
+def imports(path: Path, tree: ast.Module) -> list[tuple[int, str, list[str]]]:
+    """(line, module imported, names) for every import of django_xjobs that runs, wherever it
+    sits; a name that is a submodule counts as that module."""
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    skipped = _type_checking_only(tree)
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found += [
+                (node.lineno, a.name, []) for a in node.names if a.name.startswith("django_xjobs")
+            ]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")
+                base = ".".join(up[: len(up) - node.level + 1] + ([base] if base else []))
+            if not base.startswith("django_xjobs"):
+                continue
+            names = [a.name for a in node.names]
+            for name in names:
+                target = f"{base}.{name}"
+                found.append((node.lineno, target if target in MODULES else base, [name]))
+    return found
+
+
+def _owner(module: str) -> str:
+    while module not in MODULES and "." in module:
+        module = module.rpartition(".")[0]
+    return module
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def edges() -> dict[str, set[str]]:
+    """Module -> the modules importing it runs, including each package ``__init__`` on the way
+    (importing ``a.b.c`` runs ``a.b`` first); the root package is left out (it imports the
+    public face, so everything would meet there)."""
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for path, tree in modules():
+        here = module_name(path)
+        for _, target, _names in imports(path, tree):
+            target = _owner(target)
+            if target != here:
+                graph[here].add(target)  # what it names, its own package's __init__ too
+            parts = target.split(".")
+            for end in range(2, len(parts)):
+                step = ".".join(parts[:end])
+                # the packages on the way, but not its own: those already run before it
+                if step in MODULES and step != here and not here.startswith(step + "."):
+                    graph[here].add(step)
+    return graph
+
+
+def test_every_module_has_a_layer():
+    assert sorted({layer(m) for m in MODULES} - set(RANK)) == []
+
+
+def test_the_package_root_holds_only_the_base_and_the_public_face():
+    root = {path.stem for path in PACKAGE.glob("*.py")}
+    assert sorted(root - set(LAYERS["base"]) - PUBLIC_FACE) == []
+
+
+def test_the_floor_plan_in_contributing_names_every_top_level_module_under_its_layer():
+    text = (Path(__file__).resolve().parents[2] / "CONTRIBUTING.md").read_text()
+    block = text.split("## The floor plan", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    named: dict[str, set[str]] = {}
+    layer_here = ""
+    for line in block.splitlines():
+        if line[:1].strip():
+            layer_here = line.split()[0]
+        named.setdefault(layer_here, set()).update(re.findall(r"\w+", line))
+    missing = [
+        f"{layer_name}: {name}"
+        for layer_name, names in LAYERS.items()
+        for name in names
+        if name not in named.get(layer_name, set())
+    ]
+    assert missing == []
+
+
+def test_no_import_climbs_a_layer_but_the_marked_few():
+    climbs, unmarked = [], []
+    for path, tree in modules():
+        lines = path.read_text().splitlines()
+        here = module_name(path)
+        for lineno, target, _ in imports(path, tree):
+            if RANK[layer(_owner(target))] <= RANK[layer(here)]:
+                continue
+            climbs.append(f"{here} -> {_owner(target)}")
+            marked = any("# upward:" in line for line in lines[max(0, lineno - 4) : lineno])
+            if not marked:
+                unmarked.append(f"{path.relative_to(PACKAGE)}:{lineno}: {here} -> {target}")
+    assert unmarked == []
+    assert len(climbs) <= MAX_UPWARD, climbs
+
+
+def test_no_import_cycle():
+    graph = edges()
+    seen: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        seen[node] = 1
+        for nxt in sorted(graph[node]):
+            if seen.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in seen:
+                visit(nxt, [*path, nxt])
+        seen[node] = 2
+
+    for start in sorted(graph):
+        if start not in seen:
+            visit(start, [start])
+    assert cycles == []
+
+
+def test_no_concrete_driver_is_named_outside_drivers():
+    found = []
+    for path, tree in modules():
+        if "drivers" in path.relative_to(PACKAGE).parts:
+            continue
+        for lineno, target, names in imports(path, tree):
+            concrete_module = target.startswith(
+                ("django_xjobs.drivers.postgres", "django_xjobs.drivers.memory")
+            )
+            if concrete_module or any(CONCRETE.match(n) for n in names):
+                found.append(f"{path.relative_to(PACKAGE)}:{lineno}: {target} {names}")
+    assert found == []
+
+
+#: a string that is a SQL statement: a verb, then what only a statement has after it
+SQL = re.compile(
+    r"^\s*(SELECT\s.+\bFROM\b|SELECT\s+\w+\(|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
+    r"WITH\s+\w+\s+AS|CREATE\s|ALTER\s|DROP\s|LISTEN\s|NOTIFY\s|LOCK\s|SET\s+\w+\s*(=|TO))",
+    re.DOTALL,  # upper case: our statements are; prose is not
+)
+
+
+def test_every_sql_statement_lives_under_drivers_postgres():
+    postgres = PACKAGE / "drivers" / "postgres"
+    outside = [
+        str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.sql") if postgres not in p.parents
+    ]
+    assert outside == []
+    found = []
+    for path, tree in modules():
+        if postgres in path.parents:
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and SQL.match(node.value)
+            ):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value[:60]!r}")
+    assert found == []

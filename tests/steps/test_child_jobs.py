@@ -1,0 +1,279 @@
+"""Child jobs from a step (issue 32) on both drivers: ``ctx.step.call``/``call_many`` enqueue
+each child once, park the parent, and resume it with the results in input order or a typed
+error (docs/concepts/workflows.md, "Child jobs")."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+import pytest
+from django.utils import timezone
+
+from django_xjobs import ChildJobFailedError, cancel_job
+from django_xjobs.clock import FrozenClock
+from django_xjobs.drivers.contract import Complete, StepRecord
+from django_xjobs.errors import CODES, InvariantError, StepReplayMismatchError, StepSuspension
+from django_xjobs.ids import uuid7_many
+from django_xjobs.run.execute import Outcome
+from django_xjobs.testing import run_to_completion, run_until_idle
+from tests import jobs
+from tests.models import Ledger
+from tests.steps.test_steps import claimed_steps, steps_for, steps_of
+
+
+@pytest.fixture
+def clock():
+    return FrozenClock(timezone.now())
+
+
+def _children(harness):
+    return harness.driver.list_jobs(name="tests.jobs.child_square")
+
+
+def test_a_parent_with_3_children_resumes_with_their_results_in_input_order(harness, clock):
+    parent = jobs.parent_calls.enqueue(tag="p", ns=[3, 1, 2]).id
+    runs = run_to_completion(parent, clock=clock)
+    assert runs[0].job.id == parent and runs[0].outcome == Outcome.SUSPENDED
+    assert harness.row(parent).result == {"results": [{"square": 9}, {"square": 1}, {"square": 4}]}
+    assert len(_children(harness)) == 3 and Ledger.objects.filter(phase="ran").count() == 3
+    assert Ledger.objects.filter(token="p", phase="resumed").count() == 1
+    step = steps_of(harness, parent)["call_many:tests.jobs.child_square"]
+    assert step.status == "completed"
+    assert sorted(step.output["children"]) == sorted(str(c.id) for c in _children(harness))
+    assert harness.row(parent).attempt == 1  # parked, never retried (SPEC STEP-10)
+
+
+def test_a_replay_of_the_parent_step_enqueues_no_child_again(harness, clock):
+    job, steps, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="r", ns=[1, 2, 3])
+    inputs = [{"n": n} for n in (1, 2, 3)]
+    with pytest.raises(StepSuspension):
+        steps.call_many(jobs.child_square, inputs)
+    first = {c.id for c in _children(harness)}
+    assert len(first) == 3
+    # the next attempt of the same run reads the step's record and finds the same children
+    _, again, _ = steps_for(harness, job)
+    with pytest.raises(StepSuspension):
+        again.call_many(jobs.child_square, inputs)
+    assert {c.id for c in _children(harness)} == first
+    keys = {c.idempotency_key for c in _children(harness)}
+    assert keys == {f"xjobs.child:{job.id}:call_many:tests.jobs.child_square:{i}" for i in range(3)}
+
+
+def test_children_recorded_but_never_enqueued_are_enqueued_under_the_recorded_ids(harness, clock):
+    # a worker killed between the step's write and the enqueue: the replay inserts exactly the
+    # ids the record names, and a second replay adds nothing
+    job, _, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="k", ns=[5, 6])
+    ids = uuid7_many(2)
+    harness.driver.steps.put(
+        StepRecord(
+            run_id=job.run_id,
+            name="call_many:tests.jobs.child_square",
+            status="waiting",
+            output={"children": [str(i) for i in ids]},
+        ),
+        job_id=job.id,
+        lease_token=job.lease_token,
+    )
+    for _ in range(2):
+        _, replay, _ = steps_for(harness, job)
+        with pytest.raises(StepSuspension):
+            replay.call_many(jobs.child_square, [{"n": 5}, {"n": 6}])
+        assert sorted(c.id for c in _children(harness)) == sorted(ids)
+
+
+def test_a_dead_child_raises_the_typed_error_the_parent_catches(harness, clock):
+    parent = jobs.parent_calls.enqueue(tag="d", ns=[1, 2, 3], fail=[2]).id
+    run_to_completion(parent, clock=clock)
+    result = harness.row(parent).result
+    [failed] = result["children"]
+    assert result["caught"] == "X_CHILD_FAILED" and failed["index"] == 1
+    assert result["child_id"] == failed["id"]
+    row = harness.row(uuid.UUID(failed["id"]))
+    assert failed["state"] == row.state and row.state in ("dead", "failed")
+    assert "child 2 refused" in failed["last_error"]
+    assert Ledger.objects.filter(token="d", phase="resumed").count() == 0
+
+
+def test_an_uncaught_child_failure_ends_the_parent_at_once_and_replays_the_same(harness, clock):
+    parent = jobs.parent_call.enqueue(n=4, fail=True).id
+    run_to_completion(parent, clock=clock)
+    row = harness.row(parent)
+    assert row.state in ("dead", "failed") and row.last_error.startswith("X_CHILD_FAILED")
+    assert row.attempt == 1  # terminal: a retry would replay the same dead child
+    assert len(_children(harness)) == 1
+    assert CODES["X_CHILD_FAILED"] is ChildJobFailedError
+
+
+def test_call_returns_one_result_and_repeated_calls_get_ordinal_names(harness, clock):
+    parent = jobs.parent_call.enqueue(n=2).id
+    run_to_completion(parent, clock=clock)
+    assert harness.row(parent).result == {"one": {"square": 4}, "two": {"square": 9}}
+    names = set(steps_of(harness, parent))
+    assert names == {"call:tests.jobs.child_square", "call:tests.jobs.child_square#2"}
+
+
+def test_call_many_of_no_inputs_returns_at_once(harness, clock):
+    parent = jobs.parent_calls.enqueue(tag="z", ns=[]).id
+    [run] = run_until_idle(clock=clock)
+    assert run.outcome == Outcome.COMPLETED
+    assert harness.row(parent).result == {"results": []} and _children(harness) == []
+
+
+def test_call_many_of_one_input(harness, clock):
+    parent = jobs.parent_calls.enqueue(tag="o", ns=[7]).id
+    run_to_completion(parent, clock=clock)
+    assert harness.row(parent).result == {"results": [{"square": 49}]}
+    assert len(_children(harness)) == 1
+
+
+def test_an_async_parent_calls_children_too(harness, clock):
+    parent = jobs.async_parent_call.enqueue(n=3).id
+    run_to_completion(parent, clock=clock)
+    assert harness.row(parent).result == {"many": [{"square": 9}, {"square": 16}]}
+
+
+def test_bad_calls_are_refused_before_any_child_is_enqueued(harness, clock):
+    _, steps, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="b", ns=[1])
+    with pytest.raises(InvariantError, match="is not a job"):
+        steps.call(print, {})
+    with pytest.raises(InvariantError, match="list of input dicts"):
+        steps.call_many(jobs.child_square, {"n": 1})
+    with pytest.raises(InvariantError, match="inputs\\[1\\]"):
+        steps.call_many(jobs.child_square, [{"n": 1}, 2])
+    assert _children(harness) == []
+
+
+def test_a_live_child_holding_the_key_is_adopted_not_waited_for_forever(harness, clock):
+    # a parent retried from its call step while the first pass's child still runs: the new
+    # pass's enqueue dedupes to that child, and the step records and waits for it
+    job, steps, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="a", ns=[8])
+    name = "call_many:tests.jobs.child_square"
+    live = harness.driver.enqueue(
+        replace(
+            jobs.child_square.build_request({"n": 8}),
+            idempotency_key=f"xjobs.child:{job.id}:{name}:0",
+        )
+    )
+    with pytest.raises(StepSuspension):
+        steps.call_many(jobs.child_square, [{"n": 8}])
+    assert [c.id for c in _children(harness)] == [live.id]
+    assert steps_of(harness, job.id)[name].output == {
+        "kind": "call_many",
+        "job": "tests.jobs.child_square",
+        "children": [str(live.id)],
+    }
+
+
+def test_child_06_cancelling_a_parent_cancels_its_live_children_only(harness, clock):
+    job, steps, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="c", ns=[1, 2, 3])
+    with pytest.raises(StepSuspension):
+        steps.call_many(jobs.child_square, [{"n": n} for n in (1, 2, 3)])
+    [claimed] = harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id="w2"
+    )
+    harness.driver.ack([Complete(claimed.id, claimed.lease_token, "{}")])
+    assert cancel_job(job.id, reason="stop")["state"] == "cancelled"
+    states = {c.id: c.state for c in _children(harness)}
+    assert states[claimed.id] == "done"
+    assert sorted(s for i, s in states.items() if i != claimed.id) == ["cancelled", "cancelled"]
+    assert all(
+        harness.row(i).last_error.endswith(f"parent {job.id} was cancelled")
+        for i, s in states.items()
+        if s == "cancelled"
+    )
+
+
+# --- CHILD-08: the record is authoritative on a replay ----------------------------------------
+
+CALLED = "call_many:tests.jobs.child_square"
+
+
+def _parked_on_three(harness, clock, tag):
+    job, steps, _ = claimed_steps(harness, clock, jobs.parent_calls, tag=tag, ns=[1, 2, 3])
+    with pytest.raises(StepSuspension):
+        steps.call_many(jobs.child_square, [{"n": n} for n in (1, 2, 3)])
+    return job, steps_of(harness, job.id)[CALLED], {c.id for c in _children(harness)}
+
+
+def _refused(harness, job, call, *words):
+    _, replay, _ = steps_for(harness, job)
+    with pytest.raises(StepReplayMismatchError) as refused:
+        call(replay)
+    assert refused.value.code == "X_STEP_REPLAY_MISMATCH" and refused.value.hint
+    assert all(word in refused.value.message for word in words), refused.value.message
+    return refused.value
+
+
+def test_child_08_a_replay_with_another_number_of_inputs_is_refused(harness, clock):
+    job, record, first = _parked_on_three(harness, clock, "n")
+    for ns in ([1, 2], [1, 2, 3, 4]):
+        inputs = [{"n": n} for n in ns]
+        _refused(
+            harness,
+            job,
+            lambda replay, inputs=inputs: replay.call_many(jobs.child_square, inputs),
+            f"3 input(s) were recorded, {len(ns)} are given now",
+        )
+    # nothing enqueued, nothing rewritten: the record and its three children stand
+    assert {c.id for c in _children(harness)} == first
+    assert steps_of(harness, job.id)[CALLED] == record
+    assert CODES["X_STEP_REPLAY_MISMATCH"] is StepReplayMismatchError
+    assert StepReplayMismatchError.retry == "terminal"  # every replay reads the same record
+
+
+def test_child_08_a_replay_calling_another_job_or_kind_is_refused(harness, clock):
+    job, record, first = _parked_on_three(harness, clock, "j")
+    other = [{"token": "j", "i": i} for i in range(3)]
+    _refused(
+        harness,
+        job,
+        lambda replay: replay.call_many(jobs.chaos_child, other, name=CALLED),
+        "'tests.jobs.child_square' was recorded, 'tests.jobs.chaos_child' is called now",
+    )
+    _refused(
+        harness,
+        job,
+        lambda replay: replay.call(jobs.child_square, {"n": 1}, name=CALLED),
+        "'call_many' was recorded, 'call' is called now",
+    )
+    assert {c.id for c in _children(harness)} == first
+    assert steps_of(harness, job.id)[CALLED] == record
+
+
+def test_child_08_a_completed_record_refuses_another_count_and_a_plain_step_its_name(
+    harness, clock
+):
+    # a record written before calls named their job and kind: its count still holds
+    job, _, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="c8", ns=[5])
+    [child] = uuid7_many(1)
+    harness.driver.steps.put(
+        StepRecord(
+            run_id=job.run_id,
+            name=CALLED,
+            status="completed",
+            output={"children": [str(child)], "results": [{"square": 25}]},
+        ),
+        job_id=job.id,
+        lease_token=job.lease_token,
+    )
+    _, replay, _ = steps_for(harness, job)
+    assert replay.call_many(jobs.child_square, [{"n": 5}]) == [{"square": 25}]
+    _refused(
+        harness,
+        job,
+        lambda replay: replay.call_many(jobs.child_square, [{"n": 5}, {"n": 6}]),
+        "1 input(s) were recorded, 2 are given now",
+    )
+    harness.driver.steps.put(
+        StepRecord(run_id=job.run_id, name="fetch", status="completed", output=7),
+        job_id=job.id,
+        lease_token=job.lease_token,
+    )
+    _refused(
+        harness,
+        job,
+        lambda replay: replay.call(jobs.child_square, {"n": 1}, name="fetch"),
+        "not a child call",
+    )
+    assert _children(harness) == []

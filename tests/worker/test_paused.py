@@ -1,0 +1,274 @@
+"""Pause and resume a queue fleet-wide (issue 29, SPEC CTRL-01..05), on both drivers.
+
+The pause lives in storage, not in a worker: a worker leaves the paused queues out of the
+queues it claims from, so a claim with nothing paused is the claim it always was.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+import django_xjobs
+from django_xjobs import inspect_queues, pause_queue, resume_queue
+from django_xjobs.drivers.memory import MemoryDriver
+from django_xjobs.errors import DriverUnavailableError, InvariantError
+from django_xjobs.worker.paused import PausedQueues
+from django_xjobs.worker.worker import Worker
+from tests import jobs
+from tests.support.process import ledger, wait_for
+
+
+def burst(harness):
+    worker = Worker(queues=["default", "emails"], concurrency=2, driver=harness.driver, burst=True)
+    return worker.run()
+
+
+def test_ctrl_01_a_pause_is_stored_and_the_first_one_wins(harness):
+    state = pause_queue("emails", by="ops:alice")
+    assert (state.queue, state.paused, state.paused_by) == ("emails", True, "ops:alice")
+    assert state.paused_at is not None
+    again = pause_queue("emails", by="ops:bob")
+    assert (again.paused_at, again.paused_by) == (state.paused_at, "ops:alice")
+    assert harness.driver.paused_queues() == {"emails"}
+    assert [c.queue for c in harness.driver.queue_controls()] == ["emails"]
+
+
+def test_ctrl_03_resume_unpauses_and_resuming_a_running_queue_changes_nothing(harness):
+    assert resume_queue("emails") == django_xjobs.QueueState("emails", False)
+    pause_queue("emails")
+    assert resume_queue("emails").paused is False
+    assert harness.driver.paused_queues() == frozenset()
+    # the row stays for the queue's other settings; it reads as not paused
+    assert [(c.queue, c.paused) for c in harness.driver.queue_controls()] == [("emails", False)]
+
+
+def test_ctrl_02_a_paused_queue_is_not_claimed_its_neighbours_are(live_harness):
+    pause_queue("emails")
+    waiting = jobs.emails_ledger.enqueue(token="mail")  # enqueue into a paused queue works
+    other = jobs.ledger.enqueue(token="main")
+    burst(live_harness)
+    assert live_harness.row(other.id).state == "done"
+    assert live_harness.row(waiting.id).state == "ready"
+    assert ledger("mail", "start") == []
+
+    resume_queue("emails")
+    burst(live_harness)
+    assert live_harness.row(waiting.id).state == "done"
+    # a worker that ran and stopped paused nothing (CTRL-04)
+    assert live_harness.driver.paused_queues() == frozenset()
+
+
+def test_ctrl_02_an_operator_change_wakes_the_listener(live_harness):
+    told = threading.Event()
+    notifier = live_harness.driver.notify_on_ready(["default"], lambda: None, told.set)
+    try:
+        if live_harness.driver.name == "postgres":
+            # a listener tells once it listens, for what it missed: wait for that first
+            wait_for(told.is_set, timeout=10, what="the listener to start")
+            told.clear()
+        pause_queue("emails")
+        wait_for(told.is_set, timeout=10, what="the control notification")
+    finally:
+        notifier.stop()
+
+
+def test_ctrl_05_inspect_queues_shows_paused_even_with_no_jobs(harness):
+    jobs.ok.enqueue(n=1)
+    pause_queue("emails")
+    report = {q["queue"]: q for q in inspect_queues()["queues"]}
+    assert report["default"]["paused"] is False
+    assert report["emails"]["paused"] is True
+    assert report["emails"]["ready"] == 0
+
+
+@pytest.mark.parametrize("bad", ["", "no spaces", None, 5])
+def test_a_bad_queue_name_is_one_clear_error(harness, bad):
+    with pytest.raises(InvariantError) as caught:
+        pause_queue(bad)
+    assert caught.value.hint
+
+
+# --- the admin's queues page: Pause / Resume buttons (CTRL-06) ----------------------------------
+
+QUEUES_PAGE = "/admin/django_xjobs/job/queues/"
+
+
+def _admin(perms: tuple[str, ...]) -> Client:
+    user = User.objects.create_user("operator", password="pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="django_xjobs", codename__in=perms)
+    )
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    return client
+
+
+def _press(client: Client, queue: str, action: str):
+    client.get(QUEUES_PAGE)  # sets the CSRF cookie
+    token = client.cookies["csrftoken"].value
+    return client.post(
+        f"/admin/django_xjobs/job/queues/{queue}/{action}/", {"csrfmiddlewaretoken": token}
+    )
+
+
+def test_ctrl_06_view_only_staff_see_no_button_and_cannot_pause(db):
+    jobs.emails_ledger.enqueue(token="admin-view")
+    client = _admin(("view_job",))
+    page = client.get(QUEUES_PAGE).content.decode()
+    assert "emails" in page and ">Pause</button>" not in page
+    assert _press(client, "emails", "pause").status_code == 403
+    assert inspect_queues_paused() == set()
+
+
+def test_ctrl_06_change_job_pauses_and_resumes_from_the_queues_page(db):
+    jobs.emails_ledger.enqueue(token="admin-change")
+    client = _admin(("view_job", "change_job"))
+    assert ">Pause</button>" in client.get(QUEUES_PAGE).content.decode()
+    assert _press(client, "emails", "pause").status_code == 302
+    assert inspect_queues_paused() == {"emails"}
+    page = client.get(QUEUES_PAGE).content.decode()
+    assert "<strong>paused</strong>" in page and ">Resume</button>" in page
+    assert _press(client, "emails", "resume").status_code == 302
+    assert inspect_queues_paused() == set()
+
+
+def test_ctrl_06_the_buttons_need_the_csrf_token(db):
+    client = _admin(("view_job", "change_job"))
+    refused = client.post("/admin/django_xjobs/job/queues/emails/pause/")
+    assert refused.status_code == 403
+    assert inspect_queues_paused() == set()
+
+
+def inspect_queues_paused() -> set[str]:
+    return {q["queue"] for q in inspect_queues()["queues"] if q["paused"]}
+
+
+# --- manage.py xjobs pause / resume / queues (CTRL-05) ------------------------------------------
+
+
+def xjobs(*args: str) -> str:
+    out = StringIO()
+    call_command("xjobs", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_ctrl_05_the_cli_pauses_resumes_and_lists_paused(db):
+    jobs.ok.enqueue(n=1)
+    paused = json.loads(xjobs("pause", "emails", "--json"))
+    assert paused["queue"] == "emails" and paused["paused"] is True
+    assert paused["paused_at"] and paused["paused_by"].startswith("cli")
+    assert "xjobs resume emails" in xjobs("pause", "emails")
+    report = {q["queue"]: q for q in json.loads(xjobs("queues", "--json"))["queues"]}
+    assert report["emails"]["paused"] is True and report["default"]["paused"] is False
+    text = {line.split()[0]: line for line in xjobs("queues").splitlines()[1:]}
+    assert text["emails"].endswith("paused") and not text["default"].endswith("paused")
+    resumed = json.loads(xjobs("resume", "emails", "--json"))
+    assert resumed == {"queue": "emails", "paused": False, "paused_at": None, "paused_by": None}
+    assert "resumed queue emails" in xjobs("resume", "emails")
+    assert not json.loads(xjobs("queues", "--json"))["queues"][0]["paused"]
+
+
+def test_the_cli_refuses_a_bad_queue_name_in_one_line(db):
+    with pytest.raises(CommandError) as caught:
+        xjobs("pause", "no/slashes")
+    assert "is not valid" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_ctrl_05_the_paused_gauge_follows_pause_and_resume(db):
+    from django_xjobs import metrics
+    from tests.metrics.test_metrics import sample, scrape
+
+    jobs.ok.enqueue(n=1)
+    pause_queue("emails")  # no job in it: listed all the same
+    metrics.clear_cache()  # a scrape reads the database at most once per STATS_INTERVAL
+    _, series = scrape()
+    assert sample(series, "xjobs_queue_paused", queue="emails") == 1
+    assert sample(series, "xjobs_queue_paused", queue="default") == 0
+    resume_queue("emails")
+    metrics.clear_cache()
+    _, series = scrape()
+    assert sample(series, "xjobs_queue_paused", queue="emails") is None
+    assert sample(series, "xjobs_queue_paused", queue="default") == 0
+
+
+# --- the worker's paused set: read when told and once a poll, never per claim (CTRL-02/04) -----
+
+
+class CountingDriver(MemoryDriver):
+    """Counts reads of the paused set, and fails them on demand (a database gone)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads, self.down = 0, False
+
+    def paused_queues(self) -> frozenset[str]:
+        self.reads += 1
+        if self.down:
+            raise DriverUnavailableError("the database is gone")
+        return super().paused_queues()
+
+
+def test_ctrl_02_the_paused_set_is_read_once_a_poll_or_when_told_not_per_claim():
+    driver, now = CountingDriver(), [0.0]
+    paused = PausedQueues(
+        driver, ("default", "emails"), interval=1.0, worker_id="w", clock=lambda: now[0]
+    )
+    for _ in range(100):  # a busy worker claims many times a poll interval
+        assert paused.refresh() == frozenset()
+    assert driver.reads == 1
+    driver.pause_queue("emails", None)
+    driver.pause_queue("elsewhere", None)  # not this worker's queue
+    paused.changed()  # the listener was told
+    assert paused.refresh() == {"emails"} and driver.reads == 2
+    driver.resume_queue("emails")  # no one told: the poll interval is the bound
+    assert paused.refresh() == {"emails"}
+    now[0] = 1.0
+    assert paused.refresh() == frozenset() and driver.reads == 3
+
+
+def test_ctrl_04_a_failed_read_keeps_the_last_set_and_never_pauses():
+    driver, now = CountingDriver(), [0.0]
+    paused = PausedQueues(driver, ("emails",), interval=1.0, worker_id="w", clock=lambda: now[0])
+    assert paused.refresh() == frozenset()
+    driver.down = True
+    now[0] = 5.0
+    assert paused.refresh() == frozenset()  # an outage pauses nothing
+    driver.down = False
+    driver.pause_queue("emails", None)
+    assert paused.refresh() == {"emails"}  # read again on the next pass, not a poll later
+    driver.down = True
+    paused.changed()
+    assert paused.refresh() == {"emails"}  # nor does it resume what an operator paused
+
+
+def test_ctrl_02_runs_claimed_ahead_of_a_pause_go_back_unstarted(live_harness):
+    busy = jobs.emails_ledger.enqueue(token="busy", hold=1.0).id
+    ahead = [jobs.emails_ledger.enqueue(token=f"ahead-{n}").id for n in range(2)]
+    worker = Worker(
+        queues=["emails"], concurrency=1, prefetch=2, driver=live_harness.driver, poll_interval=5
+    )
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: ledger("busy", "start"), timeout=10, what="the first run to start")
+        # the others were claimed with it, queued ahead of the only thread
+        assert {live_harness.row(i).state for i in ahead} == {"running"}
+        pause_queue("emails")
+        wait_for(lambda: live_harness.row(busy).state == "done", timeout=10, what="the run")
+        wait_for(
+            lambda: {live_harness.row(i).state for i in ahead} == {"ready"},
+            timeout=10,
+            what="the runs queued ahead to go back",
+        )
+    finally:
+        worker.stop()
+        thread.join(timeout=10)
+    assert [row for n in range(2) for row in ledger(f"ahead-{n}", "start")] == []
+    assert {live_harness.row(i).attempt for i in ahead} == {0}  # no attempt spent
