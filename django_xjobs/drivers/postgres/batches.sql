@@ -109,20 +109,7 @@ WITH settled AS (
     WHERE batch_id = %(batch)s
       AND (state IN ('ready', 'delayed', 'running', 'suspended')) IS TRUE
     RETURNING id, batch_id, state, dependants
-), ended AS (
-    -- Batches (issue 32): each settled member's final state counted in its batch, in this same
-    -- statement. Fenced by the settle above: a member leaves its live states once, so a
-    -- re-settle, a lost lease's late settle or a worker killed mid-settle can never count it
-    -- twice (the row was not updated, or the whole statement rolled back). A job with no batch
-    -- stops here: no batch row is read.
-    SELECT batch_id, count(*)::int AS n,
-           count(*) FILTER (WHERE state = 'done')::int AS done,
-           count(*) FILTER (WHERE state = 'dead')::int AS dead,
-           count(*) FILTER (WHERE state = 'failed')::int AS failed,
-           count(*) FILTER (WHERE state = 'cancelled')::int AS cancelled
-    FROM settled
-    WHERE batch_id IS NOT NULL
-    GROUP BY batch_id
+-- include: batch_members
 ), counted AS (
     -- The row lock serialises members settling at once: exactly one of them (or the close)
     -- sees pending reach 0 in a closed batch, and completes it.
@@ -133,7 +120,7 @@ WITH settled AS (
         failed = b.failed + e.failed,
         cancelled = b.cancelled + e.cancelled,
         completed_at = CASE WHEN b.pending = e.n AND b.closed_at IS NOT NULL THEN now() END
-    FROM ended e
+    FROM members e
     WHERE b.id = e.batch_id
       AND b.completed_at IS NULL
     RETURNING b.id, b.input, b.callbacks, b.total, b.done, b.dead, b.failed, b.cancelled,

@@ -428,55 +428,8 @@ WITH settled AS (
     -- an ack leaves run_at as the claim found it: the attempt's due time
     SELECT queue, name, 'done' AS outcome, last_attempted_at AS attempted_at, run_at AS due_at
     FROM settled
-), rolled AS (
-    -- the rollup row of this minute, queue, name and outcome, in this same statement
-    -- (rollup.py): no round trip of its own. The shard is this backend's, so concurrent
-    -- settlers each add to a row of their own and never wait on one another's row lock; the
-    -- rows go in key order, so two settles sharing a shard cannot deadlock.
-    INSERT INTO x_job_rollup AS r (minute, queue, name, outcome, shard, count, run_seconds,
-                                   wait_seconds, run_buckets, wait_buckets)
-    SELECT g.minute, g.queue, g.name, g.outcome, g.shard, g.n, g.run_s, g.wait_s,
-           ARRAY(SELECT count(b.v) FROM generate_series(0, cardinality(%(bounds)s::float8[])) AS i
-                 LEFT JOIN unnest(g.runs) AS b(v) ON b.v = i GROUP BY i ORDER BY i),
-           ARRAY(SELECT count(b.v) FROM generate_series(0, cardinality(%(bounds)s::float8[])) AS i
-                 LEFT JOIN unnest(g.waits) AS b(v) ON b.v = i GROUP BY i ORDER BY i)
-    FROM (
-        SELECT date_trunc('minute', now(), 'UTC') AS minute, e.queue, e.name, e.outcome,
-               mod(pg_backend_pid(), 16) AS shard, count(*) AS n, sum(e.run_s) AS run_s,
-               sum(e.wait_s) AS wait_s,
-               array_agg(width_bucket(e.run_s, %(bounds)s::float8[])) AS runs,
-               array_agg(width_bucket(e.wait_s, %(bounds)s::float8[])) AS waits
-        FROM (
-            SELECT queue, name, outcome,
-                   GREATEST(EXTRACT(EPOCH FROM now() - attempted_at)::float8, 0) AS run_s,
-                   GREATEST(EXTRACT(EPOCH FROM attempted_at - due_at)::float8, 0) AS wait_s
-            FROM ended
-        ) AS e
-        GROUP BY e.queue, e.name, e.outcome
-    ) AS g
-    ORDER BY g.queue, g.name, g.outcome
-    ON CONFLICT (minute, queue, name, outcome, shard) DO UPDATE
-    SET count = r.count + EXCLUDED.count,
-        run_seconds = r.run_seconds + EXCLUDED.run_seconds,
-        wait_seconds = r.wait_seconds + EXCLUDED.wait_seconds,
-        run_buckets = ARRAY(SELECT a + b FROM unnest(r.run_buckets, EXCLUDED.run_buckets)
-                            WITH ORDINALITY AS t(a, b, n) ORDER BY n),
-        wait_buckets = ARRAY(SELECT a + b FROM unnest(r.wait_buckets, EXCLUDED.wait_buckets)
-                             WITH ORDINALITY AS t(a, b, n) ORDER BY n)
-), members AS (
-    -- Batches (issue 32): each settled member's final state counted in its batch, in this same
-    -- statement. Fenced by the settle above: a member leaves its live states once, so a
-    -- re-settle, a lost lease's late settle or a worker killed mid-settle can never count it
-    -- twice (the row was not updated, or the whole statement rolled back). A job with no batch
-    -- stops here: no batch row is read.
-    SELECT batch_id, count(*)::int AS n,
-           count(*) FILTER (WHERE state = 'done')::int AS done,
-           count(*) FILTER (WHERE state = 'dead')::int AS dead,
-           count(*) FILTER (WHERE state = 'failed')::int AS failed,
-           count(*) FILTER (WHERE state = 'cancelled')::int AS cancelled
-    FROM settled
-    WHERE batch_id IS NOT NULL
-    GROUP BY batch_id
+-- include: rollup
+-- include: batch_members
 ), locked AS (
     -- The batch rows locked in id order: two workers each acking members of the same two
     -- batches would otherwise lock them in opposite orders and deadlock.
@@ -548,41 +501,7 @@ WITH due AS (
            (SELECT run_at FROM due) AS due_at
     FROM settled
     WHERE %(outcome)s::text IS NOT NULL
-), rolled AS (
-    -- the rollup row of this minute, queue, name and outcome, in this same statement
-    -- (rollup.py): no round trip of its own. The shard is this backend's, so concurrent
-    -- settlers each add to a row of their own and never wait on one another's row lock; the
-    -- rows go in key order, so two settles sharing a shard cannot deadlock.
-    INSERT INTO x_job_rollup AS r (minute, queue, name, outcome, shard, count, run_seconds,
-                                   wait_seconds, run_buckets, wait_buckets)
-    SELECT g.minute, g.queue, g.name, g.outcome, g.shard, g.n, g.run_s, g.wait_s,
-           ARRAY(SELECT count(b.v) FROM generate_series(0, cardinality(%(bounds)s::float8[])) AS i
-                 LEFT JOIN unnest(g.runs) AS b(v) ON b.v = i GROUP BY i ORDER BY i),
-           ARRAY(SELECT count(b.v) FROM generate_series(0, cardinality(%(bounds)s::float8[])) AS i
-                 LEFT JOIN unnest(g.waits) AS b(v) ON b.v = i GROUP BY i ORDER BY i)
-    FROM (
-        SELECT date_trunc('minute', now(), 'UTC') AS minute, e.queue, e.name, e.outcome,
-               mod(pg_backend_pid(), 16) AS shard, count(*) AS n, sum(e.run_s) AS run_s,
-               sum(e.wait_s) AS wait_s,
-               array_agg(width_bucket(e.run_s, %(bounds)s::float8[])) AS runs,
-               array_agg(width_bucket(e.wait_s, %(bounds)s::float8[])) AS waits
-        FROM (
-            SELECT queue, name, outcome,
-                   GREATEST(EXTRACT(EPOCH FROM now() - attempted_at)::float8, 0) AS run_s,
-                   GREATEST(EXTRACT(EPOCH FROM attempted_at - due_at)::float8, 0) AS wait_s
-            FROM ended
-        ) AS e
-        GROUP BY e.queue, e.name, e.outcome
-    ) AS g
-    ORDER BY g.queue, g.name, g.outcome
-    ON CONFLICT (minute, queue, name, outcome, shard) DO UPDATE
-    SET count = r.count + EXCLUDED.count,
-        run_seconds = r.run_seconds + EXCLUDED.run_seconds,
-        wait_seconds = r.wait_seconds + EXCLUDED.wait_seconds,
-        run_buckets = ARRAY(SELECT a + b FROM unnest(r.run_buckets, EXCLUDED.run_buckets)
-                            WITH ORDINALITY AS t(a, b, n) ORDER BY n),
-        wait_buckets = ARRAY(SELECT a + b FROM unnest(r.wait_buckets, EXCLUDED.wait_buckets)
-                             WITH ORDINALITY AS t(a, b, n) ORDER BY n)
+-- include: rollup
 )
 SELECT 1 FROM settled;
 
@@ -739,55 +658,8 @@ WITH due AS (
            (SELECT run_at FROM due) AS due_at
     FROM settled
     WHERE %(state)s::text IS NOT NULL
-), rolled AS (
-    -- the rollup row of this minute, queue, name and outcome, in this same statement
-    -- (rollup.py): no round trip of its own. The shard is this backend's, so concurrent
-    -- settlers each add to a row of their own and never wait on one another's row lock; the
-    -- rows go in key order, so two settles sharing a shard cannot deadlock.
-    INSERT INTO x_job_rollup AS r (minute, queue, name, outcome, shard, count, run_seconds,
-                                   wait_seconds, run_buckets, wait_buckets)
-    SELECT g.minute, g.queue, g.name, g.outcome, g.shard, g.n, g.run_s, g.wait_s,
-           ARRAY(SELECT count(b.v) FROM generate_series(0, cardinality(%(bounds)s::float8[])) AS i
-                 LEFT JOIN unnest(g.runs) AS b(v) ON b.v = i GROUP BY i ORDER BY i),
-           ARRAY(SELECT count(b.v) FROM generate_series(0, cardinality(%(bounds)s::float8[])) AS i
-                 LEFT JOIN unnest(g.waits) AS b(v) ON b.v = i GROUP BY i ORDER BY i)
-    FROM (
-        SELECT date_trunc('minute', now(), 'UTC') AS minute, e.queue, e.name, e.outcome,
-               mod(pg_backend_pid(), 16) AS shard, count(*) AS n, sum(e.run_s) AS run_s,
-               sum(e.wait_s) AS wait_s,
-               array_agg(width_bucket(e.run_s, %(bounds)s::float8[])) AS runs,
-               array_agg(width_bucket(e.wait_s, %(bounds)s::float8[])) AS waits
-        FROM (
-            SELECT queue, name, outcome,
-                   GREATEST(EXTRACT(EPOCH FROM now() - attempted_at)::float8, 0) AS run_s,
-                   GREATEST(EXTRACT(EPOCH FROM attempted_at - due_at)::float8, 0) AS wait_s
-            FROM ended
-        ) AS e
-        GROUP BY e.queue, e.name, e.outcome
-    ) AS g
-    ORDER BY g.queue, g.name, g.outcome
-    ON CONFLICT (minute, queue, name, outcome, shard) DO UPDATE
-    SET count = r.count + EXCLUDED.count,
-        run_seconds = r.run_seconds + EXCLUDED.run_seconds,
-        wait_seconds = r.wait_seconds + EXCLUDED.wait_seconds,
-        run_buckets = ARRAY(SELECT a + b FROM unnest(r.run_buckets, EXCLUDED.run_buckets)
-                            WITH ORDINALITY AS t(a, b, n) ORDER BY n),
-        wait_buckets = ARRAY(SELECT a + b FROM unnest(r.wait_buckets, EXCLUDED.wait_buckets)
-                             WITH ORDINALITY AS t(a, b, n) ORDER BY n)
-), members AS (
-    -- Batches (issue 32): each settled member's final state counted in its batch, in this same
-    -- statement. Fenced by the settle above: a member leaves its live states once, so a
-    -- re-settle, a lost lease's late settle or a worker killed mid-settle can never count it
-    -- twice (the row was not updated, or the whole statement rolled back). A job with no batch
-    -- stops here: no batch row is read.
-    SELECT batch_id, count(*)::int AS n,
-           count(*) FILTER (WHERE state = 'done')::int AS done,
-           count(*) FILTER (WHERE state = 'dead')::int AS dead,
-           count(*) FILTER (WHERE state = 'failed')::int AS failed,
-           count(*) FILTER (WHERE state = 'cancelled')::int AS cancelled
-    FROM settled
-    WHERE batch_id IS NOT NULL
-    GROUP BY batch_id
+-- include: rollup
+-- include: batch_members
 ), counted AS (
     -- The row lock serialises members settling at once: exactly one of them (or the close)
     -- sees pending reach 0 in a closed batch, and completes it.
@@ -908,20 +780,7 @@ RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_a
           tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries, errors,
           started_at, last_attempted_at, attempted_by, expires_at, snoozes, progress, batch_id,
           after, waiting_on, after_failed, run_anyway, dependants
-), members AS (
-    -- Batches (issue 32): each settled member's final state counted in its batch, in this same
-    -- statement. Fenced by the settle above: a member leaves its live states once, so a
-    -- re-settle, a lost lease's late settle or a worker killed mid-settle can never count it
-    -- twice (the row was not updated, or the whole statement rolled back). A job with no batch
-    -- stops here: no batch row is read.
-    SELECT batch_id, count(*)::int AS n,
-           count(*) FILTER (WHERE state = 'done')::int AS done,
-           count(*) FILTER (WHERE state = 'dead')::int AS dead,
-           count(*) FILTER (WHERE state = 'failed')::int AS failed,
-           count(*) FILTER (WHERE state = 'cancelled')::int AS cancelled
-    FROM settled
-    WHERE batch_id IS NOT NULL
-    GROUP BY batch_id
+-- include: batch_members
 ), counted AS (
     -- The row lock serialises members settling at once: exactly one of them (or the close)
     -- sees pending reach 0 in a closed batch, and completes it.
