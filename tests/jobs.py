@@ -257,12 +257,23 @@ def step_then_wait(ctx, token: str):
 
 
 @job(idempotency_key="exclusive:{token}", concurrency=1, retry=Retry(attempts=5, delay="100ms"))
-def exclusive(ctx, token: str, hold: float = 0.3, kill_first: bool = False):
-    """At most one run fleet-wide; records its start and end (the ledger proves no overlap)."""
+def exclusive(
+    ctx, token: str, hold: float = 0.3, kill_first: bool = False, rerun_gated: bool = False
+):
+    """At most one run fleet-wide; records its start and end (the ledger proves no overlap).
+
+    ``rerun_gated``: a re-run (attempt 2 on) also holds until the test writes a "release" row
+    for ``token`` (at most a minute), so the test can judge what the first run did while the
+    re-run still holds the row, however slow the host."""
     _mark(token, "start", ctx.attempt)
     deadline = time.monotonic() + hold
     while time.monotonic() < deadline:
         time.sleep(0.02)
+    if rerun_gated and ctx.attempt > 1:
+        gate = time.monotonic() + 60
+        released = Ledger.objects.filter(token=token, phase="release")
+        while not released.exists() and time.monotonic() < gate:
+            time.sleep(0.02)
     _mark(token, "end", ctx.attempt)
     return ctx.attempt
 

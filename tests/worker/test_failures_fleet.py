@@ -174,7 +174,9 @@ def test_lease_09_11_q_01_a_resumed_worker_writes_nothing_to_the_job_row(workers
     LEASE-09/11, STATE-01); A's slot renewal revives no slot (SE-08). A's own "end" ledger row
     does land: that is the job body's direct ORM write, which no lease can fence."""
     token = f"stopped-{uuid.uuid4()}"
-    job_id = jobs.exclusive.enqueue(token=token, hold=3.0).id
+    # while_b_runs: B's run holds the row until this test has judged A's late writes
+    gated = resume == "while_b_runs"
+    job_id = jobs.exclusive.enqueue(token=token, hold=3.0, rerun_gated=gated).id
     a = workers(*FLEET, "--visibility-timeout", "1s", "--worker-id", f"a-{token}")
     wait_for(lambda: ledger(token, "start"), timeout=30, what="A to start")
     a.send(signal.SIGSTOP)
@@ -193,6 +195,7 @@ def test_lease_09_11_q_01_a_resumed_worker_writes_nothing_to_the_job_row(workers
         assert not [r for r in ledger(token, "end") if r.pid == b.proc.pid], "B ended first"
         assert (row.state, row.attempt, row.claimed_by) == ("running", 2, f"b-{token}")
         assert row.result is None and row.last_error is None
+        Ledger.objects.create(token=token, phase="release", attempt=0, pid=0)  # B may end now
         wait_for(lambda: Job.objects.get(id=job_id).state == "done", what="B's run")
     stop_all(b)
 
