@@ -463,3 +463,12 @@ def test_limit_11_a_claim_steps_over_full_keys_to_ones_with_room(harness):
         seen |= {c.input["account"] for c in taken}
     assert len(seen) == 12
     assert claim(harness.driver, plan(), limit=4) == []
+
+
+@pytest.mark.parametrize("lapsed", [False, True], ids=["claim", "claim_lapsed"])
+def test_drv_04_a_limited_claim_carries_the_rows_creation_time_to_the_microsecond(harness, lapsed):
+    """The limited claim's two statements send the creation time as the plain claim does."""
+    ids = {jobs.per_account.enqueue(account=a, n=1).id for a in ("a", "b")}
+    stored = {r.id: r.created_at for r in harness.driver.list_jobs() if r.id in ids}
+    claimed = claim(harness.driver, plan(), lapsed=lapsed)
+    assert {j.id: j.created_at for j in claimed} == stored

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -80,6 +80,8 @@ _LAPSED_JSON = history.LAPSED.to_json()
 _LAPSED_PRESENT_JSON = history.LAPSED_PRESENT.to_json()
 _EXITED_JSON = history.EXITED.to_json()
 _BOUNDS = list(ROLLUP_BOUNDS)
+#: a claimed row's creation time arrives as microseconds since this instant (claimed_columns)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: limit keys' rows deleted per transaction by prune_limit_keys: a claim waits on none for long
 _PRUNE_KEYS_BATCH = 1000
 
@@ -714,7 +716,7 @@ def _claimed(r: tuple[Any, ...]) -> ClaimedJob:
         tenant_id=r[9],
         enqueued_by=r[10],
         idempotency_key=r[11],
-        created_at=r[12],
+        created_at=_EPOCH + timedelta(microseconds=r[12]),  # the claim sends microseconds
         lease_expiries=r[13],
         traceparent=r[14],
         undecodable=undecodable,

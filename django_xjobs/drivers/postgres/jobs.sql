@@ -289,9 +289,7 @@ WITH picked AS (
               -- settling the verdict; NULL when the job has no expiry: one null test
               j.expires_at <= j.started_at AS expired, j.snoozes
 )
-SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token, priority,
-       tenant_id, enqueued_by, idempotency_key, created_at, lease_expiries, traceparent,
-       expired, snoozes,
+-- include: claimed_columns
        GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited
 FROM claimed
 ORDER BY priority DESC, run_at, id;
@@ -394,9 +392,7 @@ WITH waiting AS (
               -- settling the verdict; NULL when the job has no expiry: one null test
               j.expires_at <= j.started_at AS expired, j.snoozes
 )
-SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token, priority,
-       tenant_id, enqueued_by, idempotency_key, created_at, lease_expiries, traceparent,
-       expired, snoozes,
+-- include: claimed_columns
        GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited
 FROM claimed
 ORDER BY priority DESC, run_at, id;

@@ -289,9 +289,7 @@ WITH jobs AS (
       -- decided once: with no rate declared, the keys' table is not read at all
       AND (SELECT bool_or(rate IS NOT NULL) FROM jobs)
 )
-SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token, priority,
-       tenant_id, enqueued_by, idempotency_key, created_at, lease_expiries, traceparent,
-       expired, snoozes,
+-- include: claimed_columns
        GREATEST(EXTRACT(EPOCH FROM statement_timestamp() - run_at)::float8, 0) AS waited
 FROM claimed
 ORDER BY priority DESC, run_at, id;
@@ -376,9 +374,8 @@ WITH lapsed AS (
               j.lease_expiries, j.traceparent, j.run_at,
               j.expires_at <= now() AND j.started_at = now() AS expired, j.snoozes
 )
-SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token, priority,
-       tenant_id, enqueued_by, idempotency_key, created_at, lease_expiries, traceparent,
-       expired, snoozes, GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited
+-- include: claimed_columns
+       GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited
 FROM claimed
 ORDER BY priority DESC, run_at, id;
 

@@ -4,6 +4,8 @@ fixture, asserting the same answers."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from django_xjobs.drivers.contract import (
@@ -146,3 +148,14 @@ def test_state_04_settled_rows_are_never_claimed(harness, final):
         harness.driver.finish(Finish(job.id, job.lease_token, final))
     harness.advance(3600)
     assert claim(harness.driver) == []
+
+
+@pytest.mark.parametrize("lapsed", [False, True], ids=["claim", "claim_lapsed"])
+def test_drv_04_a_claimed_run_carries_its_rows_creation_time_to_the_microsecond(harness, lapsed):
+    """The claim sends the creation time as microseconds (an integer is far cheaper for Python
+    to read than a timestamp): the run's ``created_at`` is the row's own, aware, in UTC."""
+    ids = {jobs.ok.enqueue(n=n).id for n in range(3)}
+    stored = {r.id: r.created_at for r in harness.driver.list_jobs() if r.id in ids}
+    claimed = claim(harness.driver, lapsed=lapsed)
+    assert {j.id: j.created_at for j in claimed} == stored
+    assert all(j.created_at.utcoffset() == timedelta(0) for j in claimed)
