@@ -31,9 +31,9 @@ LATENCY_TIMEOUT = 30.0  # seconds W3 waits for the worker to be ready, and for t
 JOIN_TIMEOUT = 30.0  # seconds to wait for a stopped worker thread to return
 LATENCY_CONCURRENCY = 4  # threads of the W3 worker
 POLL = 0.05  # seconds between the progress checks of a drain by worker processes
-WORKLOADS = ("W1", "W2", "W3", "W4", "SOAK", "LIMITS")
+WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "SOAK", "LIMITS")
 # SOAK and LIMITS run only when asked for: they take minutes
-DEFAULT_WORKLOADS = ("W1", "W2", "W3", "W4")
+DEFAULT_WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4")
 
 
 @dataclass
@@ -109,7 +109,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=WORKLOADS,
         default=list(DEFAULT_WORKLOADS),
         metavar="W",
-        help="the workloads to run, of W1 W2 W3 W4 SOAK LIMITS (all but SOAK and LIMITS)",
+        help="the workloads to run, of W1 W2 FLOOR W3 W4 SOAK LIMITS (all but SOAK and LIMITS)",
+    )
+    parser.add_argument(
+        "--floor-batch", type=int, default=100, help="FLOOR: rows per claim and per ack (100)"
+    )
+    parser.add_argument(
+        "--floor-rounds", type=int, default=2, help="FLOOR: times its three rows are measured (2)"
     )
     parser.add_argument(
         "--limit-keys", type=int, default=1000, help="LIMITS: keys the limited drain spreads over"
@@ -635,6 +641,10 @@ def main(argv: list[str] | None = None) -> int:
         enqueue_rate(report, args.jobs)
     if "W2" in args.workloads:
         drain_workloads(report, args)
+    if "FLOOR" in args.workloads:
+        from bench.floor import floor
+
+        floor(report, args.jobs, args.floor_batch, args.floor_rounds)
     if "W3" in args.workloads:
         from bench.latency import enqueue_latency
 

@@ -135,11 +135,13 @@
 -- A claimed row, in the order `_claimed` reads it (drivers/postgres/__init__.py): each claim
 -- statement selects these from its `claimed` rows, then its `waited` and its order. The
 -- creation time goes out as whole microseconds since the epoch, not as a timestamptz: Django's
--- text loader for timestamptz costs about 8 µs a row in Python, a tenth of a drained job's
--- (bench/README.md, "Per-job CPU"); an integer costs a quarter of a µs. EXTRACT is exact
--- numeric from PostgreSQL 14; 13's float8 still rounds to the exact microsecond for any date
--- before 2106.
+-- text loader for timestamptz costs about 8 µs a row in Python, of the ~100 µs a drained job
+-- costs the worker (bench/README.md, "The floor under the drain"); an integer costs a quarter
+-- of a µs. Whole seconds and the microseconds within the second are taken apart, each an
+-- exact integer: PostgreSQL 13's EXTRACT gives a float8, and the epoch in microseconds as one
+-- float8 product would drift by one near 2041.
 SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token, priority,
        tenant_id, enqueued_by, idempotency_key,
-       (EXTRACT(EPOCH FROM created_at) * 1000000)::int8 AS created_us,
+       EXTRACT(EPOCH FROM date_trunc('second', created_at))::int8 * 1000000
+           + mod(EXTRACT(MICROSECONDS FROM created_at)::int8, 1000000) AS created_us,
        lease_expiries, traceparent, expired, snoozes,
