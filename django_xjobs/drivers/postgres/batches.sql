@@ -110,21 +110,7 @@ WITH settled AS (
       AND (state IN ('ready', 'delayed', 'running', 'suspended')) IS TRUE
     RETURNING id, batch_id, state, dependants
 -- include: batch_members
-), counted AS (
-    -- The row lock serialises members settling at once: exactly one of them (or the close)
-    -- sees pending reach 0 in a closed batch, and completes it.
-    UPDATE x_batches b
-    SET pending = b.pending - e.n,
-        done = b.done + e.done,
-        dead = b.dead + e.dead,
-        failed = b.failed + e.failed,
-        cancelled = b.cancelled + e.cancelled,
-        completed_at = CASE WHEN b.pending = e.n AND b.closed_at IS NOT NULL THEN now() END
-    FROM members e
-    WHERE b.id = e.batch_id
-      AND b.completed_at IS NULL
-    RETURNING b.id, b.input, b.callbacks, b.total, b.done, b.dead, b.failed, b.cancelled,
-              b.completed_at
+-- include: batch_counted
 -- include: fired
 ), woken AS (
     SELECT count(pg_notify('xjobs', queue)) AS queues

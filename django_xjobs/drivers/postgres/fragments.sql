@@ -131,6 +131,25 @@
     WHERE batch_id IS NOT NULL
     GROUP BY batch_id
 
+-- fragment: batch_counted
+-- The members' batches counted down, after `batch_members`: finish, cancel and a batch's
+-- cancel spell it alike (ack locks the batch rows in id order first, so it keeps its own).
+), counted AS (
+    -- The row lock serialises members settling at once: exactly one of them (or the close)
+    -- sees pending reach 0 in a closed batch, and completes it.
+    UPDATE x_batches b
+    SET pending = b.pending - e.n,
+        done = b.done + e.done,
+        dead = b.dead + e.dead,
+        failed = b.failed + e.failed,
+        cancelled = b.cancelled + e.cancelled,
+        completed_at = CASE WHEN b.pending = e.n AND b.closed_at IS NOT NULL THEN now() END
+    FROM members e
+    WHERE b.id = e.batch_id
+      AND b.completed_at IS NULL
+    RETURNING b.id, b.input, b.callbacks, b.total, b.done, b.dead, b.failed, b.cancelled,
+              b.completed_at
+
 -- fragment: claimed_columns
 -- A claimed row, in the order `_claimed` reads it (drivers/postgres/__init__.py): each claim
 -- statement selects these from its `claimed` rows, then its `waited` and its order. The

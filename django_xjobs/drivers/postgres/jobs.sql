@@ -656,21 +656,7 @@ WITH due AS (
     WHERE %(state)s::text IS NOT NULL
 -- include: rollup
 -- include: batch_members
-), counted AS (
-    -- The row lock serialises members settling at once: exactly one of them (or the close)
-    -- sees pending reach 0 in a closed batch, and completes it.
-    UPDATE x_batches b
-    SET pending = b.pending - e.n,
-        done = b.done + e.done,
-        dead = b.dead + e.dead,
-        failed = b.failed + e.failed,
-        cancelled = b.cancelled + e.cancelled,
-        completed_at = CASE WHEN b.pending = e.n AND b.closed_at IS NOT NULL THEN now() END
-    FROM members e
-    WHERE b.id = e.batch_id
-      AND b.completed_at IS NULL
-    RETURNING b.id, b.input, b.callbacks, b.total, b.done, b.dead, b.failed, b.cancelled,
-              b.completed_at
+-- include: batch_counted
 -- include: fired
 ), woken AS (
     SELECT count(pg_notify('xjobs', queue)) AS queues
@@ -777,21 +763,7 @@ RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_a
           started_at, last_attempted_at, attempted_by, expires_at, snoozes, progress, batch_id,
           after, waiting_on, after_failed, run_anyway, dependants
 -- include: batch_members
-), counted AS (
-    -- The row lock serialises members settling at once: exactly one of them (or the close)
-    -- sees pending reach 0 in a closed batch, and completes it.
-    UPDATE x_batches b
-    SET pending = b.pending - e.n,
-        done = b.done + e.done,
-        dead = b.dead + e.dead,
-        failed = b.failed + e.failed,
-        cancelled = b.cancelled + e.cancelled,
-        completed_at = CASE WHEN b.pending = e.n AND b.closed_at IS NOT NULL THEN now() END
-    FROM members e
-    WHERE b.id = e.batch_id
-      AND b.completed_at IS NULL
-    RETURNING b.id, b.input, b.callbacks, b.total, b.done, b.dead, b.failed, b.cancelled,
-              b.completed_at
+-- include: batch_counted
 -- include: fired
 ), woken AS (
     SELECT count(pg_notify('xjobs', queue)) AS queues
