@@ -25,6 +25,7 @@ from django_xjobs.run.settle import settle
 from django_xjobs.testing import run_until_idle
 from tests import jobs
 from tests.drivers.contract.support import VIS, claim
+from tests.support.database import lock_waiters
 from tests.support.process import wait_for
 
 AUTO = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "auto"}
@@ -253,13 +254,7 @@ def test_dep_03_a_dependant_committed_during_the_last_settle_is_released():
             with connection.cursor() as cursor:
 
                 def blocked() -> bool:
-                    # this transaction reads a snapshot of the activity, cleared each poll
-                    cursor.execute("SELECT pg_stat_clear_snapshot()")
-                    cursor.execute(
-                        "SELECT count(*) FROM pg_stat_activity "
-                        "WHERE wait_event_type = 'Lock' AND query LIKE '%x_job_rollup%'"
-                    )
-                    return cursor.fetchone()[0] == 1
+                    return lock_waiters(cursor, "x_job_rollup") == 1
 
                 wait_for(blocked, timeout=10)
         settler.join(timeout=10)
@@ -424,14 +419,7 @@ def test_child_07_a_park_and_an_ack_of_two_of_its_children_never_deadlock():
                 parker.start()
 
                 def park_done_or_blocked() -> bool:
-                    if parked:
-                        return True
-                    cursor.execute("SELECT pg_stat_clear_snapshot()")
-                    cursor.execute(
-                        "SELECT count(*) FROM pg_stat_activity "
-                        "WHERE wait_event_type = 'Lock' AND query LIKE '%%dependants%%'"
-                    )
-                    return cursor.fetchone()[0] == 1
+                    return bool(parked) or lock_waiters(cursor, "dependants") == 1
 
                 wait_for(park_done_or_blocked, timeout=10)
                 if parked == [True]:

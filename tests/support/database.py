@@ -1,5 +1,5 @@
 """Scratch databases and unreachable servers, for tests of what a command says without its
-database."""
+database; and who waits on a lock in this test's database."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django_xjobs.testing.postgres import database_url, url_for_database
 
@@ -40,3 +41,17 @@ def unmigrated_database(prefix: str = "xjobs_unmigrated") -> Iterator[str]:
     finally:
         with psycopg.connect(server, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def lock_waiters(cursor: Any, fragment: str) -> int:
+    """Backends of this test's database waiting on a lock in a statement whose text holds
+    ``fragment``. Only this database: the server's others belong to parallel test workers,
+    whose statements may match as well. The activity view is read once per transaction unless
+    cleared, so it is cleared first."""
+    cursor.execute("SELECT pg_stat_clear_snapshot()")
+    cursor.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock' AND strpos(query, %s) > 0",
+        [fragment],
+    )
+    return int(cursor.fetchone()[0])

@@ -20,6 +20,7 @@ from django_xjobs.worker.depth import DepthSampler
 from django_xjobs.worker.presence import WorkerPresence
 from django_xjobs.worker.retention import Retention
 from tests.drivers.contract.support import claim, request
+from tests.support.database import lock_waiters
 from tests.support.process import wait_for
 
 
@@ -96,13 +97,7 @@ def test_two_samplers_racing_in_one_minute_write_one_row_per_queue(transactional
             with connection.cursor() as cursor:
 
                 def waiting(second: list[int] = second) -> bool:
-                    # the activity view is read once per transaction unless cleared
-                    cursor.execute("SELECT pg_stat_clear_snapshot()")
-                    cursor.execute(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                        "AND query LIKE '%x_queue_depth%'"
-                    )
-                    return cursor.fetchone()[0] == 1 or bool(second)
+                    return lock_waiters(cursor, "x_queue_depth") == 1 or bool(second)
 
                 wait_for(waiting, what="the second sampler to wait on the first one's rows")
         racer.join(10)
