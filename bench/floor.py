@@ -5,8 +5,8 @@ is left; then, on a fresh fill, claims a batch and acks it, again and again: the
 and ``ack`` statements a worker sends, with no job thread, no run, no handler context, no
 settler, no heartbeat. Both loops are measured (statements, Python CPU, PostgreSQL CPU per
 job); the ack's share is the difference. Acking only after every row was claimed is not
-measured: 10,000 rows left running at once make the ack read a bloated index, which no worker
-does (it acks what it claimed a moment ago).
+measured: in the one run tried it cost the ack about five times the PostgreSQL CPU (the cause
+was not examined), and no worker acks that way (it acks what it claimed a moment ago).
 
 Read beside W2: what W2 spends per job above these rows is the worker's own machinery, and these
 rows are what no worker built on these two statements can go below (bench/README.md, "The
