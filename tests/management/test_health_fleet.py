@@ -19,8 +19,8 @@ import pytest
 
 from django_xjobs.models import Job
 from tests import jobs
-from tests.run.test_outage_fleet import CuttableProxy
 from tests.support.process import ManageProcess, ledger, wait_for, worker_env
+from tests.support.proxy import CuttableProxy
 
 pytestmark = pytest.mark.process
 

@@ -1,13 +1,18 @@
-"""A TCP proxy on 127.0.0.1 in front of the test database that can go silent on command: it
-stops forwarding without closing a socket, as a dead NAT or a failed-over proxy does. Nothing
-is refused and nothing is reset, so only the client's own bounds can notice."""
+"""TCP proxies on 127.0.0.1 in front of the test database, for outages made on command.
+
+``SilentProxy`` stops forwarding without closing a socket, as a dead NAT or a failed-over proxy
+does: nothing is refused and nothing is reset, so only the client's own bounds can notice.
+``CuttableProxy`` closes every connection and refuses new ones, as a database that went away
+does: every statement fails at once with a connection error."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
 import threading
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
+
+from django.db import connection
 
 
 class SilentProxy:
@@ -106,3 +111,91 @@ class SilentProxy:
                 for sock in (src, dst):
                     with contextlib.suppress(OSError):
                         sock.shutdown(socket.SHUT_RDWR)
+
+
+def _close(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in recv on it
+    sock.close()
+
+
+class CuttableProxy:
+    """A TCP front for the test database that the test can cut (every connection closed, new
+    ones closed on accept) and restore."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self._up = True
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
+
+    def url(self) -> str:
+        db = connection.settings_dict
+        user, password = quote(db["USER"] or ""), quote(db["PASSWORD"] or "")
+        return f"postgres://{user}:{password}@127.0.0.1:{self.port}/{db['NAME']}"
+
+    def cut(self) -> None:
+        with self._lock:
+            self._up = False
+            pairs, self._pairs = self._pairs, []
+        for client, server in pairs:
+            _close(client)
+            _close(server)
+
+    def restore(self) -> None:
+        with self._lock:
+            self._up = True
+
+    def close(self) -> None:
+        self.listener.close()
+        self.cut()
+
+    def _upstream(self) -> socket.socket:
+        db = connection.settings_dict
+        host, port = db["HOST"] or "localhost", int(db["PORT"] or 5432)
+        if host.startswith("/"):  # the embedded server listens on a Unix socket
+            sock = socket.socket(socket.AF_UNIX)
+            sock.connect(f"{host}/.s.PGSQL.{port}")
+            return sock
+        return socket.create_connection((host, port), timeout=10)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            try:
+                server = self._upstream()
+                server.settimeout(None)
+            except OSError:
+                _close(client)
+                continue
+            # Whether the proxy is up is read under the lock that cut() holds while it takes
+            # the connections to close: a connection accepted while a cut runs either joins
+            # the list before the cut takes it, or sees the cut and is closed here. Read
+            # before the upstream connect, a cut in between let one connection live through
+            # the whole outage, and a worker renewed its leases over it.
+            with self._lock:
+                up = self._up
+                if up:
+                    self._pairs.append((client, server))
+            if not up:
+                _close(client)
+                _close(server)
+                continue
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(source)
+            _close(sink)
