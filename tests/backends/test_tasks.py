@@ -38,7 +38,8 @@ from django_xjobs.models import LIVE, Job, OutboxEntry
 from django_xjobs.testing import run_until_idle
 from tests import jobs, tasks
 from tests.models import Ledger
-from tests.support.process import wait_for
+from tests.support.database import sessions_of
+from tests.support.process import wait_for, worker_env
 
 TASKS = dict(
     default={"BACKEND": "django_xjobs.backends.XJobsBackend", "QUEUES": ["default", "other"]},
@@ -468,7 +469,8 @@ def test_tasks_enqueued_by_a_view_in_atomic_run_once_across_a_killed_worker(work
     # the victim's short leases hand its runs back soon after the kill; the survivor's long
     # ones never lapse while it runs them, however slow a loaded machine makes its heartbeat
     # (a lapsed lease is taken again by design, and the ledger would count a second run)
-    victim = workers(*args, "--visibility-timeout", "2s")
+    name = f"victim-{uuid4().hex[:8]}"  # its backends, in pg_stat_activity
+    victim = workers(*args, "--visibility-timeout", "2s", env={**worker_env(), "PGAPPNAME": name})
     survivor = workers(*args, "--visibility-timeout", "30s")
     with override_settings(XJOBS={"QUEUES": ["other"], "OUTBOX": "auto"}):
         response = client.post("/tasks/enqueue/", {"prefix": prefix, "n": 500})
@@ -485,10 +487,14 @@ def test_tasks_enqueued_by_a_view_in_atomic_run_once_across_a_killed_worker(work
 
     def stopped_mid_run() -> bool:
         # Frozen first, then judged: a run seen in flight before the signal could finish in
-        # the gap (a CI run's victim had ended all it started by the time SIGKILL landed).
+        # the gap (a CI run's victim had ended all it started by the time SIGKILL landed). And
+        # judged once its statements have ended: a "done" it sent before it froze commits
+        # after, and a CI run judged that run in flight when it was not.
         if not victim_mid_run():
             return False
         victim.send(signal.SIGSTOP)
+        wait_for(lambda: sessions_of(name)[1] == 0, timeout=30, what="its statements to end")
+        assert sessions_of(name)[0], "the victim's sessions are not named: nothing was awaited"
         if victim_mid_run():
             return True
         victim.send(signal.SIGCONT)

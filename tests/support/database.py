@@ -1,5 +1,6 @@
 """Scratch databases and unreachable servers, for tests of what a command says without its
-database; and who waits on a lock in this test's database."""
+database; who waits on a lock in this test's database, and whether a process's sessions still
+run a statement."""
 
 from __future__ import annotations
 
@@ -55,3 +56,21 @@ def lock_waiters(cursor: Any, fragment: str) -> int:
         [fragment],
     )
     return int(cursor.fetchone()[0])
+
+
+def sessions_of(application_name: str) -> tuple[int, int]:
+    """How many sessions ``application_name`` has (a child started with ``PGAPPNAME``), and how
+    many of them still run a statement: a frozen client's last write, sent before SIGSTOP,
+    runs and commits on the server after the client froze, so a test judges a frozen process
+    only once this is 0."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*), count(*) FILTER (WHERE state NOT IN ('idle', 'idle in transaction'))"
+            " FROM pg_stat_activity WHERE application_name = %s",
+            [application_name],
+        )
+        sessions, busy = cursor.fetchone()
+    return int(sessions), int(busy)

@@ -15,13 +15,13 @@ import uuid
 from datetime import datetime
 
 import pytest
-from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
 from django_xjobs.models import Job
 from tests import jobs
 from tests.models import Ledger
+from tests.support.database import sessions_of
 from tests.support.process import wait_for, worker_env
 
 pytestmark = pytest.mark.process
@@ -39,19 +39,6 @@ def _open_runs(pid: int, tokens: list[str]) -> set[str]:
     rows = Ledger.objects.filter(token__in=tokens, pid=pid).values_list("token", "phase")
     started = {token for token, phase in rows if phase == "start"}
     return started - {token for token, phase in rows if phase == "done"}
-
-
-def _sessions(application_name: str) -> tuple[int, int]:
-    """How many sessions ``application_name`` has, and how many of them still run a statement
-    (a frozen client's last write, say, that commits after it froze)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*), count(*) FILTER (WHERE state NOT IN ('idle', 'idle in transaction'))"
-            " FROM pg_stat_activity WHERE application_name = %s",
-            [application_name],
-        )
-        sessions, busy = cursor.fetchone()
-    return sessions, busy
 
 
 def test_a_killed_workers_jobs_finish_within_the_bound_under_a_steady_stream(workers):
@@ -79,8 +66,8 @@ def test_a_killed_workers_jobs_finish_within_the_bound_under_a_steady_stream(wor
             # frozen first: none of its runs can end between the check and the kill; a write it
             # sent before it froze lands (or not) before the last look
             victim.send(signal.SIGSTOP)
-            wait_for(lambda: _sessions(name)[1] == 0, timeout=30, what="its statements to end")
-            assert _sessions(name)[0], "the victim's sessions are not named: nothing was awaited"
+            wait_for(lambda: sessions_of(name)[1] == 0, timeout=30, what="its statements to end")
+            assert sessions_of(name)[0], "the victim's sessions are not named: nothing was awaited"
             if _open_runs(victim.proc.pid, tokens):
                 victim.send(signal.SIGKILL)
                 victim.proc.wait(timeout=30)
