@@ -6,6 +6,7 @@ events go in the workers' upkeep, not only when someone publishes.
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError, replace
 from datetime import timedelta
 
 import pytest
@@ -22,6 +23,7 @@ from django_xjobs import (
     conf,
     publish_event,
 )
+from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.management import checks as xjobs_checks
 from django_xjobs.models import JobEvent
@@ -46,6 +48,47 @@ def test_a_stored_name_with_nul_or_a_lone_surrogate_is_refused_with_a_code(harne
     with staged, transaction.atomic(), pytest.raises(InputInvalidError, match=field):
         handle.enqueue(n=2)  # staged: the same refusal, before anything is written
     assert harness.driver.list_jobs() == []
+
+
+@pytest.mark.parametrize("bad", ["acme\x00", "acme\ud83d"])
+@pytest.mark.parametrize("field", ["tenant_id", "enqueued_by"])
+def test_enqueue_many_refuses_such_a_name_and_writes_none(harness, field, bad):
+    # the elements share one request made once, and each is that request with its own input:
+    # the names an element sets are checked for it, the shared ones once
+    with pytest.raises(InputInvalidError, match=field):
+        jobs.ok.using(**{field: bad}).enqueue_many([{"n": 1}, {"n": 2}])
+    assert harness.driver.list_jobs() == []
+
+
+def test_a_request_for_another_input_equals_the_one_constructed_and_stays_frozen():
+    shared = EnqueueRequest(
+        name="a",
+        queue="q",
+        input={},
+        input_json="{}",
+        idempotency_key="",
+        max_attempts=3,
+        enqueued_by="parent",
+    )
+    made = shared.for_input({"n": 1}, '{"n":1}', "k:1", "acme")
+    assert made == EnqueueRequest(
+        name="a",
+        queue="q",
+        input={"n": 1},
+        input_json='{"n":1}',
+        idempotency_key="k:1",
+        max_attempts=3,
+        enqueued_by="parent",
+        tenant_id="acme",
+    )
+    assert repr(made) == repr(replace(made))
+    with pytest.raises(FrozenInstanceError):
+        made.name = "b"  # type: ignore[misc]
+    assert shared.input == {} and shared.idempotency_key == ""  # the shared one is untouched
+    with pytest.raises(InputInvalidError, match="tenant_id contains a NUL"):
+        shared.for_input({}, "{}", "k", "t\x00")
+    with pytest.raises(InputInvalidError, match="the idempotency key contains a lone"):
+        shared.for_input({}, "{}", "k\udc80", None)
 
 
 @pytest.mark.parametrize(

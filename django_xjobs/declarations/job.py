@@ -324,7 +324,9 @@ class JobHandle:
 
         return await sync_to_async(self.enqueue_many)(list(inputs))
 
-    def _request_at(self, index: int, given: Any, shared: dict[str, Any]) -> EnqueueRequest:
+    def _request_at(
+        self, index: int, given: Any, shared: tuple[EnqueueRequest, str | None]
+    ) -> EnqueueRequest:
         """The request for ``inputs[index]``; an error names the index."""
         if not isinstance(given, Mapping):
             raise InputInvalidError(
@@ -372,8 +374,10 @@ class JobHandle:
         limit = conf.get().max_payload_bytes
         return bound, encode(bound, limit=limit, what=f"the input of job {self.name!r}")
 
-    def _per_call(self) -> dict[str, Any]:
-        """The request fields one enqueue call shares across its inputs, the queue checked."""
+    def _per_call(self) -> tuple[EnqueueRequest, str | None]:
+        """The request one enqueue call shares across its inputs (the queue checked; its
+        input, key and tenant are blanks each element fills), and the tenant of the run it is
+        made from, if any."""
         settings = conf.get()
         queue = self.options.queue or self.queue
         if (
@@ -391,41 +395,43 @@ class JobHandle:
         run_at, delay = self.options.run_at, self.options.delay
         if self.debounce is not None and run_at is None and delay is None:
             delay = self.debounce  # a debounced job runs a quiet window after its last enqueue
-        return {
-            "name": self.name,
-            "queue": queue,
-            "max_attempts": self.retry.attempts,
-            "priority": self.priority if self.options.priority is None else self.options.priority,
-            "run_at": run_at,
-            "delay": delay,
-            "expires_at": self.options.expires_at,
+        shared = EnqueueRequest(
+            name=self.name,
+            queue=queue,
+            input={},
+            input_json="{}",
+            idempotency_key="",
+            max_attempts=self.retry.attempts,
+            priority=self.priority if self.options.priority is None else self.options.priority,
+            run_at=run_at,
+            delay=delay,
+            expires_at=self.options.expires_at,
             # from the due time, so a delayed or debounced job keeps its whole window
-            "expires_in": None if self.options.expires_at is not None else self.expires_in,
-            "replace": self.on_conflict == "replace",
-            "after": self.options.after,
-            "run_anyway": bool(self.options.run_anyway),
+            expires_in=None if self.options.expires_at is not None else self.expires_in,
+            replace=self.on_conflict == "replace",
+            after=self.options.after,
+            run_anyway=bool(self.options.run_anyway),
             # a nested enqueue, from inside a run, names its parent job (SPEC EXEC-09)
-            "enqueued_by": self.options.enqueued_by or _parent_job(),
-            "traceparent": current_traceparent(),
-        }
+            enqueued_by=self.options.enqueued_by or _parent_job(),
+            traceparent=current_traceparent(),
+        )
+        return shared, _parent_tenant()
 
     def _request(
-        self, bound: dict[str, Any], encoded: str, shared: dict[str, Any]
+        self,
+        bound: dict[str, Any],
+        encoded: str,
+        per_call: tuple[EnqueueRequest, str | None],
     ) -> EnqueueRequest:
-        tenant = self.options.tenant_id or self._tenant_for(bound) or _parent_tenant()
+        shared, parent_tenant = per_call
+        tenant = self.options.tenant_id or self._tenant_for(bound) or parent_tenant
         if tenant is None and self.tenant == REQUIRED:
             raise JobTenantRequiredError(
                 f"job {self.name!r} is tenant-scoped and was enqueued without a tenant",
                 hint="enqueue_as(Actor(..., tenant_id=...)), using(tenant_id=...), or enqueue "
                 "it from inside a run of that tenant",
             )
-        request = EnqueueRequest(
-            input=bound,
-            input_json=encoded,
-            idempotency_key=self.key_for(bound),
-            tenant_id=tenant,
-            **shared,
-        )
+        request = shared.for_input(bound, encoded, self.key_for(bound), tenant)
         check_request(request)  # staged or not: a row the live-key index can hold
         return request
 
