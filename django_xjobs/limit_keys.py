@@ -120,6 +120,14 @@ def key_of(name: str, inputs: Any, tenant: str | None = None, *, fair: bool = Tr
     return SEPARATOR + group.replace("\x00", "")
 
 
+def keyless(name: str) -> bool:
+    """Whether no run of ``name`` carries a limit key, whatever its inputs (``key_of`` is None
+    for each): it declares no limit and no fair share applies. A batch of one job asks once,
+    not once per row."""
+    handle = _registry().jobs.get(name)
+    return getattr(handle, "limits", None) is None and conf.get().fair_share is None
+
+
 def limited_names() -> list[str]:
     """The registered jobs whose runs carry a limit key."""
     return [h.name for h in _registry().registered_jobs() if getattr(h, "limits", None) is not None]

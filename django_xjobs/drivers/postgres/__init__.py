@@ -19,7 +19,7 @@ from django.db import (
 from ... import history
 from ...errors import DriverUnavailableError
 from ...ids import uuid7, uuid7_many
-from ...limit_keys import key_of
+from ...limit_keys import key_of, keyless
 from ...payload import NotJSON, decode
 from ...rollup import BOUNDS as ROLLUP_BOUNDS
 from .. import failures
@@ -629,9 +629,11 @@ def _many_params(requests: Sequence[EnqueueRequest], ids: list[UUID]) -> tuple[s
     arrays of the same value cost more to send and unpack than the insert of their rows)."""
     keys = {"ids": ids, "run_ids": uuid7_many(len(ids))}
     # no run of the batch has a limit key: null, which unnest pads, instead of an array of nulls
-    limit_keys: list[str | None] | None = [key_of(r.name, r.input, r.tenant_id) for r in requests]
-    if not any(limit_keys or ()):
-        limit_keys = None
+    limit_keys: list[str | None] | None = None
+    if not all(keyless(name) for name in {r.name for r in requests}):
+        limit_keys = [key_of(r.name, r.input, r.tenant_id) for r in requests]
+        if not any(limit_keys):
+            limit_keys = None
     shared = shared_columns(requests)
     if shared is None:
         return "enqueue_many", {**keys, **request_columns(requests), "limit_keys": limit_keys}
