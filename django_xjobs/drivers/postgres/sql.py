@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.types.array import ListBinaryDumper
 from django.db import DataError, InterfaceError, OperationalError, ProgrammingError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
@@ -99,7 +100,17 @@ def _malformed(path: str | Path, problem: str) -> InvariantError:
 
 class PreparedCursor(psycopg.Cursor[Any]):
     """A server-binding cursor whose every statement is prepared on first use, then reused
-    by name on this connection (psycopg keeps the names, at most ``prepared_max`` of them)."""
+    by name on this connection (psycopg keeps the names, at most ``prepared_max`` of them).
+
+    Its list parameters (the ids, tokens and keys of a batch) go in PostgreSQL's binary array
+    format: the text format quotes element by element in Python, a regular-expression search
+    each, which cost 3 ms per 1,000 UUIDs, seven times the binary format's, and was the largest
+    piece of ``enqueue_many``'s Python. Only this cursor's adapters change: Django's own
+    cursors on the connection keep theirs."""
+
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        super().__init__(connection)
+        self.adapters.register_dumper(list, ListBinaryDumper)
 
     def execute(
         self,
