@@ -28,6 +28,19 @@ def test_enq_06_live_key_dedupes_to_the_live_row(harness):
     assert len(harness.driver.list_jobs()) == 1
 
 
+def test_enq_06_a_batchs_keys_are_stored_and_deduped_as_written(harness):
+    """A batch's keys and ids travel as array parameters (binary on PostgreSQL): the characters
+    the text array syntax gives meaning to, the word NULL, spaces and non-ASCII text are kept
+    exactly, and the same batch again dedupes to the same rows, in order."""
+    keys = ["plain", "a,b", "{braces}", 'quote"d', "back\\slash", "NULL", " spaced ", "é ünï"]
+    first = harness.driver.enqueue_many([request(key=key) for key in keys])
+    assert [harness.driver.get_job(r.id).idempotency_key for r in first] == keys
+    assert not any(r.deduped for r in first)
+    again = harness.driver.enqueue_many([request(key=key) for key in reversed(keys)])
+    assert [(r.id, r.run_id) for r in again] == [(r.id, r.run_id) for r in reversed(first)]
+    assert all(r.deduped for r in again)
+
+
 @pytest.mark.parametrize("state_change", ["claimed", "suspended"])
 def test_enq_06_running_and_suspended_rows_are_live(harness, state_change):
     first = jobs.ok.enqueue(n=1)
