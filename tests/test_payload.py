@@ -192,3 +192,20 @@ def test_encode_counts_utf8_bytes_not_characters():
     assert encode(value, limit=22, what="x") == '"' + "é" * 10 + '"'
     with pytest.raises(PayloadTooLargeError):
         encode(value, limit=21, what="x")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"n": 1},
+        "text",
+        [1, 2.5, None, True, False, -0.0, 1e300, 2**62],
+        {"nested": {"deeper": [{"k": 'é \u2028 " \\ \n'}]}, "": []},
+        {},
+    ],
+)
+def test_encode_writes_what_the_standard_encoder_writes(value):
+    """``encode`` calls the C encoder it made once; its text is the text json.dumps would write
+    with the same options, for every kind of value check_json lets through."""
+    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert encode(value, limit=10_000, what="it") == expected
