@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import FrozenInstanceError, replace
 from datetime import timedelta
+from uuid import uuid4
 
 import pytest
 from django.conf import settings
@@ -82,6 +83,8 @@ def test_a_request_for_another_input_equals_the_one_constructed_and_stays_frozen
         tenant_id="acme",
     )
     assert repr(made) == repr(replace(made))
+    job_id = uuid4()
+    assert made.with_id(job_id) == replace(made, id=job_id) and made.id is None
     with pytest.raises(FrozenInstanceError):
         made.name = "b"  # type: ignore[misc]
     assert shared.input == {} and shared.idempotency_key == ""  # the shared one is untouched

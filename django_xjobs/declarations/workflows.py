@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextvars import ContextVar, Token
-from dataclasses import replace
 from functools import partial
 from typing import Any
 from uuid import UUID
@@ -125,7 +124,7 @@ class Batch:
             return []
         driver = get_driver()
         if self._deferred(driver):
-            staged = [r if r.id else replace(r, id=uuid7()) for r in requests]
+            staged = [r if r.id else r.with_id(uuid7()) for r in requests]
             self._staged = [*(self._staged or []), *staged]
             return [
                 EnqueueResult(id=r.id or self.id, run_id=None, deduped=None, staged=True)

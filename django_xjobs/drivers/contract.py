@@ -79,11 +79,21 @@ class EnqueueRequest:
         construction a tenth of ``enqueue_many``'s Python; this is one dict update."""
         check_name(idempotency_key, "the idempotency key", error=InputInvalidError)
         check_name(tenant_id, "tenant_id", error=InputInvalidError)
+        return self._with(
+            input=input, input_json=input_json, idempotency_key=idempotency_key, tenant_id=tenant_id
+        )
+
+    def with_id(self, job_id: UUID) -> EnqueueRequest:
+        """This request with the id a staged enqueue minted for it (``dataclasses.replace``
+        would construct the whole frozen dataclass again, once per staged enqueue)."""
+        return self._with(id=job_id)
+
+    def _with(self, **changes: Any) -> EnqueueRequest:
+        """A copy with ``changes`` (fields that need no check), as one dict update."""
         made = object.__new__(EnqueueRequest)
         fields = made.__dict__
         fields.update(self.__dict__)
-        fields["input"], fields["input_json"] = input, input_json
-        fields["idempotency_key"], fields["tenant_id"] = idempotency_key, tenant_id
+        fields.update(changes)
         return made
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import partial
 from typing import Any
 from uuid import UUID
@@ -66,7 +65,7 @@ def submit_many(
             'on_conflict="error" cannot be decided inside atomic(): the job is only staged',
             hint="use .using(outbox=False, on_conflict='error') to enqueue directly",
         )
-    staged = [request if request.id else replace(request, id=uuid7()) for request in requests]
+    staged = [request if request.id else request.with_id(uuid7()) for request in requests]
     ids = [request.id for request in staged if request.id is not None]
     driver = get_driver()
     batch = commit_batch(alias, driver)
