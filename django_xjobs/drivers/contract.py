@@ -20,6 +20,7 @@ from ..history import FailedAttempt, Failure
 from ..payload import NotJSON, decode
 from ..states import FINISHED_STATES, LIVE_STATES  # noqa: F401  (the driver vocabulary)
 from ..text import check_name, storable
+from ..values import quick_init
 
 if TYPE_CHECKING:
     from ..rollup import RollupRow
@@ -31,6 +32,7 @@ FinalState = Literal["dead", "failed"]
 AGED: frozenset[str] = frozenset({"jobs", "steps", "events"})
 
 
+@quick_init
 @dataclass(frozen=True)
 class EnqueueRequest:
     """One job to insert. ``run_at`` wins over ``delay``; neither means now. ``id`` is the id a
@@ -97,6 +99,7 @@ class EnqueueRequest:
         return made
 
 
+@quick_init
 @dataclass(frozen=True)
 class ClaimedJob:
     """A row this worker now holds: ``lease_token`` fences every write it makes (DESIGN Q-01)."""
@@ -147,6 +150,7 @@ def claimed_input(stored: Any) -> tuple[dict[str, Any], str | None]:
 # re-claimed, cancelled) refuses it and the call answers False (SPEC STATE-01, DESIGN Q-01).
 
 
+@quick_init
 @dataclass(frozen=True)
 class Complete:
     """Done, with its JSON ``result`` text (or ``None``); ``JobDriver.ack`` takes many at once."""
@@ -163,6 +167,7 @@ def _storable_error(value: Any) -> None:
         object.__setattr__(value, "error", storable(value.error))
 
 
+@quick_init
 @dataclass(frozen=True)
 class RetryAt:
     """Ready again after ``delay`` seconds (SPEC DRV-01, STATE-02). ``counts_as_attempt=False``
@@ -180,6 +185,7 @@ class RetryAt:
         _storable_error(self)
 
 
+@quick_init
 @dataclass(frozen=True)
 class SuspendUntil:
     """Parked (``suspended``) for ``delay`` seconds without spending an attempt (SPEC STEP-10).
@@ -213,6 +219,7 @@ class Shed:
     keep_place: bool = False
 
 
+@quick_init
 @dataclass(frozen=True)
 class Finish:
     """Ended for good in ``state`` (dead / failed) with ``stop_reason``; ``failure`` joins the
@@ -346,6 +353,7 @@ class WorkerSnapshot:
     stopped_at: datetime | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class EnqueueResult:
     """What an enqueue did.

@@ -56,6 +56,7 @@ from ..steps import Steps
 from ..steps.asynchronous import AsyncSteps
 from ..text import storable
 from ..tracing import job_span
+from ..values import quick_init
 from . import outage, signals
 from .controls import RunControls
 from .handle import Runnable
@@ -73,6 +74,7 @@ class Outcome(enum.StrEnum):
     LEASE_LOST = "lease_lost"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Execution:
     """What one run did and the single settle value that ends it."""

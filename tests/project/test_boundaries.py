@@ -99,6 +99,7 @@ LAYERS: dict[str, list[str]] = {
         "states",
         "text",
         "tracing",
+        "values",
     ],
     "drivers": ["drivers"],
     "run": ["declarations", "limits", "metrics", "run", "steps"],
