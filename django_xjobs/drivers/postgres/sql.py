@@ -163,9 +163,18 @@ class DirectCursor:
         with self.db.wrap_database_errors:
             return self.cursor.fetchall()
 
+    def returns_rows(self) -> bool:
+        """Whether the statement returned a result set, as ``description`` is not None, without
+        building a ``Column`` per column (``fetch`` asks after every statement, and the columns
+        cost a single-row statement more than its parameters did)."""
+        result = self.cursor.pgresult
+        return result is not None and (result.nfields > 0 or result.status == _TUPLES_OK)
+
     def close(self) -> None:
         self.cursor.close()
 
+
+_TUPLES_OK = psycopg.pq.ExecStatus.TUPLES_OK
 
 #: the prepare threshold we give a connection Django opened with none (Django's default, kept
 #: for poolers): only a statement asked to prepare (ours) is prepared, nothing by count
@@ -238,7 +247,8 @@ def execute(using: str, statement: str, params: dict[str, Any]) -> Iterator[Any]
 def fetch(using: str, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     """The rows ``statement`` returned (none for a statement without a result)."""
     with execute(using, statement, params) as cursor:
-        return list(cursor.fetchall()) if cursor.description else []
+        rows = cursor.returns_rows() if isinstance(cursor, DirectCursor) else cursor.description
+        return list(cursor.fetchall()) if rows else []
 
 
 def count(using: str, statement: str, params: dict[str, Any]) -> int:
