@@ -122,7 +122,7 @@ class PreparedCursor(psycopg.Cursor[Any]):
     ) -> PreparedCursor:
         if not self._lists_binary and params:
             values = params.values() if isinstance(params, dict) else params
-            if any(type(value) is list for value in values):
+            if list in map(type, values):
                 self.adapters.register_dumper(list, ListBinaryDumper)
                 self._lists_binary = True
         return super().execute(query, params, prepare=prepare is not False, binary=binary)
