@@ -66,7 +66,15 @@ def mark_role_thread() -> None:
     if pooled():  # a session setting would leak to the pooler's next client
         return
     for wrapper in _open_postgres():
-        _bound(wrapper)
+        try:
+            _bound(wrapper)
+        except Exception:
+            # The database went away since this connection's last statement (a worker's
+            # presence is written on this thread just before its loop starts). A role must
+            # not end on it: the connection is closed, and the next statement opens one, bound
+            # as it connects (_on_connect), or fails as the outage it is, where the role's own
+            # backoff handles it. Raised here, it ended the worker as it started.
+            wrapper.close()
 
 
 def as_role(target: Callable[[], Any]) -> Callable[[], Any]:

@@ -100,9 +100,11 @@ def test_health_02_03_livez_never_asks_the_database_readyz_does(manage):
             env=worker_env(proxy.url()),
         )
         wait_for(answers(worker, "/readyz", 200), what="readyz 200")
-        # the cut comes once the loop runs: readiness can answer 200 while the worker still
-        # sets itself up, and a cut then ended in "draining" with no loop ever started (twice
-        # in CI; see the note on issue 29's readiness) -- that startup case is not this check
+        # the cut comes once the loop is announced. A cut at that moment used to end the
+        # worker: marking its thread a role thread ran a statement on the connection its
+        # presence had just used, and the error left the loop before it started ("draining",
+        # three times in CI). That start is pinned in tests/worker/test_watchdog.py
+        # (test_hang_01_a_role_starts_on_a_connection_the_database_dropped).
         wait_for(lambda: worker.saw("xjobs.worker.started"), timeout=30, what="the loop to start")
         proxy.cut()
         wait_for(answers(worker, "/readyz", 503), timeout=15, what="readyz 503, database cut")

@@ -4,6 +4,7 @@ watchdog and the connection bounds, each with a clock the test moves (no real wa
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 
 import pytest
@@ -136,6 +137,39 @@ def test_hang_01_a_role_thread_bounds_the_connections_it_opens(transactional_db)
         thread.start()
         thread.join(30)
     assert seen == ["30s", "0"]
+
+
+def test_hang_01_a_role_starts_on_a_connection_the_database_dropped(transactional_db):
+    """A worker writes its presence on its loop's thread, then marks the thread a role thread,
+    which bounds the connections already open. The database going away in between (a CI run
+    cut it there) ended the worker before its loop: now the dropped connection is closed, and
+    the thread's next statement opens a new one, bounded."""
+    opened: queue.SimpleQueue[int] = queue.SimpleQueue()
+    dropped = threading.Event()
+    seen: list[object] = []
+
+    def role() -> None:
+        connection = connections["default"]
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                opened.put(cursor.fetchone()[0])
+            assert dropped.wait(30)
+            mark_role_thread()  # raised OperationalError before the fix
+            seen.append(connection.connection is None)  # the dropped one was closed
+            seen.append(statement_timeout(connection))  # and the next one is bounded
+        except Exception as error:
+            seen.append(error)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=role)
+    thread.start()
+    with connections["default"].cursor() as cursor:  # this thread's own session ends it
+        cursor.execute("SELECT pg_terminate_backend(%s)", [opened.get(timeout=30)])
+    dropped.set()
+    thread.join(30)
+    assert seen == [True, "30s"]
 
 
 def test_hang_01_connection_options_go_under_the_project_s_own(transactional_db):
