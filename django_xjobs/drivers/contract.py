@@ -20,7 +20,7 @@ from ..history import FailedAttempt, Failure
 from ..payload import NotJSON, decode
 from ..states import FINISHED_STATES, LIVE_STATES  # noqa: F401  (the driver vocabulary)
 from ..text import check_name, storable
-from ..values import quick_init
+from .values import quick_init
 
 if TYPE_CHECKING:
     from ..rollup import RollupRow

@@ -30,6 +30,7 @@ from ..drivers.contract import (
     Settle,
     SuspendUntil,
 )
+from ..drivers.values import quick_init
 from ..durations import format_seconds
 from ..errors import (
     DependencyFailedError,
@@ -56,7 +57,6 @@ from ..steps import Steps
 from ..steps.asynchronous import AsyncSteps
 from ..text import storable
 from ..tracing import job_span
-from ..values import quick_init
 from . import outage, signals
 from .controls import RunControls
 from .handle import Runnable

@@ -99,7 +99,6 @@ LAYERS: dict[str, list[str]] = {
         "states",
         "text",
         "tracing",
-        "values",
     ],
     "drivers": ["drivers"],
     "run": ["declarations", "limits", "metrics", "run", "steps"],

@@ -1,6 +1,6 @@
-"""``quick_init`` (django_xjobs/values.py): a frozen dataclass built per job gets an ``__init__``
-that fills ``__dict__`` directly, and stays the value it was — same signature, defaults,
-factories and ``__post_init__``, frozen, equal and hashed by its fields."""
+"""``quick_init`` (django_xjobs/drivers/values.py): a frozen dataclass built per job gets an
+``__init__`` that fills ``__dict__`` directly, and stays the value it was — same signature,
+defaults, factories and ``__post_init__``, frozen, equal and hashed by its fields."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from uuid import uuid4
 import pytest
 
 from django_xjobs.drivers import contract
+from django_xjobs.drivers.values import quick_init
 from django_xjobs.errors import InputInvalidError
 from django_xjobs.run.execute import Execution
-from django_xjobs.values import quick_init
 
 QUICK = [
     contract.EnqueueRequest,

@@ -6,7 +6,8 @@ and the values a drained job makes (the claimed row, its settle, its execution, 
 request and result) cost a tenth of a worker's CPU that way. ``quick_init`` gives such a class an
 ``__init__`` that writes the instance's ``__dict__`` instead: the same signature, defaults,
 factories and ``__post_init__``, and the instance is the same value (frozen after ``__init__``,
-equal, hashed and shown as before). ``tests/test_values.py`` holds each class to that.
+equal, hashed and shown as before). ``tests/drivers/test_values.py`` holds each class to
+that. It sits with the driver's value types (``contract.py``), its first users.
 """
 
 from __future__ import annotations
