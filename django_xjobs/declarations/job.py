@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, overload
@@ -30,7 +30,7 @@ from ..limit_keys import JobLimits, declared
 
 # upward: (run -> roles) an enqueue hands its row to the outbox role's staging, which decides
 # whether it waits for the caller's commit (DESIGN §3, SPEC OUTBOX-01)
-from ..outbox.stage import submit, submit_many
+from ..outbox import stage
 from ..payload import NotJSON, check_json, encode
 from ..retry import DEFAULT_RETRY, Retry, retry_schedule
 from ..signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
@@ -41,6 +41,9 @@ _MISSING: Any = object()
 #: ``job(tenant=REQUIRED)``: every enqueue carries a tenant (an actor's, ``using()``'s, or the
 #: running job's), else ``X_JOB_TENANT_REQUIRED``
 REQUIRED = "required"
+#: how many inputs of a long direct ``enqueue_many`` are made into requests and sent at a time:
+#: the server inserts one chunk while the next is made (bench/README.md, "Bulk enqueue")
+STREAM_CHUNK = 1000
 OnConflict = Literal["dedupe", "error", "replace"]
 
 
@@ -236,7 +239,7 @@ class JobHandle:
         """
         self._refuse_positional(args)
         request = self.build_request(inputs)
-        result = submit(request, outbox=self.options.outbox, on_conflict=self.on_conflict)
+        result = stage.submit(request, outbox=self.options.outbox, on_conflict=self.on_conflict)
         if result.deduped and self.on_conflict == "error":
             raise JobDuplicateError(
                 f"job {self.name!r} with key {request.idempotency_key!r} is already live as {result.id}",
@@ -292,10 +295,11 @@ class JobHandle:
 
             results = send_receipt.enqueue_many([{"order_id": 1}, {"order_id": 2}])
 
-        Every element is checked first: a bad one raises naming its index, and nothing is
-        written. Keys dedupe per element, as ``enqueue`` does: an element whose key is live, or
-        was taken by an earlier element of the same call, returns that job (``deduped=True``).
-        Inside ``atomic()`` all are staged in one statement and published at commit together.
+        Every element is checked: a bad one raises naming its index, and nothing is written
+        (the call is one transaction). Keys dedupe per element, as ``enqueue`` does: an element
+        whose key is live, or was taken by an earlier element of the same call, returns that
+        job (``deduped=True``). Inside ``atomic()`` all are staged in one statement and
+        published at commit together.
         """
         if isinstance(inputs, Mapping | str | bytes):
             raise InputInvalidError(
@@ -304,8 +308,18 @@ class JobHandle:
                 hint=f"call {self.fn.__name__}.enqueue_many([{{...}}, {{...}}])",
             )
         shared = self._per_call()
-        requests = [self._request_at(index, given, shared) for index, given in enumerate(inputs)]
-        results = submit_many(requests, outbox=self.options.outbox, on_conflict=self.on_conflict)
+        inputs = inputs if isinstance(inputs, Sequence) else list(inputs)
+        driver = None
+        if len(inputs) > STREAM_CHUNK and not shared[0].replace and shared[0].after is None:
+            driver = stage.direct_driver(self.name, outbox=self.options.outbox)
+        if driver is not None:  # a long direct call: written a chunk at a time as it is made
+            requests: list[EnqueueRequest] = []
+            results = driver.enqueue_chunks(self._chunks(inputs, shared, requests))
+        else:
+            requests = [self._request_at(i, given, shared) for i, given in enumerate(inputs)]
+            results = stage.submit_many(
+                requests, outbox=self.options.outbox, on_conflict=self.on_conflict
+            )
         if self.on_conflict == "error":
             for index, result in enumerate(results):
                 if result.deduped:
@@ -323,6 +337,19 @@ class JobHandle:
         from asgiref.sync import sync_to_async
 
         return await sync_to_async(self.enqueue_many)(list(inputs))
+
+    def _chunks(
+        self,
+        inputs: Sequence[Any],
+        shared: tuple[EnqueueRequest, str | None],
+        made: list[EnqueueRequest],
+    ) -> Iterator[list[EnqueueRequest]]:
+        """The requests for ``inputs``, ``STREAM_CHUNK`` at a time, each also kept in ``made``."""
+        for start in range(0, len(inputs), STREAM_CHUNK):
+            part = inputs[start : start + STREAM_CHUNK]
+            chunk = [self._request_at(i, given, shared) for i, given in enumerate(part, start)]
+            made.extend(chunk)
+            yield chunk
 
     def _request_at(
         self, index: int, given: Any, shared: tuple[EnqueueRequest, str | None]

@@ -705,6 +705,12 @@ class JobDriver(Protocol):
         """``enqueue`` for each request, in order, as one write: one result per request; a key
         an earlier request of the batch inserted dedupes to that job; one wake-up per queue."""
 
+    def enqueue_chunks(self, chunks: Iterable[Sequence[EnqueueRequest]]) -> list[EnqueueResult]:
+        """``enqueue_many`` for one call's requests made a chunk at a time, in one transaction:
+        a driver may write a chunk while the caller makes the next, and an error raised while
+        making one leaves nothing written. Plain requests only (neither ``replace`` nor
+        ``after``: InvariantError); one result per request, in order."""
+
     def claim(
         self,
         *,

@@ -46,16 +46,8 @@ def submit_many(
                 hint="enqueue it outside the with block, or make the batch's callback wait",
             )
         return joining.submit(requests)
-    settings = conf.get()
-    use_outbox = outbox is not False and settings.outbox != "off"
-    alias = conf.atomic_alias(settings) if use_outbox else None
+    alias = _staging_alias(requests[0].name, outbox)
     if alias is None:
-        if use_outbox and settings.outbox == "required":
-            raise OutboxNoTxError(
-                f"job {requests[0].name!r} was enqueued outside transaction.atomic()",
-                hint='XJOBS["OUTBOX"] is "required": enqueue inside atomic(), or pass '
-                ".using(outbox=False) to publish directly",
-            )
         driver = get_driver()
         if len(requests) == 1:
             return [driver.enqueue(requests[0])]
@@ -78,6 +70,33 @@ def submit_many(
     else:  # a store outside the database can only stage what has committed
         transaction.on_commit(partial(stage_at_commit, batch.store, staged), using=alias)
     return [EnqueueResult(id=job_id, run_id=None, deduped=None, staged=True) for job_id in ids]
+
+
+def direct_driver(name: str, *, outbox: bool | None) -> JobDriver | None:
+    """The job store an enqueue of job ``name`` writes to straight away, as ``submit_many``
+    would route it; None when it would be staged in the caller's transaction or join the open
+    batch. Raises as ``submit_many`` does when the outbox is required and there is no
+    transaction."""
+    from ..declarations.workflows import current_batch
+
+    if current_batch() is not None or _staging_alias(name, outbox) is not None:
+        return None
+    return get_driver()
+
+
+def _staging_alias(name: str, outbox: bool | None) -> str | None:
+    """The database alias whose open transaction stages an enqueue (SPEC OUTBOX-01); None
+    when the enqueue publishes directly."""
+    settings = conf.get()
+    use_outbox = outbox is not False and settings.outbox != "off"
+    alias = conf.atomic_alias(settings) if use_outbox else None
+    if alias is None and use_outbox and settings.outbox == "required":
+        raise OutboxNoTxError(
+            f"job {name!r} was enqueued outside transaction.atomic()",
+            hint='XJOBS["OUTBOX"] is "required": enqueue inside atomic(), or pass '
+            ".using(outbox=False) to publish directly",
+        )
+    return alias
 
 
 class CommitBatch:

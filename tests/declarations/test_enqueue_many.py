@@ -16,7 +16,12 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from django_xjobs.drivers.postgres import PostgresDriver
-from django_xjobs.errors import InputInvalidError, JobDuplicateError, QueueUnknownError
+from django_xjobs.errors import (
+    InputInvalidError,
+    JobDuplicateError,
+    QueueUnknownError,
+    ValueRefusedError,
+)
 from django_xjobs.models import OutboxEntry
 from tests import jobs
 
@@ -300,3 +305,127 @@ def test_a_commit_whose_rows_collapse_publishes_the_rest_and_resolves_the_duplic
     assert inspect_job(onto_live.id)["id"] == str(live_job.id)
     assert inspect_job(again.id)["id"] == str(first.id)
     assert OutboxEntry.objects.filter(published_at__isnull=True).count() == 0
+
+
+# --- a long direct call: written a chunk at a time, in one transaction -----------------------
+
+
+@pytest.fixture
+def chunks_of_two(monkeypatch):
+    """A "long" call is one of more than two inputs: each chunk of two is sent as it is made."""
+    monkeypatch.setattr("django_xjobs.declarations.job.STREAM_CHUNK", 2)
+
+
+def inserts(queries: CaptureQueriesContext) -> int:
+    return sum("INSERT INTO x_jobs" in q["sql"] for q in queries)
+
+
+def test_a_long_call_answers_as_a_short_one_across_its_chunks(live_harness, chunks_of_two):
+    """SPEC ENQ-06 across chunks: a key an earlier chunk took dedupes to that job, a live key
+    to the live job; one result per input, in order, on both drivers."""
+    live = jobs.ok.enqueue(n=9)
+    results = jobs.ok.enqueue_many([{"n": n} for n in (1, 2, 1, 9, 3, 2)])
+    assert [r.deduped for r in results] == [False, False, True, True, False, True]
+    assert (results[2].id, results[3].id, results[5].id) == (
+        results[0].id,
+        live.id,
+        results[1].id,
+    )
+    assert [inputs(live_harness)[r.id] for r in results] == [{"n": n} for n in (1, 2, 1, 9, 3, 2)]
+    assert len(live_harness.driver.list_jobs()) == 4
+
+
+@pytest.mark.parametrize("where", [0, 4])
+def test_a_bad_element_of_a_long_call_leaves_nothing_written(live_harness, chunks_of_two, where):
+    """The chunks sent before the bad element's are rolled back with it (autocommit, so the
+    call's own transaction is all that holds them)."""
+    given: list[object] = [{"n": n} for n in range(6)]
+    given[where] = {"n": math.nan}
+    with pytest.raises(InputInvalidError, match=rf"inputs\[{where}\]: job 'tests.jobs.ok'"):
+        jobs.ok.enqueue_many(given)
+    assert live_harness.driver.list_jobs() == []
+
+
+def test_a_long_calls_duplicate_is_named_by_its_index(live_harness, chunks_of_two):
+    live = jobs.ok.enqueue(n=5)
+    with pytest.raises(JobDuplicateError) as caught:
+        jobs.ok.using(on_conflict="error").enqueue_many([{"n": n} for n in (1, 2, 3, 5)])
+    assert "inputs[3]" in caught.value.message and str(live.id) in caught.value.message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_call_sends_a_statement_per_chunk_and_wakes_each_queue_once(chunks_of_two):
+    with own_connection() as listener, own_connection() as other:
+        listener.execute("LISTEN xjobs")
+        with CaptureQueriesContext(connection) as queries:
+            results = jobs.ok.enqueue_many([{"n": n} for n in range(5)])
+        other.execute("NOTIFY xjobs, 'end-marker'")
+        payloads = []
+        for note in listener.notifies(timeout=10):
+            if note.payload == "end-marker":
+                break
+            payloads.append(note.payload)
+    assert inserts(queries) == 3  # chunks of 2, 2 and 1
+    assert payloads == ["default"]  # one transaction: the chunks' wake-ups are one
+    assert len(PostgresDriver("default").list_jobs(limit=10)) == len({r.id for r in results}) == 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_call_in_the_callers_atomic_takes_back_only_its_own_rows(chunks_of_two):
+    """outbox=False inside the caller's transaction: the call is a savepoint, so a bad element
+    takes back the chunks already sent and leaves the caller's transaction usable."""
+    direct = jobs.ok.using(outbox=False)
+    with transaction.atomic():
+        kept = direct.enqueue(n=100)
+        with pytest.raises(InputInvalidError, match=r"inputs\[3\]"):
+            direct.enqueue_many([{"n": 1}, {"n": 2}, {"n": 3}, {"nope": 4}])
+        later = direct.enqueue_many([{"n": n} for n in (4, 5, 6)])
+    assert {job.id for job in PostgresDriver("default").list_jobs(limit=10)} == {
+        kept.id,
+        *(r.id for r in later),
+    }  # nothing of n 1 and 2, sent before the bad element was reached
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_the_server_refuses_in_a_later_chunk_is_raised_and_nothing_is_written(
+    chunks_of_two,
+):
+    """An error of a chunk already on the wire is raised as any statement's is (SQLSTATE 22 is
+    a refused value), and the chunks before it are rolled back."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION refuse_n3() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.input->>'n' = '3' THEN RAISE EXCEPTION 'n 3 refused' "
+            "USING ERRCODE = '22023'; END IF; RETURN NEW; END $$; "
+            "CREATE TRIGGER refuse_n3 BEFORE INSERT ON x_jobs FOR EACH ROW "
+            "EXECUTE FUNCTION refuse_n3()"
+        )
+    try:
+        with pytest.raises(ValueRefusedError, match="SQLSTATE 22023"):
+            jobs.ok.enqueue_many([{"n": n} for n in range(6)])
+        assert PostgresDriver("default").list_jobs() == []
+        again = jobs.ok.enqueue_many([{"n": n} for n in (4, 5, 6)])  # the connection is usable
+        assert len(PostgresDriver("default").list_jobs()) == len(again) == 3
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER refuse_n3 ON x_jobs; DROP FUNCTION refuse_n3()")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_prepared_statements_a_long_call_is_one_statement(chunks_of_two):
+    """Behind a transaction-mode pooler statements are not sent ahead: the chunks are made
+    first and written by one statement, as a short call is."""
+    with (
+        override_settings(XJOBS={"PREPARED_STATEMENTS": False}),
+        CaptureQueriesContext(connection) as queries,
+    ):
+        results = jobs.ok.enqueue_many([{"n": n} for n in (1, 2, 1, 3, 4)])
+    assert inserts(queries) == 1
+    assert [r.deduped for r in results] == [False, False, True, False, False]
+
+
+def test_a_long_call_inside_atomic_is_staged_whole(live, chunks_of_two):
+    with transaction.atomic():
+        results = jobs.ok.enqueue_many([{"n": n} for n in range(5)])
+        assert all(r.staged for r in results) and live.driver.list_jobs() == []
+    assert sorted(inputs(live)[r.id]["n"] for r in results) == list(range(5))

@@ -9,9 +9,9 @@ per connection instead of on every call.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +240,58 @@ def execute(using: str, statement: str, params: dict[str, Any]) -> Iterator[Any]
         raise translated from error
     try:
         yield cursor
+    finally:
+        cursor.close()
+
+
+#: what ``pipeline`` hands its body: send a statement now, read its rows later
+Send = Callable[[str, dict[str, Any]], Callable[[], list[tuple[Any, ...]]]]
+
+
+def pipelines(using: str) -> bool:
+    """Whether statements on ``using`` can be sent ahead of their answers (``pipeline``): a
+    direct psycopg 3 connection whose statements run prepared, with a libpq that has pipeline
+    mode. Behind a transaction-mode pooler statements go one at a time, as they always have."""
+    connection = connections[using]
+    if not prepares(connection):
+        return False
+    connection.ensure_connection()
+    return isinstance(connection.connection, psycopg.Connection) and (
+        psycopg.Pipeline.is_supported()
+    )
+
+
+@contextmanager
+def pipeline(using: str) -> Iterator[Send]:
+    """A ``send(statement, params)`` that puts the statement on the wire and returns at once,
+    with a function that reads its rows once they are back: the server runs one statement while
+    the caller makes the next one's parameters. Use it inside ``transaction.atomic(using)``
+    when the statements must commit together (and only where ``pipelines(using)``); leaving the
+    block waits for every answer. A failed statement's error is raised as ``execute`` raises it,
+    at the latest on leaving, and the statements after it in the block are not run."""
+    connection = connections[using]
+    sent: tuple[str, dict[str, Any]] = ("", {})
+    try:
+        with connection.wrap_database_errors, connection.connection.pipeline():
+
+            def send(statement: str, params: dict[str, Any]) -> Callable[[], list[Any]]:
+                nonlocal sent
+                sent = (statement, params)
+                cursor = _cursor(connection)
+                cursor.execute(statement, params)
+                return partial(_rows, cursor)
+
+            yield send
+    except (ProgrammingError, OperationalError, InterfaceError, DataError) as error:
+        translated = translate(error, using, *sent)
+        if translated is None:
+            raise
+        raise translated from error
+
+
+def _rows(cursor: Any) -> list[tuple[Any, ...]]:
+    try:
+        return list(cursor.fetchall())
     finally:
         cursor.close()
 

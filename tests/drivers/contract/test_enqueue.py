@@ -4,6 +4,7 @@ fixture, asserting the same answers."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -13,7 +14,7 @@ from django_xjobs.drivers.contract import (
     Complete,
     SuspendUntil,
 )
-from django_xjobs.errors import JobDuplicateError
+from django_xjobs.errors import InputInvalidError, InvariantError, JobDuplicateError
 from tests import jobs
 from tests.drivers.contract.support import claim, request
 
@@ -39,6 +40,48 @@ def test_enq_06_a_batchs_keys_are_stored_and_deduped_as_written(harness):
     again = harness.driver.enqueue_many([request(key=key) for key in reversed(keys)])
     assert [(r.id, r.run_id) for r in again] == [(r.id, r.run_id) for r in reversed(first)]
     assert all(r.deduped for r in again)
+
+
+def test_enq_06_chunks_are_one_batch_in_order_deduped_across_chunks(harness):
+    """enqueue_chunks answers as enqueue_many of the chunks joined: a key an earlier chunk
+    inserted dedupes to that row, a live key to the live row, results in request order."""
+    live = harness.driver.enqueue(request(key="live"))
+    chunks = [
+        [request(key="a"), request(key="b")],
+        [request(key="a"), request(key="live"), request(key="c")],
+        [request(key="b")],
+    ]
+    results = harness.driver.enqueue_chunks(iter(chunks))
+    a, b, a_again, live_again, c, b_again = results
+    assert [r.deduped for r in results] == [False, False, True, True, False, True]
+    assert (a_again.id, b_again.id, live_again.id) == (a.id, b.id, live.id)
+    assert [harness.driver.get_job(r.id).idempotency_key for r in (a, b, c)] == ["a", "b", "c"]
+    assert len(harness.driver.list_jobs()) == 4
+
+
+def _failing_chunks():
+    yield [request(key="a"), request(key="b")]
+    yield [request(key="c")]
+    raise InputInvalidError("inputs[3]: not a dict of inputs", hint="pass dicts")
+
+
+def test_enq_06_a_chunk_that_fails_to_be_made_leaves_no_row_of_the_call(live_harness):
+    """The chunks are one transaction: the chunks already written when a later one fails to be
+    made (a bad input) are rolled back with it, on autocommit (live) connections."""
+    with pytest.raises(InputInvalidError, match=r"inputs\[3\]"):
+        live_harness.driver.enqueue_chunks(_failing_chunks())
+    assert live_harness.driver.list_jobs() == []
+    again = live_harness.driver.enqueue_chunks(iter([[request(key="a")], [request(key="c")]]))
+    assert [r.deduped for r in again] == [False, False]  # the connection is usable, keys free
+
+
+def test_enq_06_chunks_take_plain_requests_only(harness):
+    """A replace or a dependency decides row by row (enqueue_many): a chunk holding one is
+    refused, and nothing of the call is written."""
+    for odd in (replace(request(key="r"), replace=True), replace(request(key="r"), after=())):
+        with pytest.raises(InvariantError, match="enqueue_chunks takes plain requests"):
+            harness.driver.enqueue_chunks(iter([[request(key="a")], [request(key="b"), odd]]))
+        assert harness.driver.list_jobs() == []
 
 
 @pytest.mark.parametrize("state_change", ["claimed", "suspended"])
