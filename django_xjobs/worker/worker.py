@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import close_old_connections, connections
+from django.db import connections
 
 from .. import conf, log
 from ..clock import Clock, system_clock
 from ..conf.concurrency import parse_concurrency
 from ..declarations import registry
 from ..drivers import failures, get_driver
-from ..drivers.connections import role_connections
+from ..drivers.connections import close_stale_connections, role_connections
 from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..ids import uuid7
@@ -618,7 +618,7 @@ class Worker:
         try:
             while True:
                 if ready.empty():
-                    close_old_connections()  # idle: hand back what the last run left open
+                    close_stale_connections()  # idle: hand back what the last run left open
                 run = ready.get()
                 if run is None:
                     ready.put(None)  # one marker stops every thread of the lane
@@ -655,7 +655,7 @@ class Worker:
         """Run ``run``'s body on this thread; the result is ready to settle, never raised."""
         try:
             if fresh_connection:  # a job that touches the ORM starts on a healthy connection
-                close_old_connections()
+                close_stale_connections()
                 self._connect_first(run)
             if run.signal.is_set():  # lost or cancelled while it waited for a thread
                 execution = self._unstarted(run)
