@@ -135,7 +135,15 @@ class JobLogger(logging.LoggerAdapter[logging.Logger]):
     says which job wrote it; ``job``, ``job_id`` and ``attempt`` also ride on the record."""
 
     def __init__(self, job: str, job_id: UUID, attempt: int) -> None:
-        super().__init__(_logger(job), {"job": job, "job_id": str(job_id), "attempt": attempt})
+        # the adapter's fields are made when a line is logged, not for every run (most log
+        # nothing): the base __init__ would take them as a finished dict
+        self.logger = _logger(job)
+        self._fields = (job, job_id, attempt)
+
+    @property
+    def extra(self) -> dict[str, Any]:  # type: ignore[override]
+        job, job_id, attempt = self._fields
+        return {"job": job, "job_id": str(job_id), "attempt": attempt}
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
         extra = dict(self.extra or {})
