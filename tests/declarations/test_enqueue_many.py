@@ -355,6 +355,9 @@ def test_a_long_calls_duplicate_is_named_by_its_index(live_harness, chunks_of_tw
 
 @pytest.mark.django_db(transaction=True)
 def test_a_long_call_sends_a_statement_per_chunk_and_wakes_each_queue_once(chunks_of_two):
+    """On a fresh session too: the chunks after the first are sent before the first's statement
+    is known to be prepared, and each must find it by name, not prepare it again."""
+    connection.close()
     with own_connection() as listener, own_connection() as other:
         listener.execute("LISTEN xjobs")
         with CaptureQueriesContext(connection) as queries:
@@ -366,6 +369,12 @@ def test_a_long_call_sends_a_statement_per_chunk_and_wakes_each_queue_once(chunk
                 break
             payloads.append(note.payload)
     assert inserts(queries) == 3  # chunks of 2, 2 and 1
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%INSERT INTO x_jobs%"],
+        )
+        assert cursor.fetchone() == (1,)  # prepared once, then run by name
     assert payloads == ["default"]  # one transaction: the chunks' wake-ups are one
     assert len(PostgresDriver("default").list_jobs(limit=10)) == len({r.id for r in results}) == 5
 
