@@ -189,6 +189,8 @@ class PostgresDriver:
         with transaction.atomic(self.using):
             with sql.pipeline(self.using) as send:
                 for chunk in chunks:
+                    if not chunk:
+                        continue
                     if any(r.replace or r.after is not None for r in chunk):
                         raise InvariantError(
                             f"job {chunk[0].name!r}: enqueue_chunks takes plain requests",

@@ -44,14 +44,15 @@ def test_enq_06_a_batchs_keys_are_stored_and_deduped_as_written(harness):
 
 def test_enq_06_chunks_are_one_batch_in_order_deduped_across_chunks(harness):
     """enqueue_chunks answers as enqueue_many of the chunks joined: a key an earlier chunk
-    inserted dedupes to that row, a live key to the live row, results in request order."""
+    inserted dedupes to that row, a live key to the live row, results in request order; an
+    empty chunk adds nothing."""
     live = harness.driver.enqueue(request(key="live"))
     chunks = [
         [request(key="a"), request(key="b")],
         [request(key="a"), request(key="live"), request(key="c")],
         [request(key="b")],
     ]
-    results = harness.driver.enqueue_chunks(iter(chunks))
+    results = harness.driver.enqueue_chunks(iter([[], *chunks]))
     a, b, a_again, live_again, c, b_again = results
     assert [r.deduped for r in results] == [False, False, True, True, False, True]
     assert (a_again.id, b_again.id, live_again.id) == (a.id, b.id, live.id)
