@@ -45,6 +45,17 @@ def own_connection() -> Iterator[psycopg.Connection]:
         wrapper.close()
 
 
+def wake_ups(listener: psycopg.Connection, other: psycopg.Connection) -> list[str]:
+    """What ``listener`` heard so far: a marker sent from ``other`` now is delivered after it."""
+    other.execute("NOTIFY xjobs, 'end-marker'")
+    payloads = []
+    for note in listener.notifies(timeout=10):
+        if note.payload == "end-marker":
+            break
+        payloads.append(note.payload)
+    return payloads
+
+
 def inputs(harness) -> dict[object, object]:
     return {job.id: job.input for job in harness.driver.list_jobs(limit=1000)}
 
@@ -128,12 +139,7 @@ def test_one_insert_statement_and_one_wake_up_per_queue():
         with CaptureQueriesContext(connection) as queries:
             driver_results = jobs.ok.enqueue_many([{"n": n} for n in range(50)])
         assert len(queries) == 1  # one multi-row statement for 50 jobs
-        other.execute("NOTIFY xjobs, 'end-marker'")  # delivered after the enqueue's
-        payloads = []
-        for note in listener.notifies(timeout=10):
-            if note.payload == "end-marker":
-                break
-            payloads.append(note.payload)
+        payloads = wake_ups(listener, other)
     assert payloads == ["default"]
     assert len({r.id for r in driver_results}) == 50
     assert len(driver.list_jobs(limit=100)) == 50
@@ -274,12 +280,7 @@ def test_the_publish_at_commit_inserts_ready_and_delayed_jobs_and_wakes_each_que
             now = [jobs.ok.enqueue(n=n).id for n in range(3)]
             later = jobs.ok.using(delay="10m").enqueue(n=9).id
             elsewhere = jobs.on_other_queue.enqueue(n=1).id
-        other.execute("NOTIFY xjobs, 'end-marker'")
-        payloads = []
-        for note in listener.notifies(timeout=10):
-            if note.payload == "end-marker":
-                break
-            payloads.append(note.payload)
+        payloads = wake_ups(listener, other)
     assert sorted(payloads) == ["default", "other"]
     states = dict(Job.objects.values_list("id", "state"))
     assert states == {**dict.fromkeys(now, "ready"), later: "delayed", elsewhere: "ready"}
@@ -362,12 +363,7 @@ def test_a_long_call_sends_a_statement_per_chunk_and_wakes_each_queue_once(chunk
         listener.execute("LISTEN xjobs")
         with CaptureQueriesContext(connection) as queries:
             results = jobs.ok.enqueue_many([{"n": n} for n in range(5)])
-        other.execute("NOTIFY xjobs, 'end-marker'")
-        payloads = []
-        for note in listener.notifies(timeout=10):
-            if note.payload == "end-marker":
-                break
-            payloads.append(note.payload)
+        payloads = wake_ups(listener, other)
     assert inserts(queries) == 3  # chunks of 2, 2 and 1
     with connection.cursor() as cursor:
         cursor.execute(
