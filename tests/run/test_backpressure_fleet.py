@@ -161,6 +161,14 @@ def test_a_worker_short_of_connections_claims_only_what_can_get_one(workers):
     tokens = [f"starved-{uuid.uuid4()}-{i}" for i in range(80)]
     try:
         wait_for(lambda: worker.saw("xjobs.worker.started"), timeout=60, what="the worker")
+        # One job run and settled first: the settler opens its connection at its first settle.
+        # Counted before it, the settler took one of the two spare connections once the jobs
+        # began, and the renewals' short connections could hold the other long enough to stall
+        # the threads (seen once in CI: one job done in 90 s).
+        warm = jobs.ledger.enqueue(token=f"warm-{uuid.uuid4()}").id
+        wait_for(
+            lambda: Job.objects.filter(id=warm, state="done").exists(), timeout=60, what="warm-up"
+        )
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s", [role])
             idle = cursor.fetchone()[0]
