@@ -15,7 +15,7 @@ from .. import conf
 from ..actors import Actor
 from ..bounds import check_request
 from ..context import current_job
-from ..drivers.contract import EnqueueRequest, EnqueueResult
+from ..drivers.contract import EnqueueRequest, EnqueueResult, row_by_row
 from ..durations import Duration, parse_duration, parse_optional
 from ..errors import (
     InputInvalidError,
@@ -310,7 +310,7 @@ class JobHandle:
         shared = self._per_call()
         inputs = inputs if isinstance(inputs, Sequence) else list(inputs)
         driver = None
-        if len(inputs) > STREAM_CHUNK and not shared[0].replace and shared[0].after is None:
+        if len(inputs) > STREAM_CHUNK and not row_by_row([shared[0]]):
             driver = stage.direct_driver(self.name, outbox=self.options.outbox)
         if driver is not None:  # a long direct call: written a chunk at a time as it is made
             requests: list[EnqueueRequest] = []

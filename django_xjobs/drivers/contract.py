@@ -936,6 +936,21 @@ _SHARED = operator.attrgetter(
 )
 
 
+def row_by_row(requests: Iterable[EnqueueRequest]) -> bool:
+    """Whether any of ``requests`` must be decided on its own (a ``replace`` reads the live
+    holder first; an ``after`` names its dependencies): such a batch is enqueued one by one."""
+    return any(r.replace or r.after is not None for r in requests)
+
+
+def refuse_row_by_row(requests: Sequence[EnqueueRequest]) -> None:
+    """``enqueue_chunks`` takes plain requests only (``row_by_row``)."""
+    if row_by_row(requests):
+        raise InvariantError(
+            f"job {requests[0].name!r}: enqueue_chunks takes plain requests",
+            hint="enqueue a replace or an after one by one (enqueue_many)",
+        )
+
+
 def shared_columns(requests: Sequence[EnqueueRequest]) -> dict[str, Any] | None:
     """The per-call columns of ``requests`` as single values when every request has the same
     ones (``enqueue_many`` on one job), else None (a relay's batch of many jobs)."""

@@ -17,7 +17,6 @@ from uuid import UUID
 
 from ...bounds import check_index_entry
 from ...clock import Clock, SystemClock
-from ...errors import InvariantError
 from ...history import EXITED, KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Failure
 from ...ids import uuid7
 from ...limit_keys import key_of
@@ -43,6 +42,7 @@ from ..contract import (
     WorkerSnapshot,
     check_claim_args,
     claimed_input,
+    refuse_row_by_row,
 )
 from ..rules import (
     CANCELLED,
@@ -294,11 +294,7 @@ class MemoryDriver:
     def enqueue_chunks(self, chunks: Iterable[Sequence[EnqueueRequest]]) -> list[EnqueueResult]:
         # every chunk made before any is written: a chunk that fails to be made writes nothing
         requests = [request for chunk in chunks for request in chunk]
-        if any(r.replace or r.after is not None for r in requests):
-            raise InvariantError(
-                f"job {requests[0].name!r}: enqueue_chunks takes plain requests",
-                hint="enqueue a replace or an after one by one (enqueue_many)",
-            )
+        refuse_row_by_row(requests)
         return self.enqueue_many(requests)
 
     def claim(

@@ -17,7 +17,7 @@ from django.db import (
 )
 
 from ... import history
-from ...errors import DriverUnavailableError, InvariantError
+from ...errors import DriverUnavailableError
 from ...ids import uuid7, uuid7_many
 from ...limit_keys import key_of, keyless
 from ...payload import NotJSON, decode
@@ -43,7 +43,9 @@ from ..contract import (
     WorkerSnapshot,
     check_claim_args,
     claimed_input,
+    refuse_row_by_row,
     request_columns,
+    row_by_row,
     shared_columns,
 )
 from ..rules import (
@@ -169,7 +171,7 @@ class PostgresDriver:
 
     def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
         # one row: the single statement, planned for exactly that; a replace decides row by row
-        if len(requests) <= 1 or any(r.replace or r.after is not None for r in requests):
+        if len(requests) <= 1 or row_by_row(requests):
             return [self.enqueue(request) for request in requests]
         ids = _ids_for(requests)
         results: list[EnqueueResult | None] = [None] * len(requests)
@@ -191,11 +193,7 @@ class PostgresDriver:
                 for chunk in chunks:
                     if not chunk:
                         continue
-                    if any(r.replace or r.after is not None for r in chunk):
-                        raise InvariantError(
-                            f"job {chunk[0].name!r}: enqueue_chunks takes plain requests",
-                            hint="enqueue a replace or an after one by one (enqueue_many)",
-                        )
+                    refuse_row_by_row(chunk)
                     chunk_ids = _ids_for(chunk)
                     statement, params = _many_params(chunk, chunk_ids)
                     rows = send(STATEMENTS[statement], params)
