@@ -146,7 +146,7 @@ class JobLogger(logging.LoggerAdapter[logging.Logger]):
         return {"job": job, "job_id": str(job_id), "attempt": attempt}
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
-        extra = dict(self.extra or {})
+        extra = self.extra  # a new dict each time
         kwargs["extra"] = {**extra, **kwargs.get("extra", {})}
         return f"[{extra['job']} {extra['job_id']}] {msg}", kwargs
 
