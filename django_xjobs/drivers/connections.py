@@ -112,8 +112,8 @@ def close_stale_connections() -> None:
     and the others are health-checked again at their next use (``CONN_HEALTH_CHECKS``).
 
     Django's own walks every alias through the per-thread connection registry, a context
-    switch each: about 4 microseconds a call with nothing open, run before every job a worker
-    thread takes. Only a connection that has connected can be stale, and every connect is
+    switch each: about 4 microseconds a call with nothing open, and a worker calls it before
+    every job a thread takes and after every lease renewal. Only a connection that has connected can be stale, and every connect is
     seen here (``connection_created``), on the thread that made it: the thread's own
     connection of each alias, as Django's walk finds it."""
     try:

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from django.db import close_old_connections, connections
+from django.db import connections
 
 from .. import log
 from ..drivers import failures
-from ..drivers.connections import mark_role_thread
+from ..drivers.connections import close_stale_connections, mark_role_thread
 from .run import DEADLINE_MARGIN
 
 if TYPE_CHECKING:
@@ -155,14 +155,14 @@ class Heartbeat(threading.Thread):
             self._renew_slot(run)
         finally:
             if self._pool is not None:
-                close_old_connections()  # a pool thread's connection lives one renewal
+                close_stale_connections()  # a pool thread's connection lives one renewal
 
     def renew_presence(self, presence: WorkerPresence) -> None:
         try:
             presence.renew()
         finally:
             if self._pool is not None:
-                close_old_connections()
+                close_stale_connections()
 
     def _judge_renewal(
         self, run: Run, started: float, held: Any, failure: BaseException | None
@@ -233,7 +233,7 @@ class Heartbeat(threading.Thread):
         finally:
             run.renewing = False
             if self._pool is not None:
-                close_old_connections()
+                close_stale_connections()
 
     def _row(self, run: Run) -> Any:
         try:
