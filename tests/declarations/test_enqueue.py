@@ -194,6 +194,19 @@ def test_enq_11_the_same_for_a_batch(postgres):
     assert [r.state for r in postgres.driver.list_jobs()] == ["done", "done"]
 
 
+def test_enq_11_the_same_for_a_long_batch_sent_in_chunks(postgres, monkeypatch):
+    """A call long enough to be sent a chunk at a time answers ENQ-11 as one statement does,
+    and the chunks its transaction wrote are gone with it."""
+    monkeypatch.setattr("django_xjobs.declarations.job.STREAM_CHUNK", 1)
+    finished_row(1)
+    finished_row(2)
+    drift_the_live_key_index()
+    with pytest.raises(DriverUnavailableError) as raised:
+        jobs.ok.enqueue_many([{"n": 3}, {"n": 1}, {"n": 2}])
+    assert raised.value.code == "X_DRIVER_UNAVAILABLE" and "migrate" in raised.value.hint
+    assert [r.state for r in postgres.driver.list_jobs()] == ["done", "done"]
+
+
 # --- RETRY-05: the handle's policy and the claimed attempt, never the row's max_attempts ----
 
 
