@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from .errors import InputInvalidError
+from .errors import DependencyCycleError, InputInvalidError
+from .limit_keys import key_of
 
 if TYPE_CHECKING:
     from .drivers.contract import EnqueueRequest
@@ -23,6 +24,9 @@ MAX_KEY_BYTES: Final = 1024
 MAX_TENANT_BYTES: Final = 512
 #: bytes of UTF-8 a job's name may hold (``@job(name=...)`` allows 200 characters: 800 bytes)
 MAX_NAME_BYTES: Final = 800
+#: jobs one job may wait for (``using(after=...)``): its row holds them in an array, and each of
+#: them holds it among its dependants
+MAX_AFTER: Final = 1000
 #: what a btree index entry may hold (PostgreSQL's limit, for an 8 KiB page)
 INDEX_ENTRY_BYTES: Final = 2704
 
@@ -37,8 +41,13 @@ def size(text: str) -> int:
 
 def check_request(request: EnqueueRequest, *, what: str | None = None) -> None:
     """Refuse ``request`` when its key, tenant or name is over its byte limit, naming the value,
-    the limit and its actual size (``X_INPUT_INVALID``). ``what`` names the caller's job."""
+    the limit and its actual size (``X_INPUT_INVALID``). ``what`` names the caller's job.
+
+    Every value the publish derives from the request is decided here too, so a staged row
+    carries nothing its publish would refuse (issue 40): the limit key is rendered and measured
+    (``limit_keys.render``), and the jobs it waits for are counted and may not include itself."""
     where = what or f"job {request.name[:80]!r}"
+    check_derived(request, what=where)
     for field, value, limit, hint in (
         (
             "idempotency key",
@@ -61,6 +70,31 @@ def check_request(request: EnqueueRequest, *, what: str | None = None) -> None:
                 limit=limit,
                 size=actual,
             )
+
+
+def check_derived(request: EnqueueRequest, *, what: str | None = None) -> None:
+    """Refuse ``request`` when a value its publish derives cannot be made from it: its limit key
+    (rendered from the inputs, within ``limit_keys.MAX_RENDERED_BYTES``) or the jobs it waits
+    for. The enqueue asks first; the publish asks again of every staged row (issue 40)."""
+    key_of(request.name, request.input, request.tenant_id)
+    if request.after is not None:
+        check_after(request, what or f"job {request.name[:80]!r}")
+
+
+def check_after(request: EnqueueRequest, where: str) -> None:
+    """Refuse ``request`` when it waits for more than ``MAX_AFTER`` jobs, or for itself (a
+    request that carries its id before it is staged)."""
+    if len(request.after or ()) > MAX_AFTER:
+        raise InputInvalidError(
+            f"{where}: after names {len(request.after or ()):,} jobs; at most {MAX_AFTER:,} "
+            "are accepted",
+            hint="wait for a Batch of them instead (Batch(on_success=...))",
+            field="after",
+            limit=MAX_AFTER,
+            size=len(request.after or ()),
+        )
+    if request.id is not None and request.id in (request.after or ()):
+        raise DependencyCycleError(f"{where}: job {request.id} was given itself to wait for")
 
 
 class IndexEntryTooLarge(Exception):

@@ -18,12 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import conf
-from .errors import InvariantError
+from .errors import InputInvalidError, InvariantError
 
 #: between the job's name and the rendered template: a job name never holds it
 SEPARATOR = "\x1f"
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smh])\s*$")
+#: bytes of UTF-8 a rendered limit key or fair-share group may hold: the key is stored in a btree
+#: index after the job's name (at most 800 bytes), which PostgreSQL caps at 2,704 bytes an entry
+MAX_RENDERED_BYTES = 1024
+#: what rendering a template over JSON inputs can raise: a missing input (KeyError), an index
+#: or attribute the value lacks, a format spec the value's type refuses (``{n:05d}`` given a
+#: string: ValueError), an item of a value that has none (``{a[id]}`` given a string: TypeError)
+_RENDER_ERRORS = (KeyError, IndexError, AttributeError, ValueError, TypeError, OverflowError)
 _RATE_HINT = 'write starts per window: "100/m", "10/s", "500/h" (or "30/5m" for 30 per 5 minutes)'
 
 
@@ -80,17 +87,39 @@ def check_template(template: Any, signature: inspect.Signature) -> str | None:
 
 
 def render(name: str, template: str | None, inputs: Mapping[str, Any]) -> str:
-    """The key a run of job ``name`` with ``inputs`` counts against."""
+    """The key a run of job ``name`` with ``inputs`` counts against. Raises
+    ``X_INPUT_INVALID`` when the inputs cannot fill the template or the key is over
+    ``MAX_RENDERED_BYTES``: the enqueue refuses them, and a publish quarantines a staged row that
+    carries them (issue 40), the same function deciding both."""
     if template is None:
         return name + SEPARATOR
     try:
         rendered = template.format(**inputs)
-    except (KeyError, IndexError, AttributeError) as error:
-        raise InvariantError(
-            f"job {name!r}: limit_key={template!r} cannot be rendered from the inputs ({error})",
-            hint="give every input the template names",
+    except _RENDER_ERRORS as error:
+        raise InputInvalidError(
+            f"job {name!r}: limit_key={template!r} cannot be rendered from the inputs "
+            f"({type(error).__name__}: {error})",
+            hint="give every input the template names, of a type its format accepts",
+            field="limit_key",
         ) from None
-    return name + SEPARATOR + rendered.replace("\x00", "")
+    return name + SEPARATOR + _bounded(name, "limit_key", rendered)
+
+
+def _bounded(name: str, field: str, rendered: str) -> str:
+    """``rendered`` as stored (no NUL), refused when over ``MAX_RENDERED_BYTES``."""
+    rendered = rendered.replace("\x00", "")
+    if len(rendered) * 4 > MAX_RENDERED_BYTES:  # at most 4 bytes a character: fits otherwise
+        size = len(rendered.encode("utf-8", "surrogatepass"))
+        if size > MAX_RENDERED_BYTES:
+            raise InputInvalidError(
+                f"job {name!r}: the {field} rendered from the inputs is {size:,} bytes; at most "
+                f"{MAX_RENDERED_BYTES:,} bytes are accepted",
+                hint="name a short input in the template (an id, not a document)",
+                field=field,
+                limit=MAX_RENDERED_BYTES,
+                size=size,
+            )
+    return rendered
 
 
 def shown(key: str) -> str:
@@ -115,9 +144,9 @@ def key_of(name: str, inputs: Any, tenant: str | None = None, *, fair: bool = Tr
         return SEPARATOR + (tenant or "")
     try:
         group = share.format(**inputs) if isinstance(inputs, Mapping) else ""
-    except (KeyError, IndexError, AttributeError):
-        group = ""  # a job without the input shares the runs without a group
-    return SEPARATOR + group.replace("\x00", "")
+    except _RENDER_ERRORS:
+        group = ""  # a job without the input (or of another type) shares the ungrouped turn
+    return SEPARATOR + _bounded(name, "fair-share group", group)
 
 
 def keyless(name: str) -> bool:

@@ -621,6 +621,13 @@ def reports_progress(ctx, token: str, items: int = 1000):
     return items
 
 
+@job(idempotency_key="noted:{n}")
+def noted(ctx, note: str, password: str = "", n: int = 0):
+    """Report progress with ``note`` (which may quote the run's own secret input)."""
+    ctx.progress(1, total=2, note=note)
+    return n
+
+
 @job(idempotency_key="debounced:{doc}", debounce="30s")
 def debounced(ctx, doc: int, edit: int = 0):
     """Record which edit the one debounced run saw."""
@@ -646,6 +653,18 @@ def per_account(ctx, account: str, n: int = 0, hold: float = 0.0):
     if hold:
         ctx.signal.wait(hold)
     Ledger.objects.create(token=f"acct:{account}", phase="done", attempt=n, pid=os.getpid())
+
+
+@job(
+    idempotency_key="sharded:{n}",
+    queue="limited",
+    concurrency=2,
+    limit_key="shard-{account[id]}-{n:03d}",
+)
+def sharded(ctx, account=None, n=0):
+    """A limit key that only renders from an account dict and an integer ``n``: a string for
+    either cannot fill it (issue 40)."""
+    return n
 
 
 @job(

@@ -10,8 +10,21 @@ import logging
 from .. import bounds, log, metrics, redact
 from ..drivers import failures
 from ..drivers.contract import JobDriver, OutboxRow, OutboxStore
-from ..errors import first_line
+from ..errors import XJobsError, first_line
 from ..text import storable
+
+#: the library's refusals of a row's own values, raised while the store builds its job (a
+#: dependency that does not exist, a job given itself to wait for): the same row is refused the
+#: same way on every pass, like a value the server refuses (issue 40)
+ROW_REFUSALS = frozenset(
+    {
+        "X_INPUT_INVALID",
+        "X_PAYLOAD_TOO_LARGE",
+        "X_VALUE_REFUSED",
+        "X_DEPENDENCY_CYCLE",
+        "X_DEPENDENCY_UNKNOWN",
+    }
+)
 
 
 def publish_batch(store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], token: str) -> int:
@@ -27,7 +40,12 @@ def publish_batch(store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], 
     On the jobs' own database the batch is one transaction (mark, inserts, collapses); when it
     is refused, the batch is split in halves until the culprit stands alone, each part
     published in order as its own transaction.
+
+    Each row's job is built from its values first: a row that cannot be (its limit key cannot
+    be rendered from its input, it waits for itself; anything raised) is quarantined before the
+    batch goes to the store, so it never holds back the rows behind it (issue 40).
     """
+    rows = _buildable(store, rows, token)
     if rows and store.publishes_together(driver):
         return _publish_together(store, driver, rows, token)[0]
     published = 0
@@ -35,7 +53,7 @@ def publish_batch(store: OutboxStore, driver: JobDriver, rows: list[OutboxRow], 
         try:
             _, marked = store.publish(driver, row, token)
         except Exception as error:
-            if failures.is_permanent(error):
+            if refuses_row(error):
                 _quarantine(store, row, token, error)
                 continue
             _failed(row, published, len(rows) - index, error)
@@ -55,7 +73,7 @@ def _publish_together(
     try:
         marked = store.publish_claimed(driver, rows, token)
     except Exception as error:
-        if not failures.is_permanent(error):
+        if not refuses_row(error):
             _failed(rows[0], 0, len(rows), error)
             _release(store, rows, token)
             return 0, True
@@ -74,6 +92,28 @@ def _publish_together(
         if row.id not in marked:  # another relay took the row after our lease lapsed
             log.event(logging.INFO, "xjobs.outbox.mark_refused", id=row.id, token=token)
     return len(marked), False
+
+
+def refuses_row(error: BaseException) -> bool:
+    """Whether ``error`` refuses the row's own values, so that sending it again fails again:
+    a value the server refused (SQLSTATE classes 22, 23, 54) or one of ``ROW_REFUSALS``."""
+    if failures.is_permanent(error):
+        return True
+    return isinstance(error, XJobsError) and error.code in ROW_REFUSALS
+
+
+def _buildable(store: OutboxStore, rows: list[OutboxRow], token: str) -> list[OutboxRow]:
+    """The rows whose job request can be built and passes the enqueue's own checks
+    (``bounds.check_derived``); every other row is quarantined with what building it raised."""
+    kept = []
+    for row in rows:
+        try:
+            bounds.check_derived(row.request(), what=f"outbox row {row.id}")
+        except Exception as error:  # anything: a row that cannot be built never will be
+            _quarantine(store, row, token, error)
+        else:
+            kept.append(row)
+    return kept
 
 
 def _failed(row: OutboxRow, published: int, remaining: int, error: BaseException) -> None:

@@ -12,6 +12,7 @@ from uuid import UUID
 from django.db import connections, transaction
 
 from .. import conf, log
+from ..bounds import check_after
 from ..drivers import get_driver
 from ..drivers.contract import EnqueueRequest, EnqueueResult, JobDriver, OutboxStore
 from ..errors import InvariantError, OutboxNoTxError
@@ -57,6 +58,9 @@ def submit_many(
             'on_conflict="error" cannot be decided inside atomic(): the job is only staged',
             hint="use .using(outbox=False, on_conflict='error') to enqueue directly",
         )
+    for request in requests:
+        if request.after is not None:  # what its publish would refuse, refused now (issue 40)
+            check_after(request, f"job {request.name[:80]!r}")
     staged = [request if request.id else request.with_id(uuid7()) for request in requests]
     ids = [request.id for request in staged if request.id is not None]
     driver = get_driver()

@@ -35,24 +35,19 @@ def relays(transactional_db) -> Iterator[list[ManageProcess]]:
         process.kill()
 
 
-def insert(rows: list[tuple[str, str]]) -> list[Any]:
+def insert(rows: list[tuple[str, str]], inputs: list[Any] | None = None) -> list[Any]:
     """Rows written straight into x_outbox in one transaction, in this order of (staged_at, id):
-    ``(job, key)`` each, the key also the input."""
+    ``(job, key)`` each, the key also the input unless ``inputs`` gives each row's."""
     base = timezone.now() - timedelta(seconds=1)
     ids = [uuid7() for _ in rows]
+    given = inputs or [{"key": key[:20]} for _, key in rows]
     with transaction.atomic(), connection.cursor() as cursor:
         for index, (row_id, (job, key)) in enumerate(zip(ids, rows, strict=True)):
             cursor.execute(
                 "INSERT INTO x_outbox (id, job, queue, input, idempotency_key, max_attempts,"
                 " priority, run_at, staged_at) VALUES (%s, %s, 'default', %s::jsonb, %s, 3, 0,"
                 " now(), %s)",
-                [
-                    row_id,
-                    job,
-                    json.dumps({"key": key[:20]}),
-                    key,
-                    base + timedelta(milliseconds=index),
-                ],
+                [row_id, job, json.dumps(given[index]), key, base + timedelta(milliseconds=index)],
             )
     return ids
 
@@ -130,6 +125,86 @@ def test_a_poisoned_row_is_quarantined_and_the_four_behind_it_publish_in_the_sam
     assert json.loads(xjobs_outbox("discard", str(again), "--json"))["quarantined"] == 0
     assert not OutboxEntry.objects.filter(id=again).exists()
     assert not Job.objects.filter(id=again).exists()
+
+    relay.send(signal.SIGTERM)
+    code, _, err = relay.finish()
+    assert code == 0, err
+
+
+@pytest.mark.timeout(180)
+def test_outbox_21_rows_whose_limit_key_cannot_be_rendered_never_wedge_a_real_relay(relays):
+    """Issue 40: an outbox row whose limit key cannot be rendered from its input (staged past
+    the enqueue's checks: by another version, or before the template changed) made every
+    publish raise without a SQLSTATE, and the relay handed the whole batch back on every pass
+    (0 of the rows behind it published, 39 ``publish_failed`` lines in 8 s). Now it is
+    quarantined with its code and the rows behind it publish in the same pass."""
+    sharded = "tests.jobs.sharded"  # limit_key="shard-{account[id]}-{n:03d}"
+    rows = [
+        (sharded, "bad:type"),
+        (sharded, "behind:1"),
+        (sharded, "bad:value"),
+        ("tests.jobs.keyed", "behind:2"),
+        (sharded, "behind:3"),
+        ("tests.jobs.keyed", "behind:4"),
+    ]
+    inputs = [
+        {"account": "acme", "n": 1},  # a string has no item "id": TypeError
+        {"account": {"id": 1}, "n": 1},
+        {"account": {"id": 1}, "n": "two"},  # format code 'd' for a str: ValueError
+        {"key": "behind:2"},
+        {"account": {"id": 2}, "n": 3},
+        {"key": "behind:4"},
+    ]
+    ids = insert(rows, inputs)
+    bad, behind = [ids[0], ids[2]], [ids[1], ids[3], ids[4], ids[5]]
+    relay = ManageProcess(
+        "xjobs_relay", "--batch-size", "10", "--interval", "100ms", "--relay-id", "relay-l"
+    )
+    relays.append(relay)
+
+    wait_for(
+        lambda: OutboxEntry.objects.filter(id__in=bad, quarantined_at__isnull=False).count() == 2,
+        timeout=60,
+        what="both rows that cannot be built to be quarantined",
+    )
+    wait_for(
+        lambda: OutboxEntry.objects.filter(id__in=behind, published_at__isnull=False).count() == 4,
+        timeout=60,
+        what="the four rows behind them to be published",
+    )
+    published = OutboxEntry.objects.filter(id__in=behind)
+    # one claim stamped all of them: the same pass published them (a later pass claims anew)
+    assert len({(e.claimed_by, e.claimed_at) for e in published}) == 1
+    assert sorted(Job.objects.values_list("idempotency_key", flat=True)) == [
+        "behind:1",
+        "behind:2",
+        "behind:3",
+        "behind:4",
+    ]
+    keys = dict(Job.objects.filter(name=sharded).values_list("idempotency_key", "limit_key"))
+    assert keys == {
+        "behind:1": f"{sharded}\x1fshard-1-001",
+        "behind:3": f"{sharded}\x1fshard-2-003",
+    }
+    assert relay.saw("xjobs.outbox.quarantined")
+    assert not relay.saw("xjobs.outbox.publish_failed")
+
+    listed = json.loads(xjobs_outbox("--json"))
+    assert listed["quarantined"] == 2 and listed["pending"] == 0
+    codes = {row["id"]: (row["error_code"], row["error"]) for row in listed["entries"]}
+    assert codes[str(bad[0])][0] == codes[str(bad[1])][0] == "X_INPUT_INVALID"
+    assert "TypeError" in codes[str(bad[0])][1] and "ValueError" in codes[str(bad[1])][1]
+
+    # the operator fixes one input and retries it; the other is discarded
+    OutboxEntry.objects.filter(id=bad[0]).update(input={"account": {"id": 9}, "n": 1})
+    assert "handed back" in xjobs_outbox("retry", str(bad[0]))
+    wait_for(
+        lambda: Job.objects.filter(id=bad[0], limit_key=f"{sharded}\x1fshard-9-001").exists(),
+        timeout=60,
+        what="the fixed row to be published with its limit key",
+    )
+    assert json.loads(xjobs_outbox("discard", str(bad[1]), "--json"))["quarantined"] == 0
+    assert not Job.objects.filter(id=bad[1]).exists()
 
     relay.send(signal.SIGTERM)
     code, _, err = relay.finish()
