@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 from uuid import UUID
 
-from .. import conf, log
+from .. import conf, log, redact
 from ..durations import Duration, parse_duration
 from ..errors import InvariantError, JobSnooze, SnoozeLimitError, first_line
 from ..text import MESSAGE_LIMIT, storable
@@ -42,8 +42,11 @@ class RunControls:
         snoozes: int,
         write: Write,
         now: Callable[[], float] = time.monotonic,
+        secrets: frozenset[str] = redact.NOTHING,
     ) -> None:
         self.job_id, self.lease_token, self.snoozes = job_id, lease_token, snoozes
+        #: the run's secrets: a note is scrubbed of them before it is stored (issue 40)
+        self.secrets = secrets
         self._write, self._now = write, now
         self._lock = threading.Lock()
         self._last: float | None = None
@@ -61,7 +64,7 @@ class RunControls:
         raise JobSnooze(seconds)
 
     def progress(self, done: float, total: float | None, note: str) -> None:
-        value = _progress_value(done, total, note)
+        value = _progress_value(done, total, note, self.secrets)
         with self._lock:
             now = self._now()
             if self._last is not None and now - self._last < PROGRESS_INTERVAL:
@@ -100,8 +103,13 @@ def _number(value: Any, field: str) -> float:
     return value
 
 
-def _progress_value(done: Any, total: Any, note: Any) -> dict[str, Any]:
-    """The stored value, checked: numbers a bar can be drawn from, a short note."""
+def _progress_value(
+    done: Any, total: Any, note: Any, secrets: frozenset[str] = redact.NOTHING
+) -> dict[str, Any]:
+    """The stored value, checked: numbers a bar can be drawn from, a short note. The note is
+    shown to anyone who may view the job, so it passes the two functions every text a handler
+    writes passes (STYLE): the run's secrets and ``XJOBS["REDACT"]`` out, then made storable;
+    it is cut after the scrub, so a secret at the cut cannot leave a prefix behind."""
     done = _number(done, "done")
     if total is not None:
         total = _number(total, "total")
@@ -109,7 +117,8 @@ def _progress_value(done: Any, total: Any, note: Any) -> dict[str, Any]:
             raise InvariantError("progress total=0 leaves nothing to measure against")
     if not isinstance(note, str):
         raise InvariantError(f"progress note={note!r} must be a string")
-    return {"done": done, "total": total, "note": storable(note[:NOTE_LIMIT], MESSAGE_LIMIT)}
+    scrubbed = redact.redact(note[:MESSAGE_LIMIT], secrets) if note else note
+    return {"done": done, "total": total, "note": storable(scrubbed[:NOTE_LIMIT], MESSAGE_LIMIT)}
 
 
 def fraction(progress: dict[str, Any] | None) -> float | None:

@@ -156,7 +156,11 @@ def _execute(
         return _crash_looping(job, handle.retry)
     steps: Steps | None = None
     controls = RunControls(
-        job_id=job.id, lease_token=job.lease_token, snoozes=job.snoozes, write=driver.progress
+        job_id=job.id,
+        lease_token=job.lease_token,
+        snoozes=job.snoozes,
+        write=driver.progress,
+        secrets=redact.current(),  # execute() scoped them
     )
     # only a body with a timeout runs on a thread of its own, to be waited on (or given up on)
     body = Body() if handle.timeout is not None else None

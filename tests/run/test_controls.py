@@ -462,3 +462,53 @@ def test_jctl_01_enqueue_many_carries_each_expiry(harness, given):
     rows = [harness.row(r.id) for r in harness.driver.enqueue_many(requests)]
     windows = [None if r.expires_at is None else (r.expires_at - r.run_at).seconds for r in rows]
     assert windows == list(given)
+
+
+def _scrub_cards(text: str) -> str:
+    """An ``XJOBS["REDACT"]`` hook: card-like tokens no input key names."""
+    import re
+
+    return re.sub(r"CARD-\d{4}", "[card]", text)
+
+
+def test_jctl_09_a_progress_note_is_redacted_before_it_is_stored_or_shown(db, client):
+    """Issue 40 (Medium): a note kept the run's secret input and a card number in the row,
+    ``inspect_job``, ``xjobs show``/``ls`` and the admin, to a user with only ``view_job``,
+    while the same run's error text was redacted. It passes ``redact`` (the run's secrets, then
+    ``XJOBS["REDACT"]``) and then ``storable`` like every text a handler writes."""
+    from django.contrib.auth.models import Permission, User
+
+    hook = {"REDACT": "tests.run.test_controls._scrub_cards", "OUTBOX": "off"}
+    with override_settings(XJOBS=hook):
+        result = jobs.noted.enqueue(
+            note="charging CARD-4242 for pw-SECRET-7731", password="pw-SECRET-7731"
+        )
+        run_until_idle()
+        note = inspect_job(result.id)["progress"]["note"]
+        assert note == "charging [card] for [redacted]"
+        shown = _xjobs_command("show", str(result.id)) + _xjobs_command("ls", "--json")
+        viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
+        viewer.user_permissions.set(
+            Permission.objects.filter(content_type__app_label="django_xjobs", codename="view_job")
+        )
+        client.force_login(viewer)
+        shown += client.get("/admin/django_xjobs/job/").content.decode()
+        page = client.get(f"/admin/django_xjobs/job/{result.id}/change/")
+        assert page.status_code == 200
+        shown += page.content.decode()
+    assert "[card]" in shown and "[redacted]" in shown
+    assert "4242" not in shown and "SECRET-7731" not in shown
+
+
+def test_jctl_09_a_secret_at_the_notes_cut_leaves_no_prefix_behind():
+    controls = RunControls(
+        job_id=uuid.uuid4(),
+        lease_token=uuid.uuid4(),
+        snoozes=0,
+        write=lambda *args: True,
+        secrets=frozenset({"tok-" + "s" * 40}),
+    )
+    written = []
+    controls._write = lambda job_id, token, value: written.append(value) or True
+    controls.progress(1, None, "x" * 180 + "tok-" + "s" * 40)
+    assert written[0]["note"] == "x" * 180 + "[redacted]"
