@@ -19,6 +19,7 @@ from typing import Any
 
 from . import conf
 from .errors import InputInvalidError, InvariantError
+from .text import storable
 
 #: between the job's name and the rendered template: a job name never holds it
 SEPARATOR = "\x1f"
@@ -27,6 +28,8 @@ _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smh])\s*$")
 #: bytes of UTF-8 a rendered limit key or fair-share group may hold: the key is stored in a btree
 #: index after the job's name (at most 800 bytes), which PostgreSQL caps at 2,704 bytes an entry
 MAX_RENDERED_BYTES = 1024
+#: a limit for ``storable`` that never cuts: an oversized key is refused, not shortened
+_UNCUT = 1 << 62
 #: what rendering a template over JSON inputs can raise: a missing input (KeyError), an index
 #: or attribute the value lacks, a format spec the value's type refuses (``{n:05d}`` given a
 #: string: ValueError), an item of a value that has none (``{a[id]}`` given a string: TypeError)
@@ -106,8 +109,9 @@ def render(name: str, template: str | None, inputs: Mapping[str, Any]) -> str:
 
 
 def _bounded(name: str, field: str, rendered: str) -> str:
-    """``rendered`` as stored (no NUL), refused when over ``MAX_RENDERED_BYTES``."""
-    rendered = rendered.replace("\x00", "")
+    """``rendered`` as stored (no NUL; a lone surrogate a format such as ``{n:c}`` can make
+    escaped, as ``text.storable`` writes it), refused when over ``MAX_RENDERED_BYTES``."""
+    rendered = storable(rendered.replace("\x00", ""), limit=_UNCUT)
     if len(rendered) * 4 > MAX_RENDERED_BYTES:  # at most 4 bytes a character: fits otherwise
         size = len(rendered.encode("utf-8", "surrogatepass"))
         if size > MAX_RENDERED_BYTES:

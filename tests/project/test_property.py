@@ -32,9 +32,12 @@ from hypothesis import strategies as st
 from django_xjobs import Retry, TerminalError, job
 from django_xjobs.conf import QUEUE_NAME
 from django_xjobs.drivers import install, uninstall
+from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
-from django_xjobs.errors import XJobsError
+from django_xjobs.errors import InputInvalidError, XJobsError
+from django_xjobs.limit_keys import SEPARATOR, JobLimits, check_template
+from django_xjobs.outbox.publish import publish_batch
 from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import relay_staged, run_until_idle
 
@@ -354,3 +357,130 @@ def test_whatever_is_accepted_runs_and_settles_and_whatever_is_refused_writes_no
         except Exception:
             note(f"seen: {case.seen}")
             raise
+
+
+# --- limit-key templates (issue 40) -----------------------------------------------------------
+# A limit key is rendered from the inputs at enqueue and again at the publish: the two must
+# agree, and neither may raise anything but the coded refusal. A template is declared over the
+# inputs ``a`` and ``b``; what it reaches for (an item, an attribute, a format) may not be there.
+
+
+@job(
+    name="test_property.limited",
+    idempotency_key="limited:{n}",
+    queue="prop.limited",
+    limit_key="{a}",
+    concurrency=50,
+)
+def limited(ctx, n: int = 0, a=None, b=None):
+    return n
+
+
+FIELDS = st.builds(
+    lambda root, access, conversion, spec: "{" + root + access + conversion + spec + "}",
+    st.sampled_from(["a", "b"]),
+    st.sampled_from(["", "", "[id]", "[0]", "[0][id]", ".real", "[x]"]),
+    st.sampled_from(["", "", "!r", "!s", "!a"]),
+    st.sampled_from(["", "", ":05d", ":>8", ":.2f", ":x", ":,", ":%", ":c", ":s", ":1100"]),
+)
+LITERALS = st.text(st.characters(codec="utf-8", exclude_characters="{}\x00"), max_size=8)
+TEMPLATES = (
+    st.lists(st.one_of(FIELDS, FIELDS, LITERALS), min_size=1, max_size=4).map("".join).filter(bool)
+)
+TEMPLATE_INPUTS = st.one_of(
+    PLAIN_JSON,
+    st.integers(-(2**40), 2**40),
+    st.integers(0xD800, 0xDFFF),  # a lone surrogate through ":c"
+    st.integers(0x110000, 0x200000),  # past the last code point: OverflowError through ":c"
+    st.builds(lambda v: {"id": v}, PLAIN_SCALARS),
+    st.builds(lambda v: [{"id": v}], PLAIN_SCALARS),
+    st.text(PLAIN_CHAR, min_size=1000, max_size=1100),
+)
+
+
+def stored_limit_key(driver, job_id) -> str | None:
+    if isinstance(driver, MemoryDriver):
+        return driver._limit_keys.get(job_id)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT limit_key FROM x_jobs WHERE id = %s", [job_id])
+        return cursor.fetchone()[0]
+
+
+def past_the_checks(inputs: dict[str, Any], n: int) -> EnqueueRequest:
+    """The request another version (or SQL) could have staged with these inputs."""
+    import json
+
+    payload = {**inputs, "n": n}
+    return EnqueueRequest(
+        name=limited.name,
+        queue="default",
+        input=payload,
+        input_json=json.dumps(payload),
+        idempotency_key=f"limited:{n}",
+        max_attempts=3,
+    )
+
+
+def key_verdict(kind: str, inputs: dict[str, Any]) -> tuple[str, str | None]:
+    driver = fresh(kind)
+    install(driver)
+    try:
+        refused: XJobsError | None = None
+        with transaction.atomic():
+            try:
+                accepted = limited.enqueue(n=1, **inputs)
+            except XJobsError as error:
+                refused = error
+            beside = neighbour.enqueue(n=1)
+        relay_staged(driver)
+        assert driver.get_job(beside.id) is not None, "a neighbour was held back"
+        if refused is not None:
+            assert isinstance(refused, InputInvalidError), refused
+            assert refused.meta.get("field") == "limit_key", refused
+            answer: tuple[str, str | None] = ("refused", None)
+        else:
+            key = stored_limit_key(driver, accepted.id)
+            assert key is not None and key.startswith(limited.name + SEPARATOR), key
+            answer = ("accepted", key)
+        # the same inputs staged past the enqueue's checks, a neighbour right behind: one pass
+        # publishes the neighbour whatever becomes of the row, and decides the row as the
+        # enqueue did (published with the same key, or quarantined)
+        store = driver.outbox_store("default")
+        row_id = store.stage(past_the_checks(inputs, 2))
+        behind = store.stage(neighbour.build_request({"n": 2}))
+        rows = store.claim(10, "prop-relay")
+        published = publish_batch(store, driver, rows, "prop-relay")
+        assert driver.get_job(behind) is not None, "the row behind it was held back"
+        if refused is not None:
+            assert published == 1 and store.quarantined_count() == 1
+            assert driver.get_job(row_id) is None
+        else:
+            assert published == 2 and store.quarantined_count() == 0
+            assert stored_limit_key(driver, row_id) == answer[1]
+        return answer
+    finally:
+        uninstall(driver)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(template=TEMPLATES, a=TEMPLATE_INPUTS, b=TEMPLATE_INPUTS)
+def test_limit_19_a_limit_key_is_decided_alike_at_enqueue_and_at_publish(
+    transactional_db, template, a, b
+):
+    """SPEC LIMIT-19, OUTBOX-21: any template over the inputs, any inputs: the enqueue refuses
+    with ``X_INPUT_INVALID`` naming ``limit_key`` and writes nothing, or accepts and the key is
+    stored; the same row staged past the checks is quarantined or published with that key, and
+    the row behind it publishes in the same pass; both drivers answer alike."""
+    declared = limited.limits
+    limited.limits = JobLimits(
+        key=check_template(template, limited.signature), concurrency=50, rate=None
+    )
+    try:
+        with override_settings(XJOBS=XJOBS):
+            inputs = {"a": a, "b": b}
+            answers = {kind: key_verdict(kind, inputs) for kind in ("memory", "postgres")}
+            note(f"answers: {answers}")
+            event(answers["postgres"][0])
+            assert answers["memory"] == answers["postgres"], f"the drivers disagree: {answers}"
+    finally:
+        limited.limits = declared
