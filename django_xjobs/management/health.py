@@ -134,8 +134,17 @@ def _ping(alias: str, bound: float) -> str | None:
     return f"database {alias} did not answer within {bound:g}s"
 
 
+#: seconds a probe connection may stay silent before the server closes it: a probe sends its
+#: request at once, and an idle connection held a thread for as long as its peer kept it open
+IDLE_TIMEOUT = 2.0
+#: probe connections served at once; one past it is closed at once rather than given a thread
+MAX_CONNECTIONS = 16
+
+
 class _Handler(BaseHTTPRequestHandler):
     health: Health
+    # read per connection when it is set up: each blocking read on it gives up after this long
+    timeout = IDLE_TIMEOUT
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -161,12 +170,43 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # a probe every few seconds is no log line
 
 
+class _ProbeServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``MAX_CONNECTIONS`` at once (issue 40: 40 idle sockets
+    held 40 threads until their peers closed them); each connection's reads time out."""
+
+    daemon_threads = True
+    # the listen backlog: connections the kernel holds until accepted (socketserver's 5 made
+    # a burst of probes wait on SYN retries)
+    request_queue_size = 64
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # every slot busy: no thread for this one
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 def serve(health: Health, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
     """Serve ``/livez`` and ``/readyz`` on ``host:port`` from a daemon thread (0: any free
-    port; the bound one is logged as ``xjobs.health.listening``)."""
-    handler = type("HealthHandler", (_Handler,), {"health": health})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
+    port; the bound one is logged as ``xjobs.health.listening``). A connection that sends
+    nothing for ``IDLE_TIMEOUT`` seconds is closed, and at most ``MAX_CONNECTIONS`` are served
+    at once (SPEC HEALTH-06)."""
+    handler = type("HealthHandler", (_Handler,), {"health": health, "timeout": IDLE_TIMEOUT})
+    server = _ProbeServer((host, port), handler)
     thread = threading.Thread(target=server.serve_forever, name="xjobs-health", daemon=True)
     thread.start()
     log.event(
