@@ -25,11 +25,13 @@ from uuid import UUID
 
 from django.db import transaction
 
-from .. import conf
+from .. import conf, redact
 from ..drivers import get_driver
 from ..drivers.contract import BatchCallback, BatchRecord, EnqueueRequest, EnqueueResult, JobDriver
-from ..errors import BatchClosedError, BatchNotFoundError, InvariantError
+from ..errors import BatchClosedError, BatchNotFoundError, InputInvalidError, InvariantError
 from ..ids import uuid7
+from ..payload import NotJSON, check_json, encode
+from ..text import storable
 
 #: the batch whose ``with`` block the caller is in: its enqueues join it
 _current: ContextVar[Batch | None] = ContextVar("xjobs_batch", default=None)
@@ -75,6 +77,16 @@ class Batch:
             raise InvariantError(
                 "Batch input may not name 'batch'", hint="the callbacks receive the counts there"
             )
+        # stored on the batch row whatever its callbacks take: checked as a job's input is
+        # (depth, JSON, the payload cap), not only through a callback's signature (issue 40)
+        try:
+            check_json(self.input, "input")
+        except NotJSON as error:
+            raise InputInvalidError(
+                f"Batch {error.path}: {error.reason}",
+                hint="a batch's input is stored as JSON; pass ids and plain values",
+            ) from None
+        encode(self.input, limit=conf.get().max_payload_bytes, what="the Batch input")
         given = (("complete", on_complete), ("success", on_success), ("failure", on_failure))
         self.callbacks = tuple(
             self._callback(kind, handle) for kind, handle in given if handle is not None
@@ -216,11 +228,15 @@ def cancel_batch(batch_id: UUID | str, *, reason: str | None = None) -> dict[str
         >>> cancel_batch(batch.id, reason="import aborted")["cancelled_now"]
         9980
     """
+    if reason is not None and not isinstance(reason, str):
+        raise InvariantError(f"reason={reason!r} must be a string or None")
     driver = get_driver()
     found = _batch_id(batch_id)
     if driver.batches.get(found) is None:
         raise BatchNotFoundError(f"no batch has id {batch_id}")
-    cancelled = driver.batches.cancel(found, reason)
+    # stored as every member's last_error: the two functions cancel_job's reason passes (issue 40)
+    stored = storable(redact.redact(reason)) if reason else None
+    cancelled = driver.batches.cancel(found, stored)
     return {**inspect_batch(found, members=0), "cancelled_now": cancelled}
 
 
@@ -263,7 +279,8 @@ def describe(record: BatchRecord) -> dict[str, Any]:
         "dead": record.dead,
         "failed": record.failed,
         "cancelled": record.cancelled,
-        "input": record.input,
+        # a payload: values under secret keys masked, as a job's input is shown (issue 40)
+        "input": redact.mask(record.input),
         "created_at": record.created_at.isoformat(),
         "closed_at": record.closed_at and record.closed_at.isoformat(),
         "completed_at": record.completed_at and record.completed_at.isoformat(),

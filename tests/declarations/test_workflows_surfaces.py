@@ -137,3 +137,41 @@ def test_a_member_job_page_links_its_batch_for_who_may_view_batches(db):
     assert f"/admin/django_xjobs/jobbatch/{batch.id}/change/" in both
     jobs_only = _client(("view_job",)).get(url).content.decode()
     assert str(batch.id) in jobs_only and "/jobbatch/" not in jobs_only
+
+
+def test_a_batch_input_is_checked_as_a_jobs_input_is(harness):
+    """Issue 40: a Batch's input was checked only through its callbacks' signatures, so a
+    batch without one stored anything: 10 MB, or nesting no decoder reads back."""
+    from django_xjobs.errors import InputInvalidError, PayloadTooLargeError
+
+    deep: dict = {}
+    for _ in range(1000):
+        deep = {"d": deep}
+    with pytest.raises(InputInvalidError, match="Batch input"):
+        Batch(input={"nested": deep})
+    with pytest.raises(PayloadTooLargeError, match="Batch input"):
+        Batch(input={"blob": "x" * (300 * 1024)})
+    with pytest.raises(InputInvalidError, match="not a JSON number"):
+        Batch(input={"n": float("nan")})
+    assert harness.driver.batches.recent(limit=10) == []
+
+
+def test_a_batch_input_is_masked_like_a_jobs_and_a_cancel_reason_made_storable(db):
+    """Issue 40: ``inspect_batch`` and ``xjobs batch --json`` showed a batch's input as stored,
+    secrets included; ``cancel_batch(reason=)`` was stored raw on every member (a NUL failed the
+    write; 100 KB was copied into each member's row)."""
+    from django_xjobs import cancel_batch, inspect_batch
+    from django_xjobs.text import MESSAGE_LIMIT
+
+    with Batch(input={"api_token": "tok-SECRET-5150", "tag": "plain"}) as batch:
+        member = jobs.ok.enqueue(n=1).id
+    shown = json.loads(xjobs("batch", str(batch.id), "--json"))
+    assert shown["input"] == {"api_token": "[redacted]", "tag": "plain"}
+    assert inspect_batch(batch.id)["input"] == shown["input"]
+    assert "tok-SECRET-5150" not in xjobs("batch", "--json")
+    cancel_batch(batch.id, reason="stop \x00 " + "r" * 100_000)
+    from django_xjobs.models import Job
+
+    reason = Job.objects.get(id=member).last_error
+    assert "\x00" not in reason and "\\x00" in reason
+    assert len(reason.encode()) <= MESSAGE_LIMIT + 200
