@@ -45,6 +45,8 @@ REQUIRED = "required"
 #: the server inserts one chunk while the next is made (bench/README.md, "Bulk enqueue")
 STREAM_CHUNK = 1000
 OnConflict = Literal["dedupe", "error", "replace"]
+#: the most runs at once a job may declare (per name, or per limit key)
+MAX_CONCURRENCY = 10_000
 
 
 @dataclass(frozen=True)
@@ -666,10 +668,13 @@ def job(
                 f"retry={retry!r} must be a Retry(...)", hint="e.g. Retry(attempts=5)"
             )
         if concurrency is not None and (
-            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+            isinstance(concurrency, bool)
+            or not isinstance(concurrency, int)
+            or not 1 <= concurrency <= MAX_CONCURRENCY
         ):
+            # past the bound a claim compared it as a number no column holds: never ran (issue 40)
             raise InvariantError(
-                f"concurrency={concurrency!r} must be a positive integer",
+                f"concurrency={concurrency!r} must be an integer from 1 to {MAX_CONCURRENCY:,}",
                 hint="omit it for no cap; concurrency=0 would never run",
             )
         _check_priority(priority)

@@ -174,7 +174,8 @@ BAD_DECLARATIONS = [
             "concurrency",
             f"job-04-concurrency-{c!r}",
         )
-        for c in (0, -1, 1.5, True, "2")
+        # issue 40: past the bound a claim compared it as a number no column holds
+        for c in (0, -1, 1.5, True, "2", 10**20, 10_001)
     ],
     # JOB-05: non-positive / non-finite durations name the field
     *[
