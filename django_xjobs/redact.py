@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import string
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -141,3 +142,29 @@ def scope(secrets: frozenset[str]) -> Iterator[None]:
 def scrubber(secrets: frozenset[str]) -> Callable[[str], str]:
     """``redact`` bound to one run's secrets, for code that outlives the run's scope."""
     return lambda text: redact(text, secrets)
+
+
+def key_shown(key: str, template: Any, *, values: bool, keys: Iterable[str] | None = None) -> str:
+    """A key rendered from a job's inputs (an idempotency key, a limit key's rendered part) as
+    a viewer may see it, the inputs' own rule applied to what was made of them (issue 40):
+
+    - with ``values`` (the payload permission), the key itself, or ``MASK`` when ``template``
+      reads an input under a secret key (``REDACT_KEYS``), as that input is masked;
+    - without, the template it was rendered from (``"charge:{order_id}"``): which inputs, never
+      their values; ``MASK`` when there is no template to show (a callable made the key).
+
+    A key no input is read into (a template without fields) shows as it is.
+    """
+    if not isinstance(template, str):
+        return key if values else MASK
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError:
+        return MASK
+    if not fields:
+        return key
+    if not values:
+        return template
+    roots = (f.split(".", 1)[0].split("[", 1)[0] for f in fields)
+    secret = tuple(conf.get().redact_keys if keys is None else keys)
+    return MASK if any(_is_secret(root, secret) for root in roots if root) else key

@@ -68,6 +68,30 @@ def check_name(value: Any, field: str, *, error: type[XJobsError] = InvariantErr
             ) from None
 
 
+#: characters a name that says who did something (``by=``) or names a cron may hold
+NAME_LIMIT = 200
+
+
+def check_label(value: Any, field: str, *, error: type[XJobsError] = InvariantError) -> None:
+    """Refuse ``value`` (a cron's name, an operator's ``by=``: a text stored, looked up and
+    printed as it is) unless ``check_name`` keeps it, it holds no terminal escape or control
+    character, and it is at most ``NAME_LIMIT`` characters: such a name reached the terminal
+    through every error message that quoted it (issue 40)."""
+    if not isinstance(value, str):
+        return
+    check_name(value, field, error=error)
+    if printable(value) != value or "\n" in value or "\t" in value:
+        raise error(
+            f"{field} {value[:60]!r} contains a control character or a terminal escape",
+            hint="use letters, digits and punctuation",
+        )
+    if len(value) > NAME_LIMIT:
+        raise error(
+            f"{field} is {len(value):,} characters; at most {NAME_LIMIT} are accepted",
+            hint="give a shorter name",
+        )
+
+
 def printable(text: str) -> str:
     """A stored text as a terminal may show it: escape sequences and control characters
     dropped (tab and newline kept), so a stored value cannot rewrite the operator's screen."""

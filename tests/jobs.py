@@ -656,6 +656,17 @@ def per_account(ctx, account: str, n: int = 0, hold: float = 0.0):
 
 
 @job(
+    idempotency_key="token-call:{api_token}:{n}",
+    queue="limited",
+    concurrency=5,
+    limit_key="{api_token}",
+)
+def token_call(ctx, api_token: str, n: int = 0):
+    """Limited per API token: its keys are made from a secret input (issue 40)."""
+    return n
+
+
+@job(
     idempotency_key="sharded:{n}",
     queue="limited",
     concurrency=2,

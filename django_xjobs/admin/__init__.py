@@ -17,6 +17,7 @@ Rows are read-only; retry and cancel go through ``django_xjobs.operations``, the
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -206,7 +207,7 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
         ("Why it stopped", {"fields": ("last_error",)}),
         ("Failed attempts", {"fields": ("attempt_history",)}),
         ("Steps", {"fields": ("step_timeline",)}),
-        ("Data", {"fields": ("pretty_input", "pretty_result", "idempotency_key", "run_id")}),
+        ("Data", {"fields": ("pretty_input", "pretty_result", "key_shown", "run_id")}),
         (
             "Timing and lease",
             {
@@ -303,6 +304,7 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
             "step_timeline",
             "pretty_input",
             "pretty_result",
+            "key_shown",
             "operator_buttons",
             "why_waiting",
             "next_attempt",
@@ -318,13 +320,15 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
             path("queues/", view(self.queues_view), name="django_xjobs_job_queues"),
             path("overview/", view(self.overview_view), name="django_xjobs_job_overview"),
             path("crons/", view(self.crons_view), name="django_xjobs_job_crons"),
+            # path, not str: a name the pages link to may hold a "/" (a cron's name, a queue
+            # name written by another version), and a link that cannot be made is a 500
             path(
-                "queues/<str:queue>/<str:action>/",
+                "queues/<path:queue>/<str:action>/",
                 view(self.queue_control_view),
                 name="django_xjobs_job_queue_control",
             ),
             path(
-                "crons/<str:cron>/<str:action>/",
+                "crons/<path:cron>/<str:action>/",
                 view(self.cron_control_view),
                 name="django_xjobs_job_cron_control",
             ),
@@ -405,6 +409,10 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
     @admin.display(description="result")
     def pretty_result(self, obj: Job) -> str:
         return format_html("<pre>{}</pre>", _payload(obj.result))
+
+    @admin.display(description="idempotency key")
+    def key_shown(self, obj: Job) -> str:
+        return _key(obj.name, obj.idempotency_key)
 
     @admin.display(description="operator")
     def operator_buttons(self, obj: Job) -> str:
@@ -650,13 +658,18 @@ class OutboxEntryAdmin(_ViewOnly):
     ordering = ("-staged_at",)
     actions = ["retry_quarantined", "discard_quarantined"]
 
-    # the staged input is a payload: its values need view_job_payload, like a job's
-    exclude = ("input",)
-    readonly_fields = ("staged_input",)
+    # the staged input is a payload: its values need view_job_payload, like a job's, and so
+    # does the key made from it
+    exclude = ("input", "idempotency_key")
+    readonly_fields = ("staged_input", "staged_key")
 
     @admin.display(description="input")
     def staged_input(self, obj: OutboxEntry) -> str:
         return format_html("<pre>{}</pre>", _payload(obj.input))
+
+    @admin.display(description="idempotency key")
+    def staged_key(self, obj: OutboxEntry) -> str:
+        return _key(obj.job, obj.idempotency_key)
 
     @admin.display(description="status")
     def status(self, obj: OutboxEntry) -> str:
@@ -873,6 +886,15 @@ def _payload(value: Any) -> str:
         return json.dumps(shape(value), indent=2, ensure_ascii=False)
     except RecursionError:
         return TOO_DEEP
+
+
+def _key(name: str, key: str) -> str:
+    """A job's idempotency key as the viewer may see it: it is made from the inputs, so without
+    the payload permission the template it was made from (``operations.key_shown``, the one
+    rule the queues page's limit keys follow too)."""
+    return operations.key_shown(
+        SimpleNamespace(name=name, idempotency_key=key), values=sees_payloads(_viewer.get())
+    )
 
 
 def shape(value: Any, depth: int = 0) -> Any:

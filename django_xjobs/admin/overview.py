@@ -30,6 +30,7 @@ class FleetOverview(OverviewPages):
     ``OverviewPages._page`` like the queues page; ``JobAdmin`` mixes it in."""
 
     def overview_view(self, request: HttpRequest) -> TemplateResponse:
+        self._viewable(request)  # before any read (issue 40)
         window = request.GET.get("window", "1h")
         window = window if window in WINDOWS else "1h"
         refresh = request.GET.get("refresh") != "off"

@@ -16,13 +16,13 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import conf, operations
+from .. import conf, operations, redact
 from ..drivers import get_driver
 from ..durations import format_span
 from ..errors import JobUnknownError, XJobsError
 from ..limits.caps import inspect_limits, parse_cap, set_queue_limit
 from ..models import Job, JobLease, JobState, SchedulerLeader, SchedulerState
-from .permissions import has_permission, require_permission
+from .permissions import has_permission, require_permission, sees_payloads
 
 UNKNOWN_CODE = JobUnknownError.code
 
@@ -35,9 +35,14 @@ else:  # ModelAdmin is generic to the type checker only
 class OverviewPages(_ModelAdmin):
     """``job/queues/`` and ``job/crons/``, framed like the admin's own pages."""
 
-    def _page(self, request: HttpRequest, title: str, **context: Any) -> dict[str, Any]:
+    def _viewable(self, request: HttpRequest) -> None:
+        """The gate of every page here, before it reads anything: a page that did its work
+        first answered a user without ``view_job`` with whatever that work raised (issue 40)."""
         if not self.has_view_permission(request):
             raise PermissionDenied
+
+    def _page(self, request: HttpRequest, title: str, **context: Any) -> dict[str, Any]:
+        self._viewable(request)
         return {
             **self.admin_site.each_context(request),
             **nav_links(self.admin_site, request),
@@ -50,6 +55,7 @@ class OverviewPages(_ModelAdmin):
 
     def queues_view(self, request: HttpRequest) -> TemplateResponse:
         """Depth per queue (``inspect_queues()``), each number a link to the matching jobs."""
+        self._viewable(request)
         overview = operations.inspect_queues()
         jobs_url = admin_url(self.admin_site, "django_xjobs_job_changelist")
         alias = conf.get().database
@@ -106,7 +112,7 @@ class OverviewPages(_ModelAdmin):
             outbox_oldest=format_span(outbox["oldest_pending_seconds"]),
             outbox_quarantined=outbox["quarantined"],
             slots_held=JobLease.objects.using(alias).filter(expires_at__gt=Now()).count(),
-            limit_keys=inspect_limits(),
+            limit_keys=limit_keys_shown(request),
             leader=leader_row(alias),
         )
         return TemplateResponse(request, "django_xjobs/admin/queues.html", context)
@@ -182,6 +188,7 @@ class OverviewPages(_ModelAdmin):
         from ..operations.cron_controls import next_fires
         from ..scheduler.role import last_fired
 
+        self._viewable(request)
         alias = conf.get().database
         fired = dict(SchedulerState.objects.using(alias).values_list("task_name", "last_fired_at"))
         paused = {c.cron: c for c in get_driver().scheduler_store().cron_controls() if c.paused}
@@ -238,6 +245,21 @@ class OverviewPages(_ModelAdmin):
             orphans=sorted(fired.items()),
         )
         return TemplateResponse(request, "django_xjobs/admin/crons.html", context)
+
+
+def limit_keys_shown(request: HttpRequest) -> list[dict[str, Any]]:
+    """``inspect_limits()`` as the viewer may see it: a key is made from a run's inputs, so
+    without ``view_job_payload`` it shows the template it was rendered from, never the values
+    (``redact.key_shown``, as the job page shows an idempotency key)."""
+    from ..declarations import registry
+
+    rows = inspect_limits()
+    if sees_payloads(request):
+        return rows
+    for row in rows:
+        limits = getattr(registry.jobs.get(row["job"]), "limits", None)
+        row["key"] = redact.key_shown(row["key"], getattr(limits, "key", None), values=False)
+    return rows
 
 
 def parked_unknown() -> Q:

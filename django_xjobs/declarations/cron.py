@@ -20,7 +20,11 @@ from croniter.croniter import (
 )
 
 from ..errors import InvariantError, JobDefinitionError
+from ..text import check_label
 from . import registry
+
+#: the most missed occurrences one round of the scheduler dispatches for a cron
+MAX_CATCH_UP = 1000
 
 CatchUp = Literal["skip", "run-once", "run-all"]
 _ZONES: set[str] | None = None
@@ -207,16 +211,23 @@ def cron(
             raise InvariantError(
                 f"@cron decorates a function, got {handler!r}", hint="put @cron(...) above a def"
             )
+        # stored, looked up and printed by its name: pause, resume and xjobs crons (issue 40)
+        check_label(label, "cron name")
         zone = _check_tz(tz)
         check_schedule(schedule, seconds, zone)
         if catch_up not in ("skip", "run-once", "run-all"):
             raise InvariantError(
                 f"catch_up={catch_up!r} is not a policy", hint='use "skip", "run-once" or "run-all"'
             )
-        if isinstance(max_catch_up, bool) or not isinstance(max_catch_up, int) or max_catch_up < 1:
+        if (
+            isinstance(max_catch_up, bool)
+            or not isinstance(max_catch_up, int)
+            or not 1 <= max_catch_up <= MAX_CATCH_UP
+        ):
+            # each missed occurrence is enqueued in one round: the bound keeps a round finite
             raise InvariantError(
-                f"max_catch_up={max_catch_up!r} must be an integer of at least 1",
-                hint="0 would mean the schedule never fires",
+                f"max_catch_up={max_catch_up!r} must be an integer from 1 to {MAX_CATCH_UP:,}",
+                hint="0 would mean the schedule never fires; past the bound, catch_up='run-once'",
             )
         return CronHandle(
             handler,

@@ -8,13 +8,14 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import conf, log
+from .. import conf, log, redact
 from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.claim_limits import in_window
 from ..drivers.contract import QueueState
 from ..errors import InvariantError
 from ..limit_keys import SEPARATOR
+from ..text import check_label
 
 
 def set_queue_limit(name: str, concurrency: int | None, *, by: str | None = None) -> QueueState:
@@ -27,6 +28,7 @@ def set_queue_limit(name: str, concurrency: int | None, *, by: str | None = None
         5
     """
     conf.check_queue_name(name, error=InvariantError)
+    check_label(by, "by")
     if concurrency is not None and (
         isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
     ):
@@ -63,7 +65,8 @@ def inspect_limits(limit: int = 500) -> list[dict[str, Any]]:
         rows.append(
             {
                 "job": name,
-                "key": rendered,
+                # made from the inputs: a template reading a secret input masks it (issue 40)
+                "key": redact.key_shown(rendered, getattr(limits, "key", None), values=True),
                 "running": running,
                 "concurrency": None if limits is None else limits.concurrency,
                 "rate_limit": None if rate is None else str(rate),

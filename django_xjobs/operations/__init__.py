@@ -30,7 +30,7 @@ from ..errors import (
 from ..history import FailedAttempt
 from ..retry import retry_schedule
 from ..states import FINISHED_STATES, LIVE_STATES, WAITING_STATES, shown_state
-from ..text import check_name, storable
+from ..text import check_label, check_name, storable
 
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
@@ -196,6 +196,14 @@ def inspect_queues() -> dict[str, Any]:
     }
 
 
+def check_by(by: Any) -> None:
+    """``by=`` of an operator call: None, or a name ``text.check_label`` keeps (no NUL, lone
+    surrogate, control character or escape; at most 200 characters), else ``X_INVARIANT``."""
+    if by is not None and not isinstance(by, str):
+        raise InvariantError(f"by={by!r} must be a string or None", hint='e.g. "ops:alice"')
+    check_label(by, "by")
+
+
 def pause_queue(name: str, *, by: str | None = None) -> QueueState:
     """Stop every worker of the fleet claiming from queue ``name`` (SPEC CTRL-01/02).
 
@@ -208,8 +216,7 @@ def pause_queue(name: str, *, by: str | None = None) -> QueueState:
         QueueState(queue='emails', paused=True, paused_at=datetime(...), paused_by='ops:alice')
     """
     conf.check_queue_name(name, error=InvariantError)
-    if by is not None and not isinstance(by, str):
-        raise InvariantError(f"by={by!r} must be a string or None", hint='e.g. "ops:alice"')
+    check_by(by)
     state = get_driver().pause_queue(name, by)
     log.event(logging.WARNING, "xjobs.queue.paused", queue=name, by=by)
     return state
@@ -223,8 +230,7 @@ def resume_queue(name: str, *, by: str | None = None) -> QueueState:
         False
     """
     conf.check_queue_name(name, error=InvariantError)
-    if by is not None and not isinstance(by, str):
-        raise InvariantError(f"by={by!r} must be a string or None", hint='e.g. "ops:alice"')
+    check_by(by)
     state = get_driver().resume_queue(name)
     log.event(logging.INFO, "xjobs.queue.resumed", queue=name, by=by)
     return state
@@ -377,7 +383,8 @@ def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> dict[st
         "attempt": row.attempt,
         "max_attempts": row.max_attempts,
         "priority": row.priority,
-        "idempotency_key": row.idempotency_key,
+        # made from the inputs: a template that reads a secret input masks it (issue 40)
+        "idempotency_key": row.idempotency_key if reveal else key_shown(row),
         "run_id": str(row.run_id),
         "run_at": _iso(row.run_at),
         "created_at": _iso(row.created_at),
@@ -403,6 +410,14 @@ def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> dict[st
         # issue 32: the jobs it runs after, how many are not done yet, the one that failed it
         "dependencies": _dependencies(row),
     }
+
+
+def key_shown(row: Any, *, values: bool = True) -> str:
+    """``row``'s idempotency key as a viewer may see it (``redact.key_shown``): its job's key
+    template tells which inputs it was made from."""
+    handle = registry.jobs.get(row.name)
+    template = getattr(handle, "idempotency_key", None)
+    return redact.key_shown(row.idempotency_key, template, values=values)
 
 
 def _dependencies(row: JobSnapshot) -> dict[str, Any] | None:

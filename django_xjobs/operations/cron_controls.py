@@ -19,6 +19,7 @@ from ..drivers import get_driver
 from ..drivers.contract import CronState
 from ..errors import CronUnknownError, InvariantError
 from ..ids import uuid7
+from ..text import check_label
 
 #: how many fire times ``inspect_crons`` lists per cron
 NEXT_FIRES = 5
@@ -190,6 +191,7 @@ def _declared(name: Any) -> CronHandle:
 def _check_by(by: Any) -> None:
     if by is not None and not isinstance(by, str):
         raise InvariantError(f"by={by!r} must be a string or None", hint='e.g. "ops:alice"')
+    check_label(by, "by")  # as pause_queue's (issue 40)
 
 
 def _iso(when: datetime | None) -> str | None:

@@ -68,6 +68,9 @@ def publish_event(
         tenant_id = running.tenant_id if running is not None else None
     elif not isinstance(tenant_id, str) or not tenant_id:
         raise InvariantError(f"tenant_id={tenant_id!r} must be a non-empty string or None")
+    check_name(
+        tenant_id, "tenant_id"
+    )  # a NUL or lone surrogate: coded, not the driver's (issue 40)
     record = store.publish(
         id=uuid7(),
         name=event,

@@ -75,3 +75,61 @@ def test_xjobs_show_masks_secret_keys_unless_revealed(done_job):
     revealed = StringIO()
     call_command("xjobs", "show", str(done_job), "--json", "--reveal", stdout=revealed)
     assert json.loads(revealed.getvalue())["input"]["password"] == SECRET
+
+
+def _user_client(name: str, perms: tuple[str, ...]) -> Client:
+    user = User.objects.create_user(name, password="pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="django_xjobs", codename__in=perms)
+    )
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_keys_made_from_the_inputs_are_masked_like_the_payload(db):
+    """Issue 40 (and 42): a limit key and an idempotency key are made from the inputs, so
+    without ``view_job_payload`` they show the template they were rendered from, never the
+    values; and a template that reads a secret input (``REDACT_KEYS``) masks the key for
+    everyone, on the pages, ``inspect_job``, ``inspect_limits`` and ``xjobs queues --json``."""
+    from django_xjobs import inspect_job, inspect_limits
+    from django_xjobs.drivers import get_driver
+    from django_xjobs.drivers.claim_limits import ClaimLimits
+    from django_xjobs.worker.claim_limits import declared_limits
+
+    account = jobs.per_account.enqueue(account="acct-visible-77", n=1).id
+    token = jobs.token_call.enqueue(api_token="tok-SECRET-9931", n=1).id
+    get_driver().claim(  # a worker's claim, which records the keys it takes runs of
+        queues=["limited"],
+        limit=5,
+        visibility_timeout=30,
+        worker_id="w",
+        limits=ClaimLimits(jobs=declared_limits()[0]),
+    )
+
+    def seen(client: Client) -> str:
+        return "".join(
+            client.get(url).content.decode()
+            for url in (
+                "/admin/django_xjobs/job/queues/",
+                f"/admin/django_xjobs/job/{account}/change/",
+                f"/admin/django_xjobs/job/{token}/change/",
+            )
+        )
+
+    view_only = seen(_user_client("view-only", ("view_job",)))
+    assert "acct-visible-77" not in view_only and "tok-SECRET-9931" not in view_only
+    assert "per-account:{account}:{n}" in view_only  # the idempotency key's template
+    assert "<td>{account}</td>" in view_only and "<td>{api_token}</td>" in view_only
+
+    payloads = seen(_user_client("payloads", ("view_job", "view_job_payload")))
+    assert "per-account:acct-visible-77:1" in payloads and "<td>acct-visible-77</td>" in payloads
+    assert "tok-SECRET-9931" not in payloads and "[redacted]" in payloads
+
+    assert inspect_job(token)["idempotency_key"] == "[redacted]"
+    assert inspect_job(account)["idempotency_key"] == "per-account:acct-visible-77:1"
+    keys = {k["job"]: k["key"] for k in inspect_limits()}
+    assert keys == {jobs.token_call.name: "[redacted]", jobs.per_account.name: "acct-visible-77"}
+    out = StringIO()
+    call_command("xjobs", "queues", "--json", stdout=out)
+    assert "tok-SECRET-9931" not in out.getvalue() and "[redacted]" in out.getvalue()

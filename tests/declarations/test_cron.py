@@ -148,3 +148,29 @@ def test_the_admin_and_the_manifest_show_the_seconds_apart(admin_client):
     assert listed["tests.daily"]["schedule"] == "0 3 * * *"
     described = fixtures.every_second.describe()
     assert (described["schedule"], described["seconds"]) == ("* * * * *", "*")
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("nightly\x00", "NUL"),
+        ("nightly\udc80", "lone surrogate"),
+        ("nightly\x1b[2J\x1b]0;owned\x07", "terminal escape"),
+        ("night\nly", "control character"),
+        ("n" * 201, "at most 200"),
+    ],
+)
+def test_a_cron_name_is_checked_like_every_stored_name(name, says):
+    """Issue 40: cron names were never checked; a NUL broke pause and resume and made ``xjobs
+    crons`` report the database unavailable, and an escape in a name reached the terminal
+    through every error message that quoted it."""
+    with pytest.raises(JobDefinitionError) as caught:
+        cron("0 3 * * *", tz="UTC", name=name)(nothing)
+    assert says in caught.value.message and "\x1b" not in str(caught.value)
+    assert name not in {c.name for c in registered_crons()}
+
+
+def test_max_catch_up_is_bounded():
+    with pytest.raises(JobDefinitionError, match="from 1 to 1,000"):
+        cron("0 3 * * *", tz="UTC", name="test_cron_meaning.many", max_catch_up=10**9)(nothing)
+    assert "test_cron_meaning.many" not in {c.name for c in registered_crons()}

@@ -494,3 +494,26 @@ def test_insp_01_totals_sum_the_queues_and_oldest_is_the_max(harness):
     assert 120 <= other["oldest_ready_seconds"] < 150
     assert report["oldest_ready_seconds"] == other["oldest_ready_seconds"]
     assert report["queues"][0]["oldest_ready_seconds"] < other["oldest_ready_seconds"]
+
+
+@pytest.mark.parametrize(
+    "by", ["ops\x00alice", "ops\udc80", "ops\x1b[2Jalice", "o" * 201], ids=repr
+)
+def test_an_operators_by_is_checked_before_anything_is_stored(harness, by):
+    """Issue 40: ``pause_queue(by=)`` with a NUL or a lone surrogate raised the driver's error
+    (the memory driver stored it); ``by`` is a name stored and printed as it is, so it is
+    checked as a cron's name is: every operator call that takes it, alike."""
+    from django_xjobs import pause_cron, resume_cron, set_queue_limit
+    from django_xjobs.errors import InvariantError
+    from django_xjobs.operations import pause_queue, resume_queue
+
+    for call in (
+        lambda: pause_queue("emails", by=by),
+        lambda: resume_queue("emails", by=by),
+        lambda: set_queue_limit("emails", 3, by=by),
+        lambda: pause_cron("tests.daily", by=by),
+        lambda: resume_cron("tests.daily", by=by),
+    ):
+        with pytest.raises(InvariantError, match=r"^X_INVARIANT: by "):
+            call()
+    assert "emails" not in {q["queue"] for q in inspect_queues()["queues"]}

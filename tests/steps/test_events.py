@@ -99,3 +99,15 @@ def test_run_to_completion_publishes_its_events_for_the_waiting_runs_tenant(harn
     job_id = jobs.tenant_waiter.using(tenant_id="A").enqueue(order_id=11).id
     run_to_completion(job_id, clock=clock, events={"order.shipped": {"order_id": 11}})
     assert harness.row(job_id).result == {"got": {"order_id": 11}}
+
+
+@pytest.mark.parametrize("tenant", ["acme\x00", "acme\udc80"])
+def test_a_tenant_id_a_store_cannot_hold_is_refused_with_a_code(harness, tenant):
+    """Issue 40: ``publish_event(tenant_id=)`` with a NUL or a lone surrogate raised the
+    driver's own error (on PostgreSQL; memory stored it) instead of a coded one."""
+    from django_xjobs.errors import InvariantError
+
+    with pytest.raises(InvariantError, match="tenant_id contains a"):
+        publish_event("order.shipped", {"order_id": 1}, tenant_id=tenant)
+    epoch = timezone.now() - timedelta(days=1)
+    assert harness.driver.events.find("order.shipped", after=epoch, any_tenant=True) is None
