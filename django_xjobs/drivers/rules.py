@@ -11,6 +11,7 @@ from uuid import UUID
 from ..errors import (
     DependencyCycleError,
     DependencyUnknownError,
+    InputInvalidError,
     InvariantError,
     JobDuplicateError,
     JobNotCancellableError,
@@ -125,6 +126,21 @@ def check_after(job_id: UUID, after: tuple[UUID, ...] | list[UUID]) -> tuple[UUI
     if job_id in after:
         raise DependencyCycleError(f"job {job_id} was given itself to wait for")
     return tuple(dict.fromkeys(after))
+
+
+#: jobs that may wait for one job: each is named in its ``dependants`` array, read and rewritten
+#: by every settle of it; an enqueue naming a live job that this many already wait for is refused
+MAX_DEPENDANTS = 10_000
+
+
+def too_many_dependants(name: str, job_id: UUID) -> InputInvalidError:
+    return InputInvalidError(
+        f"job {name!r} was to wait for job {job_id}, which {MAX_DEPENDANTS:,} jobs already wait "
+        "for",
+        hint="make the dependants wait for a Batch's callback, or chain them",
+        field="after",
+        limit=MAX_DEPENDANTS,
+    )
 
 
 def unknown_dependency(name: str, job_id: UUID) -> DependencyUnknownError:

@@ -21,6 +21,7 @@ from ...history import EXITED, KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Fail
 from ...ids import uuid7
 from ...limit_keys import key_of
 from ...states import FINISHED_STATES, LIVE_STATES, WAITING_STATES, shown_state
+from .. import rules
 from ..claim_limits import ClaimLimits
 from ..contract import (
     AGED,
@@ -53,6 +54,7 @@ from ..rules import (
     live_duplicate,
     not_found,
     requeue_refusal,
+    too_many_dependants,
     unknown_dependency,
     unknown_step,
 )
@@ -180,6 +182,15 @@ class MemoryDriver:
             unknown = sorted(a for a, d in zip(given, deps, strict=True) if d is None)
             if unknown and strict:
                 raise unknown_dependency(request.name, unknown[0])
+            full = sorted(
+                d.id
+                for d in deps
+                if d is not None
+                and d.state in LIVE_STATES
+                and len(d.dependants or ()) >= rules.MAX_DEPENDANTS
+            )
+            if full:  # as jobs.sql's enqueue_after: it takes no more dependants
+                raise too_many_dependants(request.name, full[0])
             held = self._live_holder(request)
             if held is not None:
                 return EnqueueResult(id=held.id, run_id=held.run_id, deduped=True)

@@ -22,7 +22,7 @@ from ...ids import uuid7, uuid7_many
 from ...limit_keys import key_of, keyless
 from ...payload import NotJSON, decode
 from ...rollup import BOUNDS as ROLLUP_BOUNDS
-from .. import failures
+from .. import failures, rules
 from ..claim_limits import ClaimLimits
 from ..contract import (
     AGED,
@@ -56,6 +56,7 @@ from ..rules import (
     not_found,
     requeue_refusal,
     requeue_states,
+    too_many_dependants,
     unknown_dependency,
     unknown_step,
 )
@@ -151,16 +152,19 @@ class PostgresDriver:
             "run_anyway": request.run_anyway,
             # a staged enqueue was accepted at its commit: at its publish nothing is refused
             "strict": request.id is None,
+            "max_dependants": rules.MAX_DEPENDANTS,
         }
         for _ in range(2):
             rows = self._run("enqueue_after", params)
-            inserted, unknown = rows[0][0], rows[0][3]
+            inserted, unknown, full = rows[0][0], rows[0][3], rows[0][4]
             if inserted is not None:
                 return EnqueueResult(id=inserted, run_id=rows[0][1])
             if unknown is not None and params["strict"]:
                 raise unknown_dependency(request.name, unknown)
             if request.id is not None and (same := self._run("find_published", params)):
                 return EnqueueResult(id=same[0][0], run_id=same[0][1])
+            if full is not None:  # before a live holder, as the memory driver decides
+                raise too_many_dependants(request.name, full)
             live = self._run("find_live", params)
             if live:
                 return EnqueueResult(id=live[0][0], run_id=live[0][1], deduped=True)

@@ -43,13 +43,14 @@ SELECT id, run_id, CASE WHEN state = 'ready' THEN pg_notify('xjobs', queue) END 
 -- duplicate at its publish stands for the job it became. With `strict` (a direct enqueue) an
 -- unknown id inserts nothing and is named back; otherwise (a publish) it counts as failed.
 -- A job with dependencies not yet done waits `suspended` until the last one settles; its
--- run_at is the far future meanwhile, so no claim ever looks at it.
+-- run_at is the far future meanwhile, so no claim ever looks at it. A live dependency already
+-- waited for by `max_dependants` jobs takes no more: nothing is inserted and it is named back.
 WITH given AS (
     SELECT DISTINCT COALESCE(o.job_id, a.id) AS id
     FROM unnest(%(after)s::uuid[]) AS a(id)
     LEFT JOIN x_outbox o ON o.id = a.id AND o.job_id IS NOT NULL
 ), deps AS (
-    SELECT j.id, j.state FROM x_jobs j
+    SELECT j.id, j.state, COALESCE(cardinality(j.dependants), 0) AS held FROM x_jobs j
     WHERE j.id IN (SELECT id FROM given)
     ORDER BY j.id
     FOR UPDATE
@@ -59,7 +60,11 @@ WITH given AS (
            (SELECT min(g.id::text) FROM given g
             WHERE g.id NOT IN (SELECT id FROM deps))::uuid AS unknown,
            (SELECT min(d.id::text) FROM deps d
-            WHERE d.state IN ('dead', 'failed', 'cancelled'))::uuid AS failed
+            WHERE d.state IN ('dead', 'failed', 'cancelled'))::uuid AS failed,
+           -- a live dependency that as many jobs wait for as one may (rules.MAX_DEPENDANTS)
+           (SELECT min(d.id::text) FROM deps d
+            WHERE d.state IN ('ready', 'delayed', 'running', 'suspended')
+              AND d.held >= %(max_dependants)s)::uuid AS full
 ), due AS (
     SELECT COALESCE(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s)) AS run_at
 ), decided AS (
@@ -67,7 +72,7 @@ WITH given AS (
            CASE WHEN %(run_anyway)s THEN NULL ELSE COALESCE(v.failed, v.unknown) END AS failed,
            d.run_at
     FROM verdict v, due d
-    WHERE NOT (%(strict)s AND v.unknown IS NOT NULL)
+    WHERE NOT (%(strict)s AND v.unknown IS NOT NULL) AND v.full IS NULL
 ), ins AS (
     INSERT INTO x_jobs (id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
                         state, priority, run_at, tenant_id, enqueued_by, traceparent,
@@ -103,7 +108,7 @@ WITH given AS (
       AND ins.waiting_on > 0
 )
 SELECT ins.id, ins.run_id, CASE WHEN ins.state = 'ready' THEN pg_notify('xjobs', ins.queue) END,
-       v.unknown
+       v.unknown, v.full
 FROM verdict v
 LEFT JOIN ins ON true;
 

@@ -154,3 +154,23 @@ def test_run_at_schedules_at_that_instant(harness):
     row = harness.row(jobs.ok.using(run_at=when).enqueue(n=1).id)
     assert row.state == "delayed"
     assert abs((row.run_at - when).total_seconds()) < 0.001
+
+
+def test_dep_05_a_job_waited_for_by_as_many_as_one_may_takes_no_more(harness, monkeypatch):
+    """Issue 40: dependants had no cap: every one is named in the dependency's row, which each
+    settle of it reads and rewrites. Past ``rules.MAX_DEPENDANTS`` (10,000; 2 here) an enqueue
+    naming it is refused with ``X_INPUT_INVALID`` and writes nothing, on both drivers; a staged
+    one is quarantined at its publish (the code is a refusal of the row, OUTBOX-21)."""
+    from django_xjobs.drivers import rules
+
+    monkeypatch.setattr(rules, "MAX_DEPENDANTS", 2)
+    first = jobs.ok.enqueue(n=1).id
+    waiting = [jobs.ok.using(after=[first]).enqueue(n=n).id for n in (2, 3)]
+    with pytest.raises(InputInvalidError) as caught:
+        jobs.ok.using(after=[first]).enqueue(n=4)
+    assert caught.value.meta == {"field": "after", "limit": 2}
+    assert str(first) in caught.value.message
+    assert harness.row(first).dependants == tuple(waiting)
+    assert len(harness.driver.list_jobs(limit=10)) == 3
+    other = jobs.ok.enqueue(n=5).id  # another dependency takes its own
+    assert harness.row(jobs.ok.using(after=[other]).enqueue(n=6).id).state == "suspended"
