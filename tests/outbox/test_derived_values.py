@@ -23,11 +23,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_xjobs import Batch, DependencyCycleError, inspect_outbox
-from django_xjobs.bounds import MAX_AFTER
 from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.errors import InputInvalidError
 from django_xjobs.ids import uuid7
-from django_xjobs.limit_keys import MAX_RENDERED_BYTES
 from django_xjobs.outbox import publish, stage
 from django_xjobs.outbox.publish import publish_batch
 from django_xjobs.outbox.relay import publish_visible
@@ -35,6 +33,10 @@ from django_xjobs.scheduler.role import _occurrence_request
 from tests import jobs, tasks
 
 AUTO = {"QUEUES": ["other", "limited"], "POLL_INTERVAL": 0.2, "OUTBOX": "auto"}
+#: the documented bounds (limit_keys.MAX_RENDERED_BYTES, bounds.MAX_AFTER), spelt out so these
+#: cases also run, and fail, on a version without them
+MAX_RENDERED_BYTES = 1024
+MAX_AFTER = 1000
 
 #: inputs the sharded job's limit key ("shard-{account[id]}-{n:03d}") cannot be rendered from
 UNRENDERABLE = [
@@ -113,18 +115,20 @@ def test_outbox_21_a_batch_member_and_a_cron_occurrence_are_refused(harness):
 
 def test_limit_19_a_limit_key_over_its_byte_limit_is_refused_staged_or_not(harness):
     """A 10 KB limit key was staged (only its publish was refused); the rendered part is
-    bounded like an idempotency key, in bytes."""
+    bounded like an idempotency key, in bytes. The job's idempotency key ("sharded:{n}") stays
+    short: only the limit key is over."""
+    big = {"id": "a" * 10_000}
     with pytest.raises(InputInvalidError) as caught:
-        jobs.per_account.enqueue(account="a" * 10_000)
-    assert caught.value.meta == {"field": "limit_key", "limit": MAX_RENDERED_BYTES, "size": 10_000}
-    assert "10,000 bytes; at most 1,024" in caught.value.message
+        jobs.sharded.enqueue(account=big, n=1)
+    assert caught.value.meta == {"field": "limit_key", "limit": MAX_RENDERED_BYTES, "size": 10_010}
+    assert "10,010 bytes; at most 1,024" in caught.value.message
     with (
         override_settings(XJOBS=AUTO),
         transaction.atomic(),
         pytest.raises(InputInvalidError, match="limit_key rendered"),
     ):
-        jobs.per_account.enqueue(account="é" * 600)  # 600 characters, 1,200 bytes
-    fits = jobs.per_account.enqueue(account="a" * 1000)  # its idempotency key fits too
+        jobs.sharded.enqueue(account={"id": "é" * 600}, n=2)  # 600 characters, 1,200 bytes
+    fits = jobs.sharded.enqueue(account={"id": "a" * (MAX_RENDERED_BYTES - 10)}, n=3)
     assert harness.row(fits.id).state == "ready"
     assert count_jobs(harness) == 1
 
