@@ -166,12 +166,20 @@ def limited_names() -> list[str]:
     return [h.name for h in _registry().registered_jobs() if getattr(h, "limits", None) is not None]
 
 
-def _registry() -> Any:
-    # upward: (base -> run) a run's limit key comes from its job's declared template, which only
-    # the registry holds; the drivers render it where a row is written (enqueue, outbox publish)
-    from .declarations import registry
+#: the registry module, once imported: every enqueue asks it (an import statement run per call
+#: cost 1.5 microseconds, a tenth of a keyless enqueue's checks)
+_REGISTRY: Any = None
 
-    return registry
+
+def _registry() -> Any:
+    global _REGISTRY
+    if _REGISTRY is None:
+        # upward: (base -> run) a run's limit key comes from its job's declared template, which
+        # only the registry holds; the drivers render it where a row is written (enqueue, publish)
+        from .declarations import registry
+
+        _REGISTRY = registry
+    return _REGISTRY
 
 
 @dataclass(frozen=True)
