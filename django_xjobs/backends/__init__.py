@@ -80,8 +80,10 @@ class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
         and a queue name must be one django-xjobs can store. Each refusal is Django's
         ``InvalidTask`` and an ``XJobsError`` (``TaskInvalidError``, ``TaskQueueUnknownError``)."""
         if self.queues and task.queue_name not in self.queues:
+            # Django's exact words (its tests and code written against them match the text);
+            # the hint names the alias and what it accepts
             raise TaskQueueUnknownError(
-                f"Queue {task.queue_name!r} is not valid for backend {self.alias!r}.",
+                f"Queue '{task.queue_name}' is not valid for backend.",
                 hint=f'TASKS["{self.alias}"]["QUEUES"] lists {", ".join(sorted(map(str, self.queues)))}',
             )
         if isinstance(task.run_after, timedelta):
