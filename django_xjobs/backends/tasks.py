@@ -57,7 +57,8 @@ elif _api == "django_tasks":  # the backport, on Django 5.2
 else:  # pragma: no cover - the import error is the message
     raise ImportError(
         f"{BACKEND_PATH} needs Django 6.0+ (django.tasks) or, on Django 5.2, the django-tasks "
-        "backport: pip install 'django-tasks>=0.12' (the project's tasks extra) and add \"django_tasks\" to INSTALLED_APPS"
+        "backport: pip install 'django-tasks>=0.12' (the project's tasks extra) and add \"django_tasks\" to INSTALLED_APPS",
+        name="django_tasks",  # what is missing, for a caller that tells an absent extra apart
     )
 
 # The same names from whichever is installed: the two are different classes, so each is taken
