@@ -359,20 +359,10 @@ def build_request(
     """The job row for one call of ``task``: the call normalised as Django's ``TaskResult``
     does and checked to round-trip through ``jsonb``. Without ``key``, the run is a run of its
     own (Django's semantics: every enqueue runs); the scheduler passes one per occurrence."""
-    try:
-        call = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
-        check_json(call, "arguments")
-    except NotJSON as error:
-        raise TaskArgumentValueError(
-            f"task {task.module_path!r}: {error.path}: {error.reason}",
-            hint="task arguments are stored as JSON; pass ids and plain values",
-        ) from None
-    except (TypeError, ValueError) as error:
-        refused = TaskArgumentTypeError if isinstance(error, TypeError) else TaskArgumentValueError
-        raise refused(
-            f"task {task.module_path!r}: an argument JSON cannot hold: {error}",
-            hint="task arguments are stored as JSON; pass ids and plain values",
-        ) from None
+    call = {
+        "args": [_normalised(task, value, position=n) for n, value in enumerate(args)],
+        "kwargs": {name: _normalised(task, value, name=name) for name, value in kwargs.items()},
+    }
     payload: dict[str, Any] = {**call, "backend": alias}
     if key is None:
         # the enqueue's time, read once: the result enqueue() returns and every get_result() of
@@ -401,6 +391,48 @@ def build_request(
     )
     check_request(request, what=f"task {task.module_path!r}")
     return request
+
+
+def _normalised(task: Any, value: Any, *, position: int | None = None, name: str = "") -> Any:
+    """One argument normalised as Django does; refused with Django's class (``TypeError`` for a
+    type, ``ValueError`` for a value) and a message naming the argument, so a call of several
+    says which one JSON cannot hold."""
+    try:
+        normal = normalize_json(value)
+        check_json(normal, f"argument {_argument(task, position, name)}")
+        return normal
+    except NotJSON as error:  # past Django's normalisation, not what jsonb holds (NaN, NUL)
+        raise TaskArgumentValueError(
+            f"task {task.module_path!r}: {error.path}: {error.reason}",
+            hint="task arguments are stored as JSON; pass ids and plain values",
+        ) from None
+    except (TypeError, ValueError) as error:
+        refused = TaskArgumentTypeError if isinstance(error, TypeError) else TaskArgumentValueError
+        raise refused(
+            f"task {task.module_path!r}: argument {_argument(task, position, name)} is a "
+            f"{type(value).__name__}, which JSON cannot hold ({error})",
+            hint="task arguments are stored as JSON; pass ids and plain values",
+        ) from None
+
+
+def _argument(task: Any, position: int | None, name: str) -> str:
+    """``'when'`` for a keyword, ``'when' (positional 1)`` when the signature names it."""
+    if position is None:
+        return repr(name)
+    import inspect
+
+    try:
+        params = [
+            p
+            for p in inspect.signature(task.func).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):  # pragma: no cover - a callable without a signature
+        params = []
+    offset = 1 if task.takes_context else 0
+    if position + offset < len(params):
+        return f"{params[position + offset].name!r} (positional {position + 1})"
+    return f"{position + 1} (positional)"
 
 
 def enqueued_result(task: Any, request: EnqueueRequest, job_id: Any = None) -> Any:

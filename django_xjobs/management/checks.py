@@ -10,7 +10,7 @@ from django.core import checks
 
 from .. import conf
 from ..declarations import registry
-from ..errors import XJobsError
+from ..errors import XJobsError, first_line
 
 
 @checks.register("django_xjobs")
@@ -182,6 +182,33 @@ def _checked_database(databases: Any) -> conf.XJobsSettings | None:
     except XJobsError:
         return None
     return xjobs if xjobs.database in (databases or ()) else None
+
+
+@checks.register(checks.Tags.database)
+def check_database_answers(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """``manage.py check --database default`` with the jobs database down: the checks that
+    read it (W003, W020) could not run, which "no issues" would hide."""
+    from django.db import OperationalError, connections
+
+    xjobs = _checked_database(databases)
+    if xjobs is None or xjobs.driver != "postgres":
+        return []
+    try:
+        connections[xjobs.database].ensure_connection()
+    except OperationalError as error:
+        reason = first_line(error) or type(error).__name__
+        return [
+            checks.Warning(
+                f"database {xjobs.database!r} did not answer, so the checks that read the jobs "
+                f"rows did not run: {reason}",
+                hint=f"start the server or fix DATABASES[{xjobs.database!r}], then run the "
+                "check again",
+                id="django_xjobs.W004",
+            )
+        ]
+    return []
 
 
 @checks.register(checks.Tags.database)
