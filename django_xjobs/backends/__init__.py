@@ -31,6 +31,7 @@ from django.core import checks
 from .. import conf
 from ..drivers import get_driver
 from ..errors import XJobsError
+from ..text import did_you_mean
 from . import tasks as djtasks
 from .tasks import (
     BaseTaskBackend,
@@ -84,7 +85,16 @@ class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
             # the hint names the alias and what it accepts
             raise TaskQueueUnknownError(
                 f"Queue '{task.queue_name}' is not valid for backend.",
-                hint=f'TASKS["{self.alias}"]["QUEUES"] lists {", ".join(sorted(map(str, self.queues)))}',
+                hint=" ".join(
+                    filter(
+                        None,
+                        [
+                            did_you_mean(task.queue_name, self.queues),
+                            f'TASKS["{self.alias}"]["QUEUES"] lists '
+                            f"{', '.join(sorted(map(str, self.queues)))}",
+                        ],
+                    )
+                ),
             )
         if isinstance(task.run_after, timedelta):
             if task.run_after < timedelta(0):

@@ -151,7 +151,28 @@ def _check_cron_schedules() -> list[checks.CheckMessage]:
                     id="django_xjobs.E016",
                 )
             )
+            continue
+        found += _check_day_fields(handle.name, handle.schedule)
     return found
+
+
+def _check_day_fields(name: str, schedule: str) -> list[checks.CheckMessage]:
+    """Both day fields restricted: cron fires on a day either one matches (its OR rule), which
+    reads as AND to most people ("0 9 13 * 5" is every Friday and every 13th, not Friday the
+    13th)."""
+    _, _, day_of_month, _, day_of_week = schedule.split()
+    if day_of_month == "*" or day_of_week == "*":
+        return []
+    return [
+        checks.Warning(
+            f"cron {name!r}: {schedule!r} restricts both the day of the month "
+            f"({day_of_month}) and the day of the week ({day_of_week}), and cron fires on a day "
+            "that matches either one, not only on days that match both",
+            hint="if both must hold, keep one field and check the other in the cron's function "
+            "(return [] on the other days); if either will do, this is what you have",
+            id="django_xjobs.W005",
+        )
+    ]
 
 
 def _check_cron_tasks() -> list[checks.CheckMessage]:
