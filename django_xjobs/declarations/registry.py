@@ -215,8 +215,27 @@ def task_aliases() -> list[str]:
     return [
         alias
         for alias, params in tasks.items()
-        if isinstance(params, Mapping) and params.get("BACKEND") == TASKS_BACKEND
+        if isinstance(params, Mapping) and _serves_tasks(params.get("BACKEND"))
     ]
+
+
+def _serves_tasks(path: Any) -> bool:
+    """``XJobsBackend``, named as such or by a subclass of it (a project's backend that adds
+    to it). A subclass is looked up by its class's ancestry, by name: this layer never imports
+    the backend; a path that cannot be imported yet (apps still loading) is not one."""
+    if path == TASKS_BACKEND:
+        return True
+    if not isinstance(path, str) or path.startswith("django.tasks."):
+        return False
+    from django.utils.module_loading import import_string
+
+    try:
+        found = import_string(path)
+    except Exception:
+        return False
+    return isinstance(found, type) and any(
+        f"{cls.__module__}.{cls.__qualname__}" == TASKS_BACKEND for cls in found.__mro__
+    )
 
 
 def _tasks_configured() -> bool:

@@ -22,7 +22,9 @@ import pytest
 from django.db import transaction
 from django.test import override_settings
 
+from django_xjobs.backends import XJobsBackend
 from django_xjobs.backends.tasks import TASKS_MODULE, InvalidTask, TaskResultStatus, task
+from django_xjobs.declarations import registry
 from django_xjobs.testing import run_until_idle
 from tests import tasks
 from tests.models import Ledger
@@ -145,3 +147,32 @@ def test_a_declared_task_on_an_unknown_queue_is_refused_in_djangos_words(db):
     with override_settings(TASKS=REFERENCE), pytest.raises(InvalidTask) as caught:
         task(queue_name="queue-2")(tasks.add.func)
     assert "Queue 'queue-2' is not valid for backend." in str(caught.value)
+
+
+# --- a subclass of the backend -------------------------------------------------------------------
+
+
+class ProjectBackend(XJobsBackend):
+    """A project's backend that adds to XJobsBackend (the conformance glue is two of these)."""
+
+
+SUBCLASSED = {
+    "default": {
+        "BACKEND": f"{ProjectBackend.__module__}.{ProjectBackend.__qualname__}",
+        "QUEUES": ["default", "other"],
+    }
+}
+
+
+def test_a_subclass_of_the_backend_serves_its_alias(harness):
+    """An alias whose BACKEND subclasses XJobsBackend is one: its tasks run on the workers
+    (a subclass was taken for another backend, and its rows parked as unknown jobs)."""
+    with override_settings(TASKS=SUBCLASSED):
+        assert registry.task_aliases() == ["default"]
+        result = tasks.add.enqueue(2, 5)
+        run_until_idle()
+        assert tasks.add.get_result(result.id).return_value == 7
+    with override_settings(
+        TASKS={"default": {"BACKEND": f"{TASKS_MODULE}.backends.dummy.DummyBackend"}}
+    ):
+        assert registry.task_aliases() == []
