@@ -730,3 +730,32 @@ def test_getting_started_names_every_table_migrate_makes(db):
     named = set(re.findall(r"^\| `(x_\w+)` \|", text, flags=re.M))
     assert len(made) > 10
     assert named == made
+
+
+#: each family of the product, the page the README links for it, and what its section names
+README_FAMILIES = {
+    "docs/concepts/workflows.md": ("Batch(", "after=", "call_many"),
+    "docs/howto/limits.md": ("limit_key", "rate_limit", "RateLimited", "FAIR_SHARE"),
+    "docs/howto/operating.md": (
+        "xjobs pause",
+        "cron pause",
+        "expires_in",
+        "ctx.snooze",
+        "ctx.progress",
+        "debounce",
+    ),
+    "docs/troubleshooting.md": ("xjobs why",),
+    "docs/howto/kubernetes.md": ("--health-port",),
+    "docs/reference/admin.md": ("overview",),
+}
+
+
+@pytest.mark.parametrize("page", list(README_FAMILIES))
+def test_the_readme_tells_each_family_and_links_its_page(page):
+    """Issue 42: the README described the product of two waves ago; each family has a short
+    section there that names its features and links the page that tells the rest."""
+    readme = (ROOT / "README.md").read_text()
+    assert f"]({page})" in readme or f"]({page}#" in readme, page
+    assert (ROOT / page).is_file()
+    missing = [word for word in README_FAMILIES[page] if word not in readme]
+    assert missing == []
