@@ -225,7 +225,7 @@ def _serves_tasks(path: Any) -> bool:
     the backend; a path that cannot be imported yet (apps still loading) is not one."""
     if path == TASKS_BACKEND:
         return True
-    if not isinstance(path, str) or path.startswith("django.tasks."):
+    if not isinstance(path, str) or path.startswith(("django.tasks.", "django_tasks.")):
         return False
     from django.utils.module_loading import import_string
 
