@@ -10,7 +10,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast provision property chaos workflows-full lint docs dist bench clean
+.PHONY: demo test test-fast provision property chaos workflows-full lint docs dist bench tasks-conformance clean
 
 # The venv starts without pip: ensurepip alone was a third of a first `make demo`. The demo
 # installs into it with the host's pip when that one can (22.3+: `pip --python`); the targets
@@ -97,8 +97,23 @@ dist: $(VENV)/.installed  ## sdist + wheel in dist/, metadata checked, the wheel
 	$(BIN)/twine check --strict dist/*
 	$(BIN)/python scripts/check_wheel.py dist/*.whl
 
+# Django's own tests/tasks against XJobsBackend: the sdist of the Django 6.1 installed here is
+# downloaded from the package index at run time (nothing of it is kept in the project), pointed
+# at the backend by scripts/tasks_conformance/glue.py, and judged against the not-applicable
+# list in scripts/tasks_conformance/expected.toml. Django 6.1 needs Python 3.12+, so it has a
+# venv of its own. Not in CI: it downloads.
+TASKS_PYTHON ?= $(shell for p in python3.13 python3.12 $$(pyenv root 2>/dev/null)/versions/3.1[23]*/bin/python3; do \
+	$$p -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && echo $$p && break; done)
+TASKS_VENV ?= .venv-tasks
+
+tasks-conformance:  ## Django 6.1's tests/tasks against XJobsBackend, downloaded at run time; not in CI
+	@[ -n "$(TASKS_PYTHON)" ] || { echo "tasks-conformance needs Python 3.12+ (Django 6.1): TASKS_PYTHON=/path/to/python3.12" >&2; exit 1; }
+	$(MAKE) $(TASKS_VENV)/.installed PYTHON=$(TASKS_PYTHON) VENV=$(TASKS_VENV)
+	$(TASKS_VENV)/bin/python -m pip --quiet --disable-pip-version-check install "Django>=6.1,<6.2"
+	$(TASKS_VENV)/bin/python scripts/tasks_conformance/run.py
+
 bench: $(VENV)/.installed  ## W1-W4 throughput and latency figures (not a test; empties x_jobs and the backfill ledger)
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info build dist
+	rm -rf $(VENV) $(TASKS_VENV) .pytest_cache .ruff_cache *.egg-info build dist

@@ -119,3 +119,18 @@ def cap(text: str, limit: int) -> str:
 
 def _marker(cut: int, limit: int) -> str:
     return f"\n[... {cut} bytes cut to keep it within {limit} bytes ...]\n"
+
+
+def did_you_mean(given: Any, known: Any) -> str:
+    """``"did you mean 'VISIBILITY_TIMEOUT'?"`` for a name close to one of ``known`` (a
+    misspelt setting or queue), else ``""``: what a hint leads with."""
+    import difflib
+
+    if not isinstance(given, str):
+        return ""
+    names = [name for name in known if isinstance(name, str)]
+    found = difflib.get_close_matches(given, names, n=1, cutoff=0.6)
+    if not found:  # case: "visibility_timeout" for "VISIBILITY_TIMEOUT"
+        folded = {name.casefold(): name for name in names}
+        found = [folded[given.casefold()]] if given.casefold() in folded else []
+    return f"did you mean {found[0]!r}?" if found else ""

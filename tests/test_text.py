@@ -129,3 +129,17 @@ def test_a_log_line_carries_no_nul_lone_surrogate_or_megabyte(caplog):
     assert "a \\x00 b \\ud83d c" in message and "\x00" not in message
     assert len(message.encode()) < 17 * 1024
     assert record.fields["error"].startswith("a \\x00 b \\ud83d c")
+
+
+# --- did you mean (issue 42) -------------------------------------------------------------------
+
+
+def test_did_you_mean_names_the_close_one_or_nothing():
+    from django_xjobs.text import did_you_mean
+
+    keys = ["VISIBILITY_TIMEOUT", "POLL_INTERVAL", "QUEUES"]
+    assert did_you_mean("VISIBILTY_TIMEOUT", keys) == "did you mean 'VISIBILITY_TIMEOUT'?"
+    assert did_you_mean("visibility_timeout", keys) == "did you mean 'VISIBILITY_TIMEOUT'?"
+    assert did_you_mean("QUEUE", keys) == "did you mean 'QUEUES'?"
+    assert did_you_mean("SOMETHING_ELSE", keys) == ""
+    assert did_you_mean(3, keys) == ""

@@ -31,6 +31,7 @@ from django.core import checks
 from .. import conf
 from ..drivers import get_driver
 from ..errors import XJobsError
+from ..text import did_you_mean
 from . import tasks as djtasks
 from .tasks import (
     BaseTaskBackend,
@@ -80,9 +81,20 @@ class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
         and a queue name must be one django-xjobs can store. Each refusal is Django's
         ``InvalidTask`` and an ``XJobsError`` (``TaskInvalidError``, ``TaskQueueUnknownError``)."""
         if self.queues and task.queue_name not in self.queues:
+            # Django's exact words (its tests and code written against them match the text);
+            # the hint names the alias and what it accepts
             raise TaskQueueUnknownError(
-                f"Queue {task.queue_name!r} is not valid for backend {self.alias!r}.",
-                hint=f'TASKS["{self.alias}"]["QUEUES"] lists {", ".join(sorted(map(str, self.queues)))}',
+                f"Queue '{task.queue_name}' is not valid for backend.",
+                hint=" ".join(
+                    filter(
+                        None,
+                        [
+                            did_you_mean(task.queue_name, self.queues),
+                            f'TASKS["{self.alias}"]["QUEUES"] lists '
+                            f"{', '.join(sorted(map(str, self.queues)))}",
+                        ],
+                    )
+                ),
             )
         if isinstance(task.run_after, timedelta):
             if task.run_after < timedelta(0):

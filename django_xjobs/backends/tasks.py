@@ -37,7 +37,6 @@ from ..errors import (
     JobDefinitionError,
     JobNotFoundError,
     QueueUnknownError,
-    ResultInvalidError,
 )
 from ..ids import uuid7
 from ..payload import NotJSON, check_json, encode
@@ -58,7 +57,8 @@ elif _api == "django_tasks":  # the backport, on Django 5.2
 else:  # pragma: no cover - the import error is the message
     raise ImportError(
         f"{BACKEND_PATH} needs Django 6.0+ (django.tasks) or, on Django 5.2, the django-tasks "
-        "backport: pip install 'django-tasks>=0.12' (the project's tasks extra) and add \"django_tasks\" to INSTALLED_APPS"
+        "backport: pip install 'django-tasks>=0.12' (the project's tasks extra) and add \"django_tasks\" to INSTALLED_APPS",
+        name="django_tasks",  # what is missing, for a caller that tells an absent extra apart
     )
 
 # The same names from whichever is installed: the two are different classes, so each is taken
@@ -178,16 +178,36 @@ def task_queues() -> set[str]:
     return found
 
 
+#: a task row's input: the call and its backend, and (rows written since 0.1) when the task was
+#: enqueued, so ``enqueue()`` and ``get_result()`` answer the same ``enqueued_at``
+_CALL_KEYS = frozenset({"args", "kwargs", "backend"})
+_ROW_KEYS = _CALL_KEYS | {"enqueued_at"}
+
+
 def is_task_row(row: JobSnapshot) -> bool:
     """Whether ``row`` is a ``django.tasks`` task's row (its input is the call, not job inputs)."""
     data = row.input
     return (
         isinstance(data, dict)
-        and data.keys() == {"args", "kwargs", "backend"}
+        and _CALL_KEYS <= data.keys() <= _ROW_KEYS
         and isinstance(data["args"], list)
         and isinstance(data["kwargs"], dict)
         and isinstance(data["backend"], str)
+        and isinstance(data.get("enqueued_at", ""), str)
     )
+
+
+def enqueued_at(row: JobSnapshot) -> datetime:
+    """When the task was enqueued, as its ``enqueue()`` answered: the time the call recorded
+    (an enqueue inside ``atomic()`` is inserted at the commit, after the call returned), else
+    the row's creation."""
+    recorded = row.input.get("enqueued_at")
+    if not recorded:
+        return row.created_at
+    try:
+        return datetime.fromisoformat(recorded)
+    except ValueError:
+        return row.created_at
 
 
 class TaskJob:
@@ -238,17 +258,17 @@ class TaskJob:
         task = result.task
         task_started.send(type(task.get_backend()), task_result=result)
         args, kwargs = list(row.input["args"]), dict(row.input["kwargs"])
-        if task.takes_context:
-            value = task.call(TaskContext(task_result=result), *args, **kwargs)
-        else:
-            value = task.call(*args, **kwargs)
         try:
+            if task.takes_context:
+                value = task.call(TaskContext(task_result=result), *args, **kwargs)
+            else:
+                value = task.call(*args, **kwargs)
+            # a value JSON cannot hold fails the run with normalize_json's own TypeError (or
+            # ValueError), the class Django's reference backends record for it
             return normalize_json(value)
-        except (TypeError, ValueError) as error:
-            raise ResultInvalidError(
-                f"task {self.name!r} returned a value JSON cannot hold: {error}",
-                hint="return plain JSON values (dicts, lists, strings, numbers, booleans, None)",
-            ) from None
+        except BaseException as error:
+            _raised.keep(ctx.job_id, error)
+            raise
 
     # what a cron occurrence calls (declarations/cron.py, the scheduler): the task's own backend
     # and options
@@ -308,7 +328,7 @@ def task_result(row: JobSnapshot, task: Any) -> Any:
         task=task,
         id=str(row.id),
         status=status,
-        enqueued_at=row.created_at,
+        enqueued_at=enqueued_at(row),
         started_at=row.started_at,
         finished_at=row.updated_at if row.state in _FINISHED else None,
         last_attempted_at=row.last_attempted_at,
@@ -339,21 +359,17 @@ def build_request(
     """The job row for one call of ``task``: the call normalised as Django's ``TaskResult``
     does and checked to round-trip through ``jsonb``. Without ``key``, the run is a run of its
     own (Django's semantics: every enqueue runs); the scheduler passes one per occurrence."""
-    try:
-        call = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
-        check_json(call, "arguments")
-    except NotJSON as error:
-        raise TaskArgumentValueError(
-            f"task {task.module_path!r}: {error.path}: {error.reason}",
-            hint="task arguments are stored as JSON; pass ids and plain values",
-        ) from None
-    except (TypeError, ValueError) as error:
-        refused = TaskArgumentTypeError if isinstance(error, TypeError) else TaskArgumentValueError
-        raise refused(
-            f"task {task.module_path!r}: an argument JSON cannot hold: {error}",
-            hint="task arguments are stored as JSON; pass ids and plain values",
-        ) from None
-    payload = {**call, "backend": alias}
+    call = {
+        "args": [_normalised(task, value, position=n) for n, value in enumerate(args)],
+        "kwargs": {name: _normalised(task, value, name=name) for name, value in kwargs.items()},
+    }
+    payload: dict[str, Any] = {**call, "backend": alias}
+    if key is None:
+        # the enqueue's time, read once: the result enqueue() returns and every get_result() of
+        # the row answer the same enqueued_at, whenever a staged row is inserted (Django's
+        # contract: result == get_result(result.id)); a cron's row is made by the scheduler on
+        # its own clock, and answers its creation
+        payload["enqueued_at"] = timezone.now().isoformat()
     job_id = uuid7()
     run_at, delay = _when(task.run_after)
     request = EnqueueRequest(
@@ -377,13 +393,57 @@ def build_request(
     return request
 
 
+def _normalised(task: Any, value: Any, *, position: int | None = None, name: str = "") -> Any:
+    """One argument normalised as Django does; refused with Django's class (``TypeError`` for a
+    type, ``ValueError`` for a value) and a message naming the argument, so a call of several
+    says which one JSON cannot hold."""
+    try:
+        normal = normalize_json(value)
+        check_json(normal, f"argument {_argument(task, position, name)}")
+        return normal
+    except NotJSON as error:  # past Django's normalisation, not what jsonb holds (NaN, NUL)
+        raise TaskArgumentValueError(
+            f"task {task.module_path!r}: {error.path}: {error.reason}",
+            hint="task arguments are stored as JSON; pass ids and plain values",
+        ) from None
+    except (TypeError, ValueError) as error:
+        refused = TaskArgumentTypeError if isinstance(error, TypeError) else TaskArgumentValueError
+        raise refused(
+            f"task {task.module_path!r}: argument {_argument(task, position, name)} is a "
+            f"{type(value).__name__}, which JSON cannot hold ({error})",
+            hint="task arguments are stored as JSON; pass ids and plain values",
+        ) from None
+
+
+def _argument(task: Any, position: int | None, name: str) -> str:
+    """``'when'`` for a keyword, ``'when' (positional 1)`` when the signature names it."""
+    if position is None:
+        return repr(name)
+    import inspect
+
+    try:
+        params = [
+            p
+            for p in inspect.signature(task.func).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):  # pragma: no cover - a callable without a signature
+        params = []
+    offset = 1 if task.takes_context else 0
+    if position + offset < len(params):
+        return f"{params[position + offset].name!r} (positional {position + 1})"
+    return f"{position + 1} (positional)"
+
+
 def enqueued_result(task: Any, request: EnqueueRequest, job_id: Any = None) -> Any:
     """The READY result an enqueue of ``request`` returns."""
     return TaskResult(
         task=task,
         id=str(job_id or request.id),
         status=TaskResultStatus.READY,
-        enqueued_at=timezone.now(),
+        enqueued_at=datetime.fromisoformat(request.input["enqueued_at"])
+        if "enqueued_at" in request.input
+        else timezone.now(),
         started_at=None,
         finished_at=None,
         last_attempted_at=None,
@@ -569,16 +629,55 @@ def parse_options(raw: Any, alias: str) -> TaskOptions:
 # --- task_finished, once the run's end is written --------------------------------------------
 
 
+class _Raised:
+    """What each task's run raised, from its job thread to the settle that sends
+    ``task_finished``; bounded, since a run abandoned at its timeout may raise after its settle."""
+
+    kept = 1024
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._errors: OrderedDict[Any, BaseException] = OrderedDict()
+
+    def keep(self, job_id: Any, error: BaseException) -> None:
+        with self._lock:
+            self._errors[job_id] = error
+            while len(self._errors) > self.kept:
+                self._errors.popitem(last=False)
+
+    def take(self, job_id: Any) -> BaseException | None:
+        with self._lock:
+            return self._errors.pop(job_id, None)
+
+
+_raised = _Raised()
+
+
 def _finished(sender: Any, job: Any, outcome: str, **kwargs: Any) -> None:
     """Django's ``task_finished`` for a task's run, with the result as stored after its settle
     (a run that no longer held its job sends nothing: the run that holds it will)."""
-    if not isinstance(sender, TaskJob) or outcome in ("lease_lost", "suspended"):
+    if not isinstance(sender, TaskJob):
+        return
+    error = _raised.take(job.id)
+    if outcome in ("lease_lost", "suspended"):
         return
     row = get_driver().get_job(job.id)
     if row is None or not is_task_row(row):
         return
     result = task_result(row, sender.task_for(row))
-    task_finished.send(type(result.task.get_backend()), task_result=result)
+    backend = type(result.task.get_backend())
+    if error is None or result.status != TaskResultStatus.FAILED:
+        task_finished.send(backend, task_result=result)
+        return
+    # Django sends a failed task's task_finished inside the handler of what it raised, and its
+    # log receiver (logger "django.tasks") attaches sys.exc_info(): error monitoring hooked to
+    # that logger gets the task's traceback, not "NoneType: None"
+    traceback = error.__traceback__
+    try:
+        raise error
+    except BaseException:
+        error.__traceback__ = traceback  # the task's frames, not this one's on top
+        task_finished.send(backend, task_result=result)
 
 
 def _settings_changed(setting: str, **kwargs: Any) -> None:

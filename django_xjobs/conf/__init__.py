@@ -15,6 +15,7 @@ from django.utils.module_loading import import_string
 
 from ..durations import parse_duration
 from ..errors import ConfigInvalidError, InvariantError, XJobsError
+from ..text import did_you_mean
 from .concurrency import MAX_THREADS as MAX_THREADS
 from .concurrency import QUEUE_NAME as QUEUE_NAME
 from .concurrency import parse_concurrency
@@ -189,11 +190,12 @@ def validate(raw: Any) -> XJobsSettings:
             f"XJOBS must be a dict, got {type(raw).__name__}",
             hint='e.g. XJOBS = {"DATABASE": "default"}',
         )
-    unknown = sorted(set(raw) - set(DEFAULTS))
+    unknown = sorted(set(raw) - set(DEFAULTS), key=str)
     if unknown:
+        guesses = [f"{key!r}: {guess}" for key in unknown if (guess := did_you_mean(key, DEFAULTS))]
         raise ConfigInvalidError(
-            f"XJOBS has unknown key(s) {', '.join(unknown)}",
-            hint=f"known keys: {', '.join(sorted(DEFAULTS))}",
+            f"XJOBS has unknown key(s) {', '.join(map(str, unknown))}",
+            hint="; ".join([*guesses, f"known keys: {', '.join(sorted(DEFAULTS))}"]),
         )
     merged = {**DEFAULTS, **raw}
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..durations import parse_duration
 from ..errors import InvariantError, XJobsError
+from ..text import did_you_mean
 
 DEFAULT_MAX_TENANTS = 20_000
 _KEYS = ("global", "per_queue", "per_tenant", "rate_per_tenant", "max_tenants")
@@ -61,9 +62,10 @@ def parse_limits(raw: Any) -> Limits:
         )
     for key in raw:
         if key not in _KEYS:
+            guess = did_you_mean(key, _KEYS)
             raise InvariantError(
                 f"unknown key {key!r}",
-                hint=f"the keys are {', '.join(_KEYS)}; e.g. {_EXAMPLE}",
+                hint=f"{guess + ' ' if guess else ''}the keys are {', '.join(_KEYS)}; e.g. {_EXAMPLE}",
             )
     return Limits(
         global_=_optional_count(raw, "global"),

@@ -34,6 +34,7 @@ from ..outbox import stage
 from ..payload import NotJSON, check_json, encode
 from ..retry import DEFAULT_RETRY, Retry, retry_schedule
 from ..signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
+from ..text import did_you_mean
 from ..tracing import current_traceparent
 from . import registry
 
@@ -79,6 +80,8 @@ class JobHandle:
     #: a run whose worker died spent its attempt (SPEC T4): past the last one, the claim
     #: dead-letters the job instead of running it (a ``django.tasks`` task runs it again)
     reruns_lapsed = False
+    #: declared once Django had started, by a module no app's jobs.py imports (set by @job)
+    undiscovered = False
 
     def __init__(
         self,
@@ -240,6 +243,8 @@ class JobHandle:
                 result = send_receipt.enqueue(order_id=order.pk)  # commits with the order
         """
         self._refuse_positional(args)
+        if self.undiscovered:
+            registry.tell_undiscovered(self.name, self.fn.__module__)
         request = self.build_request(inputs)
         result = stage.submit(request, outbox=self.options.outbox, on_conflict=self.on_conflict)
         if result.deduped and self.on_conflict == "error":
@@ -309,6 +314,8 @@ class JobHandle:
                 f"{type(inputs).__name__}",
                 hint=f"call {self.fn.__name__}.enqueue_many([{{...}}, {{...}}])",
             )
+        if self.undiscovered:
+            registry.tell_undiscovered(self.name, self.fn.__module__)
         shared = self._per_call()
         inputs = inputs if isinstance(inputs, Sequence) else list(inputs)
         driver = None
@@ -415,11 +422,12 @@ class JobHandle:
             and queue not in settings.queues
             and queue not in registry.known_queues(settings.queues)
         ):
+            guess = did_you_mean(queue, registry.known_queues(settings.queues))
             raise QueueUnknownError(
                 f"no job declares queue {queue!r}, so no worker would be told to watch it; "
                 f"{registry.discovered()}",
-                hint="declare a job with queue=... in an installed app's jobs.py, or list the "
-                'queue in XJOBS["QUEUES"]',
+                hint=f"{guess + ' ' if guess else ''}declare a job with queue=... in an installed "
+                'app\'s jobs.py, or list the queue in XJOBS["QUEUES"]',
             )
         run_at, delay = self.options.run_at, self.options.delay
         if self.debounce is not None and run_at is None and delay is None:
@@ -634,6 +642,8 @@ def job(
         )
         handle = registry.declare("job", label, lambda: _build(handler, label))
         registry.register(handle)
+        # declared after Django started: no worker's discovery imports it (warned at enqueue)
+        handle.undiscovered = registry.after_startup()
         return handle
 
     def _build(handler: Callable[..., Any], label: str) -> JobHandle:

@@ -90,6 +90,41 @@ def task_lookup() -> Iterator[None]:
         _lookup.active = before
 
 
+#: jobs declared once Django had started, and already warned about (one line per job a process)
+_told_undiscovered: set[str] = set()
+_told_lock = threading.Lock()
+
+
+def after_startup() -> bool:
+    """Whether Django has finished starting (every app's ``ready()``, discovery included): a job
+    declared from then on was imported by this process alone (a view's module, a shell), and a
+    worker, which imports the apps' ``jobs.py``, does not know it."""
+    from django.apps import apps
+
+    return apps.ready
+
+
+def tell_undiscovered(name: str, module: str) -> None:
+    """Once per job and process: an enqueue of a job no worker will know (it parks its rows as
+    ``X_JOB_UNKNOWN``), said where it is made rather than where the rows pile up."""
+    with _told_lock:
+        if name in _told_undiscovered:
+            return
+        _told_undiscovered.add(name)
+    import logging
+
+    from .. import log
+
+    log.event(
+        logging.WARNING,
+        "xjobs.job.undiscovered",
+        job=name,
+        module=module,
+        hint=f"{module} is not imported by any app's jobs.py, so a worker will not know this "
+        f"job and parks its rows as X_JOB_UNKNOWN; {DISCOVERY_HINT}",
+    )
+
+
 def discovered() -> str:
     """Where jobs are discovered and which modules declared them, for a message."""
     modules = sorted({h.fn.__module__ for h in jobs.all()})
@@ -180,8 +215,27 @@ def task_aliases() -> list[str]:
     return [
         alias
         for alias, params in tasks.items()
-        if isinstance(params, Mapping) and params.get("BACKEND") == TASKS_BACKEND
+        if isinstance(params, Mapping) and _serves_tasks(params.get("BACKEND"))
     ]
+
+
+def _serves_tasks(path: Any) -> bool:
+    """``XJobsBackend``, named as such or by a subclass of it (a project's backend that adds
+    to it). A subclass is looked up by its class's ancestry, by name: this layer never imports
+    the backend; a path that cannot be imported yet (apps still loading) is not one."""
+    if path == TASKS_BACKEND:
+        return True
+    if not isinstance(path, str) or path.startswith(("django.tasks.", "django_tasks.")):
+        return False
+    from django.utils.module_loading import import_string
+
+    try:
+        found = import_string(path)
+    except Exception:
+        return False
+    return isinstance(found, type) and any(
+        f"{cls.__module__}.{cls.__qualname__}" == TASKS_BACKEND for cls in found.__mro__
+    )
 
 
 def _tasks_configured() -> bool:

@@ -10,7 +10,7 @@ from django.core import checks
 
 from .. import conf
 from ..declarations import registry
-from ..errors import XJobsError
+from ..errors import XJobsError, first_line
 
 
 @checks.register("django_xjobs")
@@ -151,7 +151,28 @@ def _check_cron_schedules() -> list[checks.CheckMessage]:
                     id="django_xjobs.E016",
                 )
             )
+            continue
+        found += _check_day_fields(handle.name, handle.schedule)
     return found
+
+
+def _check_day_fields(name: str, schedule: str) -> list[checks.CheckMessage]:
+    """Both day fields restricted: cron fires on a day either one matches (its OR rule), which
+    reads as AND to most people ("0 9 13 * 5" is every Friday and every 13th, not Friday the
+    13th)."""
+    _, _, day_of_month, _, day_of_week = schedule.split()
+    if day_of_month == "*" or day_of_week == "*":
+        return []
+    return [
+        checks.Warning(
+            f"cron {name!r}: {schedule!r} restricts both the day of the month "
+            f"({day_of_month}) and the day of the week ({day_of_week}), and cron fires on a day "
+            "that matches either one, not only on days that match both",
+            hint="if both must hold, keep one field and check the other in the cron's function "
+            "(return [] on the other days); if either will do, this is what you have",
+            id="django_xjobs.W005",
+        )
+    ]
 
 
 def _check_cron_tasks() -> list[checks.CheckMessage]:
@@ -182,6 +203,33 @@ def _checked_database(databases: Any) -> conf.XJobsSettings | None:
     except XJobsError:
         return None
     return xjobs if xjobs.database in (databases or ()) else None
+
+
+@checks.register(checks.Tags.database)
+def check_database_answers(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """``manage.py check --database default`` with the jobs database down: the checks that
+    read it (W003, W020) could not run, which "no issues" would hide."""
+    from django.db import OperationalError, connections
+
+    xjobs = _checked_database(databases)
+    if xjobs is None or xjobs.driver != "postgres":
+        return []
+    try:
+        connections[xjobs.database].ensure_connection()
+    except OperationalError as error:
+        reason = first_line(error) or type(error).__name__
+        return [
+            checks.Warning(
+                f"database {xjobs.database!r} did not answer, so the checks that read the jobs "
+                f"rows did not run: {reason}",
+                hint=f"start the server or fix DATABASES[{xjobs.database!r}], then run the "
+                "check again",
+                id="django_xjobs.W004",
+            )
+        ]
+    return []
 
 
 @checks.register(checks.Tags.database)

@@ -161,3 +161,29 @@ def test_a_bad_options_on_enqueue_is_improperly_configured_and_ours(db):
     assert isinstance(caught.value, XJobsError) and caught.value.code == "X_CONFIG_INVALID"
     backend = XJobsBackend("probe", {"OPTIONS": {"NOPE": 1}})
     assert isinstance(backend.config_error, ImproperlyConfigured)
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (
+            lambda: tasks.add.enqueue(datetime(2030, 1, 1), 1),
+            "argument 'a' (positional 1) is a datetime",
+        ),
+        (lambda: tasks.add.enqueue(1, b={1, 2}), "argument 'b' is a set"),
+        (lambda: tasks.add.enqueue(1, b"\xff"), "argument 'b' (positional 2) is a bytes"),
+        (lambda: tasks.add.enqueue(float("nan"), 1), "argument 'a' (positional 1): nan"),
+        (lambda: tasks.add.enqueue(1, b={"x": ["a\x00"]}), "argument 'b'.x[0]: contains a NUL"),
+        (lambda: tasks.with_context.enqueue(object()), "argument 'label' (positional 1)"),
+        (lambda: tasks.add.enqueue(1, 2, object()), "argument 3 (positional)"),
+    ],
+)
+def test_an_argument_json_cannot_hold_is_named(both, call, named):
+    """Issue 42: "an argument JSON cannot hold" said neither which argument nor its type; a call
+    of several arguments names the one refused (Django's "Unsupported type" kept in the text)."""
+    with pytest.raises(XJobsError) as caught:
+        call()
+    assert named in str(caught.value), str(caught.value)
+    assert "\n" not in str(caught.value)
+    if isinstance(caught.value, TypeError):
+        assert "Unsupported type" in str(caught.value)

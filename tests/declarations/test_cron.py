@@ -174,3 +174,27 @@ def test_max_catch_up_is_bounded():
     with pytest.raises(JobDefinitionError, match="from 1 to 1,000"):
         cron("0 3 * * *", tz="UTC", name="test_cron_meaning.many", max_catch_up=10**9)(nothing)
     assert "test_cron_meaning.many" not in {c.name for c in registered_crons()}
+
+
+@pytest.mark.parametrize(
+    ("schedule", "warned"),
+    [
+        ("0 9 13 * 5", True),  # every Friday and every 13th, not Friday the 13th
+        ("0 9 1-7 * mon", True),
+        ("0 9 13 * *", False),
+        ("0 9 * * 5", False),
+        ("0 9 * * *", False),
+    ],
+)
+def test_check_warns_when_both_day_fields_are_restricted(schedule, warned):
+    """Issue 42: cron's OR rule for the two day fields reads as AND to most people."""
+    cron(schedule, tz="UTC", name="test_cron_meaning.days")(nothing)
+    try:
+        found = [m for m in checks.run_checks() if m.id == "django_xjobs.W005"]
+    finally:
+        unregister("test_cron_meaning.days")
+    assert bool(found) is warned
+    if warned:
+        [warning] = found
+        assert "test_cron_meaning.days" in warning.msg and "either" in warning.msg
+        assert warning.level == checks.WARNING and "return []" in warning.hint

@@ -64,3 +64,34 @@ def test_a_task_is_still_found_by_its_module_path(live_harness):
     djtasks.forget()  # as a fresh worker process: nothing looked up yet
     Worker(queues=["default"], driver=live_harness.driver, burst=True).run()
     assert tasks.add.get_result(result.id).return_value == 5
+
+
+def _told(caplog) -> list:
+    return [r for r in caplog.records if getattr(r, "event", "") == "xjobs.job.undiscovered"]
+
+
+def test_enqueueing_a_job_declared_outside_discovery_warns_once(harness, caplog):
+    """Issue 42: the enqueue succeeded in silence and the rows parked on the worker as
+    ``X_JOB_UNKNOWN``; the process that enqueues it is told, once per job."""
+    import importlib
+    import logging
+
+    registry._told_undiscovered.discard(STRAY)
+    stray = importlib.import_module("tests.undiscovered").stray
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        stray.enqueue(n=1)
+        stray.using(priority=3).enqueue(n=2)
+        stray.enqueue_many([{"n": 3}])
+    [record] = _told(caplog)
+    assert record.fields["job"] == STRAY and record.fields["module"] == "tests.undiscovered"
+    assert "jobs.py" in record.fields["hint"] and "X_JOB_UNKNOWN" in record.fields["hint"]
+
+
+def test_a_discovered_job_enqueues_without_a_word(harness, caplog):
+    import logging
+
+    from tests import jobs
+
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        jobs.ok.enqueue(n=1)
+    assert not jobs.ok.undiscovered and _told(caplog) == []

@@ -19,6 +19,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from django_xjobs import conf, errors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -615,3 +617,145 @@ def test_the_behaviour_reference_defines_each_id_once_as_a_labelled_entry():
     bold = re.findall(r"^\*\*([A-Z]+-\d{2})\*\*", text, flags=re.M)
     assert sorted(bold) == sorted(a for a, _ in entries)
     assert "reference/behaviour" in (ROOT / "docs" / "index.md").read_text()
+
+
+# --- what a page renders (issue 42) ----------------------------------------------------------
+
+MARKDOWN = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+
+
+def cells(row: str) -> int:
+    """The cells of a Markdown table row: its unescaped ``|`` split it (GFM's rule, inside a
+    code span too, which is why ``\\|`` is written there)."""
+    parts = re.split(r"(?<!\\)\|", row.strip())
+    return len(parts) - 2 if row.strip().endswith("|") else len(parts) - 1
+
+
+def table_problems(text: str) -> list[str]:
+    """Each run of lines starting with ``|`` outside a code fence must be a table MyST renders:
+    a header row, a delimiter row, and every row with the header's cells. A run cut off from its
+    header by a blank line renders as a paragraph of raw ``|`` text."""
+    problems: list[str] = []
+    lines = text.splitlines()
+    fenced, at = False, 0
+    while at < len(lines):
+        line = lines[at]
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if fenced or not line.startswith("|"):
+            at += 1
+            continue
+        start = at
+        while at < len(lines) and lines[at].startswith("|"):
+            at += 1
+        rows = lines[start:at]
+        delimiter = rows[1].replace(" ", "") if len(rows) > 1 else ""
+        if not re.fullmatch(r"\|(:?-{3,}:?\|)+", delimiter):
+            problems.append(f"line {start + 1}: rows with no header: {rows[0][:70]}")
+            continue
+        width = cells(rows[0])
+        problems += [
+            f"line {start + n + 1}: {cells(row)} cells, its header {width}: {row[:70]}"
+            for n, row in enumerate(rows)
+            if cells(row) != width
+        ]
+    return problems
+
+
+def test_a_table_cut_from_its_header_is_caught():
+    table = "| a | b |\n|---|---|\n| 1 | 2 |\n"
+    assert table_problems(table) == []
+    assert table_problems(table + "\n| 3 | 4 |\n") == ["line 5: rows with no header: | 3 | 4 |"]
+    assert table_problems(table + "| 3 | 4 | 5 |\n")
+    assert table_problems("```\n| not | a table |\n```\n") == []
+    assert table_problems("| `a\\|b` | c |\n|---|---|\n") == []
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_table_renders_as_a_table(path):
+    """Issue 42: the worker's options table had its ``--processes`` row twice and rows after a
+    stray blank line printed as raw ``|`` text (so did the ``xjobs limit`` row and two more)."""
+    assert table_problems(path.read_text()) == []
+
+
+def repeated_items(text: str) -> list[str]:
+    """A list's items that open with the bold lead an earlier item of the same list (no
+    heading between) opened with: a paragraph pasted twice, or half of one left behind."""
+    seen: dict[str, int] = {}
+    found = []
+    fenced = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced:
+            continue
+        if line.startswith("#"):
+            seen = {}
+        lead = re.match(r"^- \*\*(.+?)\*\*", line)
+        if lead:
+            if lead.group(1) in seen:
+                found.append(f"line {number}: {lead.group(1)!r} (also line {seen[lead.group(1)]})")
+            seen[lead.group(1)] = number
+    return found
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_list_has_an_item_twice(path):
+    """Issue 42: the admin reference had a truncated copy of "A job's page" above the whole."""
+    assert repeated_items(path.read_text()) == []
+
+
+def test_every_public_name_is_told_on_a_page_a_reader_reads():
+    """The API reference renders each name from its docstring; each is also met where a reader
+    learns the feature (the README, a guide, a how-to, a concept page), so a name added to
+    ``django_xjobs.__all__`` fails here until a page says what it is for."""
+    import django_xjobs
+
+    pages = [ROOT / "README.md"] + [
+        p for p in (ROOT / "docs").rglob("*.md") if p.name not in ("api.md", "changelog.md")
+    ]
+    text = "\n".join(p.read_text() for p in pages)
+    untold = [
+        name for name in django_xjobs.__all__ if not re.search(rf"\b{re.escape(name)}\b", text)
+    ]
+    assert untold == []
+
+
+def test_getting_started_names_every_table_migrate_makes(db):
+    """Issue 42: the page listed 8 of the tables; it names each one ``migrate`` makes."""
+    from django.db import connection
+
+    made = {t for t in connection.introspection.table_names() if t.startswith("x_")}
+    text = (ROOT / "docs" / "getting-started.md").read_text()
+    named = set(re.findall(r"^\| `(x_\w+)` \|", text, flags=re.M))
+    assert len(made) > 10
+    assert named == made
+
+
+#: each family of the product, the page the README links for it, and what its section names
+README_FAMILIES = {
+    "docs/concepts/workflows.md": ("Batch(", "after=", "call_many"),
+    "docs/howto/limits.md": ("limit_key", "rate_limit", "RateLimited", "FAIR_SHARE"),
+    "docs/howto/operating.md": (
+        "xjobs pause",
+        "cron pause",
+        "expires_in",
+        "ctx.snooze",
+        "ctx.progress",
+        "debounce",
+    ),
+    "docs/troubleshooting.md": ("xjobs why",),
+    "docs/howto/kubernetes.md": ("--health-port",),
+    "docs/reference/admin.md": ("overview",),
+}
+
+
+@pytest.mark.parametrize("page", list(README_FAMILIES))
+def test_the_readme_tells_each_family_and_links_its_page(page):
+    """Issue 42: the README described the product of two waves ago; each family has a short
+    section there that names its features and links the page that tells the rest."""
+    readme = (ROOT / "README.md").read_text()
+    assert f"]({page})" in readme or f"]({page}#" in readme, page
+    assert (ROOT / page).is_file()
+    missing = [word for word in README_FAMILIES[page] if word not in readme]
+    assert missing == []

@@ -20,6 +20,7 @@ from ...declarations import registry
 from ...drivers.connections import as_role, bound_connections
 from ...durations import parse_command_line
 from ...metrics import shared as metrics_shared
+from ...text import did_you_mean
 from ...worker.heap import settle_heap
 from ...worker.pools import shares_for
 from ...worker.preflight import preflight
@@ -357,10 +358,12 @@ def _parse_queues(raw: str | None, known: set[str]) -> list[str]:
         raise CommandError("X_INVARIANT: --queues is empty — name at least one queue")
     unknown = [q for q in queues if q not in known]
     if unknown:
+        guesses = [f"{q!r}: {guess}" for q in unknown if (guess := did_you_mean(q, known))]
         raise CommandError(
-            f"X_QUEUE_UNKNOWN: no job declares queue(s) {', '.join(unknown)} — known queues: "
-            f"{', '.join(sorted(known))}; declare it with job(queue=...) or list it in "
-            'XJOBS["QUEUES"]'
+            f"X_QUEUE_UNKNOWN: no job declares queue(s) {', '.join(unknown)} — "
+            + "".join(f"{g}; " for g in guesses)
+            + f"known queues: {', '.join(sorted(known))}; declare it with job(queue=...) or "
+            'list it in XJOBS["QUEUES"]'
         )
     return queues
 
