@@ -712,3 +712,9 @@ def batch_done(ctx, token: str, batch: dict):
     ledger."""
     phase = f"callback {ctx.job_id} {batch['done']} {batch['dead']} {batch['failed']}"
     Ledger.objects.create(token=token, phase=phase, attempt=ctx.attempt, pid=os.getpid())
+
+
+@job(idempotency_key="numbers:{token}", retry=FAST)
+def numbers(ctx, token: str, values: dict):
+    """Stores ``values`` as a step's output and returns what the step gave back (SPEC DRV-05)."""
+    return {"step": ctx.step.run("echo", lambda: values)}
