@@ -718,3 +718,20 @@ def batch_done(ctx, token: str, batch: dict):
 def numbers(ctx, token: str, values: dict):
     """Stores ``values`` as a step's output and returns what the step gave back (SPEC DRV-05)."""
     return {"step": ctx.step.run("echo", lambda: values)}
+
+
+@job(idempotency_key="timed-step-fails:{n}", timeout="30s", retry=Retry(attempts=1))
+def timed_step_fails(ctx, n: int = 0):
+    """A body with a timeout (so on a thread of its own) whose step raises."""
+
+    def fails():
+        raise ValueError(f"step {n} fails")
+
+    ctx.step.run("fails", fails)
+
+
+@job(idempotency_key="timed-reader:{token}", timeout="30s")
+def timed_reader(ctx, token: str):
+    """A body with a timeout that reads and writes the jobs database: its ledger rows."""
+    Ledger.objects.create(token=token, phase="body", attempt=ctx.attempt, pid=os.getpid())
+    return sorted(Ledger.objects.filter(token=token).values_list("phase", flat=True))

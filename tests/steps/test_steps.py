@@ -443,6 +443,21 @@ def test_exec_04_a_job_timeout_fails_on_time_and_the_late_step_is_refused(harnes
     assert "late" not in steps_of(harness, job_id)  # ... and its write was refused (EXEC-06)
 
 
+def test_exec_04_a_timed_body_whose_step_fails_fails_its_attempt_on_both_drivers(harness):
+    """A body with a timeout runs on a thread of its own; inside a test's transaction it borrows
+    the test's connection (SPEC WORK-06), so its step's failure is recorded and ends the attempt
+    as on memory. On its own connection it saw no row to fence its step on: the run was lost,
+    claimed again as a second attempt of one, and dead-lettered as a crash loop."""
+    job_id = jobs.timed_step_fails.enqueue(n=4).id
+    assert [run.outcome for run in run_until_idle()] == [Outcome.DEAD_LETTERED]
+    row = harness.row(job_id)
+    assert (row.state, row.attempt, row.stop_reason) == ("dead", 1, "attempts-exhausted")
+    assert row.last_error.startswith("ValueError: step 4 fails")
+    steps = harness.driver.steps.list(row.run_id)
+    assert [(step.name, step.status) for step in steps] == [("fails", "failed")]
+    assert steps[0].error.startswith("ValueError: step 4 fails")
+
+
 #: each run's ctx.signal and what its background step met, by token, for the EXEC-04/06 cases
 SIGNALS: dict[str, StopSignal] = {}
 LATE: dict[str, BaseException | None] = {}
