@@ -97,6 +97,7 @@ def test_step_03_a_failing_step_writes_a_failed_record_and_the_error_propagates(
 
 
 def test_step_06_one_read_of_the_step_records_per_attempt(harness, clock):
+    """SPEC SE-46."""
     job_id = jobs.five_steps.enqueue(token=f"t-{uuid.uuid4()}").id
     reads = []
     real_list = harness.driver.steps.list
@@ -144,6 +145,7 @@ def test_step_04_a_duplicate_step_name_dead_letters_on_the_first_attempt(harness
 
 
 def test_step_05_the_name_window_keeps_200_and_old_names_stay_refused(harness, clock):
+    """SPEC SE-47."""
     _, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
     for i in range(205):
         steps.run(f"s{i}", lambda i=i: i)
@@ -238,6 +240,7 @@ def test_evt_01_publish_returns_the_stored_event(harness, clock):
 
 
 def test_step_11_12_14_a_wait_parks_until_a_matching_event_arrives(harness, clock):
+    """SPEC SE-22: the job's declared ``event_poll`` applies."""
     job_id = jobs.waiter.enqueue(order_id=7).id
     [run] = run_until_idle(clock=clock)
     assert run.outcome == Outcome.SUSPENDED
@@ -337,6 +340,7 @@ def test_a_non_json_step_output_fails_the_step_and_the_job_stays_retryable(harne
 
 
 def test_step_15_a_step_deadline_fails_the_attempt_naming_the_step(harness, clock):
+    """SPEC SE-22: the job's declared ``step_timeout`` applies."""
     job_id = jobs.slow_step.enqueue(n=1).id
     started = time.monotonic()
     [run] = run_until_idle(clock=clock)

@@ -65,6 +65,8 @@ def test_one_pass_of_the_real_worker(db):
 
 
 def test_with_the_memory_driver(db):
+    """SPEC ENQ-02: the driver is looked up at the enqueue, so one installed after the jobs were
+    imported takes it."""
     with memory_driver() as driver:
         job_id = jobs.ok.enqueue(n=8).id
         [execution] = run_until_idle()

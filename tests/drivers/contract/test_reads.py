@@ -88,6 +88,7 @@ def test_insp_05_dead_letters_newest_first(harness):
 
 
 def test_met_03_q_05_stats_buckets_are_exclusive(harness):
+    """SPEC SE-05; a due ``delayed`` row counts as ready (STATE-05)."""
     jobs.ok.enqueue(n=1)  # ready
     jobs.ok.using(delay="1h").enqueue(n=2)  # delayed
     jobs.ok.using(delay="10s").enqueue(n=3)  # delayed, due after the advance: counts ready
