@@ -206,7 +206,7 @@ def dumps(value: Any) -> str:
     1e16 or more as ``1e+20``, which PostgreSQL stores as the integer 100000000000000000000
     and reads back as an ``int`` (``1.2345678901234567e+25`` even as another value). Such a
     float is written out in full with a ``.0``, which keeps its scale, so it reads back as the
-    same float, on PostgreSQL as in memory (SPEC DRV-04). An ``int`` is kept exactly at any
+    same float, on PostgreSQL as in memory (SPEC DRV-05). An ``int`` is kept exactly at any
     size up to ``MAX_INT_DIGITS``, a 64-bit primary key included."""
     text = _compact(value)
     if "e+" in text:  # rare: a big float, or the two characters inside a string
