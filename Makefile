@@ -10,7 +10,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fast provision property chaos workflows-full lint docs dist bench tasks-conformance clean
+.PHONY: demo test test-fast provision property stress chaos workflows-full lint docs dist bench tasks-conformance clean
 
 # The venv starts without pip: ensurepip alone was a third of a first `make demo`. The demo
 # installs into it with the host's pip when that one can (22.3+: `pip --python`); the targets
@@ -70,6 +70,16 @@ property: $(VENV)/.installed  ## the property suite at length (`make test` runs 
 # the machine's programs the suite runs (PgBouncer), from apt when missing; instant when present
 provision:
 	@bash scripts/provision
+
+# The process lane again and again beside busy cores: a process test that waits on a time rather
+# than a condition fails here before it fails in CI. scripts/stress starts the hogs (`yes`) and
+# stops them however it ends; STRESS_RUNS and STRESS_HOGS change the counts.
+STRESS_RUNS ?= 5
+STRESS_HOGS ?= 2
+
+stress: $(VENV)/.installed provision  ## the process lane $(STRESS_RUNS) times in a row beside $(STRESS_HOGS) CPU hogs, stopping at the first failing run; an hour or more; not in CI
+	STRESS_RUNS=$(STRESS_RUNS) STRESS_HOGS=$(STRESS_HOGS) bash scripts/stress \
+		$(BIN)/python -m pytest -m process $(PYTEST_ARGS)
 
 chaos: $(VENV)/.installed  ## real workers under faults (kill, stop, restart, outage...), one table; not in `make test`
 	$(BIN)/python -m chaos $(CHAOS_ARGS)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from .errors import PayloadTooLargeError
@@ -185,13 +187,37 @@ def _compiled() -> Callable[[Any], str]:
     return lambda value: "".join(chunks(value, 0))
 
 
-_encode = _compiled()
+_compact = _compiled()
+
+#: a JSON string (skipped whole), or a number written with a positive exponent (``1e+20``)
+_STRING_OR_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+(?:\.\d+)?e\+\d+)')
+
+
+def _positional(match: re.Match[str]) -> str:
+    number = match.group(1)
+    return match.group(0) if number is None else f"{Decimal(number):f}.0"
+
+
+def dumps(value: Any) -> str:
+    """``value`` (checked by ``check_json`` first) as compact JSON text that reads back from
+    ``jsonb`` as it was written: the one text every store writes a payload as.
+
+    ``jsonb`` keeps a number's decimal digits and scale, not its type: Python writes a float of
+    1e16 or more as ``1e+20``, which PostgreSQL stores as the integer 100000000000000000000
+    and reads back as an ``int`` (``1.2345678901234567e+25`` even as another value). Such a
+    float is written out in full with a ``.0``, which keeps its scale, so it reads back as the
+    same float, on PostgreSQL as in memory (SPEC DRV-05). An ``int`` is kept exactly at any
+    size up to ``MAX_INT_DIGITS``, a 64-bit primary key included."""
+    text = _compact(value)
+    if "e+" in text:  # rare: a big float, or the two characters inside a string
+        text = _STRING_OR_EXPONENT.sub(_positional, text)
+    return text
 
 
 def encode(value: Any, *, limit: int, what: str) -> str:
-    """``value`` (checked by ``check_json`` first) as compact JSON text, refusing it when
-    larger than ``limit`` bytes."""
-    text = _encode(value)
+    """``value`` (checked by ``check_json`` first) as compact JSON text (``dumps``), refusing it
+    when larger than ``limit`` bytes."""
+    text = dumps(value)
     size = len(text) if text.isascii() else len(text.encode())
     if size > limit:
         raise PayloadTooLargeError(f"{what} is {size} bytes, above the {limit}-byte cap")

@@ -742,3 +742,64 @@ def batch_done(ctx, token: str, batch: dict):
     ledger."""
     phase = f"callback {ctx.job_id} {batch['done']} {batch['dead']} {batch['failed']}"
     Ledger.objects.create(token=token, phase=phase, attempt=ctx.attempt, pid=os.getpid())
+
+
+@job(idempotency_key="numbers:{token}", retry=FAST)
+def numbers(ctx, token: str, values: dict):
+    """Stores ``values`` as a step's output and returns what the step gave back (SPEC DRV-05)."""
+    return {"step": ctx.step.run("echo", lambda: values)}
+
+
+@job(idempotency_key="timed-step-fails:{n}", timeout="30s", retry=Retry(attempts=1))
+def timed_step_fails(ctx, n: int = 0):
+    """A body with a timeout (so on a thread of its own) whose step raises."""
+
+    def fails():
+        raise ValueError(f"step {n} fails")
+
+    ctx.step.run("fails", fails)
+
+
+@job(idempotency_key="timed-reader:{token}", timeout="30s")
+def timed_reader(ctx, token: str):
+    """A body with a timeout that reads and writes the jobs database: its ledger rows."""
+    Ledger.objects.create(token=token, phase="body", attempt=ctx.attempt, pid=os.getpid())
+    return sorted(Ledger.objects.filter(token=token).values_list("phase", flat=True))
+
+
+@job(idempotency_key="context:{n}", queue="other", retry=Retry(attempts=4))
+def describes_its_context(ctx, n: int = 0):
+    """What its ``JobContext`` holds, every field (SPEC EXEC-08)."""
+    return {
+        "job_id": str(ctx.job_id),
+        "run_id": str(ctx.run_id),
+        "name": ctx.name,
+        "queue": ctx.queue,
+        "attempt": ctx.attempt,
+        "max_attempts": ctx.max_attempts,
+        "inputs": dict(ctx.inputs),
+        "tenant_id": ctx.tenant_id,
+        "enqueued_by": ctx.enqueued_by,
+        "signal_set": ctx.signal.is_set(),
+        "step": callable(ctx.step.run),
+        "logger": callable(ctx.logger.info),
+    }
+
+
+@job(idempotency_key="where:{n}")
+def where_it_runs(ctx, n: int = 0):
+    """The thread and the database session a sync body runs on (SPEC Q-12)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        [(backend,)] = cursor.fetchall()
+    return {"thread": threading.current_thread().name, "backend": backend}
+
+
+@job(idempotency_key="where-async:{n}")
+async def where_it_runs_async(ctx, n: int = 0):
+    """Whether an ``async def`` body runs on an event loop (SPEC Q-12)."""
+    import asyncio
+
+    return {"loop": asyncio.get_running_loop().is_running()}

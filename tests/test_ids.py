@@ -40,6 +40,7 @@ def test_a_forked_child_mints_ids_of_its_own_not_its_parents():
 
 
 def test_single_ids_and_batches_share_one_increasing_order():
+    """SPEC DB-03: every id is a version 7 UUID, so ids sort by creation."""
     ids = [uuid7(), *uuid7_many(1000), uuid7(), *uuid7_many(3), uuid7()]
     assert ids == sorted(set(ids))
     assert {u.version for u in ids} == {7}

@@ -10,7 +10,7 @@ from uuid import uuid4
 import pytest
 
 from django_xjobs.errors import PayloadTooLargeError
-from django_xjobs.payload import NotJSON, check_json, encode
+from django_xjobs.payload import NotJSON, check_json, dumps, encode
 
 # --- accepted -------------------------------------------------------------------------------
 
@@ -199,13 +199,35 @@ def test_encode_counts_utf8_bytes_not_characters():
     [
         {"n": 1},
         "text",
-        [1, 2.5, None, True, False, -0.0, 1e300, 2**62],
+        [1, 2.5, None, True, False, -0.0, 1e15, 1e-300, 2**62],
         {"nested": {"deeper": [{"k": 'é \u2028 " \\ \n'}]}, "": []},
         {},
     ],
 )
 def test_encode_writes_what_the_standard_encoder_writes(value):
     """``encode`` calls the C encoder it made once; its text is the text json.dumps would write
-    with the same options, for every kind of value check_json lets through."""
+    with the same options, for every kind of value check_json lets through (but a float the
+    standard encoder writes with a positive exponent, below)."""
     expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     assert encode(value, limit=10_000, what="it") == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1e16, "10000000000000000.0"),
+        (-1.2345678901234566e25, "-12345678901234566000000000.0"),
+        (1.5e300, "15" + "0" * 299 + ".0"),
+        ({"a": [2e20]}, '{"a":[200000000000000000000.0]}'),
+        # an exponent inside a string is text: it is left as written, escapes included
+        ({'1e+20 "x\\': "y 1e+20"}, '{"1e+20 \\"x\\\\":"y 1e+20"}'),
+        (["\\", 3e16, '"', 4e16], '["\\\\",30000000000000000.0,"\\"",40000000000000000.0]'),
+    ],
+)
+def test_a_float_past_the_exponent_is_written_in_full_with_its_point(value, text):
+    """SPEC DRV-05: jsonb keeps ``1e+20`` as the digits of an int; written out with ``.0`` it
+    keeps its scale and reads back as the float, which ``json.loads`` of the text is too."""
+    written = dumps(value)
+    assert written == text
+    assert json.loads(written) == value
+    assert encode(value, limit=10_000, what="it") == text

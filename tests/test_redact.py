@@ -33,6 +33,7 @@ def scrub_cards(text: str) -> str:
 
 
 def test_values_under_secret_keys_are_masked_at_any_depth_and_any_case():
+    """SPEC REDACT-01."""
     inputs = {
         "user": "ada",
         "DB_Password": "x",
@@ -55,6 +56,7 @@ def test_values_under_secret_keys_are_masked_at_any_depth_and_any_case():
 
 
 def test_redact_keys_replace_the_defaults():
+    """SPEC REDACT-01."""
     with override_settings(XJOBS={**BASE, "REDACT_KEYS": ["pin"]}):
         assert redact.mask({"password": "p", "card_pin": "1234"}) == {
             "password": "p",
@@ -63,6 +65,7 @@ def test_redact_keys_replace_the_defaults():
 
 
 def test_a_failed_runs_stored_texts_and_log_lines_hold_no_secret(harness, caplog):
+    """SPEC REDACT-03."""
     caplog.set_level(logging.DEBUG, logger="django_xjobs")
     job_id = jobs.secret_echo.enqueue(user="ada", password=SECRET).id
     run_until_idle()
@@ -77,6 +80,8 @@ def test_a_failed_runs_stored_texts_and_log_lines_hold_no_secret(harness, caplog
 
 
 def test_the_redact_hook_runs_on_every_stored_and_logged_text(harness, caplog):
+    """SPEC REDACT-03, REDACT-04: the hook runs after the key scrub, and a value under 4
+    characters (``pw``) is masked but not searched for."""
     caplog.set_level(logging.DEBUG, logger="django_xjobs")
     with override_settings(XJOBS={**BASE, "REDACT": "tests.test_redact.scrub_cards"}):
         job_id = jobs.secret_echo.enqueue(user="4111-1111-1111-1111", password="pw").id
@@ -88,6 +93,7 @@ def test_the_redact_hook_runs_on_every_stored_and_logged_text(harness, caplog):
 
 
 def test_a_failed_runs_span_records_the_error_scrubbed(harness, monkeypatch):
+    """SPEC REDACT-03."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -116,6 +122,7 @@ def test_a_failed_runs_span_records_the_error_scrubbed(harness, monkeypatch):
     ],
 )
 def test_bad_redact_settings_fail_the_system_check(xjobs, needle):
+    """SPEC REDACT-04."""
     with override_settings(XJOBS={**BASE, **xjobs}):
         [error] = checks.check_settings()
         assert error.id == "django_xjobs.E001" and needle in error.msg and error.hint
@@ -127,7 +134,7 @@ def test_bad_redact_settings_fail_the_system_check(xjobs, needle):
 
 def test_the_redact_hook_runs_on_a_parked_unknown_jobs_error_too(harness):
     """The unknown and undecodable paths settle texts the handler never saw: the hook still
-    sees them before they are stored (here a name carrying what the hook masks)."""
+    sees them before they are stored (here a name carrying what the hook masks). SPEC REDACT-04."""
     payload = {"n": 1}
     with override_settings(XJOBS={**BASE, "REDACT": "tests.test_redact.scrub_cards"}):
         job_id = harness.driver.enqueue(
@@ -147,6 +154,7 @@ def test_the_redact_hook_runs_on_a_parked_unknown_jobs_error_too(harness):
 
 
 def test_a_failed_steps_stored_error_holds_no_secret(harness):
+    """SPEC REDACT-03."""
     job_id = jobs.secret_step.enqueue(user="ada", password=SECRET).id
     run_until_idle()
     row = harness.row(job_id)

@@ -26,6 +26,7 @@ SECRET = "s3cr3t-hunter2-issue26"
 
 
 def test_a_secret_input_echoed_in_an_error_leaves_the_process_nowhere(workers):
+    """SPEC REDACT-02, REDACT-03, with a real worker process."""
     job_id = jobs.secret_echo.enqueue(user="ada", password=SECRET, note="n").id
     worker = workers(
         "--queues",

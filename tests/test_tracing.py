@@ -28,6 +28,8 @@ def tracer_provider(monkeypatch):
 
 
 def test_enq_12_an_enqueue_inside_a_span_stamps_its_traceparent_and_the_run_is_its_child(harness):
+    """SPEC EXEC-11: the run executes in a span ``job.<name>``, a child of the row's
+    ``traceparent``, with its attributes."""
     with PROVIDER.get_tracer("app").start_as_current_span("checkout") as span:
         job_id = jobs.important.using(enqueued_by="user:7").enqueue(n=1).id
         context = span.get_span_context()

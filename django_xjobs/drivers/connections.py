@@ -124,6 +124,34 @@ def close_stale_connections() -> None:
         wrapper.close_if_unusable_or_obsolete()
 
 
+def open_transactions() -> list[Any]:
+    """This thread's connections inside an open transaction, to lend a job body's own thread
+    (``borrowed``). Only a test's transaction is ever open there (a ``db`` test, a
+    ``TestCase``): no transaction of the library is open while a body runs, so a worker's job
+    thread lends nothing."""
+    return [
+        wrapper for wrapper in connections.all(initialized_only=True) if wrapper.in_atomic_block
+    ]
+
+
+@contextmanager
+def borrowed(wrappers: list[Any]) -> Iterator[None]:
+    """Use another thread's ``wrappers`` as this thread's connections of their aliases: a body
+    given a thread of its own for its timeout sees and writes in the test's transaction, as it
+    would on the test's thread (the testing guide promises that a job sees the test's
+    uncommitted rows; its step records too). On the way out they are handed back, never
+    closed: they are the lender's."""
+    for wrapper in wrappers:
+        wrapper.inc_thread_sharing()
+        connections[wrapper.alias] = wrapper
+    try:
+        yield
+    finally:
+        for wrapper in wrappers:
+            del connections[wrapper.alias]
+            wrapper.dec_thread_sharing()
+
+
 @receiver(connection_created)
 def _on_connect(sender: Any, connection: Any, **kwargs: Any) -> None:
     # the thread's own connection of its alias (a wrapper made apart, by create_connection,

@@ -17,7 +17,7 @@ from uuid import UUID
 from ..durations import MAX_SECONDS, MAX_TEXT
 from ..errors import InputInvalidError, InvariantError
 from ..history import FailedAttempt, Failure
-from ..payload import NotJSON, decode
+from ..payload import NotJSON, decode, dumps
 from ..states import FINISHED_STATES, LIVE_STATES  # noqa: F401  (the driver vocabulary)
 from ..text import check_name, storable
 from .values import quick_init
@@ -1037,13 +1037,11 @@ class OutboxRow:
 
     def request(self) -> EnqueueRequest:
         """The direct enqueue this row stands for, under the job id the stage returned."""
-        import json
-
         return EnqueueRequest(
             name=self.job,
             queue=self.queue,
             input=self.input,
-            input_json=json.dumps(self.input, separators=(",", ":")),
+            input_json=dumps(self.input),
             idempotency_key=self.idempotency_key,
             max_attempts=self.max_attempts,
             priority=self.priority,

@@ -21,6 +21,7 @@ from ..clock import Clock
 from ..context import JobContext, JobLogger, StopSignal, _current
 from ..declarations import registry
 from ..drivers import failures
+from ..drivers.connections import borrowed, open_transactions
 from ..drivers.contract import (
     ClaimedJob,
     Complete,
@@ -235,14 +236,16 @@ def _run_body(
         return call()
     box: dict[str, Any] = {}
     finished = threading.Event()
+    lent = open_transactions()  # a test's transaction: the body works in it, as on this thread
 
     def target() -> None:
         try:
-            box["value"] = call()
+            with borrowed(lent):
+                box["value"] = call()
         except BaseException as error:
             box["error"] = error
         finally:
-            connections.close_all()  # this thread's connections only
+            connections.close_all()  # this thread's own connections only, not those lent
             finished.set()
             if box.get("late"):
                 _abandoned(job, timeout, box.get("error"))

@@ -59,12 +59,14 @@ def test_view_job_alone_shows_the_shape_of_payloads_not_their_values(done_job):
 
 
 def test_the_payload_permission_shows_values_with_secret_keys_masked(done_job):
+    """SPEC REDACT-02."""
     page = _pages(_viewer(("view_job", "view_job_payload")), done_job)
     assert NOTE in page and SECRET not in page
     assert "[redacted]" in page
 
 
 def test_xjobs_show_masks_secret_keys_unless_revealed(done_job):
+    """SPEC REDACT-02."""
     out = StringIO()
     call_command("xjobs", "show", str(done_job), "--json", stdout=out)
     shown = json.loads(out.getvalue())

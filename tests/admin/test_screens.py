@@ -352,7 +352,8 @@ def test_hang_05_a_worker_gone_past_its_shutdown_timeout_says_it_exited(workers)
 
 
 def test_a_stopped_presence_reads_exited_and_its_lapses_say_so(harness):
-    """The same on both drivers: the row the exit leaves, and the verdict of its re-claim."""
+    """The same on both drivers: the row the exit leaves, and the verdict of its re-claim.
+    ``inspect_workers()`` lists the fleet's workers (SPEC WORK-16)."""
     from django_xjobs.drivers.contract import Presence
 
     job_id = jobs.ok.enqueue(n=90).id

@@ -8,6 +8,7 @@ queued rows are parked as ``X_JOB_UNKNOWN``.
 from __future__ import annotations
 
 import io
+import json
 import logging
 
 import pytest
@@ -86,3 +87,29 @@ def test_check_without_database_reads_no_rows(db):
 def test_check_is_quiet_when_every_live_name_is_registered(db):
     jobs.ok.enqueue(n=1)
     assert check_unregistered_names(databases=["default"]) == []
+
+
+@pytest.mark.process
+def test_job_12_20_a_fresh_process_knows_what_its_apps_jobs_py_declare_and_nothing_else():
+    """SPEC JOB-12: a fresh ``manage.py`` process, which nothing imports jobs into by hand, knows
+    every job its installed apps' ``jobs.py`` declare (``tests/jobs.py`` and the modules it
+    imports): ``ready()`` imports each one. Nothing else is registered: not a ``@job`` in a
+    module no ``jobs.py`` imports (``tests/undiscovered.py``), nor those the test modules
+    declare, and ``jobs.py``'s other names (helpers, ``Retry`` policies, models) are not looked
+    at. SPEC JOB-20: every name it knows was built by ``@job``, ``@cron`` or ``@backfill``."""
+    from tests.support.database import closed_port_url
+    from tests.support.process import run_manage
+
+    done = run_manage(
+        "xjobs", "manifest", "--json", "--settings=tests.settings", url=closed_port_url()
+    )
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    known = {j["name"] for j in listed["jobs"]} | {b["name"] for b in listed["backfills"]}
+    discovered = ("tests.jobs", "tests.backfills", "tests.crons", "tests.tasks")
+    declared = {h.name for h in registry.registered_jobs() if h.fn.__module__ in discovered}
+    assert len(declared) > 50 and "tests.jobs.ok" in declared
+    assert known == declared
+    crons = {c.name for c in registry.crons.all() if c.origin.startswith(discovered)}
+    assert crons and {c["name"] for c in listed["crons"]} == crons
+    assert "tests.undiscovered.stray" not in known

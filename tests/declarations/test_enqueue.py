@@ -325,6 +325,7 @@ def stars_in(text: str) -> list[str]:
 
 
 def test_db_04_no_statement_selects_star_from_a_table():
+    """SPEC SE-59."""
     assert stars_in("SELECT * FROM x_jobs") and stars_in("SELECT j.* FROM x_jobs j")
     assert not stars_in("WITH w AS (SELECT id FROM x_jobs) SELECT * FROM w")
     seen, stars = 0, []

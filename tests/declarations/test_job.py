@@ -277,7 +277,8 @@ BAD_DECLARATIONS = [
 
 @pytest.mark.parametrize(("declare", "code", "fragment"), BAD_DECLARATIONS)
 def test_bad_declaration_is_refused_at_declaration(declare, code, fragment, job_names):
-    """DESIGN §2/§6: a bad declaration raises JobDefinitionError with a code and a hint."""
+    """DESIGN §2/§6: a bad declaration raises JobDefinitionError with a code and a hint
+    (``concurrency=0`` among them: SPEC SE-23)."""
     name = "test_definitions.bad"
     job_names.append(name)
     with pytest.raises(JobDefinitionError) as caught:
@@ -422,7 +423,9 @@ def test_job_07_declared_retry_is_kept(job_names):
 
 
 def test_default_name_is_module_and_qualname(job_names):
-    """DESIGN §2: the default name is ``"<module>.<qualname>"`` (not ``anonymous-job-<n>``)."""
+    """DESIGN §2: the default name is ``"<module>.<qualname>"`` (not ``anonymous-job-<n>``).
+    SPEC JOB-10, JOB-13: the name comes from the function, not from the variable the handle is
+    bound to."""
     expected = f"{__name__}.plain_handler"
     assert expected == "tests.declarations.test_job.plain_handler"
     job_names.append(expected)
@@ -432,6 +435,7 @@ def test_default_name_is_module_and_qualname(job_names):
 
 
 def test_module_jobs_use_their_default_names():
+    """SPEC JOB-10."""
     assert ok.name == "tests.jobs.ok"
     assert get_job("tests.jobs.ok") is ok
 
@@ -468,7 +472,18 @@ def test_key_template_formats_the_inputs(job_names):
 # --- registry: duplicates (JOB-11) and ordering (JOB-16) ------------------------------------
 
 
+def test_job_14_a_declared_name_is_kept_whatever_the_function_is_called(job_names):
+    """SPEC JOB-14: ``name=`` is the key a job's queued rows are stored under, so it is kept
+    whatever the function is called or the handle is exported as."""
+    job_names.append("billing.charge")
+    charge = job(name="billing.charge", idempotency_key="c:{n}")(first_handler)
+    exported_as = charge
+    assert exported_as.name == "billing.charge" and get_job("billing.charge") is charge
+    assert get_job(f"{__name__}.first_handler") is None
+
+
 def test_job_11_duplicate_name_is_refused_and_first_stays(job_names):
+    """SPEC SE-27: a second declaration never takes over the first one's queued rows."""
     name = "test_definitions.dup"
     job_names.append(name)
     first = job(name=name, idempotency_key="d:{n}")(first_handler)

@@ -19,6 +19,8 @@ def _callbacks(driver, name="tests.jobs.batch_report"):
 
 
 def test_batch_callback_is_queued_by_the_settle_of_its_last_member(harness):
+    """SPEC BATCH-01, BATCH-07: the settle of the last member queues the callback with the input
+    and the counts; a settle its fence refuses counts nothing."""
     driver = harness.driver
     with Batch(on_complete=jobs.batch_report, input={"tag": "t"}) as batch:
         jobs.ok.enqueue(n=1)
@@ -49,6 +51,8 @@ def test_batch_callback_is_queued_by_the_settle_of_its_last_member(harness):
 
 
 def test_batch_counts_every_final_state_and_picks_success_or_failure(harness):
+    """SPEC BATCH-01: ``on_complete`` whatever the ends, ``on_success`` only when all are done,
+    ``on_failure`` when one is not."""
     driver = harness.driver
     batch = Batch(
         on_complete=jobs.batch_report,
@@ -72,6 +76,7 @@ def test_batch_counts_every_final_state_and_picks_success_or_failure(harness):
 
 
 def test_batch_closed_after_its_members_ended_completes_at_close(harness):
+    """SPEC BATCH-04."""
     driver = harness.driver
     batch = Batch(on_complete=jobs.batch_report)
     batch.add(jobs.ok, n=1)
@@ -86,6 +91,7 @@ def test_batch_closed_after_its_members_ended_completes_at_close(harness):
 
 
 def test_an_empty_batch_completes_when_it_closes(harness):
+    """SPEC BATCH-04: an empty batch completes at once with ``total: 0``."""
     with Batch(on_complete=jobs.batch_report) as batch:
         pass
     [callback] = _callbacks(harness.driver)
@@ -94,6 +100,7 @@ def test_an_empty_batch_completes_when_it_closes(harness):
 
 
 def test_no_member_joins_a_closed_batch(harness):
+    """SPEC BATCH-04: ``X_BATCH_CLOSED``, and nothing added."""
     with Batch(on_complete=jobs.batch_report) as batch:
         jobs.ok.enqueue(n=1)
     with pytest.raises(BatchClosedError) as caught:
@@ -105,6 +112,7 @@ def test_no_member_joins_a_closed_batch(harness):
 
 
 def test_a_deduped_enqueue_is_no_member(harness):
+    """SPEC BATCH-05."""
     live = jobs.ok.enqueue(n=1)
     with Batch(on_complete=jobs.batch_report) as batch:
         again = jobs.ok.enqueue(n=1)
@@ -117,6 +125,7 @@ def test_a_deduped_enqueue_is_no_member(harness):
 
 
 def test_the_callback_runs_with_the_counts(harness):
+    """SPEC BATCH-01: the callback runs with the batch's input and counts."""
     with Batch(on_complete=jobs.batch_report, input={"tag": "x"}) as batch:
         jobs.ok.enqueue(n=1)
         jobs.fails.using(queue="default").enqueue(n=1)
@@ -131,6 +140,7 @@ def test_the_callback_runs_with_the_counts(harness):
 
 
 def test_inspect_batch_refuses_an_unknown_id(harness):
+    """SPEC BATCH-09."""
     with pytest.raises(BatchNotFoundError):
         inspect_batch("0197a3c2-0000-7000-8000-000000000000")
     with pytest.raises(BatchNotFoundError):
@@ -138,6 +148,7 @@ def test_inspect_batch_refuses_an_unknown_id(harness):
 
 
 def test_a_callback_that_cannot_take_the_counts_is_refused_at_once(harness):
+    """SPEC BATCH-02."""
     from django_xjobs import InputInvalidError
 
     with pytest.raises(InputInvalidError):
@@ -148,7 +159,7 @@ def test_a_callback_that_cannot_take_the_counts_is_refused_at_once(harness):
 
 def test_a_retried_member_is_counted_once(harness):
     """An operator's retry of a dead member takes its count back: the batch waits for it again
-    and counts its next end once (not dead and then done: 2 ends of 1 member)."""
+    and counts its next end once (not dead and then done: 2 ends of 1 member). SPEC BATCH-03."""
     driver = harness.driver
     with Batch(on_complete=jobs.batch_report) as batch:
         jobs.ok.enqueue(n=1)
@@ -174,6 +185,7 @@ def outbox_on(live_harness):
 
 
 def test_a_batch_made_inside_atomic_vanishes_with_a_rollback(outbox_on):
+    """SPEC BATCH-06."""
     driver = outbox_on.driver
     with pytest.raises(RuntimeError), transaction.atomic():
         with Batch(on_complete=jobs.batch_report) as batch:
@@ -185,6 +197,7 @@ def test_a_batch_made_inside_atomic_vanishes_with_a_rollback(outbox_on):
 
 
 def test_a_batch_made_inside_atomic_lands_with_the_commit(outbox_on):
+    """SPEC BATCH-06."""
     driver = outbox_on.driver
     with transaction.atomic(), Batch(on_complete=jobs.batch_report) as batch:
         member = jobs.ok.enqueue(n=1)
@@ -196,6 +209,7 @@ def test_a_batch_made_inside_atomic_lands_with_the_commit(outbox_on):
 
 
 def test_cancelling_a_batch_cancels_its_live_members_and_nothing_above_or_beside(harness):
+    """SPEC BATCH-08."""
     from django_xjobs import cancel_batch
 
     driver = harness.driver
@@ -221,7 +235,8 @@ def test_cancelling_a_batch_cancels_its_live_members_and_nothing_above_or_beside
 
 def test_one_ack_counts_members_of_many_batches(harness):
     """A worker acks many runs in one statement: members of different batches are each
-    counted in their own batch (the batch rows are locked in one order: no deadlock)."""
+    counted in their own batch (the batch rows are locked in one order: no deadlock). SPEC
+    BATCH-07."""
     driver = harness.driver
     batches = []
     for b in range(3):

@@ -38,6 +38,8 @@ DEADLINE = 90 + BATCHES * (0.9 if FULL else 0.5)
 
 @pytest.mark.timeout(180 + DEADLINE)
 def test_every_batch_callback_runs_once_after_its_last_member_under_sigkill(workers):
+    """SPEC BATCH-07: under killed workers every batch gets its callbacks once, after its last
+    member's end."""
     args = ("--queues", "default", "--concurrency", "4", "--poll-interval", "100ms")
     args = (*args, "--visibility-timeout", VISIBILITY)
     began = time.monotonic()

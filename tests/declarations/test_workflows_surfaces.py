@@ -30,6 +30,7 @@ def _batch(n: int = 2) -> Batch:
 
 
 def test_xjobs_batch_shows_counts_callbacks_and_members(db):
+    """SPEC BATCH-09."""
     batch = _batch()
     text = xjobs("batch", str(batch.id))
     assert f"batch {batch.id}  closed" in text and "2: 2 pending" in text
@@ -45,6 +46,7 @@ def test_xjobs_batch_shows_counts_callbacks_and_members(db):
 
 
 def test_xjobs_batch_refuses_an_unknown_id_in_one_line(db):
+    """SPEC BATCH-09."""
     with pytest.raises(CommandError) as caught:
         xjobs("batch", "0197a3c2-5b1e-7c4d-9f00-1a2b3c4d5e6f")
     assert str(caught.value).startswith("X_BATCH_NOT_FOUND")
@@ -62,6 +64,7 @@ def _client(perms: tuple[str, ...], staff: bool = True) -> Client:
 
 
 def test_the_batch_page_lists_members_and_callbacks_to_who_may_view_batches(db):
+    """SPEC BATCH-09."""
     batch = _batch()
     client = _client(("view_jobbatch", "view_job"))
     listing = client.get("/admin/django_xjobs/jobbatch/")
@@ -78,6 +81,7 @@ def test_the_batch_page_lists_members_and_callbacks_to_who_may_view_batches(db):
 
 
 def test_the_batch_input_shows_its_values_with_the_payload_permission(db):
+    """SPEC BATCH-09."""
     batch = _batch()
     client = _client(("view_jobbatch", "view_job", "view_job_payload"))
     body = client.get(f"/admin/django_xjobs/jobbatch/{batch.id}/change/").content.decode()
@@ -88,6 +92,7 @@ def test_the_batch_input_shows_its_values_with_the_payload_permission(db):
     ("perms", "staff"), [((), True), (("view_job",), True), (("view_jobbatch",), False)]
 )
 def test_the_batch_pages_refuse_who_may_not_view_batches(db, perms, staff):
+    """SPEC BATCH-09."""
     batch = _batch()
     client = _client(perms, staff)
     for url in (
@@ -102,6 +107,7 @@ def test_the_batch_pages_refuse_who_may_not_view_batches(db, perms, staff):
 
 
 def test_the_open_batches_gauge_counts_batches_until_their_callbacks_are_queued(db):
+    """SPEC BATCH-09."""
     from django_xjobs import metrics
     from tests.metrics.test_metrics import sample, scrape
 
@@ -120,6 +126,7 @@ def test_the_open_batches_gauge_counts_batches_until_their_callbacks_are_queued(
 
 
 def test_xjobs_batch_cancel_cancels_the_live_members(db):
+    """SPEC BATCH-08."""
     batch = _batch(3)
     assert "cancelled 3 member(s)" in xjobs("batch", str(batch.id), "--cancel", "--reason", "stop")
     shown = json.loads(xjobs("batch", str(batch.id), "--json"))
@@ -128,6 +135,7 @@ def test_xjobs_batch_cancel_cancels_the_live_members(db):
 
 
 def test_a_member_job_page_links_its_batch_for_who_may_view_batches(db):
+    """SPEC BATCH-09."""
     batch = _batch(1)
     from django_xjobs.models import Job
 

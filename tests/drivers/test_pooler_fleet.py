@@ -64,6 +64,8 @@ def _done(tokens: list[str]) -> bool:
 
 
 def test_workers_relay_and_scheduler_run_each_job_once_through_the_pooler(fleet) -> None:
+    """SPEC SCHED-15: the scheduler leads through a transaction pooler, which a session's
+    advisory lock would not survive: only the lease row is used."""
     listening = fleet("xjobs_worker", "--concurrency", "4", "--poll-interval", "30s", listen=True)
     wait_for(lambda: listening.saw("xjobs.worker.started"), timeout=20, what="the listening worker")
     first = [f"listen-{uuid.uuid4().hex[:8]}" for _ in range(2)]

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 from django.db import connection
 
+from django_xjobs import job
 from django_xjobs.drivers.claim_limits import KEY_SHOWN_FOR, ClaimLimits
 from django_xjobs.drivers.contract import Complete
 from django_xjobs.errors import InvariantError, JobDefinitionError
@@ -90,6 +91,36 @@ def test_limit_12_a_rate_caps_starts_per_window_per_key(harness):
     assert claim(harness.driver, plan()) == []
     harness.advance(0.6)  # the first starts are now more than a second ago
     assert len(claim(harness.driver, plan())) == 4
+
+
+@job(
+    name="test_claim.hourly",
+    idempotency_key="hourly:{partner}:{n}",
+    queue="limited",
+    rate_limit="10/h",
+    limit_key="{partner}",
+)
+def hourly(ctx, partner: str, n: int = 0):
+    """Ten starts an hour per partner: a window the test moves through in half hours, so the
+    real time its statements take (the database's clock runs on) never counts."""
+
+
+def test_limit_12_a_claim_takes_only_the_room_left_by_the_starts_in_the_window(harness):
+    """A key's budget is its rate less the starts still inside its window, not a fresh rate per
+    claim: the limit holds over a window a claim only partly spent (3 starts, then 7 more), and
+    as it slides (the first 3 leave it, so 3 more may start, not 10). The fleet test shows the
+    same rule across real workers; this shows it in a moment."""
+    for n in range(30):
+        hourly.enqueue(partner="p", n=n)
+    assert len(claim(harness.driver, plan(), limit=3)) == 3
+    harness.advance(1800)
+    assert len(claim(harness.driver, plan())) == 7  # 10 less the 3 starts half an hour ago
+    assert claim(harness.driver, plan()) == []
+    harness.advance(1900)  # the first 3 starts are past the hour, the 7 others not
+    assert len(claim(harness.driver, plan())) == 3
+    assert claim(harness.driver, plan()) == []
+    harness.advance(1800)  # the 7 are past the hour, the last 3 half an hour old
+    assert len(claim(harness.driver, plan())) == 7
 
 
 def test_limit_12_a_throttled_key_is_not_locked_or_walked(harness):

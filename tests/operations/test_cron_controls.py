@@ -84,7 +84,7 @@ def test_cronctl_01_an_undeclared_cron_is_one_clear_error(harness, call):
         ("tests.hourly_once", [START + timedelta(hours=1)]),
     ],
 )
-def test_cronctl_02_a_paused_cron_fires_nothing_and_resume_follows_its_catch_up_rule(
+def test_cronctl_02_03_a_paused_cron_fires_nothing_and_resume_follows_its_catch_up_rule(
     harness, name, expected
 ):
     sched, clock = scheduler(harness, name)

@@ -85,6 +85,8 @@ def step_names(harness, run_id):
 
 @pytest.mark.parametrize("state", ["ready", "delayed", "running", "suspended"])
 def test_cancel_02_drv_04_g_a_live_job_is_cancelled_and_its_claim_cleared(harness, state):
+    """SPEC CANCEL-01: both drivers cancel a job in every live state; neither refuses the call
+    for want of support."""
     _, job_id = make(harness, state)
     trace = cancel_job(job_id, reason="customer asked")
     row = harness.row(job_id)
@@ -360,6 +362,8 @@ def test_insp_02_an_unknown_id_is_none(harness):
 
 
 def test_insp_02_03_the_trace_is_plain_json_with_steps_in_seconds(harness):
+    """SPEC INSP-07: both drivers answer it; no operator call is refused for lack of
+    introspection."""
     handle = jobs.ok.using(tenant_id="acme", enqueued_by="user:7")
     enqueued = handle.enqueue(n=4)
     [held] = claim(harness.driver)
@@ -478,6 +482,7 @@ def test_insp_01_no_queues_means_zeros(harness):
 
 
 def test_insp_01_totals_sum_the_queues_and_oldest_is_the_max(harness):
+    """SPEC INSP-07: both drivers answer it."""
     jobs.on_other_queue.enqueue(n=1)
     harness.advance(100)
     make(harness, "dead", n=1)

@@ -41,6 +41,7 @@ def auto(transactional_db):
 
 
 def test_outbox_03_a_rollback_leaves_no_job_ever(auto):
+    """SPEC OUTBOX-05: a rollback takes the staged rows with it."""
     with pytest.raises(RuntimeError), transaction.atomic():
         result = jobs.ok.enqueue(n=1)
         assert result.staged and result.run_id is None
@@ -50,6 +51,8 @@ def test_outbox_03_a_rollback_leaves_no_job_ever(auto):
 
 
 def test_outbox_01_03_a_commit_makes_exactly_one_job_at_once(auto):
+    """SPEC OUTBOX-05, OUTBOX-20: staged inside ``atomic()``, published by the fast path right
+    after the commit."""
     with transaction.atomic():
         result = jobs.ok.enqueue(n=2)
         assert not Job.objects.exists()  # SPEC OUTBOX-01: nothing in x_jobs before commit
@@ -82,6 +85,7 @@ def test_outbox_04_required_refuses_an_enqueue_outside_atomic(transactional_db):
 
 
 def test_auto_publishes_directly_outside_atomic(auto):
+    """SPEC OUTBOX-20: outside ``atomic()`` the outbox is not used."""
     result = jobs.ok.enqueue(n=1)
     assert not result.staged and Job.objects.filter(id=result.id).exists()
     assert not OutboxEntry.objects.exists()
@@ -120,6 +124,7 @@ def test_a_failed_fast_path_never_reaches_the_caller_and_the_relay_publishes(
     auto, caplog, monkeypatch
 ):
     # the publish at commit inserts the jobs in its one statement: break that statement
+    """SPEC OUTBOX-05: the relay publishes what the fast path missed."""
     monkeypatch.setitem(STATEMENTS, "publish_taken", "SELECT * FROM x_jobs_gone")
     with transaction.atomic():
         result = jobs.ok.enqueue(n=7)
@@ -170,6 +175,7 @@ def test_out_of_order_commits_still_publish_the_earlier_staged_row(auto, monkeyp
 
 @pytest.mark.django_db(transaction=True, databases=["default", "orders"])
 def test_the_outbox_across_databases_stages_on_the_callers_alias():
+    """SPEC OUTBOX-20."""
     settings = {**AUTO, "OUTBOX_DATABASES": ["default", "orders"]}
     with override_settings(XJOBS=settings):
         with pytest.raises(RuntimeError), transaction.atomic(using="orders"):
@@ -270,6 +276,7 @@ def test_outbox_08_se_31_ties_on_staged_at_go_in_id_order(outbox):
 
 
 def test_outbox_11_release_only_for_the_holder(outbox):
+    """SPEC OUTBOX-13: both stores fence a release on the claimer's id."""
     ids = [outbox.stage(n) for n in range(2)]
     outbox.store.claim(10, "relay-a")
     assert outbox.store.release(ids, "relay-stale") == 0
@@ -280,6 +287,7 @@ def test_outbox_11_release_only_for_the_holder(outbox):
 
 
 def test_outbox_12_se_30_mark_published_only_for_the_holder_and_only_once(outbox):
+    """SPEC OUTBOX-13: both stores fence a mark on the claimer's id."""
     row_id = outbox.stage(1)
     outbox.store.claim(10, "relay-a")
     outbox.advance(30)
@@ -300,6 +308,19 @@ def test_outbox_16_19_pending_counts_claimed_rows_and_published_rows_leave_it(ou
     assert count == 2 and oldest >= 5
     outbox.store.mark_published(a, "relay-a")
     assert outbox.store.pending()[0] == 1
+
+
+def test_outbox_16_se_36_the_memory_store_deletes_a_row_once_it_is_published():
+    """SPEC SE-36: the memory outbox keeps no payload it has published: the rows it holds are
+    the unpublished ones."""
+    store = MemoryOutboxStore(claim_lease=30)
+    outbox = Outbox(store)
+    ids = [outbox.stage(n) for n in range(3)]
+    store.claim(10, "relay-a")
+    for row_id in ids[:2]:
+        assert store.mark_published(row_id, "relay-a")
+    assert list(store._rows) == [ids[2]]
+    assert set(store._claimed_at) <= {ids[2]}
 
 
 def test_outbox_16_postgres_keeps_published_rows_until_retention(db):

@@ -77,7 +77,7 @@ def error_codes() -> set[str]:
 
 def test_every_error_code_is_in_the_error_reference():
     """The docs list every error code (issue 16 item 7): each code the package can raise has a
-    row in docs/reference/errors.md."""
+    row in docs/reference/errors.md (SPEC ERR-01)."""
     documented = first_column(page("errors.md"))
     codes = error_codes()
     assert len(codes) > 20  # the reading above found the classes
@@ -91,7 +91,8 @@ def test_the_error_reference_lists_no_code_the_package_lacks():
 
 def test_the_codes_table_holds_every_error_class():
     """``errors.CODES`` maps the codes our errors carry to their classes; a class added
-    without its row (the two atomic-step errors once were) is found here, not by a reader."""
+    without its row (the two atomic-step errors once were) is found here, not by a reader
+    (SPEC ERR-01)."""
     classes = [c for c in coded_classes(errors.XJobsError) if c.__module__ == errors.__name__]
     assert len(classes) > 20
     tabled = set(errors.CODES.values())
@@ -522,8 +523,11 @@ CITING_SUFFIXES = {".py", ".md", ".sql", ".html", ".txt", ".toml", ".cfg", ".sh"
 BEHAVIOUR_ID = re.compile(r"\b([A-Z]{1,8})-(\d{2})\b((?:(?:\.\.|/)\d{2}\b)*)")
 #: an id named by its citation word, whatever its family (a new family is caught too)
 SPEC_CITED = re.compile(r"\b(?:SPEC|DESIGN)\s+([A-Z]{1,8})-\d{2}\b")
-#: a test named after the ids it pins: ``test_outbox_12_...``, ``test_hang_03_04_...``
-TEST_NAMED = re.compile(r"\bdef (test_([a-z]+)((?:_\d{2})+)_\w*)")
+#: a test named after the ids it pins: ``test_outbox_12_...``, ``test_hang_03_04_...``,
+#: ``test_lease_07_se_14_...`` (each family followed by its numbers)
+TEST_NAMED = re.compile(r"\bdef test_((?:[a-z]+(?:_\d{2})+_)+)")
+#: one family and its numbers in such a name: ``lease_07_``, ``hang_03_04_``
+NAMED_FAMILY = re.compile(r"([a-z]+)((?:_\d{2})+)_")
 #: a section cited as ``SPEC §9`` or ``DESIGN §7`` (``SPEC §3, §5`` cites both)
 SECTION_WORD = re.compile(r"\b(SPEC|DESIGN)\b|§(\d+)")
 #: the families of behaviour ids; the page may add more, and an id cited after SPEC or DESIGN
@@ -576,10 +580,9 @@ def cited_ids(families: set[str]) -> dict[str, str]:
                 numbers += range(numbers[-1] + 1, int(n) + 1) if sep == ".." else [int(n)]
             for n in numbers:
                 cited.setdefault(f"{family}-{n:02d}", where)
-        for _, family, numbers in TEST_NAMED.findall(line):
-            if family.upper() in families:
-                for n in numbers.strip("_").split("_"):
-                    cited.setdefault(f"{family.upper()}-{n}", where)
+        for named in TEST_NAMED.findall(line):
+            for ident in named_ids(named, families):
+                cited.setdefault(ident, where)
         word = None
         for keyword, section in SECTION_WORD.findall(line):
             if keyword:
@@ -587,6 +590,29 @@ def cited_ids(families: set[str]) -> dict[str, str]:
             elif word:
                 cited.setdefault(f"{word.lower()}-{section}", where)
     return cited
+
+
+def named_ids(named: str, families: set[str]) -> list[str]:
+    """The ids a test's name cites: ``lease_07_se_14_`` -> LEASE-07, SE-14."""
+    return [
+        f"{family.upper()}-{n}"
+        for family, numbers in NAMED_FAMILY.findall(named)
+        if family.upper() in families
+        for n in numbers.strip("_").split("_")
+    ]
+
+
+def ids_in(text: str, families: set[str]) -> set[str]:
+    """The ids ``text`` cites, ranges (``SE-28..36``) and lists (``Q-03/04``) spelt out."""
+    found = set()
+    for family, first, tail in BEHAVIOUR_ID.findall(text):
+        if family not in families:
+            continue
+        numbers = [int(first)]
+        for sep, n in re.findall(r"(\.\.|/)(\d{2})", tail):
+            numbers += range(numbers[-1] + 1, int(n) + 1) if sep == ".." else [int(n)]
+        found |= {f"{family}-{n:02d}" for n in numbers}
+    return found
 
 
 def test_every_behaviour_id_the_repository_cites_is_defined_in_the_behaviour_reference():
@@ -759,3 +785,80 @@ def test_the_readme_tells_each_family_and_links_its_page(page):
     assert (ROOT / page).is_file()
     missing = [word for word in README_FAMILIES[page] if word not in readme]
     assert missing == []
+
+
+# --- every behaviour is pinned by a test, and its entry lists where -------------------------------
+
+TESTS = ROOT / "tests"
+
+
+def page_families() -> set[str]:
+    return {d.split("-")[0] for d in defined_ids() if re.fullmatch(r"[A-Z]+-\d{2}", d)}
+
+
+@cache
+def pinned_by() -> dict[str, set[str]]:
+    """Each id -> the test files with a test function that cites it: in its name
+    (``test_outbox_12_...``), its docstring (``SPEC OUTBOX-12``) or a comment in its body, what
+    CONTRIBUTING calls a test that pins a behaviour. A comment above a test, or a module's
+    docstring, pins nothing."""
+    families = page_families()
+    pinned: dict[str, set[str]] = {}
+    for path in sorted(TESTS.rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        source = path.read_text()
+        lines = source.splitlines()
+        for node in ast.walk(ast.parse(source, filename=where)):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if not node.name.startswith("test_"):
+                continue
+            named = TEST_NAMED.match(f"def {node.name}")
+            body = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+            ids = ids_in(body, families)
+            ids |= set(named_ids(named.group(1), families) if named else ())
+            for ident in ids:
+                pinned.setdefault(ident, set()).add(where)
+    return pinned
+
+
+def entries() -> dict[str, str]:
+    """Each entry of the behaviour page, by id: its text from its target to the next target or
+    heading."""
+    found = {}
+    chunks = re.split(r"^(?=\(behaviour-|#)", page("behaviour.md"), flags=re.M)
+    for chunk in chunks:
+        target = re.match(r"\(behaviour-([A-Z]+-\d{2})\)=\n", chunk)
+        if target:
+            found[target.group(1)] = chunk
+    return found
+
+
+def test_every_behaviour_on_the_page_is_pinned_by_a_test_function():
+    """Issue 39: an id no test function cites is a promise nothing keeps (five child-job entries
+    and a cron-control one were cited by a module's docstring and a section's comment only)."""
+    defined = set(entries())
+    assert len(defined) > 280  # the page was read
+    assert sorted(defined - set(pinned_by())) == []
+
+
+def test_every_behaviour_entry_has_one_tests_list_naming_files_that_pin_it():
+    """Each entry ends with one ``*Tests:*`` list (an outbox entry once had two, 60 entries none),
+    and every file it names has a test function that cites the entry's id: a list never names
+    a file that no longer pins it."""
+    pinned = pinned_by()
+    wrong = []
+    for ident, text in entries().items():
+        lists = text.count("*Tests:*")
+        if lists != 1:
+            wrong.append(f"{ident}: {lists} Tests lists")
+            continue
+        named = re.findall(r"`(tests/[^`]+)`", text.split("*Tests:*")[1])
+        if not named:
+            wrong.append(f"{ident}: an empty Tests list")
+        wrong += [
+            f"{ident}: {path} is listed but none of its tests cites {ident}"
+            for path in named
+            if path not in pinned.get(ident, set())
+        ]
+    assert wrong == []

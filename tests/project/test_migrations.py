@@ -16,12 +16,16 @@ stop reason can gain a choice (``expired``) that the admin then shows and filter
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from django.apps import apps
-from django.db import migrations, models
+from django.db import connection, migrations, models
 from django.db.migrations.loader import MigrationLoader
 
+from django_xjobs.states import LIVE_STATES
+
 APP = "django_xjobs"
+PACKAGE = Path(__file__).resolve().parents[2] / "django_xjobs"
 INITIAL = "0001_initial"
 
 #: RunSQL may only change a table's storage parameters (autovacuum and the like: 0006, 0010)
@@ -155,3 +159,31 @@ def test_db_01_the_rule_refuses_what_narrows_or_edits_a_table(db):
         },
     )
     assert violations(allowed("0099_synthetic", APP)) == []
+
+
+def unique_indexes() -> dict[str, str]:
+    """Each unique index on the tables the upserts and the one-live-row rule target, by name."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes"
+            " WHERE tablename IN ('x_jobs', 'x_job_steps', 'x_job_leases')"
+            " AND indexdef LIKE 'CREATE UNIQUE INDEX%%'"
+        )
+        return dict(cursor.fetchall())
+
+
+def test_db_02_the_one_live_row_rule_is_a_partial_unique_index_the_statements_target(db):
+    """SPEC DB-02: the migrations make the one-live-row rule a unique index over the namespace
+    (name, ``coalesce(tenant_id, '')``, key) for the live states only, and the two-column keys
+    of steps and slots unique constraints; the upserts of steps.sql and leases.sql target those
+    columns (an ``ON CONFLICT`` naming columns no unique index covers fails at run time)."""
+    indexes = unique_indexes()
+    live = indexes["x_jobs_name_tenant_idempotency_live_idx"]
+    assert "(name, COALESCE(tenant_id, ''::text), idempotency_key)" in live
+    where = live.partition(" WHERE ")[2]
+    assert sorted(re.findall(r"'(\w+)'::text", where)) == sorted(LIVE_STATES)
+    assert "(run_id, name)" in indexes["x_job_steps_run_name_key"]
+    assert "(lease_key, slot)" in indexes["x_job_leases_key_slot_key"]
+    sql = PACKAGE / "drivers" / "postgres"
+    assert "ON CONFLICT (run_id, name)" in (sql / "steps.sql").read_text()
+    assert "ON CONFLICT (lease_key, slot)" in (sql / "leases.sql").read_text()

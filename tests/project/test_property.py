@@ -26,7 +26,7 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.test import override_settings
-from hypothesis import HealthCheck, Phase, event, given, note, settings
+from hypothesis import HealthCheck, Phase, event, example, given, note, settings
 from hypothesis import strategies as st
 
 from django_xjobs import Retry, TerminalError, job
@@ -112,9 +112,8 @@ PLAIN_SCALARS = st.one_of(
     st.booleans(),
     st.integers(),
     BIG_INT,
-    # jsonb keeps a number's decimal digits, not its type: a float past 2**53 reads back as a
-    # different int on PostgreSQL only, so finite floats stay within the exact range
-    st.floats(-(2.0**53), 2.0**53),
+    # every finite float, past 2**53 too: each store reads back the float written (SPEC DRV-05)
+    st.floats(allow_nan=False, allow_infinity=False),
     PLAIN_TEXT,
 )
 HOSTILE_SCALARS = st.one_of(
@@ -160,6 +159,15 @@ class Huge:
 
     def build(self) -> Any:
         return {"n": -(10 ** (self.digits - 1))}
+
+
+def typed(value: Any) -> Any:
+    """``value`` with each scalar paired with its type: a float read back as an int differs."""
+    if isinstance(value, dict):
+        return {key: typed(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [typed(item) for item in value]
+    return (type(value).__name__, value)
 
 
 def built(value: Any) -> Any:
@@ -323,11 +331,12 @@ def _verdict(driver, case: Case) -> tuple[str, ...]:
         [Outcome.COMPLETED],
         [Outcome.DEAD_LETTERED],
     ), f"the subject ran as {[r.outcome for r in ran]}"
-    assert row.input == subject.bind(case.inputs())  # what was accepted reads back as given
+    # what was accepted reads back as given, each number as the type it was given as
+    assert typed(row.input) == typed(subject.bind(case.inputs()))
     assert (row.tenant_id, row.enqueued_by) == (case.tenant, case.actor)
     assert QUEUE_NAME.fullmatch(row.queue)
     if row.state == "done":
-        assert case.act == "return" and row.result == built(case.result)
+        assert case.act == "return" and typed(row.result) == typed(built(case.result))
         assert row.last_error is None
     else:
         assert row.state == "dead" and row.last_error and row.stop_reason
@@ -342,8 +351,26 @@ def _verdict(driver, case: Case) -> tuple[str, ...]:
     return (row.state, row.last_error.split(":")[0] if row.last_error else "")
 
 
+#: numbers past 2**53, once kept out of the floats drawn above: PostgreSQL read such a float
+#: back as an int (issue 39); every run tries them, staged and direct
+BIG_NUMBERS = Case(
+    payload={"float": 1.2345678901234567e25, "bigint": 2**63 - 1, "list": [-3.5e16, 10**30]},
+    key=[ord("n")],
+    act="return",
+    result={"float": 1e20, "tiny": 5e-324, "largest": 1.7976931348623157e308},
+    message=[],
+    tenant=None,
+    actor=None,
+    queue=None,
+    delay=None,
+    staged=True,
+)
+
+
 @settings(settings.get_profile(PROFILE))
 @given(case=CASES)
+@example(case=BIG_NUMBERS)
+@example(case=replace(BIG_NUMBERS, staged=False, seen=[]))
 def test_whatever_is_accepted_runs_and_settles_and_whatever_is_refused_writes_nothing(
     transactional_db, case
 ):

@@ -121,6 +121,11 @@ def test_two_schedulers_leader_killed_then_next_leader_frozen_past_its_lease(man
     second (the same, with C taking over). That is the ``skip`` policy (SCHED-03), not a lost
     dispatch: e.g. killed at ...775.10, survivor led at ...777.13 and dispatched 777 (catch-up),
     so 775-776 were skipped; frozen at ...781.08, C led at ...783.13, dispatched 783, 782 skipped.
+
+    SPEC SCHED-06: each dispatched row's key is ``<cron>:<occurrence epoch ms>:<job key>`` and
+    its input comes from the occurrence (``occurrence_of``); one dispatch per occurrence is
+    counted from the schedulers' log lines, since the live key would absorb a second one into
+    the first row (ENQ-06).
     """
     by_holder = {
         name: manage("xjobs_scheduler", *FLEET, "--holder", name) for name in ("sched-a", "sched-b")

@@ -17,6 +17,7 @@ from django_xjobs.errors import CODES, InvariantError, StepReplayMismatchError, 
 from django_xjobs.ids import uuid7_many
 from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import run_to_completion, run_until_idle
+from django_xjobs.worker.worker import Worker
 from tests import jobs
 from tests.models import Ledger
 from tests.steps.test_steps import claimed_steps, steps_for, steps_of
@@ -32,6 +33,8 @@ def _children(harness):
 
 
 def test_a_parent_with_3_children_resumes_with_their_results_in_input_order(harness, clock):
+    """SPEC CHILD-01, CHILD-03: the parent parks without spending an attempt, and resumes with
+    its children's results in input order."""
     parent = jobs.parent_calls.enqueue(tag="p", ns=[3, 1, 2]).id
     runs = run_to_completion(parent, clock=clock)
     assert runs[0].job.id == parent and runs[0].outcome == Outcome.SUSPENDED
@@ -44,7 +47,38 @@ def test_a_parent_with_3_children_resumes_with_their_results_in_input_order(harn
     assert harness.row(parent).attempt == 1  # parked, never retried (SPEC STEP-10)
 
 
+def test_child_01_the_first_call_records_new_ids_then_enqueues_each_child_under_its_own(
+    harness, clock
+):
+    """SPEC CHILD-01: reached the first time, ``call_many`` writes a ``waiting`` record naming
+    a new id per input, enqueues each child under the id at its index with the key
+    ``xjobs.child:<parent job id>:<step>:<index>``, and parks the run (a suspension)."""
+    job, steps, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="c1", ns=[4, 5, 6])
+    name = "call_many:tests.jobs.child_square"
+    with pytest.raises(StepSuspension):
+        steps.call_many(jobs.child_square, [{"n": n} for n in (4, 5, 6)])
+    record = steps_of(harness, job.id)[name]
+    assert (record.status, record.output["kind"], record.output["job"]) == (
+        "waiting",
+        "call_many",
+        "tests.jobs.child_square",
+    )
+    recorded = [uuid.UUID(i) for i in record.output["children"]]
+    assert len(set(recorded)) == 3 and job.id not in recorded
+    for index, (child_id, n) in enumerate(zip(recorded, (4, 5, 6), strict=True)):
+        child = harness.row(child_id)
+        assert (child.name, child.input["n"], child.state) == (
+            "tests.jobs.child_square",
+            n,
+            "ready",
+        )
+        assert child.idempotency_key == f"xjobs.child:{job.id}:{name}:{index}"
+    assert len(_children(harness)) == 3
+
+
 def test_a_replay_of_the_parent_step_enqueues_no_child_again(harness, clock):
+    """SPEC CHILD-02: a replay reads the ids from the record and adds no child; each child's key
+    is ``xjobs.child:<parent>:<step>:<index>`` (CHILD-01)."""
     job, steps, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="r", ns=[1, 2, 3])
     inputs = [{"n": n} for n in (1, 2, 3)]
     with pytest.raises(StepSuspension):
@@ -61,6 +95,8 @@ def test_a_replay_of_the_parent_step_enqueues_no_child_again(harness, clock):
 
 
 def test_children_recorded_but_never_enqueued_are_enqueued_under_the_recorded_ids(harness, clock):
+    """SPEC CHILD-02: a replay enqueues the recorded children whose rows are missing, under the
+    recorded ids, and inserting an id that exists is a no-op."""
     # a worker killed between the step's write and the enqueue: the replay inserts exactly the
     # ids the record names, and a second replay adds nothing
     job, _, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="k", ns=[5, 6])
@@ -82,7 +118,40 @@ def test_children_recorded_but_never_enqueued_are_enqueued_under_the_recorded_id
         assert sorted(c.id for c in _children(harness)) == sorted(ids)
 
 
+def test_child_05_a_parent_looks_at_its_live_children_every_event_poll_and_writes_nothing(
+    harness, clock
+):
+    """SPEC CHILD-05: while a child is live the parent stays parked, due again every
+    ``event_poll`` (``parent_calls``: 5 s); each look reads the children and parks again,
+    spending no attempt and writing nothing to them."""
+    parent = jobs.parent_calls.enqueue(tag="look", ns=[1, 2]).id
+    # one pass runs the parent alone: it parks and enqueues its children
+    [first] = (
+        Worker(queues=["default"], driver=harness.driver, clock=clock).tick(limit=1).executions
+    )
+    assert (first.job.id, first.outcome) == (parent, Outcome.SUSPENDED)
+    # another worker holds both children: live, and not ending while the parent looks
+    held = harness.driver.claim(
+        queues=["default"], limit=10, visibility_timeout=600, worker_id="w2"
+    )
+    assert sorted(c.id for c in held) == sorted(c.id for c in _children(harness))
+    assert run_until_idle(clock=clock) == []  # the parent is not due before its poll
+    parked = harness.row(parent).attempt  # a park gives the attempt back
+    for look in range(2):
+        harness.advance(6)
+        children = {c.id: harness.row(c.id) for c in held}
+        [again] = run_until_idle(clock=clock)
+        assert (again.job.id, again.outcome) == (parent, Outcome.SUSPENDED), look
+        assert {i: harness.row(i) for i in children} == children  # read, never written
+        row = harness.row(parent)
+        assert (row.state, row.attempt) == ("suspended", parked)
+        assert 4 <= (row.run_at - row.updated_at).total_seconds() <= 6  # due at the next poll
+    assert len(_children(harness)) == 2
+
+
 def test_a_dead_child_raises_the_typed_error_the_parent_catches(harness, clock):
+    """SPEC CHILD-04: a dead child completes the step as failed; the call raises
+    ``ChildJobFailedError`` naming it (index, id, state, stop reason, last error)."""
     parent = jobs.parent_calls.enqueue(tag="d", ns=[1, 2, 3], fail=[2]).id
     run_to_completion(parent, clock=clock)
     result = harness.row(parent).result
@@ -91,11 +160,14 @@ def test_a_dead_child_raises_the_typed_error_the_parent_catches(harness, clock):
     assert result["child_id"] == failed["id"]
     row = harness.row(uuid.UUID(failed["id"]))
     assert failed["state"] == row.state and row.state in ("dead", "failed")
+    assert failed["stop_reason"] == row.stop_reason == "terminal"
     assert "child 2 refused" in failed["last_error"]
     assert Ledger.objects.filter(token="d", phase="resumed").count() == 0
 
 
 def test_an_uncaught_child_failure_ends_the_parent_at_once_and_replays_the_same(harness, clock):
+    """SPEC CHILD-04: ``X_CHILD_FAILED`` is terminal, so the parent is not retried into the same
+    dead child."""
     parent = jobs.parent_call.enqueue(n=4, fail=True).id
     run_to_completion(parent, clock=clock)
     row = harness.row(parent)
@@ -106,6 +178,7 @@ def test_an_uncaught_child_failure_ends_the_parent_at_once_and_replays_the_same(
 
 
 def test_call_returns_one_result_and_repeated_calls_get_ordinal_names(harness, clock):
+    """SPEC CHILD-03: ``call`` returns the one result."""
     parent = jobs.parent_call.enqueue(n=2).id
     run_to_completion(parent, clock=clock)
     assert harness.row(parent).result == {"one": {"square": 4}, "two": {"square": 9}}
@@ -114,6 +187,7 @@ def test_call_returns_one_result_and_repeated_calls_get_ordinal_names(harness, c
 
 
 def test_call_many_of_no_inputs_returns_at_once(harness, clock):
+    """SPEC CHILD-03: ``call_many`` of no inputs returns ``[]`` at once, enqueuing nothing."""
     parent = jobs.parent_calls.enqueue(tag="z", ns=[]).id
     [run] = run_until_idle(clock=clock)
     assert run.outcome == Outcome.COMPLETED
@@ -134,6 +208,7 @@ def test_an_async_parent_calls_children_too(harness, clock):
 
 
 def test_bad_calls_are_refused_before_any_child_is_enqueued(harness, clock):
+    """SPEC CHILD-01: every input is checked before a record is written or a child enqueued."""
     _, steps, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="b", ns=[1])
     with pytest.raises(InvariantError, match="is not a job"):
         steps.call(print, {})
@@ -244,6 +319,8 @@ def test_child_08_a_replay_calling_another_job_or_kind_is_refused(harness, clock
 def test_child_08_a_completed_record_refuses_another_count_and_a_plain_step_its_name(
     harness, clock
 ):
+    """A completed record also answers with its stored results, with no child row to read
+    (SPEC CHILD-03)."""
     # a record written before calls named their job and kind: its count still holds
     job, _, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="c8", ns=[5])
     [child] = uuid7_many(1)

@@ -39,6 +39,8 @@ SETTLE = 90 + PARENTS * (0.6 if FULL else 1.0)
 def test_each_child_is_enqueued_once_and_each_parent_resumes_with_its_results_under_sigkill(
     workers,
 ):
+    """SPEC CHILD-01/02/03 under SIGKILL: each child is enqueued once, under the id its parent's
+    step recorded, and each parent resumes with its results in input order."""
     args = ("--queues", "default", "--concurrency", "4", "--poll-interval", "100ms")
     args = (*args, "--visibility-timeout", VISIBILITY)
     began = time.monotonic()

@@ -97,6 +97,7 @@ def test_step_03_a_failing_step_writes_a_failed_record_and_the_error_propagates(
 
 
 def test_step_06_one_read_of_the_step_records_per_attempt(harness, clock):
+    """SPEC SE-46."""
     job_id = jobs.five_steps.enqueue(token=f"t-{uuid.uuid4()}").id
     reads = []
     real_list = harness.driver.steps.list
@@ -144,6 +145,7 @@ def test_step_04_a_duplicate_step_name_dead_letters_on_the_first_attempt(harness
 
 
 def test_step_05_the_name_window_keeps_200_and_old_names_stay_refused(harness, clock):
+    """SPEC SE-47."""
     _, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
     for i in range(205):
         steps.run(f"s{i}", lambda i=i: i)
@@ -238,6 +240,7 @@ def test_evt_01_publish_returns_the_stored_event(harness, clock):
 
 
 def test_step_11_12_14_a_wait_parks_until_a_matching_event_arrives(harness, clock):
+    """SPEC SE-22: the job's declared ``event_poll`` applies."""
     job_id = jobs.waiter.enqueue(order_id=7).id
     [run] = run_until_idle(clock=clock)
     assert run.outcome == Outcome.SUSPENDED
@@ -337,6 +340,7 @@ def test_a_non_json_step_output_fails_the_step_and_the_job_stays_retryable(harne
 
 
 def test_step_15_a_step_deadline_fails_the_attempt_naming_the_step(harness, clock):
+    """SPEC SE-22: the job's declared ``step_timeout`` applies."""
     job_id = jobs.slow_step.enqueue(n=1).id
     started = time.monotonic()
     [run] = run_until_idle(clock=clock)
@@ -441,6 +445,21 @@ def test_exec_04_a_job_timeout_fails_on_time_and_the_late_step_is_refused(harnes
         time.sleep(0.02)  # the abandoned body runs on in its own thread; poll for its last act
     assert ledger(token, "late") == 1  # the step function ran, after the deadline ...
     assert "late" not in steps_of(harness, job_id)  # ... and its write was refused (EXEC-06)
+
+
+def test_exec_04_a_timed_body_whose_step_fails_fails_its_attempt_on_both_drivers(harness):
+    """A body with a timeout runs on a thread of its own; inside a test's transaction it borrows
+    the test's connection (SPEC WORK-06), so its step's failure is recorded and ends the attempt
+    as on memory. On its own connection it saw no row to fence its step on: the run was lost,
+    claimed again as a second attempt of one, and dead-lettered as a crash loop."""
+    job_id = jobs.timed_step_fails.enqueue(n=4).id
+    assert [run.outcome for run in run_until_idle()] == [Outcome.DEAD_LETTERED]
+    row = harness.row(job_id)
+    assert (row.state, row.attempt, row.stop_reason) == ("dead", 1, "attempts-exhausted")
+    assert row.last_error.startswith("ValueError: step 4 fails")
+    steps = harness.driver.steps.list(row.run_id)
+    assert [(step.name, step.status) for step in steps] == [("fails", "failed")]
+    assert steps[0].error.startswith("ValueError: step 4 fails")
 
 
 #: each run's ctx.signal and what its background step met, by token, for the EXEC-04/06 cases

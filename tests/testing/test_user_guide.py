@@ -12,9 +12,11 @@ import pytest
 from django.test import TestCase, override_settings
 
 from django_xjobs import conf
+from django_xjobs.operations import inspect_job
 from django_xjobs.testing import FrozenClock, memory_driver, run_to_completion, run_until_idle
 from django_xjobs.worker.worker import Worker
 from tests import jobs
+from tests.models import Ledger
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +31,19 @@ def test_invoice_is_sent(db):
     assert result.staged  # the default: inside the test's transaction
     [execution] = run_until_idle()
     assert execution.outcome == "completed" and execution.job.id == result.id
+
+
+def test_work_06_a_timed_body_sees_and_writes_in_the_tests_transaction(db):
+    """The guide's promise, "the jobs run on the test's connection, so they see the test's
+    uncommitted rows", holds for a job with ``timeout=`` too, whose body runs on a thread of its
+    own: that thread borrows the test's connection, and what it writes is rolled back with the
+    test."""
+    Ledger.objects.create(token="guide-timed", phase="test", attempt=0, pid=0)
+    result = jobs.timed_reader.enqueue(token="guide-timed")
+    [execution] = run_until_idle()
+    assert execution.outcome == "completed" and execution.job.id == result.id
+    assert inspect_job(result.id)["result"] == ["body", "test"]
+    assert Ledger.objects.filter(token="guide-timed", phase="body").count() == 1
 
 
 def test_fulfilment_survives_a_week(db):
@@ -50,6 +65,8 @@ def test_one_pass_of_the_real_worker(db):
 
 
 def test_with_the_memory_driver(db):
+    """SPEC ENQ-02: the driver is looked up at the enqueue, so one installed after the jobs were
+    imported takes it."""
     with memory_driver() as driver:
         job_id = jobs.ok.enqueue(n=8).id
         [execution] = run_until_idle()

@@ -101,6 +101,8 @@ def test_a_visibility_timeout_shorter_than_three_heartbeats_is_refused(db):
 
 
 def test_lease_04_the_window_runs_from_the_last_renewal_that_landed(clock):
+    """SPEC SE-12: the window is measured on the worker's clock from the last renewal that
+    landed, never by the database's clock against the worker's."""
     driver = ScriptedDriver(True, True)
     run = make_run(clock)
     beat = heartbeat(driver, run, clock)
@@ -113,6 +115,7 @@ def test_lease_04_the_window_runs_from_the_last_renewal_that_landed(clock):
 
 
 def test_lease_05_a_failed_renewal_with_room_left_is_a_warning(clock, caplog):
+    """SPEC SE-11: a failed renewal is a warning."""
     driver = ScriptedDriver(ConnectionError("blip"))
     run = make_run(clock)
     clock.now += 10
@@ -123,6 +126,7 @@ def test_lease_05_a_failed_renewal_with_room_left_is_a_warning(clock, caplog):
 
 
 def test_lease_06_a_lapsed_window_is_lost_without_calling_the_driver(clock, caplog):
+    """SPEC SE-11: a lapse is an error."""
     driver = ScriptedDriver()
     run = make_run(clock)
     clock.now += VIS
@@ -159,6 +163,7 @@ def test_lease_07_se_14_a_hung_renewal_is_not_doubled_and_the_lapse_is_still_see
 
 
 def test_lease_08_only_an_explicit_false_is_a_loss(clock, caplog):
+    """SPEC DRV-02: a renewal answers a bool, and only an explicit False is a loss."""
     run = make_run(clock)
     with caplog.at_level(logging.ERROR, logger="django_xjobs"):
         heartbeat(ScriptedDriver(None), run, clock).beat()
@@ -193,6 +198,7 @@ def test_lease_10_a_renewal_that_fails_after_the_lapse_reports_its_error(clock, 
 
 
 def test_lease_11_a_loss_is_reported_once_counted_and_then_final(clock, caplog):
+    """SPEC SE-11: a loss is counted."""
     before = metrics.value("xjobs_job_leases_lost_total", queue="default")
     driver = ScriptedDriver(False, True, True)
     run = make_run(clock)
@@ -221,6 +227,7 @@ def test_lease_12_se_15_a_false_after_the_run_settled_reports_nothing(clock, cap
 
 
 def test_cancel_05_q_08_a_cancelled_job_is_not_a_lost_lease(clock, caplog):
+    """SPEC SE-04: the renewal's refusal is acted on: the run is stopped as cancelled."""
     driver = ScriptedDriver(False)
     driver.state = "cancelled"
     run = make_run(clock)

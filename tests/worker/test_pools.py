@@ -114,7 +114,8 @@ def test_work_01_04_a_backlog_in_one_queue_leaves_the_other_queue_its_threads(
     """default=2,other=1: four blocked ``default`` runs older than the ``other`` jobs take
     their two threads only; both ``other`` jobs run, one at a time, while ``default`` is still
     saturated. With one shared pool of three the backlog would take every thread. A run claimed
-    ahead (``prefetch``) waits for a thread of its own queue's pool."""
+    ahead (``prefetch``) waits for a thread of its own queue's pool. A thread is refilled as
+    soon as its own run ends (SPEC SE-51)."""
     backlog_ids = [backlog.enqueue(token=TOKEN, n=n).id for n in range(4)]
     urgent_ids = [urgent.enqueue(token=TOKEN, n=n).id for n in range(2)]
     with _recording_claims(live_harness.driver) as claims:

@@ -52,6 +52,7 @@ def _in_thread(worker: Worker) -> threading.Thread:
 
 
 def test_work_05_a_thread_is_free_once_its_handler_returns_not_once_its_ack_lands(live_harness):
+    """SPEC SE-51: the thread is refilled as soon as its own run ends."""
     GATE.set()  # the handlers return at once; it is the first ack that is held back
     ids = [gated.enqueue(token=TOKEN, n=n).id for n in range(2)]
     real_ack = live_harness.driver.ack

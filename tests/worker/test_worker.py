@@ -5,14 +5,17 @@ worker's claims make it, and a burst worker never stops before one."""
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
 import uuid
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
+from django_xjobs import metrics
 from django_xjobs.drivers.contract import Complete, EnqueueRequest
 from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import run_until_idle
@@ -32,6 +35,8 @@ def burst(harness, concurrency=4, queues=("default", "other"), **options):
 
 
 def test_burst_runs_everything_due_and_settles_each_run_once(live_harness):
+    """SPEC EXEC-02: a handler that returns settles its run ``done`` with its result, each run
+    with one outcome."""
     ids = [jobs.ok.enqueue(n=i).id for i in range(20)]
     stats = burst(live_harness)
     assert stats.outcomes == {Outcome.COMPLETED: 20}
@@ -61,6 +66,8 @@ def test_retry_with_backoff_then_success(live_harness):
 
 
 def test_attempts_exhausted_dead_letters_with_stop_reason(live_harness):
+    """SPEC Q-10: running out of attempts is the stop reason ``attempts-exhausted``, not an
+    error of its own: ``last_error`` is the last attempt's."""
     job_id = jobs.fails.enqueue(n=1).id
     for _ in range(3):
         burst(live_harness)
@@ -359,6 +366,8 @@ def test_work_02_se_24_a_capped_job_without_a_lease_store_refuses_to_start(live_
 
 
 def test_slot_03_work_08_a_full_slot_sheds_the_job_without_an_attempt(live_harness):
+    """SPEC STATE-06, SE-58: a shed run is ``ready`` again with no ``last_error`` and its
+    attempt given back, never ``suspended``."""
     leases = live_harness.driver.leases
     assert leases.acquire("job:tests.jobs.exclusive", 1, 30, "elsewhere:1") == 0
     job_id = jobs.exclusive.enqueue(token=f"shed-{uuid.uuid4()}", hold=0).id
@@ -370,6 +379,87 @@ def test_slot_03_work_08_a_full_slot_sheds_the_job_without_an_attempt(live_harne
     live_harness.advance(5)
     assert burst(live_harness).outcomes == {Outcome.COMPLETED: 1}
     assert leases.held("job:tests.jobs.exclusive") == 0  # SPEC SLOT-02: released at settle
+
+
+def test_work_10_a_settle_hands_back_limit_and_slot_and_a_failed_release_never_fails_it(
+    live_harness, caplog, monkeypatch
+):
+    """SPEC WORK-10: a settle hands back the run's process limit and fleet slot, and the
+    outcome counters and ``xjobs_jobs_total`` move; a release that raises is logged and the
+    run still settles."""
+    leases = live_harness.driver.leases
+    counted = metrics.value("xjobs_jobs_total", queue="default", outcome="ok")
+    with override_settings(XJOBS={"QUEUES": ["other"], "LIMITS": {"global": 1}}):
+        job_id = jobs.exclusive.enqueue(token=f"w10-{uuid.uuid4()}", hold=0).id
+        worker = Worker(queues=["default"], driver=live_harness.driver, burst=True)
+        assert worker.run().outcomes == {Outcome.COMPLETED: 1}
+    assert live_harness.row(job_id).state == "done"
+    assert worker.limiter.in_flight() == 0
+    assert leases.held("job:tests.jobs.exclusive") == 0
+    assert metrics.value("xjobs_jobs_total", queue="default", outcome="ok") == counted + 1
+
+    def unreachable(*args):
+        raise ConnectionError("the slot store is gone")
+
+    monkeypatch.setattr(leases, "release", unreachable)
+    job_id = jobs.exclusive.enqueue(token=f"w10-{uuid.uuid4()}", hold=0).id
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        assert burst(live_harness).outcomes == {Outcome.COMPLETED: 1}
+    assert live_harness.row(job_id).state == "done"
+    assert "xjobs.worker.lease_release_failed" in caplog.text
+
+
+def test_work_15_se_48_a_worker_run_in_a_process_installs_no_signal_handler(live_harness):
+    """SPEC WORK-15, SE-48: signals belong to the role commands; a ``Worker`` started and
+    stopped in a process (this test's) installs no SIGTERM or SIGINT handler and leaves
+    none behind."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    jobs.ok.enqueue(n=15)
+    worker = Worker(queues=["default"], driver=live_harness.driver)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_for(lambda: worker.stats().outcomes, what="the run to settle")
+        assert {sig: signal.getsignal(sig) for sig in before} == before
+    finally:
+        worker.stop()
+        thread.join(20)
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+def test_work_16_stats_answer_the_worker_its_queues_state_runs_and_outcomes(live_harness):
+    """SPEC WORK-16: ``Worker.stats()`` answers the worker id, its queues, its state, the runs
+    in flight and the counts by outcome."""
+    jobs.ok.enqueue(n=16)
+    jobs.flaky.enqueue(n=16, failures=1)  # retried a second later: after the burst
+    worker = Worker(
+        queues=["default", "other"], driver=live_harness.driver, burst=True, worker_id="w16"
+    )
+    assert worker.stats().state == "idle"
+    stats = worker.run()
+    assert (stats.worker_id, stats.queues, stats.state, stats.in_flight) == (
+        "w16",
+        ("default", "other"),
+        "stopped",
+        0,
+    )
+    assert stats.outcomes == {Outcome.COMPLETED: 1, Outcome.RETRIED: 1}
+    assert worker.stats() == stats
+
+
+def test_q_12_sync_bodies_run_on_the_pools_threads_with_their_own_sessions(live_harness):
+    """SPEC Q-12: a worker runs sync handlers on its pool's threads, each thread with its own
+    database connection (never the caller's), and ``async def`` handlers on an event loop."""
+    ids = [jobs.where_it_runs.enqueue(n=n).id for n in range(4)]
+    coroutine = jobs.where_it_runs_async.enqueue(n=1).id
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        [(ours,)] = cursor.fetchall()
+    assert burst(live_harness, concurrency=2).outcomes == {Outcome.COMPLETED: 5}
+    ran = [live_harness.row(i).result for i in ids]
+    assert {r["thread"] for r in ran} <= {"xjobs-job"}
+    assert ours not in {r["backend"] for r in ran}
+    assert live_harness.row(coroutine).result == {"loop": True}
 
 
 def test_slot_01_a_job_without_concurrency_never_touches_the_lease_table(live_harness):
@@ -390,6 +480,7 @@ def test_slot_01_a_job_without_concurrency_never_touches_the_lease_table(live_ha
 
 
 def test_limit_01_work_07_a_process_limit_sheds_the_rest(live_harness):
+    """SPEC STATE-06: a run shed by a limit goes back to ``ready``."""
     settings = {"QUEUES": ["other"], "OUTBOX": "off", "LIMITS": {"per_queue": {"default": 1}}}
     tokens = [f"lim-{uuid.uuid4()}" for _ in range(2)]
     with override_settings(XJOBS=settings):

@@ -139,7 +139,9 @@ def test_a_sigkill_in_step_3_reruns_step_3_only(workers):
 
 
 def test_an_event_from_another_process_reaches_a_waiting_job_within_one_event_poll(workers):
-    """tests.jobs.waiter polls every 5 s (event_poll="5s"); a web process publishes."""
+    """tests.jobs.waiter polls every 5 s (event_poll="5s"); a web process publishes. SPEC EVT-05,
+    SE-53: events are stored in the database, so a run waiting in one process sees an event
+    published in another."""
     order = int(uuid.uuid4().int % 1_000_000)
     job_id = jobs.waiter.enqueue(order_id=order).id
     worker = workers("--queues", "default")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ...errors import BatchClosedError
+from ...payload import dumps
 from ...states import LIVE_STATES
 from ..contract import BatchCallback, BatchRecord, EnqueueRequest, EnqueueResult, JobSnapshot
 
@@ -130,7 +131,7 @@ class MemoryBatchStore:
                 name=callback.name,
                 queue=callback.queue,
                 input=inputs,
-                input_json=json.dumps(inputs),
+                input_json=dumps(inputs),
                 idempotency_key=callback.key,
                 max_attempts=callback.max_attempts,
                 priority=callback.priority,

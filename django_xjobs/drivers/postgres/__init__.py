@@ -20,7 +20,7 @@ from ... import history
 from ...errors import DriverUnavailableError
 from ...ids import uuid7, uuid7_many
 from ...limit_keys import key_of, keyless
-from ...payload import NotJSON, decode
+from ...payload import NotJSON, decode, dumps
 from ...rollup import BOUNDS as ROLLUP_BOUNDS
 from .. import failures, rules
 from ..claim_limits import ClaimLimits
@@ -380,7 +380,7 @@ class PostgresDriver:
         return self._count(statement, {**fence, **params}) == 1
 
     def progress(self, job_id: UUID, lease_token: UUID, progress: dict[str, Any]) -> bool:
-        params = {"id": job_id, "lease_token": lease_token, "progress": json.dumps(progress)}
+        params = {"id": job_id, "lease_token": lease_token, "progress": dumps(progress)}
         return self._count("progress", params) == 1
 
     def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool:

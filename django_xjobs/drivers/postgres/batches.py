@@ -16,7 +16,7 @@ from django.db import transaction
 
 from ...errors import BatchClosedError
 from ...ids import uuid7_many
-from ...payload import decode
+from ...payload import decode, dumps
 from ..contract import BatchCallback, BatchRecord, EnqueueRequest, EnqueueResult, request_columns
 from . import sql
 
@@ -34,7 +34,7 @@ class PostgresBatchStore:
     ) -> None:
         params = {
             "id": batch_id,
-            "input": json.dumps(input),
+            "input": dumps(input),
             "callbacks": json.dumps([c.to_json() for c in callbacks]),
         }
         sql.count(self.using, STATEMENTS["batch_open"], params)

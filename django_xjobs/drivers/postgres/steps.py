@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, cast
 from uuid import UUID
 
+from ...payload import dumps
 from ..contract import EventRecord, StepRecord
 from ..rules import known_status
 from . import sql
@@ -20,7 +21,7 @@ def _json(value: Any) -> Any:
 
 
 def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return None if value is None else dumps(value)
 
 
 class PostgresStepStore:

@@ -51,6 +51,7 @@ def test_drv_05_an_empty_queue_list_is_refused_by_both(harness):
 
 
 def test_a_delayed_row_is_claimable_once_due(harness):
+    """SPEC STATE-05."""
     jobs.ok.using(delay="10s").enqueue(n=1)
     assert claim(harness.driver) == []
     harness.advance(10)

@@ -125,6 +125,30 @@ def test_enq_10_se_02_the_namespace_includes_the_tenant(harness):
     assert none_2.deduped and none_2.id == none_1.id
 
 
+@pytest.mark.parametrize("verb", ["enqueue", "enqueue_many", "after"])
+def test_enq_10_se_02_a_named_tenants_key_dedupes_to_that_tenants_row(harness, verb):
+    """The same name and key live under four tenants (three named, and none); each one's key
+    enqueued again answers its own tenant's row, never a neighbour's: one by one, as a batch,
+    and with a dependency (``using(after=...)``). The insert is suppressed by the unique index
+    either way; which live row is answered is the lookup's to decide (``find_live``,
+    ``find_live_many`` on PostgreSQL), so its tenant condition is pinned here."""
+    tenants = ["acme", None, "globex", "zeta"]
+    dependency = harness.driver.enqueue(request(key="dependency")).id
+    first = harness.driver.enqueue_many([request(tenant=t, key="same") for t in tenants])
+    assert not any(r.deduped for r in first) and len({r.id for r in first}) == len(tenants)
+    again = [request(tenant=t, key="same") for t in reversed(tenants)]
+    if verb == "enqueue":
+        answers = [harness.driver.enqueue(r) for r in again]
+    elif verb == "enqueue_many":
+        answers = harness.driver.enqueue_many(again)
+    else:
+        answers = [harness.driver.enqueue(replace(r, after=(dependency,))) for r in again]
+    assert all(r.deduped for r in answers)
+    assert [(r.id, r.run_id) for r in answers] == [(r.id, r.run_id) for r in reversed(first)]
+    assert [harness.row(r.id).tenant_id for r in answers] == list(reversed(tenants))
+    assert len(harness.driver.list_jobs()) == len(tenants) + 1
+
+
 # --- (b) initial state -----------------------------------------------------------------------
 
 

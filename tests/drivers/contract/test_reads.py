@@ -4,13 +4,50 @@ fixture, asserting the same answers."""
 
 from __future__ import annotations
 
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from django.conf import settings
+from django.db import transaction
+from django.test import override_settings
+
 from django_xjobs.drivers.contract import (
     Complete,
     Finish,
     SuspendUntil,
 )
+from django_xjobs.outbox.relay import Relay
+from django_xjobs.testing import run_until_idle
 from tests import jobs
 from tests.drivers.contract.support import claim
+
+#: numbers past a double's exact range (2**53): ints a 64-bit primary key or more wide, and
+#: floats Python writes with an exponent (1e16 and up), which jsonb keeps as digits
+NUMBERS = {
+    "bigint": 2**63 - 1,
+    "past_2_53": 2**53 + 1,
+    "negative": -(2**64),
+    "thirty_digits": 10**30,
+    "exact_float": 2.0**53,
+    "float": 1e20,
+    "digits": 1.2345678901234567e25,
+    "negative_float": -3.5e16,
+    "largest": 1.7976931348623157e308,
+    "tiny": 1e-20,
+    "nested": [2**62, {"f": 9.9e99}],
+    "text": "1e+20 stays text",
+}
+
+
+def typed(value: Any) -> Any:
+    """``value`` with each number paired with its type: an int read back for a float differs."""
+    if isinstance(value, dict):
+        return {key: typed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [typed(item) for item in value]
+    return (type(value).__name__, value)
+
 
 # --- (h) list newest first, limit after the sort --------------------------------------------
 
@@ -51,6 +88,7 @@ def test_insp_05_dead_letters_newest_first(harness):
 
 
 def test_met_03_q_05_stats_buckets_are_exclusive(harness):
+    """SPEC SE-05; a due ``delayed`` row counts as ready (STATE-05)."""
     jobs.ok.enqueue(n=1)  # ready
     jobs.ok.using(delay="1h").enqueue(n=2)  # delayed
     jobs.ok.using(delay="10s").enqueue(n=3)  # delayed, due after the advance: counts ready
@@ -88,3 +126,37 @@ def test_stats_oldest_ready_is_measured_from_run_at(harness):
     harness.advance(90)
     [default] = harness.driver.stats()
     assert 90 <= default.oldest_ready_seconds < 120
+
+
+# --- numbers past 2**53 read back as written --------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["direct", "commit", "relay"])
+def test_drv_05_numbers_past_2_53_read_back_as_written(live_harness, path):
+    """An int keeps every digit and a float stays the same float, in the input (published
+    directly, staged and published at commit, or by the relay), a step's output, the result and
+    an event's payload, on PostgreSQL as in memory: jsonb keeps a number's digits, not its type,
+    and read a float written ``1e+20`` back as an int."""
+    driver, token = live_harness.driver, f"numbers-{path}"
+    with override_settings(XJOBS={**settings.XJOBS, "OUTBOX": "auto"}):
+        if path == "direct":
+            job_id = jobs.numbers.using(outbox=False).enqueue(token=token, values=NUMBERS).id
+        elif path == "commit":
+            with transaction.atomic():
+                job_id = jobs.numbers.enqueue(token=token, values=NUMBERS).id
+        else:
+            store = driver.outbox_store("default")
+            job_id = store.stage(jobs.numbers.build_request({"token": token, "values": NUMBERS}))
+            assert Relay(store=store, driver=driver).tick() == 1
+    assert typed(live_harness.row(job_id).input) == typed({"token": token, "values": NUMBERS})
+    [run] = run_until_idle(driver=driver)
+    assert run.outcome == "completed"
+    row = live_harness.row(job_id)
+    [step] = driver.steps.list(row.run_id)
+    assert typed(step.output) == typed(NUMBERS)
+    assert typed(row.result) == typed({"step": NUMBERS})
+    published = driver.events.publish(
+        id=uuid4(), name="numbers", payload=NUMBERS, correlation_key=None, ttl=60
+    )
+    found = driver.events.find("numbers", after=published.published_at)
+    assert found is not None and typed(found.payload) == typed(NUMBERS)
