@@ -162,7 +162,7 @@ class Settler:
                 self._owe(execution, failed[token])
         for (queue, counted), n in counts.items():
             metrics.inc("xjobs_jobs_total", n, queue=queue, outcome=counted)
-        self.wake.set()  # a suspect may wait for this worker to be idle, or a hold-back end
+        self.wake.set()  # a settle may have freed room, or ended a hold-back
         return settled
 
     def _finish(
@@ -306,8 +306,6 @@ class Settler:
 
     def release(self, run: Run) -> None:
         """Hand back the process limit and the fleet slot; a failure never fails the settle."""
-        if run.job.lease_expiries:
-            self.runs.quarantined = False
         try:
             if run.limit_lease is not None:
                 run.limit_lease.release()

@@ -33,6 +33,7 @@ from .claim_limits import LimitPlan
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .inflight import InFlight
+from .isolation import Isolation
 from .limits import Limiter
 from .paused import PausedQueues
 from .pools import Lane, describe, lanes
@@ -208,6 +209,10 @@ class Worker:
             worker_id=self.worker_id,
         )
         self._retention = Retention(self.driver)
+        #: runs suspects in child processes (worker/isolation.py), listed for /readyz
+        self.isolation = Isolation(
+            worker_id=self.worker_id, visibility_timeout=self.visibility_timeout
+        )
         #: the lapsed-lease sweep rides on a claim every pass while the queue looks idle, else
         #: once a poll interval: the same bound a ready job with a lost notification waits
         self._idle, self._swept_at = True, float("-inf")
@@ -374,6 +379,18 @@ class Worker:
         """Runs already settled whose body passed its timeout and has not returned yet."""
         return self.runs.abandoned_runs()
 
+    def readiness(self) -> tuple[str | None, dict[str, Any]]:
+        """What ``/readyz`` adds for this worker (SPEC LEASE-19): the suspects it runs alone in
+        child processes now, beside its other runs, which it keeps claiming."""
+        isolated = self.isolation.running()
+        if not isolated:
+            return None, {"isolated": []}
+        names = ", ".join(f"{c['job']} {c['id'][:8]} (pid {c['pid']})" for c in isolated)
+        runs = "run" if len(isolated) == 1 else "runs"
+        return f"{len(isolated)} suspect {runs} alone in a child process: {names}", {
+            "isolated": isolated
+        }
+
     def held_by_abandoned(self) -> bool:
         """True while bodies past their timeout hold half the threads of a pool or more: the
         pool runs at half its size or less until they return, which they may never do."""
@@ -423,12 +440,10 @@ class Worker:
                 self._breaker.retry_now()  # claim now, not at the end of a 10 s backoff
             if runs.owed and self._breaker.wait() <= 0:
                 self._repay()
-            if runs.awaiting_idle and not runs.by_token:
-                runs.awaiting_idle = False  # idle: the next claim takes the suspect, alone
-            # a suspect running alone, or waiting for this worker to be idle, stops the claims
             # results in hand go first: while a settle is retried through an outage, claiming
-            # would overtake it and re-run the very jobs it is trying to settle
-            held_back = runs.quarantined or runs.awaiting_idle or self._guard.retrying.is_set()
+            # would overtake it and re-run the very jobs it is trying to settle (a suspect holds
+            # nothing back: it runs in a child, on one thread, SPEC LEASE-19)
+            held_back = self._guard.retrying.is_set()
             wants = [] if held_back else self._free_lanes()
             # read before the claim: a run of ours in flight may hold the very cap or key slot
             # that made the claim come back empty, and settle before the idle check below
@@ -455,9 +470,8 @@ class Worker:
                 if swept and claims:  # every pool's queues paused: nothing was claimed
                     self._swept_at = claims[0][3]
             self._retention.maybe_prune()
-            # nothing runnable now: shed jobs wait for a slot, not for this burst; a suspect
-            # handed back to wait for this worker's runs to end is runnable, once they have
-            idle_now = not started and not runs.by_token and not runs.awaiting_idle
+            # nothing runnable now: shed jobs wait for a slot, not for this burst
+            idle_now = not started and not runs.by_token
             # SPEC LIMIT-13: a burst ends on a claim made with nothing of its own in flight, so
             # rows held back only by a slot its last run freed are claimed, not left ready
             if self.burst and idle_now and not in_flight and (swept or not wants):
@@ -659,6 +673,10 @@ class Worker:
                 self._connect_first(run)
             if run.signal.is_set():  # lost or cancelled while it waited for a thread
                 execution = self._unstarted(run)
+            elif fresh_connection and self._isolates(run):
+                # SPEC LEASE-19: a suspect runs alone in a child, on this thread only
+                isolated = self.isolation.run(run)
+                execution = self._unisolated(run) if isolated is None else isolated
             else:
                 execution = execute(
                     run.job, run.signal, driver=self.driver, clock=self.clock, handle=run.handle
@@ -697,6 +715,26 @@ class Worker:
                     self._window.refused(len(self.runs))
             run.signal.wait(pause)
             pause = min(pause * 2, 1.0)
+
+    def _isolates(self, run: Run) -> bool:
+        """A suspect whose body would run goes to a child process, where the driver's store is
+        reachable; a job that cannot run (unknown, expired, past its crash bound) ends here."""
+        job = run.job
+        return (
+            job.suspect
+            and self.driver.supports_child_runs
+            and run.handle is not None
+            and job.undecodable is None
+            and not job.expired
+            and job.lease_expiries < conf.get().max_lease_expiries
+        )
+
+    def _unisolated(self, run: Run) -> Execution:
+        """No child could run the suspect (logged): it goes back unstarted, due again after a
+        lease, rather than run beside this worker's other runs."""
+        job = run.job
+        shed = Shed(job.id, job.lease_token, delay=self.visibility_timeout, reason="not isolated")
+        return Execution(Outcome.SUSPENDED, job, 0.0, shed)
 
     def _unstarted(self, run: Run) -> Execution:
         """A queued run that lost its lease (or was cancelled) before a thread took it: it goes

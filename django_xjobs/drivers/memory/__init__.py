@@ -85,6 +85,8 @@ class _Subscription:
 class MemoryDriver:
     name = "memory"
     database: str | None = None
+    #: its rows live in this process: a child could not see them
+    supports_child_runs = False
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or SystemClock()
@@ -348,24 +350,20 @@ class MemoryDriver:
                 first = row.started_at or now
                 expired = row.expires_at is not None and row.expires_at <= first
                 errors = row.errors
-                crashes, pending = 0, row.lapsed_holder
+                died_with = row.lapsed_holder
                 if lapsed:
                     at = row.visible_at or now  # when its lease ran out
-                    crashes, pending = self._presence.verdict(
-                        row.claimed_by, row.lapsed_holder, now, visibility_timeout
-                    )
-                    counted = pending != row.claimed_by  # this holder judged gone, not pending
-                    kind = LAPSED if counted else LAPSED_PRESENT
-                    if self._presence.stopped(row.claimed_by):
-                        kind = EXITED
+                    verdict = self._presence.verdict(row.claimed_by, at)
+                    if verdict == "died":  # SPEC LEASE-16: not counted; it runs alone next
+                        died_with = row.claimed_by
+                    kind = {"exited": EXITED, "died": LAPSED}.get(verdict, LAPSED_PRESENT)
                     entry = FailedAttempt.stamped(kind, attempt=row.attempt, at=at)
                     errors = (*errors, entry)[-KEEP:]
                 row = replace(
                     row,
                     state="running",
                     attempt=row.attempt + 1,
-                    lease_expiries=row.lease_expiries + crashes,
-                    lapsed_holder=pending,
+                    lapsed_holder=died_with,
                     errors=errors,
                     claimed_by=worker_id,
                     lease_token=uuid.uuid4(),
@@ -398,6 +396,7 @@ class MemoryDriver:
                         expired=expired,
                         snoozes=row.snoozes,
                         waited=max((now - row.run_at).total_seconds(), 0.0),
+                        died_with=row.lapsed_holder,
                     )
                 )
             return claimed
@@ -447,6 +446,7 @@ class MemoryDriver:
             error=retry.error,
             stop_reason=retry.stop_reason,
             failure=retry.failure,
+            crashed=retry.crashed,
             # a hand-back that spends no attempt is no end of a run: not counted
             outcome="retried" if retry.counts_as_attempt else None,
         )
@@ -519,6 +519,7 @@ class MemoryDriver:
         keep_place: bool = False,
         snoozed: bool = False,
         outcome: str | None = None,
+        crashed: bool = False,
     ) -> bool:
         """The one write behind retry/suspend/shed/finish, as their named statements do."""
         with self._lock:
@@ -534,7 +535,10 @@ class MemoryDriver:
                 row,
                 state=state,
                 errors=errors,
-                lease_expiries=row.lease_expiries if shed else 0,
+                # SPEC LEASE-17: a run that died alone in its child is counted, as jobs.sql's retry
+                lease_expiries=row.lease_expiries + 1
+                if crashed
+                else (row.lease_expiries if shed else 0),
                 lapsed_holder=row.lapsed_holder if shed else None,
                 attempt=max(row.attempt - 1, 0) if give_back else row.attempt,
                 run_at=(
