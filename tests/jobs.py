@@ -315,6 +315,30 @@ def gated(ctx, token: str):
     return ctx.attempt
 
 
+@job(idempotency_key="into-outage:{token}", retry=Retry(attempts=5, delay="100ms", jitter=False))
+def runs_into_outage(ctx, token: str):
+    """Records its start in the jobs database. Its first run then holds, deaf to its signal,
+    until that database stops answering, and on until its worker gives it up at its lease's
+    local deadline (issue 39 item 1): an outage cuts it short. Every later run records its end
+    at once."""
+    from django.db import DatabaseError, connection
+
+    _mark(token, "start", ctx.attempt)
+    if Ledger.objects.filter(token=token, phase="start").count() == 1:
+        while True:
+            try:
+                Ledger.objects.filter(token=token, phase="done").exists()
+            except DatabaseError:
+                connection.close()
+                break
+            time.sleep(0.05)
+        while not ctx.signal.is_set():  # reads the local deadline itself (SPEC LEASE-15)
+            time.sleep(0.05)
+        ctx.signal.raise_if_set()
+    _mark(token, "done", ctx.attempt)
+    return ctx.attempt
+
+
 # --- a body that outlives its timeout (SPEC EXEC-05, issue 11 item 2) ------------------------
 
 _live_lock = threading.Lock()

@@ -28,6 +28,7 @@ from ..drivers.contract import (
     JobDriver,
     RetryAt,
     Settle,
+    Shed,
     SuspendUntil,
 )
 from ..drivers.values import quick_init
@@ -344,6 +345,18 @@ def _stopped_or_failed(
             outcome, job, duration, retry, error=redact.redact(describe_error(reason), secrets)
         )
     return _failed(job, policy, error, duration)
+
+
+def cut_short(execution: Execution) -> Execution:
+    """SPEC LEASE-20: a run its worker gave up at its local deadline because the database did
+    not answer its renewals was cut short by the outage, not by the job: it goes back ready at
+    once in its old place in the queue (ahead of a backlog enqueued after it), its attempt given
+    back. Its settle is fenced on its token, so it lands only while no other worker took it."""
+    value = execution.settle
+    if execution.outcome is not Outcome.LEASE_LOST or not isinstance(value, RetryAt):
+        return execution
+    back = Shed(value.job_id, value.lease_token, reason="cut short by an outage", keep_place=True)
+    return replace(execution, settle=back)
 
 
 def stopped(

@@ -24,7 +24,7 @@ from ..drivers.connections import close_stale_connections, role_connections
 from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..ids import uuid7
-from ..run.execute import Execution, Outcome, execute, failure
+from ..run.execute import Execution, Outcome, cut_short, execute, failure
 from ..run.settle import settle
 from ..text import check_name
 from .admission import Admission
@@ -52,6 +52,9 @@ _CLAIM_BACKOFF_CAP = 10.0
 _WINDOW_PAUSE_CAP = 2.0
 #: how long a settle that gave up in an outage stays owed (issue 25 item 1)
 _OWED_FOR = 600.0
+#: while settles are owed, how often the claim loop tries the oldest one, whatever the claims'
+#: backoff: the runs an outage cut short go back the moment the database answers (SPEC LEASE-20)
+_REPAY_EVERY = 0.5
 
 
 @dataclass
@@ -169,6 +172,8 @@ class Worker:
         #: the presence renewal landed after failing: the claim loop tries now, not after its
         #: backoff (set by the heartbeat's thread, read by the claim loop's)
         self._answered = False
+        #: when the claim loop last tried the settles owed since an outage
+        self._repaid_at = float("-inf")
         self.admission = Admission(
             self.runs,
             self.driver,
@@ -438,7 +443,9 @@ class Worker:
             if self._answered:
                 self._answered = False
                 self._breaker.retry_now()  # claim now, not at the end of a 10 s backoff
-            if runs.owed and self._breaker.wait() <= 0:
+            if runs.owed and (
+                self._breaker.wait() <= 0 or time.monotonic() - self._repaid_at >= _REPAY_EVERY
+            ):
                 self._repay()
             # results in hand go first: while a settle is retried through an outage, claiming
             # would overtake it and re-run the very jobs it is trying to settle (a suspect holds
@@ -453,7 +460,7 @@ class Worker:
             if wants:
                 pause = self._breaker.wait()
                 if pause > 0:  # open: a notification wakes it, but the wait is measured again
-                    self._wake.wait(pause)
+                    self._wake.wait(min(pause, _REPAY_EVERY) if runs.owed else pause)
                     continue
                 # lapsed leases are swept while idle and at least once a poll interval; a
                 # notified job is claimed first, without the sweep's extra reads
@@ -479,20 +486,24 @@ class Worker:
             full = any(len(claimed) == free for _, free, claimed, _ in claims)
             if wants and (full or not (swept or notified)):
                 continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
-            self._wake.wait(self.poll_interval)
+            self._wake.wait(
+                min(self.poll_interval, _REPAY_EVERY) if runs.owed else self.poll_interval
+            )
 
     def _repay(self) -> None:
         """Send the settles owed since the outage, each fenced on its lease token: a run cut
         short goes back to ready at once instead of waiting for its lapse to be swept (issue
-        25 item 1). One that fails on a connection again stays owed for the next pass (the claim
-        that follows meets the same outage and backs off); any other failure, or ten minutes
-        owed, drops it: its lease hands the job back as before."""
-        now = time.monotonic()
+        25 item 1). It is tried every ``_REPAY_EVERY`` s whatever the claims' backoff, the oldest
+        settle first, alone: while it fails on a connection, nothing else is sent, so a pass
+        during an outage costs one statement (SPEC LEASE-20). One that fails on a connection
+        again stays owed for the next pass; any other failure, or ten minutes owed, drops it:
+        its lease hands the job back as before."""
+        now = self._repaid_at = time.monotonic()
         runs = self.runs
         with runs.lock:
             for token in [t for t, (_, at) in runs.owed.items() if now - at > _OWED_FOR]:
                 del runs.owed[token]
-            owed = [value for value, _ in runs.owed.values()]
+            owed = [value for value, _ in sorted(runs.owed.values(), key=lambda owe: owe[1])]
         if not owed:
             return
         kept: set[Any] = set()
@@ -506,14 +517,17 @@ class Worker:
                 return failed
 
         with self._watch("claim"):  # the claim loop's own section: the settler has its own
-            landed = settle(self.driver, owed, guard)
+            landed = settle(self.driver, owed[:1], guard)  # the probe
             if kept and self._database is not None:
                 # the first statement after an outage meets the connection it broke: once more
                 # on a fresh one, before this pass's claim could sweep these very rows
                 connections[self._database].close()
-                again = [value for value in owed if value.lease_token in kept]
                 kept.clear()
-                landed |= settle(self.driver, again, guard)
+                landed = settle(self.driver, owed[:1], guard)
+            if kept:
+                kept.update(value.lease_token for value in owed)  # still away: all stay owed
+            else:
+                landed |= settle(self.driver, owed[1:], guard)
         with runs.lock:
             for value in owed:
                 if value.lease_token not in kept:
@@ -527,6 +541,7 @@ class Worker:
             landed=len(landed),
             refused=len(owed) - len(landed) - len(kept),
         )
+        self._breaker.retry_now()  # the database answers: claim now, not after the backoff
         self._wake.set()  # the runs handed back are due now
 
     def _free_lanes(self) -> list[tuple[Lane, int]]:
@@ -610,7 +625,10 @@ class Worker:
         report_failure(self.worker_id, self._breaker.failure(), error)
 
     def _claim_resumed(self) -> None:
-        report_resumed(self.worker_id, self._breaker.success())
+        closed = self._breaker.success()
+        if closed is not None:  # claims failed, and answer again: an outage ended
+            self._window.reopen()
+        report_resumed(self.worker_id, closed)
 
     # --- the job threads -------------------------------------------------------------------
 
@@ -653,6 +671,8 @@ class Worker:
         lane = self.runs.lane_of[run.job.queue]
         began = time.monotonic()
         execution = self._body(run, fresh_connection=True)
+        if run.unanswered and run.lost_reason in ("deadline", "expired"):
+            execution = cut_short(execution)  # SPEC LEASE-20: handed back, attempt given back
         if refused(execution):  # its connection was refused: narrow the claims
             self._window.refused(len(self.runs))
         elif execution.abandoned is None:

@@ -99,6 +99,43 @@ def test_lease_16_a_holder_that_died_while_another_beat_is_judged_at_once(harnes
     assert harness.row(job_id).lapsed_holder == "dead"
 
 
+def test_lease_16_a_lone_worker_restarted_judges_its_dead_predecessor_itself(harness):
+    """The verdict is the same whoever witnessed the death (issue 39 item 3): a lone worker
+    killed and restarted under a new id judges its old run itself, once it has beaten through
+    its predecessor's presence TTL (the database answered, and a live holder would have beaten
+    too), then at each death the same way, never one lapse late."""
+    job_id = jobs.ok.enqueue(n=1).id
+    beat(harness.driver, "first")
+    claim(harness.driver, "first")
+    lapse(harness)  # first was killed: nobody beat, nobody saw it go
+    beat(harness.driver, "second")
+    assert claim(harness.driver, "second") == []  # too soon to tell a death from an outage
+    lapse(harness, "second")
+    [again] = claim(harness.driver, "second")
+    assert (again.lease_expiries, again.died_with) == (0, "first")
+    lapse(harness)  # second dies too
+    beat(harness.driver, "third")
+    lapse(harness, "third")
+    [third] = claim(harness.driver, "third")
+    assert (third.lease_expiries, third.died_with) == (0, "second")
+    assert [e.outcome for e in harness.row(job_id).errors] == ["lapsed", "lapsed"]
+
+
+def test_lease_16_20_after_an_outage_a_silent_holder_is_given_a_ttl_to_come_back(harness):
+    """Every worker lost the database; once it answers, the first worker back does not take
+    the other's lapsed run before that one could renew its presence (or hand the run back)."""
+    job_id = jobs.ok.enqueue(n=1).id
+    beat(harness.driver, "a")
+    beat(harness.driver, "b")
+    claim(harness.driver, "a")
+    lapse(harness)  # the outage: nobody beat
+    beat(harness.driver, "b")  # b is back first
+    assert claim(harness.driver, "b") == []  # a may be alive: left to it
+    beat(harness.driver, "a")  # it is: present after its lease ran out
+    [again] = claim(harness.driver, "b")
+    assert (again.id, again.died_with) == (job_id, None)
+
+
 def test_lease_16_a_holder_present_after_its_lease_ran_out_is_no_death(harness):
     """An outage silences every worker; the holder renews its presence once the database is
     back, before another worker takes the run: the lapse marks nothing."""

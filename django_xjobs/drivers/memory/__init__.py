@@ -313,7 +313,9 @@ class MemoryDriver:
         with self._lock:
             now = self._now()
             if limits is not None:  # declared limits: decided as limits.sql decides them
-                picked = memory_limits.pick(self, queues, limit, lapsed, limits, now)
+                picked = memory_limits.pick(
+                    self, queues, limit, lapsed, limits, now, visibility_timeout
+                )
                 # a lapsed run taken again is no new start (limits.sql's reclaim_lapsed)
                 starts = [r.id for r in picked if r.state != "running"]
                 claimed = self._take(picked, now, visibility_timeout, worker_id)
@@ -331,6 +333,9 @@ class MemoryDriver:
                         and row.state == "running"
                         and row.visible_at is not None
                         and row.visible_at <= now
+                        and self._presence.decided(
+                            row.claimed_by, row.visible_at, now, visibility_timeout
+                        )
                     )
                 )
             ]

@@ -67,6 +67,25 @@ class MemoryPresence:
         rows = sorted(self._rows.values(), key=lambda r: (r.started_at, r.id))
         return [replace(r, alive=r.expires_at >= now and r.stopped_at is None) for r in rows]
 
+    def decided(
+        self, holder: str | None, lapsed_at: datetime, now: datetime, visibility_timeout: float
+    ) -> bool:
+        """Whether a run whose lease ran out at ``lapsed_at`` can be judged now, as jobs.sql's
+        lapse_decided says: its holder is gone, stopped or seen since, or stayed silent through
+        a whole presence TTL while another worker beat without a break."""
+        row = self._rows.get(holder or "")
+        if row is None or row.stopped_at is not None or row.last_seen >= lapsed_at:
+            return True
+        ttl = row.expires_at - row.last_seen
+        recent = now - timedelta(seconds=visibility_timeout / 2)
+        return any(
+            other != row.id
+            and seen.stopped_at is None
+            and seen.last_seen >= recent
+            and seen.last_seen >= max(self._since[other], row.last_seen) + ttl
+            for other, seen in self._rows.items()
+        )
+
     def verdict(self, holder: str | None, lapsed_at: datetime) -> str:
         """``exited``, ``present`` or ``died``: what the holder of a run whose lease ran out at
         ``lapsed_at`` was, as jobs.sql's lapse_verdict reads it (SPEC LEASE-16)."""

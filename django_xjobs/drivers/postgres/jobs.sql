@@ -314,10 +314,11 @@ WITH waiting AS (
         FOR UPDATE SKIP LOCKED
     ) AS w
 ), lapsed AS (
-    SELECT id, priority, run_at, claimed_by, visible_at, true AS lapsed FROM x_jobs
+    SELECT id, priority, run_at, claimed_by, visible_at, true AS lapsed FROM x_jobs j
     WHERE NOT (state IN ('ready', 'delayed', 'suspended', 'done', 'failed', 'dead', 'cancelled'))
       AND visible_at <= now()
       AND queue = ANY(%(queues)s::text[])
+-- include: lapse_decided
     ORDER BY visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

@@ -300,10 +300,11 @@ ORDER BY priority DESC, run_at, id;
 -- waiting rows go through claim_limited. Keep it in step with claim_lapsed's lapsed half (the
 -- verdict and what it marks are the same fragments).
 WITH lapsed AS (
-    SELECT id, priority, run_at, claimed_by, visible_at, true AS lapsed FROM x_jobs
+    SELECT id, priority, run_at, claimed_by, visible_at, true AS lapsed FROM x_jobs j
     WHERE NOT (state IN ('ready', 'delayed', 'suspended', 'done', 'failed', 'dead', 'cancelled'))
       AND visible_at <= now()
       AND queue = ANY(%(queues)s::text[])
+-- include: lapse_decided
     ORDER BY visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

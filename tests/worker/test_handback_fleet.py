@@ -1,0 +1,126 @@
+"""Runs an outage cuts short go back as soon as the database answers (issue 39 item 1), with a
+real PostgreSQL server stopped (``-m immediate``) and started again under real workers.
+
+The server is the test's own (tests/support/server.py): the suite's is never stopped. Its jobs
+write their start to the jobs database; an outage cuts each first run short, and its worker
+gives it up at its lease's local deadline. The test starts the server again once every run was
+given up, and judges from the ledger when each started again. Waits are polls on a condition
+with a deadline; the one bound asserted is the promise itself.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.process import run_manage, wait_for, worker_env
+from tests.support.server import OwnServer
+
+pytestmark = pytest.mark.process
+
+#: the workers' lease: the promise is a start within two of them after the server is back
+VISIBILITY = 3.0
+RUNS = 6
+
+
+@pytest.fixture
+def own_database(transactional_db) -> Iterator[tuple[OwnServer, str]]:
+    """A server of the test's own with a migrated database: (server, its URL). The test reads
+    it over its own connection (``rows``), outside the suite's test databases."""
+    server = OwnServer.start()
+    try:
+        yield server, server.migrated_database()
+    finally:
+        server.close()
+
+
+def rows(url: str, query: str, *params: object) -> list[tuple]:
+    """``query``'s rows on ``url``; an empty list while the server does not answer."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            return list(conn.execute(query, params).fetchall())
+    except psycopg.OperationalError:
+        return []
+
+
+def enqueue(url: str, tokens: list[str]) -> list[str]:
+    """Enqueue a ``runs_into_outage`` job per token on ``url``, as an application would."""
+    code = (
+        "from tests import jobs; "
+        f"print(','.join(str(jobs.runs_into_outage.enqueue(token=t).id) for t in {tokens!r}))"
+    )
+    done = run_manage("shell", "--settings=tests.settings", "-c", code, url=url)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(",")
+
+
+def given_up(processes) -> int:
+    """Runs the workers gave up at their lease's local deadline, as their logs say."""
+    return sum(
+        1
+        for process in processes
+        for line in list(process.err)
+        if "xjobs.lease.lost" in line and "reason=deadline" in line
+    )
+
+
+def test_lease_20_runs_an_outage_cut_short_start_again_within_two_leases(own_database, workers):
+    """Two workers of four threads hold six runs that write to the jobs database when the
+    server is stopped ``-m immediate``. Each worker gives its runs up at their local deadline
+    while the server is down; once it is back, each run starts again within two visibility
+    timeouts (handed back by the worker that gave it up, with its token, in its place in the
+    queue), none is lost, none dead-lettered, none counted as a crash."""
+    server, url = own_database
+    args = ("--queues", "default", "--concurrency", "4", "--poll-interval", "200ms")
+    args = (*args, "--visibility-timeout", f"{VISIBILITY:g}s")
+    fleet = [workers(*args, env=worker_env(url)) for _ in range(2)]
+    wait_for(
+        lambda: rows(url, "SELECT count(*) FROM x_workers") == [(2,)],
+        timeout=60,
+        what="both workers present",
+    )
+    tokens = [f"cut-{i}-{uuid.uuid4()}" for i in range(RUNS)]
+    ids = enqueue(url, tokens)
+    marks = "SELECT token, phase, at FROM tests_ledger WHERE token = ANY(%s)"
+    wait_for(
+        lambda: sum(phase == "start" for _, phase, _ in rows(url, marks, tokens)) == RUNS,
+        timeout=60,
+        what="every run to start",
+    )
+
+    server.stop()
+    wait_for(lambda: given_up(fleet) >= RUNS, timeout=60, what="every run to be given up")
+    server.resume()
+    back_at = time.time()
+
+    wait_for(
+        lambda: sum(phase == "done" for _, phase, _ in rows(url, marks, tokens)) == RUNS,
+        timeout=120,
+        what="every run to end",
+    )
+    seen = rows(url, marks, tokens)
+    # a run handed back may start again a moment before the server's own start returns
+    again = {
+        token: max(
+            0.0,
+            min(
+                at.timestamp() - back_at
+                for t, phase, at in seen
+                if t == token and phase == "start" and at.timestamp() > back_at - 1
+            ),
+        )
+        for token in tokens
+    }
+    assert max(again.values()) <= 2 * VISIBILITY, (
+        f"runs cut short started again {sorted(again.values())} s after the server was back "
+        f"(bound {2 * VISIBILITY:g} s)"
+    )
+    states = rows(url, "SELECT state, lease_expiries FROM x_jobs WHERE id = ANY(%s::uuid[])", ids)
+    assert states == [("done", 0)] * RUNS
+    ends = sorted(t for t, phase, _ in seen if phase == "done")
+    assert ends == sorted(tokens)  # each ended once
