@@ -112,6 +112,18 @@ EXITED = Failure(
 )
 
 
+#: what a worker records for a run it gave up at its lease's local deadline because the database
+#: did not answer its renewals, and handed back once it did (issue 39 item 1, SPEC LEASE-20)
+CUT_SHORT = Failure(
+    code=LeaseLostError.code,
+    message="the database did not answer the run's lease renewals: its worker gave it up at the "
+    "lease's local deadline and handed it back once the database answered; not counted as a crash",
+    exception=_class_path(LeaseLostError),
+    traceback="",
+    outcome="lapsed",
+)
+
+
 def failure(error: BaseException, outcome: Ending, secrets: Iterable[str] | None = None) -> Failure:
     """The history entry for ``error`` ending an attempt: its code (ours only), message, the
     class path ``django.tasks`` reports (``builtins.ValueError``) and a capped traceback, each

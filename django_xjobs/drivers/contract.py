@@ -183,7 +183,9 @@ class RetryAt:
     """Ready again after ``delay`` seconds (SPEC DRV-01, STATE-02). ``counts_as_attempt=False``
     gives the attempt back (floored at 0, SPEC STATE-03); ``failure`` joins the history.
     ``crashed``: the run died alone in the child that isolated it, so the row's crash count goes
-    up by one instead of back to 0 (SPEC LEASE-17)."""
+    up by one instead of back to 0 (SPEC LEASE-17). ``keep_place``: a run handed back, not
+    ended (an outage cut it short, SPEC LEASE-20): ready at once in its old place in the queue,
+    its crash count and mark kept, as a shed keeps them."""
 
     job_id: UUID
     lease_token: UUID
@@ -193,6 +195,7 @@ class RetryAt:
     stop_reason: str | None = None
     failure: Failure | None = None
     crashed: bool = False
+    keep_place: bool = False
 
     def __post_init__(self) -> None:
         _storable_error(self)

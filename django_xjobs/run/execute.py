@@ -28,7 +28,6 @@ from ..drivers.contract import (
     JobDriver,
     RetryAt,
     Settle,
-    Shed,
     SuspendUntil,
 )
 from ..drivers.values import quick_init
@@ -349,13 +348,20 @@ def _stopped_or_failed(
 
 def cut_short(execution: Execution) -> Execution:
     """SPEC LEASE-20: a run its worker gave up at its local deadline because the database did
-    not answer its renewals was cut short by the outage, not by the job: it goes back ready at
-    once in its old place in the queue (ahead of a backlog enqueued after it), its attempt given
-    back. Its settle is fenced on its token, so it lands only while no other worker took it."""
+    not answer its renewals was cut short by the outage, not by the job: it is handed back ready
+    at once in its old place in the queue (ahead of a backlog enqueued after it), its attempt
+    counted as a lapse's is and recorded as cut short. Its settle is fenced on its token, so it
+    lands only while no other worker took the job."""
     value = execution.settle
     if execution.outcome is not Outcome.LEASE_LOST or not isinstance(value, RetryAt):
         return execution
-    back = Shed(value.job_id, value.lease_token, reason="cut short by an outage", keep_place=True)
+    back = RetryAt(
+        value.job_id,
+        value.lease_token,
+        error=value.error,
+        failure=history.CUT_SHORT,
+        keep_place=True,
+    )
     return replace(execution, settle=back)
 
 

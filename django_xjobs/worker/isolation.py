@@ -250,8 +250,9 @@ def _cannot_start(worker_id: str, run: Run, error: Any) -> None:
         job=run.job.name,
         id=run.job.id,
         error=error,
-        hint="a suspect runs in a child process (multiprocessing spawn): check that this "
-        "interpreter can start one with the worker's settings; the job goes back unstarted",
+        hint="a suspect runs in a child process: this interpreter, started with the worker's "
+        "DJANGO_SETTINGS_MODULE and sys.path, must set Django up on its own; the job goes back "
+        "unstarted",
     )
 
 

@@ -452,6 +452,7 @@ class MemoryDriver:
             stop_reason=retry.stop_reason,
             failure=retry.failure,
             crashed=retry.crashed,
+            keep_place=retry.keep_place,
             # a hand-back that spends no attempt is no end of a run: not counted
             outcome="retried" if retry.counts_as_attempt else None,
         )
@@ -543,8 +544,8 @@ class MemoryDriver:
                 # SPEC LEASE-17: a run that died alone in its child is counted, as jobs.sql's retry
                 lease_expiries=row.lease_expiries + 1
                 if crashed
-                else (row.lease_expiries if shed else 0),
-                lapsed_holder=row.lapsed_holder if shed else None,
+                else (row.lease_expiries if shed or keep_place else 0),
+                lapsed_holder=row.lapsed_holder if shed or keep_place else None,
                 attempt=max(row.attempt - 1, 0) if give_back else row.attempt,
                 run_at=(
                     min(row.run_at, now) if keep_place else now + timedelta(seconds=max(0.0, delay))

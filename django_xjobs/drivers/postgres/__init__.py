@@ -336,6 +336,7 @@ class PostgresDriver:
             "error": retry.error,
             "stop_reason": retry.stop_reason,
             "crashed": retry.crashed,
+            "keep_place": retry.keep_place,
             # a hand-back that spends no attempt is no end of a run: not counted
             "outcome": "retried" if retry.counts_as_attempt else None,
             "bounds": _BOUNDS,

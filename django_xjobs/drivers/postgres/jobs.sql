@@ -436,11 +436,14 @@ WITH due AS (
                 LIMIT %(keep)s
             ) AS kept
         ) END,
-        -- a run that died alone in the child isolating it is a crash: counted (SPEC LEASE-17)
-        lease_expiries = CASE WHEN %(crashed)s THEN lease_expiries + 1 ELSE 0 END,
-        lapsed_holder = NULL,
+        -- a run that died alone in the child isolating it is a crash: counted (SPEC LEASE-17);
+        -- a run handed back keeps its place, its count and its mark (SPEC LEASE-20)
+        lease_expiries = CASE WHEN %(crashed)s THEN lease_expiries + 1
+                              WHEN %(keep_place)s THEN lease_expiries ELSE 0 END,
+        lapsed_holder = CASE WHEN %(keep_place)s THEN lapsed_holder END,
         attempt = CASE WHEN %(counts_as_attempt)s THEN attempt ELSE GREATEST(attempt - 1, 0) END,
-        run_at = now() + make_interval(secs => %(delay)s),
+        run_at = CASE WHEN %(keep_place)s THEN LEAST(run_at, now())
+                      ELSE now() + make_interval(secs => %(delay)s) END,
         last_error = COALESCE(%(error)s, last_error),
         stop_reason = %(stop_reason)s,
         visible_at = NULL,
