@@ -276,6 +276,8 @@ def _cut_short_restarted(
     cut = [t for t in tokens if t not in finished]
     if not cut:
         return
+    # a start written after the fault began was written once the server answered again (a run
+    # handed back may start a moment before the server's own start command returns)
     waits = sorted(
         max(
             0.0,
@@ -283,7 +285,7 @@ def _cut_short_restarted(
                 (
                     at.timestamp() - back_at
                     for t, phase, at in marks
-                    if t == token and phase == "start" and at.timestamp() > back_at
+                    if t == token and phase == "start" and at.timestamp() > lab.fault_at
                 ),
                 default=float("inf"),
             ),
@@ -343,6 +345,9 @@ def _beside_a_long_run(lab: Lab, sig: signal.Signals) -> None:
     finally:
         stream.stop()
     lab.enqueued.extend(stream.tokens)
+    # both long runs end before the frame drains and stops the worker: a clean exit
+    wait_for(lambda: _marked(comes_back, "done"), timeout=120, what="the run back to end")
+    wait_for(lambda: _marked(beside, "done"), timeout=120, what="the other long run to end")
     lab.notes.append(f"{first.name} exited {first.proc.returncode}")
     lab.closers.append(lambda: _stall(lab, second, comes_back))
 
