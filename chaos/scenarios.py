@@ -106,8 +106,13 @@ def sigkill(lab: Lab) -> None:
 def _orphans_recovered(lab: Lab, orphans: list[tuple[str, float]]) -> None:
     """Issue 12 item 3: a killed worker's jobs are done within the visibility timeout + the
     start of the child process each runs alone in (issue 39 item 2) + one poll, plus its own
-    run (and slack for a shared machine)."""
+    run (and slack for a shared machine), from the last kill that hit each: a suspect runs at
+    once, in a child of the next worker, which the next kill of the busiest worker may take
+    down with it."""
     bound = fl.VISIBILITY + ISOLATION + 0.2 + fl.HOLD + 2.0
+    last: dict[str, float] = {}
+    for job_id, at in orphans:
+        last[job_id] = max(at, last.get(job_id, at))
     done = dict(
         fl.retrying(
             lambda: list(
@@ -119,11 +124,13 @@ def _orphans_recovered(lab: Lab, orphans: list[tuple[str, float]]) -> None:
     )
     waits = [
         done[uuid.UUID(str(i))].timestamp() - at if uuid.UUID(str(i)) in done else float("inf")
-        for i, at in orphans
+        for i, at in last.items()
     ]
     worst = max(waits, default=0.0)
+    again = len(orphans) - len(last)
     lab.notes.append(
-        f"{len(orphans)} jobs of killed workers, done at worst {worst:.1f}s after the kill"
+        f"{len(last)} jobs of killed workers ({again} hit by a second kill), done at worst "
+        f"{worst:.1f}s after the last kill that hit them"
     )
     if worst > bound:
         lab.problems.append(f"a killed worker's job took {worst:.1f}s (bound {bound:.1f}s)")
