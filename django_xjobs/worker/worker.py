@@ -672,7 +672,7 @@ class Worker:
         began = time.monotonic()
         execution = self._body(run, fresh_connection=True)
         if run.unanswered and run.lost_reason in ("deadline", "expired"):
-            execution = cut_short(execution)  # SPEC LEASE-20: handed back, attempt given back
+            execution = cut_short(execution)  # SPEC LEASE-20: handed back in its old place
         if refused(execution):  # its connection was refused: narrow the claims
             self._window.refused(len(self.runs))
         elif execution.abandoned is None:

@@ -23,7 +23,12 @@ pytestmark = pytest.mark.process
 
 #: the workers' lease: the promise is a start within two of them after the server is back
 VISIBILITY = 3.0
-RUNS = 6
+#: one run per thread of the two workers, each cut short by the outage
+RUNS = 8
+#: short jobs enqueued behind them before the outage: more than two leases of work for the
+#: fleet's eight threads, so a run handed back behind them would start too late
+BACKLOG = 480
+HOLD = 0.25
 
 
 @pytest.fixture
@@ -48,33 +53,36 @@ def rows(url: str, query: str, *params: object) -> list[tuple]:
         return []
 
 
-def enqueue(url: str, tokens: list[str]) -> list[str]:
-    """Enqueue a ``runs_into_outage`` job per token on ``url``, as an application would."""
+def enqueue(url: str, job: str, tokens: list[str], **inputs: object) -> list[str]:
+    """Enqueue ``tests.jobs.<job>`` per token on ``url``, as an application would."""
     code = (
         "from tests import jobs; "
-        f"print(','.join(str(jobs.runs_into_outage.enqueue(token=t).id) for t in {tokens!r}))"
+        f"print(','.join(str(jobs.{job}.enqueue(token=t, **{inputs!r}).id) for t in {tokens!r}))"
     )
     done = run_manage("shell", "--settings=tests.settings", "-c", code, url=url)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1].split(",")  # after what the shell says first
 
 
-def given_up(processes) -> int:
-    """Runs the workers gave up at their lease's local deadline, as their logs say."""
+def given_up(processes, ids: list[str]) -> int:
+    """Runs of ``ids`` the workers gave up at their lease's local deadline, as their logs say."""
     return sum(
         1
         for process in processes
         for line in list(process.err)
-        if "xjobs.lease.lost" in line and "reason=deadline" in line
+        if "xjobs.lease.lost" in line
+        and "reason=deadline" in line
+        and any(f"id={job_id} " in line for job_id in ids)
     )
 
 
 def test_lease_20_runs_an_outage_cut_short_start_again_within_two_leases(own_database, workers):
-    """Two workers of four threads hold six runs that write to the jobs database when the
-    server is stopped ``-m immediate``. Each worker gives its runs up at their local deadline
-    while the server is down; once it is back, each run starts again within two visibility
-    timeouts (handed back by the worker that gave it up, with its token, in its place in the
-    queue), none is lost, none dead-lettered, none counted as a crash."""
+    """Two workers of four threads hold eight runs that write to the jobs database, with a
+    backlog of short jobs queued behind them, when the server is stopped ``-m immediate``. Each
+    worker gives its runs up at their local deadline while the server is down; once it is back,
+    each run starts again within two visibility timeouts (handed back by the worker that gave
+    it up, with its token, in its old place: ahead of the backlog), none is lost, none
+    dead-lettered, none counted as a crash."""
     server, url = own_database
     args = ("--queues", "default", "--concurrency", "4", "--poll-interval", "200ms")
     args = (*args, "--visibility-timeout", f"{VISIBILITY:g}s")
@@ -85,16 +93,19 @@ def test_lease_20_runs_an_outage_cut_short_start_again_within_two_leases(own_dat
         what="both workers present",
     )
     tokens = [f"cut-{i}-{uuid.uuid4()}" for i in range(RUNS)]
-    ids = enqueue(url, tokens)
+    ids = enqueue(url, "runs_into_outage", tokens)
     marks = "SELECT token, phase, at FROM tests_ledger WHERE token = ANY(%s)"
     wait_for(
         lambda: sum(phase == "start" for _, phase, _ in rows(url, marks, tokens)) == RUNS,
         timeout=60,
         what="every run to start",
     )
+    behind = [f"behind-{i}-{uuid.uuid4()}" for i in range(BACKLOG)]
+    enqueue(url, "ledger", behind, hold=HOLD)
 
+    stopped_at = time.time()
     server.stop()
-    wait_for(lambda: given_up(fleet) >= RUNS, timeout=60, what="every run to be given up")
+    wait_for(lambda: given_up(fleet, ids) >= RUNS, timeout=60, what="every run to be given up")
     server.resume()
     back_at = time.time()
 
@@ -104,14 +115,15 @@ def test_lease_20_runs_an_outage_cut_short_start_again_within_two_leases(own_dat
         what="every run to end",
     )
     seen = rows(url, marks, tokens)
-    # a run handed back may start again a moment before the server's own start returns
+    # a start written after the stop was written once the server answered again: a run handed
+    # back may start a moment before the server's own start command returns
     again = {
         token: max(
             0.0,
             min(
                 at.timestamp() - back_at
                 for t, phase, at in seen
-                if t == token and phase == "start" and at.timestamp() > back_at - 1
+                if t == token and phase == "start" and at.timestamp() > stopped_at
             ),
         )
         for token in tokens
