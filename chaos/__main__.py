@@ -8,8 +8,9 @@ recovery bound; a killed transaction's staged rows gone) or ran past 90 s.
 
 Columns: jobs enqueued; done (row done and the body recorded its end); lost (neither done nor
 live: no row, dead-lettered, failed); re-run (the body started more than once); twice (the body
-recorded its end more than once); stuck (still live when the drain gave up); crashes (lapsed
-leases the rows counted as crashes: expected after a kill or a stop, false after an outage);
+recorded its end more than once); stuck (still live when the drain gave up); crashes (runs the
+rows counted as crashes: a run that died alone in the child isolating it, a poison; none of
+these faults makes one, since a run that only died with its worker is not counted);
 recovery (the longest time from the fault's start until a job pending at that moment was done;
 "-" while one is not); secs (the scenario's run time); logs (lines the workers logged); exits
 (worker exit codes other than 0, "hung" when SIGTERM did not end it within 12 s).

@@ -66,21 +66,40 @@ def short_options() -> tuple[str, ...]:
     )
 
 
+@dataclass(frozen=True)
+class Size:
+    """A worker's threads, lease and poll: the suite's own, or a scenario's."""
+
+    threads: int = THREADS
+    visibility: float = VISIBILITY
+    poll: float = 0.2
+
+
 class Worker(ManageProcess):
-    def __init__(self, name: str, url: str, *, default: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        *,
+        default: bool = False,
+        size: Size | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         self.name = name
         if default:  # as the README runs it: no --concurrency, no bounds, no --processes
             super().__init__("xjobs_worker", SETTINGS, f"--worker-id={name}", env=worker_env(url))
             return
+        size = size or Size()
         super().__init__(
             "xjobs_worker",
             SETTINGS,
             "--queues=default",
-            f"--concurrency={THREADS}",
-            f"--visibility-timeout={VISIBILITY}s",
-            "--poll-interval=200ms",
+            f"--concurrency={size.threads}",
+            f"--visibility-timeout={size.visibility:g}s",
+            f"--poll-interval={size.poll * 1000:g}ms",
             f"--worker-id={name}",
             *short_options(),
+            *extra,  # after the suite's own options: the last of a flag wins
             env=worker_env(url),
         )
 
@@ -95,10 +114,19 @@ class Fleet:
     retired: list[Worker] = field(default_factory=list)
     exits: list[str] = field(default_factory=list)
 
-    def start(self, count: int = WORKERS, url: str | None = None) -> list[Worker]:
+    def start(
+        self,
+        count: int = WORKERS,
+        url: str | None = None,
+        size: Size | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> list[Worker]:
         started = [
             Worker(
-                f"{self.scenario}-w{len(self.workers) + len(self.retired) + i + 1}", url or self.url
+                f"{self.scenario}-w{len(self.workers) + len(self.retired) + i + 1}",
+                url or self.url,
+                size=size,
+                extra=extra,
             )
             for i in range(count)
         ]
@@ -225,7 +253,7 @@ class Tally:
     rerun: int  # jobs whose body started more than once
     twice: int  # jobs whose body recorded its end more than once
     stuck: int  # still live once the drain gave up
-    crashes: int  # lapsed leases the rows counted as crashes (attempt history "crashed")
+    crashes: int  # runs the rows counted as crashes (attempt history "crashed": died alone)
     recovery: (
         float | None
     )  # seconds, see ``tally``; None while a job pending at the fault is not done

@@ -79,8 +79,8 @@ class Server:
         killed, crash recovery on start)."""
         self._pg_ctl("-m", mode, "restart")
 
-    def stop(self) -> None:
-        self._pg_ctl("-m", "fast", "stop")
+    def stop(self, mode: str = "fast") -> None:
+        self._pg_ctl("-m", mode, "stop")
 
     def resume(self) -> None:
         socket_dir = parse_qs(urlsplit(self.url).query)["host"][0]

@@ -74,17 +74,21 @@ def _class_path(kind: type) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-#: what a claim records for the run before it when that run's lease lapsed unsettled: it died
-#: with its worker (SIGKILL, OOM, a hung process); no traceback survives a dead process
+#: what a claim records for the run before it when that run's lease lapsed unsettled and its
+#: worker is gone (SIGKILL, OOM, a hung process); no traceback survives a dead process. Not
+#: counted against the job: every run that worker held died with it, and nothing says which
+#: one caused it, so the job runs next alone in a child process, where a death is its own
+#: (issue 39: a job that shared a process with a crash is a victim until it dies alone)
 LAPSED = Failure(
     code=LeaseLostError.code,
-    message="the lease lapsed before the run settled: its worker died or stalled",
+    message="the lease lapsed before the run settled: its worker died or stalled with the run "
+    "in flight; not counted against the job, whose next run is isolated in a child process",
     exception=_class_path(LeaseLostError),
     traceback="",
-    outcome="crashed",
+    outcome="lapsed",
 )
-#: the same, when its worker was still present (it renewed its presence row): the database or
-#: the network was away, the worker was not gone, and the lapse is not counted as a crash
+#: the same, when its worker was still present (it renewed its presence row after the lease ran
+#: out): the database or the network was away, the worker was not gone
 LAPSED_PRESENT = Failure(
     code=LeaseLostError.code,
     message="the lease lapsed before the run settled while its worker stayed present "
@@ -95,15 +99,28 @@ LAPSED_PRESENT = Failure(
 )
 
 
-#: the same, when its worker marked its presence stopped: the process exited past its
-#: --shutdown-timeout with the run still in flight (issue 23: it read as an outage)
+#: the same, when its worker marked its presence stopped: the process was told to stop and
+#: exited past its --shutdown-timeout with the run still in flight (issue 23: it read as an
+#: outage). Not a crash, and the job is no suspect (issue 39 item 2)
 EXITED = Failure(
     code=LeaseLostError.code,
-    message="the lease lapsed before the run settled: its worker exited past its "
-    "--shutdown-timeout with the run still in flight",
+    message="the lease lapsed before the run settled: its worker was told to stop and exited "
+    "past its --shutdown-timeout with the run still in flight; not counted as a crash",
     exception=_class_path(LeaseLostError),
     traceback="",
-    outcome="crashed",
+    outcome="lapsed",
+)
+
+
+#: what a worker records for a run it gave up at its lease's local deadline because the database
+#: did not answer its renewals, and handed back once it did (issue 39 item 1, SPEC LEASE-20)
+CUT_SHORT = Failure(
+    code=LeaseLostError.code,
+    message="the database did not answer the run's lease renewals: its worker gave it up at the "
+    "lease's local deadline and handed it back once the database answered; not counted as a crash",
+    exception=_class_path(LeaseLostError),
+    traceback="",
+    outcome="lapsed",
 )
 
 

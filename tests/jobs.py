@@ -284,6 +284,61 @@ def kills_its_worker(ctx, n: int = 0):
     os.kill(os.getpid(), 9)
 
 
+@job(idempotency_key="kills-process:{token}", retry=Retry(attempts=10, delay="50ms"))
+def kills_its_process(ctx, token: str, after: list[str] | None = None):
+    """A poison job (issue 39): each run records its start and its process, waits until every
+    job of ``after`` has started (at most a minute: they are in flight beside it), then SIGKILLs
+    the process it runs in, a worker's or the child that isolates it."""
+    _mark(token, "start", ctx.attempt)
+    deadline = time.monotonic() + 60
+    while after and time.monotonic() < deadline:
+        started = set(
+            Ledger.objects.filter(token__in=after, phase="start").values_list("token", flat=True)
+        )
+        if started >= set(after):
+            break
+        time.sleep(0.05)
+    os.kill(os.getpid(), 9)
+
+
+@job(idempotency_key="gated:{token}", retry=Retry(attempts=5, delay="100ms", jitter=False))
+def gated(ctx, token: str):
+    """Records its start and its process, then holds, deaf to its signal, until the test writes
+    a "release" row for ``token`` (at most two minutes), and records its end: a run that outlives
+    whatever drain or lease the test needs it to (issue 39)."""
+    _mark(token, "start", ctx.attempt)
+    deadline = time.monotonic() + 120
+    released = Ledger.objects.filter(token=token, phase="release")
+    while time.monotonic() < deadline and not released.exists():
+        time.sleep(0.05)
+    _mark(token, "done", ctx.attempt)
+    return ctx.attempt
+
+
+@job(idempotency_key="into-outage:{token}", retry=Retry(attempts=5, delay="100ms", jitter=False))
+def runs_into_outage(ctx, token: str):
+    """Records its start in the jobs database. Its first run then holds, deaf to its signal,
+    until that database stops answering, and on until its worker gives it up at its lease's
+    local deadline (issue 39 item 1): an outage cuts it short. Every later run records its end
+    at once."""
+    from django.db import DatabaseError, connection
+
+    _mark(token, "start", ctx.attempt)
+    if Ledger.objects.filter(token=token, phase="start").count() == 1:
+        while True:
+            try:
+                Ledger.objects.filter(token=token, phase="done").exists()
+            except DatabaseError:
+                connection.close()
+                break
+            time.sleep(0.05)
+        while not ctx.signal.is_set():  # reads the local deadline itself (SPEC LEASE-15)
+            time.sleep(0.05)
+        ctx.signal.raise_if_set()
+    _mark(token, "done", ctx.attempt)
+    return ctx.attempt
+
+
 # --- a body that outlives its timeout (SPEC EXEC-05, issue 11 item 2) ------------------------
 
 _live_lock = threading.Lock()

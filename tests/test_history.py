@@ -158,7 +158,7 @@ def test_a_stale_settle_writes_no_history(harness):
     assert [e.message for e in kept] == [history.LAPSED.message]
 
 
-def test_a_run_whose_lease_lapsed_is_recorded_as_crashed_by_the_next_claim(harness):
+def test_lease_16_a_run_whose_worker_died_is_recorded_as_lapsed_by_the_next_claim(harness):
     job_id = jobs.flaky.enqueue(n=2, failures=2).id
     [lost] = claim(harness.driver, vis=5)
     lapsed_at = harness.driver.get_job(job_id).visible_at
@@ -167,10 +167,11 @@ def test_a_run_whose_lease_lapsed_is_recorded_as_crashed_by_the_next_claim(harne
     assert [r.outcome for r in runs] == [Outcome.RETRIED, Outcome.COMPLETED]
     attempts = inspect_job(job_id)["attempts"]
     assert [(a["attempt"], a["outcome"], a["code"]) for a in attempts] == [
-        (lost.attempt, "crashed", "X_JOB_LEASE_LOST"),
+        (lost.attempt, "lapsed", "X_JOB_LEASE_LOST"),
         (2, "retried", None),
     ]
     crashed = attempts[0]
+    assert "died or stalled" in crashed["message"] and "not counted" in crashed["message"]
     assert crashed["exception"] == "django_xjobs.errors.LeaseLostError"
     assert crashed["traceback"] == ""
     # when its lease ran out (the rows moved 5 s into the past since)
@@ -189,20 +190,32 @@ def test_retry_job_keeps_the_history_and_the_last_error(harness):
     assert [a["attempt"] for a in inspect_job(job_id)["attempts"]] == [1, 1]
 
 
-def test_a_crash_loop_is_recorded_as_crashed(harness):
+def test_lease_17_a_crash_loop_is_recorded_as_crashed(harness):
+    """Each run died alone, in the child its worker isolated it in (SPEC LEASE-17): each death is
+    recorded as ``crashed``, and the claim after the last dead-letters it, recorded too."""
+    from django_xjobs.run.execute import crashed_alone
+
     job_id = jobs.ledger.using().enqueue(token=f"poison-{uuid.uuid4()}").id
-    for _ in range(conf.get().max_lease_expiries):  # each run dies with its worker
-        claim(harness.driver, vis=5)
-        harness.advance(5)
-    [run] = run_until_idle()
-    assert run.outcome == Outcome.DEAD_LETTERED
-    *lapsed, verdict = inspect_job(job_id)["attempts"]
     expiries = conf.get().max_lease_expiries
-    assert [(a["attempt"], a["code"]) for a in lapsed] == [
-        (n, "X_JOB_LEASE_LOST") for n in range(1, expiries + 1)
+    for _ in range(expiries - 1):
+        [held] = claim(harness.driver, vis=5)
+        execution = crashed_alone(held, jobs.ledger, "was killed by SIGKILL")
+        assert execution.outcome == Outcome.RETRIED
+        assert harness.driver.retry(execution.settle)
+    [held] = claim(harness.driver, vis=5)
+    last = crashed_alone(held, jobs.ledger, "was killed by SIGKILL")  # the bound: dead at once
+    assert last.outcome == Outcome.DEAD_LETTERED
+    assert harness.driver.finish(last.settle)
+    *deaths, verdict = inspect_job(job_id)["attempts"]
+    assert [(a["attempt"], a["code"], a["outcome"]) for a in deaths] == [
+        (n, "X_JOB_CRASHED", "crashed") for n in range(1, expiries)
     ]
+    assert "was killed by SIGKILL while it ran alone" in deaths[0]["message"]
     assert (verdict["code"], verdict["outcome"]) == ("X_JOB_CRASHED", "crashed")
-    assert verdict["attempt"] == expiries + 1
+    assert verdict["attempt"] == expiries
+    assert (
+        f"the last {expiries} run(s)" in verdict["message"] and "died alone" in verdict["message"]
+    )
 
 
 def test_an_unknown_name_is_recorded_when_it_is_dead_lettered_not_while_parked(harness):

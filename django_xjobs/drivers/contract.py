@@ -117,7 +117,8 @@ class ClaimedJob:
     enqueued_by: str | None
     idempotency_key: str
     created_at: datetime
-    #: runs in a row that died with their lease before this claim (0 for a normal claim)
+    #: runs in a row that died alone, in the child process that isolated them, before this
+    #: claim: the crash count MAX_LEASE_EXPIRIES bounds (0 for a normal claim)
     lease_expiries: int = 0
     traceparent: str | None = None
     #: why the stored input could not be decoded (``input`` is then empty): the run settles
@@ -131,6 +132,15 @@ class ClaimedJob:
     #: seconds from its due time (``run_at``) to this claim, on the store's clock: the wait
     #: behind ``xjobs_job_wait_seconds``
     waited: float = 0.0
+    #: the worker its last run died with, that death not yet pinned on it (issue 39): every run
+    #: of a dead worker shares its death, so this one runs alone next; None for most claims
+    died_with: str | None = None
+
+    @property
+    def suspect(self) -> bool:
+        """True when this run must run alone: its last run died with its worker, or died alone
+        before (a counted crash)."""
+        return self.died_with is not None or self.lease_expiries > 0
 
 
 def claimed_input(stored: Any) -> tuple[dict[str, Any], str | None]:
@@ -171,7 +181,11 @@ def _storable_error(value: Any) -> None:
 @dataclass(frozen=True)
 class RetryAt:
     """Ready again after ``delay`` seconds (SPEC DRV-01, STATE-02). ``counts_as_attempt=False``
-    gives the attempt back (floored at 0, SPEC STATE-03); ``failure`` joins the history."""
+    gives the attempt back (floored at 0, SPEC STATE-03); ``failure`` joins the history.
+    ``crashed``: the run died alone in the child that isolated it, so the row's crash count goes
+    up by one instead of back to 0 (SPEC LEASE-17). ``keep_place``: a run handed back, not
+    ended (an outage cut it short, SPEC LEASE-20): ready at once in its old place in the queue,
+    its crash count and mark kept, as a shed keeps them."""
 
     job_id: UUID
     lease_token: UUID
@@ -180,6 +194,8 @@ class RetryAt:
     counts_as_attempt: bool = True
     stop_reason: str | None = None
     failure: Failure | None = None
+    crashed: bool = False
+    keep_place: bool = False
 
     def __post_init__(self) -> None:
         _storable_error(self)
@@ -282,7 +298,8 @@ class JobSnapshot:
     lease_expiries: int = 0
     #: the failed attempts, oldest first, at most ``history.KEEP``
     errors: tuple[FailedAttempt, ...] = ()
-    #: a holder whose lease lapsed while it looked alive; judged at the next lapse
+    #: the worker its last run died with, while that death is not pinned on it: it runs alone
+    #: next (issue 39); cleared by any settle but a shed
     lapsed_holder: str | None = None
     #: when the first attempt was claimed: kept through retries, cleared by an operator's retry
     started_at: datetime | None = None
@@ -696,6 +713,8 @@ class JobDriver(Protocol):
     name: str
     #: the Django database alias holding the jobs, or None when they are not in a database
     database: str | None
+    #: can a child process the worker starts reach these same jobs (to run a suspect alone)?
+    supports_child_runs: bool
 
     def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
         """Insert one job (under ``request.id`` when set), unless a live row holds its key: then
@@ -723,7 +742,8 @@ class JobDriver(Protocol):
     ) -> list[ClaimedJob]:
         """Lock and take up to ``limit`` due rows (and, with ``lapsed``, running rows whose
         lease lapsed), each with a fresh lease token that fences every later write; priority,
-        then run_at order. A lapse counts as a crash only once its holder's presence is gone.
+        then run_at order. A lapsed run's holder is judged from its presence (SPEC LEASE-16):
+        a run that died with it is marked (``died_with``), never counted.
         ``lapsed=False`` is the cheaper claim a worker makes between its lapsed-lease sweeps.
         With ``limits``, only runs within them (drivers/claim_limits.py): a key's runs at once
         and starts per window, a key's pause, a queue's cap (SPEC LIMIT-10..16)."""

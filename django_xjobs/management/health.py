@@ -27,6 +27,8 @@ from .. import log
 DATABASE_BOUND = 2.0
 
 Check = Callable[[], str | None]
+#: what a role adds to ``/readyz``: a note for its reason (or None) and fields for its body
+Detail = Callable[[], tuple[str | None, dict[str, Any]]]
 
 
 class Health:
@@ -40,10 +42,13 @@ class Health:
         databases: Sequence[str],
         checks: Sequence[Check] = (),
         state: Callable[[], str] | None = None,
+        detail: Detail | None = None,
     ) -> None:
         self.role, self.databases, self.checks = role, tuple(databases), tuple(checks)
         #: the role's own state, when it has one: a drain it began itself (a recycle) counts
         self.state = state
+        #: what the role says beside readiness (a worker: the suspects it runs in children)
+        self.detail = detail
         self._running = threading.Event()
         self.draining = threading.Event()
 
@@ -73,6 +78,15 @@ class Health:
             if reason is not None:
                 return False, reason
         return True, "live"
+
+    def details(self) -> tuple[str | None, dict[str, Any]]:
+        """The role's note and fields for ``/readyz`` (SPEC LEASE-19); never fails a probe."""
+        if self.detail is None:
+            return None, {}
+        try:
+            return self.detail()
+        except Exception:
+            return None, {}
 
     def ready(self) -> tuple[bool, str]:
         """SPEC HEALTH-03: live, not draining, and every database answers in time."""
@@ -152,6 +166,13 @@ class _Handler(BaseHTTPRequestHandler):
             ok, reason = self.health.live()
         elif path == "/readyz":
             ok, reason = self.health.ready()
+            note, fields = self.health.details()
+            body = {
+                "status": "ok" if ok else "fail",
+                "reason": f"{reason}; {note}" if note else reason,
+            }
+            self._answer(200 if ok else 503, {**body, **fields})
+            return
         else:
             self._answer(404, {"status": "unknown", "paths": ["/livez", "/readyz"]})
             return

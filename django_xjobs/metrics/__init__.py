@@ -122,6 +122,10 @@ GAUGES: dict[str, str] = {
         "Bodies in this process that passed their timeout and still run; each keeps its fleet "
         "slot, its limit and a worker thread until it returns"
     ),
+    "xjobs_worker_isolated_runs": (
+        "Suspect runs this process runs alone in a child process now (their last run died with "
+        "its worker, or died alone); its other threads keep claiming"
+    ),
 }
 
 

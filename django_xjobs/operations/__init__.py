@@ -45,8 +45,9 @@ def inspect_job(job_id: UUID | str, *, reveal: bool = False) -> dict[str, Any] |
 
     ``attempts`` holds the last 10 failed attempts, oldest first: ``attempt``, ``at``,
     ``code`` (ours, else None), ``message``, ``exception`` (the class path), ``traceback``
-    (at most 16 KiB) and ``outcome``: retried, dead, failed, timeout, crashed, or lapsed (the
-    lease ran out while its worker stayed present: an outage, not counted as a crash)::
+    (at most 16 KiB) and ``outcome``: retried, dead, failed, timeout, crashed (the run died
+    alone, in the child process isolating it: counted), or lapsed (the lease ran out unsettled,
+    the message says whether its worker died, stayed present or exited: never counted)::
 
         >>> trace = inspect_job("0197a3c2-...")
         >>> trace["state"], trace["attempt"], [s["name"] for s in trace["steps"]]

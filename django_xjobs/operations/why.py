@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from .. import conf
 from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import JobDriver, JobSnapshot
@@ -26,7 +27,8 @@ _AHEAD_CAP = 10_000
 class Reason:
     """One cause: ``code`` is stable (scheduled, backing_off, sleeping, waiting_for_event,
     unknown_job, not_registered_here, queue_paused, job_at_limit, no_worker, behind, running,
-    finished, waiting_for_jobs), ``text`` says it for an operator, ``detail`` carries its figures."""
+    finished, waiting_for_jobs, suspect), ``text`` says it for an operator, ``detail`` carries its
+    figures."""
 
     code: str
     text: str
@@ -81,6 +83,7 @@ def _reasons(driver: JobDriver, row: JobSnapshot, now: datetime) -> list[Reason]
         return [Reason("finished", f"it has ended: {row.state}", {"state": row.state})]
     reasons = [*_held_by_its_row(driver, row, now)]
     reasons += _held_by_the_fleet(driver, row)
+    reasons += _suspect(row)
     if row.state in WAITING_STATES and row.run_at <= now:
         reasons += _behind(driver, row)
     return reasons
@@ -219,6 +222,31 @@ def _held_by_the_fleet(driver: JobDriver, row: JobSnapshot) -> list[Reason]:
             )
         )
     return reasons
+
+
+def _suspect(row: JobSnapshot) -> list[Reason]:
+    """SPEC LEASE-19: its last run died with its worker, or died alone, so its next run is
+    isolated in a child process; that holds nothing back, but it is why it runs apart."""
+    if row.lapsed_holder is None and not row.lease_expiries:
+        return []
+    bound = conf.get().max_lease_expiries
+    if row.lapsed_holder is not None:
+        cause = f"its last run died with worker {row.lapsed_holder} (not counted as its crash)"
+    else:
+        cause = f"{row.lease_expiries} of its runs in a row died alone ({bound} dead-letter it)"
+    return [
+        Reason(
+            "suspect",
+            f"{cause}: the worker that claims it runs it alone in a child process, beside its "
+            "other runs",
+            {
+                "died_with": row.lapsed_holder,
+                "crashes": row.lease_expiries,
+                "max_crashes": bound,
+                "isolated": True,
+            },
+        )
+    ]
 
 
 def _behind(driver: JobDriver, row: JobSnapshot) -> list[Reason]:

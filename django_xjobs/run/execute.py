@@ -353,6 +353,69 @@ def _stopped_or_failed(
     return _failed(job, policy, error, duration)
 
 
+def cut_short(execution: Execution) -> Execution:
+    """SPEC LEASE-20: a run its worker gave up at its local deadline because the database did
+    not answer its renewals was cut short by the outage, not by the job: it is handed back ready
+    at once in its old place in the queue (ahead of a backlog enqueued after it), its attempt
+    counted as a lapse's is and recorded as cut short. Its settle is fenced on its token, so it
+    lands only while no other worker took the job."""
+    value = execution.settle
+    if execution.outcome is not Outcome.LEASE_LOST or not isinstance(value, RetryAt):
+        return execution
+    back = RetryAt(
+        value.job_id,
+        value.lease_token,
+        error=value.error,
+        failure=history.CUT_SHORT,
+        keep_place=True,
+    )
+    return replace(execution, settle=back)
+
+
+def stopped(
+    job: ClaimedJob, reason: BaseException | None, duration: float, *, handle: Runnable | None
+) -> Execution:
+    """The outcome of a run its worker stopped (a lost lease, a cancel) whose body never said
+    how it ended: a child process ended by its worker (worker/isolation.py)."""
+    signal = StopSignal()
+    cause = reason or JobAbortedError("the run was stopped")
+    signal.abort(cause)
+    return _stopped_or_failed(
+        job, handle.retry if handle else DEFAULT_RETRY, cause, signal, duration
+    )
+
+
+def crashed_alone(
+    job: ClaimedJob, handle: Runnable | None, how: str, duration: float = 0.0
+) -> Execution:
+    """SPEC LEASE-17: the run died alone, in the child process its worker isolated it in
+    (``how``: "was killed by SIGKILL"), so the death is its own and its worker saw it. The crash
+    is counted (``RetryAt.crashed``); at ``MAX_LEASE_EXPIRIES`` crashes the job is dead-lettered
+    with ``X_JOB_CRASHED`` at once, whoever could have witnessed it."""
+    count, bound = job.lease_expiries + 1, conf.get().max_lease_expiries
+    error = JobCrashedError(
+        f"run {job.attempt} of job {job.name!r} {how} while it ran alone in a child process: "
+        f"crash {count} of {bound}",
+        hint="look for what kills the process (memory, os._exit, a segfault), then retry_job() it",
+    )
+    message = redact.redact(str(error), redact.secrets_of(job.input))
+    entry = history.failure(error, "crashed")
+    log.event(
+        logging.ERROR,
+        "xjobs.job.crashed",
+        job=job.name,
+        id=job.id,
+        attempt=f"{job.attempt}/{job.max_attempts}",
+        how=how,
+        crashes=f"{count}/{bound}",
+    )
+    if count < bound:
+        retry = RetryAt(job.id, job.lease_token, error=message, failure=entry, crashed=True)
+        return Execution(Outcome.RETRIED, job, duration, retry, error=message, retry_in=0.0)
+    policy = handle.retry if handle is not None else DEFAULT_RETRY
+    return replace(_crash_looping(job, policy, counted=1), duration=duration)
+
+
 def failure(
     job: ClaimedJob, error: BaseException, duration: float = 0.0, *, handle: Runnable | None
 ) -> Execution:
@@ -440,13 +503,20 @@ def _outage(
     return Execution(Outcome.RETRIED, job, duration, retry, error=message, retry_in=delay)
 
 
-def _crash_looping(job: ClaimedJob, policy: Retry) -> Execution:
-    """Its runs keep dying with their worker (SIGKILL, OOM, exit): stop, and say so, rather
-    than crash every worker that claims it, forever."""
-    expiries = job.lease_expiries
+def _crash_looping(job: ClaimedJob, policy: Retry, counted: int = 0) -> Execution:
+    """Its runs keep dying (SIGKILL, OOM, exit) or stalling: stop, and say so, rather than
+    crash every process that runs it, forever. ``counted``: a crash seen just now, not yet on
+    the row."""
+    expiries = job.lease_expiries + counted
+    if counted:
+        what = f"the last {expiries} run(s) of job {job.name!r} died alone in a child process"
+    else:
+        what = (
+            f"the last {expiries} run(s) of job {job.name!r} ended with their worker dying or "
+            "stalling (the lease expired each time)"
+        )
     error = JobCrashedError(
-        f"the last {expiries} run(s) of job {job.name!r} ended with their worker dying or stalling "
-        f"(the lease expired each time); not run again",
+        f"{what}; not run again",
         hint="look for what kills the process (memory, os._exit, a segfault), then retry_job() it",
     )
     exhausted = job.attempt > policy.attempts and expiries < conf.get().max_lease_expiries

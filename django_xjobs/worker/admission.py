@@ -84,19 +84,8 @@ class Admission:
             delay = self.poll_interval
             return Shed(job.id, job.lease_token, delay=delay, reason=reason, keep_place=keep_place)
 
-        runs = self.runs
-        if job.lease_expiries and runs.abandoned:
-            # Its last run died with its worker. Until it runs alone, a death cannot say which
-            # job caused it; an abandoned body may never end, so another worker takes it.
-            return shed("suspect: its last run died with its worker; it runs alone")
-        if job.lease_expiries and (runs.by_token or runs.quarantined):
-            # Held here beside live runs, it would be blamed if one of them killed this worker:
-            # it goes back in its place in the queue, and this worker claims nothing more until
-            # its runs end, then takes it first (not after the whole backlog, as a shed would).
-            runs.awaiting_idle = True
-            return shed("suspect: it runs alone once this worker's runs end", keep_place=True)
-        if runs.quarantined or runs.awaiting_idle:
-            return shed("a suspect job runs alone on this worker, or waits to", keep_place=True)
+        # a suspect (its last run died with its worker) is admitted as any run: it runs alone in
+        # a child process, beside the others (worker/isolation.py), so nothing waits for it
         lease = None
         if self.limited:
             lease = self.limiter.acquire(job.queue, job.tenant_id)
@@ -122,8 +111,6 @@ class Admission:
                     lease.release()
                 return shed(f"job concurrency ({handle.concurrency})")
             slot = (key, granted, holder)
-        if job.lease_expiries:
-            runs.quarantined = True  # nothing else runs or is claimed beside it
         run = Run(
             job,
             self.worker_id,

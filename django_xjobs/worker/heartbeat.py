@@ -172,6 +172,8 @@ class Heartbeat(threading.Thread):
             return  # SPEC LEASE-12, SE-15: the latch, read again after the call returned
         lapsed = self.monotonic() - run.renewed_at >= self.visibility_timeout
         if failure is not None:
+            if failures.connection_failed(failure):
+                run.unanswered = True  # SPEC LEASE-20: a loss from here on is the outage's
             if lapsed:
                 run.lose("expired", failure)  # SPEC LEASE-10
             else:

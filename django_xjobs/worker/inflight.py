@@ -15,8 +15,7 @@ from .run import Run
 class InFlight:
     """Every run this worker holds, by lease token, and what they hold of its pools.
 
-    Counts and maps change under ``lock``; ``quarantined`` and ``awaiting_idle`` are flags
-    one thread sets and another reads, as before (a stale read costs one pass).
+    Counts and maps change under ``lock``.
     """
 
     def __init__(self, lanes: Sequence[Lane]) -> None:
@@ -31,10 +30,6 @@ class InFlight:
         self.owed: dict[Any, tuple[Settle, float]] = {}
         self.lanes = tuple(lanes)
         self.lane_of = {name: lane for lane in self.lanes for name in lane.queues}
-        #: a suspect (its last run died with its worker) runs here alone: nothing beside it
-        self.quarantined = False
-        #: a suspect was handed back until this worker's runs end: claim nothing until then
-        self.awaiting_idle = False
 
     def __len__(self) -> int:
         return len(self.by_token)

@@ -1,8 +1,9 @@
 """The worker's presence row: who it is, renewed once per heartbeat, removed on a clean stop.
 
-The claim reads it to tell a crash from an outage: a lapsed lease counts towards
-MAX_LEASE_EXPIRIES only when its holder's presence lapsed too (``x_workers``, on the database
-clock). One statement per beat for the whole worker, never one per job.
+The claim reads it to tell a death from an outage: a lapsed run whose holder renewed its
+presence after the lease ran out is no death, one whose holder marked it stopped exited, and any
+other died with its worker and runs next alone (``x_workers``, on the database clock; SPEC
+LEASE-16). One statement per beat for the whole worker, never one per job.
 """
 
 from __future__ import annotations

@@ -61,6 +61,9 @@ class Run:
     #: why: "expired"/"deadline" (this worker's clock said so) or "not-ours" (the database did)
     lost_reason: str | None = None
     cancelled: bool = False
+    #: a renewal failed because the database did not answer: a loss at the local deadline is
+    #: then the outage's, and the run goes back with its attempt given back (SPEC LEASE-20)
+    unanswered: bool = False
     #: the slot renewal said "not yours": it is not renewed again (SPEC SLOT-04)
     slot_lost: bool = False
     #: the fleet concurrency slot this run holds, and what releases the per-process limit

@@ -10,7 +10,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import connections
@@ -162,7 +162,7 @@ class Settler:
                 self._owe(execution, failed[token])
         for (queue, counted), n in counts.items():
             metrics.inc("xjobs_jobs_total", n, queue=queue, outcome=counted)
-        self.wake.set()  # a suspect may wait for this worker to be idle, or a hold-back end
+        self.wake.set()  # a settle may have freed room, or ended a hold-back
         return settled
 
     def _finish(
@@ -265,9 +265,16 @@ class Settler:
         lands unless another worker has claimed the job since, and is refused if one has."""
         if not failures.is_transient(error):
             return  # the statement itself was refused: sending it again changes nothing
-        # A run cut short by its lease deadline keeps its settle as it is: its attempt counts,
-        # as it would had the lapse been swept (SPEC T4: a re-claim after a lapse is attempt+1).
+        # A run cut short by its lease deadline keeps its attempt counted, as it would had the
+        # lapse been swept (SPEC T4: a re-claim after a lapse is attempt+1). A run the outage
+        # cut short (its connection failed, or its lease was lost meanwhile) goes back in its old
+        # place once sent, ahead of the backlog, with no backoff: it lands only once the
+        # database answers again (SPEC LEASE-20).
         value = execution.settle
+        if isinstance(value, RetryAt) and (
+            not value.counts_as_attempt or execution.outcome is Outcome.LEASE_LOST
+        ):
+            value = replace(value, keep_place=True)
         job = execution.job
         with self.runs.lock:
             self.runs.owed[job.lease_token] = (value, time.monotonic())
@@ -306,8 +313,6 @@ class Settler:
 
     def release(self, run: Run) -> None:
         """Hand back the process limit and the fleet slot; a failure never fails the settle."""
-        if run.job.lease_expiries:
-            self.runs.quarantined = False
         try:
             if run.limit_lease is not None:
                 run.limit_lease.release()

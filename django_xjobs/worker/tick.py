@@ -71,8 +71,6 @@ class Ticker:
         # a test's transaction never commits: publish what it staged, as run_until_idle does
         publish_visible(self.driver, f"tick:{self.worker_id}")
         runs = self.runs
-        if runs.awaiting_idle and not runs.by_token:
-            runs.awaiting_idle = False
         with session():
             sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
             claimed = self._claim_each(limit)

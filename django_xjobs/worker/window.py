@@ -86,6 +86,17 @@ class ClaimWindow:
                 "get one; max_connections or a pooler bounds the fleet",
             )
 
+    def reopen(self) -> None:
+        """The worker's own claims failed and answer again: the refusals were an outage's (the
+        server was away for every connection), not a full server's, so the window opens at once
+        instead of growing back run by run (SPEC LEASE-20: the runs the outage cut short start
+        again together)."""
+        with self._lock:
+            if self.limit is None:
+                return
+            self.limit, self._refusals, self._retry_at = None, 0, 0.0
+        log.event(logging.INFO, "xjobs.worker.claims_unlimited", worker=self.worker_id)
+
     def ran(self) -> None:
         """A run ended without a connection failure: widen the window by one over its size."""
         if self.limit is None:

@@ -24,7 +24,7 @@ from ..drivers.connections import close_stale_connections, role_connections
 from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..ids import uuid7
-from ..run.execute import Execution, Outcome, execute, failure
+from ..run.execute import Execution, Outcome, cut_short, execute, failure
 from ..run.settle import settle
 from ..text import check_name
 from .admission import Admission
@@ -33,6 +33,7 @@ from .claim_limits import LimitPlan
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .inflight import InFlight
+from .isolation import Isolation
 from .limits import Limiter
 from .paused import PausedQueues
 from .pools import Lane, describe, lanes
@@ -51,6 +52,9 @@ _CLAIM_BACKOFF_CAP = 10.0
 _WINDOW_PAUSE_CAP = 2.0
 #: how long a settle that gave up in an outage stays owed (issue 25 item 1)
 _OWED_FOR = 600.0
+#: while settles are owed, how often the claim loop tries the oldest one, whatever the claims'
+#: backoff: the runs an outage cut short go back the moment the database answers (SPEC LEASE-20)
+_REPAY_EVERY = 0.5
 
 
 @dataclass
@@ -168,6 +172,8 @@ class Worker:
         #: the presence renewal landed after failing: the claim loop tries now, not after its
         #: backoff (set by the heartbeat's thread, read by the claim loop's)
         self._answered = False
+        #: when the claim loop last tried the settles owed since an outage
+        self._repaid_at = float("-inf")
         self.admission = Admission(
             self.runs,
             self.driver,
@@ -208,6 +214,10 @@ class Worker:
             worker_id=self.worker_id,
         )
         self._retention = Retention(self.driver)
+        #: runs suspects in child processes (worker/isolation.py), listed for /readyz
+        self.isolation = Isolation(
+            worker_id=self.worker_id, visibility_timeout=self.visibility_timeout
+        )
         #: the lapsed-lease sweep rides on a claim every pass while the queue looks idle, else
         #: once a poll interval: the same bound a ready job with a lost notification waits
         self._idle, self._swept_at = True, float("-inf")
@@ -374,6 +384,18 @@ class Worker:
         """Runs already settled whose body passed its timeout and has not returned yet."""
         return self.runs.abandoned_runs()
 
+    def readiness(self) -> tuple[str | None, dict[str, Any]]:
+        """What ``/readyz`` adds for this worker (SPEC LEASE-19): the suspects it runs alone in
+        child processes now, beside its other runs, which it keeps claiming."""
+        isolated = self.isolation.running()
+        if not isolated:
+            return None, {"isolated": []}
+        names = ", ".join(f"{c['job']} {c['id'][:8]} (pid {c['pid']})" for c in isolated)
+        runs = "run" if len(isolated) == 1 else "runs"
+        return f"{len(isolated)} suspect {runs} alone in a child process: {names}", {
+            "isolated": isolated
+        }
+
     def held_by_abandoned(self) -> bool:
         """True while bodies past their timeout hold half the threads of a pool or more: the
         pool runs at half its size or less until they return, which they may never do."""
@@ -421,14 +443,14 @@ class Worker:
             if self._answered:
                 self._answered = False
                 self._breaker.retry_now()  # claim now, not at the end of a 10 s backoff
-            if runs.owed and self._breaker.wait() <= 0:
+            if runs.owed and (
+                self._breaker.wait() <= 0 or time.monotonic() - self._repaid_at >= _REPAY_EVERY
+            ):
                 self._repay()
-            if runs.awaiting_idle and not runs.by_token:
-                runs.awaiting_idle = False  # idle: the next claim takes the suspect, alone
-            # a suspect running alone, or waiting for this worker to be idle, stops the claims
             # results in hand go first: while a settle is retried through an outage, claiming
-            # would overtake it and re-run the very jobs it is trying to settle
-            held_back = runs.quarantined or runs.awaiting_idle or self._guard.retrying.is_set()
+            # would overtake it and re-run the very jobs it is trying to settle (a suspect holds
+            # nothing back: it runs in a child, on one thread, SPEC LEASE-19)
+            held_back = self._guard.retrying.is_set()
             wants = [] if held_back else self._free_lanes()
             # read before the claim: a run of ours in flight may hold the very cap or key slot
             # that made the claim come back empty, and settle before the idle check below
@@ -438,7 +460,7 @@ class Worker:
             if wants:
                 pause = self._breaker.wait()
                 if pause > 0:  # open: a notification wakes it, but the wait is measured again
-                    self._wake.wait(pause)
+                    self._wake.wait(min(pause, _REPAY_EVERY) if runs.owed else pause)
                     continue
                 # lapsed leases are swept while idle and at least once a poll interval; a
                 # notified job is claimed first, without the sweep's extra reads
@@ -455,9 +477,8 @@ class Worker:
                 if swept and claims:  # every pool's queues paused: nothing was claimed
                     self._swept_at = claims[0][3]
             self._retention.maybe_prune()
-            # nothing runnable now: shed jobs wait for a slot, not for this burst; a suspect
-            # handed back to wait for this worker's runs to end is runnable, once they have
-            idle_now = not started and not runs.by_token and not runs.awaiting_idle
+            # nothing runnable now: shed jobs wait for a slot, not for this burst
+            idle_now = not started and not runs.by_token
             # SPEC LIMIT-13: a burst ends on a claim made with nothing of its own in flight, so
             # rows held back only by a slot its last run freed are claimed, not left ready
             if self.burst and idle_now and not in_flight and (swept or not wants):
@@ -465,20 +486,24 @@ class Worker:
             full = any(len(claimed) == free for _, free, claimed, _ in claims)
             if wants and (full or not (swept or notified)):
                 continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
-            self._wake.wait(self.poll_interval)
+            self._wake.wait(
+                min(self.poll_interval, _REPAY_EVERY) if runs.owed else self.poll_interval
+            )
 
     def _repay(self) -> None:
         """Send the settles owed since the outage, each fenced on its lease token: a run cut
         short goes back to ready at once instead of waiting for its lapse to be swept (issue
-        25 item 1). One that fails on a connection again stays owed for the next pass (the claim
-        that follows meets the same outage and backs off); any other failure, or ten minutes
-        owed, drops it: its lease hands the job back as before."""
-        now = time.monotonic()
+        25 item 1). It is tried every ``_REPAY_EVERY`` s whatever the claims' backoff, the oldest
+        settle first, alone: while it fails on a connection, nothing else is sent, so a pass
+        during an outage costs one statement (SPEC LEASE-20). One that fails on a connection
+        again stays owed for the next pass; any other failure, or ten minutes owed, drops it:
+        its lease hands the job back as before."""
+        now = self._repaid_at = time.monotonic()
         runs = self.runs
         with runs.lock:
             for token in [t for t, (_, at) in runs.owed.items() if now - at > _OWED_FOR]:
                 del runs.owed[token]
-            owed = [value for value, _ in runs.owed.values()]
+            owed = [value for value, _ in sorted(runs.owed.values(), key=lambda owe: owe[1])]
         if not owed:
             return
         kept: set[Any] = set()
@@ -492,14 +517,17 @@ class Worker:
                 return failed
 
         with self._watch("claim"):  # the claim loop's own section: the settler has its own
-            landed = settle(self.driver, owed, guard)
+            landed = settle(self.driver, owed[:1], guard)  # the probe
             if kept and self._database is not None:
                 # the first statement after an outage meets the connection it broke: once more
                 # on a fresh one, before this pass's claim could sweep these very rows
                 connections[self._database].close()
-                again = [value for value in owed if value.lease_token in kept]
                 kept.clear()
-                landed |= settle(self.driver, again, guard)
+                landed = settle(self.driver, owed[:1], guard)
+            if kept:
+                kept.update(value.lease_token for value in owed)  # still away: all stay owed
+            else:
+                landed |= settle(self.driver, owed[1:], guard)
         with runs.lock:
             for value in owed:
                 if value.lease_token not in kept:
@@ -513,6 +541,7 @@ class Worker:
             landed=len(landed),
             refused=len(owed) - len(landed) - len(kept),
         )
+        self._breaker.retry_now()  # the database answers: claim now, not after the backoff
         self._wake.set()  # the runs handed back are due now
 
     def _free_lanes(self) -> list[tuple[Lane, int]]:
@@ -596,7 +625,10 @@ class Worker:
         report_failure(self.worker_id, self._breaker.failure(), error)
 
     def _claim_resumed(self) -> None:
-        report_resumed(self.worker_id, self._breaker.success())
+        closed = self._breaker.success()
+        if closed is not None:  # claims failed, and answer again: an outage ended
+            self._window.reopen()
+        report_resumed(self.worker_id, closed)
 
     # --- the job threads -------------------------------------------------------------------
 
@@ -639,6 +671,8 @@ class Worker:
         lane = self.runs.lane_of[run.job.queue]
         began = time.monotonic()
         execution = self._body(run, fresh_connection=True)
+        if run.unanswered and run.lost_reason in ("deadline", "expired"):
+            execution = cut_short(execution)  # SPEC LEASE-20: handed back in its old place
         if refused(execution):  # its connection was refused: narrow the claims
             self._window.refused(len(self.runs))
         elif execution.abandoned is None:
@@ -659,6 +693,10 @@ class Worker:
                 self._connect_first(run)
             if run.signal.is_set():  # lost or cancelled while it waited for a thread
                 execution = self._unstarted(run)
+            elif fresh_connection and self._isolates(run):
+                # SPEC LEASE-19: a suspect runs alone in a child, on this thread only
+                isolated = self.isolation.run(run)
+                execution = self._unisolated(run) if isolated is None else isolated
             else:
                 execution = execute(
                     run.job, run.signal, driver=self.driver, clock=self.clock, handle=run.handle
@@ -697,6 +735,26 @@ class Worker:
                     self._window.refused(len(self.runs))
             run.signal.wait(pause)
             pause = min(pause * 2, 1.0)
+
+    def _isolates(self, run: Run) -> bool:
+        """A suspect whose body would run goes to a child process, where the driver's store is
+        reachable; a job that cannot run (unknown, expired, past its crash bound) ends here."""
+        job = run.job
+        return (
+            job.suspect
+            and self.driver.supports_child_runs
+            and run.handle is not None
+            and job.undecodable is None
+            and not job.expired
+            and job.lease_expiries < conf.get().max_lease_expiries
+        )
+
+    def _unisolated(self, run: Run) -> Execution:
+        """No child could run the suspect (logged): it goes back unstarted, due again after a
+        lease, rather than run beside this worker's other runs."""
+        job = run.job
+        shed = Shed(job.id, job.lease_token, delay=self.visibility_timeout, reason="not isolated")
+        return Execution(Outcome.SUSPENDED, job, 0.0, shed)
 
     def _unstarted(self, run: Run) -> Execution:
         """A queued run that lost its lease (or was cancelled) before a thread took it: it goes

@@ -372,8 +372,9 @@ def test_a_stopped_presence_reads_exited_and_its_lapses_say_so(harness):
     )
     assert again.id == held.id == job_id
     [entry] = operations.inspect_job(job_id)["attempts"]
-    assert entry["outcome"] == "crashed" and "exited past" in entry["message"], entry
-    assert harness.row(job_id).lease_expiries == 1  # gone, so counted (as a crash is)
+    assert entry["outcome"] == "lapsed" and "exited past" in entry["message"], entry
+    # told to stop: no crash, and no suspect either (SPEC LEASE-16)
+    assert (again.lease_expiries, again.died_with) == (0, None)
     harness.driver.renew_presence(Presence("w-exits", "host", 3, ("default",), 0), 30)
     assert {w["id"]: w["state"] for w in operations.inspect_workers()}["w-exits"] == "alive"
 

@@ -308,10 +308,17 @@ def test_a_task_whose_worker_died_runs_again_though_it_has_no_retries(harness):
     assert stored.errors[0].exception_class_path == "django_xjobs.errors.LeaseLostError"
 
 
-def test_a_task_whose_runs_keep_dying_is_still_stopped_by_the_crash_loop_rule(harness):
+def test_lease_17_a_task_whose_runs_keep_dying_is_still_stopped_by_the_crash_bound(harness):
+    """Its runs died alone, in the child isolating them, ``MAX_LEASE_EXPIRIES`` times: the
+    claim after dead-letters it, though the task has no attempt budget to run out of."""
+    from django_xjobs.drivers.contract import RetryAt
+
     result = tasks.add.enqueue(2, 2)
     for _ in range(conf.get().max_lease_expiries):
-        _dies_with_its_worker(harness)
+        [held] = harness.driver.claim(
+            queues=["default"], limit=1, visibility_timeout=5, worker_id="isolating"
+        )
+        assert harness.driver.retry(RetryAt(held.id, held.lease_token, crashed=True))
     [execution] = run_until_idle()
     assert execution.outcome == "dead_lettered"
     stored = tasks.add.get_result(result.id)

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from django_xjobs import operations
-from django_xjobs.drivers.contract import Presence, RetryAt, SuspendUntil
+from django_xjobs.drivers.contract import Presence, RetryAt, Shed, SuspendUntil
 from django_xjobs.errors import JobNotFoundError
 from django_xjobs.operations.why import why_job
 from django_xjobs.testing import run_until_idle
@@ -140,3 +140,40 @@ def test_the_why_verb_prints_each_reason_and_its_json(harness):
     out = StringIO()
     call_command("xjobs", "why", str(job.id), stdout=out)
     assert "scheduled for" in out.getvalue() and "no live worker" in out.getvalue()
+
+
+def test_lease_19_a_job_whose_last_run_died_with_its_worker_is_named_a_suspect(harness):
+    """Issue 39 item 2: the operator sees why a job runs apart. Its last run died with its
+    worker (a presence that was never renewed after its lease ran out): nothing holds it back,
+    but the next worker runs it alone in a child process (``suspect``, ``--json`` included)."""
+    watched(harness.driver, "default")
+    job = jobs.ok.enqueue(n=1)
+    [held] = claim(harness.driver, worker="doomed")
+    harness.advance(31)  # its lease runs out; "doomed" never renewed its presence
+    watched(harness.driver, "default")
+    [again] = claim(harness.driver, worker="w-live")
+    assert harness.driver.shed(Shed(again.id, again.lease_token, keep_place=True))
+    [reason] = why_job(job.id).reasons
+    assert reason.code == "suspect"
+    assert "died with worker doomed" in reason.text and "child process" in reason.text
+    assert (reason.detail["died_with"], reason.detail["crashes"], reason.detail["isolated"]) == (
+        "doomed",
+        0,
+        True,
+    )
+    out = StringIO()
+    call_command("xjobs", "why", str(job.id), "--json", stdout=out)
+    [shown] = json.loads(out.getvalue())["reasons"]
+    assert (shown["code"], shown["detail"]["died_with"]) == ("suspect", "doomed")
+    assert held.id == job.id
+
+
+def test_lease_19_a_job_counted_crashes_is_named_a_suspect_with_its_count(harness):
+    watched(harness.driver, "default")
+    job = jobs.ok.enqueue(n=1)
+    [held] = claim(harness.driver)
+    assert harness.driver.retry(RetryAt(held.id, held.lease_token, crashed=True))
+    [reason] = why_job(job.id).reasons
+    assert reason.code == "suspect"
+    assert (reason.detail["crashes"], reason.detail["died_with"]) == (1, None)
+    assert "1 of its runs in a row died alone" in reason.text

@@ -1,16 +1,24 @@
-"""A suspect (a job whose last run died with its worker) runs alone without losing its place
-(issue 12, item 3): claimed beside live runs, it goes back in its old place in the queue, and
-that worker claims nothing more until its runs end, then takes it first."""
+"""A suspect (a job whose last run died with its worker, or died alone) is admitted as any run
+(issue 39 item 2, SPEC LEASE-19): nothing is shed or held back for it, so its worker keeps
+claiming every queue. Where the driver's jobs can be reached from a child process its body runs
+there, alone (worker/isolation.py; on real processes in ``test_isolation_fleet.py``); the memory
+driver's rows live in one process, so its suspects run in their thread like any run."""
 
 from __future__ import annotations
 
+import threading
 import uuid
+from dataclasses import replace
+
+import pytest
 
 from django_xjobs.drivers.contract import Shed
 from django_xjobs.run.execute import Outcome
+from django_xjobs.worker.run import Run
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 from tests.models import Ledger
+from tests.support.process import wait_for
 
 
 def _suspect(harness, token: str):
@@ -21,39 +29,58 @@ def _suspect(harness, token: str):
     return job_id
 
 
-def _row(token: str, phase: str) -> Ledger:
-    return Ledger.objects.get(token=token, phase=phase)
-
-
-def test_a_suspect_claimed_beside_a_run_goes_back_and_runs_alone_once_it_ends(live_harness):
+@pytest.mark.parametrize("live_harness", ["memory"], indirect=True)
+def test_lease_19_a_suspect_runs_beside_live_runs_and_nothing_is_shed_for_it(live_harness):
     suspect, busy = f"suspect-{uuid.uuid4()}", f"busy-{uuid.uuid4()}"
     suspect_id = _suspect(live_harness, suspect)
-    # higher priority: claimed first in the same batch, so it is in flight when the suspect comes
-    busy_id = jobs.ledger.using(priority=10).enqueue(token=busy, hold=0.3).id
+    # higher priority: claimed first in the same batch, and held until the test releases it
+    busy_id = jobs.gated.using(priority=10).enqueue(token=busy).id
+    later = [jobs.ledger.using(priority=-10).enqueue(token=f"later-{i}-{busy}").id for i in (1, 2)]
     worker = Worker(queues=["default"], concurrency=2, driver=live_harness.driver, burst=True)
-    stats = worker.run()
-
-    assert stats.outcomes == {Outcome.COMPLETED: 2, "shed": 1}
-    assert live_harness.row(busy_id).state == "done"
+    stats: list = []
+    thread = threading.Thread(target=lambda: stats.append(worker.run()))
+    thread.start()
+    try:
+        # the suspect and the jobs behind it run while the busy run holds: nothing waits
+        wait_for(
+            lambda: all(live_harness.row(i).state == "done" for i in (suspect_id, *later)),
+            timeout=60,
+            what="the suspect and the later jobs beside the held run",
+        )
+        assert live_harness.row(busy_id).state == "running"
+    finally:
+        Ledger.objects.create(token=busy, phase="release", attempt=0, pid=0)
+        thread.join(60)
+    assert stats[0].outcomes == {Outcome.COMPLETED: 4}  # nothing shed, nothing waited for idle
     row = live_harness.row(suspect_id)
-    assert (row.state, row.attempt, row.lease_expiries) == ("done", 2, 0)
-    assert _row(suspect, "start").id > _row(busy, "done").id, "it started beside a live run"
+    assert (row.state, row.attempt, row.lease_expiries, row.lapsed_holder) == ("done", 2, 0, None)
 
 
-def test_while_a_suspect_waits_or_runs_the_worker_starts_nothing_else(live_harness):
-    suspect = f"suspect-{uuid.uuid4()}"
-    suspect_id = _suspect(live_harness, suspect)
-    first, later = f"first-{uuid.uuid4()}", f"later-{uuid.uuid4()}"
-    jobs.ledger.using(priority=10).enqueue(token=first, hold=0.3)
-    later_id = jobs.ledger.using(priority=-10).enqueue(token=later).id
-    worker = Worker(queues=["default"], concurrency=3, driver=live_harness.driver, burst=True)
-    stats = worker.run()
+def test_lease_19_a_suspect_goes_to_a_child_only_where_one_can_reach_its_store(harness):
+    """What ``Worker._isolates`` decides: a suspect whose body would run, on a driver whose jobs
+    a child can reach. A job that ends without its body (unknown here, expired, undecodable, at
+    its crash bound) ends in the worker as before."""
+    job_id = _suspect(harness, f"suspect-{uuid.uuid4()}")
+    [claimed] = harness.driver.claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
+    )
+    assert (claimed.id, claimed.suspect) == (job_id, True)
+    worker = Worker(queues=["default"], driver=harness.driver)
 
-    # shed: the suspect and ``later`` beside ``first``, then ``later`` beside the suspect
-    assert stats.outcomes == {Outcome.COMPLETED: 3, "shed": 3}
-    assert {live_harness.row(i).state for i in (suspect_id, later_id)} == {"done"}
-    assert _row(suspect, "start").id > _row(first, "done").id
-    assert _row(later, "start").id > _row(suspect, "done").id
+    def isolates(job, handle=jobs.ledger) -> bool:
+        return worker._isolates(Run(job, "w", 30.0, handle=handle))
+
+    reaches = harness.driver.supports_child_runs
+    assert reaches is (harness.driver.database is not None)
+    assert isolates(claimed) is reaches
+    plain = replace(claimed, died_with=None)
+    assert isolates(plain) is False
+    assert isolates(replace(plain, lease_expiries=1)) is reaches  # a counted crash: alone again
+    assert isolates(replace(plain, lease_expiries=3)) is False  # at the bound: dead-lettered
+    assert isolates(claimed, handle=None) is False  # unknown here: parked, never run
+    assert isolates(replace(claimed, expired=True)) is False
+    assert isolates(replace(claimed, undecodable="too deep")) is False
+    assert harness.driver.shed(Shed(claimed.id, claimed.lease_token))
 
 
 def test_a_job_shed_to_keep_its_place_is_due_at_once_in_its_old_place(harness):

@@ -236,3 +236,28 @@ def test_cancel_05_q_08_a_cancelled_job_is_not_a_lost_lease(clock, caplog):
     assert run.cancelled and not run.lost
     assert run.signal.reason.code == "X_JOB_CANCELLED"
     assert "xjobs.job.cancelled" in caplog.text and "xjobs.lease.lost" not in caplog.text
+
+
+def test_lease_20_a_renewal_the_database_did_not_answer_marks_the_loss_as_the_outages(clock):
+    """A renewal refused for its connection marks the run unanswered: lost at its deadline,
+    its settle is a hand-back in its old place, recorded as cut short (``cut_short``); a renewal
+    that failed otherwise, or a deadline with no failed renewal, keeps the settle."""
+    from django.db import OperationalError
+
+    from django_xjobs import history
+    from django_xjobs.drivers.contract import RetryAt
+    from django_xjobs.run.execute import Execution, Outcome, cut_short
+
+    outage, other = make_run(clock), make_run(clock)
+    clock.now += 10
+    heartbeat(ScriptedDriver(OperationalError("no server")), outage, clock).beat()
+    heartbeat(ScriptedDriver(ValueError("not a connection")), other, clock).beat()
+    assert (outage.unanswered, other.unanswered) == (True, False)
+    job = outage.job
+    lost = Execution(Outcome.LEASE_LOST, job, 1.0, RetryAt(job.id, job.lease_token, error="x"))
+    back = cut_short(lost).settle
+    assert back == RetryAt(
+        job.id, job.lease_token, error="x", failure=history.CUT_SHORT, keep_place=True
+    )
+    ended = Execution(Outcome.COMPLETED, job, 1.0, RetryAt(job.id, job.lease_token))
+    assert cut_short(ended) is ended  # only a lost run is handed back

@@ -1,9 +1,9 @@
-"""Worker presence and the crash verdict, on both drivers (issue 12 item 2).
+"""Worker presence and the lapse verdict, on both drivers (issue 12 item 2, issue 39).
 
-A lapsed lease counts towards MAX_LEASE_EXPIRIES only when its holder is really gone: it has no
-presence row, or its presence lapsed while another worker kept beating (the database was
-reachable). An outage silences every worker at once; its lapses are judged later, by whether the
-holder came back.
+A lapsed run's holder is judged from its presence row when the run is taken again: present if
+it renewed the row after the lease ran out, exited if it marked it stopped, else it died with
+the run. None of these counts against the job (SPEC LEASE-16): a run that died with its worker
+is only marked, to run alone next; a crash is counted when a run dies alone (LEASE-17).
 """
 
 from __future__ import annotations
@@ -76,76 +76,122 @@ def test_a_new_process_under_the_same_id_restarts_the_row(harness):
     assert row.pid == 200 and row.started_at == row.last_seen
 
 
-def test_a_lapse_without_a_presence_row_counts_as_a_crash(harness):
+def test_lease_16_a_lapse_without_a_presence_row_marks_the_run_and_counts_nothing(harness):
     job_id = jobs.ok.enqueue(n=1).id
     claim(harness.driver, "gone")  # never beat: an old worker, or one that already left
     harness.advance(VIS + 1)
     [again] = claim(harness.driver, "w2")
-    assert again.lease_expiries == 1
-    assert harness.row(job_id).lapsed_holder is None
-    assert [e.outcome for e in harness.row(job_id).errors] == ["crashed"]
+    # its worker died with it: it runs alone next, and nothing is counted against it
+    assert (again.lease_expiries, again.died_with, again.suspect) == (0, "gone", True)
+    assert harness.row(job_id).lapsed_holder == "gone"
+    [entry] = harness.row(job_id).errors
+    assert (entry.attempt, entry.outcome) == (1, "lapsed") and "died" in entry.message
 
 
-def test_a_holder_that_died_while_another_worker_beat_counts_as_a_crash(harness):
+def test_lease_16_a_holder_that_died_while_another_beat_is_judged_at_once(harness):
     job_id = jobs.ok.enqueue(n=1).id
     beat(harness.driver, "witness")
     beat(harness.driver, "dead")
     claim(harness.driver, "dead")
     lapse(harness, "witness")  # the witness kept beating; the holder went silent
     [again] = claim(harness.driver, "witness")
-    assert again.lease_expiries == 1
-    assert harness.row(job_id).lapsed_holder is None
+    assert (again.lease_expiries, again.died_with) == (0, "dead")
+    assert harness.row(job_id).lapsed_holder == "dead"
 
 
-def test_an_outage_that_silenced_every_worker_is_not_a_crash(harness):
+def test_lease_16_a_lone_worker_restarted_judges_its_dead_predecessor_itself(harness):
+    """The verdict is the same whoever witnessed the death (issue 39 item 3): a lone worker
+    killed and restarted under a new id judges its old run itself, once it has beaten through
+    its predecessor's presence TTL (the database answered, and a live holder would have beaten
+    too), then at each death the same way, never one lapse late."""
+    job_id = jobs.ok.enqueue(n=1).id
+    beat(harness.driver, "first")
+    claim(harness.driver, "first")
+    lapse(harness)  # first was killed: nobody beat, nobody saw it go
+    beat(harness.driver, "second")
+    assert claim(harness.driver, "second") == []  # too soon to tell a death from an outage
+    lapse(harness, "second")
+    [again] = claim(harness.driver, "second")
+    assert (again.lease_expiries, again.died_with) == (0, "first")
+    lapse(harness)  # second dies too
+    beat(harness.driver, "third")
+    lapse(harness, "third")
+    [third] = claim(harness.driver, "third")
+    assert (third.lease_expiries, third.died_with) == (0, "second")
+    assert [e.outcome for e in harness.row(job_id).errors] == ["lapsed", "lapsed"]
+
+
+def test_lease_16_20_after_an_outage_a_silent_holder_is_given_a_ttl_to_come_back(harness):
+    """Every worker lost the database; once it answers, the first worker back does not take
+    the other's lapsed run before that one could renew its presence (or hand the run back)."""
+    job_id = jobs.ok.enqueue(n=1).id
+    beat(harness.driver, "a")
+    beat(harness.driver, "b")
+    claim(harness.driver, "a")
+    lapse(harness)  # the outage: nobody beat
+    beat(harness.driver, "b")  # b is back first
+    assert claim(harness.driver, "b") == []  # a may be alive: left to it
+    beat(harness.driver, "a")  # it is: present after its lease ran out
+    [again] = claim(harness.driver, "b")
+    assert (again.id, again.died_with) == (job_id, None)
+
+
+def test_lease_16_a_holder_present_after_its_lease_ran_out_is_no_death(harness):
+    """An outage silences every worker; the holder renews its presence once the database is
+    back, before another worker takes the run: the lapse marks nothing."""
     job_id = jobs.ok.enqueue(n=1).id
     beat(harness.driver, "a")
     beat(harness.driver, "b")
     claim(harness.driver, "a")
     lapse(harness)  # nobody could reach the database
-    beat(harness.driver, "b")  # b is back first: its streak starts after a was last seen
+    beat(harness.driver, "a")  # a was alive all along: present after its lease ran out
+    beat(harness.driver, "b")
     [again] = claim(harness.driver, "b")
-    assert again.lease_expiries == 0
-    assert harness.row(job_id).lapsed_holder == "a"  # judged at the next lapse
-    # what the operator reads agrees: the attempt lapsed, it did not crash
+    assert (again.lease_expiries, again.died_with, again.suspect) == (0, None, False)
     [entry] = harness.row(job_id).errors
-    assert (entry.attempt, entry.outcome) == (1, "lapsed") and "not counted" in entry.message
-
-    beat(harness.driver, "a")  # a was alive all along
-    lapse(harness, "a", "b")
-    [third] = claim(harness.driver, "a")
-    # a is alive: its old lapse was no crash; b is alive and its lapse pending in turn
-    assert third.lease_expiries == 0
-    assert harness.row(job_id).lapsed_holder == "b"
+    assert (entry.attempt, entry.outcome) == (1, "lapsed") and "stayed present" in entry.message
 
 
-def test_a_pending_holder_whose_presence_lapsed_is_counted_at_the_next_lapse(harness):
-    """A single worker killed and restarted under a new id: no one witnessed the death, so it is
-    pending; once the holder's presence has lapsed the next lapse counts it (the poison bound
-    stays, one lapse late)."""
+def test_lease_16_a_holder_told_to_stop_is_no_death_and_no_suspect(harness):
+    """A worker that exited past its --shutdown-timeout marked its presence stopped: its run
+    comes back as any other, not as a suspect (issue 39 item 2)."""
     job_id = jobs.ok.enqueue(n=1).id
-    beat(harness.driver, "first")
-    claim(harness.driver, "first")
-    lapse(harness)
-    beat(harness.driver, "second")
-    [again] = claim(harness.driver, "second")
-    assert again.lease_expiries == 0
-    lapse(harness)
-    beat(harness.driver, "third")
-    [third] = claim(harness.driver, "third")
-    assert third.lease_expiries == 1  # "first" is gone; "second" is pending now
-    assert harness.row(job_id).lapsed_holder == "second"
+    beat(harness.driver, "told")
+    claim(harness.driver, "told")
+    harness.driver.stop_presence("told")
+    harness.advance(VIS + 1)
+    beat(harness.driver, "next")
+    [again] = claim(harness.driver, "next")
+    assert (again.lease_expiries, again.died_with, again.suspect) == (0, None, False)
+    [entry] = harness.row(job_id).errors
+    assert entry.outcome == "lapsed" and "told to stop" in entry.message
+
+
+def test_lease_16_a_shed_keeps_the_mark_and_any_other_settle_clears_it(harness):
+    from django_xjobs.drivers.contract import RetryAt, Shed
+
+    job_id = jobs.ok.enqueue(n=1).id
+    claim(harness.driver, "gone")
+    harness.advance(VIS + 1)
+    [held] = claim(harness.driver, "b")
+    assert harness.driver.shed(Shed(held.id, held.lease_token, keep_place=True))
+    assert harness.row(job_id).lapsed_holder == "gone"
+    [held] = claim(harness.driver, "b")
+    assert held.died_with == "gone"
+    assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=0))
+    row = harness.row(job_id)
+    assert (row.lapsed_holder, row.lease_expiries) == (None, 0)
 
 
 @pytest.mark.parametrize("settle", ["ack", "retry"])
-def test_a_settle_clears_a_pending_holder(harness, settle):
+def test_a_settle_clears_the_mark(harness, settle):
     from django_xjobs.drivers.contract import RetryAt
 
     job_id = jobs.ok.enqueue(n=1).id
     beat(harness.driver, "a")
     claim(harness.driver, "a")
-    lapse(harness)
     beat(harness.driver, "b")
+    lapse(harness, "b")  # a died while b beat on
     [held] = claim(harness.driver, "b")
     assert harness.row(job_id).lapsed_holder == "a"
     if settle == "ack":
@@ -153,6 +199,23 @@ def test_a_settle_clears_a_pending_holder(harness, settle):
     else:
         assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=0))
     assert harness.row(job_id).lapsed_holder is None
+
+
+def test_lease_17_a_run_that_died_alone_is_counted_and_any_other_settle_resets_it(harness):
+    """``RetryAt(crashed=True)``: the worker that isolated the run saw its child die; the count
+    goes up by one (and the mark goes), where any other retry puts it back to 0."""
+    from django_xjobs.drivers.contract import RetryAt
+
+    job_id = jobs.ok.enqueue(n=1).id
+    for expected in (1, 2):
+        [held] = claim(harness.driver, "w")
+        assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=0, crashed=True))
+        row = harness.row(job_id)
+        assert (row.state, row.lease_expiries, row.lapsed_holder) == ("ready", expected, None)
+    [held] = claim(harness.driver, "w")
+    assert (held.lease_expiries, held.suspect) == (2, True)
+    assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=0))
+    assert harness.row(job_id).lease_expiries == 0
 
 
 def test_a_renewal_queued_before_a_clean_stop_does_not_bring_the_row_back(harness):
@@ -166,19 +229,6 @@ def test_a_renewal_queued_before_a_clean_stop_does_not_bring_the_row_back(harnes
     presence.release()
     presence.renew()  # the heartbeat's pool ran it late
     assert harness.driver.workers() == []
-
-
-def test_a_worker_that_has_not_beaten_lately_cannot_vouch_for_a_death(harness):
-    """b's streak covers a's last beat, but b too has been silent past half a lease since: the
-    database may have been unreachable for both, so the lapse stays pending."""
-    job_id = jobs.ok.enqueue(n=1).id
-    beat(harness.driver, "a")
-    beat(harness.driver, "b")
-    claim(harness.driver, "a")
-    lapse(harness)
-    [again] = claim(harness.driver, "c")  # c never beat: it cannot vouch either
-    assert again.lease_expiries == 0
-    assert harness.row(job_id).lapsed_holder == "a"
 
 
 def test_the_heartbeat_renews_presence_once_per_tick_however_many_runs():

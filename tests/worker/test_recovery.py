@@ -78,6 +78,21 @@ def test_runs_that_get_a_connection_widen_the_window_until_it_stops_limiting():
     assert not window.wary
 
 
+def test_lease_20_the_window_opens_at_once_when_the_claims_answer_again_after_an_outage():
+    """Issue 39 item 1: job connections were refused because the server was away, not full;
+    once the worker's own claims answer again the window stops limiting at once, so the runs
+    the outage cut short start again together instead of one a pause."""
+    clock = Clock()
+    window = ClaimWindow(8, base=0.5, cap=2, worker_id="w", clock=clock)
+    for _ in range(5):
+        window.refused(held=0)
+    assert window.limit == 1.0 and window.room(held=0) == 0  # one at a time, and a pause
+    window.reopen()
+    assert window.room(held=50) is None and window.limit is None
+    window.reopen()  # not limiting: nothing to do
+    assert window.room(held=50) is None
+
+
 # --- the claim backoff ends when the database answers (item 1) ---------------------------------
 
 

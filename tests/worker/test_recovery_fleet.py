@@ -1,9 +1,10 @@
 """A killed worker's jobs recover under a steady stream (issue 12, item 3), with real processes.
 
 Two workers run a steady stream of short ``ledger`` jobs; one is SIGKILLed mid-job. Its jobs are
-suspects on their next claim: the survivor stops claiming, lets its runs finish, runs each
-suspect alone, then resumes. They must finish within the visibility timeout plus, per suspect,
-the run it waits for and its own run, plus a poll; the ledger judges, not the log.
+suspects on their next claim: the survivor runs each alone in a child process, on one of its
+threads, and goes on claiming beside them (issue 39 item 2). They must finish within the
+visibility timeout plus a child's start-up plus their own runs, plus a poll; the ledger judges,
+not the log.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ pytestmark = pytest.mark.process
 VISIBILITY = 2.0
 HOLD = 0.5
 POLL = 0.1
+#: a child process's start-up (a fresh interpreter setting Django up) on a loaded machine
+ISOLATION = 5.0
 RATE = 6.0  # jobs a second: more than one worker of 2 threads x 0.5 s can take alone
 #: a loaded 2-core machine: process start-up, scheduling, database round trips
 SLACK = 4.0
@@ -95,7 +98,7 @@ def test_a_killed_workers_jobs_finish_within_the_bound_under_a_steady_stream(wor
     for token in suspects:
         done = Ledger.objects.filter(token=token, phase="done").exclude(pid=victim.proc.pid)
         recovered[token] = (done.earliest("at").at - killed_at).total_seconds()
-    bound = VISIBILITY + len(suspects) * 2 * HOLD + POLL + SLACK
+    bound = VISIBILITY + ISOLATION + len(suspects) * HOLD + POLL + SLACK
     assert max(recovered.values()) <= bound, (
         f"the killed worker's jobs took {recovered} s to finish (bound {bound:g} s)"
     )

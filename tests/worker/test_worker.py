@@ -16,7 +16,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_xjobs import metrics
-from django_xjobs.drivers.contract import Complete, EnqueueRequest
+from django_xjobs.drivers.contract import Complete, EnqueueRequest, RetryAt
 from django_xjobs.run.execute import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.heartbeat import Heartbeat
@@ -319,9 +319,29 @@ def _lapse_and_reclaim(harness, times):
     return claimed
 
 
-def test_a_job_whose_runs_keep_dying_is_dead_lettered_with_a_reason(harness):
+def test_lease_18_runs_that_died_with_their_worker_are_never_counted_as_its_crashes(harness):
+    """Three runs died with their worker: nothing says they caused it, so the job is not
+    dead-lettered for them; its next run goes ahead (alone, where a child can be had)."""
+    token = f"victim-{uuid.uuid4()}"
+    job_id = jobs.ledger.using().enqueue(token=token).id  # 5 attempts
+    _lapse_and_reclaim(harness, 3)  # three runs died; the next claim is the fourth
+    [run] = run_until_idle()
+    assert run.outcome == Outcome.COMPLETED
+    row = harness.row(job_id)
+    assert (row.state, row.attempt, row.lease_expiries, row.lapsed_holder) == ("done", 4, 0, None)
+    assert [e.outcome for e in row.errors] == ["lapsed"] * 3
+    assert len(Ledger.objects.filter(token=token, phase="done")) == 1
+
+
+def test_lease_17_a_job_at_its_crash_bound_is_dead_lettered_at_its_next_claim(harness):
+    """Its counted crashes (runs that died alone) reach ``MAX_LEASE_EXPIRIES`` (3): its next
+    claim dead-letters it without running it (a bound lowered since its last crash, too)."""
     job_id = jobs.ledger.using().enqueue(token=f"poison-{uuid.uuid4()}").id  # 5 attempts
-    _lapse_and_reclaim(harness, 3)  # three runs died; the next claim would be the fourth
+    for _ in range(3):
+        [held] = harness.driver.claim(
+            queues=["default"], limit=1, visibility_timeout=5, worker_id="isolating"
+        )
+        assert harness.driver.retry(RetryAt(held.id, held.lease_token, crashed=True))
     [run] = run_until_idle()
     assert run.outcome == Outcome.DEAD_LETTERED
     row = harness.row(job_id)

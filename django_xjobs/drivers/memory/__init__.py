@@ -87,6 +87,8 @@ class _Subscription:
 class MemoryDriver:
     name = "memory"
     database: str | None = None
+    #: its rows live in this process: a child could not see them
+    supports_child_runs = False
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or SystemClock()
@@ -322,7 +324,9 @@ class MemoryDriver:
         with self._lock:
             now = self._now()
             if limits is not None:  # declared limits: decided as limits.sql decides them
-                picked = memory_limits.pick(self, queues, limit, lapsed, limits, now)
+                picked = memory_limits.pick(
+                    self, queues, limit, lapsed, limits, now, visibility_timeout
+                )
                 # a lapsed run taken again is no new start (limits.sql's reclaim_lapsed)
                 starts = [r.id for r in picked if r.state != "running"]
                 claimed = self._take(picked, now, visibility_timeout, worker_id)
@@ -340,6 +344,9 @@ class MemoryDriver:
                         and row.state == "running"
                         and row.visible_at is not None
                         and row.visible_at <= now
+                        and self._presence.decided(
+                            row.claimed_by, row.visible_at, now, visibility_timeout
+                        )
                     )
                 )
             ]
@@ -359,24 +366,20 @@ class MemoryDriver:
                 first = row.started_at or now
                 expired = row.expires_at is not None and row.expires_at <= first
                 errors = row.errors
-                crashes, pending = 0, row.lapsed_holder
+                died_with = row.lapsed_holder
                 if lapsed:
                     at = row.visible_at or now  # when its lease ran out
-                    crashes, pending = self._presence.verdict(
-                        row.claimed_by, row.lapsed_holder, now, visibility_timeout
-                    )
-                    counted = pending != row.claimed_by  # this holder judged gone, not pending
-                    kind = LAPSED if counted else LAPSED_PRESENT
-                    if self._presence.stopped(row.claimed_by):
-                        kind = EXITED
+                    verdict = self._presence.verdict(row.claimed_by, at)
+                    if verdict == "died":  # SPEC LEASE-16: not counted; it runs alone next
+                        died_with = row.claimed_by
+                    kind = {"exited": EXITED, "died": LAPSED}.get(verdict, LAPSED_PRESENT)
                     entry = FailedAttempt.stamped(kind, attempt=row.attempt, at=at)
                     errors = (*errors, entry)[-KEEP:]
                 row = replace(
                     row,
                     state="running",
                     attempt=row.attempt + 1,
-                    lease_expiries=row.lease_expiries + crashes,
-                    lapsed_holder=pending,
+                    lapsed_holder=died_with,
                     errors=errors,
                     claimed_by=worker_id,
                     lease_token=uuid.uuid4(),
@@ -409,6 +412,7 @@ class MemoryDriver:
                         expired=expired,
                         snoozes=row.snoozes,
                         waited=max((now - row.run_at).total_seconds(), 0.0),
+                        died_with=row.lapsed_holder,
                     )
                 )
             return claimed
@@ -458,6 +462,8 @@ class MemoryDriver:
             error=retry.error,
             stop_reason=retry.stop_reason,
             failure=retry.failure,
+            crashed=retry.crashed,
+            keep_place=retry.keep_place,
             # a hand-back that spends no attempt is no end of a run: not counted
             outcome="retried" if retry.counts_as_attempt else None,
         )
@@ -530,6 +536,7 @@ class MemoryDriver:
         keep_place: bool = False,
         snoozed: bool = False,
         outcome: str | None = None,
+        crashed: bool = False,
     ) -> bool:
         """The one write behind retry/suspend/shed/finish, as their named statements do."""
         with self._lock:
@@ -545,8 +552,11 @@ class MemoryDriver:
                 row,
                 state=state,
                 errors=errors,
-                lease_expiries=row.lease_expiries if shed else 0,
-                lapsed_holder=row.lapsed_holder if shed else None,
+                # SPEC LEASE-17: a run that died alone in its child is counted, as jobs.sql's retry
+                lease_expiries=row.lease_expiries + 1
+                if crashed
+                else (row.lease_expiries if shed or keep_place else 0),
+                lapsed_holder=row.lapsed_holder if shed or keep_place else None,
                 attempt=max(row.attempt - 1, 0) if give_back else row.attempt,
                 run_at=(
                     min(row.run_at, now) if keep_place else now + timedelta(seconds=max(0.0, delay))

@@ -37,6 +37,7 @@ def pick(
     lapsed: bool,
     limits: ClaimLimits,
     now: datetime,
+    visibility_timeout: float,
 ) -> list[JobSnapshot]:
     """The rows a limited claim takes, in the order the PostgreSQL driver returns them: the
     sweep's lapsed rows first, then the rows within their limits (limits.sql)."""
@@ -50,6 +51,7 @@ def pick(
             and r.state == "running"
             and r.visible_at is not None
             and r.visible_at <= now
+            and driver._presence.decided(r.claimed_by, r.visible_at, now, visibility_timeout)
         ]
         stale.sort(key=lambda r: (r.visible_at, r.id))
         taken = sorted(stale[:limit], key=_order)

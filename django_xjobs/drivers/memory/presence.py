@@ -1,9 +1,9 @@
-"""The memory driver's worker presence and crash verdict: the PostgreSQL statements' answers.
+"""The memory driver's worker presence and lapse verdict: the PostgreSQL statements' answers.
 
-A re-claimed lapsed row counts as a crash only when its holder is gone: it has no presence row,
-or its presence lapsed while another worker beat without a break (so the database was reachable
-all along). Otherwise the holder is kept as pending and judged at the next lapse by whether its
-presence lapsed by then — an outage that silenced every worker is not a crash.
+A re-claimed lapsed row's holder is judged from its presence row (jobs.sql's lapse_verdict):
+``exited`` when it marked the row stopped, ``present`` when it renewed the row after the lease
+ran out, else ``died``. None of them counts against the job (issue 39): a ``died`` run is
+marked to run alone next.
 """
 
 from __future__ import annotations
@@ -59,10 +59,6 @@ class MemoryPresence:
             expires = min(row.expires_at, now)
             self._rows[worker_id] = replace(row, stopped_at=now, expires_at=expires, in_flight=0)
 
-    def stopped(self, worker_id: str | None) -> bool:
-        row = self._rows.get(worker_id or "")
-        return row is not None and row.stopped_at is not None
-
     def release(self, worker_id: str) -> None:
         self._rows.pop(worker_id, None)
         self._since.pop(worker_id, None)
@@ -71,21 +67,31 @@ class MemoryPresence:
         rows = sorted(self._rows.values(), key=lambda r: (r.started_at, r.id))
         return [replace(r, alive=r.expires_at >= now and r.stopped_at is None) for r in rows]
 
-    def gone(self, worker_id: str | None, now: datetime) -> bool:
-        row = self._rows.get(worker_id or "")
-        return row is None or row.expires_at < now
-
-    def verdict(
-        self, holder: str | None, pending: str | None, now: datetime, visibility_timeout: float
-    ) -> tuple[int, str | None]:
-        """(crashes to count, the holder left pending) for one lapsed row being re-claimed."""
-        crashes = 1 if pending is not None and self.gone(pending, now) else 0
+    def decided(
+        self, holder: str | None, lapsed_at: datetime, now: datetime, visibility_timeout: float
+    ) -> bool:
+        """Whether a run whose lease ran out at ``lapsed_at`` can be judged now, as jobs.sql's
+        lapse_decided says: its holder is gone, stopped or seen since, or stayed silent through
+        a whole presence TTL while another worker beat without a break."""
         row = self._rows.get(holder or "")
+        if row is None or row.stopped_at is not None or row.last_seen >= lapsed_at:
+            return True
+        ttl = row.expires_at - row.last_seen
         recent = now - timedelta(seconds=visibility_timeout / 2)
-        witnessed = row is not None and any(
-            other != row.id and self._since[other] <= row.last_seen and w.last_seen >= recent
-            for other, w in self._rows.items()
+        return any(
+            other != row.id
+            and seen.stopped_at is None
+            and seen.last_seen >= recent
+            and seen.last_seen >= max(self._since[other], row.last_seen) + ttl
+            for other, seen in self._rows.items()
         )
-        if row is None or row.stopped_at is not None or (row.expires_at < now and witnessed):
-            return crashes + 1, None
-        return crashes, holder
+
+    def verdict(self, holder: str | None, lapsed_at: datetime) -> str:
+        """``exited``, ``present`` or ``died``: what the holder of a run whose lease ran out at
+        ``lapsed_at`` was, as jobs.sql's lapse_verdict reads it (SPEC LEASE-16)."""
+        row = self._rows.get(holder or "")
+        if row is not None and row.stopped_at is not None:
+            return "exited"
+        if row is not None and row.last_seen >= lapsed_at:
+            return "present"
+        return "died"

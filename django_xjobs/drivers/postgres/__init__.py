@@ -101,6 +101,8 @@ class PostgresDriver:
     """
 
     name = "postgres"
+    #: a child process reaches the same database under the same settings
+    supports_child_runs = True
 
     def __init__(self, using: str = "default") -> None:
         self.using = using
@@ -337,6 +339,8 @@ class PostgresDriver:
             "counts_as_attempt": retry.counts_as_attempt,
             "error": retry.error,
             "stop_reason": retry.stop_reason,
+            "crashed": retry.crashed,
+            "keep_place": retry.keep_place,
             # a hand-back that spends no attempt is no end of a run: not counted
             "outcome": "retried" if retry.counts_as_attempt else None,
             "bounds": _BOUNDS,
@@ -797,7 +801,8 @@ def _claimed(r: tuple[Any, ...]) -> ClaimedJob:
         undecodable=undecodable,
         expired=bool(r[15]),
         snoozes=r[16],
-        waited=float(r[17]),
+        died_with=r[17],
+        waited=float(r[18]),
     )
 
 

@@ -163,4 +163,63 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
        tenant_id, enqueued_by, idempotency_key,
        EXTRACT(EPOCH FROM date_trunc('second', created_at))::int8 * 1000000
            + mod(EXTRACT(MICROSECONDS FROM created_at)::int8, 1000000) AS created_us,
-       lease_expiries, traceparent, expired, snoozes,
+       lease_expiries, traceparent, expired, snoozes, lapsed_holder,
+
+-- fragment: lapse_decided
+-- A lapsed run is taken once its holder's verdict can be told (issue 39; SPEC LEASE-16): the
+-- holder has no presence row, marked it stopped, renewed it after the lease ran out, or has not
+-- renewed it through a whole presence TTL (its own) during which another worker beat without a
+-- break, so the database answered and a live holder would have. Right after an outage every
+-- streak starts again, so a run whose holder may yet come back (and hand it back itself) waits
+-- up to a TTL; a holder that died while the others beat on is judged at once, whoever claims.
+      AND NOT EXISTS (
+          SELECT 1 FROM x_workers h
+          WHERE h.id = j.claimed_by
+            AND h.stopped_at IS NULL
+            AND h.last_seen < j.visible_at
+            AND NOT EXISTS (
+                SELECT 1 FROM x_workers w
+                WHERE w.id <> h.id
+                  AND w.stopped_at IS NULL
+                  AND w.last_seen >= now() - make_interval(secs => %(visibility_timeout)s::float8 / 2)
+                  AND w.last_seen >= GREATEST(w.seen_since, h.last_seen) + (h.expires_at - h.last_seen)))
+
+-- fragment: lapse_verdict
+-- What a lapsed run's holder was when its lease ran out (issue 39; SPEC LEASE-16), from its
+-- presence row (x_workers): `exited` when it marked the row stopped (it was told to stop and
+-- outlived its --shutdown-timeout), `present` when it renewed the row after the lease ran out
+-- (the database or the network was away, not the worker), else `died`: no row, or not seen
+-- since, while the database answered (lapse_decided). Nothing here is counted against the job: every run a dead worker held died with it and
+-- nothing says which one killed it, so a `died` run is marked to run next alone, in a child
+-- process of the worker that claims it, where a death is its own (SPEC LEASE-17/18).
+), verdict AS (
+    SELECT x.id,
+           CASE WHEN h.stopped_at IS NOT NULL THEN 'exited'
+                WHEN h.last_seen >= x.visible_at THEN 'present'
+                ELSE 'died' END AS kind
+    FROM picked x
+    LEFT JOIN x_workers h ON h.id = x.claimed_by
+    WHERE x.lapsed
+
+-- fragment: lapse_marks
+-- The claim's writes a lapse verdict decides: a `died` run is marked with the worker it died
+-- with (its next run is isolated), the others keep what they had; the unsettled attempt joins
+-- the history, dated when its lease ran out.
+        lapsed_holder = CASE WHEN (SELECT v.kind FROM verdict v WHERE v.id = j.id) = 'died'
+                             THEN j.claimed_by ELSE j.lapsed_holder END,
+        errors = CASE WHEN j.state <> 'running' THEN j.errors ELSE (
+            SELECT jsonb_agg(kept.entry ORDER BY kept.n)
+            FROM (
+                SELECT entry, n
+                FROM jsonb_array_elements(
+                    j.errors || jsonb_build_array(
+                        jsonb_build_object('attempt', j.attempt, 'at', j.visible_at)
+                        || CASE (SELECT v.kind FROM verdict v WHERE v.id = j.id)
+                                WHEN 'exited' THEN %(exited)s::jsonb
+                                WHEN 'died' THEN %(lapsed)s::jsonb
+                                ELSE %(lapsed_present)s::jsonb END)
+                ) WITH ORDINALITY AS entries(entry, n)
+                ORDER BY n DESC
+                LIMIT %(keep)s
+            ) AS kept
+        ) END,

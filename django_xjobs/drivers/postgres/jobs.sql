@@ -292,7 +292,7 @@ WITH picked AS (
               -- expired: first claimed at or past expires_at (started_at is the first
               -- claim's time), at that claim and at any reclaim after a worker died before
               -- settling the verdict; NULL when the job has no expiry: one null test
-              j.expires_at <= j.started_at AS expired, j.snoozes
+              j.expires_at <= j.started_at AS expired, j.snoozes, j.lapsed_holder
 )
 -- include: claimed_columns
        GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited
@@ -303,11 +303,11 @@ ORDER BY priority DESC, run_at, id;
 -- The claim above, plus running rows whose lease lapsed (T4), all in one priority and run_at
 -- order; the lapsed half walks the lease index, whose predicate it spells the same way (not any
 -- other state) for the same reason. A lapsed row's unsettled run joins its failure history, dated
--- when its lease ran out: as crashed when the verdict below counts it, else as lapsed (its worker
--- stayed present); only the last `keep` entries stay, as in retry and finish.
+-- when its lease ran out, as its holder's verdict says (the lapse_verdict fragment); only the
+-- last `keep` entries stay, as in retry and finish.
 WITH waiting AS (
-    SELECT w.id, w.priority, w.run_at, NULL::text AS claimed_by, NULL::text AS lapsed_holder,
-           false AS lapsed
+    SELECT w.id, w.priority, w.run_at, NULL::text AS claimed_by,
+           NULL::timestamptz AS visible_at, false AS lapsed
     FROM unnest(%(queues)s::text[]) AS q(name)
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM x_jobs
@@ -319,67 +319,25 @@ WITH waiting AS (
         FOR UPDATE SKIP LOCKED
     ) AS w
 ), lapsed AS (
-    SELECT id, priority, run_at, claimed_by, lapsed_holder, true AS lapsed FROM x_jobs
+    SELECT id, priority, run_at, claimed_by, visible_at, true AS lapsed FROM x_jobs j
     WHERE NOT (state IN ('ready', 'delayed', 'suspended', 'done', 'failed', 'dead', 'cancelled'))
       AND visible_at <= now()
       AND queue = ANY(%(queues)s::text[])
+-- include: lapse_decided
     ORDER BY visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), picked AS (
-    SELECT id, claimed_by, lapsed_holder, lapsed
+    SELECT id, claimed_by, visible_at, lapsed
     FROM (SELECT * FROM waiting UNION ALL SELECT * FROM lapsed) AS due
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
-), verdict AS (
-    -- A lapse is a crash (the poison count) only when its holder is gone: no presence row, or
-    -- a presence that lapsed while another worker beat without a break since before the holder
-    -- was last seen (the database was reachable all along). Otherwise the holder stays pending
-    -- and is judged at the next lapse by whether its presence lapsed by then: an outage that
-    -- silenced every worker is not a crash.
-    -- A holder that marked its row stopped exited with the run in flight: gone, and said so.
-    SELECT x.id,
-           CASE WHEN h.stopped_at IS NOT NULL THEN 1 ELSE 0 END AS exited,
-           CASE WHEN h.id IS NULL OR h.stopped_at IS NOT NULL OR (h.expires_at < now() AND EXISTS (
-                    SELECT 1 FROM x_workers w
-                    WHERE w.id <> h.id
-                      AND w.seen_since <= h.last_seen
-                      AND w.last_seen >= now() - make_interval(secs => %(visibility_timeout)s::float8 / 2)))
-                THEN 1 ELSE 0 END AS crashed,
-           CASE WHEN x.lapsed_holder IS NOT NULL AND NOT EXISTS (
-                    SELECT 1 FROM x_workers p
-                    WHERE p.id = x.lapsed_holder AND p.expires_at >= now())
-                THEN 1 ELSE 0 END AS pending_crashed
-    FROM picked x
-    LEFT JOIN x_workers h ON h.id = x.claimed_by
-    WHERE x.lapsed
+-- include: lapse_verdict
 ), claimed AS (
     UPDATE x_jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_expiries = j.lease_expiries + COALESCE(
-            (SELECT v.crashed + v.pending_crashed FROM verdict v WHERE v.id = j.id), 0),
-        lapsed_holder = CASE (SELECT v.crashed FROM verdict v WHERE v.id = j.id)
-                            WHEN 1 THEN NULL
-                            WHEN 0 THEN j.claimed_by
-                            ELSE j.lapsed_holder END,
-        errors = CASE WHEN j.state <> 'running' THEN j.errors ELSE (
-            SELECT jsonb_agg(kept.entry ORDER BY kept.n)
-            FROM (
-                SELECT entry, n
-                FROM jsonb_array_elements(
-                    j.errors || jsonb_build_array(
-                        jsonb_build_object('attempt', j.attempt, 'at', j.visible_at)
-                        || CASE WHEN (SELECT v.exited FROM verdict v WHERE v.id = j.id) = 1
-                                THEN %(exited)s::jsonb
-                                WHEN (SELECT v.crashed FROM verdict v WHERE v.id = j.id) = 1
-                                THEN %(lapsed)s::jsonb
-                                ELSE %(lapsed_present)s::jsonb END)
-                ) WITH ORDINALITY AS entries(entry, n)
-                ORDER BY n DESC
-                LIMIT %(keep)s
-            ) AS kept
-        ) END,
+-- include: lapse_marks
         claimed_by = %(worker_id)s,
         lease_token = gen_random_uuid(),
         visible_at = now() + make_interval(secs => %(visibility_timeout)s),
@@ -395,7 +353,7 @@ WITH waiting AS (
               -- expired: first claimed at or past expires_at (started_at is the first
               -- claim's time), at that claim and at any reclaim after a worker died before
               -- settling the verdict; NULL when the job has no expiry: one null test
-              j.expires_at <= j.started_at AS expired, j.snoozes
+              j.expires_at <= j.started_at AS expired, j.snoozes, j.lapsed_holder
 )
 -- include: claimed_columns
        GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited
@@ -483,10 +441,14 @@ WITH due AS (
                 LIMIT %(keep)s
             ) AS kept
         ) END,
-        lease_expiries = 0,
-        lapsed_holder = NULL,
+        -- a run that died alone in the child isolating it is a crash: counted (SPEC LEASE-17);
+        -- a run handed back keeps its place, its count and its mark (SPEC LEASE-20)
+        lease_expiries = CASE WHEN %(crashed)s THEN lease_expiries + 1
+                              WHEN %(keep_place)s THEN lease_expiries ELSE 0 END,
+        lapsed_holder = CASE WHEN %(keep_place)s THEN lapsed_holder END,
         attempt = CASE WHEN %(counts_as_attempt)s THEN attempt ELSE GREATEST(attempt - 1, 0) END,
-        run_at = now() + make_interval(secs => %(delay)s),
+        run_at = CASE WHEN %(keep_place)s THEN LEAST(run_at, now())
+                      ELSE now() + make_interval(secs => %(delay)s) END,
         last_error = COALESCE(%(error)s, last_error),
         stop_reason = %(stop_reason)s,
         visible_at = NULL,
@@ -605,7 +567,7 @@ WHERE id = %(id)s
 -- name: shed
 -- Hand one run back unrun (a full slot or limit, SPEC WORK-04/07/08): ready after `delay`, the
 -- attempt given back, and the crash count kept, since the run never started. With `keep_place`
--- it is ready at once in its old place in the queue (a suspect waiting for an idle worker).
+-- it is ready at once in its old place in the queue (a run claimed ahead, then paused or drained).
 UPDATE x_jobs
 SET state = 'ready',
     attempt = GREATEST(attempt - 1, 0),

@@ -275,7 +275,7 @@ WITH jobs AS (
               -- as jobs.sql's claim: past expires_at at its first claim (issue 29)
               j.expires_at <= statement_timestamp()
                   AND j.started_at = statement_timestamp() AS expired,
-              j.snoozes
+              j.snoozes, j.lapsed_holder
 ), spent AS (
     UPDATE x_limit_keys l
     SET starts = ARRAY(SELECT s.at FROM unnest(l.starts) AS s(at)
@@ -297,69 +297,28 @@ ORDER BY priority DESC, run_at, id;
 -- name: reclaim_lapsed
 -- postgres.sql's claim_lapsed without its waiting half, for a limited claim's sweep: a lapsed
 -- run is the same run taken again, so it keeps the slot it held and takes no new one, while the
--- waiting rows go through claim_limited. Keep it in step with claim_lapsed's lapsed half.
+-- waiting rows go through claim_limited. Keep it in step with claim_lapsed's lapsed half (the
+-- verdict and what it marks are the same fragments).
 WITH lapsed AS (
-    SELECT id, priority, run_at, claimed_by, lapsed_holder, true AS lapsed FROM x_jobs
+    SELECT id, priority, run_at, claimed_by, visible_at, true AS lapsed FROM x_jobs j
     WHERE NOT (state IN ('ready', 'delayed', 'suspended', 'done', 'failed', 'dead', 'cancelled'))
       AND visible_at <= now()
       AND queue = ANY(%(queues)s::text[])
+-- include: lapse_decided
     ORDER BY visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), picked AS (
-    SELECT id, claimed_by, lapsed_holder, lapsed
+    SELECT id, claimed_by, visible_at, lapsed
     FROM lapsed AS due
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
-), verdict AS (
-    -- A lapse is a crash (the poison count) only when its holder is gone: no presence row, or
-    -- a presence that lapsed while another worker beat without a break since before the holder
-    -- was last seen (the database was reachable all along). Otherwise the holder stays pending
-    -- and is judged at the next lapse by whether its presence lapsed by then: an outage that
-    -- silenced every worker is not a crash.
-    -- A holder that marked its row stopped exited with the run in flight: gone, and said so.
-    SELECT x.id,
-           CASE WHEN h.stopped_at IS NOT NULL THEN 1 ELSE 0 END AS exited,
-           CASE WHEN h.id IS NULL OR h.stopped_at IS NOT NULL OR (h.expires_at < now() AND EXISTS (
-                    SELECT 1 FROM x_workers w
-                    WHERE w.id <> h.id
-                      AND w.seen_since <= h.last_seen
-                      AND w.last_seen >= now() - make_interval(secs => %(visibility_timeout)s::float8 / 2)))
-                THEN 1 ELSE 0 END AS crashed,
-           CASE WHEN x.lapsed_holder IS NOT NULL AND NOT EXISTS (
-                    SELECT 1 FROM x_workers p
-                    WHERE p.id = x.lapsed_holder AND p.expires_at >= now())
-                THEN 1 ELSE 0 END AS pending_crashed
-    FROM picked x
-    LEFT JOIN x_workers h ON h.id = x.claimed_by
-    WHERE x.lapsed
+-- include: lapse_verdict
 ), claimed AS (
     UPDATE x_jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_expiries = j.lease_expiries + COALESCE(
-            (SELECT v.crashed + v.pending_crashed FROM verdict v WHERE v.id = j.id), 0),
-        lapsed_holder = CASE (SELECT v.crashed FROM verdict v WHERE v.id = j.id)
-                            WHEN 1 THEN NULL
-                            WHEN 0 THEN j.claimed_by
-                            ELSE j.lapsed_holder END,
-        errors = CASE WHEN j.state <> 'running' THEN j.errors ELSE (
-            SELECT jsonb_agg(kept.entry ORDER BY kept.n)
-            FROM (
-                SELECT entry, n
-                FROM jsonb_array_elements(
-                    j.errors || jsonb_build_array(
-                        jsonb_build_object('attempt', j.attempt, 'at', j.visible_at)
-                        || CASE WHEN (SELECT v.exited FROM verdict v WHERE v.id = j.id) = 1
-                                THEN %(exited)s::jsonb
-                                WHEN (SELECT v.crashed FROM verdict v WHERE v.id = j.id) = 1
-                                THEN %(lapsed)s::jsonb
-                                ELSE %(lapsed_present)s::jsonb END)
-                ) WITH ORDINALITY AS entries(entry, n)
-                ORDER BY n DESC
-                LIMIT %(keep)s
-            ) AS kept
-        ) END,
+-- include: lapse_marks
         claimed_by = %(worker_id)s,
         lease_token = gen_random_uuid(),
         visible_at = now() + make_interval(secs => %(visibility_timeout)s),
@@ -372,7 +331,8 @@ WITH lapsed AS (
     RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
               j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
               j.lease_expiries, j.traceparent, j.run_at,
-              j.expires_at <= now() AND j.started_at = now() AS expired, j.snoozes
+              j.expires_at <= now() AND j.started_at = now() AS expired, j.snoozes,
+              j.lapsed_holder
 )
 -- include: claimed_columns
        GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited

@@ -157,6 +157,7 @@ class Command(XJobsCommand):
             [settings.database],
             [health.watchdog_fed(worker)],
             state=lambda: worker.state,
+            detail=worker.readiness,
         )
         probe_server = health.start(options, probes)
         publisher = metrics_shared.publisher()  # a child of a supervisor that serves metrics

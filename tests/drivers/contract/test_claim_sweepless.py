@@ -50,8 +50,9 @@ def test_a_claim_without_the_sweep_returns_what_a_run_needs(harness):
     jobs.ok.using(tenant_id="t-1").enqueue(n=7)
     [held] = claim(harness.driver, vis=5)
     harness.advance(5)
-    [lapsed] = claim(harness.driver, worker="w2")  # no presence row: the lapse counts as a crash
-    assert lapsed.lease_expiries == 1
+    # no presence row: its worker died with it, which marks it, and counts nothing (LEASE-16)
+    [lapsed] = claim(harness.driver, worker="w2")
+    assert (lapsed.lease_expiries, lapsed.died_with) == (0, "w1")
     assert harness.driver.shed(Shed(lapsed.id, lapsed.lease_token, delay=0, reason="full"))
     [job] = claim(harness.driver, worker="w3", lapsed=False)
     assert (job.id, job.run_id, job.name, job.queue) == (held.id, held.run_id, held.name, "default")
@@ -60,7 +61,8 @@ def test_a_claim_without_the_sweep_returns_what_a_run_needs(harness):
         "t-1",
         held.idempotency_key,
     )
-    assert (job.attempt, job.max_attempts, job.lease_expiries) == (2, held.max_attempts, 1)
+    # a shed keeps the mark: the next claim still runs it alone
+    assert (job.attempt, job.max_attempts, job.died_with) == (2, held.max_attempts, "w1")
     assert job.created_at == harness.row(job.id).created_at
 
 

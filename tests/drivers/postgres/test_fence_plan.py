@@ -43,6 +43,7 @@ PARAMS = {
     "failure": None,
     "keep": 10,
     "counts_as_attempt": True,
+    "crashed": False,
     "snoozed": False,
     "progress": '{"done": 1, "total": 2, "note": ""}',
     "stop_reason": None,
