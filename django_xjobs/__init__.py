@@ -83,6 +83,7 @@ from .operations import (
 from .operations.cron_controls import CronRun, inspect_crons, pause_cron, resume_cron, run_cron_now
 from .retry import Retry, retry_schedule
 from .steps.events import publish_event
+from .operations.why import JobWhy, why_job
 
 __all__ = [
     "Actor",
@@ -126,6 +127,7 @@ __all__ = [
     "LeaseLostError",
     "OutboxNoTxError",
     "PayloadTooLargeError",
+    "JobWhy",
     "QueueState",
     "QueueUnknownError",
     "RateLimited",
@@ -174,3 +176,4 @@ __all__ = [
     "run_cron_now",
     "set_queue_limit",
 ]
+    "why_job",

@@ -353,6 +353,50 @@ class WorkerSnapshot:
     stopped_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class WorkerLoad:
+    """One worker's runs now, as its per-process caps (``XJOBS["LIMITS"]``) count them: all
+    of them, those of one queue, and those of one tenant."""
+
+    worker: str
+    running: int = 0
+    queue_running: int = 0
+    tenant_running: int = 0
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What a claim weighs for one job, counted where the rows are, never loaded (``why_job``,
+    issue 42): its place in its queue, its limit key's use, its queue's runs, the workers' loads
+    and the suspects they hold. Counts stop at the ``cap`` the call gave."""
+
+    #: due waiting rows of its queue the claim order (priority, run_at, id) takes first
+    ahead: int = 0
+    #: of those, the ones of a higher priority
+    higher_priority: int = 0
+    #: the limit key its row carries (``limit_keys``), None when it carries none
+    key: str | None = None
+    #: due waiting rows of its key ahead of it: under fair share its turn is this plus one
+    key_ahead: int = 0
+    #: other keys with due waiting rows in its queue, and how many of their rows a fair claim
+    #: (each key's first run, then each key's second...) takes before this one
+    other_keys: int = 0
+    other_keys_ahead: int = 0
+    #: its key's runs now, and up to ten of them as (job id, worker)
+    key_running: int = 0
+    key_holders: tuple[tuple[UUID, str | None], ...] = ()
+    #: its key's recorded starts (a rate's window is counted from them) and a pause in force
+    key_starts: tuple[datetime, ...] = ()
+    key_paused_until: datetime | None = None
+    #: its queue's runs now, fleet-wide (an operator's cap counts these)
+    queue_running: int = 0
+    #: per worker with runs now: its load for this job's queue and tenant
+    loads: tuple[WorkerLoad, ...] = ()
+    #: runs whose last run died with its worker (a suspect runs alone), running or due, with
+    #: the worker holding it (running) or that handed it back to wait for its runs to end
+    suspects: tuple[tuple[UUID, str, str], ...] = ()
+
+
 @quick_init
 @dataclass(frozen=True)
 class EnqueueResult:
@@ -792,6 +836,14 @@ class JobDriver(Protocol):
 
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         """``dead`` rows, most recently failed first; reads only."""
+
+    def standing(self, job_id: UUID, *, cap: int, fair: bool = False) -> Standing | None:
+        """What a claim weighs for job ``job_id`` (None: no such job), counted, never loaded:
+        each count stops at ``cap``; ``fair``: count its fair-share turn too. Reads only."""
+
+    def job_states(self, ids: Sequence[UUID]) -> dict[UUID, str]:
+        """The state of each of ``ids`` that names a job (an unknown id is left out), and
+        nothing else of the rows; reads only."""
 
     def notify_on_ready(
         self,

@@ -37,6 +37,7 @@ from ..contract import (
     RetryAt,
     Settle,
     Shed,
+    Standing,
     StepRecord,
     SuspendUntil,
     WorkerSnapshot,
@@ -58,6 +59,7 @@ from ..rules import (
 )
 from . import limits as memory_limits
 from .backfills import MemoryBackfillLedger
+from . import standing as memory_standing
 from .batches import MemoryBatchStore
 from .depth import MemoryDepthStore
 from .leases import MemoryLeaseStore
@@ -655,6 +657,14 @@ class MemoryDriver:
         return [_read(r) for r in rows[:limit]]
 
     def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
+    def standing(self, job_id: UUID, *, cap: int, fair: bool = False) -> Standing | None:
+        with self._lock:
+            return memory_standing.standing(self, job_id, cap=cap, fair=fair)
+
+    def job_states(self, ids: Sequence[UUID]) -> dict[UUID, str]:
+        with self._lock:
+            return memory_standing.job_states(self, ids)
+
         with self._lock:
             # PostgreSQL orders uuids by their bytes, as Python's UUID compares them
             return sorted(i for i in self._rows if low <= i <= high)[:limit]

@@ -39,6 +39,7 @@ from ..contract import (
     RetryAt,
     Settle,
     Shed,
+    Standing,
     SuspendUntil,
     WorkerSnapshot,
     check_claim_args,
@@ -62,6 +63,7 @@ from ..rules import (
 from . import limits as postgres_limits
 from . import sql
 from .backfills import PostgresBackfillLedger
+from . import standing as postgres_standing
 from .batches import PostgresBatchStore
 from .depth import PostgresDepthStore
 from .leases import PostgresLeaseStore
@@ -476,6 +478,12 @@ class PostgresDriver:
         return [snapshot(r) for r in rows[:limit]]
 
     # --- operator actions (SPEC CANCEL-02..06, INSP-06, DESIGN) ---------------
+    def standing(self, job_id: UUID, *, cap: int, fair: bool = False) -> Standing | None:
+        return postgres_standing.standing(self.using, job_id, cap=cap, fair=fair)
+
+    def job_states(self, ids: Sequence[UUID]) -> dict[UUID, str]:
+        return postgres_standing.job_states(self.using, ids)
+
 
     def cancel(self, job_id: UUID, reason: str | None) -> JobSnapshot:
         # The fenced UPDATE decides; a row that went live again between it and the read of

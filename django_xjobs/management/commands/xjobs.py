@@ -207,9 +207,7 @@ class Command(XJobsCommand):
         from ...operations.why import why_job
 
         found = why_job(o["job_id"])
-        lines = [f"{found.name}  {found.id}  {found.state}  (queue {found.queue})"]
-        lines += [f"  - {r.text}" for r in found.reasons] or ["  nothing holds it: it is due"]
-        return found.to_json(), "\n".join(lines)
+        return found.to_json(), "\n".join(found.lines())
 
     def _limit(self, o: dict[str, Any]) -> tuple[Any, str]:
         cap = parse_cap(o["concurrency"])
