@@ -920,6 +920,11 @@ class JobDriver(Protocol):
         """Cancel a live job; a cancelled one is returned as is. Raises JobNotFoundError or
         JobNotCancellableError (done/dead/failed)."""
 
+    def run_now(self, job_id: UUID) -> JobSnapshot:
+        """Make a waiting (ready or delayed) job due now: its run_at moved to now (an earlier one
+        kept) and its queue woken. Raises JobNotFoundError, or JobNotWaitingError for a job that
+        runs, is parked or has ended (issue 42)."""
+
     def requeue(self, job_id: UUID, *, from_step: str | None, force: bool) -> JobSnapshot:
         """Make a dead/failed (or, with force, cancelled) job ready again: attempt 0, run_at now,
         same run_id; ``from_step`` deletes that step and every step recorded after it."""
