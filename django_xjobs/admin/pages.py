@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 from django.db.models.functions import Now
-from django.http import Http404, HttpRequest, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -240,6 +240,37 @@ class OverviewPages(_ModelAdmin):
         return TemplateResponse(request, "django_xjobs/admin/crons.html", context)
 
 
+class Navigated(_ModelAdmin):
+    """Every page of the app, its lists and its rows' pages, opens with the same links, in the
+    place Django's own pages put their tools (issue 42: the batch pages and the rows' pages had
+    none)."""
+
+    change_list_template = "django_xjobs/admin/change_list.html"
+    change_form_template = "django_xjobs/admin/change_form.html"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        nav = nav_links(self.admin_site, request)
+        response: HttpResponse = super().changelist_view(request, {**nav, **(extra_context or {})})
+        return response
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> HttpResponse:
+        context = {**context, **nav_links(self.admin_site, request)}
+        response: HttpResponse = super().render_change_form(
+            request, context, add, change, form_url, obj
+        )
+        return response
+
+
 def parked_unknown() -> Q:
     """The rows ``execute`` parks when it finds no job registered under their name."""
     return Q(state=JobState.SUSPENDED, last_error__startswith=UNKNOWN_CODE)
@@ -270,14 +301,17 @@ def nav_links(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
     dead = Job.objects.using(conf.get().database).filter(state=JobState.DEAD).count()
     return {
         "xjobs_nav": [
+            ("Jobs", jobs),
             ("Overview", admin_url(site, "django_xjobs_job_overview")),
             ("Queues", admin_url(site, "django_xjobs_job_queues")),
             (f"Dead letters ({dead})", f"{jobs}?state__exact=dead"),
             ("Cron schedules", admin_url(site, "django_xjobs_job_crons")),
+            ("Batches", admin_url(site, "django_xjobs_jobbatch_changelist")),
             ("Outbox", admin_url(site, "django_xjobs_outboxentry_changelist")),
             ("Fleet slots", admin_url(site, "django_xjobs_joblease_changelist")),
             ("Workers", admin_url(site, "django_xjobs_worker_changelist")),
             ("Backfills", admin_url(site, "django_xjobs_backfill_changelist")),
+            ("Scheduler states", admin_url(site, "django_xjobs_schedulerstate_changelist")),
         ],
         "xjobs_dead": dead,
     }
