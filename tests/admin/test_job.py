@@ -217,7 +217,15 @@ def test_snoozes_are_listed_as_snoozes_with_no_empty_traceback_heading(admin_cli
 
 
 def test_the_title_says_the_state_the_badge_says(admin_client):
-    job = jobs.ok.using(delay="1h").enqueue(n=7)
+    """A retry backing off is stored ``ready`` with a later run_at: the badge said delayed, the
+    page title ready."""
+    from django_xjobs.drivers import get_driver
+    from django_xjobs.drivers.contract import RetryAt
+    from tests.drivers.contract.support import claim
+
+    job = jobs.ok.enqueue(n=7)
+    [held] = claim(get_driver())
+    get_driver().retry(RetryAt(held.id, held.lease_token, delay=3600, error="boom"))
     html = page(admin_client, job.id)
     assert f"tests.jobs.ok [delayed] {job.id}" in html and "[ready]" not in html
     assert "xjobs-state-delayed" in header(html)

@@ -5,7 +5,6 @@ behind it; inline SVG, a meta refresh that can be turned off, the view permissio
 from __future__ import annotations
 
 import re
-
 from urllib.parse import parse_qs, urlsplit
 
 import pytest

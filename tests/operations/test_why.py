@@ -503,9 +503,13 @@ def test_a_due_job_on_a_watched_queue_has_nothing_in_its_way(harness):
 
 
 def test_the_state_is_the_one_the_badge_shows(harness):
-    """One state word: a waiting row not yet due is ``delayed`` here as in the list."""
+    """One state word: a retry backing off is stored ``ready`` with a later run_at, and shown
+    ``delayed`` here as in the list (the header said ``ready``)."""
     watched(harness.driver, "default")
-    later = jobs.ok.using(delay="1h").enqueue(n=1)
+    later = jobs.ok.enqueue(n=1)
+    [held] = claim(harness.driver)
+    assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=600, error="boom"))
+    assert harness.row(later.id).state == "ready"  # as stored
     assert why_job(later.id).state == "delayed"
     out = StringIO()
     call_command("xjobs", "why", str(later.id), stdout=out)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from ... import redact
 from ...drivers.contract import JobDriver, JobSnapshot, StepRecord
 from ...drivers.rules import FAR_FUTURE
 from ...durations import format_span, format_time
@@ -108,7 +109,8 @@ def _waiting_for_event(
 ) -> Reason:
     """The event, its match and correlation key, and the wait's real deadline: the row's run_at
     is only the next look (``event_poll``)."""
-    match = output.get("match")
+    # a match may name a secret field (an api token): masked as every payload is
+    match = redact.mask(output.get("match"))
     until = _moment(output.get("until"))
     required = bool(output.get("required", False))
     text = f"step {step.name!r} waits for event {step.event!r}"
