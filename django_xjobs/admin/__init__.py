@@ -173,7 +173,7 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
     list_display = (
         "name",
         "state_shown",
-        "stop_reason",
+        "stop_reason_shown",
         "short_error",
         "queue",
         "attempt_of",
@@ -407,6 +407,12 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
                 "and is dead-lettered after XJOBS['UNKNOWN_JOB_GRACE']",
             )
         return badge(obj.state)
+
+    @admin.display(description="stop reason", ordering="stop_reason")
+    def stop_reason_shown(self, obj: Job) -> str:
+        """The stop reason as every other screen and the filter's URL spell it
+        (``attempts-exhausted``), not its choice label ("Attempts Exhausted")."""
+        return obj.stop_reason or "-"
 
     @admin.display(description="last error")
     def short_error(self, obj: Job) -> str:
