@@ -193,10 +193,16 @@ def test_the_job_list_at_1400_px_with_the_sidebar_open(signed_in, live_server, f
     visit(signed_in, f"{live_server.url}/admin/django_xjobs/job/", "jobs")
     sidebar = signed_in.find_element(By.ID, "nav-sidebar")
     assert sidebar.is_displayed() and sidebar.size["width"] > 200  # Django's sidebar is open
-    cells = signed_in.find_elements(
-        By.CSS_SELECTOR,
-        "#result_list td.field-state_shown, #result_list td.field-stop_reason_shown, "
-        "#result_list td.field-short_error",
+    # the cells under the columns an operator looks for, found by their headings
+    cells = signed_in.execute_script(
+        """
+        const wanted = ['state', 'stop reason', 'last error'];
+        const heads = [...document.querySelectorAll('#result_list thead th')];
+        const columns = heads.map((th, i) => [th.innerText.trim().toLowerCase(), i])
+            .filter(([text]) => wanted.includes(text)).map(([, i]) => i);
+        const rows = [...document.querySelectorAll('#result_list tbody tr')];
+        return rows.flatMap(row => columns.map(i => row.children[i]));
+        """
     )
     assert len(cells) == 3 * 6
     for cell in cells:
