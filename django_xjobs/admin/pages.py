@@ -296,22 +296,35 @@ def admin_url(site: admin.AdminSite, name: str, *args: Any) -> str:
 
 
 def nav_links(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
-    """The links every page of the app shows: one click to each view, and to the dead letters."""
+    """The links every page of the app shows: one click to each view, and to the dead letters;
+    only those the user may open (a page needs its model's view permission)."""
+    from ..models import Backfill, JobBatch, OutboxEntry, SchedulerState, Worker
+
     jobs = admin_url(site, "django_xjobs_job_changelist")
     dead = Job.objects.using(conf.get().database).filter(state=JobState.DEAD).count()
+    links = [
+        (Job, "Jobs", jobs),
+        (Job, "Overview", admin_url(site, "django_xjobs_job_overview")),
+        (Job, "Queues", admin_url(site, "django_xjobs_job_queues")),
+        (Job, f"Dead letters ({dead})", f"{jobs}?state__exact=dead"),
+        (Job, "Cron schedules", admin_url(site, "django_xjobs_job_crons")),
+        (JobBatch, "Batches", admin_url(site, "django_xjobs_jobbatch_changelist")),
+        (OutboxEntry, "Outbox", admin_url(site, "django_xjobs_outboxentry_changelist")),
+        (JobLease, "Fleet slots", admin_url(site, "django_xjobs_joblease_changelist")),
+        (Worker, "Workers", admin_url(site, "django_xjobs_worker_changelist")),
+        (Backfill, "Backfills", admin_url(site, "django_xjobs_backfill_changelist")),
+        (
+            SchedulerState,
+            "Scheduler states",
+            admin_url(site, "django_xjobs_schedulerstate_changelist"),
+        ),
+    ]
+    registry = site._registry
     return {
         "xjobs_nav": [
-            ("Jobs", jobs),
-            ("Overview", admin_url(site, "django_xjobs_job_overview")),
-            ("Queues", admin_url(site, "django_xjobs_job_queues")),
-            (f"Dead letters ({dead})", f"{jobs}?state__exact=dead"),
-            ("Cron schedules", admin_url(site, "django_xjobs_job_crons")),
-            ("Batches", admin_url(site, "django_xjobs_jobbatch_changelist")),
-            ("Outbox", admin_url(site, "django_xjobs_outboxentry_changelist")),
-            ("Fleet slots", admin_url(site, "django_xjobs_joblease_changelist")),
-            ("Workers", admin_url(site, "django_xjobs_worker_changelist")),
-            ("Backfills", admin_url(site, "django_xjobs_backfill_changelist")),
-            ("Scheduler states", admin_url(site, "django_xjobs_schedulerstate_changelist")),
+            (label, url)
+            for model, label, url in links
+            if model in registry and registry[model].has_view_permission(request)
         ],
         "xjobs_dead": dead,
     }

@@ -583,3 +583,15 @@ def test_every_page_of_the_app_opens_with_the_same_one_header(admin_client):
         assert len(tools) == 1, (url, len(tools))
         labels = re.findall(r"<li><a href=\"[^\"]*\">([^<(]+)", tools[0])
         assert tuple(label.strip() for label in labels[: len(NAV)]) == NAV, (url, labels)
+
+
+def test_the_header_links_only_the_pages_the_user_may_open(client, db):
+    from django.contrib.auth.models import Permission
+
+    user = User.objects.create_user("viewer42", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename="view_job"))
+    client.force_login(user)
+    html = client.get("/admin/django_xjobs/job/").content.decode()
+    [tools] = re.findall(r'<ul class="object-tools">(.*?)</ul>', html, flags=re.S)
+    labels = [x.strip() for x in re.findall(r"<li><a href=\"[^\"]*\">([^<(]+)", tools)]
+    assert labels == ["Jobs", "Overview", "Queues", "Dead letters", "Cron schedules"]
