@@ -47,6 +47,7 @@ from .errors import (
     JobNotCancellableError,
     JobNotFoundError,
     JobNotRetryableError,
+    JobNotWaitingError,
     JobTenantRequiredError,
     JobTimeoutError,
     JobUnknownError,
@@ -79,8 +80,10 @@ from .operations import (
     resume_queue,
     retry_job,
     retry_outbox_entry,
+    run_job_now,
 )
 from .operations.cron_controls import CronRun, inspect_crons, pause_cron, resume_cron, run_cron_now
+from .operations.why import JobWhy, why_job
 from .retry import Retry, retry_schedule
 from .steps.events import publish_event
 
@@ -120,9 +123,11 @@ __all__ = [
     "JobNotCancellableError",
     "JobNotFoundError",
     "JobNotRetryableError",
+    "JobNotWaitingError",
     "JobTenantRequiredError",
     "JobTimeoutError",
     "JobUnknownError",
+    "JobWhy",
     "LeaseLostError",
     "OutboxNoTxError",
     "PayloadTooLargeError",
@@ -172,5 +177,7 @@ __all__ = [
     "retry_outbox_entry",
     "retry_schedule",
     "run_cron_now",
+    "run_job_now",
     "set_queue_limit",
+    "why_job",
 ]

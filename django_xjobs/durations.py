@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
+
+from django.utils import timezone
 
 from .errors import DurationInvalidError, InvariantError
 
@@ -140,3 +142,10 @@ def format_span(seconds: float) -> str:
     if whole >= 60:
         return f"{whole // 60}m {whole % 60}s"
     return f"{whole}s"
+
+
+def format_time(when: datetime) -> str:
+    """A moment as every screen prints it (issue 42): to the second, in Django's current time
+    zone, named: ``2026-12-06 14:03:22 UTC``."""
+    local = timezone.localtime(when) if timezone.is_aware(when) else when
+    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname() or ''}".rstrip()

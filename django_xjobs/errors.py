@@ -422,6 +422,12 @@ class JobNotRetryableError(XJobsError):
     code = "X_JOB_NOT_RETRYABLE"
 
 
+class JobNotWaitingError(XJobsError):
+    """The job is not waiting for its time: only a ready or delayed job can be run now."""
+
+    code = "X_JOB_NOT_WAITING"
+
+
 class BatchClosedError(XJobsError):
     """A member was added to a batch that is closed (or was never opened): nothing was added."""
 
@@ -603,6 +609,7 @@ CODES: dict[str, type[_Coded]] = {
         JobIdAmbiguousError,
         JobNotCancellableError,
         JobNotRetryableError,
+        JobNotWaitingError,
         BatchClosedError,
         BatchNotFoundError,
         DependencyUnknownError,

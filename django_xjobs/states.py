@@ -29,8 +29,15 @@ def shown_state(state: str, run_at: datetime | None, now: datetime) -> str:
     return "delayed" if run_at > now else "ready"
 
 
-def shown_attempt(state: str, attempt: int) -> int:
+def shown_attempt(state: str, attempt: int, started: bool = True) -> int:
     """The attempt a screen names. A parked run (``suspended``: a sleep, an event wait, an
     unknown name) gives its attempt back, as it spends none (SPEC STEP-10), so the row stores
-    one less than the attempt it is in and resumes as: "attempt 0 of 3" for a run that ran."""
-    return attempt + 1 if state == "suspended" else attempt
+    one less than the attempt it is in and resumes as. A job that never ran (``started``
+    False: a dependant waiting for the jobs it runs after) is at attempt 0, parked or not."""
+    return attempt + 1 if state == "suspended" and started else attempt
+
+
+def after_dependencies(run_at: datetime | None) -> bool:
+    """Whether ``run_at`` is the far future a dependant waits at until the last job it runs
+    after settles (jobs.sql's enqueue_after): no time to show, "runs after its dependencies"."""
+    return run_at is not None and run_at.year >= 9999

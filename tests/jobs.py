@@ -754,6 +754,16 @@ def capped(ctx, n: int = 0, hold: float = 0.0):
 
 
 @job(
+    idempotency_key="slow-rate:{partner}:{n}",
+    queue="rated",
+    rate_limit="2/m",
+    limit_key="{partner}",
+)
+def rated_slowly(ctx, partner: str, n: int = 0):
+    """Two starts a minute per partner (issue 42: why names the spent budget and its next slot)."""
+
+
+@job(
     idempotency_key="backs-off:{partner}:{n}",
     queue="limited",
     limit_key="{partner}",

@@ -17,6 +17,7 @@ Rows are read-only; retry and cancel go through ``django_xjobs.operations``, the
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -32,18 +33,19 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import capfirst
 
 from .. import conf, operations, redact
-from ..durations import format_span
+from ..durations import format_span, format_time
 from ..errors import XJobsError
 from ..models import Backfill, Job, JobLease, JobState, OutboxEntry, SchedulerState, Worker
 from ..run.controls import fraction, progress_text
 from ..states import WAITING_STATES, shown_attempt
 from ..text import MESSAGE_LIMIT, cap
 from .backfill import BackfillColumns
-from .job import JobExplained, badge
+from .job import TIMES, JobExplained, badge
 from .overview import FleetOverview
-from .pages import UNKNOWN_CODE, admin_url, nav_links, parked_unknown
+from .pages import UNKNOWN_CODE, Navigated, admin_url, parked_unknown
 from .permissions import VIEWER as _viewer
 from .permissions import has_permission, require_permission, sees_payloads
+from .workers import WorkerAliveFilter, WorkerColumns
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
@@ -51,7 +53,7 @@ else:  # ModelAdmin is generic to the type checker only
     _ModelAdmin = admin.ModelAdmin
 
 
-class _LibraryRows(_ModelAdmin):
+class _LibraryRows(Navigated, _ModelAdmin):
     """Rows the library writes: shown, never added or deleted by hand, read from
     ``XJOBS["DATABASE"]`` (where the driver, and so retry and cancel, reads and writes)."""
 
@@ -89,11 +91,11 @@ class _LibraryRows(_ModelAdmin):
     ) -> HttpResponse:
         # rows are never edited by hand: not "Select job to change" (issue 30)
         title = {"title": capfirst(self.opts.verbose_name_plural)}
-        return super().changelist_view(
-            request, {**title, **nav_links(self.admin_site, request), **(extra_context or {})}
-        )
+        return super().changelist_view(request, {**title, **(extra_context or {})})
 
 
+#: the jobs a bulk action's summary names, at most (past that it counts them)
+SUMMARY_NAMES = 3
 SHORT_ERROR = 60  # characters of "last error" in the list: the columns fit a 1440 px screen
 #: steps the timeline shows, the latest: a run may hold up to MAX_STEPS_PER_RUN of them
 TIMELINE_STEPS = 200
@@ -167,24 +169,28 @@ class StateFilter(admin.SimpleListFilter):
 
 @admin.register(Job)
 class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
+    # what an operator scans for first, left, where a 1400 px screen with the admin's sidebar
+    # open shows it without scrolling (issue 42): the state, the stop reason, the last error
     list_display = (
         "name",
-        "queue",
         "state_shown",
-        # beside the state, where a 1366 px screen still shows it (issue 30)
+        "stop_reason_shown",
         "short_error",
+        "queue",
         "attempt_of",
         "progress_column",
-        "stop_reason",
-        "run_at",
-        "updated_at",
+        "run_at_shown",
+        "updated_shown",
     )
     list_filter = (StateFilter, UnknownJobFilter, "queue", "stop_reason", "name")
     search_fields = ("=id", "name", "idempotency_key")
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
-    actions = ("retry_selected", "cancel_selected")
+    actions = ("retry_selected", "cancel_selected", "run_now_selected")
     change_list_template = "django_xjobs/admin/job_change_list.html"
+    change_form_template = "django_xjobs/admin/job_change_form.html"
+    # the state, stop reason, last error, attempt, why and next attempt open the page in one
+    # header block (admin/job.py, issue 42); the rest of the row follows
     fieldsets = (
         (
             None,
@@ -193,18 +199,12 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
                     "id",
                     "name",
                     "queue",
-                    "state_shown",
-                    "why_waiting",
-                    "next_attempt",
-                    "attempt_of",
                     "progress_bar",
-                    "stop_reason",
                     "priority",
                     "operator_buttons",
                 )
             },
         ),
-        ("Why it stopped", {"fields": ("last_error",)}),
         ("Failed attempts", {"fields": ("attempt_history",)}),
         ("Steps", {"fields": ("step_timeline",)}),
         ("Data", {"fields": ("pretty_input", "pretty_result", "key_shown", "run_id")}),
@@ -212,22 +212,22 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
             "Timing and lease",
             {
                 "fields": (
-                    "run_at",
-                    "created_at",
-                    "started_at",
-                    "last_attempted_at",
+                    "run_at_shown",
+                    "created_shown",
+                    "started_shown",
+                    "last_attempted_shown",
                     "attempted_by",
-                    "updated_at",
-                    "visible_at",
+                    "updated_shown",
+                    "visible_shown",
                     "claimed_by",
                     "lease_expiries",
-                    "expires_at",
+                    "expires_shown",
                     "snoozes",
                 )
             },
         ),
         ("Origin", {"fields": ("tenant_id", "enqueued_by", "traceparent", "batch_link")}),
-        # issue 32: what it runs after, and who waits for it (why_waiting says it in words)
+        # issue 32: what it runs after, and who waits for it (the header says it in words)
         (
             "Dependencies",
             {
@@ -306,9 +306,8 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
             "pretty_result",
             "key_shown",
             "operator_buttons",
-            "why_waiting",
-            "next_attempt",
             "batch_link",
+            *TIMES,
         ]
 
     # --- the queue overview and the cron schedules -----------------------------------------
@@ -335,6 +334,11 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
             path("<path:object_id>/retry/", view(self.retry_view), name="django_xjobs_job_retry"),
             path(
                 "<path:object_id>/cancel/", view(self.cancel_view), name="django_xjobs_job_cancel"
+            ),
+            path(
+                "<path:object_id>/run-now/",
+                view(self.run_now_view),
+                name="django_xjobs_job_run_now",
             ),
             path(
                 "<path:object_id>/retry-from-step/",
@@ -365,8 +369,26 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
 
     @admin.display(description="attempt")
     def attempt_of(self, obj: Job) -> str:
-        attempt = f"{shown_attempt(obj.state, obj.attempt)} of {obj.max_attempts}"
-        return f"{attempt} (parked)" if obj.state == JobState.SUSPENDED else attempt
+        started = obj.started_at is not None
+        attempt = f"{shown_attempt(obj.state, obj.attempt, started)} of {obj.max_attempts}"
+        parked = obj.state == JobState.SUSPENDED and started
+        return f"{attempt} (parked)" if parked else attempt
+
+    def state_badge(self, obj: Job, state: str) -> str:
+        return self.state_shown(obj)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> HttpResponse:
+        if obj is not None:
+            context = {**context, "xjobs_header": self.job_header(obj)}
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         # whether each row is due, on the database clock: the state column says ready or
@@ -389,6 +411,12 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
                 "and is dead-lettered after XJOBS['UNKNOWN_JOB_GRACE']",
             )
         return badge(obj.state)
+
+    @admin.display(description="stop reason", ordering="stop_reason")
+    def stop_reason_shown(self, obj: Job) -> str:
+        """The stop reason as every other screen and the filter's URL spell it
+        (``attempts-exhausted``), not its choice label ("Attempts Exhausted")."""
+        return obj.stop_reason or "-"
 
     @admin.display(description="last error")
     def short_error(self, obj: Job) -> str:
@@ -424,6 +452,9 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
         buttons = []
         if obj.state in ("dead", "failed"):
             buttons.append(("django_xjobs_job_retry", "Retry"))
+        if obj.state in WAITING_STATES and obj.run_at > timezone.now():
+            # a delayed or scheduled job, a backoff, a snooze (issue 42)
+            buttons.append(("django_xjobs_job_run_now", "Run now"))
         if obj.state in ("ready", "delayed", "running", "suspended"):
             buttons.append(("django_xjobs_job_cancel", "Cancel"))
         if not buttons:
@@ -433,40 +464,34 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
             '<button type="submit" formaction="{}" formmethod="post" name="xjobs_op" '
             'value="{}">{}</button>',
             (
-                (admin_url(self.admin_site, name, obj.pk), label.lower(), label)
+                (admin_url(self.admin_site, name, obj.pk), label.lower().replace(" ", "-"), label)
                 for name, label in buttons
             ),
         )
 
     @admin.display(description="attempt history")
     def attempt_history(self, obj: Job) -> str:
-        """The last failed attempts, newest first; each traceback folds open."""
+        """The last failed attempts, newest first, each traceback folding open (none drawn for
+        an attempt that left none: a lost lease); the snoozes apart, as snoozes (issue 42)."""
         trace = operations.inspect_job(obj.pk)
-        attempts = trace["attempts"] if trace else []
-        if not attempts:
-            return "no failed attempts"
-        rows = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td>"
-            "<td>{}<details><summary>traceback</summary><pre>{}</pre></details></td></tr>",
-            (
-                (
-                    a["attempt"],
-                    a["at"],
-                    a["outcome"],
-                    a["code"] or "-",
-                    a["exception"],
-                    a["message"] or "-",
-                    a["traceback"],
+        entries = trace["attempts"] if trace else []
+        failed = [a for a in entries if a["outcome"] != "snoozed"]
+        snoozes = [a for a in entries if a["outcome"] == "snoozed"]
+        parts = [_failed_table(failed) if failed else "no failed attempts"]
+        if snoozes:
+            parts.append(
+                format_html(
+                    '<table class="xjobs-snoozes"><caption>Snoozes (its handler called '
+                    "ctx.snooze: no attempt spent)</caption><thead><tr><th>during attempt</th>"
+                    "<th>at</th><th>snoozed</th></tr></thead><tbody>{}</tbody></table>",
+                    format_html_join(
+                        "",
+                        "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                        ((a["attempt"], _at(a["at"]), a["message"]) for a in reversed(snoozes)),
+                    ),
                 )
-                for a in reversed(attempts)
-            ),
-        )
-        return format_html(
-            "<table><thead><tr><th>attempt</th><th>ended at</th><th>outcome</th><th>code</th>"
-            "<th>exception</th><th>message</th></tr></thead><tbody>{}</tbody></table>",
-            rows,
-        )
+            )
+        return format_html_join("", "{}", ((part,) for part in parts))
 
     @admin.display(description="step timeline")
     def step_timeline(self, obj: Job) -> str:
@@ -556,6 +581,13 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
         )
         return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
 
+    def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        """The job page's Run now button: the same operator call as ``xjobs run-now``."""
+        job = self._job_to_change(request, object_id)
+        by = f"admin:{request.user}"
+        self._act(request, job, "run", "Due now", lambda: operations.run_job_now(job.pk, by=by))
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
+
     def _job_to_change(self, request: HttpRequest, object_id: str) -> Job:
         """The job a state-changing view acts on, once the request may change it."""
         require_permission(self, request, "change")
@@ -571,22 +603,49 @@ class JobAdmin(JobExplained, FleetOverview, _LibraryRows):
     # posts it by hand
     @admin.action(description="Retry selected jobs (dead or failed)", permissions=["change"])
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        for job in queryset:
-            self._act(
-                request, job, "retry", "Queued again", lambda j=job: operations.retry_job(j.pk)
-            )
+        self._act_many(request, queryset, "retry", "Queued again", operations.retry_job)
 
     @admin.action(description="Cancel selected jobs", permissions=["change"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         reason = f"cancelled from the admin by {request.user}"
+        self._act_many(
+            request, queryset, "cancel", "Cancelled", lambda pk: operations.cancel_job(pk, reason)
+        )
+
+    @admin.action(
+        description="Run selected jobs now (delayed or scheduled)", permissions=["change"]
+    )
+    def run_now_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        by = f"admin:{request.user}"
+        self._act_many(
+            request, queryset, "run", "Made due now", lambda pk: operations.run_job_now(pk, by=by)
+        )
+
+    def _act_many(
+        self, request: HttpRequest, queryset: QuerySet[Job], verb: str, done: str, act: Any
+    ) -> None:
+        """One operator call per selected job, and one message for them all (issue 42): how
+        many went through, and how many were refused by code, with the fix."""
+        went: list[Job] = []
+        refused: dict[tuple[str, str], list[Job]] = {}
         for job in queryset:
-            self._act(
-                request,
-                job,
-                "cancel",
-                "Cancelled",
-                lambda j=job: operations.cancel_job(j.pk, reason),
-            )
+            try:
+                act(job.pk)
+            except XJobsError as error:
+                refused.setdefault((error.code, _admin_hint(error, job.state)), []).append(job)
+            else:
+                self.log_change(request, job, f"{done} from the admin.")
+                went.append(job)
+        total = len(went) + sum(len(jobs) for jobs in refused.values())
+        parts = [f"{done} {len(went)} of {total} selected job{'s' if total != 1 else ''}"]
+        if went and len(went) <= SUMMARY_NAMES:
+            parts[0] += ": " + _named(went)
+        parts += [
+            f"Could not {verb} {len(jobs)}: {code} ({_named(jobs)}) — {hint}"
+            for (code, hint), jobs in refused.items()
+        ]
+        text = ". ".join(parts)
+        self.message_user(request, text, messages.WARNING if refused else messages.SUCCESS)
 
     def _act(self, request: HttpRequest, job: Job, verb: str, done: str, act: Any) -> None:
         """Run one operator call; say what happened (job names as written: the message starts
@@ -773,58 +832,40 @@ class JobLeaseAdmin(_ViewOnly):
         return bool(getattr(obj, "is_live", False))
 
 
-class WorkerAliveFilter(admin.SimpleListFilter):
-    title = "presence"
-    parameter_name = "alive"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("yes", "alive"), ("no", "lapsed")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.value() == "yes":
-            return queryset.filter(expires_at__gte=Now())
-        if self.value() == "no":
-            return queryset.filter(expires_at__lt=Now())
-        return queryset
-
-
 @admin.register(Worker)
-class WorkerAdmin(_ViewOnly):
+class WorkerAdmin(WorkerColumns, _ViewOnly):
     """Worker processes, renewed with each heartbeat: a lapsed one went a visibility timeout
-    without reaching the database (killed, stopped or cut off); a clean stop removes its row."""
+    without reaching the database (killed, stopped or cut off); a clean stop removes its row.
+    Each names the jobs it runs now and since when (issue 42)."""
 
     list_display = (
         "id",
+        "worker_state",
+        "runs_now",
+        "queue_list",
         "host",
         "pid",
-        "queue_list",
-        "started_at",
-        "last_seen",
+        "started_shown",
+        "last_seen_shown",
         "in_flight",
-        "alive",
-        "worker_state",
     )
     list_filter = (WorkerAliveFilter, "host")
     search_fields = ("id", "host")
     ordering = ("started_at", "id")
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        alive = ExpressionWrapper(Q(expires_at__gte=Now()), output_field=BooleanField())
-        rows: QuerySet[Any] = super().get_queryset(request).annotate(is_alive=alive)
-        return rows
-
-    @admin.display(description="queues")
-    def queue_list(self, obj: Worker) -> str:
-        return ", ".join(obj.queues)
-
-    @admin.display(description="alive", boolean=True, ordering="is_alive")
-    def alive(self, obj: Worker) -> bool:
-        return bool(getattr(obj, "is_alive", False)) and obj.stopped_at is None
-
-    @admin.display(description="state")
-    def worker_state(self, obj: Worker) -> str:
-        """Alive, lapsed, or exited: gone past its shutdown timeout with runs in flight."""
-        return operations.worker_state(self.alive(obj), obj.stopped_at)
+    fields = (
+        "id",
+        "worker_state",
+        "runs_now",
+        "queue_list",
+        "host",
+        "pid",
+        "started_shown",
+        "last_seen_shown",
+        "expires_shown",
+        "stopped_shown",
+        "in_flight",
+    )
+    readonly_fields = fields
 
 
 @admin.register(SchedulerState)
@@ -862,6 +903,46 @@ class SchedulerStateAdmin(_ViewOnly):
 @admin.register(Backfill)
 class BackfillAdmin(BackfillColumns, _ViewOnly):
     """Backfill passes, from the ``x_backfills`` ledger: written by the passes only."""
+
+
+def _named(jobs: list[Job]) -> str:
+    shown = ", ".join(f"{j.name} {j.pk}" for j in jobs[:SUMMARY_NAMES])
+    return shown + (f" and {len(jobs) - SUMMARY_NAMES} more" if len(jobs) > SUMMARY_NAMES else "")
+
+
+def _at(text: str | None) -> str:
+    """An ISO time of ``inspect_job`` as every screen prints a time (``format_time``)."""
+    return "-" if not text else format_time(datetime.fromisoformat(text))
+
+
+def _failed_table(attempts: list[dict[str, Any]]) -> str:
+    rows = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}{}</td></tr>",
+        (
+            (
+                a["attempt"],
+                _at(a["at"]),
+                a["outcome"],
+                a["code"] or "-",
+                a["exception"] or "-",
+                a["message"] or "-",
+                format_html(
+                    "<details><summary>traceback</summary><pre>{}</pre></details>",
+                    a["traceback"],
+                )
+                if (a["traceback"] or "").strip()
+                else "",
+            )
+            for a in reversed(attempts)
+        ),
+    )
+    return format_html(
+        '<table class="xjobs-attempts"><thead><tr><th>attempt</th><th>ended at</th><th>outcome'
+        "</th><th>code</th><th>exception</th><th>message</th></tr></thead><tbody>{}</tbody>"
+        "</table>",
+        rows,
+    )
 
 
 # a row written by another version or by SQL may nest deeper than the printers can recurse

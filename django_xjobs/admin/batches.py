@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from .. import redact
 from ..declarations.workflows import batch_state
 from ..models import Job, JobBatch
-from .pages import admin_url
+from ..states import shown_state
+from .job import badge
+from .pages import Navigated, admin_url
 from .permissions import VIEWER as job_viewer  # the job page's request (set by its view)
 from .permissions import has_permission, sees_payloads
 
@@ -48,7 +51,7 @@ def batch_link(model_admin: Any, obj: Job) -> str:
 
 
 @admin.register(JobBatch)
-class JobBatchAdmin(_ModelAdmin):
+class JobBatchAdmin(Navigated, _ModelAdmin):
     list_display = (
         "id",
         "state",
@@ -134,10 +137,16 @@ class JobBatchAdmin(_ModelAdmin):
 
     @admin.display(description="members")
     def member_jobs(self, obj: JobBatch) -> str:
-        rows = Job.objects.filter(batch_id=obj.id).order_by("id").values_list("id", "name", "state")
+        rows = (
+            Job.objects.filter(batch_id=obj.id)
+            .order_by("id")
+            .values_list("id", "name", "state", "run_at")
+        )
+        now = timezone.now()
+        # the state word every screen shows: a waiting member is ready or delayed (issue 42)
         links = [
-            (self._job_link(str(job_id), name, None), state)
-            for job_id, name, state in rows[:MEMBERS]
+            (self._job_link(str(job_id), name, None), badge(shown_state(state, run_at, now)))
+            for job_id, name, state, run_at in rows[:MEMBERS]
         ]
         if not links:
             return "none"

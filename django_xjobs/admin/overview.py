@@ -10,14 +10,16 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from django.http import HttpRequest
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from .. import conf, operations
 from ..metrics.overview import DEPTH, WINDOWS, Figures, chart, overview, seconds_text
-from ..models import Job
+from ..models import Job, Overview
 from .pages import OverviewPages, admin_url
 
 #: seconds between refreshes while auto-refresh is on
@@ -41,11 +43,13 @@ class FleetOverview(OverviewPages):
         workers = [w for w in operations.inspect_workers() if w["alive"]]
         queues = sorted(set(depth) | {f.queue for f in figures.queues})
         by_queue = {f.queue: f for f in figures.queues}
+        # every chart of the page on one time axis, each slot's tooltip naming its minute
+        axis: dict[str, Any] = {"starts": figures.slot_starts, "slot": WINDOWS[window][1]}
         rows = [
-            _row(by_queue.get(q) or Figures(q, None, slots=[]), jobs_url, depth.get(q))
+            _row(by_queue.get(q) or Figures(q, None, slots=[]), jobs_url, depth.get(q), axis)
             for q in queues
         ]
-        job_rows = [_row(f, jobs_url, None) for f in figures.jobs]
+        job_rows = [_row(f, jobs_url, None, axis) for f in figures.jobs]
         failing = sorted(
             (f for f in figures.jobs if f.total - f.done), key=lambda f: f.done - f.total
         )[:TOP_FAILING]
@@ -74,7 +78,7 @@ class FleetOverview(OverviewPages):
             depth_rows=[
                 {
                     "queue": d.queue,
-                    "chart": mark_safe(chart(d.slots, width=480, series=DEPTH)),
+                    "chart": mark_safe(chart(d.slots, width=480, series=DEPTH, **axis)),
                     "latest": d.latest,
                     "links": _row(Figures(d.queue, None), jobs_url, None)["links"],
                 }
@@ -89,7 +93,12 @@ class FleetOverview(OverviewPages):
         return TemplateResponse(request, "django_xjobs/admin/overview.html", context)
 
 
-def _row(figures: Figures, jobs_url: str, depth: dict[str, Any] | None) -> dict[str, Any]:
+def _row(
+    figures: Figures,
+    jobs_url: str,
+    depth: dict[str, Any] | None,
+    axis: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     where = {"queue__exact": figures.queue}
     if figures.name is not None:
         where["name__exact"] = figures.name
@@ -110,7 +119,7 @@ def _row(figures: Figures, jobs_url: str, depth: dict[str, Any] | None) -> dict[
         "run_p95": seconds_text(figures.run_p95),
         "wait_p50": seconds_text(figures.wait_p50),
         "wait_p95": seconds_text(figures.wait_p95),
-        "chart": mark_safe(chart(figures.slots)) if figures.slots else "",
+        "chart": mark_safe(chart(figures.slots, **(axis or {}))) if figures.slots else "",
         "depth": depth,
         "links": {
             "all": link(),
@@ -122,3 +131,41 @@ def _row(figures: Figures, jobs_url: str, depth: dict[str, Any] | None) -> dict[
             "running": link(state__exact="running"),
         },
     }
+
+
+@admin.register(Overview)
+class OverviewEntry(admin.ModelAdmin):  # type: ignore[type-arg]
+    """The overview's entry on the admin index (issue 42): its list is the overview page, seen by
+    who may view jobs; nothing else is behind it."""
+
+    def _jobs(self, request: HttpRequest) -> bool:
+        jobs = self.admin_site._registry.get(Job)
+        return jobs is not None and bool(jobs.has_view_permission(request))
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._jobs(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and self._jobs(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.changelist_view)
+        return [path("", view, name="django_xjobs_overview_changelist")]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponseRedirect:
+        if not self.has_view_permission(request):
+            from django.core.exceptions import PermissionDenied
+
+            raise PermissionDenied
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_overview"))

@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 from django.db.models.functions import Now
-from django.http import Http404, HttpRequest, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -262,6 +262,37 @@ def limit_keys_shown(request: HttpRequest) -> list[dict[str, Any]]:
     return rows
 
 
+class Navigated(_ModelAdmin):
+    """Every page of the app, its lists and its rows' pages, opens with the same links, in the
+    place Django's own pages put their tools (issue 42: the batch pages and the rows' pages had
+    none)."""
+
+    change_list_template = "django_xjobs/admin/change_list.html"
+    change_form_template = "django_xjobs/admin/change_form.html"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        nav = nav_links(self.admin_site, request)
+        response: HttpResponse = super().changelist_view(request, {**nav, **(extra_context or {})})
+        return response
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> HttpResponse:
+        context = {**context, **nav_links(self.admin_site, request)}
+        response: HttpResponse = super().render_change_form(
+            request, context, add, change, form_url, obj
+        )
+        return response
+
+
 def parked_unknown() -> Q:
     """The rows ``execute`` parks when it finds no job registered under their name."""
     return Q(state=JobState.SUSPENDED, last_error__startswith=UNKNOWN_CODE)
@@ -287,19 +318,35 @@ def admin_url(site: admin.AdminSite, name: str, *args: Any) -> str:
 
 
 def nav_links(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
-    """The links every page of the app shows: one click to each view, and to the dead letters."""
+    """The links every page of the app shows: one click to each view, and to the dead letters;
+    only those the user may open (a page needs its model's view permission)."""
+    from ..models import Backfill, JobBatch, OutboxEntry, SchedulerState, Worker
+
     jobs = admin_url(site, "django_xjobs_job_changelist")
     dead = Job.objects.using(conf.get().database).filter(state=JobState.DEAD).count()
+    links = [
+        (Job, "Jobs", jobs),
+        (Job, "Overview", admin_url(site, "django_xjobs_job_overview")),
+        (Job, "Queues", admin_url(site, "django_xjobs_job_queues")),
+        (Job, f"Dead letters ({dead})", f"{jobs}?state__exact=dead"),
+        (Job, "Cron schedules", admin_url(site, "django_xjobs_job_crons")),
+        (JobBatch, "Batches", admin_url(site, "django_xjobs_jobbatch_changelist")),
+        (OutboxEntry, "Outbox", admin_url(site, "django_xjobs_outboxentry_changelist")),
+        (JobLease, "Fleet slots", admin_url(site, "django_xjobs_joblease_changelist")),
+        (Worker, "Workers", admin_url(site, "django_xjobs_worker_changelist")),
+        (Backfill, "Backfills", admin_url(site, "django_xjobs_backfill_changelist")),
+        (
+            SchedulerState,
+            "Scheduler states",
+            admin_url(site, "django_xjobs_schedulerstate_changelist"),
+        ),
+    ]
+    registry = site._registry
     return {
         "xjobs_nav": [
-            ("Overview", admin_url(site, "django_xjobs_job_overview")),
-            ("Queues", admin_url(site, "django_xjobs_job_queues")),
-            (f"Dead letters ({dead})", f"{jobs}?state__exact=dead"),
-            ("Cron schedules", admin_url(site, "django_xjobs_job_crons")),
-            ("Outbox", admin_url(site, "django_xjobs_outboxentry_changelist")),
-            ("Fleet slots", admin_url(site, "django_xjobs_joblease_changelist")),
-            ("Workers", admin_url(site, "django_xjobs_worker_changelist")),
-            ("Backfills", admin_url(site, "django_xjobs_backfill_changelist")),
+            (label, url)
+            for model, label, url in links
+            if model in registry and registry[model].has_view_permission(request)
         ],
         "xjobs_dead": dead,
     }

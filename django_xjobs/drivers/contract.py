@@ -370,6 +370,47 @@ class WorkerSnapshot:
     stopped_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class WorkerLoad:
+    """One worker's runs now, as its per-process caps (``XJOBS["LIMITS"]``) count them: all
+    of them, those of one queue, and those of one tenant."""
+
+    worker: str
+    running: int = 0
+    queue_running: int = 0
+    tenant_running: int = 0
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What a claim weighs for one job, counted where the rows are, never loaded (``why_job``,
+    issue 42): its place in its queue, its limit key's use, its queue's runs and the workers'
+    loads. Counts stop at the ``cap`` the call gave."""
+
+    #: due waiting rows of its queue the claim order (priority, run_at, id) takes first
+    ahead: int = 0
+    #: of those, the ones of a higher priority
+    higher_priority: int = 0
+    #: the limit key its row carries (``limit_keys``), None when it carries none
+    key: str | None = None
+    #: due waiting rows of its key ahead of it: under fair share its turn is this plus one
+    key_ahead: int = 0
+    #: other keys with due waiting rows in its queue, and how many of their rows a fair claim
+    #: (each key's first run, then each key's second...) takes before this one
+    other_keys: int = 0
+    other_keys_ahead: int = 0
+    #: its key's runs now, and up to ten of them as (job id, worker)
+    key_running: int = 0
+    key_holders: tuple[tuple[UUID, str | None], ...] = ()
+    #: its key's recorded starts (a rate's window is counted from them) and a pause in force
+    key_starts: tuple[datetime, ...] = ()
+    key_paused_until: datetime | None = None
+    #: its queue's runs now, fleet-wide (an operator's cap counts these)
+    queue_running: int = 0
+    #: per worker with runs now: its load for this job's queue and tenant
+    loads: tuple[WorkerLoad, ...] = ()
+
+
 @quick_init
 @dataclass(frozen=True)
 class EnqueueResult:
@@ -813,6 +854,14 @@ class JobDriver(Protocol):
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         """``dead`` rows, most recently failed first; reads only."""
 
+    def standing(self, job_id: UUID, *, cap: int, fair: bool = False) -> Standing | None:
+        """What a claim weighs for job ``job_id`` (None: no such job), counted, never loaded:
+        each count stops at ``cap``; ``fair``: count its fair-share turn too. Reads only."""
+
+    def job_states(self, ids: Sequence[UUID]) -> dict[UUID, str]:
+        """The state of each of ``ids`` that names a job (an unknown id is left out), and
+        nothing else of the rows; reads only."""
+
     def notify_on_ready(
         self,
         queues: Iterable[str],
@@ -887,6 +936,11 @@ class JobDriver(Protocol):
     def cancel(self, job_id: UUID, reason: str | None) -> JobSnapshot:
         """Cancel a live job; a cancelled one is returned as is. Raises JobNotFoundError or
         JobNotCancellableError (done/dead/failed)."""
+
+    def run_now(self, job_id: UUID) -> JobSnapshot:
+        """Make a waiting (ready or delayed) job due now: its run_at moved to now (an earlier one
+        kept) and its queue woken. Raises JobNotFoundError, or JobNotWaitingError for a job that
+        runs, is parked or has ended (issue 42)."""
 
     def requeue(self, job_id: UUID, *, from_step: str | None, force: bool) -> JobSnapshot:
         """Make a dead/failed (or, with force, cancelled) job ready again: attempt 0, run_at now,

@@ -17,6 +17,7 @@ from ..errors import (
     JobNotCancellableError,
     JobNotFoundError,
     JobNotRetryableError,
+    JobNotWaitingError,
     JobRowStatusUnknownError,
     XJobsError,
 )
@@ -79,6 +80,20 @@ def requeue_refusal(job_id: UUID, state: str, force: bool) -> XJobsError | None:
     else:
         hint = f"it has not finished; wait for it, or cancel_job({str(job_id)!r}) it first"
     return JobNotRetryableError(f"job {job_id} is {state!r} and cannot be retried", hint=hint)
+
+
+def run_now_refusal(job_id: UUID, state: str) -> XJobsError | None:
+    """Why a job in ``state`` cannot be made due now, or None (issue 42: a waiting one can)."""
+    if state in ("ready", "delayed"):
+        return None
+    if state == "running":
+        hint = "it is running already"
+    elif state == "suspended":
+        hint = "it is parked on a step (a sleep, an event, child jobs) or its dependencies: "
+        hint += "xjobs why says which, and that wakes it, not a run now"
+    else:
+        hint = f"it has ended; run it again with retry_job({str(job_id)!r})"
+    return JobNotWaitingError(f"job {job_id} is {state!r}: only a waiting job runs now", hint=hint)
 
 
 def requeue_states(force: bool) -> list[str]:

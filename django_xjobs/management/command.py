@@ -8,7 +8,10 @@ past a store becomes a ``CommandError`` (Django prints it as one line and exits 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -42,6 +45,24 @@ class XJobsCommand(BaseCommand):
             if isinstance(error, DatabaseError):
                 error = database_error(error, options.get("database"))
             raise CommandError(str(error)) from None
+
+
+@contextlib.contextmanager
+def sentences_only() -> Iterator[None]:
+    """An operator command's own sentence says what it did: where no logging is configured for
+    the library's logger, its records are not also printed raw after it (Python's last-resort
+    handler writes WARNING records to stderr, issue 42). Configured handlers get every record
+    as ever: the audit trail stays where it was sent."""
+    logger = logging.getLogger("django_xjobs")
+    if logger.hasHandlers():
+        yield
+        return
+    quiet = logging.NullHandler()
+    logger.addHandler(quiet)
+    try:
+        yield
+    finally:
+        logger.removeHandler(quiet)
 
 
 def database_error(error: DatabaseError, alias: Any = None) -> XJobsError:

@@ -70,6 +70,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "not counted as failures",
         ("queue",),
     ),
+    "xjobs_jobs_run_now_total": (
+        "Waiting jobs an operator made due now in this process (run_job_now: the admin's Run "
+        "now, xjobs run-now)",
+        ("queue",),
+    ),
     "xjobs_worker_recycles_total": (
         "Workers in this process that drained to start afresh, by reason (abandoned_held: "
         "bodies past their timeout held half a pool too long)",

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.utils import timezone
+
 from ..drivers import get_driver
 from ..drivers.contract import DepthSample
 from ..rollup import BOUNDS, RollupRow, merged, quantile
@@ -153,26 +155,43 @@ ENDED = (("#2e7d32", "done"), ("#f9a825", "failed"), ("#c62828", "dead"))
 DEPTH = (("#1565c0", "ready"), ("#90a4ae", "delayed"), ("#6a1b9a", "running"))
 
 
+#: pixels under a chart for its time axis
+AXIS = 12
+
+
 def chart(
     slots: list[tuple[int, int, int]],
     *,
     width: int = 180,
     height: int = 48,
     series: tuple[tuple[str, str], ...] = ENDED,
+    starts: list[datetime] | None = None,
+    slot: timedelta | None = None,
 ) -> str:
     """Stacked bars per slot (by default done green, failed amber, dead red; ``DEPTH`` for the
-    depth chart) as inline SVG markup: numbers only, no text from the database, so it is safe to
-    mark safe."""
+    depth chart) as inline SVG markup: numbers and times only, no text from the database, so it
+    is safe to mark safe. With ``starts`` (each slot's start) and ``slot`` (its width), a time
+    axis under the bars and, on each slot, a tooltip with its minute and its counts (issue 42)."""
     top = max([sum(s) for s in slots] + [1])
     bar = width / max(len(slots), 1)
+    timed = starts is not None and slot is not None and len(starts) == len(slots)
+    total = height + (AXIS if timed else 0)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="xjobs-chart" width="{width}" '
-        f'height="{height}" viewBox="0 0 {width} {height}" role="img">',
+        f'height="{total}" viewBox="0 0 {width} {total}" role="img">',
         f'<rect width="{width}" height="{height}" fill="none" stroke="#ccc"/>',
     ]
     for i, counts in enumerate(slots):
         y = float(height)
         title = ", ".join(f"{n} {label}" for n, (_, label) in zip(counts, series, strict=True))
+        if timed:
+            assert starts is not None and slot is not None
+            title = f"{_slot_text(starts[i], slot)}: {title}"
+            # the whole slot answers the pointer, an empty one too
+            parts.append(
+                f'<rect class="xjobs-slot" x="{i * bar:.1f}" y="0" width="{max(bar, 1):.1f}" '
+                f'height="{height}" fill="transparent"><title>{title}</title></rect>'
+            )
         for count, (colour, _) in zip(counts, series, strict=True):
             if not count:
                 continue
@@ -182,5 +201,39 @@ def chart(
                 f'<rect x="{i * bar:.1f}" y="{y:.1f}" width="{max(bar - 1, 1):.1f}" '
                 f'height="{h:.1f}" fill="{colour}"><title>{title}</title></rect>'
             )
+    if timed:
+        assert starts is not None and slot is not None
+        parts += _axis(starts, slot, width, height)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _local(moment: datetime) -> datetime:
+    return timezone.localtime(moment) if timezone.is_aware(moment) else moment
+
+
+def _slot_text(start: datetime, slot: timedelta) -> str:
+    """A slot as its tooltip names it: its minute, or its span for a slot wider than one."""
+    first = _local(start)
+    if slot <= timedelta(minutes=1):
+        return f"{first:%Y-%m-%d %H:%M} {first.tzname() or ''}".rstrip()
+    last = _local(start + slot)
+    return f"{first:%Y-%m-%d %H:%M} to {last:%H:%M} {last.tzname() or ''}".rstrip()
+
+
+def _axis(starts: list[datetime], slot: timedelta, width: int, height: int) -> list[str]:
+    """Ticks and labels under the bars: the window's start, its middle and its end (now)."""
+    bar = width / len(starts)
+    marks = [(0, starts[0]), (len(starts) // 2, starts[len(starts) // 2])]
+    marks.append((len(starts), starts[-1] + slot))
+    parts = ['<g class="xjobs-axis" font-size="9" fill="#666">']
+    for index, moment in marks:
+        x = min(index * bar, width - 0.5)
+        anchor = "start" if index == 0 else "end" if index == len(starts) else "middle"
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{height}" x2="{x:.1f}" y2="{height + 3}" stroke="#999"/>'
+            f'<text x="{x:.1f}" y="{height + AXIS - 1}" text-anchor="{anchor}">'
+            f"{_local(moment):%H:%M}</text>"
+        )
+    parts.append("</g>")
+    return parts

@@ -152,6 +152,23 @@ def retry_job(
     return _trace(driver, row)
 
 
+def run_job_now(job_id: UUID | str, *, by: str | None = None) -> dict[str, Any]:
+    """Make a waiting job due now — one enqueued for later, backing off after a failure, or
+    snoozed — and return its trace (issue 42). Its run_at moves to now and its queue's workers
+    are woken; it keeps its priority, its attempt and its expiry. A running, parked or ended job
+    raises ``JobNotWaitingError``; ``by`` is logged with ``xjobs.job.run_now``::
+
+        >>> run_job_now(job_id, by="ops:alice")["state"]
+        'ready'
+    """
+    check_name(by, "by")
+    driver = get_driver()
+    row = driver.run_now(_job_id(job_id))
+    metrics.inc("xjobs_jobs_run_now_total", queue=row.queue)
+    log.event(logging.INFO, "xjobs.job.run_now", job=row.name, id=row.id, queue=row.queue, by=by)
+    return _trace(driver, row)
+
+
 def inspect_dead_letters(limit: int = 100) -> list[dict[str, Any]]:
     """The ``dead`` jobs, most recently failed first, each with the command that retries it
     (SPEC INSP-05)::
@@ -327,6 +344,7 @@ def _summary(row: JobSnapshot, now: datetime | None) -> dict[str, Any]:
         "last_error": row.last_error,
         "run_at": _iso(row.run_at),
         "updated_at": _iso(row.updated_at),
+        "started_at": _iso(row.started_at),
         "progress": row.progress,
     }
 

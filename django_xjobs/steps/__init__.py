@@ -401,12 +401,16 @@ class Steps:
             )
             return None if hit is None else hit.payload
         wake_at = min(deadline, now + timedelta(seconds=self.event_poll))  # SPEC STEP-12/14
+        # what it waits for, kept on the waiting record for `why` (issue 42): wake_at is only the
+        # next look, the deadline is the timeout's
+        waits = {"match": match, "until": deadline.isoformat(), "required": bool(required)}
         self._write(
             StepRecord(
                 run_id=self.job.run_id,
                 name=name,
                 status="waiting",
                 started_at=started,
+                output=waits,
                 wake_at=wake_at,
                 event=event,
                 correlation_key=correlation_key,

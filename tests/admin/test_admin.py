@@ -340,9 +340,11 @@ def test_messages_keep_job_names_as_written(admin_client):
         {"action": "retry_selected", "_selected_action": [str(dead)]},
         follow=True,
     )
-    assert messages_of(response) == [f"Queued again: tests.jobs.terminal {dead}"]
+    assert messages_of(response) == [
+        f"Queued again 1 of 1 selected job: tests.jobs.terminal {dead}"
+    ]
     text = response.content.decode()
-    assert f"Queued again: tests.jobs.terminal {dead}" in text and "Tests.jobs" not in text
+    assert f"tests.jobs.terminal {dead}" in text and "Tests.jobs" not in text
 
 
 def test_a_refused_cancel_says_what_to_do_in_the_admin(admin_client):
@@ -354,7 +356,10 @@ def test_a_refused_cancel_says_what_to_do_in_the_admin(admin_client):
         follow=True,
     )
     [message] = messages_of(response)
-    assert message.startswith(f"Could not cancel tests.jobs.terminal {dead}: X_JOB_NOT_CANCELLABLE")
+    assert message.startswith(
+        "Cancelled 0 of 1 selected job. Could not cancel 1: X_JOB_NOT_CANCELLABLE"
+    )
+    assert f"(tests.jobs.terminal {dead})" in message
     assert "“Retry selected jobs”" in message
     assert "retry_job(" not in message and "force=True" not in message
     assert Job.objects.get(id=dead).state == "dead" and not LogEntry.objects.exists()
@@ -373,7 +378,7 @@ def test_the_last_error_column_is_one_short_line_with_the_full_text_on_hover(adm
     assert cell.group(1) == reason.strip()
     assert cell.group(2).endswith("…") and len(cell.group(2)) == SHORT_ERROR
     # the browser keeps it on one line however wide a word is
-    assert re.search(r"\.xjobs-error \{[^}]*max-width: 22em;[^}]*text-overflow: ellipsis", text)
+    assert re.search(r"\.xjobs-error \{[^}]*max-width: 18em;[^}]*text-overflow: ellipsis", text)
 
 
 def park_an_unknown_job(n: int) -> str:
@@ -432,7 +437,7 @@ def test_the_workers_page_lists_each_worker_alive_or_lapsed(admin_client):
         expires_at=now - HOUR,
         started_at=now,
     )
-    page = admin_client.get("/admin/django_xjobs/worker/")
+    page = admin_client.get("/admin/django_xjobs/worker/?alive=all")
     assert page.status_code == 200
     rows = page.context["cl"].result_list
     assert [(w.id, w.pid, w.in_flight, w.is_alive) for w in rows] == [
@@ -441,6 +446,9 @@ def test_the_workers_page_lists_each_worker_alive_or_lapsed(admin_client):
     ]
     text = page.content.decode()
     assert "default, mail" in text and "web-2" in text
+    # gone an hour ago: aged out of the page unless every row is asked for (issue 42)
+    shown = admin_client.get("/admin/django_xjobs/worker/").context["cl"].result_list
+    assert [w.id for w in shown] == ["worker-a"]
     alive = admin_client.get("/admin/django_xjobs/worker/?alive=yes")
     assert [w.id for w in alive.context["cl"].result_list] == ["worker-a"]
     lapsed = admin_client.get("/admin/django_xjobs/worker/?alive=no")
@@ -450,3 +458,142 @@ def test_the_workers_page_lists_each_worker_alive_or_lapsed(admin_client):
         "/admin/django_xjobs/worker/"
         in admin_client.get("/admin/django_xjobs/job/").content.decode()
     )
+
+
+def test_a_bulk_action_says_what_it_did_in_one_message(admin_client):
+    """Issue 42: five selected jobs, three cancelled and two refused — one message, counted, the
+    refused named with their code and the fix."""
+    ended = [jobs.terminal.enqueue(n=70 + n).id for n in range(2)]
+    run_until_idle()
+    live = [jobs.ok.using(delay="1h").enqueue(n=80 + n).id for n in range(3)]
+    response = admin_client.post(
+        "/admin/django_xjobs/job/",
+        {"action": "cancel_selected", "_selected_action": [str(i) for i in live + ended]},
+        follow=True,
+    )
+    [message] = messages_of(response)
+    assert message.startswith("Cancelled 3 of 5 selected jobs: ")
+    assert "Could not cancel 2: X_JOB_NOT_CANCELLABLE (tests.jobs.terminal " in message
+    assert all(str(i) in message for i in live + ended)
+
+
+def test_the_workers_page_says_what_each_worker_runs_now_and_since_when(admin_client):
+    """Issue 42: each live worker's runs, linked, with the time each began; a worker that exited
+    a moment ago is still listed, one that exited long ago is not."""
+    from django_xjobs.drivers import get_driver
+    from django_xjobs.drivers.contract import Presence
+    from tests.drivers.contract.support import claim
+
+    driver = get_driver()
+    driver.renew_presence(Presence("w-busy", "web-1", 7, ("default",), 2), ttl=600)
+    driver.renew_presence(Presence("w-idle", "web-2", 8, ("default",), 0), ttl=600)
+    first, second = jobs.ok.enqueue(n=90).id, jobs.five_steps.enqueue(token="w-runs").id
+    claim(driver, worker="w-busy")
+    now = timezone.now()
+    Worker.objects.create(
+        id="w-exited-long-ago",
+        host="web-3",
+        pid=9,
+        queues=["default"],
+        started_at=now - 3 * HOUR,
+        expires_at=now - 2 * HOUR,
+        stopped_at=now - 2 * HOUR,
+    )
+    Worker.objects.create(
+        id="w-just-exited",
+        host="web-4",
+        pid=10,
+        queues=["default"],
+        started_at=now - HOUR,
+        expires_at=now,
+        stopped_at=now,
+    )
+    page = admin_client.get("/admin/django_xjobs/worker/")
+    shown = [w.id for w in page.context["cl"].result_list]
+    assert "w-exited-long-ago" not in shown and {"w-busy", "w-idle", "w-just-exited"} <= set(shown)
+    text = page.content.decode()
+    busy = text[text.index('href="/admin/django_xjobs/worker/w-busy/change/"') :]
+    cell = busy[busy.index('<ul class="xjobs-runs-now"') : busy.index("</ul>")]
+    assert f'href="/admin/django_xjobs/job/{first}/change/">tests.jobs.ok</a> since ' in cell
+    assert f'href="/admin/django_xjobs/job/{second}/change/">tests.jobs.five_steps</a>' in cell
+    assert re.search(r"since \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC \(", cell)
+    detail = admin_client.get("/admin/django_xjobs/worker/w-busy/change/").content.decode()
+    assert f"/admin/django_xjobs/job/{first}/change/" in detail
+
+
+#: the links every page of the app opens with (admin/pages.py nav_links)
+NAV = (
+    "Jobs",
+    "Overview",
+    "Queues",
+    "Dead letters",
+    "Cron schedules",
+    "Batches",
+    "Outbox",
+    "Fleet slots",
+    "Workers",
+    "Backfills",
+    "Scheduler states",
+)
+
+
+def test_every_page_of_the_app_opens_with_the_same_one_header(admin_client):
+    """Issue 42: one header (the nav pills) on every page — the lists, the library's own pages
+    and every row's page, Outbox, Scheduler states and Job batches included."""
+    from django_xjobs import Batch
+    from django_xjobs.drivers import get_driver
+    from django_xjobs.drivers.contract import Presence
+    from django_xjobs.models import Backfill, JobBatch, JobLease, SchedulerState
+
+    job = jobs.ok.enqueue(n=95).id
+    entry = StagedOutboxFactory()
+    get_driver().renew_presence(Presence("w-nav", "web", 1, ("default",), 0), ttl=60)
+    with Batch():
+        jobs.ok.enqueue(n=96)
+    batch = JobBatch.objects.get()
+    state = SchedulerState.objects.create(task_name="tests.crons.nav", last_fired_at=timezone.now())
+    lease = JobLease.objects.create(
+        lease_key="job:tests.jobs.exclusive", slot=0, holder="w:x", expires_at=timezone.now()
+    )
+    backfill = Backfill.objects.create(
+        run_id=job, name="nav", checksum="c", app_version="1", status="completed"
+    )
+    pages = [
+        "/admin/django_xjobs/job/",
+        f"/admin/django_xjobs/job/{job}/change/",
+        "/admin/django_xjobs/job/queues/",
+        "/admin/django_xjobs/job/overview/?refresh=off",
+        "/admin/django_xjobs/job/crons/",
+        "/admin/django_xjobs/outboxentry/",
+        f"/admin/django_xjobs/outboxentry/{entry.pk}/change/",
+        "/admin/django_xjobs/schedulerstate/",
+        f"/admin/django_xjobs/schedulerstate/{state.pk}/change/",
+        "/admin/django_xjobs/jobbatch/",
+        f"/admin/django_xjobs/jobbatch/{batch.pk}/change/",
+        "/admin/django_xjobs/worker/",
+        "/admin/django_xjobs/worker/w-nav/change/",
+        "/admin/django_xjobs/joblease/",
+        f"/admin/django_xjobs/joblease/{lease.pk}/change/",
+        "/admin/django_xjobs/backfill/",
+        f"/admin/django_xjobs/backfill/{backfill.pk}/change/",
+    ]
+    for url in pages:
+        response = admin_client.get(url)
+        assert response.status_code == 200, url
+        html = response.content.decode()
+        tools = re.findall(r'<ul class="object-tools">(.*?)</ul>', html, flags=re.S)
+        assert len(tools) == 1, (url, len(tools))
+        labels = re.findall(r"<li><a href=\"[^\"]*\">([^<(]+)", tools[0])
+        assert tuple(label.strip() for label in labels[: len(NAV)]) == NAV, (url, labels)
+
+
+def test_the_header_links_only_the_pages_the_user_may_open(client, db):
+    from django.contrib.auth.models import Permission
+
+    user = User.objects.create_user("viewer42", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename="view_job"))
+    client.force_login(user)
+    html = client.get("/admin/django_xjobs/job/").content.decode()
+    [tools] = re.findall(r'<ul class="object-tools">(.*?)</ul>', html, flags=re.S)
+    labels = [x.strip() for x in re.findall(r"<li><a href=\"[^\"]*\">([^<(]+)", tools)]
+    assert labels == ["Jobs", "Overview", "Queues", "Dead letters", "Cron schedules"]

@@ -42,7 +42,7 @@ def test_a_dead_job_page_says_it_ended_and_offers_retry(admin_client):
 
     run_until_idle()
     html = page(admin_client, job.id)
-    assert "it ended: dead (terminal)" in html
+    assert "it has ended: dead (terminal)" in html
     assert 'value="retry">Retry</button>' in html
     assert 'class="xjobs-state xjobs-state-dead"' in html
 
@@ -142,3 +142,90 @@ def test_the_list_shows_progress_compactly_only_for_jobs_that_report_it(admin_cl
     # the note is on hover only: the cell's text is "3/10", never the long note
     assert f'title="3/10 (30%) {note.strip()}"' in cells["counted"]
     assert f"</progress> 3/10 {note.strip()}" not in html and cells["counted"] in html
+
+
+# --- issue 42: the header block, one state word, one time format ------------------------------
+
+
+def header(html: str) -> str:
+    start = html.index('<div id="xjobs-job-header"')
+    return html[start : html.index("</dl></div>", start)]
+
+
+def test_the_page_opens_with_state_stop_reason_last_error_attempt_why_and_next_attempt(
+    admin_client,
+):
+    job = jobs.terminal.enqueue(n=2)
+    from django_xjobs.testing import run_until_idle
+
+    run_until_idle()
+    html = page(admin_client, job.id)
+    block = header(html)
+    for label in ("State", "Attempt", "Stop reason", "Next attempt", "Last error"):
+        assert f"<dt>{label}</dt>" in block, label
+    assert "xjobs-state-dead" in block and "<dd>terminal</dd>" in block
+    assert "X_TERMINAL: the card was declined" in block and "<dd>1 of 5</dd>" in block
+    assert 'data-code="finished"' in block
+    # the header comes before every fieldset, and nothing repeats it below
+    assert html.index('id="xjobs-job-header"') < html.index("<fieldset")
+    assert "Why it stopped" not in html
+
+
+def test_a_running_job_has_no_why_it_stopped(admin_client):
+    from django_xjobs.drivers import get_driver
+    from tests.drivers.contract.support import claim
+
+    job = jobs.ok.enqueue(n=3)
+    claim(get_driver())
+    html = page(admin_client, job.id)
+    assert "Why it stopped" not in html
+    assert 'data-code="running"' in header(html) and "<dt>Where it runs</dt>" in header(html)
+
+
+def test_times_are_to_the_second_in_one_format(admin_client):
+    import re
+
+    job = jobs.ok.using(delay="7m").enqueue(n=4)
+    html = page(admin_client, job.id)
+    body = html[html.index('id="content-main"') :]
+    stamps = re.findall(r"\b\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC\b", body)
+    assert len(stamps) >= 3  # the next attempt, the why line, run at and created at
+    # Django's own format (minutes, "a.m.") appears nowhere in the row's times
+    assert not re.search(r"\b\d{1,2}:\d{2} [ap]\.m\.", body)
+
+
+def test_a_job_that_never_ran_is_at_attempt_0_and_runs_after_its_dependencies(admin_client):
+    first = jobs.ok.enqueue(n=5)
+    waits = jobs.ok.using(after=[first.id]).enqueue(n=6)
+    html = page(admin_client, waits.id)
+    assert "<dd>0 of 3</dd>" in header(html) and "9999" not in html
+    assert "runs after its dependencies" in header(html)
+    listing = admin_client.get("/admin/django_xjobs/job/").content.decode()
+    assert "9999" not in listing and "runs after its dependencies" in listing
+    assert '<td class="field-attempt_of">0 of 3</td>' in listing
+
+
+def test_snoozes_are_listed_as_snoozes_with_no_empty_traceback_heading(admin_client):
+    from django_xjobs.testing import run_until_idle
+
+    job = jobs.snoozer.enqueue(token="page-snooze", times=1, seconds=60)
+    run_until_idle()
+    html = page(admin_client, job.id)
+    assert "no failed attempts" in html and "Snoozes (its handler called" in html
+    assert "snoozed for 1m" in html
+    assert "<summary>traceback</summary>" not in html
+
+
+def test_the_title_says_the_state_the_badge_says(admin_client):
+    """A retry backing off is stored ``ready`` with a later run_at: the badge said delayed, the
+    page title ready."""
+    from django_xjobs.drivers import get_driver
+    from django_xjobs.drivers.contract import RetryAt
+    from tests.drivers.contract.support import claim
+
+    job = jobs.ok.enqueue(n=7)
+    [held] = claim(get_driver())
+    get_driver().retry(RetryAt(held.id, held.lease_token, delay=3600, error="boom"))
+    html = page(admin_client, job.id)
+    assert f"tests.jobs.ok [delayed] {job.id}" in html and "[ready]" not in html
+    assert "xjobs-state-delayed" in header(html)

@@ -4,6 +4,7 @@ behind it; inline SVG, a meta refresh that can be turned off, the view permissio
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -96,8 +97,39 @@ def test_the_overview_draws_each_queues_depth_over_time(admin_client):
     assert (row["queue"], row["latest"].ready, row["latest"].delayed) == ("default", 1, 1)
     html = page.content.decode()
     assert 'id="xjobs-overview-depth"' in html
-    assert "<title>1 ready, 1 delayed, 0 running</title>" in html
+    assert re.search(
+        r"<title>\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC: 1 ready, 1 delayed, 0 running</title>", html
+    )
     ready = parse_qs(urlsplit(row["links"]["ready"]).query)
     assert ready == {"queue__exact": ["default"], "state__exact": ["ready"]}
     listed = admin_client.get(row["links"]["delayed"])
     assert [j.idempotency_key for j in listed.context["cl"].result_list] == ["later"]
+
+
+def test_every_chart_has_a_time_axis_and_each_slot_names_its_minute(admin_client):
+    """Issue 42: bars with no time under them, and tooltips with counts but no time."""
+    fleet()
+    get_driver().depths.sample()
+    html = admin_client.get(URL, {"refresh": "off"}).content.decode()
+    charts = re.findall(r'<svg [^>]*class="xjobs-chart".*?</svg>', html, flags=re.S)
+    assert len(charts) >= 3  # what ended per queue and per job, and the depth
+    for svg in charts:
+        axis = re.findall(r"<text [^>]*>(\d{2}:\d{2})</text>", svg)
+        assert len(axis) == 3, svg[:200]  # the window's start, middle and end
+        slots = re.findall(r'<rect class="xjobs-slot"[^>]*><title>([^<]*)</title>', svg)
+        assert len(slots) == 60  # the hour, a slot a minute, an empty one too
+        assert all(re.match(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC: ", t) for t in slots)
+    day = admin_client.get(URL, {"refresh": "off", "window": "1d"}).content.decode()
+    assert re.search(r"<title>\d{4}-\d{2}-\d{2} \d{2}:\d{2} to \d{2}:\d{2} UTC: ", day)
+
+
+def test_the_admin_index_links_to_the_overview(admin_client, client, db):
+    """Issue 42: the overview had no entry on the admin index."""
+    index = admin_client.get("/admin/").content.decode()
+    assert 'href="/admin/django_xjobs/overview/"' in index and ">Overview<" in index
+    gone = admin_client.get("/admin/django_xjobs/overview/")
+    assert gone.status_code == 302 and gone["Location"] == URL.split("?")[0]
+    clerk = User.objects.create_user("clerk2", password="pw", is_staff=True)
+    client.force_login(clerk)
+    assert 'href="/admin/django_xjobs/overview/"' not in client.get("/admin/").content.decode()
+    assert client.get("/admin/django_xjobs/overview/").status_code == 403

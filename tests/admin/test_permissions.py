@@ -107,8 +107,25 @@ def _retry_from_step(client, job_id):
     )
 
 
+def _delayed_job():
+    job_id = jobs.ok.using(delay="1h").enqueue(n=42).id
+    assert Job.objects.get(id=job_id).state == "delayed"
+    return job_id
+
+
+def _run_now_action(client, job_id):
+    return _post_action(client, "run_now_selected", job_id)
+
+
+def _run_now_button(client, job_id):
+    token = _token(client, job_id)
+    return client.post(f"/admin/django_xjobs/job/{job_id}/run-now/", {"csrfmiddlewaretoken": token})
+
+
 PATHS = {
     "retry_selected action": (_dead_job, _retry_action, "dead", "ready"),
+    "run_now_selected action": (_delayed_job, _run_now_action, "delayed", "ready"),
+    "Run now button": (_delayed_job, _run_now_button, "delayed", "ready"),
     "cancel_selected action": (
         lambda: jobs.ok.enqueue(n=27).id,
         _cancel_action,
@@ -149,6 +166,28 @@ def test_the_csrf_check_is_on_for_every_state_changing_path(db):
     refused = client.post(f"/admin/django_xjobs/job/{job_id}/retry/")
     assert refused.status_code == 403 and b"CSRF" in refused.content
     assert Job.objects.get(id=job_id).state == "dead"
+    later = _delayed_job()
+    refused = client.post(f"/admin/django_xjobs/job/{later}/run-now/")
+    assert refused.status_code == 403 and b"CSRF" in refused.content
+    assert client.get(f"/admin/django_xjobs/job/{later}/run-now/").status_code == 403
+    assert Job.objects.get(id=later).state == "delayed"
+
+
+def test_run_now_is_offered_for_a_delayed_job_only_to_who_may_use_it(db):
+    """Issue 42: a delayed or scheduled job's page has Run now; a due one, a running one or a
+    finished one has none, nor has a viewer."""
+    later, due = _delayed_job(), jobs.ok.enqueue(n=43).id
+    operator = _client(db, ALLOWED)
+    button = 'value="run-now">Run now</button>'
+    assert button in operator.get(f"/admin/django_xjobs/job/{later}/change/").content.decode()
+    assert button not in operator.get(f"/admin/django_xjobs/job/{due}/change/").content.decode()
+    viewer = Client(enforce_csrf_checks=True)
+    viewer.force_login(_user("viewer", **WHO["view-only staff"]))
+    assert button not in viewer.get(f"/admin/django_xjobs/job/{later}/change/").content.decode()
+    response = _run_now_button(operator, later)
+    assert response.status_code == 302
+    row = Job.objects.get(id=later)
+    assert row.state == "ready" and row.run_at <= row.updated_at
 
 
 def test_the_job_page_shows_retry_and_cancel_only_to_who_may_use_them(db):

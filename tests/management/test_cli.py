@@ -267,3 +267,59 @@ def test_workers_lists_each_present_worker_alive_or_lapsed(harness):
     [b_line] = [line for line in text.splitlines() if line.startswith("worker-b")]
     assert "alive" in a_line and "4242" in a_line and "default,mail" in a_line
     assert "lapsed" in b_line
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("pause", "default"), "paused queue default"),
+        (("resume", "default"), "resumed queue default"),
+        (("limit", "default", "4"), "queue default: at most 4 runs at once"),
+    ],
+)
+def test_an_operator_action_says_its_sentence_and_nothing_else(transactional_db, args, said):
+    """Issue 42: with no logging configured for the library, ``xjobs pause`` printed its own
+    sentence, then the raw ``xjobs.queue.paused ...`` record on stderr."""
+    done = subprocess.run(
+        [sys.executable, str(MANAGE), "xjobs", *args, "--settings=tests.settings"],
+        env=worker_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(said) and done.stderr == ""
+
+
+def test_dead_prints_a_header_and_the_stop_reason(db):
+    """Issue 42: ``xjobs dead`` had no header and no stop reason, where ``ls`` has both."""
+    job_id = dead_job()
+    lines = xjobs("dead").splitlines()
+    assert lines[0].split() == ["id", "name", "attempt", "stop", "reason", "failed", "at"]
+    row = lines[1].split()
+    assert row[:4] == [job_id, "tests.jobs.terminal", "1", "terminal"]
+    assert lines[2].strip().startswith("X_TERMINAL")
+    assert lines[1][lines[0].index("stop reason") :].startswith("terminal")  # one column
+
+
+def test_a_job_that_never_ran_is_at_attempt_0_and_runs_after_its_dependencies(db):
+    """Issue 42: a dependant said attempt 1 and a run at in the year 9999."""
+    first = jobs.ok.enqueue(n=1)
+    waits = jobs.ok.using(after=[first.id]).enqueue(n=2)
+    shown = xjobs("show", str(waits.id))
+    assert "attempt 0 of 3" in shown and "parked" not in shown
+    assert "run at     runs after its dependencies" in shown and "9999" not in shown
+    [line] = [x for x in xjobs("ls").splitlines() if x.startswith(str(waits.id))]
+    assert "suspended" in line and " 0/3 " in line
+
+
+def test_show_lists_snoozes_as_snoozes_and_no_empty_traceback(db):
+    """Issue 42: a snooze read as a failed attempt, under a traceback heading with nothing in it."""
+    job_id = jobs.snoozer.enqueue(token="show-snooze", times=1, seconds=60).id
+    run_until_idle()
+    shown = xjobs("show", str(job_id))
+    assert "failed attempts: none" in shown
+    assert "snoozes (ctx.snooze, no attempt spent):" in shown and "snoozed for 1m" in shown
+    assert "traceback of attempt" not in shown

@@ -522,3 +522,59 @@ def test_an_operators_by_is_checked_before_anything_is_stored(harness, by):
         with pytest.raises(InvariantError, match=r"^X_INVARIANT: by "):
             call()
     assert "emails" not in {q["queue"] for q in inspect_queues()["queues"]}
+
+
+# --- run now (issue 42) ----------------------------------------------------------------------
+
+
+def test_run_job_now_makes_a_delayed_job_due_in_its_place(harness, caplog):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from django_xjobs import metrics, run_job_now
+    from django_xjobs.errors import JobNotWaitingError
+
+    later = jobs.ok.using(delay="1h", priority=3).enqueue(n=1)
+    before = metrics.value("xjobs_jobs_run_now_total", queue="default")
+    with caplog.at_level("INFO", logger="django_xjobs"):
+        trace = run_job_now(later.id, by="ops:alice")
+    assert trace["state"] == "ready"
+    row = harness.row(later.id)
+    assert row.run_at <= harness.driver.steps.now() and (row.priority, row.attempt) == (3, 0)
+    assert metrics.value("xjobs_jobs_run_now_total", queue="default") == before + 1
+    assert any(
+        "xjobs.job.run_now" in r.getMessage() and "ops:alice" in r.getMessage()
+        for r in caplog.records
+    )
+    [held] = claim(harness.driver)
+    assert held.id == later.id
+    with pytest.raises(JobNotWaitingError, match="running"):
+        run_job_now(later.id)  # running now: nothing to bring forward
+    harness.driver.ack([Complete(held.id, held.lease_token)])
+    with pytest.raises(JobNotWaitingError, match="retry_job"):
+        run_job_now(later.id)
+    with pytest.raises(JobNotFoundError):
+        run_job_now(uuid.UUID(int=7))
+    backing_off = jobs.ok.enqueue(n=2)
+    [held] = claim(harness.driver)
+    harness.driver.retry(RetryAt(held.id, held.lease_token, delay=600, error="boom"))
+    out = StringIO()
+    call_command("xjobs", "run-now", str(backing_off.id), "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["state"] == "ready" and data["attempt"] == 1  # its attempt is kept
+    out = StringIO()
+    due = jobs.ok.enqueue(n=3)
+    call_command("xjobs", "run-now", str(due.id), stdout=out)  # due already: changes nothing
+    assert "is due now" in out.getvalue()
+
+
+def test_run_job_now_refuses_a_parked_job(harness):
+    from django_xjobs import run_job_now
+    from django_xjobs.errors import JobNotWaitingError
+
+    first = jobs.ok.enqueue(n=1)
+    waits = jobs.ok.using(after=[first.id]).enqueue(n=2)
+    with pytest.raises(JobNotWaitingError, match="xjobs why"):
+        run_job_now(waits.id)
+    assert harness.row(waits.id).state == "suspended"

@@ -38,6 +38,7 @@ from ..contract import (
     RetryAt,
     Settle,
     Shed,
+    Standing,
     StepRecord,
     SuspendUntil,
     WorkerSnapshot,
@@ -54,11 +55,13 @@ from ..rules import (
     live_duplicate,
     not_found,
     requeue_refusal,
+    run_now_refusal,
     too_many_dependants,
     unknown_dependency,
     unknown_step,
 )
 from . import limits as memory_limits
+from . import standing as memory_standing
 from .backfills import MemoryBackfillLedger
 from .batches import MemoryBatchStore
 from .depth import MemoryDepthStore
@@ -675,6 +678,14 @@ class MemoryDriver:
         rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)  # SPEC SE-06: newest first
         return [_read(r) for r in rows[:limit]]
 
+    def standing(self, job_id: UUID, *, cap: int, fair: bool = False) -> Standing | None:
+        with self._lock:
+            return memory_standing.standing(self, job_id, cap=cap, fair=fair)
+
+    def job_states(self, ids: Sequence[UUID]) -> dict[UUID, str]:
+        with self._lock:
+            return memory_standing.job_states(self, ids)
+
     def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
         with self._lock:
             # PostgreSQL orders uuids by their bytes, as Python's UUID compares them
@@ -718,6 +729,22 @@ class MemoryDriver:
             if row.dependants:  # released, as in ack: they end dependency_failed
                 self._release_dependants(row)
             return row
+
+    def run_now(self, job_id: UUID) -> JobSnapshot:
+        with self._lock:
+            row = self._rows.get(job_id)
+            if row is None:
+                raise not_found(job_id)
+            refusal = run_now_refusal(job_id, row.state)
+            if refusal is not None:
+                raise refusal
+            now = self._now()
+            row = replace(row, state="ready", run_at=min(row.run_at, now), updated_at=now)
+            self._rows[job_id] = row
+            woken = [s for s in self._subscriptions if row.queue in s.queues]
+        for sub in woken:
+            sub.callback()
+        return _read(row)
 
     def requeue(self, job_id: UUID, *, from_step: str | None, force: bool) -> JobSnapshot:
         with self._lock:

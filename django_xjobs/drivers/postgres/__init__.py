@@ -39,6 +39,7 @@ from ..contract import (
     RetryAt,
     Settle,
     Shed,
+    Standing,
     SuspendUntil,
     WorkerSnapshot,
     check_claim_args,
@@ -56,12 +57,14 @@ from ..rules import (
     not_found,
     requeue_refusal,
     requeue_states,
+    run_now_refusal,
     too_many_dependants,
     unknown_dependency,
     unknown_step,
 )
 from . import limits as postgres_limits
 from . import sql
+from . import standing as postgres_standing
 from .backfills import PostgresBackfillLedger
 from .batches import PostgresBatchStore
 from .depth import PostgresDepthStore
@@ -483,6 +486,12 @@ class PostgresDriver:
         rows = Job.objects.using(self.using).filter(state="dead").order_by("-updated_at", "-id")
         return [snapshot(r) for r in rows[:limit]]
 
+    def standing(self, job_id: UUID, *, cap: int, fair: bool = False) -> Standing | None:
+        return postgres_standing.standing(self.using, job_id, cap=cap, fair=fair)
+
+    def job_states(self, ids: Sequence[UUID]) -> dict[UUID, str]:
+        return postgres_standing.job_states(self.using, ids)
+
     # --- operator actions (SPEC CANCEL-02..06, INSP-06, DESIGN) ---------------
 
     def cancel(self, job_id: UUID, reason: str | None) -> JobSnapshot:
@@ -501,6 +510,17 @@ class PostgresDriver:
             if row.state == "cancelled":
                 return row  # DESIGN Q-09: a no-op, the first reason stays
         raise DriverUnavailableError(f"job {job_id} kept changing state while being cancelled")
+
+    def run_now(self, job_id: UUID) -> JobSnapshot:
+        with transaction.atomic(using=self.using):  # the NOTIFY goes out with the commit
+            moved = self._run("run_now", {"id": job_id})
+        row = self.get_job(job_id)
+        if row is None:
+            raise not_found(job_id)
+        refusal = None if moved else run_now_refusal(job_id, row.state)
+        if refusal is not None:
+            raise refusal
+        return row
 
     def requeue(self, job_id: UUID, *, from_step: str | None, force: bool) -> JobSnapshot:
         params = {"id": job_id, "states": requeue_states(force)}

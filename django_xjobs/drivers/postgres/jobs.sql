@@ -738,6 +738,18 @@ RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_a
 )
 SELECT settled.* FROM settled, woken;
 
+-- name: run_now
+-- An operator's "run now" (issue 42): a waiting job due at once, in its place among the due ones
+-- by priority; a run_at already past is kept. Fenced on the waiting states; the NOTIFY wakes the
+-- workers of its queue at commit.
+UPDATE x_jobs
+SET run_at = LEAST(run_at, now()),
+    state = 'ready',
+    updated_at = now()
+WHERE id = %(id)s
+  AND state IN ('ready', 'delayed')
+RETURNING id, pg_notify('xjobs', queue);
+
 -- name: requeue
 -- Run a finished job again from its stored steps (SPEC INSP-06, DESIGN Q-03): only from the
 -- states in `states` (dead, failed; cancelled with force). Same run_id, attempt 0, due now;

@@ -5,27 +5,28 @@ from __future__ import annotations
 
 import getpass
 import json
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import CommandParser
 
 from ... import conf, operations
-from ...durations import format_seconds, parse_command_line
+from ...durations import format_seconds, format_time, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
 from ...limits.caps import inspect_limits, limit_lines, parse_cap, set_queue_limit
 from ...operations import manifest
 from ...run.controls import progress_text
-from ...states import FINISHED_STATES, shown_attempt
+from ...states import FINISHED_STATES, after_dependencies, shown_attempt
 from ...text import printable
 from ...worker.preflight import preflight
 from .. import cron_text as cron_commands
-from ..command import XJobsCommand, accept_global_options
+from ..command import XJobsCommand, accept_global_options, sentences_only
 
 
 class Command(XJobsCommand):
     help = (
-        "Inspect and operate jobs: ls, show, cancel, retry, dead, queues, pause, resume, crons, "
-        "cron, outbox, workers, manifest, prune, batch."
+        "Inspect and operate jobs: ls, show, why, cancel, retry, run-now, dead, queues, pause, "
+        "resume, crons, cron, limit, outbox, workers, manifest, prune, batch."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -60,6 +61,8 @@ class Command(XJobsCommand):
         retry.add_argument("job_id")
         retry.add_argument("--from-step", help="re-run this step and every later one")
         retry.add_argument("--force", action="store_true", help="also retry a cancelled job")
+        run_now = action("run-now", "make a delayed or scheduled job due now (it keeps its place)")
+        run_now.add_argument("job_id")
         dead = action("dead", "dead-lettered jobs, newest first")
         dead.add_argument("--limit", type=int, default=50)
         action("queues", "per-queue counts, the oldest ready job's age, and whether it is paused")
@@ -121,7 +124,8 @@ class Command(XJobsCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] != "manifest":  # the manifest is code, not rows
             preflight(conf.get())
-        result, text = getattr(self, f"_{options['action']}")(options)
+        with sentences_only():
+            result, text = getattr(self, f"_{options['action'].replace('-', '_')}")(options)
         if options["json"]:
             self.stdout.write(json.dumps(result, indent=2, default=str))
         else:  # stored texts (errors, reasons, names) reach a terminal: no escape sequences
@@ -154,7 +158,7 @@ class Command(XJobsCommand):
             f"  state      {job['state']}  ({_attempt_text(job)})",
             f"  queue      {job['queue']}  priority {job['priority']}",
             f"  key        {job['idempotency_key']}",
-            f"  run at     {job['run_at']}",
+            f"  run at     {_when(job['run_at'])}",
             f"  stop       {job['stop_reason'] or '-'}",
             *_control_lines(job),
             f"  last error {job['last_error'] or '-'}",
@@ -181,13 +185,27 @@ class Command(XJobsCommand):
         since = f" from step {o['from_step']!r}" if o["from_step"] else ""
         return job, f"queued {job['id']} ({job['name']}) again{since}"
 
+    def _run_now(self, o: dict[str, Any]) -> tuple[Any, str]:
+        job = operations.run_job_now(o["job_id"], by=_operator())
+        return (
+            job,
+            f"{job['id']} ({job['name']}) is due now: the next claim on queue {job['queue']} takes it",
+        )
+
     def _dead(self, o: dict[str, Any]) -> tuple[Any, str]:
         rows = operations.inspect_dead_letters(limit=o["limit"])
-        lines = [
-            f"{r['id']}  {r['name']:<32} attempt {r['attempt']}  {r['failed_at']}\n    {r['last_error']}"
-            for r in rows
-        ]
-        return rows, "\n".join(lines) or "no dead jobs"
+        if not rows:
+            return rows, "no dead jobs"
+        lines = [DEAD_HEADER]
+        for r in rows:
+            failed = format_time(datetime.fromisoformat(r["failed_at"]))
+            lines.append(
+                _dead_columns(
+                    r["id"], r["name"], str(r["attempt"]), r["stop_reason"] or "-", failed
+                )
+            )
+            lines.append(f"    {r['last_error'] or '-'}")
+        return rows, "\n".join(lines)
 
     def _queues(self, o: dict[str, Any]) -> tuple[Any, str]:
         report = operations.inspect_queues()
@@ -207,9 +225,7 @@ class Command(XJobsCommand):
         from ...operations.why import why_job
 
         found = why_job(o["job_id"])
-        lines = [f"{found.name}  {found.id}  {found.state}  (queue {found.queue})"]
-        lines += [f"  - {r.text}" for r in found.reasons] or ["  nothing holds it: it is due"]
-        return found.to_json(), "\n".join(lines)
+        return found.to_json(), "\n".join(found.lines())
 
     def _limit(self, o: dict[str, Any]) -> tuple[Any, str]:
         cap = parse_cap(o["concurrency"])
@@ -357,15 +373,20 @@ def _control(state: Any) -> dict[str, Any]:
 
 
 def _attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
-    """One line per failed attempt, oldest first, then the newest one's traceback."""
-    if not attempts:
-        return ["  failed attempts: none"]
-    lines = ["  failed attempts:"]
-    for a in attempts:
+    """One line per failed attempt, oldest first, then the newest one's traceback when it left
+    one (a lost lease leaves none); the snoozes apart, as snoozes (issue 42)."""
+    failed = [a for a in attempts if a["outcome"] != "snoozed"]
+    snoozes = [a for a in attempts if a["outcome"] == "snoozed"]
+    lines = ["  failed attempts:" if failed else "  failed attempts: none"]
+    for a in failed:
         what = " ".join(filter(None, [a["code"], a["exception"]]))
         lines.append(f"    #{a['attempt']:<3} {a['at']}  {a['outcome']:<8} {what}: {a['message']}")
-    lines.append(f"  traceback of attempt {attempts[-1]['attempt']}:")
-    lines += [f"    {line}" for line in attempts[-1]["traceback"].rstrip().splitlines()]
+    if failed and failed[-1]["traceback"].strip():
+        lines.append(f"  traceback of attempt {failed[-1]['attempt']}:")
+        lines += [f"    {line}" for line in failed[-1]["traceback"].rstrip().splitlines()]
+    if snoozes:
+        lines.append("  snoozes (ctx.snooze, no attempt spent):")
+        lines += [f"    during #{a['attempt']:<3} {a['at']}  {a['message']}" for a in snoozes]
     return lines
 
 
@@ -384,13 +405,23 @@ def _backfill_lines(section: dict[str, Any] | None) -> list[str]:
 
 
 def _attempt_text(job: dict[str, Any]) -> str:
-    attempt = shown_attempt(job["state"], job["attempt"])
-    parked = ", parked: it spends no attempt" if job["state"] == "suspended" else ""
+    started = job.get("started_at") is not None
+    attempt = shown_attempt(job["state"], job["attempt"], started)
+    parked = ", parked: it spends no attempt" if job["state"] == "suspended" and started else ""
     return f"attempt {attempt} of {job['max_attempts']}{parked}"
 
 
+def _when(text: str | None) -> str:
+    """A time of the row as every screen prints one; a dependant's far future in words."""
+    if not text:
+        return "-"
+    when = datetime.fromisoformat(text)
+    return "runs after its dependencies" if after_dependencies(when) else format_time(when)
+
+
 def _row_line(row: dict[str, Any]) -> str:
-    attempt = f"{shown_attempt(row['state'], row['attempt'])}/{row['max_attempts']}"
+    started = row.get("started_at") is not None
+    attempt = f"{shown_attempt(row['state'], row['attempt'], started)}/{row['max_attempts']}"
     line = _columns(row["id"], row["name"], row["queue"], row["state"], attempt, row["updated_at"])
     progress = progress_text(row.get("progress"))
     return f"{line}  {progress}" if progress else line
@@ -421,6 +452,14 @@ def _columns(*cells: str) -> str:
     job_id, name, queue, state, attempt, updated = cells
     return f"{job_id:<36}  {name:<32} {queue:<10} {state:<9} {attempt:>7}  {updated}"
 
+
+def _dead_columns(*cells: str) -> str:
+    job_id, name, attempt, stop, failed = cells
+    return f"{job_id:<36}  {name:<32} {attempt:>7}  {stop:<18}  {failed}"
+
+
+#: the columns of ``xjobs dead``, each row's last error on the line below it
+DEAD_HEADER = _dead_columns("id", "name", "attempt", "stop reason", "failed at")
 
 #: the columns of ``xjobs ls``: the time is when the row last changed (``updated_at``)
 LS_HEADER = _columns("id", "name", "queue", "state", "attempt", "updated")

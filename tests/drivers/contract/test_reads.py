@@ -12,11 +12,13 @@ from django.conf import settings
 from django.db import transaction
 from django.test import override_settings
 
+from django_xjobs.drivers.claim_limits import ClaimLimits
 from django_xjobs.drivers.contract import (
     Complete,
     Finish,
     SuspendUntil,
 )
+from django_xjobs.limit_keys import SEPARATOR
 from django_xjobs.outbox.relay import Relay
 from django_xjobs.testing import run_until_idle
 from tests import jobs
@@ -160,3 +162,91 @@ def test_drv_05_numbers_past_2_53_read_back_as_written(live_harness, path):
     )
     found = driver.events.find("numbers", after=published.published_at)
     assert found is not None and typed(found.payload) == typed(NUMBERS)
+
+
+# --- (k) what a claim weighs for one job, counted (why_job, issue 42) -------------------------
+
+
+def test_standing_counts_the_due_jobs_ahead_and_the_queues_runs(harness):
+    from django_xjobs.drivers.contract import Standing, WorkerLoad
+
+    driver = harness.driver
+    older = [jobs.ok.enqueue(n=n).id for n in range(3)]
+    mine = jobs.ok.enqueue(n=9).id
+    jobs.important.enqueue(n=1)  # priority 5: ahead whatever its age
+    jobs.ok.using(delay="1h").enqueue(n=10)  # not due: no claim takes it first
+    jobs.on_other_queue.enqueue(n=1)  # another queue
+    [first] = claim(driver, limit=1)  # the priority-5 job runs now
+    standing = driver.standing(mine, cap=100)
+    assert (standing.ahead, standing.higher_priority) == (3, 0)
+    assert standing.queue_running == 1 and standing.key is None
+    assert standing.loads == (WorkerLoad("w1", 1, 1, 1),)
+    assert driver.standing(older[0], cap=100).ahead == 0
+    assert driver.standing(mine, cap=2).ahead == 2  # counted up to the cap, never past it
+    assert driver.standing(jobs.ok.enqueue(n=11).id, cap=100).ahead == 4
+    assert driver.standing(first.run_id, cap=100) is None  # no job has that id
+    assert isinstance(standing, Standing)
+
+
+def test_standing_counts_a_keys_runs_starts_and_pause(harness):
+    from django_xjobs.worker.claim_limits import declared_limits
+
+    driver = harness.driver
+    limits = ClaimLimits(jobs=declared_limits()[0])
+    first = jobs.per_account.enqueue(account="acme", n=0)
+    driver.claim(
+        queues=["limited"],
+        limit=5,
+        visibility_timeout=30,
+        worker_id="w1",
+        lapsed=False,
+        limits=limits,
+    )
+    waiting = jobs.per_account.enqueue(account="acme", n=1).id
+    jobs.per_account.enqueue(account="other", n=1)
+    standing = driver.standing(waiting, cap=100)
+    assert standing.key == f"tests.jobs.per_account{SEPARATOR}acme"
+    assert (standing.key_running, standing.key_holders) == (1, ((first.id, "w1"),))
+    assert (standing.ahead, standing.key_ahead) == (0, 0)
+    driver.pause_key(standing.key, 60)
+    paused = driver.standing(waiting, cap=100).key_paused_until
+    assert 50 < (paused - driver.steps.now()).total_seconds() <= 61
+    for n in range(2):
+        jobs.rated_slowly.enqueue(partner="p", n=n)
+    driver.claim(
+        queues=["rated"],
+        limit=5,
+        visibility_timeout=30,
+        worker_id="w1",
+        lapsed=False,
+        limits=limits,
+    )
+    third = jobs.rated_slowly.enqueue(partner="p", n=2).id
+    assert len(driver.standing(third, cap=100).key_starts) == 2
+
+
+def test_standing_counts_fair_share_turns(harness):
+    from django.test import override_settings
+
+    driver = harness.driver
+    with override_settings(XJOBS={"QUEUES": ["other"], "OUTBOX": "off", "FAIR_SHARE": "tenant"}):
+        big = [jobs.ok.using(tenant_id="big").enqueue(n=n).id for n in range(3)]
+        small = jobs.ok.using(tenant_id="small").enqueue(n=9).id
+    third = driver.standing(big[2], cap=100, fair=True)
+    assert (third.key_ahead, third.other_keys, third.other_keys_ahead) == (2, 1, 1)
+    first = driver.standing(small, cap=100, fair=True)
+    assert (first.key_ahead, first.other_keys, first.other_keys_ahead) == (0, 1, 1)
+    assert driver.standing(small, cap=100).other_keys == 0  # counted only when asked
+
+
+def test_job_states_reads_each_state_and_leaves_unknown_ids_out(harness):
+    from uuid import UUID
+
+    driver = harness.driver
+    done = jobs.ok.enqueue(n=1).id
+    [held] = claim(driver)
+    driver.ack([Complete(held.id, held.lease_token)])
+    ready = jobs.ok.enqueue(n=2).id
+    unknown = UUID(int=1)
+    assert driver.job_states([done, ready, unknown]) == {done: "done", ready: "ready"}
+    assert driver.job_states([]) == {}
