@@ -58,8 +58,11 @@ def fresh_clone(target: Path) -> Path:
 
 
 def make(clone: Path, *targets: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
+    # A make above this one (CI's ``make test VENV=.venv-py312``) passes its command-line
+    # variables down through MAKEFLAGS: the clone would look for its venv under the caller's name.
+    dropped = ("VIRTUAL_ENV", "PYTHONPATH", "DJANGO_SETTINGS_MODULE")
+    dropped += ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     for target in targets:
         result = subprocess.run(
             ["make", target], cwd=clone, env=env, capture_output=True, text=True, timeout=600
