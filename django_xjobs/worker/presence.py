@@ -34,11 +34,16 @@ class WorkerPresence:
         ttl: float,
         in_flight: Callable[[], int],
         answered: Callable[[], None] | None = None,
+        settle_first: Callable[[], bool] | None = None,
     ) -> None:
         self.driver, self.worker_id, self.queues = driver, worker_id, queues
         self.ttl, self.in_flight = ttl, in_flight
         #: called when a renewal lands after failing: the database answers again
         self.answered = answered
+        #: after a failure, sends what the worker owes from the outage before the row is renewed
+        #: (True once nothing is owed): a holder seen after its lease ran out is "present", and
+        #: its lapsed runs may be taken at once, so its own results must land first (LEASE-20)
+        self.settle_first = settle_first
         self.host, self.pid = socket.gethostname(), os.getpid()
         #: one renewal in flight at a time, however long it takes (as for a lease)
         self.renewing = False
@@ -55,6 +60,8 @@ class WorkerPresence:
         try:
             if self._released:
                 return  # a renewal queued before the stop must not bring the row back
+            if self._failing and self.settle_first is not None and not self.settle_first():
+                return  # the database still refuses what is owed: say nothing yet
             presence = Presence(self.worker_id, self.host, self.pid, self.queues, self.in_flight())
             self.driver.renew_presence(presence, self.ttl)
         except Exception as error:

@@ -174,6 +174,8 @@ class Worker:
         self._answered = False
         #: when the claim loop last tried the settles owed since an outage
         self._repaid_at = float("-inf")
+        #: the claim loop and the presence renewal both send what is owed: one at a time
+        self._repaying = threading.Lock()
         self.admission = Admission(
             self.runs,
             self.driver,
@@ -260,6 +262,7 @@ class Worker:
             ttl=self.visibility_timeout,
             in_flight=lambda: len(self.runs),
             answered=self._on_answered,
+            settle_first=self._settle_owed,
         )
         presence.renew()  # present before the first claim, so its lapses are judged fairly
         self._presence = presence
@@ -490,7 +493,16 @@ class Worker:
                 min(self.poll_interval, _REPAY_EVERY) if runs.owed else self.poll_interval
             )
 
-    def _repay(self) -> None:
+    def _settle_owed(self) -> bool:
+        """The presence renewal's first step after an outage (heartbeat thread): the settles
+        owed are sent before the worker says it is present again, so no other worker takes a
+        run as lapsed while its holder's result is on its way (a completion that landed first
+        would have been refused, and the body run twice). True once nothing is owed."""
+        if self.runs.owed:
+            self._repay(section=False)
+        return not self.runs.owed
+
+    def _repay(self, *, section: bool = True) -> None:
         """Send the settles owed since the outage, each fenced on its lease token: a run cut
         short goes back to ready at once instead of waiting for its lapse to be swept (issue
         25 item 1). It is tried every ``_REPAY_EVERY`` s whatever the claims' backoff, the oldest
@@ -498,6 +510,12 @@ class Worker:
         during an outage costs one statement (SPEC LEASE-20). One that fails on a connection
         again stays owed for the next pass; any other failure, or ten minutes owed, drops it:
         its lease hands the job back as before."""
+        with self._repaying:  # the claim loop's pass or the presence renewal's, one at a time
+            watch = self._watch("claim") if section else contextlib.nullcontext()
+            with watch:
+                self._repay_owed()
+
+    def _repay_owed(self) -> None:
         now = self._repaid_at = time.monotonic()
         runs = self.runs
         with runs.lock:
@@ -516,18 +534,17 @@ class Worker:
                     kept.update(v.lease_token for v in values)
                 return failed
 
-        with self._watch("claim"):  # the claim loop's own section: the settler has its own
-            landed = settle(self.driver, owed[:1], guard)  # the probe
-            if kept and self._database is not None:
-                # the first statement after an outage meets the connection it broke: once more
-                # on a fresh one, before this pass's claim could sweep these very rows
-                connections[self._database].close()
-                kept.clear()
-                landed = settle(self.driver, owed[:1], guard)
-            if kept:
-                kept.update(value.lease_token for value in owed)  # still away: all stay owed
-            else:
-                landed |= settle(self.driver, owed[1:], guard)
+        landed = settle(self.driver, owed[:1], guard)  # the probe
+        if kept and self._database is not None:
+            # the first statement after an outage meets the connection it broke: once more on a
+            # fresh one, before this pass's claim could sweep these very rows
+            connections[self._database].close()
+            kept.clear()
+            landed = settle(self.driver, owed[:1], guard)
+        if kept:
+            kept.update(value.lease_token for value in owed)  # still away: all stay owed
+        else:
+            landed |= settle(self.driver, owed[1:], guard)
         with runs.lock:
             for value in owed:
                 if value.lease_token not in kept:
@@ -541,7 +558,7 @@ class Worker:
             landed=len(landed),
             refused=len(owed) - len(landed) - len(kept),
         )
-        self._breaker.retry_now()  # the database answers: claim now, not after the backoff
+        self._answered = True  # the database answers: the loop claims now, not after its backoff
         self._wake.set()  # the runs handed back are due now
 
     def _free_lanes(self) -> list[tuple[Lane, int]]:

@@ -267,3 +267,37 @@ def test_the_heartbeat_renews_presence_once_per_tick_however_many_runs():
     for _ in range(3):
         beat_.beat()
     assert (driver.presence_calls, driver.lease_calls) == (3, 15)
+
+
+def test_lease_20_a_holder_back_from_an_outage_lands_its_owed_result_before_it_is_present(
+    harness,
+):
+    """The outage struck between a's body returning and its completion landing (the chaos
+    restart scenario): a's result is owed, and its lease ran out meanwhile. Once the database
+    answers, a's first presence renewal sends the owed completion first: renewed first, a would
+    count as present after its lease ran out, b's claim could take the run at once, and a's
+    completion would be refused while b ran the body a second time."""
+    from django_xjobs.worker.presence import WorkerPresence
+    from django_xjobs.worker.worker import Worker
+
+    job_id = jobs.ok.enqueue(n=1).id
+    beat(harness.driver, "a")
+    beat(harness.driver, "b")
+    [held] = claim(harness.driver, "a")
+    worker = Worker(queues=["default"], concurrency=1, worker_id="a")
+    worker.runs.owed[held.lease_token] = (Complete(held.id, held.lease_token), time.monotonic())
+    presence = WorkerPresence(
+        harness.driver,
+        worker_id="a",
+        queues=("default",),
+        ttl=VIS,
+        in_flight=lambda: 0,
+        settle_first=worker._settle_owed,
+    )
+    presence._failing = True  # its last renewal met the outage
+    lapse(harness)  # nobody reached the database; a's lease ran out
+    presence.renew()  # the database answers: a's first beat back
+    beat(harness.driver, "b")
+    assert claim(harness.driver, "b") == []  # nothing to take: the body never runs twice
+    assert harness.row(job_id).state == "done"  # a's completion landed, fenced on its token
+    assert not worker.runs.owed and "a" in by_id(harness.driver)  # then a said it is present
