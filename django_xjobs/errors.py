@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+import copy
+import threading
+from typing import Any, ClassVar, Literal, Self
 
 RetryKind = Literal["terminal", "retryable", "retry-after"]
 
@@ -26,12 +28,23 @@ class _Coded(BaseException):
         code: str | None = None,
         **meta: Any,
     ) -> None:
+        # ``code=`` is an app's own code on its own error (``XJobsError(..., code="APP_DECLINED")``,
+        # classified by register_error_retry); this package raises each of its codes with the
+        # class that owns it (tests/project/test_boundaries.py holds it to that).
         if code is not None:
             self.code = code  # type: ignore[misc]
         self.message = message or (type(self).__doc__ or self.code).strip().splitlines()[0]
         self.hint = self.default_hint if hint is None else hint
         self.meta = meta
         super().__init__(str(self))
+
+    def prefixed(self, prefix: str) -> Self:
+        """A copy of this error whose message starts with ``prefix``: the same class, code,
+        hint and meta (``inputs[3]: ...`` names the input of a batch that broke a rule)."""
+        copied = copy.copy(self)
+        copied.message = f"{prefix}{self.message}"
+        copied.args = (str(copied),)
+        return copied
 
     def __str__(self) -> str:
         text = f"{self.code}: {self.message}"
@@ -78,11 +91,48 @@ class DurationInvalidError(XJobsError):
 
 
 class JobDefinitionError(XJobsError):
-    """A job or cron declaration is invalid; raised when the module defining it is imported.
+    """A job, cron or backfill declaration is invalid; raised when the module defining it is
+    imported.
 
-    Its ``code`` is the precise rule that failed (``X_INVARIANT``, ``X_IDEMPOTENCY_REQUIRED``,
-    ``X_JOB_DUPLICATE``, ``X_DURATION_INVALID``, ...).
+    It is never raised as itself: each rule raises its own subclass, with its own ``code``
+    (``CronInvalidError``, ``IdempotencyRequiredError``, ...). A rule that has a class of its
+    own outside declarations is raised as a class that is both, from ``JobDefinitionError.of``:
+    a bad duration in ``@job(timeout=...)`` is a ``DurationInvalidDefinitionError``, which
+    ``except JobDefinitionError`` and ``except DurationInvalidError`` both catch.
     """
+
+    _of: ClassVar[dict[type[XJobsError], type[JobDefinitionError]]] = {}
+    _of_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    @classmethod
+    def of(cls, rule: type[XJobsError]) -> type[JobDefinitionError]:
+        """The declaration error for ``rule``: a subclass of both this class and ``rule``,
+        carrying ``rule``'s code, named ``<Rule>DefinitionError`` (``InvariantError`` gives
+        ``InvariantDefinitionError``). The same class on every call; for the rules of this
+        module it is an attribute of it, so an instance pickles by reference."""
+        if issubclass(rule, JobDefinitionError):
+            return rule
+        with cls._of_lock:
+            made = cls._of.get(rule)
+            if made is None:
+                name = rule.__name__.removesuffix("Error") + "DefinitionError"
+                doc = f"A declaration broke the rule of ``{rule.__name__}`` (``{rule.code}``)."
+                body = {"code": rule.code, "__doc__": doc, "__module__": __name__}
+                made = cls._of[rule] = type(name, (JobDefinitionError, rule), body)
+            return made
+
+
+class CronInvalidError(JobDefinitionError):
+    """A cron's schedule cannot be read or never fires, or ``@cron`` was put where it cannot
+    work."""
+
+    code = "X_CRON_INVALID"
+
+
+class IdempotencyRequiredError(JobDefinitionError):
+    """A job was declared without an ``idempotency_key``."""
+
+    code = "X_IDEMPOTENCY_REQUIRED"
 
 
 class InputInvalidError(XJobsError):
@@ -573,12 +623,60 @@ class JobSnooze(JobInterrupt):
         self.seconds = seconds
 
 
-#: Every code this package owns, with its class: the table the docs list.
+# --- the declaration errors of rules above (JobDefinitionError.of) -----------------------------
+
+
+class InvariantDefinitionError(JobDefinitionError, InvariantError):
+    """A declaration broke a rule of the API: ``concurrency=0``, a bad backfill ``batch=``, ..."""
+
+    code = "X_INVARIANT"
+
+
+class JobDuplicateDefinitionError(JobDefinitionError, JobDuplicateError):
+    """Two jobs (or two crons, two backfills) declare one name."""
+
+    code = "X_JOB_DUPLICATE"
+
+
+class JobTenantRequiredDefinitionError(JobDefinitionError, JobTenantRequiredError):
+    """A job's ``tenant=`` is neither a callable nor ``"required"``."""
+
+    code = "X_JOB_TENANT_REQUIRED"
+
+
+JobDefinitionError._of.update(
+    {
+        InvariantError: InvariantDefinitionError,
+        JobDuplicateError: JobDuplicateDefinitionError,
+        JobTenantRequiredError: JobTenantRequiredDefinitionError,
+    }
+)
+
+
+def __getattr__(name: str) -> type[JobDefinitionError]:
+    """``errors.<Rule>DefinitionError`` for every other rule of this module, made on first use,
+    so a pickled one loads in a process that has not made it yet."""
+    rule = globals().get(name.removesuffix("DefinitionError") + "Error")
+    if (
+        name.endswith("DefinitionError")
+        and isinstance(rule, type)
+        and issubclass(rule, XJobsError)
+        and not issubclass(rule, JobDefinitionError)
+    ):
+        return JobDefinitionError.of(rule)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: Every code this package owns, with its class: the table the docs list. A declaration's
+#: error for a rule (``InvariantDefinitionError``) carries its rule's code, so the rule's class
+#: stands for it here.
 CODES: dict[str, type[_Coded]] = {
     cls.code: cls
     for cls in (
         InvariantError,
         DurationInvalidError,
+        CronInvalidError,
+        IdempotencyRequiredError,
         InputInvalidError,
         PayloadTooLargeError,
         QueueUnknownError,
@@ -634,7 +732,6 @@ CODES: dict[str, type[_Coded]] = {
         JobRowStatusUnknownError,
     )
 }
-CODES["X_IDEMPOTENCY_REQUIRED"] = JobDefinitionError
 
 
 # --- the text of an error, in one place --------------------------------------------------------

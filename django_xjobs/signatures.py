@@ -8,7 +8,7 @@ import string
 from collections.abc import Callable
 from typing import Any
 
-from .errors import InputInvalidError, InvariantError, JobDefinitionError
+from .errors import IdempotencyRequiredError, InputInvalidError, InvariantError
 
 
 class Binder:
@@ -132,9 +132,8 @@ def check_key(key: Any, signature: inspect.Signature, *, missing: Any = None) ->
     """An ``idempotency_key`` declaration: present, and a template whose fields are inputs the
     handler takes (SPEC JOB-08); ``missing`` is the caller's "not given" marker."""
     if key is missing or key is None or key == "":
-        raise JobDefinitionError(
+        raise IdempotencyRequiredError(
             "idempotency_key is required",
-            code="X_IDEMPOTENCY_REQUIRED",
             hint='e.g. idempotency_key="charge:{order_id}", or a callable taking the inputs',
         )
     if callable(key):

@@ -32,9 +32,9 @@ from ..drivers import get_driver
 from ..drivers.contract import EnqueueRequest, JobSnapshot
 from ..errors import (
     ConfigInvalidError,
+    CronInvalidError,
     InputInvalidError,
     InvariantError,
-    JobDefinitionError,
     JobNotFoundError,
     QueueUnknownError,
 )
@@ -704,10 +704,9 @@ def cron_entries(task: Any) -> Callable[[datetime], Any]:
     import inspect
 
     if task.backend not in registry.task_aliases():
-        raise JobDefinitionError(
+        raise CronInvalidError(
             f"@cron above task {task.module_path!r}: its backend {task.backend!r} is not "
             "django_xjobs.backends.XJobsBackend, so an occurrence could not be enqueued exactly once",
-            code="X_CRON_INVALID",
             hint=f'point TASKS["{task.backend}"] at django_xjobs.backends.XJobsBackend, or use '
             "@task(backend=...) with one that is",
         )
@@ -723,10 +722,9 @@ def cron_entries(task: Any) -> Callable[[datetime], Any]:
         and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
     if needed:
-        raise JobDefinitionError(
+        raise CronInvalidError(
             f"@cron above task {task.module_path!r}: an occurrence has no value for "
             f"{', '.join(needed)}",
-            code="X_CRON_INVALID",
             hint="give those parameters defaults; an `occurrence` parameter gets the occurrence "
             "as ISO 8601 text",
         )

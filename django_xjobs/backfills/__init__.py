@@ -26,9 +26,9 @@ from ..errors import (
     BackfillAppliedError,
     BackfillEnvironmentError,
     BackfillStalledError,
+    InvariantDefinitionError,
     InvariantError,
     JobAbortedError,
-    JobDefinitionError,
     JobInterrupt,
     describe_error,
 )
@@ -202,37 +202,32 @@ def _check(
     """SPEC BF-02: every mistake is refused at import, with a code and a hint."""
     where = f"backfill {name!r}"
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
-        raise JobDefinitionError(
+        raise InvariantDefinitionError(
             f"backfill name={name!r} must be a non-empty string of at most 200 characters",
-            code="X_INVARIANT",
             hint='a stable name, e.g. name="orders.fill_currency": the ledger is keyed by it',
         )
     if not callable(handler) or inspect.iscoroutinefunction(handler):
-        raise JobDefinitionError(
+        raise InvariantDefinitionError(
             f"{where}: @backfill decorates a plain function fn(ctx, rows), got {handler!r}",
-            code="X_INVARIANT",
             hint="put @backfill(...) directly above def fn(ctx, rows)",
         )
     params = list(inspect.signature(handler).parameters.values())
     if len(params) != 2 or any(
         p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params
     ):
-        raise JobDefinitionError(
+        raise InvariantDefinitionError(
             f"{where}: the handler takes ({', '.join(p.name for p in params)}), not (ctx, rows)",
-            code="X_INVARIANT",
             hint="def fill(ctx, rows): ... gets one page of model instances",
         )
     if not callable(queryset):
-        raise JobDefinitionError(
+        raise InvariantDefinitionError(
             f"{where}: queryset= must be a callable returning a QuerySet, got "
             f"{type(queryset).__name__}",
-            code="X_INVARIANT",
             hint="queryset=lambda: Order.objects.filter(currency__isnull=True): called per pass",
         )
     if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch < 2**53:
-        raise JobDefinitionError(
+        raise InvariantDefinitionError(
             f"{where}: batch={batch!r} must be a whole number of rows, at least 1",
-            code="X_INVARIANT",
             hint="the rows per page; the default is 1000",
         )
     if (
@@ -241,25 +236,22 @@ def _check(
         or not math.isfinite(rate)
         or rate <= 0
     ):
-        raise JobDefinitionError(
+        raise InvariantDefinitionError(
             f"{where}: rate={rate!r} must be a finite number of pages per second above 0",
-            code="X_INVARIANT",
             hint="the default is 5; a large number (1e6) is as good as no limit",
         )
     envs: tuple[str, ...] | None = None
     if environments is not None:
         if isinstance(environments, str) or not all(isinstance(e, str) and e for e in environments):
-            raise JobDefinitionError(
+            raise InvariantDefinitionError(
                 f"{where}: environments={environments!r} must be a list of names",
-                code="X_INVARIANT",
                 hint='e.g. environments=["production", "staging"], matched against '
                 'XJOBS["ENVIRONMENT"]',
             )
         envs = tuple(environments)
         if not envs:
-            raise JobDefinitionError(
+            raise InvariantDefinitionError(
                 f"{where}: environments=[] would never run",
-                code="X_INVARIANT",
                 hint="omit environments= to run everywhere",
             )
     needs = _check_requires(where, requires)
@@ -283,18 +275,16 @@ def _check_requires(where: str, requires: Any) -> tuple[str, str] | None:
         or len(requires) != 2
         or not all(isinstance(part, str) and part for part in requires)
     ):
-        raise JobDefinitionError(
+        raise InvariantDefinitionError(
             f"{where}: requires={requires!r} must be (app_label, migration_name)",
-            code="X_INVARIANT",
             hint='e.g. requires=("shop", "0042_order_currency")',
         )
     label, migration = requires
     known = _migrations_on_disk()
     if (label, migration) not in known:
         names = sorted(n for app, n in known if app == label)
-        raise JobDefinitionError(
+        raise InvariantDefinitionError(
             f"{where}: requires={tuple(requires)!r} names no migration on disk",
-            code="X_INVARIANT",
             hint=f"{label}'s migrations: {', '.join(names[-5:])}"
             if names
             else f"no app labelled {label!r} has migrations",

@@ -19,7 +19,7 @@ from croniter.croniter import (
     CroniterBadTypeRangeError,
 )
 
-from ..errors import InvariantError, JobDefinitionError
+from ..errors import CronInvalidError, InvariantError
 from ..text import check_label
 from . import registry
 
@@ -181,9 +181,8 @@ def cron(
             ...
     """
     if callable(schedule):
-        raise JobDefinitionError(
+        raise CronInvalidError(
             f'@cron needs its schedule: @cron("0 3 * * *", tz=...) above {getattr(schedule, "__name__", "the function")}',
-            code="X_CRON_INVALID",
             hint='e.g. @cron("0 3 * * *", tz="UTC")',
         )
 
@@ -296,20 +295,18 @@ def check_schedule(schedule: Any, seconds: Any, tz: str) -> None:
     if len(fields) == 6:
         first = f'@cron("{" ".join(fields[1:])}", seconds="{fields[0]}", ...)'
         last = f'@cron("{" ".join(fields[:5])}", seconds="{fields[5]}", ...)'
-        raise JobDefinitionError(
+        raise CronInvalidError(
             f"schedule {schedule!r} has 6 fields: some cron readers take the first as seconds, "
             "others the last, so it is refused",
-            code="X_CRON_INVALID",
             hint=f"give the 5 fields and the seconds apart: {first}"
             if first == last
             else f"give the 5 fields and the seconds apart: {first} for seconds first, "
             f"{last} for seconds last",
         )
     if len(fields) != 5:
-        raise JobDefinitionError(
+        raise CronInvalidError(
             f"schedule {schedule!r} must have 5 fields (minute hour day-of-month month "
             "day-of-week)",
-            code="X_CRON_INVALID",
             hint='e.g. "0 3 * * *" for 03:00 every day; seconds go in seconds="..."',
         )
     for index, field in enumerate(FIELDS):
@@ -318,9 +315,8 @@ def check_schedule(schedule: Any, seconds: Any, tz: str) -> None:
         _check_field(" ".join(alone), f"schedule {schedule!r}", field, fields[index])
     if seconds is not None:
         if not isinstance(seconds, str) or len(seconds.split()) != 1:
-            raise JobDefinitionError(
+            raise CronInvalidError(
                 f'seconds={seconds!r} must be one cron field, e.g. "*/20" or "0,30"',
-                code="X_CRON_INVALID",
                 hint="the seconds field takes 0-59",
             )
         _check_field(f"* * * * * {seconds}", f"seconds={seconds!r}", SECONDS, seconds)
@@ -329,15 +325,13 @@ def check_schedule(schedule: Any, seconds: Any, tz: str) -> None:
         walk = croniter(expression, datetime(2026, 1, 1, tzinfo=ZoneInfo(tz)))
         walk.get_next(datetime)
     except CroniterBadCronError as error:  # pragma: no cover - each field was checked alone
-        raise JobDefinitionError(
+        raise CronInvalidError(
             f"schedule {schedule!r} is not valid: {error}",
-            code="X_CRON_INVALID",
             hint="check each field's range",
         ) from None
     except CroniterBadDateError:
-        raise JobDefinitionError(
+        raise CronInvalidError(
             f"schedule {schedule!r} can never fire",
-            code="X_CRON_INVALID",
             hint="e.g. February has no 31st",
         ) from None
 
@@ -347,18 +341,16 @@ def _check_field(expression: str, where: str, field: tuple[str, int, int], value
     name, low, high = field
     outside = [n for n in _VALUE.findall(value) if not low <= int(n) <= high]
     if outside:
-        raise JobDefinitionError(
+        raise CronInvalidError(
             f"{where}: the {name} field {value!r} is out of range: {outside[0]} is not in "
             f"{low}-{high}",
-            code="X_CRON_INVALID",
             hint=f"the {name} field takes {low} to {high}",
         )
     try:
         croniter(expression, datetime(2026, 1, 1)).get_next(datetime)
     except (CroniterBadCronError, CroniterBadTypeRangeError, CroniterBadDateError) as error:
-        raise JobDefinitionError(
+        raise CronInvalidError(
             f"{where}: the {name} field {value!r} is not valid ({error})",
-            code="X_CRON_INVALID",
             hint=f"the {name} field takes {low} to {high}: a value, a list (a,b), a range (a-b) "
             "or a step (*/n)",
         ) from None

@@ -20,8 +20,8 @@ from ..durations import Duration, parse_duration, parse_optional
 from ..errors import (
     InputInvalidError,
     InvariantError,
-    JobDefinitionError,
     JobDuplicateError,
+    JobTenantRequiredDefinitionError,
     JobTenantRequiredError,
     QueueUnknownError,
     XJobsError,
@@ -373,9 +373,7 @@ class JobHandle:
         try:
             return self._request(*self._checked(dict(given)), shared)
         except XJobsError as error:
-            raise type(error)(
-                f"inputs[{index}]: {error.message}", hint=error.hint, code=error.code, **error.meta
-            ) from None
+            raise error.prefixed(f"inputs[{index}]: ") from None
 
     def _refuse_positional(self, args: tuple[Any, ...]) -> None:
         if args:
@@ -665,9 +663,8 @@ def job(
         signature = check_handler(handler)
         check_key(idempotency_key, signature, missing=_MISSING)
         if tenant is not None and tenant != REQUIRED and not callable(tenant):
-            raise JobDefinitionError(
+            raise JobTenantRequiredDefinitionError(
                 f'tenant={tenant!r} must be a callable taking the inputs, or "required"',
-                code="X_JOB_TENANT_REQUIRED",
                 hint="e.g. tenant=lambda account_id, **_: f'acct-{account_id}'; "
                 'tenant="required": every enqueue must carry one (enqueue_as, using)',
             )

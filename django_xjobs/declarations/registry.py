@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from ..errors import JobDefinitionError, XJobsError
+from ..errors import CronInvalidError, JobDefinitionError, JobDuplicateDefinitionError, XJobsError
 
 if TYPE_CHECKING:
     from .cron import CronHandle
@@ -42,9 +42,8 @@ class Registry(Generic[H]):
         with self._lock:
             existing = self._items.get(handle.name)
             if existing is not None and existing is not handle and existing.origin != handle.origin:
-                raise JobDefinitionError(
+                raise JobDuplicateDefinitionError(
                     f"two {self.kind}s are named {handle.name!r}: {existing.origin} and {handle.origin}",
-                    code="X_JOB_DUPLICATE",
                     hint=f"the name {self.why}; give one of them another name=",
                 )
             self._items[handle.name] = handle
@@ -178,10 +177,9 @@ def task_resolver() -> TaskResolver:
     """The registered resolver; refused with a coded error when none is (a Task declared
     before the app registry is ready, or no task API installed)."""
     if _task_resolver is None:
-        raise JobDefinitionError(
+        raise CronInvalidError(
             "a django.tasks Task was used before django_xjobs's app was ready, or without a "
             "task API installed",
-            code="X_CRON_INVALID",
             hint="declare it in a module loaded after apps are ready (jobs.py or tasks.py), and "
             "install Django 6 or the django-tasks backport",
         )
@@ -270,6 +268,6 @@ def declare(kind: str, label: str, build: Callable[[], T]) -> T:
     except JobDefinitionError:
         raise
     except XJobsError as error:
-        raise JobDefinitionError(
-            f"{kind} {label!r}: {error.message}", code=error.code, hint=error.hint
+        raise JobDefinitionError.of(type(error))(
+            f"{kind} {label!r}: {error.message}", hint=error.hint
         ) from error

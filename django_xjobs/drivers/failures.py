@@ -8,6 +8,7 @@ Roles ask these questions of any error a store raised; they never look at a driv
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import InterfaceError, OperationalError
@@ -78,6 +79,86 @@ def connection_failed(error: BaseException) -> bool:
     return code is not None and (code.startswith("08") or code in CONNECTION)
 
 
+# --- the DriverUnavailableError of each failure, spelt once ------------------------------------
+
+#: the fix for a database that cannot be reached
+UNREACHABLE_HINT = "check DATABASE_URL / DATABASES and that PostgreSQL is running"
+
+
+def _where(database: str | None, at: str = "") -> str:
+    """``database 'default'``, with where it is (``localhost:5432/shop``) when known."""
+    where = f"database {database!r}" if database is not None else "the database"
+    return f"{where} ({at})" if at else where
+
+
+def migrate_hint(database: str | None) -> str:
+    """The command that creates what a missing table or column belongs to."""
+    if database is None:
+        return "run: python manage.py migrate"
+    return f"run: python manage.py migrate django_xjobs --database {database}"
+
+
+def unreachable(
+    database: str | None, detail: str, *, at: str = "", hint: str = UNREACHABLE_HINT
+) -> DriverUnavailableError:
+    """The connection to ``database`` failed (``detail``: the first line of the driver's error;
+    ``at``: host, port and name, when known)."""
+    return DriverUnavailableError(
+        f"{_where(database, at)} is unavailable, cannot connect: {detail}", hint=hint
+    )
+
+
+def table_missing(
+    database: str | None, tables: Sequence[str], *, at: str = ""
+) -> DriverUnavailableError:
+    """``tables`` (one of them, when a statement names several) do not exist: not migrated."""
+    named = f"the {tables[0]} table" if len(tables) == 1 else f"a table of {', '.join(tables)}"
+    return DriverUnavailableError(
+        f"{named} does not exist in {_where(database, at)}", hint=migrate_hint(database)
+    )
+
+
+def schema_behind(database: str | None, what: str, detail: str) -> DriverUnavailableError:
+    """A ``table`` or ``column`` a migration adds is missing, the server's line in ``detail``
+    (a command's statement, whose tables are not named to it)."""
+    return DriverUnavailableError(
+        f"{_where(database)} is missing a {what} django_xjobs needs ({detail})",
+        hint=migrate_hint(database),
+    )
+
+
+def gave_up(
+    database: str | None, code: str | None, detail: str, *, retried: bool
+) -> DriverUnavailableError:
+    """The server rolled a statement back for a deadlock, a lock or statement timeout or a
+    limit: not the connection. ``retried``: the caller tries it again itself, else the operator
+    runs it again."""
+    again = "; it is tried again" if retried else ": run it again"
+    return DriverUnavailableError(
+        f"{_where(database)} gave up on a statement (SQLSTATE {code}): {detail}",
+        hint=f"a deadlock, a lock or statement timeout, or a server limit{again}",
+        sqlstate=code,
+    )
+
+
+def statement_refused(database: str | None, detail: str) -> DriverUnavailableError:
+    """A command's statement failed for a reason none of the above tells: most often a schema
+    older than the code."""
+    return DriverUnavailableError(
+        f"{_where(database)} refused a statement: {detail}",
+        hint=f"{migrate_hint(database)}, then retry; rerun with --traceback to see where",
+    )
+
+
+def live_key_lost(name: str) -> DriverUnavailableError:
+    """An enqueue's insert was suppressed by the live-key index, yet no live row holds the key:
+    the index is not the one the migrations made."""
+    return DriverUnavailableError(
+        f"enqueue of {name!r} was suppressed but no live row holds its key",
+        hint="the live-key unique index is missing or drifted: run manage.py migrate django_xjobs",
+    )
+
+
 def translate(
     error: BaseException, using: str, statement: str, params: dict[str, Any] | None = None
 ) -> XJobsError | None:
@@ -88,17 +169,9 @@ def translate(
     (SQLSTATE classes 22, 54) names the largest values the statement carried, and a statement
     rolled back for another reason (a deadlock, a lock timeout) says so (issue 24)."""
     if sqlstate(error) == UNDEFINED_TABLE:
-        tables = sorted(set(_TABLE.findall(statement)))
-        named = f"the {tables[0]} table" if len(tables) == 1 else f"a table of {', '.join(tables)}"
-        return DriverUnavailableError(
-            f"{named} does not exist in database {using!r}",
-            hint=f"run: python manage.py migrate django_xjobs --database {using}",
-        )
+        return table_missing(using, sorted(set(_TABLE.findall(statement))))
     if connection_failed(error):
-        return DriverUnavailableError(
-            f"database {using!r} is unavailable: {first_line(error)}",
-            hint="check DATABASES / DATABASE_URL and that PostgreSQL is running",
-        )
+        return unreachable(using, first_line(error))
     code = sqlstate(error)
     if code is not None and code.startswith(("22", "54")):
         return ValueRefusedError(
@@ -109,11 +182,7 @@ def translate(
             sqlstate=code,
         )
     if isinstance(error, OperationalError | InterfaceError):
-        return DriverUnavailableError(
-            f"database {using!r} gave up on a statement (SQLSTATE {code}): {first_line(error)}",
-            hint="a deadlock, a lock or statement timeout, or a server limit; it is tried again",
-            sqlstate=code,
-        )
+        return gave_up(using, code, first_line(error), retried=True)
     return None
 
 

@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from ..drivers import failures
-from ..errors import DriverUnavailableError, ValueRefusedError, XJobsError, first_line
+from ..errors import ValueRefusedError, XJobsError, first_line
 
 # SQLSTATEs of a schema that is behind the code: a table or a column a migration adds
 _SCHEMA_BEHIND = {"42P01": "table", "42703": "column"}
@@ -70,16 +70,11 @@ def database_error(error: DatabaseError, alias: Any = None) -> XJobsError:
     where = f"database {alias!r}" if isinstance(alias, str) else "the database"
     first = first_line(error)
     state = failures.sqlstate(error)
+    database = alias if isinstance(alias, str) else None
     if state in _SCHEMA_BEHIND:
-        return DriverUnavailableError(
-            f"{where} is missing a {_SCHEMA_BEHIND[state]} django_xjobs needs ({first})",
-            hint="run: python manage.py migrate",
-        )
+        return failures.schema_behind(database, _SCHEMA_BEHIND[state], first)
     if failures.connection_failed(error):  # only the connection's own failures (issue 24)
-        return DriverUnavailableError(
-            f"cannot reach {where}: {first}",
-            hint="check DATABASE_URL / DATABASES and that PostgreSQL is running",
-        )
+        return failures.unreachable(database, first)
     if state is not None and state.startswith(("22", "54")):
         return ValueRefusedError(
             f"{where} refused a value (SQLSTATE {state}): {first}",
@@ -87,14 +82,8 @@ def database_error(error: DatabaseError, alias: Any = None) -> XJobsError:
             "--traceback to see where",
         )
     if isinstance(error, OperationalError | InterfaceError):
-        return DriverUnavailableError(
-            f"{where} gave up on a statement (SQLSTATE {state}): {first}",
-            hint="a deadlock, a lock or statement timeout, or a server limit: run it again",
-        )
-    return DriverUnavailableError(
-        f"{where} refused a statement: {first}",
-        hint="run: python manage.py migrate, then retry; rerun with --traceback to see where",
-    )
+        return failures.gave_up(database, state, first, retried=False)
+    return failures.statement_refused(database, first)
 
 
 def accept_global_options(parent: argparse.ArgumentParser, sub: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ from django_xjobs import (
     QueueUnknownError,
     Retry,
     XJobsError,
+    errors,
     get_job,
     job,
     registered_jobs,
@@ -285,6 +286,7 @@ def test_bad_declaration_is_refused_at_declaration(declare, code, fragment, job_
         declare(name)
     error = caught.value
     assert error.code == code
+    assert isinstance(error, errors.CODES[code])  # the class that owns the code (issue 41)
     assert fragment in error.message
     assert str(error).startswith(f"{code}: ")
     assert error.hint, f"no hint for: {error}"

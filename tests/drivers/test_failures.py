@@ -142,3 +142,46 @@ def test_settling_retries_only_transient_failures_while_a_lease_may_hold(harness
     run.lost, run.lost_reason = True, "not-ours"  # the database said so: a retry cannot land
     assert worker._guard(fails_with(deadlock, OperationalError), values, "gave up") == "gave up"
     assert len(calls) == 1
+
+
+def test_the_store_and_a_command_say_one_failure_in_the_same_words():
+    """DriverUnavailableError is spelt once, in failures.py (issue 41): the store's translation
+    and a command's report of the same failure read alike, and preflight builds its own from the
+    same builders (its connect failure names where the database is as well)."""
+    from django_xjobs.management.command import database_error
+
+    lost = wrapped(OperationalError, psycopg.errors.AdminShutdown("terminating connection"))
+    store, command = (
+        failures.translate(lost, "default", "SELECT 1"),
+        database_error(lost, "default"),
+    )
+    assert (store.message, store.hint) == (command.message, command.hint)
+    assert (
+        store.message == "database 'default' is unavailable, cannot connect: terminating connection"
+    )
+    assert store.hint == failures.UNREACHABLE_HINT
+    located = failures.unreachable("default", "refused", at="db:5432/shop")
+    assert (
+        located.message
+        == "database 'default' (db:5432/shop) is unavailable, cannot connect: refused"
+    )
+
+    deadlock = wrapped(OperationalError, psycopg.errors.DeadlockDetected("deadlock"))
+    store, command = failures.translate(deadlock, "x", "SELECT 1"), database_error(deadlock, "x")
+    assert (
+        store.message
+        == command.message
+        == "database 'x' gave up on a statement (SQLSTATE 40P01): deadlock"
+    )
+    assert store.hint.endswith("; it is tried again") and command.hint.endswith(": run it again")
+
+    missing = failures.table_missing("default", ["x_jobs"], at="db:5432/shop")
+    assert missing.message == "the x_jobs table does not exist in database 'default' (db:5432/shop)"
+    assert missing.hint == "run: python manage.py migrate django_xjobs --database default"
+    column = wrapped(ProgrammingError, psycopg.errors.UndefinedColumn("column j.x does not exist"))
+    behind = database_error(column, None)
+    assert (
+        behind.message
+        == "the database is missing a column django_xjobs needs (column j.x does not exist)"
+    )
+    assert behind.hint == "run: python manage.py migrate"

@@ -302,3 +302,30 @@ def test_every_sql_statement_lives_under_drivers_postgres():
             ):
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value[:60]!r}")
     assert found == []
+
+
+def _builds_an_error(func: ast.expr) -> bool:
+    """A call that builds an error: a class named ``...Error`` (``JobDefinitionError(...)``,
+    ``errors.InvariantError(...)``) or a class computed in place (``type(error)(...)``,
+    ``JobDefinitionError.of(rule)(...)``)."""
+    if isinstance(func, ast.Call):
+        return True
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+    return name.endswith("Error")
+
+
+def test_each_error_is_raised_with_its_own_class():
+    """Issue 41: a code belongs to one class, and the package raises it with that class. No
+    ``SomeError(..., code="X_OTHER")``: ``except CronInvalidError`` must catch every bad cron, and
+    a class's documented code must be the code its instances carry. ``code=`` stays for an app's
+    own codes on its own errors."""
+    found = []
+    for path, tree in modules():
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and _builds_an_error(node.func)
+                and any(keyword.arg == "code" for keyword in node.keywords)
+            ):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node.func)}")
+    assert found == []

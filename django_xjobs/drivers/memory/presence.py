@@ -1,6 +1,6 @@
 """The memory driver's worker presence and lapse verdict: the PostgreSQL statements' answers.
 
-A re-claimed lapsed row's holder is judged from its presence row (jobs.sql's lapse_verdict):
+A re-claimed lapsed row's holder is judged from its presence row (fragments.sql's lapse_verdict):
 ``exited`` when it marked the row stopped, ``present`` when it renewed the row after the lease
 ran out, else ``died``. None of them counts against the job (issue 39): a ``died`` run is
 marked to run alone next.
@@ -70,8 +70,8 @@ class MemoryPresence:
     def decided(
         self, holder: str | None, lapsed_at: datetime, now: datetime, visibility_timeout: float
     ) -> bool:
-        """Whether a run whose lease ran out at ``lapsed_at`` can be judged now, as jobs.sql's
-        lapse_decided says: its holder is gone, stopped or seen since, or stayed silent through
+        """Whether a run whose lease ran out at ``lapsed_at`` can be judged now, as fragments.sql's
+        lapsed_rows says: its holder is gone, stopped or seen since, or stayed silent through
         a whole presence TTL while another worker beat without a break."""
         row = self._rows.get(holder or "")
         if row is None or row.stopped_at is not None or row.last_seen >= lapsed_at:
@@ -88,7 +88,7 @@ class MemoryPresence:
 
     def verdict(self, holder: str | None, lapsed_at: datetime) -> str:
         """``exited``, ``present`` or ``died``: what the holder of a run whose lease ran out at
-        ``lapsed_at`` was, as jobs.sql's lapse_verdict reads it (SPEC LEASE-16)."""
+        ``lapsed_at`` was, as fragments.sql's lapse_verdict reads it (SPEC LEASE-16)."""
         row = self._rows.get(holder or "")
         if row is not None and row.stopped_at is not None:
             return "exited"

@@ -141,10 +141,7 @@ class PostgresDriver:
             live = self._run("find_live", params)
             if live:
                 return EnqueueResult(id=live[0][0], run_id=live[0][1], deduped=True)
-        raise DriverUnavailableError(
-            f"enqueue of {request.name!r} was suppressed but no live row holds its key",
-            hint="the live-key unique index is missing or drifted: run manage.py migrate django_xjobs",
-        )
+        raise failures.live_key_lost(request.name)
 
     def _enqueue_after(self, request: EnqueueRequest) -> EnqueueResult:
         """A job with dependencies (issue 32): registered with them in one statement, which
@@ -173,10 +170,7 @@ class PostgresDriver:
             live = self._run("find_live", params)
             if live:
                 return EnqueueResult(id=live[0][0], run_id=live[0][1], deduped=True)
-        raise DriverUnavailableError(
-            f"enqueue of {request.name!r} was suppressed but no live row holds its key",
-            hint="the live-key unique index is missing or drifted: run manage.py migrate django_xjobs",
-        )
+        raise failures.live_key_lost(request.name)
 
     def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
         # one row: the single statement, planned for exactly that; a replace decides row by row
@@ -263,12 +257,7 @@ class PostgresDriver:
             if not pending:
                 break
         if pending:
-            raise DriverUnavailableError(
-                f"enqueue of {requests[pending[0]].name!r} was suppressed but no live row holds "
-                "its key",
-                hint="the live-key unique index is missing or drifted: run manage.py migrate "
-                "django_xjobs",
-            )
+            raise failures.live_key_lost(requests[pending[0]].name)
         return [result for result in results if result is not None]
 
     def claim(

@@ -165,13 +165,20 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
            + mod(EXTRACT(MICROSECONDS FROM created_at)::int8, 1000000) AS created_us,
        lease_expiries, traceparent, expired, snoozes, lapsed_holder,
 
--- fragment: lapse_decided
--- A lapsed run is taken once its holder's verdict can be told (issue 39; SPEC LEASE-16): the
--- holder has no presence row, marked it stopped, renewed it after the lease ran out, or has not
--- renewed it through a whole presence TTL (its own) during which another worker beat without a
--- break, so the database answered and a live holder would have. Right after an outage every
--- streak starts again, so a run whose holder may yet come back (and hand it back itself) waits
--- up to a TTL; a holder that died while the others beat on is judged at once, whoever claims.
+-- fragment: lapsed_rows
+-- The rows a sweep takes again (jobs.sql's claim_lapsed, limits.sql's reclaim_lapsed): running
+-- rows whose lease ran out, read on the lease index, whose predicate it spells the same way (not
+-- any other state), oldest lapse first. A lapsed run is taken once its holder's verdict can be
+-- told (issue 39; SPEC LEASE-16): the holder has no presence row, marked it stopped, renewed it
+-- after the lease ran out, or has not renewed it through a whole presence TTL (its own) during
+-- which another worker beat without a break, so the database answered and a live holder would
+-- have. Right after an outage every streak starts again, so a run whose holder may yet come back
+-- (and hand it back itself) waits up to a TTL; a holder that died while the others beat on is
+-- judged at once, whoever claims.
+    SELECT id, priority, run_at, claimed_by, visible_at, true AS lapsed FROM x_jobs j
+    WHERE NOT (state IN ('ready', 'delayed', 'suspended', 'done', 'failed', 'dead', 'cancelled'))
+      AND visible_at <= now()
+      AND queue = ANY(%(queues)s::text[])
       AND NOT EXISTS (
           SELECT 1 FROM x_workers h
           WHERE h.id = j.claimed_by
@@ -183,15 +190,19 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
                   AND w.stopped_at IS NULL
                   AND w.last_seen >= now() - make_interval(secs => %(visibility_timeout)s::float8 / 2)
                   AND w.last_seen >= GREATEST(w.seen_since, h.last_seen) + (h.expires_at - h.last_seen)))
+    ORDER BY visible_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
 
 -- fragment: lapse_verdict
 -- What a lapsed run's holder was when its lease ran out (issue 39; SPEC LEASE-16), from its
 -- presence row (x_workers): `exited` when it marked the row stopped (it was told to stop and
 -- outlived its --shutdown-timeout), `present` when it renewed the row after the lease ran out
 -- (the database or the network was away, not the worker), else `died`: no row, or not seen
--- since, while the database answered (lapse_decided). Nothing here is counted against the job: every run a dead worker held died with it and
--- nothing says which one killed it, so a `died` run is marked to run next alone, in a child
--- process of the worker that claims it, where a death is its own (SPEC LEASE-17/18).
+-- since, while the database answered (lapsed_rows). Nothing here is counted against the job:
+-- every run a dead worker held died with it and nothing says which one killed it, so a `died`
+-- run is marked to run next alone, in a child process of the worker that claims it, where a
+-- death is its own (SPEC LEASE-17/18).
 ), verdict AS (
     SELECT x.id,
            CASE WHEN h.stopped_at IS NOT NULL THEN 'exited'
@@ -201,10 +212,14 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
     LEFT JOIN x_workers h ON h.id = x.claimed_by
     WHERE x.lapsed
 
--- fragment: lapse_marks
--- The claim's writes a lapse verdict decides: a `died` run is marked with the worker it died
+-- fragment: lapse_claimed
+-- The sweep's claim of the rows it picked (claim_lapsed, reclaim_lapsed): what any claim writes,
+-- plus the writes a lapse verdict decides: a `died` run is marked with the worker it died
 -- with (its next run is isolated), the others keep what they had; the unsettled attempt joins
--- the history, dated when its lease ran out.
+-- the history, dated when its lease ran out, and only the last `keep` entries stay.
+    UPDATE x_jobs j
+    SET state = 'running',
+        attempt = j.attempt + 1,
         lapsed_holder = CASE WHEN (SELECT v.kind FROM verdict v WHERE v.id = j.id) = 'died'
                              THEN j.claimed_by ELSE j.lapsed_holder END,
         errors = CASE WHEN j.state <> 'running' THEN j.errors ELSE (
@@ -223,3 +238,19 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
                 LIMIT %(keep)s
             ) AS kept
         ) END,
+        claimed_by = %(worker_id)s,
+        lease_token = gen_random_uuid(),
+        visible_at = now() + make_interval(secs => %(visibility_timeout)s),
+        started_at = COALESCE(j.started_at, now()),
+        last_attempted_at = now(),
+        attempted_by = %(worker_id)s,
+        updated_at = now()
+    -- by key, as in claim; a lapsed row's verdict is looked up by its id (waiting rows have none)
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+    RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
+              j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
+              j.lease_expiries, j.traceparent, j.run_at,
+              -- expired: first claimed at or past expires_at (started_at is the first
+              -- claim's time), at that claim and at any reclaim after a worker died before
+              -- settling the verdict (SPEC JCTL-02); NULL when the job has no expiry
+              j.expires_at <= j.started_at AS expired, j.snoozes, j.lapsed_holder

@@ -319,14 +319,7 @@ WITH waiting AS (
         FOR UPDATE SKIP LOCKED
     ) AS w
 ), lapsed AS (
-    SELECT id, priority, run_at, claimed_by, visible_at, true AS lapsed FROM x_jobs j
-    WHERE NOT (state IN ('ready', 'delayed', 'suspended', 'done', 'failed', 'dead', 'cancelled'))
-      AND visible_at <= now()
-      AND queue = ANY(%(queues)s::text[])
--- include: lapse_decided
-    ORDER BY visible_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+-- include: lapsed_rows
 ), picked AS (
     SELECT id, claimed_by, visible_at, lapsed
     FROM (SELECT * FROM waiting UNION ALL SELECT * FROM lapsed) AS due
@@ -334,26 +327,7 @@ WITH waiting AS (
     LIMIT %(limit)s
 -- include: lapse_verdict
 ), claimed AS (
-    UPDATE x_jobs j
-    SET state = 'running',
-        attempt = j.attempt + 1,
--- include: lapse_marks
-        claimed_by = %(worker_id)s,
-        lease_token = gen_random_uuid(),
-        visible_at = now() + make_interval(secs => %(visibility_timeout)s),
-        started_at = COALESCE(j.started_at, now()),
-        last_attempted_at = now(),
-        attempted_by = %(worker_id)s,
-        updated_at = now()
-    -- by key, as in claim; a lapsed row's verdict is looked up by its id (waiting rows have none)
-    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-    RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
-              j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
-              j.lease_expiries, j.traceparent, j.run_at,
-              -- expired: first claimed at or past expires_at (started_at is the first
-              -- claim's time), at that claim and at any reclaim after a worker died before
-              -- settling the verdict; NULL when the job has no expiry: one null test
-              j.expires_at <= j.started_at AS expired, j.snoozes, j.lapsed_holder
+-- include: lapse_claimed
 )
 -- include: claimed_columns
        GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited

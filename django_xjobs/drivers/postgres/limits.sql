@@ -295,19 +295,13 @@ FROM claimed
 ORDER BY priority DESC, run_at, id;
 
 -- name: reclaim_lapsed
--- postgres.sql's claim_lapsed without its waiting half, for a limited claim's sweep: a lapsed
+-- jobs.sql's claim_lapsed without its waiting half, for a limited claim's sweep: a lapsed
 -- run is the same run taken again, so it keeps the slot it held and takes no new one, while the
--- waiting rows go through claim_limited. Keep it in step with claim_lapsed's lapsed half (the
--- verdict and what it marks are the same fragments).
+-- waiting rows go through claim_limited. The rows it takes, their verdict and the claim are
+-- claim_lapsed's own fragments, so the two sweeps answer alike (a job first claimed past its
+-- expiry is expired at either: SPEC JCTL-02).
 WITH lapsed AS (
-    SELECT id, priority, run_at, claimed_by, visible_at, true AS lapsed FROM x_jobs j
-    WHERE NOT (state IN ('ready', 'delayed', 'suspended', 'done', 'failed', 'dead', 'cancelled'))
-      AND visible_at <= now()
-      AND queue = ANY(%(queues)s::text[])
--- include: lapse_decided
-    ORDER BY visible_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+-- include: lapsed_rows
 ), picked AS (
     SELECT id, claimed_by, visible_at, lapsed
     FROM lapsed AS due
@@ -315,24 +309,7 @@ WITH lapsed AS (
     LIMIT %(limit)s
 -- include: lapse_verdict
 ), claimed AS (
-    UPDATE x_jobs j
-    SET state = 'running',
-        attempt = j.attempt + 1,
--- include: lapse_marks
-        claimed_by = %(worker_id)s,
-        lease_token = gen_random_uuid(),
-        visible_at = now() + make_interval(secs => %(visibility_timeout)s),
-        started_at = COALESCE(j.started_at, now()),
-        last_attempted_at = now(),
-        attempted_by = %(worker_id)s,
-        updated_at = now()
-    -- by key, as in claim; a lapsed row's verdict is looked up by its id (waiting rows have none)
-    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-    RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
-              j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
-              j.lease_expiries, j.traceparent, j.run_at,
-              j.expires_at <= now() AND j.started_at = now() AS expired, j.snoozes,
-              j.lapsed_holder
+-- include: lapse_claimed
 )
 -- include: claimed_columns
        GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited

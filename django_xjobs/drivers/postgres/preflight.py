@@ -8,7 +8,8 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
-from ...errors import DriverUnavailableError, first_line
+from ...errors import first_line
+from .. import failures
 from . import sql
 
 STATEMENTS = sql.load(Path(__file__).with_name("preflight.sql"))
@@ -26,22 +27,17 @@ def preflight(alias: str, table: str) -> None:
     except DatabaseError as error:
         first = first_line(error)
         name = params.get("NAME")
-        hint = "check DATABASE_URL / DATABASES and that PostgreSQL is running"
+        hint = failures.UNREACHABLE_HINT
         if name and _database_missing(connection, name):
             hint = f"create it: createdb {name} (or CREATE DATABASE {name}), then migrate"
-        raise DriverUnavailableError(
-            f"cannot connect to database {alias!r} ({where}): {first}", hint=hint
-        ) from None
+        raise failures.unreachable(alias, first, at=where, hint=hint) from None
     with connection.cursor() as cursor:
         cursor.execute(STATEMENTS["table_present"], [table])
         (present,) = cursor.fetchone()
     if not connection.in_atomic_block:  # a role's command queries no more on this thread:
         connection.close()  # no backend left idle for the process's lifetime
     if not present:
-        raise DriverUnavailableError(
-            f"database {alias!r} ({where}) has no {table} table",
-            hint=f"run: python manage.py migrate django_xjobs --database {alias}",
-        )
+        raise failures.table_missing(alias, [table], at=where)
 
 
 def _database_missing(connection: Any, name: str) -> bool:

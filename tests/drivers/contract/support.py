@@ -26,7 +26,13 @@ def request(name="tests.jobs.ok", key="k", queue="default", tenant=None, delay=N
     )
 
 
-def claim(driver, limit=10, queues=("default",), worker="w1", vis=VIS, lapsed=True):
+def claim(driver, limit=10, queues=("default",), worker="w1", vis=VIS, lapsed=True, limits=None):
+    more = {} if limits is None else {"limits": limits}
     return driver.claim(
-        queues=list(queues), limit=limit, visibility_timeout=vis, worker_id=worker, lapsed=lapsed
+        queues=list(queues),
+        limit=limit,
+        visibility_timeout=vis,
+        worker_id=worker,
+        lapsed=lapsed,
+        **more,
     )

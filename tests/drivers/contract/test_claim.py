@@ -16,7 +16,7 @@ from django_xjobs.drivers.contract import (
 )
 from django_xjobs.errors import InvariantError
 from tests import jobs
-from tests.drivers.contract.support import claim
+from tests.drivers.contract.support import VIS, claim
 
 # --- (c) claim: predicate, order, re-claim, attempt + 1 -------------------------------------
 
@@ -160,3 +160,24 @@ def test_drv_04_a_claimed_run_carries_its_rows_creation_time_to_the_microsecond(
     claimed = claim(harness.driver, lapsed=lapsed)
     assert {j.id: j.created_at for j in claimed} == stored
     assert all(j.created_at.utcoffset() == timedelta(0) for j in claimed)
+
+
+@pytest.mark.parametrize("limited", [False, True], ids=["claim_lapsed", "reclaim_lapsed"])
+def test_jctl_02_a_run_claimed_past_its_expiry_is_expired_at_every_sweep_too(harness, limited):
+    """SPEC JCTL-02 on both sweeps (issue 41): a job first claimed past its expiry whose worker
+    died before settling it is expired again when its lapsed lease is swept, by the plain claim
+    and by a claim under declared limits (a job with a limit key and a concurrency) alike. The
+    limited sweep once answered not expired, and the job ran."""
+    from django_xjobs.drivers.claim_limits import ClaimLimits
+    from django_xjobs.worker.claim_limits import declared_limits
+
+    driver = harness.driver
+    more = {"limits": ClaimLimits(jobs=declared_limits()[0])} if limited else {}
+    deadline = driver.steps.now() + timedelta(seconds=60)
+    stale = jobs.per_account.using(expires_at=deadline).enqueue(account="late", n=0)
+    harness.advance(120)
+    first = claim(driver, queues=("limited",), worker="dead", lapsed=False, **more)
+    assert [(c.id, c.expired) for c in first] == [(stale.id, True)]
+    harness.advance(VIS + 1)  # its worker died before settling the verdict: the lease lapses
+    again = claim(driver, queues=("limited",), worker="w2", lapsed=True, **more)
+    assert [(c.id, c.attempt, c.expired) for c in again] == [(stale.id, 2, True)]

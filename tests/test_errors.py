@@ -1,0 +1,77 @@
+"""Each error carries the code of its own class (issue 41): a declaration's error for a rule
+that has a class elsewhere is both classes, and re-raising an error with more context keeps its
+class and code."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from django_xjobs import (
+    DurationInvalidError,
+    InvariantDefinitionError,
+    InvariantError,
+    JobDefinitionError,
+    XJobsError,
+    errors,
+    job,
+)
+from django_xjobs.declarations.registry import unregister
+
+
+def test_a_declaration_error_for_a_rule_is_both_classes_with_the_rules_code():
+    made = JobDefinitionError.of(DurationInvalidError)
+    assert made.__name__ == "DurationInvalidDefinitionError"
+    assert issubclass(made, JobDefinitionError) and issubclass(made, DurationInvalidError)
+    assert made.code == "X_DURATION_INVALID"
+    assert JobDefinitionError.of(DurationInvalidError) is made  # one class per rule
+    assert JobDefinitionError.of(InvariantError) is InvariantDefinitionError
+    assert JobDefinitionError.of(errors.CronInvalidError) is errors.CronInvalidError
+
+
+def test_a_bad_duration_in_a_declaration_is_caught_by_either_class():
+    def handler(ctx, order_id): ...
+
+    with pytest.raises(DurationInvalidError) as caught:
+        job(name="test_errors.bad_duration", idempotency_key="k:{order_id}", timeout="soon")(
+            handler
+        )
+    unregister("test_errors.bad_duration")
+    assert isinstance(caught.value, JobDefinitionError)
+    assert caught.value.code == "X_DURATION_INVALID"
+    assert str(caught.value).startswith("X_DURATION_INVALID: job 'test_errors.bad_duration': ")
+
+
+def test_a_declaration_error_pickles_by_reference_even_where_its_class_is_not_made_yet():
+    made = JobDefinitionError.of(DurationInvalidError)
+    data = pickle.dumps(made("timeout='soon' is not a duration", hint="write 30s"))
+    assert errors.DurationInvalidDefinitionError is made  # errors answers the name
+    del JobDefinitionError._of[DurationInvalidError]  # as in a process that has not made it
+    try:
+        loaded = pickle.loads(data)
+        assert type(loaded) is not made and type(loaded).__name__ == made.__name__
+        assert isinstance(loaded, JobDefinitionError) and isinstance(loaded, DurationInvalidError)
+        assert (loaded.code, loaded.message, loaded.hint) == (
+            "X_DURATION_INVALID",
+            "timeout='soon' is not a duration",
+            "write 30s",
+        )
+    finally:
+        JobDefinitionError._of[DurationInvalidError] = made
+    with pytest.raises(AttributeError):
+        errors.NoSuchRuleDefinitionError  # noqa: B018
+
+
+def test_prefixed_keeps_the_class_the_code_the_hint_and_the_meta():
+    error = XJobsError("declined", code="APP_DECLINED", hint="ask the bank", retry_after=3)
+    again = error.prefixed("inputs[2]: ")
+    assert type(again) is XJobsError and again is not error
+    assert (again.code, again.message, again.hint, again.meta) == (
+        "APP_DECLINED",
+        "inputs[2]: declined",
+        "ask the bank",
+        {"retry_after": 3},
+    )
+    assert str(again) == again.args[0] == "APP_DECLINED: inputs[2]: declined — ask the bank"
+    assert error.message == "declined"
