@@ -119,7 +119,7 @@ LAYERS: dict[str, list[str]] = {
 PUBLIC_FACE = {"__init__", "apps", "health_check", "views"}
 RANK = {name: rank for rank, names in enumerate(LAYERS.values()) for name in names}
 #: the deliberate climbs, each marked ``# upward:`` with its reason where it is imported
-MAX_UPWARD = 2
+MAX_UPWARD = 1
 #: what only drivers/ may name: the concrete drivers, their stores and the listener
 CONCRETE = re.compile(r"^(Postgres|Memory)[A-Z]\w*$|^(Listener|Polling)$")
 
