@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ..errors import JobDefinitionError, XJobsError
-from ..limit_keys import JobLimits, use_declared
+from ..limits.keys import JobLimits, use_declared
 
 if TYPE_CHECKING:
     from .cron import CronHandle
@@ -149,7 +149,7 @@ def registered_jobs() -> list[JobHandle]:
 
 
 class _DeclaredLimits:
-    """The declared jobs' limits, for ``limit_keys`` to render a run's key from: it sits in the
+    """The declared jobs' limits, for ``limits.keys`` to render a run's key from: it sits in the
     base, below this registry, so the registry hands this down when it is imported."""
 
     def limits_of(self, name: str) -> JobLimits | None:

@@ -4,7 +4,7 @@
 A run of such a job carries its key on its row (``x_jobs.limit_key``: the job's name, a unit
 separator, then the rendered template; without a template the name alone, so the limit is per job
 name). The claim reads the key and decides there, so a run over its limit is never claimed
-(worker/claim_limits.py, drivers' ``claim(limits=...)``). The limits themselves are in code: every
+(``limits.worker``, drivers' ``claim(limits=...)``). The limits themselves are in code: every
 worker of one deploy passes the same ones with its claim.
 
 This module sits in the base, since the drivers render a run's key where they write its row; what
@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from . import conf
-from .errors import InputInvalidError, InvariantError
-from .text import storable
+from .. import conf
+from ..errors import InputInvalidError, InvariantError
+from ..text import storable
 
 #: between the job's name and the rendered template: a job name never holds it
 SEPARATOR = "\x1f"
