@@ -191,3 +191,11 @@ def test_limit_metrics_show_caps_and_limited_jobs(harness):
     assert sample(series, "xjobs_limit_running", job="tests.jobs.per_account") == 1
     assert sample(series, "xjobs_limit_keys", job="tests.jobs.per_account") == 1
     assert sample(series, "xjobs_limit_keys_paused", job="tests.jobs.per_account") == 0
+    from django_xjobs.limits.keys import key_of
+
+    # a partner's RateLimited pauses the key: counted while the pause runs, read from the driver
+    harness.driver.pause_key(key_of("tests.jobs.per_account", {"account": "a", "n": 0}), 60.0)
+    metrics.clear_cache()
+    _, series = scrape()
+    assert sample(series, "xjobs_limit_keys_paused", job="tests.jobs.per_account") == 1
+    assert sample(series, "xjobs_limit_keys", job="tests.jobs.per_account") == 1
