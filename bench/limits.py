@@ -63,7 +63,7 @@ def fill(
     and keyed by it, ordered as sequential enqueues would be (``run.fill_ready``); ``keys=0``:
     no ``k``, no key. ``tenant``: the runs are that tenant's; with ``fair`` keyed by it, as
     ``FAIR_SHARE = "tenant"`` keys them at enqueue."""
-    from django_xjobs.limit_keys import SEPARATOR
+    from django_xjobs.limits.keys import SEPARATOR
 
     if fair:
         key = "%(sep)s || %(tenant)s"
@@ -167,7 +167,7 @@ def _polls(handle: Any, polls: int, limit: int, *, sweep: bool, limited: bool) -
     limits, ``lapsed`` on the sweep); the window's cost. A poll that claims a run is a problem
     of the setup, reported by the caller."""
     from django_xjobs.drivers import get_driver
-    from django_xjobs.worker.claim_limits import LimitPlan
+    from django_xjobs.limits.worker import LimitPlan
 
     driver = get_driver()
     queues = [handle.queue]

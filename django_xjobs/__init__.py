@@ -71,7 +71,7 @@ from .errors import (
     ValueRefusedError,
     XJobsError,
 )
-from .limits.caps import inspect_limits, set_queue_limit
+from .limits.operator import inspect_limits, set_queue_limit
 from .operations import (
     cancel_job,
     discard_outbox_entry,

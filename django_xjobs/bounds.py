@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from .errors import DependencyCycleError, InputInvalidError
-from .limit_keys import key_of
+from .limits.keys import key_of
 
 if TYPE_CHECKING:
     from .drivers.contract import EnqueueRequest
@@ -45,7 +45,7 @@ def check_request(request: EnqueueRequest, *, what: str | None = None) -> None:
 
     Every value the publish derives from the request is decided here too, so a staged row
     carries nothing its publish would refuse (issue 40): the limit key is rendered and measured
-    (``limit_keys.render``), and the jobs it waits for are counted and may not include itself."""
+    (``limits.keys.render``), and the jobs it waits for are counted and may not include itself."""
     where = what or f"job {request.name[:80]!r}"
     check_derived(request, what=where)
     for field, value, limit, hint in (
@@ -74,7 +74,7 @@ def check_request(request: EnqueueRequest, *, what: str | None = None) -> None:
 
 def check_derived(request: EnqueueRequest, *, what: str | None = None) -> None:
     """Refuse ``request`` when a value its publish derives cannot be made from it: its limit key
-    (rendered from the inputs, within ``limit_keys.MAX_RENDERED_BYTES``) or the jobs it waits
+    (rendered from the inputs, within ``limits.keys.MAX_RENDERED_BYTES``) or the jobs it waits
     for. The enqueue asks first; the publish asks again of every staged row (issue 40)."""
     key_of(request.name, request.input, request.tenant_id)
     if request.after is not None:

@@ -243,7 +243,7 @@ class Job(models.Model):
                 condition=Q(state__in=FINISHED),
                 name="x_jobs_finished_idx",
             ),
-            # Limited runs only (worker/claim_limits.py): the keys with work waiting, and each
+            # Limited runs only (limits/worker.py): the keys with work waiting, and each
             # key's waiting rows in claim order; a job with no limit adds no entry here.
             models.Index(
                 "queue",
@@ -577,7 +577,7 @@ class QueueDepth(models.Model):
 
 
 class LimitKey(models.Model):
-    """One fleet-wide limit key's state (worker/claim_limits.py): locked by the claim that
+    """One fleet-wide limit key's state (limits/worker.py): locked by the claim that
     takes its runs, so two workers never count its budget at once. Its running count is not
     stored: it is the key's running rows, so a crashed worker's slot frees when its lease lapses
     and the run is taken again or ends."""

@@ -20,7 +20,7 @@ from .. import conf, operations, redact
 from ..drivers import get_driver
 from ..durations import format_span
 from ..errors import JobUnknownError, XJobsError
-from ..limits.caps import inspect_limits, parse_cap, set_queue_limit
+from ..limits.operator import inspect_limits, parse_cap, set_queue_limit
 from ..models import Job, JobLease, JobState, SchedulerLeader, SchedulerState
 from .permissions import has_permission, require_permission, sees_payloads
 

@@ -59,7 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "RELAY_BATCH_SIZE": 100,
     "RELAY_INTERVAL": 0.2,
     # per-process caps on runs in flight (SPEC LIMIT-*): "global", "per_queue", "per_tenant",
-    # "rate_per_tenant" {"limit", "window"}, "max_tenants"; see worker/limits.py
+    # "rate_per_tenant" {"limit", "window"}, "max_tenants"; see limits/worker.py
     "LIMITS": {},
     # a job whose runs die with their worker this many times in a row is dead-lettered
     "MAX_LEASE_EXPIRIES": 3,

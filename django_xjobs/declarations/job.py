@@ -26,7 +26,7 @@ from ..errors import (
     QueueUnknownError,
     XJobsError,
 )
-from ..limit_keys import JobLimits, declared
+from ..limits.keys import JobLimits, declared
 
 # upward: (run -> roles) an enqueue hands its row to the outbox role's staging, which decides
 # whether it waits for the caller's commit (DESIGN §3, SPEC OUTBOX-01)
@@ -116,7 +116,7 @@ class JobHandle:
         self.expires_in = expires_in
         self.debounce = debounce
         self.options = options or EnqueueOptions()
-        #: fleet-wide limits decided in the claim (limit_keys.py); None: none declared
+        #: fleet-wide limits decided in the claim (limits/keys.py); None: none declared
         self.limits = limits
         self.signature = signature_of(fn)
         self._binder = Binder(self.signature)

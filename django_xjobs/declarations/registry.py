@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ..errors import CronInvalidError, JobDefinitionError, JobDuplicateDefinitionError, XJobsError
+from ..limits.keys import JobLimits, use_declared
 
 if TYPE_CHECKING:
     from .cron import CronHandle
@@ -144,6 +145,21 @@ def registered_jobs() -> list[JobHandle]:
     A job's name is the durable key its queued rows are run by: ``name=`` or the function's path.
     """
     return jobs.all()
+
+
+class _DeclaredLimits:
+    """The declared jobs' limits, for ``limits.keys`` to render a run's key from: it sits in the
+    base, below this registry, so the registry hands this down when it is imported."""
+
+    def limits_of(self, name: str) -> JobLimits | None:
+        limits: JobLimits | None = getattr(jobs.get(name), "limits", None)
+        return limits
+
+    def limited_names(self) -> list[str]:
+        return [h.name for h in jobs.all() if getattr(h, "limits", None) is not None]
+
+
+use_declared(_DeclaredLimits())
 
 
 class TaskResolver(Protocol):

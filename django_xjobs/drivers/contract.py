@@ -23,8 +23,8 @@ from ..text import check_name, storable
 from .values import quick_init
 
 if TYPE_CHECKING:
+    from ..limits.claims import ClaimLimits
     from ..rollup import RollupRow
-    from .claim_limits import ClaimLimits
 
 FinalState = Literal["dead", "failed"]
 
@@ -391,7 +391,7 @@ class Standing:
     ahead: int = 0
     #: of those, the ones of a higher priority
     higher_priority: int = 0
-    #: the limit key its row carries (``limit_keys``), None when it carries none
+    #: the limit key its row carries (``limits.keys``), None when it carries none
     key: str | None = None
     #: due waiting rows of its key ahead of it: under fair share its turn is this plus one
     key_ahead: int = 0
@@ -786,7 +786,7 @@ class JobDriver(Protocol):
         then run_at order. A lapsed run's holder is judged from its presence (SPEC LEASE-16):
         a run that died with it is marked (``died_with``), never counted.
         ``lapsed=False`` is the cheaper claim a worker makes between its lapsed-lease sweeps.
-        With ``limits``, only runs within them (drivers/claim_limits.py): a key's runs at once
+        With ``limits``, only runs within them (limits/claims.py): a key's runs at once
         and starts per window, a key's pause, a queue's cap (SPEC LIMIT-10..16)."""
 
     # settling a claimed run: one call per settle value, each fenced on 'running' and its token

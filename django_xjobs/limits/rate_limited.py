@@ -18,7 +18,7 @@ from .. import log
 from ..drivers.contract import ClaimedJob, JobDriver, Shed
 from ..durations import parse_duration
 from ..errors import RateLimited, XJobsError
-from ..limit_keys import key_of, shown
+from .keys import key_of, shown
 
 #: when the partner names no time: the least wait that is not a busy loop
 DEFAULT_SECONDS = 1.0

@@ -14,10 +14,10 @@ from typing import Any
 from .. import log
 from ..declarations import registry
 from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
+from ..limits.worker import Limiter
 from ..run.handle import Runnable
 from ..run.settle import settle
 from .inflight import InFlight
-from .limits import Limiter
 from .run import Run
 
 

@@ -14,9 +14,9 @@ import time
 from django.db import connections
 
 from .. import conf, log
-from ..drivers.claim_limits import KEY_SHOWN_FOR
 from ..drivers.contract import JobDriver
-from .claim_limits import declared_limits
+from ..limits.claims import KEY_SHOWN_FOR
+from ..limits.worker import declared_limits
 
 _PRUNE_EVERY = 3600.0
 

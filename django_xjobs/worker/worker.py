@@ -24,17 +24,16 @@ from ..drivers.connections import close_stale_connections, role_connections
 from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..ids import uuid7
+from ..limits.worker import Limiter, LimitPlan
 from ..run.execute import Execution, Outcome, cut_short, execute, failure
 from ..run.settle import settle
 from ..text import check_name
 from .admission import Admission
 from .breaker import Breaker, report_failure, report_resumed
-from .claim_limits import LimitPlan
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .inflight import InFlight
 from .isolation import Isolation
-from .limits import Limiter
 from .paused import PausedQueues
 from .pools import Lane, describe, lanes
 from .presence import WorkerPresence
@@ -230,7 +229,7 @@ class Worker:
         self._paused = PausedQueues(
             self.driver, self.queues, interval=self.poll_interval, worker_id=self.worker_id
         )
-        #: declared limits and operators' caps, decided in the claim (worker/claim_limits.py)
+        #: declared limits and operators' caps, decided in the claim (limits/worker.py)
         self._limits = LimitPlan(self.driver, self.queues, interval=self.poll_interval)
 
     # --- public -----------------------------------------------------------------------------

@@ -96,8 +96,8 @@ def test_keys_made_from_the_inputs_are_masked_like_the_payload(db):
     everyone, on the pages, ``inspect_job``, ``inspect_limits`` and ``xjobs queues --json``."""
     from django_xjobs import inspect_job, inspect_limits
     from django_xjobs.drivers import get_driver
-    from django_xjobs.drivers.claim_limits import ClaimLimits
-    from django_xjobs.worker.claim_limits import declared_limits
+    from django_xjobs.limits.claims import ClaimLimits
+    from django_xjobs.limits.worker import declared_limits
 
     account = jobs.per_account.enqueue(account="acct-visible-77", n=1).id
     token = jobs.token_call.enqueue(api_token="tok-SECRET-9931", n=1).id

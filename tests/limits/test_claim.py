@@ -14,11 +14,11 @@ import pytest
 from django.db import connection
 
 from django_xjobs import job
-from django_xjobs.drivers.claim_limits import KEY_SHOWN_FOR, ClaimLimits
 from django_xjobs.drivers.contract import Complete
 from django_xjobs.errors import InvariantError, JobDefinitionError
-from django_xjobs.limit_keys import SEPARATOR, parse_rate
-from django_xjobs.worker.claim_limits import LimitPlan, declared_limits
+from django_xjobs.limits.claims import KEY_SHOWN_FOR, ClaimLimits
+from django_xjobs.limits.keys import SEPARATOR, parse_rate
+from django_xjobs.limits.worker import LimitPlan, declared_limits
 from django_xjobs.worker.retention import Retention
 from tests import jobs
 from tests.support.process import wait_for

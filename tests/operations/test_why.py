@@ -27,7 +27,6 @@ from django.test import override_settings
 import django_xjobs
 from django_xjobs import operations, set_queue_limit, why_job
 from django_xjobs.conf.limits import Limits
-from django_xjobs.drivers.claim_limits import ClaimLimits, JobLimit
 from django_xjobs.drivers.contract import (
     Finish,
     Presence,
@@ -38,10 +37,11 @@ from django_xjobs.drivers.contract import (
 )
 from django_xjobs.errors import JobNotFoundError
 from django_xjobs.history import Failure
+from django_xjobs.limits.claims import ClaimLimits, JobLimit
+from django_xjobs.limits.worker import declared_limits
 from django_xjobs.models import JobState
 from django_xjobs.operations.why import CAUSES
 from django_xjobs.testing import run_until_idle
-from django_xjobs.worker.claim_limits import declared_limits
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 from tests.drivers.contract.support import VIS, claim, request
@@ -72,7 +72,7 @@ def run_one(queue: str = "default") -> None:
 
 
 def limited_claim(driver, queues, worker="w-live", limit=50):
-    """A worker's claim within the declared limits (drivers/claim_limits.py)."""
+    """A worker's claim within the declared limits (limits/claims.py)."""
     limits = ClaimLimits(jobs=declared_limits()[0], plain_queues=())
     return driver.claim(
         queues=list(queues),

@@ -33,7 +33,7 @@ from django_xjobs.scheduler.role import _occurrence_request
 from tests import jobs, tasks
 
 AUTO = {"QUEUES": ["other", "limited"], "POLL_INTERVAL": 0.2, "OUTBOX": "auto"}
-#: the documented bounds (limit_keys.MAX_RENDERED_BYTES, bounds.MAX_AFTER), spelt out so these
+#: the documented bounds (limits.keys.MAX_RENDERED_BYTES, bounds.MAX_AFTER), spelt out so these
 #: cases also run, and fail, on a version without them
 MAX_RENDERED_BYTES = 1024
 MAX_AFTER = 1000

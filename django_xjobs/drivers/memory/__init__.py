@@ -19,10 +19,10 @@ from ...bounds import check_index_entry
 from ...clock import Clock, SystemClock
 from ...history import EXITED, KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Failure
 from ...ids import uuid7
-from ...limit_keys import key_of
+from ...limits.claims import ClaimLimits
+from ...limits.keys import key_of
 from ...states import FINISHED_STATES, LIVE_STATES, WAITING_STATES, shown_state
 from .. import rules
-from ..claim_limits import ClaimLimits
 from ..contract import (
     AGED,
     ClaimedJob,

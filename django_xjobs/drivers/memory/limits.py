@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from ...limit_keys import SEPARATOR
-from ..claim_limits import KEY_SHOWN_FOR, ClaimLimits, in_window, room
+from ...limits.claims import KEY_SHOWN_FOR, ClaimLimits, in_window, room
+from ...limits.keys import SEPARATOR
 from ..contract import JobSnapshot
 
 if TYPE_CHECKING:

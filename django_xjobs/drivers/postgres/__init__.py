@@ -19,11 +19,11 @@ from django.db import (
 from ... import history
 from ...errors import DriverUnavailableError
 from ...ids import uuid7, uuid7_many
-from ...limit_keys import key_of, keyless
+from ...limits.claims import ClaimLimits
+from ...limits.keys import key_of, keyless
 from ...payload import NotJSON, decode, dumps
 from ...rollup import BOUNDS as ROLLUP_BOUNDS
 from .. import failures, rules
-from ..claim_limits import ClaimLimits
 from ..contract import (
     AGED,
     ClaimedJob,

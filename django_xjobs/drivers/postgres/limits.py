@@ -9,8 +9,8 @@ from typing import Any
 from django.db import connections, transaction
 
 from ... import history
+from ...limits.claims import ClaimLimits
 from ...payload import decode
-from ..claim_limits import ClaimLimits
 from ..contract import QueueState
 from . import sql
 
@@ -122,7 +122,7 @@ def stamp_keys(using: str, ids: Sequence[Any]) -> None:
     """Give the runs just inserted straight from the outbox (publish_taken, which copies rows in
     SQL) their limit keys, in the same transaction: a claim never sees one without its key."""
     from ... import conf
-    from ...limit_keys import key_of, limited_names
+    from ...limits.keys import key_of, limited_names
 
     names, every = limited_names(), conf.get().fair_share is not None
     if not (names or every) or not ids:

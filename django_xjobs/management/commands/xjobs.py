@@ -13,7 +13,7 @@ from django.core.management.base import CommandParser
 from ... import conf, operations
 from ...durations import format_seconds, format_time, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
-from ...limits.caps import inspect_limits, limit_lines, parse_cap, set_queue_limit
+from ...limits.operator import inspect_limits, limit_lines, parse_cap, set_queue_limit
 from ...operations import manifest
 from ...run.controls import progress_text
 from ...states import FINISHED_STATES, after_dependencies, shown_attempt

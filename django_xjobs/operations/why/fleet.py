@@ -11,7 +11,7 @@ from ... import conf
 from ...declarations import registry
 from ...drivers.contract import JobDriver, JobSnapshot, Standing, WorkerSnapshot
 from ...durations import format_span, format_time
-from ...limit_keys import SEPARATOR, shown
+from ...limits.keys import SEPARATOR, shown
 from ...states import WAITING_STATES
 from .causes import Reason, because
 

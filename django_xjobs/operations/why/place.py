@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ... import conf
 from ...drivers.contract import JobSnapshot, Standing
-from ...limit_keys import SEPARATOR
+from ...limits.keys import SEPARATOR
 from .causes import Reason, because
 
 #: counts of jobs ahead stop here: an operator call, never a full scan

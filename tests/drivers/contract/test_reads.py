@@ -12,13 +12,13 @@ from django.conf import settings
 from django.db import transaction
 from django.test import override_settings
 
-from django_xjobs.drivers.claim_limits import ClaimLimits
 from django_xjobs.drivers.contract import (
     Complete,
     Finish,
     SuspendUntil,
 )
-from django_xjobs.limit_keys import SEPARATOR
+from django_xjobs.limits.claims import ClaimLimits
+from django_xjobs.limits.keys import SEPARATOR
 from django_xjobs.outbox.relay import Relay
 from django_xjobs.testing import run_until_idle
 from tests import jobs
@@ -189,7 +189,7 @@ def test_standing_counts_the_due_jobs_ahead_and_the_queues_runs(harness):
 
 
 def test_standing_counts_a_keys_runs_starts_and_pause(harness):
-    from django_xjobs.worker.claim_limits import declared_limits
+    from django_xjobs.limits.worker import declared_limits
 
     driver = harness.driver
     limits = ClaimLimits(jobs=declared_limits()[0])

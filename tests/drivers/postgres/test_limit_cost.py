@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from django_xjobs.drivers.claim_limits import ClaimLimits
 from django_xjobs.drivers.postgres.limits import LIMITS
-from django_xjobs.limit_keys import SEPARATOR
-from django_xjobs.worker.claim_limits import declared_limits
+from django_xjobs.limits.claims import ClaimLimits
+from django_xjobs.limits.keys import SEPARATOR
+from django_xjobs.limits.worker import declared_limits
 from tests.support.plans import plan
 
 BACKLOG = 10_000

@@ -1,5 +1,5 @@
 """Operators' side of fleet-wide limits: a queue's runtime cap (``set_queue_limit``) and what
-each limit key uses now (``inspect_limits``), for the CLI, the admin's queues page and metrics.
+each limit key uses now (``inspect_limits``), for the CLI and the admin's queues page.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 from .. import conf, log, redact
 from ..declarations import registry
 from ..drivers import get_driver
-from ..drivers.claim_limits import in_window
 from ..drivers.contract import QueueState
 from ..errors import InvariantError
-from ..limit_keys import SEPARATOR
 from ..text import check_label
+from .claims import in_window
+from .keys import SEPARATOR
 
 
 def set_queue_limit(name: str, concurrency: int | None, *, by: str | None = None) -> QueueState:

@@ -15,8 +15,8 @@ from django.test import override_settings
 from django_xjobs.clock import FrozenClock
 from django_xjobs.conf.limits import DEFAULT_MAX_TENANTS, Limits, RateLimit, parse_limits
 from django_xjobs.errors import InvariantError
+from django_xjobs.limits.worker import DEFAULT_TENANT, Limiter
 from django_xjobs.management import checks
-from django_xjobs.worker.limits import DEFAULT_TENANT, Limiter
 
 BASE = {"QUEUES": ["other"], "POLL_INTERVAL": 0.2, "OUTBOX": "off"}
 

@@ -4,8 +4,12 @@
 A run of such a job carries its key on its row (``x_jobs.limit_key``: the job's name, a unit
 separator, then the rendered template; without a template the name alone, so the limit is per job
 name). The claim reads the key and decides there, so a run over its limit is never claimed
-(worker/claim_limits.py, drivers' ``claim(limits=...)``). The limits themselves are in code: every
+(``limits.worker``, drivers' ``claim(limits=...)``). The limits themselves are in code: every
 worker of one deploy passes the same ones with its claim.
+
+This module sits in the base, since the drivers render a run's key where they write its row; what
+each job declares is held by the registry above it, which hands it down when it is imported
+(``use_declared``), so nothing here climbs to ask it.
 """
 
 from __future__ import annotations
@@ -15,11 +19,11 @@ import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from . import conf
-from .errors import InputInvalidError, InvariantError
-from .text import storable
+from .. import conf
+from ..errors import InputInvalidError, InvariantError
+from ..text import storable
 
 #: between the job's name and the rendered template: a job name never holds it
 SEPARATOR = "\x1f"
@@ -137,8 +141,7 @@ def key_of(name: str, inputs: Any, tenant: str | None = None, *, fair: bool = Tr
     (or this process does not know the job: its run then counts against nothing). Under
     ``XJOBS["FAIR_SHARE"]`` a run with no limit of its own gets its fair-share group's key: no
     job name before the separator, so no limit applies to it, only the claim's turns."""
-    handle = _registry().jobs.get(name)  # a declared job only: no task lookup per enqueue
-    limits = getattr(handle, "limits", None)
+    limits = _declared.limits_of(name)  # a declared job only: no task lookup per enqueue
     if limits is not None and isinstance(inputs, Mapping):
         return render(name, limits.key, inputs)
     share = conf.get().fair_share if fair else None
@@ -157,29 +160,12 @@ def keyless(name: str) -> bool:
     """Whether no run of ``name`` carries a limit key, whatever its inputs (``key_of`` is None
     for each): it declares no limit and no fair share applies. A batch of one job asks once,
     not once per row."""
-    handle = _registry().jobs.get(name)
-    return getattr(handle, "limits", None) is None and conf.get().fair_share is None
+    return _declared.limits_of(name) is None and conf.get().fair_share is None
 
 
 def limited_names() -> list[str]:
     """The registered jobs whose runs carry a limit key."""
-    return [h.name for h in _registry().registered_jobs() if getattr(h, "limits", None) is not None]
-
-
-#: the registry module, once imported: every enqueue asks it (an import statement run per call
-#: cost 1.5 microseconds, a tenth of a keyless enqueue's checks)
-_REGISTRY: Any = None
-
-
-def _registry() -> Any:
-    global _REGISTRY
-    if _REGISTRY is None:
-        # upward: (base -> run) a run's limit key comes from its job's declared template, which
-        # only the registry holds; the drivers render it where a row is written (enqueue, publish)
-        from .declarations import registry
-
-        _REGISTRY = registry
-    return _REGISTRY
+    return _declared.limited_names()
 
 
 @dataclass(frozen=True)
@@ -207,3 +193,36 @@ def declared(
     return JobLimits(
         key=template, concurrency=concurrency if template is not None else None, rate=rate
     )
+
+
+class Declared(Protocol):
+    """What this module asks of the declared jobs; ``declarations.registry`` answers it, and
+    installs its answer with ``use_declared`` when it is imported."""
+
+    def limits_of(self, name: str) -> JobLimits | None:
+        """The limits job ``name`` declares; None for a job that declares none, or that this
+        process does not know."""
+
+    def limited_names(self) -> list[str]:
+        """The declared jobs whose runs carry a limit key, sorted by name."""
+
+
+class _Undeclared:
+    """Before the registry is imported, no job is declared: no run carries a limit key."""
+
+    def limits_of(self, name: str) -> JobLimits | None:
+        return None
+
+    def limited_names(self) -> list[str]:
+        return []
+
+
+#: the declared jobs, as the registry answers for them (held, not looked up: every enqueue asks)
+_declared: Declared = _Undeclared()
+
+
+def use_declared(declared: Declared) -> None:
+    """Answer ``key_of``, ``keyless`` and ``limited_names`` from ``declared`` (the registry calls
+    this when it is imported)."""
+    global _declared
+    _declared = declared

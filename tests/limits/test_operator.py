@@ -113,8 +113,8 @@ def test_limit_13_the_cli_refuses_a_bad_cap_in_one_line(db):
 
 def test_limit_usage_is_listed_by_xjobs_queues(harness):
     jobs.per_account.enqueue(account="acme", n=0)
-    from django_xjobs.drivers.claim_limits import ClaimLimits
-    from django_xjobs.worker.claim_limits import declared_limits
+    from django_xjobs.limits.claims import ClaimLimits
+    from django_xjobs.limits.worker import declared_limits
 
     harness.driver.claim(
         queues=["limited"],
@@ -175,8 +175,8 @@ def test_limit_metrics_show_caps_and_limited_jobs(harness):
 
     set_queue_limit("capped", 4)
     jobs.per_account.enqueue(account="a", n=0)
-    from django_xjobs.drivers.claim_limits import ClaimLimits
-    from django_xjobs.worker.claim_limits import declared_limits
+    from django_xjobs.limits.claims import ClaimLimits
+    from django_xjobs.limits.worker import declared_limits
 
     harness.driver.claim(
         queues=["limited"],
@@ -191,3 +191,11 @@ def test_limit_metrics_show_caps_and_limited_jobs(harness):
     assert sample(series, "xjobs_limit_running", job="tests.jobs.per_account") == 1
     assert sample(series, "xjobs_limit_keys", job="tests.jobs.per_account") == 1
     assert sample(series, "xjobs_limit_keys_paused", job="tests.jobs.per_account") == 0
+    from django_xjobs.limits.keys import key_of
+
+    # a partner's RateLimited pauses the key: counted while the pause runs, read from the driver
+    harness.driver.pause_key(key_of("tests.jobs.per_account", {"account": "a", "n": 0}), 60.0)
+    metrics.clear_cache()
+    _, series = scrape()
+    assert sample(series, "xjobs_limit_keys_paused", job="tests.jobs.per_account") == 1
+    assert sample(series, "xjobs_limit_keys", job="tests.jobs.per_account") == 1
