@@ -13,9 +13,9 @@ class XJobsConfig(AppConfig):
         from .management import checks  # noqa: F401  (registers the system checks)
 
         if tasks_api() is not None:  # Django 6's django.tasks, or the backport on 5.2
-            from .backends import tasks
+            from .backends import resolver
 
-            use_tasks(tasks.Resolver())
+            use_tasks(resolver.Resolver())
 
         # Import every installed app's jobs.py, as the admin does with admin.py, so a worker
         # knows every job and cron the project declares. Only jobs.py: tasks.py belongs to

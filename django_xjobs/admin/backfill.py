@@ -1,5 +1,5 @@
 """The backfill ledger in the admin: each pass's progress, its job, and the other passes of its
-name (``admin.py`` registers ``BackfillAdmin`` on these columns, view-only like the other rows
+name (``BackfillAdmin`` puts these columns on the rows, view-only like the other rows
 the library writes)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ..backfills import get_backfill
 from ..durations import format_span
 from ..models import Backfill
 from .pages import admin_url
+from .rows import ViewOnly
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
@@ -148,3 +149,7 @@ class BackfillColumns(_ModelAdmin):
             "<th>pages</th><th>ended</th><th>error</th></tr></thead><tbody>{}</tbody></table>",
             cells,
         )
+
+
+class BackfillAdmin(BackfillColumns, ViewOnly):
+    """Backfill passes, from the ``x_backfills`` ledger: written by the passes only."""

@@ -50,7 +50,6 @@ def batch_link(model_admin: Any, obj: Job) -> str:
     return format_html('<a href="{}">{}</a>', url, obj.batch_id)
 
 
-@admin.register(JobBatch)
 class JobBatchAdmin(Navigated, _ModelAdmin):
     list_display = (
         "id",

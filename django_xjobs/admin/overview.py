@@ -19,7 +19,7 @@ from django.utils.safestring import mark_safe
 
 from .. import conf, operations
 from ..metrics.overview import DEPTH, WINDOWS, Figures, chart, overview, seconds_text
-from ..models import Job, Overview
+from ..models import Job
 from .pages import OverviewPages, admin_url
 
 #: seconds between refreshes while auto-refresh is on
@@ -133,7 +133,6 @@ def _row(
     }
 
 
-@admin.register(Overview)
 class OverviewEntry(admin.ModelAdmin):  # type: ignore[type-arg]
     """The overview's entry on the admin index (issue 42): its list is the overview page, seen by
     who may view jobs; nothing else is behind it."""

@@ -19,6 +19,7 @@ from ..durations import format_span, format_time
 from ..models import Job, JobState, Worker
 from .job import badge, time_column_of
 from .pages import admin_url
+from .rows import ViewOnly
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
@@ -125,3 +126,38 @@ class WorkerColumns(_ModelAdmin):
     last_seen_shown = time_column_of(Worker, "last_seen")
     expires_shown = time_column_of(Worker, "expires_at")
     stopped_shown = time_column_of(Worker, "stopped_at")
+
+
+class WorkerAdmin(WorkerColumns, ViewOnly):
+    """Worker processes, renewed with each heartbeat: a lapsed one went a visibility timeout
+    without reaching the database (killed, stopped or cut off); a clean stop removes its row.
+    Each names the jobs it runs now and since when (issue 42)."""
+
+    list_display = (
+        "id",
+        "worker_state",
+        "runs_now",
+        "queue_list",
+        "host",
+        "pid",
+        "started_shown",
+        "last_seen_shown",
+        "in_flight",
+    )
+    list_filter = (WorkerAliveFilter, "host")
+    search_fields = ("id", "host")
+    ordering = ("started_at", "id")
+    fields = (
+        "id",
+        "worker_state",
+        "runs_now",
+        "queue_list",
+        "host",
+        "pid",
+        "started_shown",
+        "last_seen_shown",
+        "expires_shown",
+        "stopped_shown",
+        "in_flight",
+    )
+    readonly_fields = fields

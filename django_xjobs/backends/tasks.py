@@ -5,22 +5,23 @@ A task enqueued through ``XJobsBackend`` is an ordinary ``x_jobs`` row named by 
 module path (``shop.tasks.send_email``), with ``{"args": [...], "kwargs": {...}, "backend":
 alias}`` as its input. A worker finds the task again by importing that path, so every worker,
 retry, lease and operator tool treats it like any job.
+
+The API's names (``api``), its errors (``errors``) and the ``OPTIONS`` (``options``) have modules
+of their own and are named here too; ``@cron`` over a task is in ``crons``, and the registry's
+door to all of it in ``resolver``.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from inspect import iscoroutinefunction
 from typing import Any
 
 from django.apps import apps
-from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -31,93 +32,45 @@ from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import EnqueueRequest, JobSnapshot
 from ..errors import (
-    ConfigInvalidError,
-    CronInvalidError,
-    InputInvalidError,
     InvariantError,
-    JobNotFoundError,
-    QueueUnknownError,
 )
 from ..ids import uuid7
 from ..payload import NotJSON, check_json, encode
-from ..retry import Retry
 from ..run import signals
 from ..tracing import current_traceparent
-
-#: the backend's import path, as the TASKS setting names it
-BACKEND_PATH = registry.TASKS_BACKEND
-
-_api = registry.tasks_api()
-if _api == "django.tasks":  # Django 6.0+
-    TASKS_MODULE, _JSON, _INVALID = "django.tasks", "django.utils.json", "InvalidTask"
-    _BAD_BACKEND = "InvalidTaskBackend"
-elif _api == "django_tasks":  # the backport, on Django 5.2
-    TASKS_MODULE, _JSON, _INVALID = "django_tasks", "django_tasks.utils", "InvalidTaskError"
-    _BAD_BACKEND = "InvalidTaskBackendError"
-else:  # pragma: no cover - the import error is the message
-    raise ImportError(
-        f"{BACKEND_PATH} needs Django 6.0+ (django.tasks) or, on Django 5.2, the django-tasks "
-        "backport: pip install 'django-tasks>=0.12' (the project's tasks extra) and add \"django_tasks\" to INSTALLED_APPS",
-        name="django_tasks",  # what is missing, for a caller that tells an absent extra apart
-    )
-
-# The same names from whichever is installed: the two are different classes, so each is taken
-# from the one in use, once, here.
-_base = importlib.import_module(f"{TASKS_MODULE}.base")
-_exceptions = importlib.import_module(f"{TASKS_MODULE}.exceptions")
-_signals = importlib.import_module(f"{TASKS_MODULE}.signals")
-Task: Any = _base.Task
-TaskContext: Any = _base.TaskContext
-TaskError: Any = _base.TaskError
-TaskResult: Any = _base.TaskResult
-TaskResultStatus: Any = _base.TaskResultStatus
-task: Any = _base.task
-BaseTaskBackend: Any = importlib.import_module(f"{TASKS_MODULE}.backends.base").BaseTaskBackend
-InvalidTask: Any = getattr(_exceptions, _INVALID)
-TaskResultDoesNotExist: Any = _exceptions.TaskResultDoesNotExist
-TaskResultMismatch: Any = _exceptions.TaskResultMismatch
-task_enqueued: Any = _signals.task_enqueued
-task_started: Any = _signals.task_started
-task_finished: Any = _signals.task_finished
-normalize_json: Any = importlib.import_module(_JSON).normalize_json
-#: a bad ``TASKS`` entry (an ``ImproperlyConfigured``)
-InvalidTaskBackend: Any = getattr(_exceptions, _BAD_BACKEND)
-
-
-# --- errors: Django's class for the mistake, and ours ----------------------------------------
-# Code written against Django's docs catches Django's classes (TypeError for an argument JSON
-# cannot hold, InvalidTask, TaskResultDoesNotExist...); ours carry a code and a hint. Each error
-# the task API raises here is both: the class Django's reference backends raise for the same
-# mistake, and an XJobsError.
-
-
-class TaskArgumentTypeError(InputInvalidError, TypeError):
-    """A task argument of a type JSON cannot hold (Django raises ``TypeError``)."""
-
-
-class TaskArgumentValueError(InputInvalidError, ValueError):
-    """A task argument whose value JSON (or PostgreSQL's ``jsonb``) cannot hold: bytes that are
-    not UTF-8 (Django raises ``ValueError``), a NaN, a NUL character."""
-
-
-class TaskInvalidError(InvariantError, InvalidTask):  # type: ignore[misc]
-    """A task this backend cannot run as given (Django raises ``InvalidTask``)."""
-
-
-class TaskQueueUnknownError(QueueUnknownError, InvalidTask):  # type: ignore[misc]
-    """A task's queue is not one its backend's ``QUEUES`` lists (Django: ``InvalidTask``)."""
-
-
-class TaskResultNotFoundError(JobNotFoundError, TaskResultDoesNotExist):  # type: ignore[misc]
-    """No task result under this id in this backend (Django: ``TaskResultDoesNotExist``)."""
-
-
-class TaskBackendConfigError(ConfigInvalidError, InvalidTaskBackend):  # type: ignore[misc]
-    """A ``TASKS`` alias's ``OPTIONS`` is wrong (Django: ``InvalidTaskBackend``, an
-    ``ImproperlyConfigured``)."""
-
+from .api import (
+    BACKEND_PATH,
+    TASKS_MODULE,
+    BaseTaskBackend,
+    InvalidTask,
+    InvalidTaskBackend,
+    Task,
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    normalize_json,
+    task,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
+from .errors import (
+    TaskArgumentTypeError,
+    TaskArgumentValueError,
+    TaskBackendConfigError,
+    TaskInvalidError,
+    TaskQueueUnknownError,
+    TaskResultNotFoundError,
+)
+from .options import NO_RETRY, TaskOptions, options_for, parse_options, task_queues
 
 __all__ = [
+    "BACKEND_PATH",
+    "NO_RETRY",
+    "TASKS_MODULE",
     "BaseTaskBackend",
     "InvalidTask",
     "InvalidTaskBackend",
@@ -129,21 +82,26 @@ __all__ = [
     "TaskError",
     "TaskInvalidError",
     "TaskJob",
+    "TaskOptions",
     "TaskQueueUnknownError",
     "TaskResult",
     "TaskResultDoesNotExist",
     "TaskResultMismatch",
     "TaskResultNotFoundError",
     "TaskResultStatus",
+    "build_request",
+    "enqueued_result",
     "normalize_json",
+    "options_for",
+    "parse_options",
     "task",
     "task_enqueued",
     "task_finished",
+    "task_queues",
+    "task_result",
     "task_started",
 ]
 
-#: a task's failed run is not retried unless the backend's OPTIONS say so (Django's semantics)
-NO_RETRY = Retry(attempts=1)
 
 _STATUS = {
     "ready": TaskResultStatus.READY,
@@ -159,26 +117,6 @@ _STATUS = {
 _FINISHED = {"done", "failed", "dead", "cancelled"}
 
 
-@dataclass(frozen=True)
-class TaskOptions:
-    """What a task cannot declare on ``@task``, from the backend's ``OPTIONS``."""
-
-    retry: Retry = NO_RETRY
-    timeout: float | None = None
-
-
-def task_queues() -> set[str]:
-    """The queues ``XJobsBackend`` aliases accept, for the queues a worker watches by default."""
-    found: set[str] = set()
-    tasks: Mapping[str, Any] = settings.TASKS
-    for alias in registry.task_aliases():
-        queues = tasks[alias].get("QUEUES", ["default"])
-        if isinstance(queues, list | tuple | set | frozenset):
-            found.update(q for q in queues if isinstance(q, str))
-    return found
-
-
-#: a task row's input: the call and its backend, and (rows written since 0.1) when the task was
 #: enqueued, so ``enqueue()`` and ``get_result()`` answer the same ``enqueued_at``
 _CALL_KEYS = frozenset({"args", "kwargs", "backend"})
 _ROW_KEYS = _CALL_KEYS | {"enqueued_at"}
@@ -574,58 +512,6 @@ def _find(name: str) -> TaskJob | None:
     return TaskJob(found, options_for(found.backend))
 
 
-def options_for(alias: str) -> TaskOptions:
-    """The ``OPTIONS`` of ``alias`` when it is an ``XJobsBackend``, else the defaults."""
-    if alias not in registry.task_aliases():
-        return TaskOptions()
-    tasks: Mapping[str, Any] = settings.TASKS
-    return parse_options(tasks[alias].get("OPTIONS", {}), alias)
-
-
-def parse_options(raw: Any, alias: str) -> TaskOptions:
-    """``OPTIONS`` checked: ``RETRY`` (a ``Retry`` or a dict of its arguments) and ``TIMEOUT``
-    (a duration); anything else is refused, naming the key."""
-    from ..durations import parse_optional
-
-    where = f'TASKS["{alias}"]["OPTIONS"]'
-    if not isinstance(raw, Mapping):
-        raise TaskBackendConfigError(f"{where} must be a dict, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - {"RETRY", "TIMEOUT"})
-    if unknown:
-        hint = "known keys: RETRY, TIMEOUT"
-        if "VISIBILITY_TIMEOUT" in unknown:
-            hint = (
-                'a lease is the worker\'s XJOBS["VISIBILITY_TIMEOUT"], renewed while the task '
-                "runs; set it there. " + hint
-            )
-        raise TaskBackendConfigError(f"{where} has unknown key(s) {', '.join(unknown)}", hint=hint)
-    retry = raw.get("RETRY", NO_RETRY)
-    if isinstance(retry, Mapping):
-        try:
-            retry = Retry(**retry)
-        except TypeError as error:
-            raise TaskBackendConfigError(
-                f"{where}['RETRY']: {error}",
-                hint="e.g. {'attempts': 5, 'delay': '2s', 'backoff': 'exponential'}",
-            ) from None
-        except Exception as error:
-            message = getattr(error, "message", str(error))
-            raise TaskBackendConfigError(
-                f"{where}['RETRY']: {message}", hint=getattr(error, "hint", None)
-            ) from None
-    if not isinstance(retry, Retry):
-        raise TaskBackendConfigError(
-            f"{where}['RETRY'] must be a Retry(...) or a dict of its arguments, got {retry!r}",
-            hint="e.g. Retry(attempts=5, delay='2s')",
-        )
-    try:
-        timeout = parse_optional(raw.get("TIMEOUT"), field=f"{where}['TIMEOUT']")
-    except Exception as error:
-        message = getattr(error, "message", str(error))
-        raise TaskBackendConfigError(message, hint=getattr(error, "hint", None)) from None
-    return TaskOptions(retry=retry, timeout=timeout)
-
-
 # --- task_finished, once the run's end is written --------------------------------------------
 
 
@@ -686,74 +572,3 @@ def _settings_changed(setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_settings_changed, dispatch_uid="django_xjobs.backends.tasks.settings")
-
-
-# --- what the registry and @cron ask of django.tasks (registry.TaskResolver) ------------
-
-
-def as_task(handler: Any) -> Any:
-    """``handler`` when it is a Task of the task API in use, else None."""
-    return handler if isinstance(handler, Task) else None
-
-
-def cron_entries(task: Any) -> Callable[[datetime], Any]:
-    """A cron's ``fn`` for ``task``: each occurrence enqueues it, with the occurrence (ISO 8601,
-    UTC) as its ``occurrence`` argument when it takes one. Checked now: the task runs through an
-    ``XJobsBackend`` (else the exactly-once firing would end at another backend's door), and it
-    takes no other argument without a default."""
-    import inspect
-
-    if task.backend not in registry.task_aliases():
-        raise CronInvalidError(
-            f"@cron above task {task.module_path!r}: its backend {task.backend!r} is not "
-            "django_xjobs.backends.XJobsBackend, so an occurrence could not be enqueued exactly once",
-            hint=f'point TASKS["{task.backend}"] at django_xjobs.backends.XJobsBackend, or use '
-            "@task(backend=...) with one that is",
-        )
-    params = list(inspect.signature(task.func).parameters.values())
-    if task.takes_context:
-        params = params[1:]
-    takes_occurrence = any(p.name == "occurrence" for p in params)
-    needed = [
-        p.name
-        for p in params
-        if p.name != "occurrence"
-        and p.default is inspect.Parameter.empty
-        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    ]
-    if needed:
-        raise CronInvalidError(
-            f"@cron above task {task.module_path!r}: an occurrence has no value for "
-            f"{', '.join(needed)}",
-            hint="give those parameters defaults; an `occurrence` parameter gets the occurrence "
-            "as ISO 8601 text",
-        )
-    # The backend's OPTIONS are read when an occurrence is enqueued (TaskJob.build_request), not
-    # here: a bad one is then `manage.py check`'s one E010 line and each enqueue's error, as for
-    # a task without a cron, instead of an import error that stops every manage.py command.
-    job = TaskJob(task, TaskOptions())
-
-    def entries(occurrence: datetime) -> list[tuple[Any, dict[str, Any]]]:
-        inputs = {"occurrence": occurrence.isoformat()} if takes_occurrence else {}
-        return [(job, inputs)]
-
-    entries.__module__ = task.func.__module__
-    entries.__qualname__ = task.func.__qualname__
-    entries.__doc__ = task.func.__doc__
-    return entries
-
-
-class Resolver:
-    """This module's answers, as the ``registry.TaskResolver`` the app registers."""
-
-    def task_job(self, name: str) -> Any:
-        return task_job(name)
-
-    def task_queues(self) -> set[str]:
-        return task_queues()
-
-    def as_task(self, handler: Any) -> Any:
-        return as_task(handler)
-
-    def cron_entries(self, task: Any) -> Callable[[datetime], Any]:
-        return cron_entries(task)

@@ -156,3 +156,24 @@ def drift_error(path: str, lines: list[str]) -> ManifestDriftError:
         "a renamed job or a moved queue strands rows already queued)",
         hint=_WRITE.format(path=path) + " if the change is meant",
     )
+
+
+def inspect_manifest() -> dict[str, Any]:
+    """Every declared job and cron, in code-unit order, as plain JSON (SPEC INSP-08): each
+    handle's ``describe()`` row, and a cron's next run::
+
+        inspect_manifest()["crons"][0]["next_run"]  # "2026-12-01T02:00:00+00:00"
+    """
+    from datetime import UTC, datetime
+
+    from ..declarations import registry
+    from ..declarations.cron import registered_crons
+
+    now = datetime.now(UTC)
+    return {
+        "jobs": [h.describe() for h in registry.registered_jobs()],
+        "crons": [
+            {**c.describe(), "next_run": c.next_occurrence(now).isoformat()}
+            for c in registered_crons()
+        ],
+    }

@@ -80,10 +80,10 @@ def why_job(job_id: UUID | str) -> JobWhy:
         >>> found.reasons[0].text
         'its limit key billing.jobs.sync[acme] is at its concurrency limit (1 of 1 runs at once): held by 0197... on web-1:4242'
     """
-    from .. import _job_id
+    from ..shared import job_id_of
 
     driver = get_driver()
-    wanted = _job_id(job_id)
+    wanted = job_id_of(job_id)
     row = driver.get_job(wanted)
     if row is None:
         raise JobNotFoundError(

@@ -1,0 +1,199 @@
+"""The operator's hands on jobs in the admin: the Retry, Cancel and Run now buttons of a job page,
+the views they post to (each checks the change permission again) and the job list's bulk
+actions, all through ``django_xjobs.operations``; a refused call says why in the admin's terms."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponseRedirect
+from django.utils import timezone
+from django.utils.html import format_html_join
+
+from .. import operations
+from ..errors import XJobsError
+from ..models import Job
+from ..states import WAITING_STATES
+from .pages import admin_url
+from .permissions import VIEWER as _viewer
+from .permissions import has_permission, require_permission
+
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Any]
+else:  # ModelAdmin is generic to the type checker only
+    _ModelAdmin = admin.ModelAdmin
+
+
+#: the jobs a bulk action's summary names, at most (past that it counts them)
+SUMMARY_NAMES = 3
+
+
+def _admin_hint(error: XJobsError, state: str) -> str:
+    """What to do about a refused retry or cancel, in the admin's terms (the library's hints
+    name Python calls and command flags)."""
+    if error.code == "X_JOB_NOT_CANCELLABLE":
+        if state == "done":
+            return "it already completed; there is nothing left to cancel"
+        return "it already stopped; to run it again, select it and choose “Retry selected jobs”"
+    if error.code == "X_JOB_NOT_RETRYABLE":
+        if state == "cancelled":
+            return (
+                "it was cancelled on purpose; to run it anyway use "
+                "“python manage.py xjobs retry <id> --force” on a server"
+            )
+        if state == "done":
+            return "it completed; there is nothing to retry"
+        return "it has not finished; wait for it, or choose “Cancel selected jobs” first"
+    return error.hint
+
+
+class JobActions(_ModelAdmin):
+    """Retry, cancel and run now: the job page's buttons, their views and the list's bulk
+    actions, each the same operator call as ``manage.py xjobs``, each checking the permission."""
+
+    @admin.display(description="operator")
+    def operator_buttons(self, obj: Job) -> str:
+        """Retry and Cancel, for a user who may change jobs: each posts the page's form (and
+        its CSRF token) to a view that checks the permission again."""
+        request = _viewer.get()
+        if request is None or not has_permission(self, request, "change", obj):
+            return "-"
+        buttons = []
+        if obj.state in ("dead", "failed"):
+            buttons.append(("django_xjobs_job_retry", "Retry"))
+        if obj.state in WAITING_STATES and obj.run_at > timezone.now():
+            # a delayed or scheduled job, a backoff, a snooze (issue 42)
+            buttons.append(("django_xjobs_job_run_now", "Run now"))
+        if obj.state in ("ready", "delayed", "running", "suspended"):
+            buttons.append(("django_xjobs_job_cancel", "Cancel"))
+        if not buttons:
+            return "-"
+        return format_html_join(
+            " ",
+            '<button type="submit" formaction="{}" formmethod="post" name="xjobs_op" '
+            'value="{}">{}</button>',
+            (
+                (admin_url(self.admin_site, name, obj.pk), label.lower().replace(" ", "-"), label)
+                for name, label in buttons
+            ),
+        )
+
+    def retry_from_step_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        """Retry a dead or failed job from one step: it and later steps run again; earlier
+        ones replay (the same operator call as ``xjobs retry --from-step``)."""
+        job = self._job_to_change(request, object_id)
+        step = request.POST.get("step", "")
+        self._act(
+            request,
+            job,
+            "retry",
+            f"Queued again from step {step!r}",
+            lambda: operations.retry_job(job.pk, from_step=step),
+        )
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
+
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        """The job page's Retry button: the same operator call as ``xjobs retry``."""
+        job = self._job_to_change(request, object_id)
+        self._act(request, job, "retry", "Queued again", lambda: operations.retry_job(job.pk))
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
+
+    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        """The job page's Cancel button: the same operator call as ``xjobs cancel``."""
+        job = self._job_to_change(request, object_id)
+        reason = f"cancelled from the admin by {request.user}"
+        self._act(
+            request, job, "cancel", "Cancelled", lambda: operations.cancel_job(job.pk, reason)
+        )
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
+
+    def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponseRedirect:
+        """The job page's Run now button: the same operator call as ``xjobs run-now``."""
+        job = self._job_to_change(request, object_id)
+        by = f"admin:{request.user}"
+        self._act(request, job, "run", "Due now", lambda: operations.run_job_now(job.pk, by=by))
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_change", job.pk))
+
+    def _job_to_change(self, request: HttpRequest, object_id: str) -> Job:
+        """The job a state-changing view acts on, once the request may change it."""
+        require_permission(self, request, "change")
+        job: Job | None = self.get_object(request, object_id)
+        if job is None:
+            raise PermissionDenied
+        require_permission(self, request, "change", job)
+        return job
+
+    # --- actions ------------------------------------------------------------------------------
+
+    # permissions= makes Django refuse the action to a user without change_job, even one who
+    # posts it by hand
+    @admin.action(description="Retry selected jobs (dead or failed)", permissions=["change"])
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._act_many(request, queryset, "retry", "Queued again", operations.retry_job)
+
+    @admin.action(description="Cancel selected jobs", permissions=["change"])
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        reason = f"cancelled from the admin by {request.user}"
+        self._act_many(
+            request, queryset, "cancel", "Cancelled", lambda pk: operations.cancel_job(pk, reason)
+        )
+
+    @admin.action(
+        description="Run selected jobs now (delayed or scheduled)", permissions=["change"]
+    )
+    def run_now_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        by = f"admin:{request.user}"
+        self._act_many(
+            request, queryset, "run", "Made due now", lambda pk: operations.run_job_now(pk, by=by)
+        )
+
+    def _act_many(
+        self, request: HttpRequest, queryset: QuerySet[Job], verb: str, done: str, act: Any
+    ) -> None:
+        """One operator call per selected job, and one message for them all (issue 42): how
+        many went through, and how many were refused by code, with the fix."""
+        went: list[Job] = []
+        refused: dict[tuple[str, str], list[Job]] = {}
+        for job in queryset:
+            try:
+                act(job.pk)
+            except XJobsError as error:
+                refused.setdefault((error.code, _admin_hint(error, job.state)), []).append(job)
+            else:
+                self.log_change(request, job, f"{done} from the admin.")
+                went.append(job)
+        total = len(went) + sum(len(jobs) for jobs in refused.values())
+        parts = [f"{done} {len(went)} of {total} selected job{'s' if total != 1 else ''}"]
+        if went and len(went) <= SUMMARY_NAMES:
+            parts[0] += ": " + _named(went)
+        parts += [
+            f"Could not {verb} {len(jobs)}: {code} ({_named(jobs)}) — {hint}"
+            for (code, hint), jobs in refused.items()
+        ]
+        text = ". ".join(parts)
+        self.message_user(request, text, messages.WARNING if refused else messages.SUCCESS)
+
+    def _act(self, request: HttpRequest, job: Job, verb: str, done: str, act: Any) -> None:
+        """Run one operator call; say what happened (job names as written: the message starts
+        with a verb, so the admin's capfirst leaves the name alone) and record it in the
+        admin's history with the user who did it."""
+        try:
+            act()
+        except XJobsError as error:
+            self.message_user(
+                request,
+                f"Could not {verb} {job.name} {job.pk}: {error.code}: {error.message} — "
+                f"{_admin_hint(error, job.state)}",
+                messages.WARNING,
+            )
+        else:
+            self.log_change(request, job, f"{done} from the admin.")
+            self.message_user(request, f"{done}: {job.name} {job.pk}", messages.SUCCESS)
+
+
+def _named(jobs: list[Job]) -> str:
+    shown = ", ".join(f"{j.name} {j.pk}" for j in jobs[:SUMMARY_NAMES])
+    return shown + (f" and {len(jobs) - SUMMARY_NAMES} more" if len(jobs) > SUMMARY_NAMES else "")

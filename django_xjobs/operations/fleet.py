@@ -1,0 +1,113 @@
+"""The operator's view of the fleet: queue depths, pausing and resuming a queue, and the
+workers' presence rows."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from .. import conf, log, metrics
+from ..drivers import get_driver
+from ..drivers.contract import QueueState
+from ..errors import (
+    InvariantError,
+)
+from ..text import check_label
+from .shared import iso
+
+
+def inspect_queues() -> dict[str, Any]:
+    """Depth per queue and totals (SPEC INSP-01); a due ``delayed`` job counts as ready (Q-05)::
+
+        >>> inspect_queues()["totals"]
+        {'ready': 4, 'delayed': 1, 'running': 2, 'suspended': 0, 'dead': 1}
+
+    ``queues`` holds the same counts per queue, with the age of each queue's oldest ready job,
+    ``paused`` (``pause_queue``) and ``limit`` (``set_queue_limit``, None: no cap); a paused or
+    capped queue with no jobs is listed too, with zeros.
+    """
+    driver = get_driver()
+    queues = metrics.queue_depths(driver)
+    buckets = ("ready", "delayed", "running", "suspended", "dead")
+    return {
+        "driver": driver.name,
+        "queues": queues,
+        "totals": {b: sum(q[b] for q in queues) for b in buckets},
+        "oldest_ready_seconds": max((q["oldest_ready_seconds"] for q in queues), default=0.0),
+    }
+
+
+def check_by(by: Any) -> None:
+    """``by=`` of an operator call: None, or a name ``text.check_label`` keeps (no NUL, lone
+    surrogate, control character or escape; at most 200 characters), else ``X_INVARIANT``."""
+    if by is not None and not isinstance(by, str):
+        raise InvariantError(f"by={by!r} must be a string or None", hint='e.g. "ops:alice"')
+    check_label(by, "by")
+
+
+def pause_queue(name: str, *, by: str | None = None) -> QueueState:
+    """Stop every worker of the fleet claiming from queue ``name`` (SPEC CTRL-01/02).
+
+    Stored in the database, so it outlives restarts and deploys; each worker leaves the queue out
+    of its next claim, woken by a notification (at the latest a poll interval later). Runs in
+    flight finish; enqueues into the queue still land and wait. Pausing a paused queue keeps its
+    first ``paused_at`` and ``paused_by``::
+
+        >>> pause_queue("emails", by="ops:alice")
+        QueueState(queue='emails', paused=True, paused_at=datetime(...), paused_by='ops:alice')
+    """
+    conf.check_queue_name(name, error=InvariantError)
+    check_by(by)
+    state = get_driver().pause_queue(name, by)
+    log.event(logging.WARNING, "xjobs.queue.paused", queue=name, by=by)
+    return state
+
+
+def resume_queue(name: str, *, by: str | None = None) -> QueueState:
+    """Let the fleet claim from queue ``name`` again (SPEC CTRL-03); its waiting jobs run in
+    their usual order. Resuming a queue that is not paused changes nothing::
+
+        >>> resume_queue("emails").paused
+        False
+    """
+    conf.check_queue_name(name, error=InvariantError)
+    check_by(by)
+    state = get_driver().resume_queue(name)
+    log.event(logging.INFO, "xjobs.queue.resumed", queue=name, by=by)
+    return state
+
+
+def inspect_workers() -> list[dict[str, Any]]:
+    """Every worker's presence row, oldest start first; ``alive`` is False once it went a
+    visibility timeout without a heartbeat (killed, stopped or cut off), and ``state`` says
+    which: ``alive``, ``lapsed``, or ``exited`` (``stopped_at`` set: it exited past its
+    ``--shutdown-timeout`` with runs in flight, which return by their leases)::
+
+        >>> [(w["id"], w["in_flight"], w["alive"]) for w in inspect_workers()]
+        [('worker-0190…', 3, True)]
+    """
+    return [
+        {
+            "id": w.id,
+            "host": w.host,
+            "pid": w.pid,
+            "queues": list(w.queues),
+            "started_at": iso(w.started_at),
+            "last_seen": iso(w.last_seen),
+            "expires_at": iso(w.expires_at),
+            "in_flight": w.in_flight,
+            "alive": w.alive,
+            "stopped_at": iso(w.stopped_at),
+            "state": worker_state(w.alive, w.stopped_at),
+        }
+        for w in get_driver().workers()
+    ]
+
+
+def worker_state(alive: bool, stopped_at: datetime | None) -> str:
+    """``alive``; ``exited`` when the process left past its shutdown timeout with runs in
+    flight (they return by their leases); else ``lapsed``: no beat for a visibility timeout."""
+    if stopped_at is not None:
+        return "exited"
+    return "alive" if alive else "lapsed"

@@ -1,0 +1,109 @@
+"""The operator's hands on the transactional outbox: its backlog per database, and retry or
+discard of a quarantined row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from .. import conf
+from ..drivers import get_driver
+from ..errors import (
+    JobNotFoundError,
+)
+from .shared import iso, job_id_of
+
+
+def inspect_outbox(limit: int = 100) -> dict[str, Any]:
+    """Staged rows not yet published, per outbox database, the oldest one's age, and the rows in
+    quarantine (issue 24: their publish failed for a reason that fails the same way again, so
+    the relay leaves them for an operator; ``pending`` leaves them out)::
+
+        inspect_outbox()  # {"pending": 3, "oldest_pending_seconds": 0.4, "quarantined": 1,
+                          #  "entries": [{"id": ..., "error_code": "54000", ...}], "databases": {...}}
+
+    A pending count that only grows means no relay is running (``manage.py xjobs_relay``).
+    ``entries`` holds at most ``limit`` quarantined rows per database, oldest quarantine first:
+    ``id`` (the job id its enqueue returned), ``database``, ``job``, ``queue``, ``tenant_id``,
+    ``staged_at``, ``quarantined_at``, ``error_code`` (the SQLSTATE, else our code),
+    ``error``, ``key_bytes``, ``tenant_bytes``, ``name_bytes`` and ``key_start`` (the
+    key's first 80 characters).
+    """
+    driver = get_driver()
+    databases: dict[str, dict[str, Any]] = {}
+    entries: list[dict[str, Any]] = []
+    for alias in conf.get().outbox_databases:
+        store = driver.outbox_store(alias)
+        count, oldest = store.pending()
+        quarantined = store.quarantined_count()
+        databases[alias] = {
+            "pending": count,
+            "oldest_pending_seconds": oldest,
+            "quarantined": quarantined,
+        }
+        if quarantined:
+            entries.extend(_quarantined(alias, row) for row in store.quarantined(limit))
+    return {
+        "pending": sum(d["pending"] for d in databases.values()),
+        "oldest_pending_seconds": max(
+            (d["oldest_pending_seconds"] for d in databases.values()), default=0.0
+        ),
+        "quarantined": sum(d["quarantined"] for d in databases.values()),
+        "entries": entries,
+        "databases": databases,
+    }
+
+
+def _quarantined(alias: str, row: Any) -> dict[str, Any]:
+    return {
+        "id": str(row.id),
+        "database": alias,
+        "job": row.job,
+        "queue": row.queue,
+        "tenant_id": row.tenant_id,
+        "staged_at": iso(row.staged_at),
+        "quarantined_at": iso(row.quarantined_at),
+        "error_code": row.error_code,
+        "error": row.error,
+        "key_bytes": row.key_bytes,
+        "tenant_bytes": row.tenant_bytes,
+        "name_bytes": row.name_bytes,
+        "key_start": row.idempotency_key[:80],
+    }
+
+
+def retry_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
+    """Hand a quarantined outbox row back to the relay, whose next pass publishes it (or
+    quarantines it again, if what refused it was not fixed); returns ``inspect_outbox()``.
+    No quarantined row with this id raises ``JobNotFoundError``::
+
+        >>> retry_outbox_entry("0197a3c2-...")["quarantined"]
+        0
+    """
+    _outbox_act(entry_id, lambda store, wanted: store.unquarantine(wanted))
+    return inspect_outbox()
+
+
+def discard_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
+    """Delete a quarantined outbox row: it never becomes a job, and its id names nothing;
+    returns ``inspect_outbox()``. No quarantined row with this id raises ``JobNotFoundError``::
+
+        >>> discard_outbox_entry("0197a3c2-...")["quarantined"]
+        0
+    """
+    _outbox_act(entry_id, lambda store, wanted: store.discard(wanted))
+    return inspect_outbox()
+
+
+def _outbox_act(entry_id: UUID | str, act: Callable[[Any, UUID], bool]) -> None:
+    """``act(store, id)`` on each outbox database until one holds the quarantined row."""
+    wanted = job_id_of(entry_id)
+    driver = get_driver()
+    for alias in conf.get().outbox_databases:
+        if act(driver.outbox_store(alias), wanted):
+            return
+    raise JobNotFoundError(
+        f"no quarantined outbox row has id {wanted}",
+        hint="list them: python manage.py xjobs outbox",
+    )
