@@ -168,8 +168,8 @@ def test_jctl_02_a_run_claimed_past_its_expiry_is_expired_at_every_sweep_too(har
     died before settling it is expired again when its lapsed lease is swept, by the plain claim
     and by a claim under declared limits (a job with a limit key and a concurrency) alike. The
     limited sweep once answered not expired, and the job ran."""
-    from django_xjobs.drivers.claim_limits import ClaimLimits
-    from django_xjobs.worker.claim_limits import declared_limits
+    from django_xjobs.limits.claims import ClaimLimits
+    from django_xjobs.limits.worker import declared_limits
 
     driver = harness.driver
     more = {"limits": ClaimLimits(jobs=declared_limits()[0])} if limited else {}
