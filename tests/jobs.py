@@ -249,6 +249,7 @@ async def async_steps(ctx, n: int = 0):
 @job(idempotency_key="waits-forever:{token}", retry=FAST)
 def step_then_wait(ctx, token: str):
     ctx.step.run("one", lambda: _mark(token, "one", ctx.attempt))
+    _mark(token, "waiting", ctx.attempt)  # every attempt, outside a step: the body reached its wait
     ctx.signal.wait(30)
     ctx.step.run("two", lambda: _mark(token, "two", ctx.attempt))
 

@@ -184,7 +184,9 @@ def test_lease_09_11_q_01_a_resumed_worker_writes_nothing_to_the_job_row(workers
     wait_for(lambda: ledger(token, "start"), timeout=30, what="A to start")
     a.send(signal.SIGSTOP)
     try:
-        b = workers(*FLEET, "--visibility-timeout", "1s", "--worker-id", f"b-{token}")
+        # B's own lease is longer: it runs the job as a suspect, in a child (SPEC LEASE-19),
+        # which a cancel stops a third of a lease later, and its step two must run by then
+        b = workers(*FLEET, "--visibility-timeout", "6s", "--worker-id", f"b-{token}")
         if resume == "after_b_finished":
             wait_for(lambda: Job.objects.get(id=job_id).state == "done", what="B's run")
         else:
@@ -253,8 +255,11 @@ def test_step_17_cancel_05_q_01_a_resumed_worker_writes_no_step_while_b_holds_th
     assert [(s["name"], s["status"]) for s in steps_before] == [("one", "completed")]
     assert [(r.attempt, r.pid) for r in ledger(token, "two")] == [(1, a.proc.pid)]
 
+    # B runs it as a suspect, in a child (SPEC LEASE-19): its rows are those A did not write.
+    # Cancelled once its body waits (a child starts a fresh interpreter first), its step two
+    # runs and its write is refused
+    wait_for(lambda: [r for r in ledger(token, "waiting") if r.attempt == 2], what="B's wait")
     cancel_job(job_id, reason="test over")
-    # B runs it as a suspect, in a child (SPEC LEASE-19): its rows are those A did not write
     wait_for(lambda: [r for r in ledger(token, "two") if r.pid != a.proc.pid], what="B to stop")
     stop_all(b)
     assert Job.objects.get(id=job_id).state == "cancelled"
