@@ -560,6 +560,21 @@ class ChildJobFailedError(XJobsError):
         self.last_error: str | None = first.get("last_error")
 
 
+class ChildDepthError(XJobsError):
+    """A step asked for child jobs (``ctx.step.call``/``call_many``) from a job already
+    ``MAX_CHILD_DEPTH`` generations below a job nobody called: its children would nest one
+    deeper than the bound. Nothing is recorded or enqueued; a retry would ask the same, so it
+    is terminal. A handler that calls its own job as a child hits it instead of filling the
+    table one generation per run."""
+
+    code = "X_CHILD_DEPTH"
+    retry = "terminal"
+    default_hint = (
+        "let the parent loop over ctx.step.call instead of each child calling the next, or "
+        "enqueue the next job instead of calling it"
+    )
+
+
 class JobAbortedError(JobInterrupt):
     """The run was aborted; nothing more it writes will land."""
 
@@ -714,6 +729,7 @@ CODES: dict[str, type[_Coded]] = {
         DependencyFailedError,
         DependencyCycleError,
         ChildJobFailedError,
+        ChildDepthError,
         StepReplayMismatchError,
         JobAbortedError,
         LeaseLostError,

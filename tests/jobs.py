@@ -456,6 +456,14 @@ def parent_calls(ctx, tag: str, ns: list, fail: list | None = None):
     return {"results": results}
 
 
+@job(idempotency_key="nested-call:{tag}:{level}", event_poll="5s")
+def nested_call(ctx, tag: str, level: int):
+    """Calls its own job as a child: one generation a run, with no end of its own (SPEC
+    CHILD-09 ends it at ``MAX_CHILD_DEPTH``)."""
+    Ledger.objects.create(token=f"{tag}-{level}", phase="ran", attempt=ctx.attempt, pid=os.getpid())
+    return {"level": level, "below": ctx.step.call(nested_call, {"tag": tag, "level": level + 1})}
+
+
 @job(idempotency_key="patient-parent:{tag}", event_poll="1h")
 def patient_parent(ctx, tag: str, ns: list, fail: list | None = None):
     """``parent_calls`` with a look at its children only once an hour: only the wake-up by the

@@ -32,6 +32,7 @@ from ..context import StopSignal
 from ..drivers.contract import ClaimedJob, EventStore, StepRecord, StepStore
 from ..durations import Duration, format_seconds, parse_duration
 from ..errors import (
+    ChildDepthError,
     ChildJobFailedError,
     InvariantError,
     JobAbortedError,
@@ -54,6 +55,10 @@ if TYPE_CHECKING:
     from .atomic import Atomic
 
 MAX_TRACE_NAMES = 200  # SPEC STEP-05
+#: generations of child jobs below a job nobody called: a job this deep calls no children
+#: (``ChildDepthError``), so a handler that calls its own job ends there instead of adding a
+#: generation each run for ever (SPEC CHILD-09)
+MAX_CHILD_DEPTH = 16
 DEFAULT_EVENT_POLL = 30.0  # SPEC JOB-06
 SCALARS = (str, int, float, bool, type(None))
 
@@ -491,6 +496,8 @@ class Steps:
         now = self.store.now()
         wake_at = now + timedelta(seconds=self.event_poll)
         if recorded is None:
+            if requests:  # asked once, before anything is written: a replay never asks again
+                _check_depth(name, self.job, driver)
             # The ids are written before any child exists: a crash after this write enqueues
             # the same ids again (a no-op for those already inserted), one before it leaves none.
             ids = uuid7_many(len(requests))
@@ -636,9 +643,49 @@ class Steps:
         self._records[record.name] = record
 
 
+CHILD_KEY_PREFIX = "xjobs.child:"
+
+
 def _child_key(parent: UUID, step: str, index: int) -> str:
     """A child's idempotency key: its parent's job, the step and its place in the inputs."""
-    return f"xjobs.child:{parent}:{step}:{index}"
+    return f"{CHILD_KEY_PREFIX}{parent}:{step}:{index}"
+
+
+def _parent_of(key: str | None) -> UUID | None:
+    """The parent job a child's idempotency key names, or None for a job no step called."""
+    if not key or not key.startswith(CHILD_KEY_PREFIX):
+        return None
+    start = len(CHILD_KEY_PREFIX)
+    try:
+        return UUID(key[start : start + 36]) if key[start + 36 : start + 37] == ":" else None
+    except ValueError:
+        return None
+
+
+def _check_depth(name: str, job: ClaimedJob, driver: Any) -> None:
+    """Refuse children of ``job`` when it is ``MAX_CHILD_DEPTH`` generations below a job no
+    step called (SPEC CHILD-09). A row has no parent column: each child's key names its parent,
+    so the walk reads one ancestor's key a generation, at most ``MAX_CHILD_DEPTH - 1`` point
+    reads, and a root's children cost none. An ancestor no longer stored ends the walk."""
+    depth, key = 0, job.idempotency_key
+    while depth < MAX_CHILD_DEPTH:
+        parent = _parent_of(key)
+        if parent is None:
+            return
+        depth += 1
+        if depth == MAX_CHILD_DEPTH:
+            break
+        row = driver.get_job(parent)
+        if row is None:
+            return
+        key = row.idempotency_key
+    raise ChildDepthError(
+        f"step {name!r}: job {job.id} ({job.name[:80]!r}) is a child job {depth} "
+        f"generation{'s' if depth > 1 else ''} deep; its children would be {depth + 1}, past "
+        f"MAX_CHILD_DEPTH ({MAX_CHILD_DEPTH})",
+        depth=depth + 1,
+        limit=MAX_CHILD_DEPTH,
+    )
 
 
 def _check_replay(name: str, record: StepRecord, call: dict[str, str], count: int) -> None:

@@ -11,11 +11,19 @@ import pytest
 from django.utils import timezone
 
 from django_xjobs import ChildJobFailedError, cancel_job
+from django_xjobs import steps as steps_module
 from django_xjobs.clock import FrozenClock
 from django_xjobs.drivers.contract import Complete, StepRecord
-from django_xjobs.errors import CODES, InvariantError, StepReplayMismatchError, StepSuspension
+from django_xjobs.errors import (
+    CODES,
+    ChildDepthError,
+    InvariantError,
+    StepReplayMismatchError,
+    StepSuspension,
+)
 from django_xjobs.ids import uuid7_many
 from django_xjobs.run.execute import Outcome
+from django_xjobs.steps import MAX_CHILD_DEPTH
 from django_xjobs.testing import run_to_completion, run_until_idle
 from django_xjobs.worker.worker import Worker
 from tests import jobs
@@ -354,3 +362,105 @@ def test_child_08_a_completed_record_refuses_another_count_and_a_plain_step_its_
         "not a child call",
     )
     assert _children(harness) == []
+
+
+# --- lineage (issue 40) -------------------------------------------------------------------------
+
+
+def test_child_09_a_job_calling_itself_as_a_child_ends_at_max_child_depth(harness, clock):
+    """SPEC CHILD-09: a handler that calls its own job as a child adds one generation a run;
+    the job ``MAX_CHILD_DEPTH`` generations deep is refused with ``X_CHILD_DEPTH`` (terminal)
+    before its step writes a record or enqueues a child, and each parent's call then fails as
+    any failed child does."""
+    root = jobs.nested_call.enqueue(tag="deep", level=0).id
+    run_until_idle(clock=clock)
+    rows = {row.input["level"]: row for row in harness.driver.list_jobs(name=jobs.nested_call.name)}
+    assert sorted(rows) == list(range(MAX_CHILD_DEPTH + 1))  # the root and 16 generations
+    deepest = rows[MAX_CHILD_DEPTH]
+    assert (deepest.state, deepest.attempt) == ("dead", 1)
+    line = deepest.last_error
+    assert line.startswith("X_CHILD_DEPTH: step 'call:tests.jobs.nested_call'")
+    assert f"{MAX_CHILD_DEPTH} generations deep" in line and f"({MAX_CHILD_DEPTH})" in line
+    assert "\n" not in line and "ctx.step.call" in line  # one line, with its hint
+    assert steps_of(harness, deepest.id) == {}  # nothing recorded for the refused call
+    parents = [rows[level] for level in range(MAX_CHILD_DEPTH)]
+    assert {(r.state, r.last_error.split(":")[0]) for r in parents} == {("dead", "X_CHILD_FAILED")}
+    assert rows[0].id == root
+    ran = Ledger.objects.filter(token__startswith="deep-", phase="ran")
+    assert sorted({r.token for r in ran}) == sorted(f"deep-{n}" for n in range(MAX_CHILD_DEPTH + 1))
+
+
+def _descend(harness, clock, levels):
+    """Run ``nested_call`` by hand ``levels`` generations down: each claimed run calls its child
+    and parks (it stays running, held by its lease, so the next claim takes the child); the run
+    of the last generation is returned claimed, unrun."""
+    jobs.nested_call.enqueue(tag="hand", level=0)
+    for _ in range(levels + 1):
+        [job] = harness.driver.claim(
+            queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
+        )
+        if job.input["level"] == levels:
+            return job
+        _, steps, _ = steps_for(harness, job)
+        with pytest.raises(StepSuspension):
+            steps.call(jobs.nested_call, {"tag": "hand", "level": job.input["level"] + 1})
+    raise AssertionError("unreachable")
+
+
+def _reads(harness, monkeypatch):
+    """The ids the driver's ``get_job`` is asked for from now on (the calls go through)."""
+    asked = []
+    real = harness.driver.get_job
+
+    def get_job(job_id):
+        asked.append(job_id)
+        return real(job_id)
+
+    monkeypatch.setattr(harness.driver, "get_job", get_job)
+    return asked
+
+
+def test_child_09_the_depth_is_read_up_the_parents_keys_once_never_on_a_replay(
+    harness, clock, monkeypatch
+):
+    """SPEC CHILD-09: a child's key names its parent, so the depth costs one point read a
+    generation (none for a job no step called) at the step's first pass only: a replay of a
+    recorded call reads no ancestor and is never refused, even past a bound lowered since."""
+    job = _descend(harness, clock, 3)
+    ids = {r.input["level"]: r.id for r in harness.driver.list_jobs(name=jobs.nested_call.name)}
+    asked = _reads(harness, monkeypatch)
+    _, steps, _ = steps_for(harness, job)
+    with pytest.raises(StepSuspension):
+        steps.call(jobs.nested_call, {"tag": "hand", "level": 4})
+    assert asked == [ids[2], ids[1], ids[0]]  # its parent, theirs, the root: then it stops
+    monkeypatch.setattr(steps_module, "MAX_CHILD_DEPTH", 2)
+    asked.clear()
+    _, replay, _ = steps_for(harness, job)
+    with pytest.raises(StepSuspension):  # the recorded call resumes: its child exists
+        replay.call(jobs.nested_call, {"tag": "hand", "level": 4})
+    assert ids[2] not in asked and ids[1] not in asked and ids[0] not in asked
+    with pytest.raises(ChildDepthError) as refused:  # a new call in the same run is asked
+        replay.call(jobs.child_square, {"n": 1})
+    assert refused.value.code == "X_CHILD_DEPTH" and refused.value.meta["limit"] == 2
+    assert asked[-1:] == [ids[2]]  # at the bound after bound - 1 reads
+    assert "call:tests.jobs.child_square" not in steps_of(harness, job.id)
+    assert harness.driver.list_jobs(name=jobs.child_square.name) == []
+
+
+def test_child_09_a_root_reads_nothing_and_an_empty_call_many_is_never_refused(
+    harness, clock, monkeypatch
+):
+    """SPEC CHILD-09: the children of a job no step called cost no read; a ``call_many`` of no
+    inputs asks for no child, so it returns ``[]`` at the bound too."""
+    monkeypatch.setattr(steps_module, "MAX_CHILD_DEPTH", 1)
+    asked = _reads(harness, monkeypatch)
+    job = _descend(harness, clock, 1)  # the root called its child: no read
+    assert asked == []
+    _, steps, _ = steps_for(harness, job)
+    assert steps.call_many(jobs.child_square, []) == []
+    with pytest.raises(
+        ChildDepthError,
+        match=r"1 generation deep; its children would be 2, past MAX_CHILD_DEPTH \(1\)",
+    ):
+        steps.call(jobs.nested_call, {"tag": "hand", "level": 2})
+    assert asked == []  # at a bound of 1 the key alone says it
