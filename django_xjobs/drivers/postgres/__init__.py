@@ -42,21 +42,19 @@ from ..contract import (
     Standing,
     SuspendUntil,
     WorkerSnapshot,
-    check_claim_args,
     claimed_input,
-    refuse_row_by_row,
-    request_columns,
-    row_by_row,
-    shared_columns,
 )
 from ..rules import (
     cancel_refusal,
     check_after,
+    check_claim_args,
     known_state,
     live_duplicate,
     not_found,
+    refuse_row_by_row,
     requeue_refusal,
     requeue_states,
+    row_by_row,
     run_now_refusal,
     too_many_dependants,
     unknown_dependency,
@@ -70,6 +68,7 @@ from .batches import PostgresBatchStore
 from .depth import PostgresDepthStore
 from .leases import PostgresLeaseStore
 from .listener import Listener, Polling, listen_alias
+from .params import request_columns, shared_columns
 from .rollup import PostgresRollupStore
 from .steps import PostgresEventStore, PostgresStepStore
 

@@ -20,11 +20,11 @@ from ..contract import (
     JobDriver,
     OutboxRow,
     QuarantinedRow,
-    request_columns,
 )
 from . import sql
 from .limits import stamp_keys
 from .listener import Listener, listen_alias
+from .params import request_columns
 
 #: the channel a commit that staged rows notifies (outbox.sql), and the relay listens on
 CHANNEL = "xjobs_outbox"
