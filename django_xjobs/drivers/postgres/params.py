@@ -5,7 +5,10 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
+from ...ids import uuid7, uuid7_many
+from ...limits.keys import key_of, keyless
 from ..contract.requests import EnqueueRequest
 
 if TYPE_CHECKING:
@@ -82,3 +85,47 @@ def request_columns(requests: Sequence[EnqueueRequest]) -> dict[str, Any]:
         "expires_ats": [r.expires_at for r in requests],
         "expires_ins": [r.expires_in for r in requests],
     }
+
+
+def _row_params(request: EnqueueRequest, job_id: UUID) -> dict[str, Any]:
+    """The parameters of one enqueued row, as ``enqueue`` and ``enqueue_after`` insert it."""
+    return {
+        "id": job_id,
+        "run_id": uuid7(),
+        "name": request.name,
+        "queue": request.queue,
+        "input": request.input_json,
+        "idempotency_key": request.idempotency_key,
+        "max_attempts": request.max_attempts,
+        "priority": request.priority,
+        "run_at": request.run_at,
+        "delay": request.delay or 0.0,
+        "tenant_id": request.tenant_id,
+        "enqueued_by": request.enqueued_by,
+        "traceparent": request.traceparent,
+        "expires_at": request.expires_at,
+        "expires_in": request.expires_in,
+        "limit_key": key_of(request.name, request.input, request.tenant_id),
+    }
+
+
+def _many_params(requests: Sequence[EnqueueRequest], ids: list[UUID]) -> tuple[str, dict[str, Any]]:
+    """The statement for ``requests`` and its parameters: what varies by row as one array per
+    column in request order; the per-call columns once when the whole batch shares them (the
+    arrays of the same value cost more to send and unpack than the insert of their rows)."""
+    keys = {"ids": ids, "run_ids": uuid7_many(len(ids))}
+    # no run of the batch has a limit key: null, which unnest pads, instead of an array of nulls
+    limit_keys: list[str | None] | None = None
+    if not all(keyless(name) for name in {r.name for r in requests}):
+        limit_keys = [key_of(r.name, r.input, r.tenant_id) for r in requests]
+        if not any(limit_keys):
+            limit_keys = None
+    shared = shared_columns(requests)
+    if shared is None:
+        return "enqueue_many", {**keys, **request_columns(requests), "limit_keys": limit_keys}
+    by_row = {
+        "keys": [r.idempotency_key for r in requests],
+        "limit_keys": limit_keys,
+        "inputs": "[" + ",".join(r.input_json for r in requests) + "]",
+    }
+    return "enqueue_many_shared", {**keys, **by_row, **shared}
