@@ -8,7 +8,8 @@ is the one import wherever it is used.
 - ``jobs``, ``runs``, ``limits``: the driver's own verbs by family (``JobStore``, ``ReadStore``,
   ``RunStore``, ``LimitStore``) and the fleet slots (``LeaseStore``);
 - ``stores``, ``outbox``, ``scheduler``: the stores a driver hands out;
-- ``driver``: ``JobDriver``, the protocol ``get_driver()`` answers with.
+- ``driver``: ``JobDriver``, the protocol ``get_driver()`` answers with, and ``features``:
+  ``DriverFeatures``, the flags it answers capability questions with.
 
 Both drivers answer the same question the same way; the contract suite
 (``tests/drivers/contract/``, a file per verb family) runs every case against each of them. The
@@ -18,6 +19,7 @@ rules both drivers apply live in ``drivers/rules.py``; PostgreSQL's parameter sh
 
 from ...states import FINISHED_STATES, LIVE_STATES
 from .driver import JobDriver
+from .features import DriverFeatures
 from .jobs import JobStore, ReadStore
 from .limits import LeaseStore, LimitStore
 from .outbox import OutboxStore
@@ -71,6 +73,7 @@ __all__ = [
     "CronState",
     "DepthSample",
     "DepthStore",
+    "DriverFeatures",
     "EnqueueRequest",
     "EnqueueResult",
     "EventRecord",

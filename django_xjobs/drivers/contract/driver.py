@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from .features import DriverFeatures
 from .jobs import JobStore, ReadStore
 from .limits import LeaseStore, LimitStore
 from .outbox import OutboxStore
@@ -30,8 +31,8 @@ class JobDriver(JobStore, ReadStore, RunStore, LimitStore, Protocol):
     name: str
     #: the Django database alias holding the jobs, or None when they are not in a database
     database: str | None
-    #: can a child process the worker starts reach these same jobs (to run a suspect alone)?
-    supports_child_runs: bool
+    #: what it can do, asked as flags (fleet slots, the backfill ledger, child runs)
+    features: DriverFeatures
 
     # steps and events (SPEC §4)
     @property
@@ -43,12 +44,12 @@ class JobDriver(JobStore, ReadStore, RunStore, LimitStore, Protocol):
         """Published events; times on the store's clock."""
 
     @property
-    def leases(self) -> LeaseStore | None:
-        """Fleet concurrency slots; None when this driver cannot enforce them (SPEC WORK-02)."""
+    def leases(self) -> LeaseStore:
+        """Fleet concurrency slots, read when ``features.supports_fleet_slots`` (SPEC WORK-02)."""
 
     @property
-    def backfills(self) -> BackfillLedger | None:
-        """The backfill ledger; None runs passes with no bookkeeping (SPEC BF-07)."""
+    def backfills(self) -> BackfillLedger:
+        """The backfill ledger, read when ``features.supports_backfill_ledger`` (SPEC BF-07)."""
 
     @property
     def rollups(self) -> RollupStore:

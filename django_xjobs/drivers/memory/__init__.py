@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ...clock import Clock
-from ..contract import AGED, EventStore, QueueState
+from ..contract import AGED, DriverFeatures, EventStore, QueueState
 from . import limits as memory_limits
 from .backfills import MemoryBackfillLedger
 from .batches import MemoryBatchStore
@@ -32,7 +32,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
     name = "memory"
     database: str | None = None
     #: its rows live in this process: a child could not see them
-    supports_child_runs = False
+    features = DriverFeatures(supports_child_runs=False)
 
     def __init__(self, clock: Clock | None = None) -> None:
         super().__init__(clock)

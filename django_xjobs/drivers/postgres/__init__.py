@@ -14,6 +14,7 @@ from django.db import (
 
 from ..contract import (
     AGED,
+    DriverFeatures,
     EventStore,
     QueueState,
 )
@@ -61,7 +62,7 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
 
     name = "postgres"
     #: a child process reaches the same database under the same settings
-    supports_child_runs = True
+    features = DriverFeatures(supports_child_runs=True)
 
     def __init__(self, using: str = "default") -> None:
         super().__init__(using)
