@@ -22,7 +22,7 @@ from .driver import JobDriver
 from .features import DriverFeatures
 from .jobs import JobStore, ReadStore
 from .limits import LeaseStore, LimitStore
-from .outbox import OutboxStore
+from .outbox import OutboxStore, PublishTarget
 from .records import (
     AGED,
     STEP_STATUSES,
@@ -90,6 +90,7 @@ __all__ = [
     "OutboxRow",
     "OutboxStore",
     "Presence",
+    "PublishTarget",
     "QuarantinedRow",
     "QueueState",
     "QueueStats",

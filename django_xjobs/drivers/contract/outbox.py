@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 from uuid import UUID
 
+from .jobs import JobStore
 from .records import OutboxRow, QuarantinedRow
 from .requests import EnqueueRequest, EnqueueResult
 from .stores import Notifier
 
-if TYPE_CHECKING:
-    # type-only: a publish takes the driver whose verbs name this store in turn
-    from .driver import JobDriver
+
+class PublishTarget(JobStore, Protocol):
+    """What a publish enqueues into: a driver's enqueue verbs, and the alias its jobs live in
+    (a ``JobDriver`` is one)."""
+
+    #: the Django alias of the jobs, or None: a publish in the outbox's own database enqueues
+    #: in its transaction
+    database: str | None
 
 
 class OutboxStore(Protocol):
@@ -35,7 +41,7 @@ class OutboxStore(Protocol):
         """Call ``callback`` when a commit staged rows here, from a listener this returns (stop
         it with ``stop()``); None when this store cannot notify (a pooler, memory): poll."""
 
-    def publish_ids(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
+    def publish_ids(self, driver: PublishTarget, ids: Sequence[UUID], token: str) -> int:
         """Claim the unpublished rows among ``ids`` under ``token`` and publish them, a bounded
         chunk at a time (on the jobs' own database: claim, insert and mark in one transaction,
         so a failure leaves the chunk to the relay untouched). Returns how many were published."""
@@ -46,19 +52,21 @@ class OutboxStore(Protocol):
 
     def release(self, ids: Sequence[UUID], token: str) -> int: ...
 
-    def publishes_together(self, driver: JobDriver) -> bool:
+    def publishes_together(self, driver: PublishTarget) -> bool:
         """Whether ``publish_claimed`` can commit a batch's jobs and marks as one transaction
         with ``driver`` (the jobs live on this store's database)."""
 
     def publish_claimed(
-        self, driver: JobDriver, rows: Sequence[OutboxRow], token: str
+        self, driver: PublishTarget, rows: Sequence[OutboxRow], token: str
     ) -> set[UUID]:
         """Publish ``rows``, claimed under ``token``, in one transaction: mark the rows still
         ours, insert their jobs in ``rows`` order, record collapses. Returns the ids marked (a
         row missing was taken by another relay). Raises with nothing published on a failure.
         Only when ``publishes_together(driver)``."""
 
-    def publish(self, driver: JobDriver, row: OutboxRow, token: str) -> tuple[EnqueueResult, bool]:
+    def publish(
+        self, driver: PublishTarget, row: OutboxRow, token: str
+    ) -> tuple[EnqueueResult, bool]:
         """Enqueue ``row`` and mark it published under ``token``, recording the job it became
         (itself, or the live duplicate it collapsed into). Returns the enqueue's result and
         whether the mark landed (False: another relay holds the row now)."""
