@@ -15,6 +15,7 @@ from django.test import override_settings
 
 from django_xjobs import conf
 from django_xjobs.drivers import get_driver
+from django_xjobs.drivers.contract import DriverFeatures
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.drivers.postgres.outbox import PostgresOutboxStore
@@ -141,7 +142,7 @@ def test_registry_sanity_checks(monkeypatch):
 
         class NoLeases:
             name = "custom"
-            leases = None
+            features = DriverFeatures(supports_fleet_slots=False)
 
         monkeypatch.setattr("django_xjobs.drivers.get_driver", lambda: NoLeases())
         found = {m.id: m for m in checks.check_settings()}

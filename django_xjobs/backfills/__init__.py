@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import conf, log, metrics, redact
 from ..declarations.job import JobHandle, job
@@ -34,6 +34,9 @@ from ..errors import (
 )
 from ..retry import Retry
 from ..text import storable
+
+if TYPE_CHECKING:
+    from ..drivers.contract import BackfillLedger
 
 #: what the ledger records as the code that ran a pass
 APP_VERSION = "django-xjobs"
@@ -190,6 +193,15 @@ def get_backfill(name: str) -> Backfill | None:
 # --- declaration --------------------------------------------------------------------------------
 
 
+def ledger_or_none() -> BackfillLedger | None:
+    """The driver's backfill ledger, or None where it keeps none: a pass then runs with no
+    bookkeeping (SPEC BF-07, ``features.supports_backfill_ledger``)."""
+    from ..drivers import get_driver
+
+    driver = get_driver()
+    return driver.backfills if driver.features.supports_backfill_ledger else None
+
+
 def _check(
     handler: Any,
     name: Any,
@@ -325,11 +337,9 @@ def _checksum(
 
 
 def _pass(spec: Backfill, ctx: Any, force: bool) -> dict[str, Any]:
-    from ..drivers import get_driver
-
     environment = conf.get().environment
     spec.check_environment(environment)  # BF-06: before the ledger row is written
-    ledger = get_driver().backfills  # None: no bookkeeping (BF-07)
+    ledger = ledger_or_none()  # None: no bookkeeping (BF-07)
     if ledger is not None:
         done = ledger.completed(spec.name, environment)
         if done is not None and done.run_id != ctx.run_id:

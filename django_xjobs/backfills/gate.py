@@ -11,14 +11,13 @@ from uuid import UUID
 
 from .. import conf
 from ..declarations import registry
-from ..drivers import get_driver
 from ..errors import (
     BackfillAppliedError,
     BackfillMigrationPendingError,
     BackfillRunningError,
     BackfillUnknownError,
 )
-from . import Backfill, get_backfill, registered_backfills
+from . import Backfill, get_backfill, ledger_or_none, registered_backfills
 
 #: who ``enqueued_by`` names on a pass this gate enqueued
 ENQUEUED_BY = "manage.py xjobs_backfill"
@@ -56,7 +55,7 @@ def start_backfill(name: str, *, force: bool = False, join_live: bool = False) -
     environment = conf.get().environment
     spec.check_environment(environment)
     check_requires(spec)
-    ledger = get_driver().backfills
+    ledger = ledger_or_none()
     done = None if ledger is None or force else ledger.completed(name, environment)
     if done is not None:
         when = f"{done.completed_at:%Y-%m-%d %H:%M}" if done.completed_at else "earlier"

@@ -13,9 +13,8 @@ from uuid import UUID
 
 from .. import conf
 from ..declarations import registry
-from ..drivers import get_driver
 from ..drivers.contract import BackfillRecord
-from . import Backfill, registered_backfills
+from . import Backfill, ledger_or_none, registered_backfills
 
 
 def pending_backfills() -> list[Backfill]:
@@ -23,7 +22,7 @@ def pending_backfills() -> list[Backfill]:
     a deploy waits for (``xjobs_backfill --pending``). With no ledger nothing is recorded as
     completed, so every one is pending."""
     environment = conf.get().environment
-    ledger = get_driver().backfills
+    ledger = ledger_or_none()
     return [
         spec
         for spec in registered_backfills()
@@ -41,7 +40,7 @@ def describe_backfills() -> list[dict[str, Any]]:
         [('orders.fill_currency', False, 'completed'), ('orders.fill_region', True, None)]
     """
     environment = conf.get().environment
-    ledger = get_driver().backfills
+    ledger = ledger_or_none()
     found = []
     for spec in registered_backfills():
         latest = ledger.history(spec.name, limit=1) if ledger is not None else []
@@ -71,7 +70,7 @@ def backfill_section(name: str, run_id: UUID) -> dict[str, Any] | None:
     declared = getattr(handle, "backfill", None) is not None
     if handle is not None and not declared:
         return None  # an ordinary job: no ledger read
-    ledger = get_driver().backfills
+    ledger = ledger_or_none()
     row = None if ledger is None else ledger.get(run_id)
     if row is None and not declared:
         return None

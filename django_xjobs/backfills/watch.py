@@ -106,7 +106,7 @@ class PassWatch:
                 hint="it was pruned while it was watched; python manage.py xjobs_backfill --list "
                 "shows its ledger row",
             )
-        ledger = driver.backfills
+        ledger = driver.backfills if driver.features.supports_backfill_ledger else None
         row = None if ledger is None else ledger.get(job.run_id)
         rows, pages = (row.rows_processed, row.pages) if row is not None else (0, 0)
         now = self.clock()

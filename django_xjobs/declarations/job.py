@@ -15,7 +15,8 @@ from .. import conf
 from ..actors import Actor
 from ..bounds import check_request
 from ..context import current_job
-from ..drivers.contract import EnqueueRequest, EnqueueResult, row_by_row
+from ..drivers.contract import EnqueueRequest, EnqueueResult
+from ..drivers.rules import row_by_row
 from ..durations import Duration, parse_duration, parse_optional
 from ..errors import (
     InputInvalidError,

@@ -5,9 +5,11 @@ input with the same error (SPEC DRV-04 g/k): the operator actions' refusals and 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from uuid import UUID
 
+from ..durations import MAX_SECONDS, MAX_TEXT
 from ..errors import (
     DependencyCycleError,
     DependencyUnknownError,
@@ -22,7 +24,8 @@ from ..errors import (
     XJobsError,
 )
 from ..states import JOB_STATES, LIVE_STATES
-from .contract import STEP_STATUSES
+from .contract.records import STEP_STATUSES
+from .contract.requests import EnqueueRequest
 
 CANCELLED = "cancelled"
 #: a waiting dependant's run_at until its release: no claim looks that far (jobs.sql's
@@ -162,3 +165,34 @@ def unknown_dependency(name: str, job_id: UUID) -> DependencyUnknownError:
     return DependencyUnknownError(
         f"job {name!r} was to wait for job {job_id}, which does not exist"
     )
+
+
+def check_claim_args(queues: Sequence[str], limit: int, visibility_timeout: float) -> None:
+    """Both drivers refuse the same claims (closes the SPEC DRV-05 empty-queue-list gap)."""
+    if isinstance(queues, str) or not queues:
+        raise InvariantError(
+            f"claim needs a non-empty list of queue names, got {queues!r}", hint='e.g. ["default"]'
+        )
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvariantError(f"claim limit={limit!r} must be a positive integer")
+    if not 0 < visibility_timeout <= MAX_SECONDS:
+        raise InvariantError(
+            f"visibility_timeout={visibility_timeout!r} must be positive and at most "
+            f"{MAX_SECONDS:.0f}s ({MAX_TEXT})",
+            hint="a lease is renewed every third of it; minutes are usual",
+        )
+
+
+def row_by_row(requests: Iterable[EnqueueRequest]) -> bool:
+    """Whether any of ``requests`` must be decided on its own (a ``replace`` reads the live
+    holder first; an ``after`` names its dependencies): such a batch is enqueued one by one."""
+    return any(r.replace or r.after is not None for r in requests)
+
+
+def refuse_row_by_row(requests: Sequence[EnqueueRequest]) -> None:
+    """``enqueue_chunks`` takes plain requests only (``row_by_row``)."""
+    if row_by_row(requests):
+        raise InvariantError(
+            f"job {requests[0].name!r}: enqueue_chunks takes plain requests",
+            hint="enqueue a replace or an after one by one (enqueue_many)",
+        )

@@ -7,7 +7,7 @@ request and result) cost a tenth of a worker's CPU that way. ``quick_init`` give
 ``__init__`` that writes the instance's ``__dict__`` instead: the same signature, defaults,
 factories and ``__post_init__``, and the instance is the same value (frozen after ``__init__``,
 equal, hashed and shown as before). ``tests/drivers/test_values.py`` holds each class to
-that. It sits with the driver's value types (``contract.py``), its first users.
+that. It sits with the driver's value types (the ``contract`` package), its first users.
 """
 
 from __future__ import annotations

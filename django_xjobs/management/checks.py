@@ -122,7 +122,7 @@ def _check_jobs() -> list[checks.CheckMessage]:
     if capped:
         from ..drivers import get_driver
 
-        if get_driver().leases is None:
+        if not get_driver().features.supports_fleet_slots:
             found.append(
                 checks.Error(
                     f"jobs {', '.join(capped)} declare concurrency, and the driver has no lease store",

@@ -94,13 +94,15 @@ class Admission:
         # resolved here, once: the run carries it to its body, its settle and its signals
         handle: Runnable | None = registry.get_job(job.name)
         slot = None
-        leases = self.driver.leases
+        fleet = self.driver.features.supports_fleet_slots
         # a per-key cap (limit_key) was decided in the claim: the per-name slot is not its
         per_key = getattr(getattr(handle, "limits", None), "key", None) is not None
-        if handle is not None and handle.concurrency and leases is not None and not per_key:
+        if handle is not None and handle.concurrency and fleet and not per_key:
             key, holder = f"job:{job.name}", f"{self.worker_id}:{job.id}"  # SPEC SLOT-02
             try:
-                granted = leases.acquire(key, handle.concurrency, self.visibility_timeout, holder)
+                granted = self.driver.leases.acquire(
+                    key, handle.concurrency, self.visibility_timeout, holder
+                )
             except Exception as error:
                 if lease is not None:
                     lease.release()  # SPEC WORK-09, SE-09: never leak the process slot

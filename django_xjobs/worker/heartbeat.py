@@ -203,23 +203,23 @@ class Heartbeat(threading.Thread):
         run.renewed_at = started
 
     def _renew_slot(self, run: Run) -> None:
-        leases = self.driver.leases
-        if run.slot is None or leases is None or run.settled.is_set() or run.slot_lost:
+        fleet = self.driver.features.supports_fleet_slots
+        if run.slot is None or not fleet or run.settled.is_set() or run.slot_lost:
             return  # SPEC SLOT-04: a lost slot is not renewed again
         key, slot, holder = run.slot
         try:
-            kept = leases.renew(key, slot, self.visibility_timeout, holder)
+            kept = self.driver.leases.renew(key, slot, self.visibility_timeout, holder)
         except Exception:
             return  # SPEC SLOT-04: the TTL covers a failed renewal
         if kept is False and not run.settled.is_set():
             run.lose_slot()
 
     def renew_held_slot(self, run: Run) -> None:
-        leases = self.driver.leases
+        fleet = self.driver.features.supports_fleet_slots
         try:
-            if run.slot is not None and leases is not None and not run.slot_lost:
+            if run.slot is not None and fleet and not run.slot_lost:
                 key, slot, holder = run.slot
-                if leases.renew(key, slot, self.visibility_timeout, holder) is False:
+                if self.driver.leases.renew(key, slot, self.visibility_timeout, holder) is False:
                     run.slot_lost = True  # SPEC SLOT-04: said once, then no longer renewed
                     log.event(
                         logging.ERROR,

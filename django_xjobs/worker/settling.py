@@ -316,10 +316,9 @@ class Settler:
         try:
             if run.limit_lease is not None:
                 run.limit_lease.release()
-            leases = self.driver.leases
-            if run.slot is not None and leases is not None:
+            if run.slot is not None and self.driver.features.supports_fleet_slots:
                 key, slot, holder = run.slot
-                leases.release(key, slot, holder)
+                self.driver.leases.release(key, slot, holder)
         except Exception as error:
             log.event(
                 logging.WARNING, "xjobs.worker.lease_release_failed", id=run.job.id, error=error

@@ -336,7 +336,7 @@ class Worker:
     def check_enforceable(self) -> None:
         """SPEC WORK-02, SE-24: a fleet cap the driver cannot enforce refuses to start."""
         capped = sorted(h.name for h in registry.registered_jobs() if h.concurrency)
-        if capped and self.driver.leases is None:
+        if capped and not self.driver.features.supports_fleet_slots:
             raise ConcurrencyUnenforceableError(
                 f"jobs {', '.join(capped)} declare concurrency, and the {self.driver.name} "
                 "driver has no lease store to hold their slots",
@@ -758,7 +758,7 @@ class Worker:
         job = run.job
         return (
             job.suspect
-            and self.driver.supports_child_runs
+            and self.driver.features.supports_child_runs
             and run.handle is not None
             and job.undecodable is None
             and not job.expired

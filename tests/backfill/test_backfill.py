@@ -21,6 +21,7 @@ from django_xjobs.backfills import Backfill, _throttle, get_backfill, registered
 from django_xjobs.context import StopSignal
 from django_xjobs.declarations import registry
 from django_xjobs.drivers import install, uninstall
+from django_xjobs.drivers.contract import DriverFeatures
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.errors import JobAbortedError, JobCancelledError, JobDefinitionError
 from django_xjobs.run.execute import Outcome
@@ -372,11 +373,7 @@ def test_a_queryset_factory_that_returns_no_queryset_is_x_invariant():
 
 
 class _NoLedger(MemoryDriver):
-    backfills = None  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.backfills = None
+    features = DriverFeatures(supports_backfill_ledger=False)
 
 
 @pytest.mark.django_db

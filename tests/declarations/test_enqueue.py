@@ -352,5 +352,5 @@ def test_db_04_stored_times_read_back_as_aware_utc_datetimes(harness):
     for name, value in times.items():
         assert value.utcoffset() is not None and value.utcoffset().total_seconds() == 0, name
         assert abs((value - datetime.now(UTC)).total_seconds()) < 120, name
-    source = (PACKAGE / "drivers" / "postgres" / "__init__.py").read_text()
-    assert source.count("JobSnapshot(") == 1  # one place turns a row into a snapshot
+    sources = (path.read_text() for path in (PACKAGE / "drivers" / "postgres").glob("*.py"))
+    assert sum(s.count("JobSnapshot(") for s in sources) == 1  # one place makes a snapshot

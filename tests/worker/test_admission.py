@@ -70,7 +70,7 @@ def test_lease_19_a_suspect_goes_to_a_child_only_where_one_can_reach_its_store(h
     def isolates(job, handle=jobs.ledger) -> bool:
         return worker._isolates(Run(job, "w", 30.0, handle=handle))
 
-    reaches = harness.driver.supports_child_runs
+    reaches = harness.driver.features.supports_child_runs
     assert reaches is (harness.driver.database is not None)
     assert isolates(claimed) is reaches
     plain = replace(claimed, died_with=None)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from django_xjobs import metrics
-from django_xjobs.drivers.contract import ClaimedJob
+from django_xjobs.drivers.contract import ClaimedJob, DriverFeatures
 from django_xjobs.errors import InvariantError
 from django_xjobs.worker.heartbeat import Heartbeat
 from django_xjobs.worker.run import Run
@@ -32,7 +32,7 @@ class ScriptedDriver:
     """``heartbeat`` answers from a script: True, False, None, an exception, or a callable."""
 
     name = "scripted"
-    leases = None
+    features = DriverFeatures(supports_fleet_slots=False)
 
     def __init__(self, *answers):
         self.answers = list(answers)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from django_xjobs.drivers.contract import Complete, Presence
+from django_xjobs.drivers.contract import Complete, DriverFeatures, Presence
 from tests import jobs
 
 VIS = 6.0
@@ -237,7 +237,7 @@ def test_the_heartbeat_renews_presence_once_per_tick_however_many_runs():
     from tests.worker.test_heartbeat import make_run
 
     class Counting:
-        leases = None
+        features = DriverFeatures(supports_fleet_slots=False)
 
         def __init__(self):
             self.presence_calls = self.lease_calls = 0

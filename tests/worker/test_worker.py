@@ -4,6 +4,7 @@ worker's claims make it, and a burst worker never stops before one."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import threading
@@ -375,12 +376,13 @@ def test_a_settled_run_resets_the_crash_count(harness):
 def test_work_02_se_24_a_capped_job_without_a_lease_store_refuses_to_start(live_harness):
     from django_xjobs.errors import ConcurrencyUnenforceableError
 
-    live_harness.driver.leases = None
+    driver = live_harness.driver
+    driver.features = dataclasses.replace(driver.features, supports_fleet_slots=False)
     try:
         with pytest.raises(ConcurrencyUnenforceableError) as caught:
-            Worker(queues=["default"], driver=live_harness.driver, burst=True).run()
+            Worker(queues=["default"], driver=driver, burst=True).run()
     finally:
-        del live_harness.driver.leases  # back to the class's store
+        del driver.features  # back to the class's flags
     assert "tests.jobs.exclusive" in caught.value.message
     assert caught.value.code == "X_JOB_CONCURRENCY_UNENFORCEABLE"
 

@@ -12,7 +12,7 @@ from ...limits.keys import SEPARATOR
 from ..contract import JobSnapshot
 
 if TYPE_CHECKING:
-    from . import MemoryDriver
+    from .state import MemoryState
 
 _WAITING = ("ready", "delayed", "suspended")
 
@@ -31,7 +31,7 @@ def _order(row: JobSnapshot) -> tuple[Any, ...]:
 
 
 def pick(
-    driver: MemoryDriver,
+    driver: MemoryState,
     queues: Sequence[str],
     limit: int,
     lapsed: bool,
@@ -114,7 +114,7 @@ def pick(
 
 
 def walk(
-    driver: MemoryDriver,
+    driver: MemoryState,
     queue: str,
     limit: int,
     limits: ClaimLimits,
@@ -162,7 +162,7 @@ def walk(
 
 
 def record(
-    driver: MemoryDriver, claimed: Sequence[UUID], limits: ClaimLimits, now: datetime
+    driver: MemoryState, claimed: Sequence[UUID], limits: ClaimLimits, now: datetime
 ) -> None:
     """Each rate-limited key's starts, its window trimmed (limits.sql's ``spent``)."""
     counts: dict[str, int] = {}
@@ -181,7 +181,7 @@ def record(
         state.updated_at = now
 
 
-def pause(driver: MemoryDriver, key: str, delay: float, now: datetime) -> None:
+def pause(driver: MemoryState, key: str, delay: float, now: datetime) -> None:
     state = driver._key_state.get(key)
     if state is None:
         state = driver._key_state[key] = KeyState(now)
@@ -191,9 +191,7 @@ def pause(driver: MemoryDriver, key: str, delay: float, now: datetime) -> None:
     state.updated_at = now
 
 
-def prune(
-    driver: MemoryDriver, windows: Mapping[str, float], idle_for: float, now: datetime
-) -> int:
+def prune(driver: MemoryState, windows: Mapping[str, float], idle_for: float, now: datetime) -> int:
     """limits.sql's ``prune_limit_keys``: the idle keys' state goes; how many keys."""
     busy = {
         key
@@ -216,7 +214,7 @@ def prune(
     return len(gone)
 
 
-def usage(driver: MemoryDriver, limit: int, now: datetime) -> list[tuple[str, Any, int, list[Any]]]:
+def usage(driver: MemoryState, limit: int, now: datetime) -> list[tuple[str, Any, int, list[Any]]]:
     rows: list[tuple[str, Any, int, list[Any]]] = []
     for key in sorted(driver._key_state):
         state = driver._key_state[key]
@@ -233,7 +231,7 @@ def usage(driver: MemoryDriver, limit: int, now: datetime) -> list[tuple[str, An
     return rows
 
 
-def shift(driver: MemoryDriver, delta: timedelta) -> None:
+def shift(driver: MemoryState, delta: timedelta) -> None:
     """``MemoryDriver.shift`` for the keys' times: the same as waiting ``delta``."""
     for state in driver._key_state.values():
         state.starts = [at - delta for at in state.starts]

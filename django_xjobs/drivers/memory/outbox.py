@@ -21,7 +21,7 @@ from ... import conf
 from ...bounds import size
 from ...clock import Clock, SystemClock
 from ...ids import uuid7
-from ..contract import EnqueueRequest, EnqueueResult, JobDriver, OutboxRow, QuarantinedRow
+from ..contract import EnqueueRequest, EnqueueResult, OutboxRow, PublishTarget, QuarantinedRow
 
 #: how many collapsed ids the store remembers (the database keeps them for OUTBOX_RETENTION)
 COLLAPSED_KEPT = 10_000
@@ -75,7 +75,7 @@ class MemoryOutboxStore:
         for request in requests:
             self.stage(request)
 
-    def publish_ids(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
+    def publish_ids(self, driver: PublishTarget, ids: Sequence[UUID], token: str) -> int:
         # Row by row, in order. Staging hands a memory store's commits to the relay's
         # publish_batch instead (outbox/stage.py), which also quarantines a refused row: a store
         # never calls up into the role that drives it (issue 27).
@@ -135,15 +135,17 @@ class MemoryOutboxStore:
                     self._collapsed.popitem(last=False)
             return True
 
-    def publishes_together(self, driver: JobDriver) -> bool:
+    def publishes_together(self, driver: PublishTarget) -> bool:
         return False  # nothing here joins a transaction: the relay publishes row by row
 
     def publish_claimed(
-        self, driver: JobDriver, rows: Sequence[OutboxRow], token: str
+        self, driver: PublishTarget, rows: Sequence[OutboxRow], token: str
     ) -> set[UUID]:
         raise NotImplementedError("the memory outbox publishes row by row")
 
-    def publish(self, driver: JobDriver, row: OutboxRow, token: str) -> tuple[EnqueueResult, bool]:
+    def publish(
+        self, driver: PublishTarget, row: OutboxRow, token: str
+    ) -> tuple[EnqueueResult, bool]:
         result = driver.enqueue(row.request())
         return result, self.mark_published(row.id, token, result.id)
 

@@ -9,7 +9,7 @@ from uuid import UUID
 from ..contract import JobSnapshot, Standing, WorkerLoad
 
 if TYPE_CHECKING:
-    from . import MemoryDriver
+    from .state import MemoryState
 
 #: the states a claim takes a due row from (the claim index's)
 _CLAIMABLE = ("ready", "delayed", "suspended")
@@ -21,7 +21,7 @@ def _order(row: JobSnapshot) -> tuple[Any, ...]:
     return (-row.priority, row.run_at, row.id)
 
 
-def standing(driver: MemoryDriver, job_id: UUID, *, cap: int, fair: bool) -> Standing | None:
+def standing(driver: MemoryState, job_id: UUID, *, cap: int, fair: bool) -> Standing | None:
     me = driver._rows.get(job_id)
     if me is None:
         return None
@@ -84,5 +84,5 @@ def _loads(me: JobSnapshot, running: Sequence[JobSnapshot]) -> tuple[WorkerLoad,
     return tuple(loads)
 
 
-def job_states(driver: MemoryDriver, ids: Sequence[UUID]) -> dict[UUID, str]:
+def job_states(driver: MemoryState, ids: Sequence[UUID]) -> dict[UUID, str]:
     return {i: driver._rows[i].state for i in ids if i in driver._rows}

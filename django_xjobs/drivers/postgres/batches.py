@@ -17,8 +17,9 @@ from django.db import transaction
 from ...errors import BatchClosedError
 from ...ids import uuid7_many
 from ...payload import decode, dumps
-from ..contract import BatchCallback, BatchRecord, EnqueueRequest, EnqueueResult, request_columns
+from ..contract import BatchCallback, BatchRecord, EnqueueRequest, EnqueueResult
 from . import sql
+from .params import request_columns
 
 STATEMENTS = sql.load(Path(__file__).with_name("batches.sql"))
 JOBS = sql.load(Path(__file__).with_name("jobs.sql"))

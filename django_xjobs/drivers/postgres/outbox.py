@@ -17,14 +17,14 @@ from ...ids import uuid7, uuid7_many
 from ..contract import (
     EnqueueRequest,
     EnqueueResult,
-    JobDriver,
     OutboxRow,
+    PublishTarget,
     QuarantinedRow,
-    request_columns,
 )
 from . import sql
 from .limits import stamp_keys
 from .listener import Listener, listen_alias
+from .params import request_columns
 
 #: the channel a commit that staged rows notifies (outbox.sql), and the relay listens on
 CHANNEL = "xjobs_outbox"
@@ -94,13 +94,13 @@ class PostgresOutboxStore:
             },
         )
 
-    def publish_ids(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
+    def publish_ids(self, driver: PublishTarget, ids: Sequence[UUID], token: str) -> int:
         published = 0
         for start in range(0, len(ids), PUBLISH_CHUNK):
             published += self._publish_chunk(driver, ids[start : start + PUBLISH_CHUNK], token)
         return published
 
-    def _publish_chunk(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
+    def _publish_chunk(self, driver: PublishTarget, ids: Sequence[UUID], token: str) -> int:
         # On the jobs' own database the take (claim and mark at once), the inserts and any
         # collapse commit together: a failure rolls it all back, so the relay sees the rows at
         # once (SPEC OUTBOX-10), and a publisher killed midway leaves nothing to publish twice
@@ -135,11 +135,11 @@ class PostgresOutboxStore:
                 self._insert_taken(driver, self._enqueue(driver, rows, token), rows, token)
             return len(taken)
 
-    def publishes_together(self, driver: JobDriver) -> bool:
+    def publishes_together(self, driver: PublishTarget) -> bool:
         return driver.database == self.using
 
     def publish_claimed(
-        self, driver: JobDriver, rows: Sequence[OutboxRow], token: str
+        self, driver: PublishTarget, rows: Sequence[OutboxRow], token: str
     ) -> set[UUID]:
         # One transaction for the batch: the mark (the rows still ours), their jobs, and any
         # collapse. A failure rolls back all of it, so no row of the batch is published ahead of
@@ -157,7 +157,7 @@ class PostgresOutboxStore:
             return marked
 
     def _insert_taken(
-        self, driver: JobDriver, results: list[EnqueueResult], rows: list[OutboxRow], token: str
+        self, driver: PublishTarget, results: list[EnqueueResult], rows: list[OutboxRow], token: str
     ) -> None:
         """Record the job each taken row became where it collapsed into a live duplicate (the
         take marked every row as its own job)."""
@@ -172,7 +172,7 @@ class PostgresOutboxStore:
                 {"ids": [m[0] for m in moved], "job_ids": [m[1] for m in moved], "token": token},
             )
 
-    def _publish_across(self, driver: JobDriver, ids: Sequence[UUID], token: str) -> int:
+    def _publish_across(self, driver: PublishTarget, ids: Sequence[UUID], token: str) -> int:
         rows = self.claim_ids(ids, token)
         if not rows:
             return 0
@@ -188,7 +188,9 @@ class PostgresOutboxStore:
         }
         return self._count("mark_published_many", params)
 
-    def _enqueue(self, driver: JobDriver, rows: list[OutboxRow], token: str) -> list[EnqueueResult]:
+    def _enqueue(
+        self, driver: PublishTarget, rows: list[OutboxRow], token: str
+    ) -> list[EnqueueResult]:
         try:
             return driver.enqueue_many([row.request() for row in rows])
         except Exception as error:
@@ -222,7 +224,9 @@ class PostgresOutboxStore:
         params = {"id": row_id, "token": token, "job_id": job_id or row_id}
         return self._count("mark_published", params) == 1
 
-    def publish(self, driver: JobDriver, row: OutboxRow, token: str) -> tuple[EnqueueResult, bool]:
+    def publish(
+        self, driver: PublishTarget, row: OutboxRow, token: str
+    ) -> tuple[EnqueueResult, bool]:
         # On the jobs' own database the insert and the mark commit together, so a relay killed
         # between them leaves nothing to publish twice; across databases the job's primary key
         # (the staged id) turns a second publish into a no-op (SPEC OUTBOX-12).

@@ -68,11 +68,11 @@ def _queue(driver: JobDriver, row: JobSnapshot, standing: Standing) -> list[Reas
 
 def _job_slots(driver: JobDriver, row: JobSnapshot, handle: Any) -> list[Reason]:
     """``job(concurrency=N)`` without a limit key: N fleet slots per job name (SPEC SLOT-02)."""
-    leases = driver.leases
     per_key = getattr(getattr(handle, "limits", None), "key", None) is not None
-    if handle is None or not handle.concurrency or leases is None or per_key:
+    fleet = driver.features.supports_fleet_slots
+    if handle is None or not handle.concurrency or not fleet or per_key:
         return []
-    held = leases.held(f"job:{row.name}")  # SPEC SLOT-02: the fleet-wide key
+    held = driver.leases.held(f"job:{row.name}")  # SPEC SLOT-02: the fleet-wide key
     if held < handle.concurrency:
         return []
     running = driver.list_jobs(name=row.name, state="running", limit=min(handle.concurrency, 10))

@@ -1,0 +1,111 @@
+"""The driver contract: what a job store must do, and the values that cross it (SPEC §15), a
+module per verb family. Every name is re-exported here, so ``from ..drivers.contract import X``
+is the one import wherever it is used.
+
+- ``requests``: ``EnqueueRequest``, ``EnqueueResult``, ``ClaimedJob`` (what goes in and out);
+- ``settles``: ``Complete``, ``RetryAt``, ``SuspendUntil``, ``Shed``, ``Finish`` (how a run ends);
+- ``records``: the values the stores answer with (snapshots, figures, rows);
+- ``jobs``, ``runs``, ``limits``: the driver's own verbs by family (``JobStore``, ``ReadStore``,
+  ``RunStore``, ``LimitStore``) and the fleet slots (``LeaseStore``);
+- ``stores``, ``outbox``, ``scheduler``: the stores a driver hands out;
+- ``driver``: ``JobDriver``, the protocol ``get_driver()`` answers with, and ``features``:
+  ``DriverFeatures``, the flags it answers capability questions with.
+
+Both drivers answer the same question the same way; the contract suite
+(``tests/drivers/contract/``, a file per verb family) runs every case against each of them. The
+rules both drivers apply live in ``drivers/rules.py``; PostgreSQL's parameter shaping in
+``drivers/postgres/params.py``.
+"""
+
+from ...states import FINISHED_STATES, LIVE_STATES
+from .driver import JobDriver
+from .features import DriverFeatures
+from .jobs import JobStore, ReadStore
+from .limits import LeaseStore, LimitStore
+from .outbox import OutboxStore, PublishTarget
+from .records import (
+    AGED,
+    STEP_STATUSES,
+    BackfillRecord,
+    BatchCallback,
+    BatchRecord,
+    CronState,
+    DepthSample,
+    EventRecord,
+    JobSnapshot,
+    OutboxRow,
+    Presence,
+    QuarantinedRow,
+    QueueState,
+    QueueStats,
+    Standing,
+    StepRecord,
+    WorkerLoad,
+    WorkerSnapshot,
+)
+from .requests import ClaimedJob, EnqueueRequest, EnqueueResult, claimed_input
+from .runs import RunStore
+from .scheduler import LEADER_KEY, NotLeaderError, SchedulerStore
+from .settles import Complete, FinalState, Finish, RetryAt, Settle, Shed, SuspendUntil
+from .stores import (
+    BackfillLedger,
+    BatchStore,
+    DepthStore,
+    EventStore,
+    Notifier,
+    RollupStore,
+    StepStore,
+)
+
+__all__ = [
+    "AGED",
+    "FINISHED_STATES",
+    "LEADER_KEY",
+    "LIVE_STATES",
+    "STEP_STATUSES",
+    "BackfillLedger",
+    "BackfillRecord",
+    "BatchCallback",
+    "BatchRecord",
+    "BatchStore",
+    "ClaimedJob",
+    "Complete",
+    "CronState",
+    "DepthSample",
+    "DepthStore",
+    "DriverFeatures",
+    "EnqueueRequest",
+    "EnqueueResult",
+    "EventRecord",
+    "EventStore",
+    "FinalState",
+    "Finish",
+    "JobDriver",
+    "JobSnapshot",
+    "JobStore",
+    "LeaseStore",
+    "LimitStore",
+    "NotLeaderError",
+    "Notifier",
+    "OutboxRow",
+    "OutboxStore",
+    "Presence",
+    "PublishTarget",
+    "QuarantinedRow",
+    "QueueState",
+    "QueueStats",
+    "ReadStore",
+    "RetryAt",
+    "RollupStore",
+    "RunStore",
+    "SchedulerStore",
+    "Settle",
+    "Shed",
+    "Standing",
+    "StepRecord",
+    "StepStore",
+    "SuspendUntil",
+    "WorkerLoad",
+    "WorkerSnapshot",
+    "claimed_input",
+]

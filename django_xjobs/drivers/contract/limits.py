@@ -1,0 +1,61 @@
+"""What holds a claim back: fleet slots (``LeaseStore``) and the queue and key controls."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from .records import QueueState
+
+
+class LeaseStore(Protocol):
+    """Fleet concurrency slots in ``x_job_leases`` (SPEC SLOT-03/06): ``limit`` slots per key,
+    each held by one holder until it is released or its ``expires_at`` passes."""
+
+    def acquire(self, key: str, limit: int, ttl: float, holder: str) -> int | None:
+        """The lowest free slot in ``0..limit-1`` (no live row), now held; None when all are."""
+
+    def renew(self, key: str, slot: int, ttl: float, holder: str) -> bool:
+        """Extend the slot, only for its holder and only while it has not expired (SE-08)."""
+
+    def release(self, key: str, slot: int, holder: str) -> bool:
+        """Delete the slot's row, only the holder's own."""
+
+    def held(self, key: str) -> int:
+        """Live slots of ``key`` (diagnostics)."""
+
+
+class LimitStore(Protocol):
+    """What holds a claim back, fleet-wide: the operators' queue controls and the limit keys'
+    pauses and state."""
+
+    # fleet-wide queue controls: read by workers once a poll and when told, never per claim
+    def pause_queue(self, queue: str, by: str | None) -> QueueState:
+        """Paused from now on, for every worker; pausing a paused queue keeps its first pause."""
+
+    def resume_queue(self, queue: str) -> QueueState:
+        """No longer paused; resuming a queue that is not paused changes nothing."""
+
+    def queue_controls(self) -> list[QueueState]:
+        """Every queue an operator ever set, by name; reads only."""
+
+    def paused_queues(self) -> frozenset[str]:
+        """The names of the paused queues; reads only."""
+
+    def set_queue_limit(self, queue: str, concurrency: int | None) -> QueueState:
+        """At most ``concurrency`` runs of ``queue`` at once, fleet-wide (None: no cap)."""
+
+    def queue_limits(self) -> dict[str, int]:
+        """The operators' caps by queue; reads only."""
+
+    def pause_key(self, key: str, delay: float) -> None:
+        """No run of limit key ``key`` is claimed for ``delay`` seconds (``RateLimited``)."""
+
+    def key_usage(self, limit: int = 500) -> list[tuple[str, Any, int, list[Any]]]:
+        """(key, paused until, running, recorded starts) per limit key used within a day."""
+
+    def prune_limit_keys(self, windows: Mapping[str, float], idle_for: float) -> int:
+        """Delete the state of each limit key with no run waiting or running, no pause in
+        force, no start inside its job's window (``windows``: rate window by job name) and
+        untouched for ``idle_for`` seconds; how many went. A key a claim holds is left for the
+        next prune."""

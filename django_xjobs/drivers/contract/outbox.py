@@ -1,0 +1,96 @@
+"""The outbox store (SPEC §9): what it does for the relay and for ``atomic()`` enqueues."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+from uuid import UUID
+
+from .jobs import JobStore
+from .records import OutboxRow, QuarantinedRow
+from .requests import EnqueueRequest, EnqueueResult
+from .stores import Notifier
+
+
+class PublishTarget(JobStore, Protocol):
+    """What a publish enqueues into: a driver's enqueue verbs, and the alias its jobs live in
+    (a ``JobDriver`` is one)."""
+
+    #: the Django alias of the jobs, or None: a publish in the outbox's own database enqueues
+    #: in its transaction
+    database: str | None
+
+
+class OutboxStore(Protocol):
+    """Staged enqueues. A row's id is the job id its enqueue returned (SPEC OUTBOX-02)."""
+
+    claim_lease: float
+    #: True when ``stage`` writes in the caller's transaction (a rollback takes the row away);
+    #: False when the store cannot, and the row is staged only once the transaction commits.
+    transactional: bool
+
+    def stage(self, request: EnqueueRequest, *, notify: bool = True) -> UUID:
+        """Write ``request`` as an unpublished row whose id is ``request.id`` (minted when None)
+        and is the id of the job it publishes as; returns that id. ``notify=False``: an earlier
+        row of the same transaction already woke the relays."""
+
+    def stage_many(self, requests: Sequence[EnqueueRequest]) -> None:
+        """``stage`` for many requests, each with its ``id`` set, in one write."""
+
+    def notify_on_staged(self, callback: Callable[[], None]) -> Notifier | None:
+        """Call ``callback`` when a commit staged rows here, from a listener this returns (stop
+        it with ``stop()``); None when this store cannot notify (a pooler, memory): poll."""
+
+    def publish_ids(self, driver: PublishTarget, ids: Sequence[UUID], token: str) -> int:
+        """Claim the unpublished rows among ``ids`` under ``token`` and publish them, a bounded
+        chunk at a time (on the jobs' own database: claim, insert and mark in one transaction,
+        so a failure leaves the chunk to the relay untouched). Returns how many were published."""
+
+    def claim(self, limit: int, token: str) -> list[OutboxRow]: ...
+
+    def claim_ids(self, ids: Sequence[UUID], token: str) -> list[OutboxRow]: ...
+
+    def release(self, ids: Sequence[UUID], token: str) -> int: ...
+
+    def publishes_together(self, driver: PublishTarget) -> bool:
+        """Whether ``publish_claimed`` can commit a batch's jobs and marks as one transaction
+        with ``driver`` (the jobs live on this store's database)."""
+
+    def publish_claimed(
+        self, driver: PublishTarget, rows: Sequence[OutboxRow], token: str
+    ) -> set[UUID]:
+        """Publish ``rows``, claimed under ``token``, in one transaction: mark the rows still
+        ours, insert their jobs in ``rows`` order, record collapses. Returns the ids marked (a
+        row missing was taken by another relay). Raises with nothing published on a failure.
+        Only when ``publishes_together(driver)``."""
+
+    def publish(
+        self, driver: PublishTarget, row: OutboxRow, token: str
+    ) -> tuple[EnqueueResult, bool]:
+        """Enqueue ``row`` and mark it published under ``token``, recording the job it became
+        (itself, or the live duplicate it collapsed into). Returns the enqueue's result and
+        whether the mark landed (False: another relay holds the row now)."""
+
+    def resolve(self, job_id: UUID) -> UUID | None:
+        """The job a published row with this id collapsed into, if it collapsed (None when it is
+        its own job, unpublished, or unknown)."""
+
+    def pending(self) -> tuple[int, float]:
+        """(unpublished rows, age in seconds of the oldest), quarantined rows left out."""
+
+    def quarantine(self, row_id: UUID, token: str, code: str, error: str) -> bool:
+        """Keep the row, claimed under ``token``, out of every later batch with ``error``
+        (issue 24). False when the row is no longer ours."""
+
+    def quarantined(self, limit: int = 100) -> list[QuarantinedRow]:
+        """The quarantined rows, oldest quarantine first."""
+
+    def quarantined_count(self) -> int: ...
+
+    def unquarantine(self, row_id: UUID) -> bool:
+        """Hand a quarantined row back to the relay (False: no quarantined row has this id)."""
+
+    def discard(self, row_id: UUID) -> bool:
+        """Delete a quarantined row (False: no quarantined row has this id)."""
+
+    def prune(self, retention: float) -> int: ...

@@ -1,0 +1,168 @@
+"""The smaller stores a driver hands out: steps, events, backfills, rollups, depths and batches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+from uuid import UUID
+
+from .records import (
+    BackfillRecord,
+    BatchCallback,
+    BatchRecord,
+    DepthSample,
+    EventRecord,
+    StepRecord,
+)
+from .requests import EnqueueRequest, EnqueueResult
+
+if TYPE_CHECKING:
+    from ...rollup import RollupRow
+
+
+class StepStore(Protocol):
+    @property
+    def using(self) -> str:
+        """The Django alias of the jobs database. An atomic step opens its transaction there,
+        and ``put`` made inside that transaction joins it (issue 17)."""
+
+    def now(self) -> datetime:
+        """The store's clock, the one every step time is written and compared on: the
+        database's ``now()`` on PostgreSQL, the driver's clock in memory."""
+
+    def list(self, run_id: UUID) -> list[StepRecord]:
+        """Every record of the run, by position, then oldest ``started_at`` (one read per
+        attempt)."""
+
+    def put(self, record: StepRecord, *, job_id: UUID, lease_token: UUID) -> bool:
+        """Upsert, fenced: False (nothing written) unless the job is running under the token.
+        The first ``started_at``, position, event and key are kept; missing times are stamped
+        on the store's clock."""
+
+
+class EventStore(Protocol):
+    def publish(
+        self,
+        *,
+        id: UUID,
+        name: str,
+        payload: Any,
+        correlation_key: str | None,
+        ttl: float,
+        tenant_id: str | None = None,
+    ) -> EventRecord:
+        """Store an event published now on the store's clock, expiring ``ttl`` seconds later;
+        return it as stored (SPEC EVT-01)."""
+
+    def find(
+        self,
+        name: str,
+        *,
+        after: datetime,
+        correlation_key: str | None = None,
+        match: dict[str, Any] | None = None,
+        tenant_id: str | None = None,
+        any_tenant: bool = False,
+    ) -> EventRecord | None:
+        """The earliest event named ``name`` published at or after ``after`` and not expired on
+        the store's clock (SPEC EVT-02), of ``tenant_id`` (None: of no tenant) unless
+        ``any_tenant``."""
+
+    def purge(self) -> int:
+        """Delete the events expired on the store's clock; how many went (SPEC EVT-04)."""
+
+
+class BackfillLedger(Protocol):
+    """The ``x_backfills`` ledger. Not a hot path: one write per page."""
+
+    def start(
+        self,
+        *,
+        run_id: UUID,
+        job_id: UUID,
+        name: str,
+        checksum: str,
+        app_version: str,
+        environment: str | None,
+    ) -> BackfillRecord:
+        """The row of this pass, written: a new one, or its own row adopted (status running,
+        ``completed_at`` and ``error`` cleared, ``started_at`` and progress kept)."""
+
+    def progress(self, run_id: UUID, *, cursor: str | None, rows: int, pages: int) -> None:
+        """The pass's totals after a page (absolute, so a replayed page writes the same)."""
+
+    def finish(self, run_id: UUID, *, status: str, error: str | None = None) -> None:
+        """``completed`` (the cursor cleared) or ``failed`` (the cursor kept, to read where)."""
+
+    def completed(self, name: str, environment: str | None) -> BackfillRecord | None:
+        """The latest completed pass of ``name`` in ``environment``."""
+
+    def history(self, name: str, *, limit: int = 20) -> list[BackfillRecord]:
+        """Passes of ``name``, newest first."""
+
+    def get(self, run_id: UUID) -> BackfillRecord | None: ...
+
+
+class RollupStore(Protocol):
+    def read(self, since: datetime) -> list[RollupRow]:
+        """Each minute from ``since`` on, per queue, job name and outcome, in that order."""
+
+    def prune(self, older_than: float) -> int:
+        """Delete the minutes older than ``older_than`` seconds; how many rows went."""
+
+
+class DepthStore(Protocol):
+    """Queue depth over time for the overview: one sample a minute for the whole fleet, taken by
+    the workers' presence beat (worker/depth.py), never per job and never per page view."""
+
+    def sample(self) -> int:
+        """Record this minute's depth per queue with live rows, on the store's clock, unless
+        the minute already holds a sample (another worker took it): then nothing is counted or
+        written. How many queues were written."""
+
+    def read(self, since: datetime) -> list[DepthSample]:
+        """Every sample from ``since`` on, in (minute, queue) order."""
+
+    def prune(self, older_than: float) -> int:
+        """Delete the samples older than ``older_than`` seconds; how many rows went."""
+
+
+class BatchStore(Protocol):
+    """Batches (issue 32). A member's final state is counted by the driver call that settles it
+    (``ack``, ``finish``, ``cancel``), in the same write: the batch's last member to end queues
+    its callbacks in that write, exactly once."""
+
+    def open(
+        self, batch_id: UUID, *, input: dict[str, Any], callbacks: Sequence[BatchCallback]
+    ) -> None:
+        """An empty open batch; opening one that exists changes nothing."""
+
+    def add(self, batch_id: UUID, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
+        """Insert ``requests`` as members, counted pending, in one write; a request whose key a
+        live job holds returns that job (``deduped=True``) and is no member. Raises
+        ``BatchClosedError`` when the batch is closed or unknown (nothing written)."""
+
+    def close(self, batch_id: UUID) -> bool:
+        """No member joins from now on; True when this close completed the batch (every member
+        had already ended) and queued its callbacks. Closing a closed batch: False."""
+
+    def get(self, batch_id: UUID) -> BatchRecord | None: ...
+
+    def recent(self, *, limit: int = 100, open_only: bool = False) -> list[BatchRecord]:
+        """Newest first; ``open_only``: the batches not yet completed."""
+
+    def members(self, batch_id: UUID, *, limit: int = 1000) -> list[UUID]:
+        """Member ids in the order they were added, at most ``limit``."""
+
+    def open_count(self) -> int:
+        """Batches not yet completed (their callbacks not queued); reads only."""
+
+    def cancel(self, batch_id: UUID, reason: str | None) -> int:
+        """Close the batch and cancel its live members, as ``JobDriver.cancel`` does one job,
+        each counted as it ends; how many were cancelled. The members' own children are not
+        touched, nor anything the batch is a part of (cancel goes down, never up)."""
+
+
+class Notifier(Protocol):
+    def stop(self) -> None: ...

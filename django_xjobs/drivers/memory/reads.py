@@ -1,0 +1,110 @@
+"""The memory driver's reads: jobs, queues and workers, as the PostgreSQL driver reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from ...states import shown_state
+from ..contract import (
+    JobSnapshot,
+    QueueStats,
+    Standing,
+    WorkerSnapshot,
+)
+from . import standing as memory_standing
+
+if TYPE_CHECKING:
+    pass
+from .state import MemoryState, _read
+
+
+class MemoryReads(MemoryState):
+    """``ReadStore`` in process; none of these writes."""
+
+    def workers(self) -> list[WorkerSnapshot]:
+        with self._lock:
+            return self._presence.snapshot(self._now())
+
+    def stats(self) -> list[QueueStats]:
+        with self._lock:
+            now = self._now()
+            buckets: dict[str, dict[str, Any]] = {}
+            for row in self._rows.values():
+                b = buckets.setdefault(
+                    row.queue,
+                    {
+                        "ready": 0,
+                        "delayed": 0,
+                        "running": 0,
+                        "suspended": 0,
+                        "dead": 0,
+                        "oldest": 0.0,
+                    },
+                )
+                if row.state in ("ready", "delayed"):
+                    if row.run_at <= now:
+                        b["ready"] += 1
+                        b["oldest"] = max(b["oldest"], (now - row.run_at).total_seconds())
+                    else:
+                        b["delayed"] += 1
+                elif row.state in ("running", "suspended", "dead"):
+                    b[row.state] += 1
+            return [
+                QueueStats(
+                    queue=q,
+                    ready=b["ready"],
+                    delayed=b["delayed"],
+                    running=b["running"],
+                    suspended=b["suspended"],
+                    dead=b["dead"],
+                    oldest_ready_seconds=b["oldest"],
+                )
+                for q, b in sorted(buckets.items())
+            ]
+
+    def get_job(self, job_id: UUID) -> JobSnapshot | None:
+        with self._lock:
+            row = self._rows.get(job_id)
+        return None if row is None else _read(row)
+
+    def list_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        state: str | None = None,
+        limit: int = 100,
+    ) -> list[JobSnapshot]:
+        with self._lock:
+            now = self._now()
+            rows = [
+                r
+                for r in self._rows.values()
+                if (queue is None or r.queue == queue)
+                and (name is None or r.name == name)
+                # as the database's filter: by the state shown (DESIGN Q-05)
+                and (state is None or shown_state(r.state, r.run_at, now) == state)
+            ]
+        rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)  # SPEC SE-06: newest first
+        return [_read(r) for r in rows[:limit]]
+
+    def standing(self, job_id: UUID, *, cap: int, fair: bool = False) -> Standing | None:
+        with self._lock:
+            return memory_standing.standing(self, job_id, cap=cap, fair=fair)
+
+    def job_states(self, ids: Sequence[UUID]) -> dict[UUID, str]:
+        with self._lock:
+            return memory_standing.job_states(self, ids)
+
+    def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
+        with self._lock:
+            # PostgreSQL orders uuids by their bytes, as Python's UUID compares them
+            return sorted(i for i in self._rows if low <= i <= high)[:limit]
+
+    def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
+        with self._lock:
+            rows = [r for r in self._rows.values() if r.state == "dead"]
+        rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
+        return [_read(r) for r in rows[:limit]]

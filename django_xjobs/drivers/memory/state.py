@@ -1,0 +1,114 @@
+"""The memory driver's state: its rows, lock, clock and subscriptions, which each part of the
+driver (jobs, runs, reads) and its stores share."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from ...clock import Clock, SystemClock
+from ..contract import (
+    JobSnapshot,
+    QueueState,
+    StepRecord,
+)
+from ..rules import (
+    known_state,
+)
+from . import limits as memory_limits
+from .presence import MemoryPresence
+
+if TYPE_CHECKING:
+    from ..contract import OutboxStore, SchedulerStore
+    from .backfills import MemoryBackfillLedger
+    from .batches import MemoryBatchStore
+    from .depth import MemoryDepthStore
+    from .leases import MemoryLeaseStore
+    from .rollup import MemoryRollupStore
+    from .steps import MemoryEventStore, MemoryStepStore
+
+
+@dataclass
+class _Subscription:
+    queues: set[str]
+    callback: Callable[[], None]
+    owner: MemoryState
+    on_control: Callable[[], None] | None = None
+
+    def stop(self) -> None:
+        with self.owner._lock:
+            if self in self.owner._subscriptions:
+                self.owner._subscriptions.remove(self)
+
+
+def _read(row: JobSnapshot) -> JobSnapshot:
+    """A row as a read returns it: its state checked as the PostgreSQL driver's ``snapshot()``
+    checks it (SPEC DB-05)."""
+    known_state(row.id, row.state)
+    return row
+
+
+class MemoryState:
+    """What every part of the memory driver reads and writes, under one lock."""
+
+    #: the stores, built by ``MemoryDriver`` (each takes the driver)
+    steps: MemoryStepStore
+    leases: MemoryLeaseStore
+    events: MemoryEventStore
+    backfills: MemoryBackfillLedger
+    rollups: MemoryRollupStore
+    depths: MemoryDepthStore
+    batches: MemoryBatchStore
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock or SystemClock()
+        self._rows: dict[UUID, JobSnapshot] = {}
+        self._lock = threading.RLock()
+        self._subscriptions: list[_Subscription] = []
+        self._controls: dict[str, QueueState] = {}
+        #: a limited run's key by job id (x_jobs.limit_key), and each key's state (x_limit_keys)
+        self._limit_keys: dict[UUID, str] = {}
+        self._key_state: dict[str, memory_limits.KeyState] = {}
+        #: per queue, the last key a limited claim took (PostgresDriver's ``_limit_cursor``)
+        self._limit_cursor: dict[str, str] = {}
+        # run_id -> step name -> record, in the order the steps were first written
+        self._steps: dict[UUID, dict[str, StepRecord]] = {}
+        self._presence = MemoryPresence()
+        self._outbox: OutboxStore | None = None
+        self._scheduler: SchedulerStore | None = None
+
+    def _now(self) -> datetime:
+        return self.clock.now()
+
+    def _release_dependants(self, settled: JobSnapshot) -> None:
+        """As the settle statements' ``released``: the jobs waiting for ``settled``, which just
+        reached a final state, count it; at the last one (or a failure) they fall due now."""
+        now = self._now()
+        woken = []
+        for job_id in sorted(settled.dependants or ()):
+            row = self._rows.get(job_id)
+            if row is None or row.state != "suspended" or not row.waiting_on:
+                continue
+            # a run that started (a parent parked on children) counts every end alike
+            anyway = row.run_anyway or row.started_at is not None
+            failed = settled.id if settled.state != "done" and not anyway else None
+            left = 0 if failed is not None else max(row.waiting_on - 1, 0)
+            released = left == 0
+            self._rows[job_id] = replace(
+                row,
+                waiting_on=left,
+                after_failed=failed,
+                state="ready" if released else row.state,
+                run_at=now if released else row.run_at,
+                expires_at=now if failed is not None else row.expires_at,
+                updated_at=now,
+            )
+            if released:
+                woken.append(row.queue)
+        for queue in dict.fromkeys(woken):
+            for sub in [s for s in self._subscriptions if queue in s.queues]:
+                sub.callback()

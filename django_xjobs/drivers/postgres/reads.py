@@ -1,0 +1,100 @@
+"""The PostgreSQL driver's reads: jobs, queues and workers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from ..contract import (
+    JobSnapshot,
+    QueueStats,
+    Standing,
+    WorkerSnapshot,
+)
+from . import standing as postgres_standing
+
+if TYPE_CHECKING:
+    pass
+from .state import PostgresState, _json, snapshot
+
+
+class PostgresReads(PostgresState):
+    """``ReadStore`` on ``jobs.sql``; none of these writes."""
+
+    def workers(self) -> list[WorkerSnapshot]:
+        return [
+            WorkerSnapshot(
+                id=r[0],
+                host=r[1],
+                pid=r[2],
+                queues=tuple(_json(r[3])),
+                started_at=r[4],
+                last_seen=r[5],
+                expires_at=r[6],
+                in_flight=r[7],
+                alive=r[8],
+                stopped_at=r[9],
+            )
+            for r in self._run("workers", {})
+        ]
+
+    def stats(self) -> list[QueueStats]:
+        return [
+            QueueStats(
+                queue=r[0],
+                ready=r[1],
+                delayed=r[2],
+                running=r[3],
+                suspended=r[4],
+                dead=r[5],
+                oldest_ready_seconds=float(r[6]),
+            )
+            for r in self._run("stats", {})
+        ]
+
+    # --- reads (ORM) ------------------------------------------------------------------------
+
+    def get_job(self, job_id: UUID) -> JobSnapshot | None:
+        from ...models import Job
+
+        row = Job.objects.using(self.using).filter(pk=job_id).first()
+        return None if row is None else snapshot(row)
+
+    def list_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        state: str | None = None,
+        limit: int = 100,
+    ) -> list[JobSnapshot]:
+        from ...models import Job
+
+        rows = Job.objects.using(self.using).all()
+        for field, value in (("queue", queue), ("name", name)):
+            if value is not None:
+                rows = rows.filter(**{field: value})
+        if state is not None:
+            from ...models import state_filter  # the app registry is ready by the first read
+
+            rows = rows.filter(state_filter(state))
+        return [snapshot(r) for r in rows.order_by("-created_at", "-id")[:limit]]
+
+    def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
+        from ...models import Job
+
+        rows = Job.objects.using(self.using).filter(id__gte=low, id__lte=high).order_by("id")
+        return list(rows.values_list("id", flat=True)[:limit])
+
+    def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
+        from ...models import Job
+
+        rows = Job.objects.using(self.using).filter(state="dead").order_by("-updated_at", "-id")
+        return [snapshot(r) for r in rows[:limit]]
+
+    def standing(self, job_id: UUID, *, cap: int, fair: bool = False) -> Standing | None:
+        return postgres_standing.standing(self.using, job_id, cap=cap, fair=fair)
+
+    def job_states(self, ids: Sequence[UUID]) -> dict[UUID, str]:
+        return postgres_standing.job_states(self.using, ids)
