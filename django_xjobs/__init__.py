@@ -13,8 +13,6 @@
 from .actors import Actor
 from .backfills import backfill, registered_backfills
 from .classify import classify, register_error_retry, retry_class
-from .context import JobContext, JobContextFilter, current_job
-from .context import StopSignal as Signal  # ctx.signal's public name; StopSignal inside
 from .declarations.cron import CronHandle, cron, registered_crons
 from .declarations.job import JobHandle, job
 from .declarations.registry import get_job, registered_jobs
@@ -90,6 +88,8 @@ from .operations import (
 from .operations.cron_controls import CronRun, inspect_crons, pause_cron, resume_cron, run_cron_now
 from .operations.why import JobWhy, why_job
 from .retry import Retry, retry_schedule
+from .run.context import JobContext, JobContextFilter, current_job
+from .run.stop import StopSignal as Signal  # ctx.signal's public name; StopSignal inside
 from .steps.events import publish_event
 
 __all__ = [

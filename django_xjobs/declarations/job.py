@@ -14,7 +14,6 @@ from asgiref.sync import async_to_sync
 from .. import conf
 from ..actors import Actor
 from ..bounds import check_request
-from ..context import current_job
 from ..drivers.contract import EnqueueRequest, EnqueueResult, row_by_row
 from ..durations import Duration, parse_duration, parse_optional
 from ..errors import (
@@ -33,6 +32,7 @@ from ..limits.keys import JobLimits, declared
 from ..outbox import stage
 from ..payload import NotJSON, check_json, encode
 from ..retry import DEFAULT_RETRY, Retry, retry_schedule
+from ..run.context import current_job
 from ..signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
 from ..text import did_you_mean
 from ..tracing import current_traceparent

@@ -18,7 +18,6 @@ from django.db import connections
 
 from .. import conf, history, log, redact
 from ..clock import Clock
-from ..context import JobContext, JobLogger, StopSignal, _current
 from ..declarations import registry
 from ..drivers import failures
 from ..drivers.connections import borrowed, open_transactions
@@ -59,8 +58,10 @@ from ..steps.asynchronous import AsyncSteps
 from ..text import storable
 from ..tracing import job_span
 from . import outage, signals
+from .context import JobContext, JobLogger, _current
 from .controls import RunControls
 from .handle import Runnable
+from .stop import StopSignal
 
 
 class Outcome(enum.StrEnum):

@@ -284,10 +284,10 @@ def child_main(fd: str) -> None:
 
     from .. import errors
     from ..clock import system_clock
-    from ..context import StopSignal
     from ..declarations import registry
     from ..drivers import get_driver
     from ..run.execute import execute
+    from ..run.stop import StopSignal
 
     job = payload["job"]
     stop = StopSignal()

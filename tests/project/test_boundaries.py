@@ -86,7 +86,6 @@ LAYERS: dict[str, list[str]] = {
         "classify",
         "clock",
         "conf",
-        "context",
         "durations",
         "errors",
         "history",
