@@ -22,7 +22,7 @@ from django_xjobs.declarations import registry
 from django_xjobs.drivers import install, uninstall
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.errors import JobAbortedError, JobCancelledError, JobDefinitionError
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.run.stop import StopSignal
 from django_xjobs.testing import run_until_idle
 from tests import backfills

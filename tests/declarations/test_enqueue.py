@@ -22,7 +22,7 @@ from django_xjobs.drivers.contract import JobSnapshot
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.errors import DriverUnavailableError
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.testing import relay_staged, run_until_idle
 from django_xjobs.worker.worker import Worker
 from tests import jobs, tasks

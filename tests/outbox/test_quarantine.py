@@ -41,7 +41,7 @@ from django_xjobs.models import OutboxEntry
 from django_xjobs.outbox import publish
 from django_xjobs.outbox.publish import publish_batch
 from django_xjobs.outbox.relay import publish_visible
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.scheduler.role import _occurrence_request
 from django_xjobs.worker.worker import Worker
 from tests import jobs, tasks

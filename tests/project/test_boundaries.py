@@ -315,7 +315,6 @@ OVERSIZE = {
     "steps/__init__.py": (713, "record.py, waits.py, children.py"),
     "errors.py": (655, "an errors/ package: base, declaration, runtime, operator"),
     "models.py": (647, "a models/ package: jobs, fleet, records"),
-    "run/execute.py": (646, "run/execution.py and run/verdicts.py"),
 }
 
 

@@ -23,7 +23,7 @@ from django_xjobs.errors import (
     StepOutputInvalidError,
 )
 from django_xjobs.models import OutboxEntry
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.run.stop import StopSignal
 from django_xjobs.steps import Steps
 from django_xjobs.steps.atomic import AtomicStep

@@ -15,7 +15,7 @@ from django_xjobs.clock import FrozenClock
 from django_xjobs.drivers.contract import Complete, StepRecord
 from django_xjobs.errors import CODES, InvariantError, StepReplayMismatchError, StepSuspension
 from django_xjobs.ids import uuid7_many
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.testing import run_to_completion, run_until_idle
 from django_xjobs.worker.worker import Worker
 from tests import jobs

@@ -25,7 +25,8 @@ from django_xjobs.errors import (
     JobTimeoutError,
     StepSuspension,
 )
-from django_xjobs.run.execute import Outcome, execute
+from django_xjobs.run.execute import execute
+from django_xjobs.run.execution import Outcome
 from django_xjobs.run.settle import settle
 from django_xjobs.run.stop import StopSignal
 from django_xjobs.steps import Steps

@@ -19,7 +19,8 @@ from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.models import Job
 from django_xjobs.payload import NotJSON, check_json
-from django_xjobs.run.execute import Outcome, execute
+from django_xjobs.run.execute import execute
+from django_xjobs.run.execution import Outcome
 from django_xjobs.run.settle import settle
 from django_xjobs.run.stop import StopSignal
 from django_xjobs.testing import run_until_idle
