@@ -10,9 +10,9 @@
     send_receipt.enqueue(order_id=42)
 """
 
-from .actors import Actor
 from .backfills import backfill, registered_backfills
 from .classify import classify, register_error_retry, retry_class
+from .declarations.actors import Actor
 from .declarations.cron import CronHandle, cron, registered_crons
 from .declarations.job import JobHandle, job
 from .declarations.registry import get_job, registered_jobs

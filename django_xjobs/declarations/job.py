@@ -12,7 +12,6 @@ from uuid import UUID
 from asgiref.sync import async_to_sync
 
 from .. import conf
-from ..actors import Actor
 from ..bounds import check_request
 from ..drivers.contract import EnqueueRequest, EnqueueResult, row_by_row
 from ..durations import Duration, parse_duration, parse_optional
@@ -33,10 +32,11 @@ from ..outbox import stage
 from ..payload import NotJSON, check_json, encode
 from ..retry import DEFAULT_RETRY, Retry, retry_schedule
 from ..run.context import current_job
-from ..signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
+from ..run.tracing import current_traceparent
 from ..text import did_you_mean
-from ..tracing import current_traceparent
 from . import registry
+from .actors import Actor
+from .signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
 
 _MISSING: Any = object()
 #: ``job(tenant=REQUIRED)``: every enqueue carries a tenant (an actor's, ``using()``'s, or the

@@ -37,13 +37,13 @@ from ..limits.rate_limited import handed_back
 from ..payload import NotJSON, check_json, encode
 from ..steps import Steps
 from ..steps.asynchronous import AsyncSteps
-from ..tracing import job_span
 from . import outage, signals, verdicts
 from .context import JobContext, JobLogger, _current
 from .controls import RunControls
 from .execution import Body, Execution, Outcome
 from .handle import Runnable
 from .stop import StopSignal
+from .tracing import job_span
 
 
 def execute(

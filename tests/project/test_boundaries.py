@@ -81,7 +81,6 @@ def test_the_postgresql_driver_never_imports_the_memory_one():
 #: each top-level module or package of django_xjobs, by layer (lowest first)
 LAYERS: dict[str, list[str]] = {
     "base": [
-        "actors",
         "bounds",
         "classify",
         "clock",
@@ -98,10 +97,8 @@ LAYERS: dict[str, list[str]] = {
         "redact",
         "retry",
         "rollup",
-        "signatures",
         "states",
         "text",
-        "tracing",
     ],
     "drivers": ["drivers", "limits.claims"],
     "run": ["declarations", "limits.rate_limited", "metrics", "run", "steps"],
@@ -238,9 +235,15 @@ def test_a_package_split_across_layers_lists_every_module_and_its_init_imports_n
     assert importing == []
 
 
+#: the most modules (``*.py`` files) the package root holds (issue 41): the base and the public
+#: face, not a concept that has a package of its own
+MAX_ROOT = 20
+
+
 def test_the_package_root_holds_only_the_base_and_the_public_face():
     root = {path.stem for path in PACKAGE.glob("*.py")}
     assert sorted(root - set(LAYERS["base"]) - PUBLIC_FACE) == []
+    assert len(root) <= MAX_ROOT, sorted(root)
 
 
 def test_the_floor_plan_in_contributing_names_every_top_level_module_under_its_layer():
