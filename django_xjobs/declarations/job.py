@@ -25,12 +25,9 @@ from ..errors import (
     XJobsError,
 )
 from ..limits.keys import JobLimits, declared
-
-# upward: (run -> roles) an enqueue hands its row to the outbox role's staging, which decides
-# whether it waits for the caller's commit (DESIGN §3, SPEC OUTBOX-01)
-from ..outbox import stage
 from ..payload import NotJSON, check_json, encode
 from ..retry import DEFAULT_RETRY, Retry, retry_schedule
+from ..run import enqueue
 from ..run.context import current_job
 from ..run.tracing import current_traceparent
 from ..text import did_you_mean
@@ -246,7 +243,7 @@ class JobHandle:
         if self.undiscovered:
             registry.tell_undiscovered(self.name, self.fn.__module__)
         request = self.build_request(inputs)
-        result = stage.submit(request, outbox=self.options.outbox, on_conflict=self.on_conflict)
+        result = enqueue.submit(request, outbox=self.options.outbox, on_conflict=self.on_conflict)
         if result.deduped and self.on_conflict == "error":
             raise JobDuplicateError(
                 f"job {self.name!r} with key {request.idempotency_key!r} is already live as {result.id}",
@@ -320,13 +317,13 @@ class JobHandle:
         inputs = inputs if isinstance(inputs, Sequence) else list(inputs)
         driver = None
         if len(inputs) > STREAM_CHUNK and not row_by_row([shared[0]]):
-            driver = stage.direct_driver(self.name, outbox=self.options.outbox)
+            driver = enqueue.direct_driver(self.name, outbox=self.options.outbox)
         if driver is not None:  # a long direct call: written a chunk at a time as it is made
             requests: list[EnqueueRequest] = []
             results = driver.enqueue_chunks(self._chunks(inputs, shared, requests))
         else:
             requests = [self._request_at(i, given, shared) for i, given in enumerate(inputs)]
-            results = stage.submit_many(
+            results = enqueue.submit_many(
                 requests, outbox=self.options.outbox, on_conflict=self.on_conflict
             )
         if self.on_conflict == "error":

@@ -1,8 +1,7 @@
 """The floor plan, as tests (DESIGN §3, issue 27).
 
 The package is layered base -> drivers -> run -> roles -> operator, and an import never climbs a
-layer — not at module level, not inside a function — except the few marked ``# upward:`` with
-their reason. A module's layer is the longest dotted prefix listed for it, so a package may serve
+layer — not at module level, not inside a function. A module's layer is the longest dotted prefix listed for it, so a package may serve
 several layers (``limits``): it then lists every module under its layer, and its ``__init__``
 imports nothing. No import cycle, counting the imports inside functions and the package
 ``__init__`` every import of a submodule runs. Storage sits behind the driver: no module outside
@@ -122,8 +121,6 @@ LAYERS: dict[str, list[str]] = {
 #: the two paths users write into their settings and urls)
 PUBLIC_FACE = {"__init__", "apps", "health_check", "views"}
 RANK = {name: rank for rank, names in enumerate(LAYERS.values()) for name in names}
-#: the deliberate climbs, each marked ``# upward:`` with its reason where it is imported
-MAX_UPWARD = 1
 #: what only drivers/ may name: the concrete drivers, their stores and the listener
 CONCRETE = re.compile(r"^(Postgres|Memory)[A-Z]\w*$|^(Listener|Polling)$")
 
@@ -267,20 +264,14 @@ def test_the_floor_plan_in_contributing_names_every_top_level_module_under_its_l
     assert missing == []
 
 
-def test_no_import_climbs_a_layer_but_the_marked_few():
-    climbs, unmarked = [], []
+def test_no_import_climbs_a_layer():
+    climbs = []
     for path, tree in modules():
-        lines = path.read_text().splitlines()
         here = module_name(path)
         for lineno, target, _ in imports(path, tree):
-            if RANK[layer(_owner(target))] <= RANK[layer(here)]:
-                continue
-            climbs.append(f"{here} -> {_owner(target)}")
-            marked = any("# upward:" in line for line in lines[max(0, lineno - 4) : lineno])
-            if not marked:
-                unmarked.append(f"{path.relative_to(PACKAGE)}:{lineno}: {here} -> {target}")
-    assert unmarked == []
-    assert len(climbs) <= MAX_UPWARD, climbs
+            if RANK[layer(_owner(target))] > RANK[layer(here)]:
+                climbs.append(f"{path.relative_to(PACKAGE)}:{lineno}: {here} -> {target}")
+    assert climbs == []
 
 
 def test_no_import_cycle():

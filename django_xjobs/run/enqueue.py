@@ -1,4 +1,9 @@
-"""Where an enqueue goes: staged in the caller's transaction, or straight to the job store."""
+"""Where an enqueue goes: staged in the caller's transaction, or straight to the job store.
+
+Every enqueue reaches the driver through here (a job handle's, a ``django.tasks`` task's):
+it joins the open batch, or is staged in the caller's transaction (``run/publish.py`` moves it
+to the job store after commit, and the relay role for what that misses), or goes straight to
+the driver."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from django.db import connections, transaction
 
 from .. import conf, log
 from ..bounds import check_after
+from ..declarations.workflows import current_batch
 from ..drivers import get_driver
 from ..drivers.contract import EnqueueRequest, EnqueueResult, JobDriver, OutboxStore
 from ..errors import InvariantError, OutboxNoTxError
@@ -37,8 +43,6 @@ def submit_many(
     in the caller's transaction; one result per request, in order."""
     if not requests:
         return []
-    from ..declarations.workflows import current_batch
-
     joining = current_batch()
     if joining is not None:  # inside `with batch:` the enqueue is a member (issue 32)
         if any(request.after is not None for request in requests):
@@ -81,8 +85,6 @@ def direct_driver(name: str, *, outbox: bool | None) -> JobDriver | None:
     would route it; None when it would be staged in the caller's transaction or join the open
     batch. Raises as ``submit_many`` does when the outbox is required and there is no
     transaction."""
-    from ..declarations.workflows import current_batch
-
     if current_batch() is not None or _staging_alias(name, outbox) is not None:
         return None
     return get_driver()
