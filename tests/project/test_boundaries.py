@@ -8,7 +8,12 @@ imports nothing. No import cycle, counting the imports inside functions and the 
 ``drivers/`` names a concrete driver, store or listener, and every SQL statement lives under
 ``drivers/postgres/``. The driver protocol is the only door to storage (STYLE "Seams"): callers
 never ask a driver its name or probe it for attributes, and the PostgreSQL driver never leans on
-the memory one. ``TYPE_CHECKING`` imports are left out: they never run. No module is over 600
+the memory one. ``TYPE_CHECKING`` imports count like any other (issue 41): they never run, but
+a module that types its arguments with a class from above it, or from a module that imports
+it, depends on that module all the same — a reader cannot understand it alone, and the day the
+annotation is needed at run time (a ``dataclass`` field, an ``isinstance``) the cycle is real.
+The few such edges that remain until the driver contract's split (issue 41's driver slice) are
+listed in ``PENDING``, which only shrinks. No module is over 600
 lines but those ``OVERSIZE`` lists, each with the split issue 41 plans for it."""
 
 from __future__ import annotations
@@ -133,24 +138,14 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(path): path for path, _ in modules()}
 
 
-def _type_checking_only(tree: ast.Module) -> set[int]:
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(inner) for inner in ast.walk(node))
-    return skipped
-
-
 def imports(path: Path, tree: ast.Module) -> list[tuple[int, str, list[str]]]:
-    """(line, module imported, names) for every import of django_xjobs that runs, wherever it
-    sits; a name that is a submodule counts as that module."""
+    """(line, module imported, names) for every import of django_xjobs, wherever it sits (at
+    module level, in a function, under ``TYPE_CHECKING``); a name that is a submodule counts as
+    that module."""
     here = module_name(path)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
-    skipped = _type_checking_only(tree)
     found = []
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             found += [
                 (node.lineno, a.name, []) for a in node.names if a.name.startswith("django_xjobs")
@@ -264,18 +259,55 @@ def test_the_floor_plan_in_contributing_names_every_top_level_module_under_its_l
     assert missing == []
 
 
+#: PENDING: the type-only edges still allowed, each closing a cycle (or a climb) that a later
+#: slice of issue 41 removes; the cycle and layer rules leave out exactly these edges. The list
+#: only shrinks: an edge that no longer exists must leave it (the test after the cycle rule).
+PENDING: dict[tuple[str, str], str] = {
+    # the driver slice: bounds.py moves to drivers/bounds.py, below the contract it types
+    ("bounds", "drivers"): "bounds -> drivers/bounds.py",
+    ("bounds", "drivers.contract"): "bounds -> drivers/bounds.py",
+    # the driver slice: every memory store takes memory/state.py's MemoryState, not MemoryDriver
+    **{
+        (f"drivers.memory.{store}", "drivers.memory"): "memory stores take MemoryState"
+        for store in (
+            "backfills",
+            "batches",
+            "depth",
+            "leases",
+            "limits",
+            "rollup",
+            "standing",
+            "steps",
+        )
+    },
+    # the registry types its handles with JobHandle and CronHandle, whose modules import it: it
+    # is to type them with two protocols of its own (DeclaredJob, DeclaredCron)
+    ("declarations.registry", "declarations.job"): "registry protocols",
+    ("declarations.registry", "declarations.cron"): "registry protocols",
+}
+
+
+def _pending(here: str, target: str) -> bool:
+    return (here.removeprefix("django_xjobs."), target.removeprefix("django_xjobs.")) in PENDING
+
+
 def test_no_import_climbs_a_layer():
     climbs = []
     for path, tree in modules():
         here = module_name(path)
         for lineno, target, _ in imports(path, tree):
+            if _pending(here, _owner(target)):
+                continue
             if RANK[layer(_owner(target))] > RANK[layer(here)]:
                 climbs.append(f"{path.relative_to(PACKAGE)}:{lineno}: {here} -> {target}")
     assert climbs == []
 
 
 def test_no_import_cycle():
-    graph = edges()
+    graph = {
+        here: {target for target in targets if not _pending(here, target)}
+        for here, targets in edges().items()
+    }
     seen: dict[str, int] = {}  # 1: on the current path, 2: done
     cycles: list[list[str]] = []
 
@@ -292,6 +324,16 @@ def test_no_import_cycle():
         if start not in seen:
             visit(start, [start])
     assert cycles == []
+
+
+def test_every_pending_edge_still_exists():
+    graph = edges()
+    gone = sorted(
+        f"{here} -> {target}"
+        for here, target in PENDING
+        if f"django_xjobs.{target}" not in graph.get(f"django_xjobs.{here}", set())
+    )
+    assert gone == [], "no longer imported: take them out of PENDING"
 
 
 #: the most lines a module of the package holds (issue 41): past it a module holds more than one
