@@ -197,7 +197,7 @@ def test_enq_11_the_same_for_a_batch(postgres):
 def test_enq_11_the_same_for_a_long_batch_sent_in_chunks(postgres, monkeypatch):
     """A call long enough to be sent a chunk at a time answers ENQ-11 as one statement does,
     and the chunks its transaction wrote are gone with it."""
-    monkeypatch.setattr("django_xjobs.declarations.job.STREAM_CHUNK", 1)
+    monkeypatch.setattr("django_xjobs.run.enqueue.STREAM_CHUNK", 1)
     finished_row(1)
     finished_row(2)
     drift_the_live_key_index()

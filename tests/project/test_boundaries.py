@@ -347,7 +347,6 @@ OVERSIZE = {
     "drivers/memory/__init__.py": (957, "MemoryState, and jobs, runs, reads stores"),
     "drivers/postgres/__init__.py": (835, "jobs, runs, reads stores and params.py"),
     "worker/worker.py": (828, "config.py, loop.py (ClaimLoop), drain.py"),
-    "declarations/job.py": (777, "the enqueue half moves to run/enqueue.py"),
     "steps/__init__.py": (713, "record.py, waits.py, children.py"),
     "errors.py": (655, "an errors/ package: base, declaration, runtime, operator"),
     "models.py": (647, "a models/ package: jobs, fleet, records"),
