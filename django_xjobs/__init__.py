@@ -14,8 +14,8 @@ from .backfills import backfill, registered_backfills
 from .classify import classify, register_error_retry, retry_class
 from .declarations.actors import Actor
 from .declarations.cron import CronHandle, cron, registered_crons
-from .declarations.job import JobHandle, job
-from .declarations.registry import get_job, registered_jobs
+from .declarations.job import JobHandle, job, registered_jobs
+from .declarations.registry import get_job
 from .declarations.workflows import Batch, cancel_batch, inspect_batch
 from .drivers.contract import CronState, EnqueueResult, QueueState
 from .errors import (

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, overload
+from typing import Any, cast, overload
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
@@ -482,6 +482,19 @@ def job(
         )
 
     return declare if fn is None else declare(fn)
+
+
+def registered_jobs() -> list[JobHandle]:
+    """Every declared job, sorted by name in code-unit order (SPEC JOB-16)::
+
+        >>> [handle.name for handle in registered_jobs()]
+        ['shop.jobs.charge_order', 'shop.jobs.send_receipt']
+
+    A job's name is the durable key its queued rows are run by: ``name=`` or the function's path.
+    """
+    # only @job registers there; the registry types them as DeclaredJob so it never names this
+    # module, which imports it
+    return cast("list[JobHandle]", registry.registered_jobs())
 
 
 def _check_priority(priority: Any) -> None:

@@ -280,10 +280,6 @@ PENDING: dict[tuple[str, str], str] = {
             "steps",
         )
     },
-    # the registry types its handles with JobHandle and CronHandle, whose modules import it: it
-    # is to type them with two protocols of its own (DeclaredJob, DeclaredCron)
-    ("declarations.registry", "declarations.job"): "registry protocols",
-    ("declarations.registry", "declarations.cron"): "registry protocols",
 }
 
 
