@@ -10,14 +10,12 @@
     send_receipt.enqueue(order_id=42)
 """
 
-from .actors import Actor
 from .backfills import backfill, registered_backfills
 from .classify import classify, register_error_retry, retry_class
-from .context import JobContext, JobContextFilter, current_job
-from .context import StopSignal as Signal  # ctx.signal's public name; StopSignal inside
+from .declarations.actors import Actor
 from .declarations.cron import CronHandle, cron, registered_crons
-from .declarations.job import JobHandle, job
-from .declarations.registry import get_job, registered_jobs
+from .declarations.job import JobHandle, job, registered_jobs
+from .declarations.registry import get_job
 from .declarations.workflows import Batch, cancel_batch, inspect_batch
 from .drivers.contract import CronState, EnqueueResult, QueueState
 from .errors import (
@@ -90,6 +88,8 @@ from .operations import (
 from .operations.cron_controls import CronRun, inspect_crons, pause_cron, resume_cron, run_cron_now
 from .operations.why import JobWhy, why_job
 from .retry import Retry, retry_schedule
+from .run.context import JobContext, JobContextFilter, current_job
+from .run.stop import StopSignal as Signal  # ctx.signal's public name; StopSignal inside
 from .steps.events import publish_event
 
 __all__ = [

@@ -28,7 +28,7 @@ from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.management import checks as xjobs_checks
 from django_xjobs.models import JobEvent
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.retention import Retention
 from tests import jobs

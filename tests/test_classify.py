@@ -38,7 +38,8 @@ from django_xjobs.errors import (
     StepDuplicateError,
 )
 from django_xjobs.retry import RetryDecision, backoff_delay, decide
-from django_xjobs.run.execute import Outcome, failure
+from django_xjobs.run.execution import Outcome
+from django_xjobs.run.verdicts import failure
 from django_xjobs.testing import relay_staged, run_until_idle
 
 

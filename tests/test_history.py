@@ -19,7 +19,7 @@ from django_xjobs import conf, history
 from django_xjobs.drivers.contract import Complete, EnqueueRequest, RetryAt, SuspendUntil
 from django_xjobs.history import KEEP, TRACEBACK_LIMIT, FailedAttempt
 from django_xjobs.operations import inspect_job, retry_job
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.text import cap
 from tests import jobs
@@ -193,7 +193,7 @@ def test_retry_job_keeps_the_history_and_the_last_error(harness):
 def test_lease_17_a_crash_loop_is_recorded_as_crashed(harness):
     """Each run died alone, in the child its worker isolated it in (SPEC LEASE-17): each death is
     recorded as ``crashed``, and the claim after the last dead-letters it, recorded too."""
-    from django_xjobs.run.execute import crashed_alone
+    from django_xjobs.run.verdicts import crashed_alone
 
     job_id = jobs.ledger.using().enqueue(token=f"poison-{uuid.uuid4()}").id
     expiries = conf.get().max_lease_expiries

@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 
 from django_xjobs import InvariantError, cancel_job, inspect_job, log
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.text import MESSAGE_LIMIT, TRACEBACK_LIMIT, check_name, printable, storable
 from tests import jobs

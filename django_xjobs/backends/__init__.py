@@ -123,7 +123,7 @@ class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
             raise TaskInvalidError(djtasks.unresolved_message(task), hint=djtasks.UNRESOLVED_HINT)
         djtasks.remember(task, self.task_options)
         request = djtasks.build_request(task, args, kwargs, self.alias, self.task_options)
-        from ..outbox.stage import submit
+        from ..run.enqueue import submit
 
         submit(request, outbox=None, on_conflict="dedupe")
         result = djtasks.enqueued_result(task, request)

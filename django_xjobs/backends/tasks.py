@@ -37,7 +37,7 @@ from ..errors import (
 from ..ids import uuid7
 from ..payload import NotJSON, check_json, encode
 from ..run import signals
-from ..tracing import current_traceparent
+from ..run.tracing import current_traceparent
 from .api import (
     BACKEND_PATH,
     TASKS_MODULE,

@@ -3,69 +3,33 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Literal, overload
+from typing import Any, cast, overload
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
 
 from .. import conf
-from ..actors import Actor
-from ..bounds import check_request
-from ..context import current_job
 from ..drivers.contract import EnqueueRequest, EnqueueResult
-from ..drivers.rules import row_by_row
 from ..durations import Duration, parse_duration, parse_optional
 from ..errors import (
     InputInvalidError,
     InvariantError,
-    JobDuplicateError,
     JobTenantRequiredDefinitionError,
-    JobTenantRequiredError,
-    QueueUnknownError,
-    XJobsError,
 )
 from ..limits.keys import JobLimits, declared
-
-# upward: (run -> roles) an enqueue hands its row to the outbox role's staging, which decides
-# whether it waits for the caller's commit (DESIGN §3, SPEC OUTBOX-01)
-from ..outbox import stage
-from ..payload import NotJSON, check_json, encode
 from ..retry import DEFAULT_RETRY, Retry, retry_schedule
-from ..signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
-from ..text import did_you_mean
-from ..tracing import current_traceparent
+from ..run import enqueue
+from ..run.enqueue import REQUIRED, EnqueueOptions, OnConflict
 from . import registry
+from .actors import Actor
+from .signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
 
 _MISSING: Any = object()
-#: ``job(tenant=REQUIRED)``: every enqueue carries a tenant (an actor's, ``using()``'s, or the
-#: running job's), else ``X_JOB_TENANT_REQUIRED``
-REQUIRED = "required"
-#: how many inputs of a long direct ``enqueue_many`` are made into requests and sent at a time:
-#: the server inserts one chunk while the next is made (bench/README.md, "Bulk enqueue")
-STREAM_CHUNK = 1000
-OnConflict = Literal["dedupe", "error", "replace"]
 #: the most runs at once a job may declare (per name, or per limit key)
 MAX_CONCURRENCY = 10_000
-
-
-@dataclass(frozen=True)
-class EnqueueOptions:
-    queue: str | None = None
-    run_at: datetime | None = None
-    delay: float | None = None
-    priority: int | None = None
-    #: None: "replace" for a debounced job, else "dedupe"
-    on_conflict: OnConflict | None = None
-    tenant_id: str | None = None
-    enqueued_by: str | None = None
-    outbox: bool | None = None
-    expires_at: datetime | None = None
-    #: the jobs this one waits for, and whether it runs however they end (issue 32)
-    after: tuple[UUID, ...] | None = None
-    run_anyway: bool | None = None
 
 
 class JobHandle:
@@ -227,7 +191,7 @@ class JobHandle:
         clone.options = options
         return clone
 
-    # --- enqueue ----------------------------------------------------------------------------
+    # --- enqueue: rendered and routed by run/enqueue.py ---------------------------------
 
     def enqueue(self, *args: Any, **inputs: Any) -> EnqueueResult:
         """Queue one run of this job with ``inputs``; never runs the handler inline (SPEC JOB-19).
@@ -243,18 +207,8 @@ class JobHandle:
                 order = Order.objects.create(email=email)
                 result = send_receipt.enqueue(order_id=order.pk)  # commits with the order
         """
-        self._refuse_positional(args)
-        if self.undiscovered:
-            registry.tell_undiscovered(self.name, self.fn.__module__)
-        request = self.build_request(inputs)
-        result = stage.submit(request, outbox=self.options.outbox, on_conflict=self.on_conflict)
-        if result.deduped and self.on_conflict == "error":
-            raise JobDuplicateError(
-                f"job {self.name!r} with key {request.idempotency_key!r} is already live as {result.id}",
-                hint='drop on_conflict="error" to get the live job back instead',
-                job_id=str(result.id),
-            )
-        return result
+        enqueue.refuse_positional(self, args)
+        return enqueue.one(self, inputs)
 
     @property
     def on_conflict(self) -> OnConflict:
@@ -294,7 +248,7 @@ class JobHandle:
         """``enqueue`` for async code."""
         from asgiref.sync import sync_to_async
 
-        self._refuse_positional(args)
+        enqueue.refuse_positional(self, args)
         return await sync_to_async(self.enqueue)(**inputs)
 
     def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
@@ -309,38 +263,7 @@ class JobHandle:
         job (``deduped=True``). Inside ``atomic()`` all are staged in one statement and
         published at commit together.
         """
-        if isinstance(inputs, Mapping | str | bytes):
-            raise InputInvalidError(
-                f"job {self.name!r}: enqueue_many takes a list of input dicts, got "
-                f"{type(inputs).__name__}",
-                hint=f"call {self.fn.__name__}.enqueue_many([{{...}}, {{...}}])",
-            )
-        if self.undiscovered:
-            registry.tell_undiscovered(self.name, self.fn.__module__)
-        shared = self._per_call()
-        inputs = inputs if isinstance(inputs, Sequence) else list(inputs)
-        driver = None
-        if len(inputs) > STREAM_CHUNK and not row_by_row([shared[0]]):
-            driver = stage.direct_driver(self.name, outbox=self.options.outbox)
-        if driver is not None:  # a long direct call: written a chunk at a time as it is made
-            requests: list[EnqueueRequest] = []
-            results = driver.enqueue_chunks(self._chunks(inputs, shared, requests))
-        else:
-            requests = [self._request_at(i, given, shared) for i, given in enumerate(inputs)]
-            results = stage.submit_many(
-                requests, outbox=self.options.outbox, on_conflict=self.on_conflict
-            )
-        if self.on_conflict == "error":
-            for index, result in enumerate(results):
-                if result.deduped:
-                    raise JobDuplicateError(
-                        f"job {self.name!r}: inputs[{index}] with key "
-                        f"{requests[index].idempotency_key!r} is already live as {result.id}",
-                        hint='drop on_conflict="error" to get the live job back instead',
-                        job_id=str(result.id),
-                        index=index,
-                    )
-        return results
+        return enqueue.many(self, inputs)
 
     async def aenqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
         """``enqueue_many`` for async code."""
@@ -348,128 +271,9 @@ class JobHandle:
 
         return await sync_to_async(self.enqueue_many)(list(inputs))
 
-    def _chunks(
-        self,
-        inputs: Sequence[Any],
-        shared: tuple[EnqueueRequest, str | None],
-        made: list[EnqueueRequest],
-    ) -> Iterator[list[EnqueueRequest]]:
-        """The requests for ``inputs``, ``STREAM_CHUNK`` at a time, each also kept in ``made``."""
-        for start in range(0, len(inputs), STREAM_CHUNK):
-            part = inputs[start : start + STREAM_CHUNK]
-            chunk = [self._request_at(i, given, shared) for i, given in enumerate(part, start)]
-            made.extend(chunk)
-            yield chunk
-
-    def _request_at(
-        self, index: int, given: Any, shared: tuple[EnqueueRequest, str | None]
-    ) -> EnqueueRequest:
-        """The request for ``inputs[index]``; an error names the index."""
-        if not isinstance(given, Mapping):
-            raise InputInvalidError(
-                f"job {self.name!r}: inputs[{index}] is {type(given).__name__}, not a dict of "
-                "inputs",
-                hint=f"pass dicts of keyword inputs: {{{self._example_call()}}}",
-            )
-        try:
-            return self._request(*self._checked(dict(given)), shared)
-        except XJobsError as error:
-            raise error.prefixed(f"inputs[{index}]: ") from None
-
-    def _refuse_positional(self, args: tuple[Any, ...]) -> None:
-        if args:
-            raise InputInvalidError(
-                f"job {self.name!r} was given {len(args)} positional input(s); inputs are "
-                "stored by name, so they are keyword arguments only",
-                hint=f"call {self.fn.__name__}.enqueue({self._example_call()})",
-            )
-
-    def _example_call(self) -> str:
-        names = [p.name for p in list(self.signature.parameters.values())[1:]]
-        names = [
-            n for n in names if self.signature.parameters[n].kind != inspect.Parameter.VAR_KEYWORD
-        ]
-        return ", ".join(f"{n}=..." for n in names) or "name=value, ..."
-
     def build_request(self, inputs: dict[str, Any]) -> EnqueueRequest:
         """Validate ``inputs`` and turn them into the driver's request (nothing is written)."""
-        bound, encoded = self._checked(inputs)
-        return self._request(bound, encoded, self._per_call())
-
-    def _checked(self, inputs: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        """``inputs`` bound to the signature, and their JSON text within the payload cap."""
-        bound = self.bind(inputs)
-        try:
-            check_json(bound, "inputs")
-        except NotJSON as error:
-            raise InputInvalidError(
-                f"job {self.name!r}: {error.path}: {error.reason}",
-                hint="job inputs are stored as JSON; pass ids and plain values",
-            ) from None
-        limit = conf.get().max_payload_bytes
-        return bound, encode(bound, limit=limit, what=f"the input of job {self.name!r}")
-
-    def _per_call(self) -> tuple[EnqueueRequest, str | None]:
-        """The request one enqueue call shares across its inputs (the queue checked; its
-        input, key and tenant are blanks each element fills), and the tenant of the run it is
-        made from, if any."""
-        settings = conf.get()
-        queue = self.options.queue or self.queue
-        if (
-            queue != self.queue  # the handle's own queue is declared, so it is known
-            and queue != "default"
-            and queue not in settings.queues
-            and queue not in registry.known_queues(settings.queues)
-        ):
-            guess = did_you_mean(queue, registry.known_queues(settings.queues))
-            raise QueueUnknownError(
-                f"no job declares queue {queue!r}, so no worker would be told to watch it; "
-                f"{registry.discovered()}",
-                hint=f"{guess + ' ' if guess else ''}declare a job with queue=... in an installed "
-                'app\'s jobs.py, or list the queue in XJOBS["QUEUES"]',
-            )
-        run_at, delay = self.options.run_at, self.options.delay
-        if self.debounce is not None and run_at is None and delay is None:
-            delay = self.debounce  # a debounced job runs a quiet window after its last enqueue
-        shared = EnqueueRequest(
-            name=self.name,
-            queue=queue,
-            input={},
-            input_json="{}",
-            idempotency_key="",
-            max_attempts=self.retry.attempts,
-            priority=self.priority if self.options.priority is None else self.options.priority,
-            run_at=run_at,
-            delay=delay,
-            expires_at=self.options.expires_at,
-            # from the due time, so a delayed or debounced job keeps its whole window
-            expires_in=None if self.options.expires_at is not None else self.expires_in,
-            replace=self.on_conflict == "replace",
-            after=self.options.after,
-            run_anyway=bool(self.options.run_anyway),
-            # a nested enqueue, from inside a run, names its parent job (SPEC EXEC-09)
-            enqueued_by=self.options.enqueued_by or _parent_job(),
-            traceparent=current_traceparent(),
-        )
-        return shared, _parent_tenant()
-
-    def _request(
-        self,
-        bound: dict[str, Any],
-        encoded: str,
-        per_call: tuple[EnqueueRequest, str | None],
-    ) -> EnqueueRequest:
-        shared, parent_tenant = per_call
-        tenant = self.options.tenant_id or self._tenant_for(bound) or parent_tenant
-        if tenant is None and self.tenant == REQUIRED:
-            raise JobTenantRequiredError(
-                f"job {self.name!r} is tenant-scoped and was enqueued without a tenant",
-                hint="enqueue_as(Actor(..., tenant_id=...)), using(tenant_id=...), or enqueue "
-                "it from inside a run of that tenant",
-            )
-        request = shared.for_input(bound, encoded, self.key_for(bound), tenant)
-        check_request(request)  # staged or not: a row the live-key index can hold
-        return request
+        return enqueue.build_request(self, inputs)
 
     def bind(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Inputs bound to the handler's signature, defaults applied (``ctx`` left out)."""
@@ -493,34 +297,7 @@ class JobHandle:
 
     def key_for(self, inputs: dict[str, Any]) -> str:
         """The idempotency key for ``inputs`` (SPEC JOB-08)."""
-        if callable(self.idempotency_key):
-            key = self.idempotency_key(**inputs)
-        else:
-            try:
-                key = self.idempotency_key.format_map(inputs)
-            except (KeyError, IndexError, AttributeError, ValueError, TypeError) as error:
-                raise InputInvalidError(
-                    f"job {self.name!r}: the idempotency key {self.idempotency_key!r} cannot be "
-                    f"filled from the inputs ({type(error).__name__}: {error})",
-                    hint=f"pass every input the key names; inputs given: {', '.join(sorted(inputs)) or 'none'}",
-                ) from None
-        if not isinstance(key, str) or not key:
-            raise InvariantError(
-                f"job {self.name!r}: the idempotency key came out as {key!r}",
-                hint="the key callable must return a non-empty string",
-            )
-        return key
-
-    def _tenant_for(self, inputs: dict[str, Any]) -> str | None:
-        if not callable(self.tenant):  # None, or REQUIRED: it comes with the enqueue
-            return None
-        tenant = self.tenant(**inputs)
-        if not isinstance(tenant, str) or not tenant:
-            raise InvariantError(
-                f"job {self.name!r}: tenant() returned {tenant!r}",
-                hint="the tenant callable must return a non-empty string",
-            )
-        return tenant
+        return enqueue.key_for(self, inputs)
 
     def _parameters_text(self) -> str:
         params = list(self.signature.parameters.values())[1:]
@@ -707,15 +484,17 @@ def job(
     return declare if fn is None else declare(fn)
 
 
-def _parent_job() -> str | None:
-    """``job:<id>`` of the run this enqueue is made from, if any."""
-    parent = current_job()
-    return None if parent is None else f"job:{parent.job_id}"
+def registered_jobs() -> list[JobHandle]:
+    """Every declared job, sorted by name in code-unit order (SPEC JOB-16)::
 
+        >>> [handle.name for handle in registered_jobs()]
+        ['shop.jobs.charge_order', 'shop.jobs.send_receipt']
 
-def _parent_tenant() -> str | None:
-    parent = current_job()
-    return None if parent is None else parent.tenant_id
+    A job's name is the durable key its queued rows are run by: ``name=`` or the function's path.
+    """
+    # only @job registers there; the registry types them as DeclaredJob so it never names this
+    # module, which imports it
+    return cast("list[JobHandle]", registry.registered_jobs())
 
 
 def _check_priority(priority: Any) -> None:

@@ -15,13 +15,37 @@ from ..errors import CronInvalidError, JobDefinitionError, JobDuplicateDefinitio
 from ..limits.keys import JobLimits, use_declared
 
 if TYPE_CHECKING:
-    from .cron import CronHandle
-    from .job import JobHandle
+    from ..retry import Retry
 
 
 class Declared(Protocol):
     name: str
     origin: str
+
+
+class DeclaredJob(Declared, Protocol):
+    """What the registry's readers ask of a declared job (a ``JobHandle``): a protocol, so the
+    registry never names the handle modules that import it."""
+
+    fn: Callable[..., Any]
+    queue: str
+    retry: Retry
+    timeout: float | None
+    step_timeout: float | None
+    concurrency: int | None
+    limits: JobLimits | None
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class DeclaredCron(Declared, Protocol):
+    """What the registry's readers ask of a declared cron (a ``CronHandle``)."""
+
+    schedule: str
+    seconds: str | None
+    tz: str
+    #: the ``django.tasks`` Task each occurrence enqueues, when the cron decorates one
+    task: Any
 
 
 H = TypeVar("H", bound=Declared)
@@ -61,8 +85,8 @@ class Registry(Generic[H]):
         return [self._items[name] for name in sorted(self._items)]
 
 
-jobs: Registry[JobHandle] = Registry("job", "is the durable key of queued rows")
-crons: Registry[CronHandle] = Registry("cron", "keys the schedule's watermark")
+jobs: Registry[DeclaredJob] = Registry("job", "is the durable key of queued rows")
+crons: Registry[DeclaredCron] = Registry("cron", "keys the schedule's watermark")
 
 #: where declarations come from, for messages that say one was not found
 DISCOVERY = "the jobs.py module of each app in INSTALLED_APPS"
@@ -136,14 +160,10 @@ register = jobs.register
 unregister = jobs.unregister
 
 
-def registered_jobs() -> list[JobHandle]:
-    """Every declared job, sorted by name in code-unit order (SPEC JOB-16)::
-
-        >>> [handle.name for handle in registered_jobs()]
-        ['shop.jobs.charge_order', 'shop.jobs.send_receipt']
-
-    A job's name is the durable key its queued rows are run by: ``name=`` or the function's path.
-    """
+def registered_jobs() -> list[DeclaredJob]:
+    """Every declared job, sorted by name, as the registry types it (``DeclaredJob``), for the
+    package's own readers; ``django_xjobs.registered_jobs`` (in ``declarations/job.py``) is the
+    same list typed as the ``JobHandle`` objects it holds."""
     return jobs.all()
 
 

@@ -1,1 +1,2 @@
-"""The transactional outbox: an enqueue inside ``atomic()`` commits or vanishes with it."""
+"""The transactional outbox's relay role: rows an enqueue staged inside ``atomic()`` (staged by
+``run/enqueue.py``, published by ``run/publish.py``) moved to the job store once committed."""

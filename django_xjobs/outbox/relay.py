@@ -14,8 +14,8 @@ from .. import conf, log
 from ..drivers import get_driver
 from ..drivers.contract import JobDriver, OutboxStore
 from ..ids import uuid7
-from .publish import publish_batch
-from .stage import run_pending_commits
+from ..run.enqueue import run_pending_commits
+from ..run.publish import publish_batch
 
 _PRUNE_EVERY = 60.0
 

@@ -33,7 +33,7 @@ from .. import log
 
 if TYPE_CHECKING:
     from ..drivers.contract import ClaimedJob
-    from .execute import Execution
+    from .execution import Execution
 
 job_started = Signal()
 job_finished = Signal()

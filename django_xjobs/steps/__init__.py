@@ -28,7 +28,6 @@ from uuid import UUID
 from django.db import connections
 
 from .. import conf, log
-from ..context import StopSignal
 from ..drivers.contract import ClaimedJob, EventStore, StepRecord, StepStore
 from ..durations import Duration, format_seconds, parse_duration
 from ..errors import (
@@ -47,6 +46,7 @@ from ..errors import (
     describe_error,
 )
 from ..redact import redact
+from ..run.stop import StopSignal
 from ..states import FINISHED_STATES
 from ..text import check_name, storable
 from .output import check_output

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
@@ -24,7 +24,26 @@ from ..errors import JobAbortedError, LeaseLostError, StepAtomicAliasError, Step
 from .output import check_output
 
 if TYPE_CHECKING:
-    from . import Steps
+    from ..drivers.contract import ClaimedJob, StepStore
+    from ..run.stop import StopSignal
+
+
+class StepRecorder(Protocol):
+    """What an atomic step needs of the step runner (``Steps``): claim its name, record how it
+    ended, and say a block is open. A protocol, so this module never names the runner that
+    imports it."""
+
+    job: ClaimedJob
+    store: StepStore
+    signal: StopSignal
+    inside_atomic: str | None
+
+    def begin(self, name: str) -> tuple[bool, Any]: ...
+
+    def complete(self, name: str, value: Any) -> Any: ...
+
+    def fail(self, name: str, error: BaseException) -> None: ...
+
 
 #: the statements another database may still run inside the block: reads write nothing
 READS = frozenset({"SELECT", "SHOW", "EXPLAIN"})
@@ -52,7 +71,7 @@ class AtomicStep:
 class Atomic:
     """The context manager ``ctx.step.atomic(name)`` returns (issue 17)."""
 
-    def __init__(self, steps: Steps, name: str) -> None:
+    def __init__(self, steps: StepRecorder, name: str) -> None:
         self._steps, self._name = steps, name
         self._guards = ExitStack()
         self._transaction: transaction.Atomic | None = None

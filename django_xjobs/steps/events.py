@@ -7,13 +7,13 @@ import time
 from typing import Any
 
 from .. import conf
-from ..context import current_job
 from ..drivers import get_driver
 from ..drivers.contract import EventRecord, EventStore
 from ..durations import Duration, parse_duration
 from ..errors import InputInvalidError, InvariantError, OutboxNoTxError
 from ..ids import uuid7
 from ..payload import NotJSON, check_json, encode
+from ..run.context import current_job
 from ..text import check_name
 
 _PURGE_EVERY = 60.0  # seconds between sweeps of expired events, per process

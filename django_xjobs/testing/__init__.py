@@ -34,7 +34,7 @@ from ..clock import Clock, FrozenClock, system_clock
 from ..declarations import registry
 from ..drivers import create, get_driver, install, uninstall
 from ..drivers.contract import JobDriver
-from ..run.execute import Execution
+from ..run.execution import Execution
 from ..states import FINISHED_STATES
 from ..worker.worker import Worker
 from . import frozen

@@ -10,7 +10,7 @@ The worker keeps the run: its lease, its slot and its settle. The child only run
 steps and progress are fenced on the same lease token) and sends back the execution it ended
 with; a stop the worker decides (a lost lease, a cancel) is sent to the child's signal. A child
 that dies once its body started, without an answer, is the run's crash: counted, and the job is
-dead-lettered at ``MAX_LEASE_EXPIRIES`` (``run.execute.crashed_alone``). A child that cannot
+dead-lettered at ``MAX_LEASE_EXPIRIES`` (``run.verdicts.crashed_alone``). A child that cannot
 start, or dies before its body starts, says nothing about the job: the run goes back unstarted.
 
 The child is a fresh interpreter started with this one's executable, ``sys.path`` and
@@ -39,7 +39,8 @@ from typing import Any
 
 from .. import log, metrics
 from ..errors import XJobsError
-from ..run.execute import Execution, crashed_alone, failure, stopped
+from ..run.execution import Execution
+from ..run.verdicts import crashed_alone, failure, stopped
 from .run import Run
 
 #: the gauge of runs this process has in children now (docs/reference/metrics.md)
@@ -284,10 +285,10 @@ def child_main(fd: str) -> None:
 
     from .. import errors
     from ..clock import system_clock
-    from ..context import StopSignal
     from ..declarations import registry
     from ..drivers import get_driver
     from ..run.execute import execute
+    from ..run.stop import StopSignal
 
     job = payload["job"]
     stop = StopSignal()

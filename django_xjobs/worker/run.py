@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import log, metrics
-from ..context import StopSignal
 from ..drivers.contract import ClaimedJob
 from ..errors import JobCancelledError, LeaseLostError, SlotLostError
 from ..run import signals
+from ..run.stop import StopSignal
 
 if TYPE_CHECKING:
     from ..run.handle import Runnable

@@ -20,7 +20,7 @@ from ..drivers import failures
 from ..drivers.connections import mark_role_thread
 from ..drivers.contract import JobDriver, RetryAt, Shed, SuspendUntil
 from ..run import signals
-from ..run.execute import Execution, Outcome
+from ..run.execution import Execution, Outcome
 from ..run.settle import settle
 from .guard import SettleGuard
 from .inflight import InFlight

@@ -14,7 +14,7 @@ from ..drivers.connections import role_connections
 from ..drivers.contract import ClaimedJob, JobDriver, Shed
 from ..errors import InvariantError
 from ..outbox.relay import publish_visible
-from ..run.execute import Execution, Outcome
+from ..run.execution import Execution, Outcome
 from .admission import Admission
 from .inflight import InFlight
 from .run import Run

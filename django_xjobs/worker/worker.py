@@ -25,8 +25,10 @@ from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..ids import uuid7
 from ..limits.worker import Limiter, LimitPlan
-from ..run.execute import Execution, Outcome, cut_short, execute, failure
+from ..run.execute import execute
+from ..run.execution import Execution, Outcome
 from ..run.settle import settle
+from ..run.verdicts import cut_short, failure
 from ..text import check_name
 from .admission import Admission
 from .breaker import Breaker, report_failure, report_resumed

@@ -26,7 +26,7 @@ from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.drivers.postgres.scheduler import PostgresSchedulerStore
 from django_xjobs.errors import JobIdAmbiguousError, JobNotFoundError
 from django_xjobs.models import Job
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.scheduler.role import Scheduler
 from django_xjobs.testing import run_to_completion, run_until_idle
 from django_xjobs.worker.worker import Worker

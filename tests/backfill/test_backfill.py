@@ -18,13 +18,13 @@ from django.test import override_settings
 from django_xjobs import backfill as declare_backfill
 from django_xjobs import metrics
 from django_xjobs.backfills import Backfill, _throttle, get_backfill, registered_backfills
-from django_xjobs.context import StopSignal
 from django_xjobs.declarations import registry
 from django_xjobs.drivers import install, uninstall
 from django_xjobs.drivers.contract import DriverFeatures
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.errors import JobAbortedError, JobCancelledError, JobDefinitionError
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
+from django_xjobs.run.stop import StopSignal
 from django_xjobs.testing import run_until_idle
 from tests import backfills
 from tests.models import Order, Token

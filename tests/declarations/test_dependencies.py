@@ -15,13 +15,13 @@ from django.test.utils import CaptureQueriesContext
 
 from django_xjobs import Batch, DependencyCycleError, DependencyUnknownError, InvariantError
 from django_xjobs.clock import system_clock
-from django_xjobs.context import StopSignal
 from django_xjobs.declarations.registry import get_job
 from django_xjobs.drivers.contract import Complete, Finish
 from django_xjobs.operations.why import why_job
 from django_xjobs.outbox.relay import Relay
 from django_xjobs.run.execute import execute
 from django_xjobs.run.settle import settle
+from django_xjobs.run.stop import StopSignal
 from django_xjobs.testing import run_until_idle
 from tests import jobs
 from tests.drivers.contract.support import VIS, claim

@@ -22,7 +22,7 @@ from django_xjobs.drivers.contract import JobSnapshot
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.errors import DriverUnavailableError
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.testing import relay_staged, run_until_idle
 from django_xjobs.worker.worker import Worker
 from tests import jobs, tasks
@@ -75,12 +75,12 @@ def recording(harness):
         uninstall(driver)
 
 
-FACADE = ("outbox/stage.py", "submit_many")
+FACADE = ("run/enqueue.py", "submit_many")
 
 
 def test_enq_01_every_public_enqueue_reaches_the_driver_through_one_facade(harness, recording):
     """``handle.enqueue``, ``enqueue_as``, ``aenqueue``, ``enqueue_many`` and a ``django.tasks``
-    task's ``enqueue`` all call the driver from ``outbox.stage.submit_many``, and nowhere else."""
+    task's ``enqueue`` all call the driver from ``run.enqueue.submit_many``, and nowhere else."""
     callers = {
         "enqueue": lambda: jobs.ok.enqueue(n=1),
         "enqueue_as": lambda: jobs.ok.enqueue_as(Actor(id="user:42", tenant_id="acme"), n=2),
@@ -106,7 +106,7 @@ def test_enq_01_a_staged_enqueue_reaches_the_driver_only_through_the_relay(harne
         assert staged.staged and recording.calls == []  # inside atomic(): only the outbox row
         relay_staged()
     [stack] = recording.calls
-    assert ("outbox/publish.py", "publish_batch") in stack and FACADE not in stack
+    assert ("run/publish.py", "publish_batch") in stack and FACADE not in stack
     assert harness.row(staged.id).state == "ready"
 
 
@@ -114,7 +114,7 @@ def test_enq_01_a_staged_enqueue_reaches_the_driver_only_through_the_relay(harne
 #: the scheduler's dispatch, and a step's child jobs (their ids are recorded in the step before
 #: they are inserted under them, so they go to the store directly, CHILD-01)
 ENQUEUE_CALLERS = {
-    "outbox/stage.py",
+    "run/enqueue.py",
     "drivers/memory/outbox.py",
     "drivers/postgres/outbox.py",
     "scheduler/role.py",
@@ -139,7 +139,7 @@ def test_enq_01_no_other_module_calls_a_driver_enqueue():
             receiver = ast.unparse(node.func.value)
             if "driver" in receiver:  # driver, self.driver, get_driver(), ...
                 found.add(path.relative_to(PACKAGE).as_posix())
-    assert {"outbox/stage.py", "scheduler/role.py"} <= found  # the reading above finds calls
+    assert {"run/enqueue.py", "scheduler/role.py"} <= found  # the reading above finds calls
     assert sorted(found - ENQUEUE_CALLERS) == []
 
 
@@ -197,7 +197,7 @@ def test_enq_11_the_same_for_a_batch(postgres):
 def test_enq_11_the_same_for_a_long_batch_sent_in_chunks(postgres, monkeypatch):
     """A call long enough to be sent a chunk at a time answers ENQ-11 as one statement does,
     and the chunks its transaction wrote are gone with it."""
-    monkeypatch.setattr("django_xjobs.declarations.job.STREAM_CHUNK", 1)
+    monkeypatch.setattr("django_xjobs.run.enqueue.STREAM_CHUNK", 1)
     finished_row(1)
     finished_row(2)
     drift_the_live_key_index()

@@ -314,7 +314,7 @@ def test_a_commit_whose_rows_collapse_publishes_the_rest_and_resolves_the_duplic
 @pytest.fixture
 def chunks_of_two(monkeypatch):
     """A "long" call is one of more than two inputs: each chunk of two is sent as it is made."""
-    monkeypatch.setattr("django_xjobs.declarations.job.STREAM_CHUNK", 2)
+    monkeypatch.setattr("django_xjobs.run.enqueue.STREAM_CHUNK", 2)
 
 
 def inserts(queries: CaptureQueriesContext) -> int:

@@ -14,7 +14,7 @@ import pytest
 from django_xjobs.drivers import contract
 from django_xjobs.drivers.values import quick_init
 from django_xjobs.errors import InputInvalidError
-from django_xjobs.run.execute import Execution
+from django_xjobs.run.execution import Execution
 
 QUICK = [
     contract.EnqueueRequest,

@@ -26,9 +26,9 @@ from django_xjobs import Batch, DependencyCycleError, inspect_outbox
 from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.errors import InputInvalidError
 from django_xjobs.ids import uuid7
-from django_xjobs.outbox import publish, stage
-from django_xjobs.outbox.publish import publish_batch
 from django_xjobs.outbox.relay import publish_visible
+from django_xjobs.run import enqueue, publish
+from django_xjobs.run.publish import publish_batch
 from django_xjobs.scheduler.role import _occurrence_request
 from tests import jobs, tasks
 
@@ -159,7 +159,7 @@ def test_outbox_21_a_staged_job_waiting_for_itself_or_too_many_is_refused(harnes
     request = jobs.ok.using(after=[own]).build_request({"n": 1})
     with override_settings(XJOBS=AUTO), transaction.atomic():
         with pytest.raises(DependencyCycleError):
-            stage.submit(replace(request, id=own), outbox=None, on_conflict="dedupe")
+            enqueue.submit(replace(request, id=own), outbox=None, on_conflict="dedupe")
         many = [uuid.uuid4() for _ in range(MAX_AFTER + 1)]
         with pytest.raises(InputInvalidError, match="after names 1,001 jobs; at most 1,000"):
             jobs.ok.using(after=many).enqueue(n=2)

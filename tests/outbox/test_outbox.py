@@ -19,8 +19,8 @@ from django_xjobs.drivers.postgres.outbox import STATEMENTS, PostgresOutboxStore
 from django_xjobs.errors import InputInvalidError, InvariantError, OutboxNoTxError
 from django_xjobs.models import Job, OutboxEntry
 from django_xjobs.operations import inspect_outbox
-from django_xjobs.outbox.publish import publish_batch
 from django_xjobs.outbox.relay import Relay
+from django_xjobs.run.publish import publish_batch
 from django_xjobs.testing import run_until_idle
 from tests import jobs
 
@@ -139,9 +139,9 @@ def test_a_failed_fast_path_never_reaches_the_caller_and_the_relay_publishes(
 
 def test_out_of_order_commits_still_publish_the_earlier_staged_row(auto, monkeypatch):
     """T1 stages first and commits last; T2 stages later and commits first."""
-    from django_xjobs.outbox import stage
+    from django_xjobs.run import enqueue
 
-    monkeypatch.setattr(stage, "fast_path", lambda alias, row_id: None)  # leave it to the relay
+    monkeypatch.setattr(enqueue, "fast_path", lambda alias, row_id: None)  # leave it to the relay
     staged, release, done = threading.Event(), threading.Event(), threading.Event()
 
     def slow_transaction():

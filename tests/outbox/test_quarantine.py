@@ -38,10 +38,10 @@ from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.errors import DriverUnavailableError, InputInvalidError, JobNotFoundError
 from django_xjobs.management.command import database_error
 from django_xjobs.models import OutboxEntry
-from django_xjobs.outbox import publish
-from django_xjobs.outbox.publish import publish_batch
 from django_xjobs.outbox.relay import publish_visible
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run import publish
+from django_xjobs.run.execution import Outcome
+from django_xjobs.run.publish import publish_batch
 from django_xjobs.scheduler.role import _occurrence_request
 from django_xjobs.worker.worker import Worker
 from tests import jobs, tasks

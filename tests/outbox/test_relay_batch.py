@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_xjobs.models import Job, OutboxEntry
-from django_xjobs.outbox.publish import publish_batch
+from django_xjobs.run.publish import publish_batch
 from tests import jobs
 
 

@@ -355,15 +355,15 @@ def test_a_worker_with_relay_publishes_and_runs_staged_jobs(transactional_db):
     from django.test import override_settings
 
     with override_settings(XJOBS={"QUEUES": ["other"], "OUTBOX": "auto"}):
-        from django_xjobs.outbox import stage
+        from django_xjobs.run import enqueue
 
-        real_fast_path = stage.fast_path
-        stage.fast_path = lambda alias, row_id: None  # leave the row to the relay
+        real_fast_path = enqueue.fast_path
+        enqueue.fast_path = lambda alias, row_id: None  # leave the row to the relay
         try:
             with transaction.atomic():
                 staged = jobs.ok.enqueue(n=4242)
         finally:
-            stage.fast_path = real_fast_path
+            enqueue.fast_path = real_fast_path
     assert staged.staged and not Job.objects.filter(idempotency_key="ok:4242").exists()
     worker = WorkerProcess("--queues", "default", "--with-relay", "--poll-interval", "100ms")
     try:

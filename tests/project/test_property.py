@@ -37,8 +37,8 @@ from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.drivers.postgres import PostgresDriver
 from django_xjobs.errors import InputInvalidError, XJobsError
 from django_xjobs.limits.keys import SEPARATOR, JobLimits, check_template
-from django_xjobs.outbox.publish import publish_batch
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
+from django_xjobs.run.publish import publish_batch
 from django_xjobs.testing import relay_staged, run_until_idle
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")

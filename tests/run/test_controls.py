@@ -201,7 +201,8 @@ def test_jctl_03_an_async_body_snoozes_and_reports_progress(harness):
 
 
 def test_jctl_03_a_hand_built_ctx_cannot_snooze():
-    from django_xjobs.context import JobContext, StopSignal
+    from django_xjobs.run.context import JobContext
+    from django_xjobs.run.stop import StopSignal
 
     ctx = JobContext(
         job_id=uuid.uuid4(),

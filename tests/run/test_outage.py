@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from django_xjobs import Retry, job, log
 from django_xjobs.drivers import failures
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 

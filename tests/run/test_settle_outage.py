@@ -11,7 +11,7 @@ import uuid
 from django.db import OperationalError
 
 from django_xjobs import metrics
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.worker.heartbeat import Heartbeat
 from django_xjobs.worker.worker import Worker
 from tests import jobs

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterator
 
 from django_xjobs.conf import get as settings
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.run.signals import job_finished, job_lease_lost, job_started
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.run import Run

@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from django_xjobs import cancel_job
 from django_xjobs.clock import FrozenClock
-from django_xjobs.context import StopSignal
 from django_xjobs.errors import (
     JobAbortedError,
     JobCancelledError,
@@ -24,7 +23,8 @@ from django_xjobs.errors import (
     StepOutputInvalidError,
 )
 from django_xjobs.models import OutboxEntry
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
+from django_xjobs.run.stop import StopSignal
 from django_xjobs.steps import Steps
 from django_xjobs.steps.atomic import AtomicStep
 from django_xjobs.testing import run_to_completion, run_until_idle

@@ -22,7 +22,7 @@ from django_xjobs.errors import (
     StepSuspension,
 )
 from django_xjobs.ids import uuid7_many
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.steps import MAX_CHILD_DEPTH
 from django_xjobs.testing import run_to_completion, run_until_idle
 from django_xjobs.worker.worker import Worker

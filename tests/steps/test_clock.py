@@ -15,7 +15,7 @@ import pytest
 
 from django_xjobs import clock as clock_module
 from django_xjobs.clock import SystemClock
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.steps import events as events_module
 from django_xjobs.steps.events import publish_event
 from django_xjobs.testing import age_steps, run_to_completion, run_until_idle

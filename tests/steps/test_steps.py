@@ -15,7 +15,6 @@ from django.db import connections
 from django.utils import timezone
 
 from django_xjobs.clock import FrozenClock
-from django_xjobs.context import StopSignal
 from django_xjobs.declarations.job import job
 from django_xjobs.declarations.registry import get_job
 from django_xjobs.errors import (
@@ -26,8 +25,10 @@ from django_xjobs.errors import (
     JobTimeoutError,
     StepSuspension,
 )
-from django_xjobs.run.execute import Outcome, execute
+from django_xjobs.run.execute import execute
+from django_xjobs.run.execution import Outcome
 from django_xjobs.run.settle import settle
+from django_xjobs.run.stop import StopSignal
 from django_xjobs.steps import Steps
 from django_xjobs.steps.events import publish_event
 from django_xjobs.testing import age_events, run_to_completion, run_until_idle

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from django_xjobs.drivers.contract import Shed
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.worker.run import Run
 from django_xjobs.worker.worker import Worker
 from tests import jobs

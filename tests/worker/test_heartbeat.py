@@ -246,7 +246,8 @@ def test_lease_20_a_renewal_the_database_did_not_answer_marks_the_loss_as_the_ou
 
     from django_xjobs import history
     from django_xjobs.drivers.contract import RetryAt
-    from django_xjobs.run.execute import Execution, Outcome, cut_short
+    from django_xjobs.run.execution import Execution, Outcome
+    from django_xjobs.run.verdicts import cut_short
 
     outage, other = make_run(clock), make_run(clock)
     clock.now += 10

@@ -14,7 +14,7 @@ from django.db import OperationalError, connection
 from django_xjobs import Retry, job
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.errors import SlotLostError
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.worker.heartbeat import Heartbeat
 from django_xjobs.worker.run import Run
 from django_xjobs.worker.worker import Worker

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from django_xjobs.declarations.registry import get_job
 from django_xjobs.drivers.contract import Complete
-from django_xjobs.run.execute import Outcome, failure
+from django_xjobs.run.execution import Outcome
 from django_xjobs.run.settle import settle
+from django_xjobs.run.verdicts import failure
 from django_xjobs.worker.run import Run
 from django_xjobs.worker.worker import Worker
 from tests import jobs

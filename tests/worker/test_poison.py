@@ -14,14 +14,15 @@ from django.db import connection
 
 from django_xjobs import InputInvalidError, payload, publish_event
 from django_xjobs.clock import system_clock
-from django_xjobs.context import StopSignal
 from django_xjobs.declarations.registry import get_job
 from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.models import Job
 from django_xjobs.payload import NotJSON, check_json
-from django_xjobs.run.execute import Outcome, execute
+from django_xjobs.run.execute import execute
+from django_xjobs.run.execution import Outcome
 from django_xjobs.run.settle import settle
+from django_xjobs.run.stop import StopSignal
 from django_xjobs.testing import run_until_idle
 from tests import jobs
 from tests.support.process import wait_for

@@ -22,7 +22,7 @@ from django_xjobs.conf.concurrency import parse_concurrency
 from django_xjobs.declarations.job import job
 from django_xjobs.errors import ConfigInvalidError, InvariantError
 from django_xjobs.management import checks
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.pools import DEFAULT_SHARE
 from django_xjobs.worker.supervisor import child_argv

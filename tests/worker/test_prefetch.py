@@ -12,7 +12,7 @@ from django.test import override_settings
 from django_xjobs import conf
 from django_xjobs.declarations.job import job
 from django_xjobs.errors import ConfigInvalidError
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.worker.prefetch import AUTO_CAP, Prefetch
 from django_xjobs.worker.worker import Worker
 from tests.support.process import wait_for

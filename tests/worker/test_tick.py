@@ -15,7 +15,7 @@ from django_xjobs.clock import FrozenClock
 from django_xjobs.conf.limits import parse_limits
 from django_xjobs.errors import InvariantError
 from django_xjobs.limits.worker import Limiter
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.testing import memory_driver, run_until_idle
 from django_xjobs.worker.run import Run
 from django_xjobs.worker.worker import Worker

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from django_xjobs import metrics
 from django_xjobs.drivers.contract import Complete, EnqueueRequest, RetryAt
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.heartbeat import Heartbeat
 from django_xjobs.worker.run import Run

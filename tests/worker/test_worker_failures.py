@@ -17,7 +17,7 @@ from django.test import override_settings
 
 from django_xjobs import log
 from django_xjobs.declarations.job import job
-from django_xjobs.run.execute import Outcome
+from django_xjobs.run.execution import Outcome
 from django_xjobs.worker.worker import Worker
 from tests import jobs
 from tests.support.process import wait_for

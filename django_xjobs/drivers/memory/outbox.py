@@ -76,9 +76,9 @@ class MemoryOutboxStore:
             self.stage(request)
 
     def publish_ids(self, driver: PublishTarget, ids: Sequence[UUID], token: str) -> int:
-        # Row by row, in order. Staging hands a memory store's commits to the relay's
-        # publish_batch instead (outbox/stage.py), which also quarantines a refused row: a store
-        # never calls up into the role that drives it (issue 27).
+        # Row by row, in order. Staging (run/enqueue.py) hands a memory store's commits to
+        # publish_batch (run/publish.py) instead, which also quarantines a refused row: a store
+        # never calls up into the layer that drives it (issue 27).
         published = 0
         for row in self.claim_ids(ids, token):
             published += self.publish(driver, row, token)[1]

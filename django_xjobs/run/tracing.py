@@ -12,8 +12,8 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import StepSuspension
-from .redact import redact
+from ..errors import StepSuspension
+from ..redact import redact
 
 try:  # an optional dependency: tracing is off without it
     from opentelemetry import trace

@@ -104,7 +104,7 @@ def test_a_nested_enqueue_of_a_tenant_scoped_job_takes_the_runs_tenant(harness):
     class Ctx:
         pass
 
-    from django_xjobs.context import _current
+    from django_xjobs.run.context import _current
 
     ctx = Ctx()
     ctx.job_id, ctx.tenant_id = UUID(int=7), "acme"

@@ -8,7 +8,7 @@ import string
 from collections.abc import Callable
 from typing import Any
 
-from .errors import IdempotencyRequiredError, InputInvalidError, InvariantError
+from ..errors import IdempotencyRequiredError, InputInvalidError, InvariantError
 
 
 class Binder:

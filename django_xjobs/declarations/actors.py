@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvariantError
+from ..errors import InvariantError
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from django_xjobs.run.tracing import current_traceparent
 from django_xjobs.testing import run_until_idle
-from django_xjobs.tracing import current_traceparent
 from tests import jobs
 
 EXPORTER = InMemorySpanExporter()

@@ -1,4 +1,4 @@
-"""The context a run's handler gets (``django_xjobs.context``), on both drivers."""
+"""The context a run's handler gets (``django_xjobs.run.context``), on both drivers."""
 
 from __future__ import annotations
 
