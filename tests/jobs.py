@@ -487,7 +487,15 @@ async def async_parent_call(ctx, n: int):
     return {"many": await ctx.step.call_many(child_square, [{"n": n}, {"n": n + 1}])}
 
 
-@job(idempotency_key="chaos-child:{token}:{i}")
+#: the workflow chaos kills the oldest worker that ran work every few seconds, and each run a
+#: kill cuts short lapses and counts its attempt (SPEC T4): a suspect's next run starts in a
+#: child process (a fresh interpreter: seconds on a loaded host, SPEC LEASE-19), a window the
+#: next kill may land in again. The test is about children enqueued once and parents resumed,
+#: not the attempts budget, so its jobs outlast any run of kills it makes
+CHAOS_RETRY = Retry(attempts=50, delay="100ms", max_delay="1s", jitter=False)
+
+
+@job(idempotency_key="chaos-child:{token}:{i}", retry=CHAOS_RETRY)
 def chaos_child(ctx, token: str, i: int):
     Ledger.objects.create(token=f"{token}-c{i}", phase="ran", attempt=ctx.attempt, pid=os.getpid())
     time.sleep(0.2)  # long enough for a kill to land mid-run now and then
@@ -506,7 +514,7 @@ def chained(ctx, token: str, link: int, fail: bool = False):
     return {"link": link}
 
 
-@job(idempotency_key="chaos-parent:{token}", event_poll="1s")
+@job(idempotency_key="chaos-parent:{token}", event_poll="1s", retry=CHAOS_RETRY)
 def chaos_parent(ctx, token: str):
     Ledger.objects.create(token=token, phase="parent", attempt=ctx.attempt, pid=os.getpid())
     results = ctx.step.call_many(chaos_child, [{"token": token, "i": i} for i in range(3)])

@@ -73,7 +73,12 @@ def test_each_child_is_enqueued_once_and_each_parent_resumes_with_its_results_un
         states = defaultdict(int)
         for name, state in Job.objects.values_list("name", "state"):
             states[(name.rsplit(".", 1)[-1], state)] += 1
-        return f"{finished()}/{PARENTS} parents done; jobs {dict(states)}"
+        ended = Job.objects.filter(id__in=parents.values()).exclude(state="done")
+        why = [
+            (str(j.id), j.state, j.attempt, j.stop_reason, (j.last_error or "")[:300], j.errors)
+            for j in ended
+        ]
+        return f"{finished()}/{PARENTS} parents done; jobs {dict(states)}; not done: {why}"
 
     try:
         wait_for(lambda: finished() >= PARENTS, timeout=SETTLE)
