@@ -12,6 +12,7 @@ install step (what ``make test``, ``lint``, ``dist`` and the others use) in a fr
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -62,6 +63,8 @@ def make(clone: Path, *targets: str) -> None:
     # variables down through MAKEFLAGS: the clone would look for its venv under the caller's name.
     dropped = ("VIRTUAL_ENV", "PYTHONPATH", "DJANGO_SETTINGS_MODULE")
     dropped += ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    # ... and exports them to its recipes' environment, where `VENV ?= .venv` would take them
+    dropped += tuple(re.findall(r"^(\w+) \?=", (ROOT / "Makefile").read_text(), flags=re.M))
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     for target in targets:
         result = subprocess.run(
