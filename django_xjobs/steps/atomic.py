@@ -15,7 +15,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
@@ -24,25 +24,7 @@ from ..errors import JobAbortedError, LeaseLostError, StepAtomicAliasError, Step
 from .output import check_output
 
 if TYPE_CHECKING:
-    from ..drivers.contract import ClaimedJob, StepStore
-    from ..run.stop import StopSignal
-
-
-class StepRecorder(Protocol):
-    """What an atomic step needs of the step runner (``Steps``): claim its name, record how it
-    ended, and say a block is open. A protocol, so this module never names the runner that
-    imports it."""
-
-    job: ClaimedJob
-    store: StepStore
-    signal: StopSignal
-    inside_atomic: str | None
-
-    def begin(self, name: str) -> tuple[bool, Any]: ...
-
-    def complete(self, name: str, value: Any) -> Any: ...
-
-    def fail(self, name: str, error: BaseException) -> None: ...
+    from .record import StepRecorder
 
 
 #: the statements another database may still run inside the block: reads write nothing

@@ -120,7 +120,7 @@ ENQUEUE_CALLERS = {
     "scheduler/role.py",
     "operations/cron_controls.py",
     "drivers/memory/batches.py",
-    "steps/__init__.py",
+    "steps/children.py",
 }
 
 

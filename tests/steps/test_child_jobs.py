@@ -11,7 +11,6 @@ import pytest
 from django.utils import timezone
 
 from django_xjobs import ChildJobFailedError, cancel_job
-from django_xjobs import steps as steps_module
 from django_xjobs.clock import FrozenClock
 from django_xjobs.drivers.contract import Complete, StepRecord
 from django_xjobs.errors import (
@@ -23,7 +22,8 @@ from django_xjobs.errors import (
 )
 from django_xjobs.ids import uuid7_many
 from django_xjobs.run.execution import Outcome
-from django_xjobs.steps import MAX_CHILD_DEPTH
+from django_xjobs.steps import children as children_module
+from django_xjobs.steps.children import MAX_CHILD_DEPTH
 from django_xjobs.testing import run_to_completion, run_until_idle
 from django_xjobs.worker.worker import Worker
 from tests import jobs
@@ -433,7 +433,7 @@ def test_child_09_the_depth_is_read_up_the_parents_keys_once_never_on_a_replay(
     with pytest.raises(StepSuspension):
         steps.call(jobs.nested_call, {"tag": "hand", "level": 4})
     assert asked == [ids[2], ids[1], ids[0]]  # its parent, theirs, the root: then it stops
-    monkeypatch.setattr(steps_module, "MAX_CHILD_DEPTH", 2)
+    monkeypatch.setattr(children_module, "MAX_CHILD_DEPTH", 2)
     asked.clear()
     _, replay, _ = steps_for(harness, job)
     with pytest.raises(StepSuspension):  # the recorded call resumes: its child exists
@@ -452,7 +452,7 @@ def test_child_09_a_root_reads_nothing_and_an_empty_call_many_is_never_refused(
 ):
     """SPEC CHILD-09: the children of a job no step called cost no read; a ``call_many`` of no
     inputs asks for no child, so it returns ``[]`` at the bound too."""
-    monkeypatch.setattr(steps_module, "MAX_CHILD_DEPTH", 1)
+    monkeypatch.setattr(children_module, "MAX_CHILD_DEPTH", 1)
     asked = _reads(harness, monkeypatch)
     job = _descend(harness, clock, 1)  # the root called its child: no read
     assert asked == []
