@@ -1,0 +1,100 @@
+"""What an operator's call or command is refused with: backfills (SPEC §16), unknown crons and
+jobs, a manifest out of date, and a job in a state the action does not apply to."""
+
+from __future__ import annotations
+
+from .base import XJobsError
+
+
+class BackfillPendingError(XJobsError):
+    """A declared backfill has no completed pass in this environment."""
+
+    code = "X_BACKFILL_PENDING"
+
+
+class BackfillAppliedError(XJobsError):
+    """The backfill already completed in this environment; only ``force`` runs it again."""
+
+    code = "X_BACKFILL_APPLIED"
+    retry = "terminal"
+
+
+class BackfillEnvironmentError(XJobsError):
+    """The backfill's ``environments`` exclude the current one."""
+
+    code = "X_BACKFILL_ENVIRONMENT"
+    retry = "terminal"
+
+
+class BackfillMigrationPendingError(XJobsError):
+    """The migration the backfill ``requires`` is not applied."""
+
+    code = "X_BACKFILL_MIGRATION_PENDING"
+
+
+class BackfillRunningError(XJobsError):
+    """A pass of the backfill is already live."""
+
+    code = "X_BACKFILL_RUNNING"
+
+
+class BackfillStalledError(XJobsError):
+    """The pass ran out of rows while the queryset still matches some: the handler did not fix
+    the rows it was given."""
+
+    code = "X_BACKFILL_STALLED"
+    retry = "terminal"
+
+
+class BackfillUnknownError(XJobsError):
+    """No backfill is declared under that name."""
+
+    code = "X_BACKFILL_UNKNOWN"
+
+
+class CronUnknownError(XJobsError):
+    """No cron is declared under that name."""
+
+    code = "X_CRON_UNKNOWN"
+
+
+class ManifestInvalidError(XJobsError):
+    """The manifest file is missing, unreadable, or not an xjobs manifest."""
+
+    code = "X_MANIFEST_INVALID"
+
+
+class ManifestDriftError(XJobsError):
+    """The declared jobs, crons or backfills no longer match the committed manifest."""
+
+    code = "X_MANIFEST_DRIFT"
+
+
+class JobNotFoundError(XJobsError):
+    """No job has this id."""
+
+    code = "X_JOB_NOT_FOUND"
+
+
+class JobIdAmbiguousError(JobNotFoundError):
+    """An id prefix that more than one job's id starts with: the message lists them."""
+
+    code = "X_JOB_ID_AMBIGUOUS"
+
+
+class JobNotCancellableError(XJobsError):
+    """The job has already finished and cannot be cancelled."""
+
+    code = "X_JOB_NOT_CANCELLABLE"
+
+
+class JobNotRetryableError(XJobsError):
+    """The job is in a state that a retry would disturb."""
+
+    code = "X_JOB_NOT_RETRYABLE"
+
+
+class JobNotWaitingError(XJobsError):
+    """The job is not waiting for its time: only a ready or delayed job can be run now."""
+
+    code = "X_JOB_NOT_WAITING"
