@@ -187,3 +187,19 @@ def test_db_02_the_one_live_row_rule_is_a_partial_unique_index_the_statements_ta
     sql = PACKAGE / "drivers" / "postgres"
     assert "ON CONFLICT (run_id, name)" in (sql / "steps.sql").read_text()
     assert "ON CONFLICT (lease_key, slot)" in (sql / "leases.sql").read_text()
+
+
+def test_a_migration_names_the_app_fields_by_their_public_path():
+    """The field classes live in ``models/fields.py`` (issue 41), but a migration written now
+    names them as the landed ones do (``django_xjobs.models.PgArrayField``) and sees a
+    ``StoredJSONField`` as Django's ``JSONField``: moving the module changes no migration."""
+    from django.db.migrations.writer import MigrationWriter
+
+    from django_xjobs.models import Job, LimitKey, OutboxEntry
+
+    for model, name in ((Job, "after"), (OutboxEntry, "after"), (LimitKey, "starts")):
+        text, imports = MigrationWriter.serialize(model._meta.get_field(name))
+        assert text.startswith("django_xjobs.models.PgArrayField(base_field=models.")
+        assert imports == {"import django_xjobs.models", "from django.db import models"}
+    text, _ = MigrationWriter.serialize(Job._meta.get_field("input"))
+    assert text == "models.JSONField()"

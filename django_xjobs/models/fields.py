@@ -1,0 +1,57 @@
+"""The two field classes of the tables. A migration names ``PgArrayField`` by its public path,
+``django_xjobs.models.PgArrayField`` (its ``deconstruct()`` says so, wherever it is defined), and
+``StoredJSONField`` as Django's ``JSONField``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+
+
+class PgArrayField(models.Field):  # type: ignore[type-arg]
+    """A PostgreSQL array of one element type (``bigint[]``, ``timestamptz[]``), read and written
+    as a Python list by psycopg itself.
+
+    Not ``django.contrib.postgres``'s ``ArrayField``: since Django 6.1 that one fails the system
+    checks (postgres.E005) unless ``django.contrib.postgres`` is in ``INSTALLED_APPS``, and this app
+    asks its users for one entry there, not two. The column is the same one, so the migration
+    that swapped them changes nothing in the database. Served by raw SQL and read-only pages:
+    no lookups, no form field beyond the default."""
+
+    def __init__(self, base_field: models.Field, **kwargs: Any) -> None:  # type: ignore[type-arg]
+        self.base_field = base_field
+        super().__init__(**kwargs)
+
+    def deconstruct(self) -> Any:
+        name, _, args, kwargs = super().deconstruct()
+        kwargs["base_field"] = self.base_field.clone()
+        return name, "django_xjobs.models.PgArrayField", args, kwargs
+
+    def db_type(self, connection: Any) -> str:
+        return f"{self.base_field.db_type(connection)}[]"
+
+    def get_prep_value(self, value: Any) -> Any:
+        return None if value is None else list(value)
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        return value
+
+
+class StoredJSONField(models.JSONField):
+    """A ``JSONField`` whose read of a value this process cannot decode (nested past the
+    recursion limit: written by another version or by SQL) gives a short marker instead of
+    failing the whole query, so the admin and ``inspect_job`` still show the row (issue 24).
+    Stored exactly as a ``JSONField``; migrations see one."""
+
+    UNDECODABLE = "(undecodable)"
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        try:
+            return super().from_db_value(value, expression, connection)
+        except RecursionError:
+            return {self.UNDECODABLE: "the stored value is nested too deeply to decode"}
+
+    def deconstruct(self) -> Any:
+        name, _, args, kwargs = super().deconstruct()
+        return name, "django.db.models.JSONField", args, kwargs
