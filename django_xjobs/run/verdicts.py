@@ -280,30 +280,16 @@ def expired(job: ClaimedJob, driver: JobDriver) -> Execution:
     if row is not None and row.after_failed is not None:
         return _dependency_failed(job, row.after_failed, driver)
     error = JobExpiredError(f"job {job.name!r} was not started before it expired; not run")
-    finish = Finish(
-        job.id,
-        job.lease_token,
-        "dead",
-        stop_reason="expired",
-        error=str(error),
-        failure=history.failure(error, "dead"),
-    )
+    execution = _never_run(job, error, "expired")
     log.event(logging.WARNING, "xjobs.job.expired", job=job.name, id=job.id, queue=job.queue)
-    return Execution(Outcome.DEAD_LETTERED, job, 0.0, finish, str(error), "expired")
+    return execution
 
 
 def _dependency_failed(job: ClaimedJob, failed: UUID, driver: JobDriver) -> Execution:
     dependency = driver.get_job(failed)
     how = "does not exist" if dependency is None else f"ended {dependency.state}"
     error = DependencyFailedError(f"job {job.name!r} waited for job {failed}, which {how}; not run")
-    finish = Finish(
-        job.id,
-        job.lease_token,
-        "dead",
-        stop_reason="dependency_failed",
-        error=str(error),
-        failure=history.failure(error, "dead"),
-    )
+    execution = _never_run(job, error, "dependency_failed")
     log.event(
         logging.WARNING,
         "xjobs.job.dependency_failed",
@@ -312,7 +298,21 @@ def _dependency_failed(job: ClaimedJob, failed: UUID, driver: JobDriver) -> Exec
         queue=job.queue,
         dependency=failed,
     )
-    return Execution(Outcome.DEAD_LETTERED, job, 0.0, finish, str(error), "dependency_failed")
+    return execution
+
+
+def _never_run(job: ClaimedJob, error: XJobsError, stop_reason: str) -> Execution:
+    """The end of a job whose handler never runs: dead with ``stop_reason`` and ``error``, in
+    the same fenced settle as any run."""
+    finish = Finish(
+        job.id,
+        job.lease_token,
+        "dead",
+        stop_reason=stop_reason,
+        error=str(error),
+        failure=history.failure(error, "dead"),
+    )
+    return Execution(Outcome.DEAD_LETTERED, job, 0.0, finish, str(error), stop_reason)
 
 
 def unknown(job: ClaimedJob, now: datetime) -> Execution:
