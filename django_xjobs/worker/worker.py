@@ -17,27 +17,26 @@ from django.db import connections
 
 from .. import conf, log
 from ..clock import Clock, system_clock
-from ..conf.concurrency import parse_concurrency
 from ..declarations import registry
 from ..drivers import failures, get_driver
 from ..drivers.connections import close_stale_connections, role_connections
 from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
-from ..ids import uuid7
 from ..limits.worker import Limiter, LimitPlan
 from ..run.execute import execute
 from ..run.execution import Execution, Outcome
 from ..run.settle import settle
 from ..run.verdicts import cut_short, failure
-from ..text import check_name
 from .admission import Admission
 from .breaker import Breaker, report_failure, report_resumed
+from .config import WorkerConfig
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .inflight import InFlight
 from .isolation import Isolation
 from .paused import PausedQueues
-from .pools import Lane, describe, lanes
+from .pools import Lane, describe
+from .prefetch import Prefetch
 from .presence import WorkerPresence
 from .retention import Retention
 from .run import Run
@@ -111,53 +110,31 @@ class Worker:
         stall_timeout: float | None = None,
         prefetch: int | str | None = None,
     ) -> None:
-        settings = conf.get()
-        self.queues = tuple(queues)
-        given = None if concurrency is None else parse_concurrency(concurrency, field="concurrency")
-        pools = settings.concurrency if given is None else given
-        #: the pools: one shared by every queue, or one per queue; a mapping given here may
-        #: name only these queues, the setting's may name others (workers elsewhere work them)
-        self._lanes = lanes(
-            self.queues,
-            pools,
-            settings.prefetch if prefetch is None else prefetch,
-            strict=given is not None,
+        #: what this worker is: its queues, pools, timeouts and id (worker/config.py)
+        self.config = WorkerConfig.resolve(
+            queues=queues,
+            concurrency=concurrency,
+            visibility_timeout=visibility_timeout,
+            heartbeat_interval=heartbeat_interval,
+            poll_interval=poll_interval,
+            worker_id=worker_id,
+            stall_timeout=stall_timeout,
+            prefetch=prefetch,
         )
-        #: threads in all: the most handlers that ever run at once
-        self.concurrency = sum(lane.size for lane in self._lanes)
-        #: threads per queue with per-queue pools; None for one pool every queue shares
-        self.shares = (
-            None if isinstance(pools, int) else {lane.queues[0]: lane.size for lane in self._lanes}
-        )
-        #: claimed runs queued ahead of the threads (the first pool's, with per-queue pools)
-        self.prefetch = self._lanes[0].prefetch
         self.driver = driver or get_driver()
-        self.visibility_timeout = visibility_timeout or settings.visibility_timeout
-        if heartbeat_interval is None:  # SPEC LEASE-03: a third of the timeout unless configured
-            configured = visibility_timeout is None
-            heartbeat_interval = (
-                settings.heartbeat_interval if configured else self.visibility_timeout / 3
-            )
-        self.heartbeat_interval = heartbeat_interval
-        if self.visibility_timeout < 3 * self.heartbeat_interval:
-            raise InvariantError(
-                f"a visibility timeout of {self.visibility_timeout:g}s is shorter than three "
-                f"heartbeats of {self.heartbeat_interval:g}s; one slow renewal would lose the lease",
-                hint="raise the visibility timeout or shorten the heartbeat interval",
-            )
-        #: SPEC HANG-04: a claim or a settle blocked this long ends the process
-        self.stall_timeout = stall_timeout or settings.stall_timeout
-        self.watchdog: Watchdog | None = None
-        self.limiter = Limiter(settings.limits, clock)
-        self.poll_interval = poll_interval or settings.poll_interval
-        check_name(worker_id, "worker id")  # stored in claimed_by and x_workers
-        self.worker_id = worker_id or f"worker-{uuid7()}"
         self.burst = burst
         self.clock = clock
         self.state = "idle"
-        self._start_lock = threading.Lock()
         self.outcomes: Counter[str] = Counter()
+        self.watchdog: Watchdog | None = None
+        self._assemble()
+
+    def _assemble(self) -> None:
+        """Build the worker's parts, each handed what it needs (and no part the worker)."""
+        self._lanes = self.config.lanes
+        self._start_lock = threading.Lock()
         self._database = self.driver.database
+        self.limiter = Limiter(conf.get().limits, self.clock)
         #: the runs this worker holds: the one object its parts share (worker/inflight.py)
         self.runs = InFlight(self._lanes)
         self._threads: list[threading.Thread] = []
@@ -233,6 +210,48 @@ class Worker:
         )
         #: declared limits and operators' caps, decided in the claim (limits/worker.py)
         self._limits = LimitPlan(self.driver, self.queues, interval=self.poll_interval)
+
+    # --- what it is (worker/config.py) ------------------------------------------------------
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        return self.config.queues
+
+    @property
+    def concurrency(self) -> int:
+        """Threads in all: the most handlers that ever run at once."""
+        return self.config.concurrency
+
+    @property
+    def shares(self) -> dict[str, int] | None:
+        """Threads per queue with per-queue pools; None for one pool every queue shares."""
+        return self.config.shares
+
+    @property
+    def prefetch(self) -> Prefetch:
+        """Claimed runs queued ahead of the threads (the first pool's, with per-queue pools)."""
+        return self.config.prefetch
+
+    @property
+    def visibility_timeout(self) -> float:
+        return self.config.visibility_timeout
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.config.heartbeat_interval
+
+    @property
+    def stall_timeout(self) -> float:
+        """SPEC HANG-04: a claim or a settle blocked this long ends the process."""
+        return self.config.stall_timeout
+
+    @property
+    def poll_interval(self) -> float:
+        return self.config.poll_interval
+
+    @property
+    def worker_id(self) -> str:
+        return self.config.worker_id
 
     # --- public -----------------------------------------------------------------------------
 
