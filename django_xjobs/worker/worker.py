@@ -20,12 +20,11 @@ from ..clock import Clock, system_clock
 from ..declarations import registry
 from ..drivers import failures, get_driver
 from ..drivers.connections import close_stale_connections, role_connections
-from ..drivers.contract import ClaimedJob, JobDriver, Settle, Shed
+from ..drivers.contract import ClaimedJob, JobDriver, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..limits.worker import Limiter, LimitPlan
 from ..run.execute import execute
 from ..run.execution import Execution, Outcome
-from ..run.settle import settle
 from ..run.verdicts import cut_short, failure
 from .admission import Admission
 from .breaker import Breaker, report_failure, report_resumed
@@ -50,8 +49,6 @@ _CLAIM_BACKOFF_CAP = 10.0
 #: the longest pause between single claims while job connections are refused: short, as the
 #: claim that ends it is the probe that finds a free connection again (issue 25 item 2)
 _WINDOW_PAUSE_CAP = 2.0
-#: how long a settle that gave up in an outage stays owed (issue 25 item 1)
-_OWED_FOR = 600.0
 #: while settles are owed, how often the claim loop tries the oldest one, whatever the claims'
 #: backoff: the runs an outage cut short go back the moment the database answers (SPEC LEASE-20)
 _REPAY_EVERY = 0.5
@@ -150,10 +147,6 @@ class Worker:
         #: the presence renewal landed after failing: the claim loop tries now, not after its
         #: backoff (set by the heartbeat's thread, read by the claim loop's)
         self._answered = False
-        #: when the claim loop last tried the settles owed since an outage
-        self._repaid_at = float("-inf")
-        #: the claim loop and the presence renewal both send what is owed: one at a time
-        self._repaying = threading.Lock()
         self.admission = Admission(
             self.runs,
             self.driver,
@@ -174,6 +167,7 @@ class Worker:
             database=self._database,
             restart=self._restart_thread,
             watch=self._watch,
+            answered=self._on_answered,
         )
         self._ticker = Ticker(
             self.runs,
@@ -282,7 +276,7 @@ class Worker:
             ttl=self.visibility_timeout,
             in_flight=lambda: len(self.runs),
             answered=self._on_answered,
-            settle_first=self._settle_owed,
+            settle_first=self.settler.settle_owed,
         )
         presence.renew()  # present before the first claim, so its lapses are judged fairly
         self._presence = presence
@@ -467,9 +461,10 @@ class Worker:
                 self._answered = False
                 self._breaker.retry_now()  # claim now, not at the end of a 10 s backoff
             if runs.owed and (
-                self._breaker.wait() <= 0 or time.monotonic() - self._repaid_at >= _REPAY_EVERY
+                self._breaker.wait() <= 0
+                or time.monotonic() - self.settler.repaid_at >= _REPAY_EVERY
             ):
-                self._repay()
+                self.settler.repay()
             # results in hand go first: while a settle is retried through an outage, claiming
             # would overtake it and re-run the very jobs it is trying to settle (a suspect holds
             # nothing back: it runs in a child, on one thread, SPEC LEASE-19)
@@ -512,74 +507,6 @@ class Worker:
             self._wake.wait(
                 min(self.poll_interval, _REPAY_EVERY) if runs.owed else self.poll_interval
             )
-
-    def _settle_owed(self) -> bool:
-        """The presence renewal's first step after an outage (heartbeat thread): the settles
-        owed are sent before the worker says it is present again, so no other worker takes a
-        run as lapsed while its holder's result is on its way (a completion that landed first
-        would have been refused, and the body run twice). True once nothing is owed."""
-        if self.runs.owed:
-            self._repay(section=False)
-        return not self.runs.owed
-
-    def _repay(self, *, section: bool = True) -> None:
-        """Send the settles owed since the outage, each fenced on its lease token: a run cut
-        short goes back to ready at once instead of waiting for its lapse to be swept (issue
-        25 item 1). It is tried every ``_REPAY_EVERY`` s whatever the claims' backoff, the oldest
-        settle first, alone: while it fails on a connection, nothing else is sent, so a pass
-        during an outage costs one statement (SPEC LEASE-20). One that fails on a connection
-        again stays owed for the next pass; any other failure, or ten minutes owed, drops it:
-        its lease hands the job back as before."""
-        with self._repaying:  # the claim loop's pass or the presence renewal's, one at a time
-            watch = self._watch("claim") if section else contextlib.nullcontext()
-            with watch:
-                self._repay_owed()
-
-    def _repay_owed(self) -> None:
-        now = self._repaid_at = time.monotonic()
-        runs = self.runs
-        with runs.lock:
-            for token in [t for t, (_, at) in runs.owed.items() if now - at > _OWED_FOR]:
-                del runs.owed[token]
-            owed = [value for value, _ in sorted(runs.owed.values(), key=lambda owe: owe[1])]
-        if not owed:
-            return
-        kept: set[Any] = set()
-
-        def guard(call: Any, values: Sequence[Settle], failed: Any) -> Any:
-            try:
-                return call()
-            except Exception as error:
-                if failures.is_transient(error):
-                    kept.update(v.lease_token for v in values)
-                return failed
-
-        landed = settle(self.driver, owed[:1], guard)  # the probe
-        if kept and self._database is not None:
-            # the first statement after an outage meets the connection it broke: once more on a
-            # fresh one, before this pass's claim could sweep these very rows
-            connections[self._database].close()
-            kept.clear()
-            landed = settle(self.driver, owed[:1], guard)
-        if kept:
-            kept.update(value.lease_token for value in owed)  # still away: all stay owed
-        else:
-            landed |= settle(self.driver, owed[1:], guard)
-        with runs.lock:
-            for value in owed:
-                if value.lease_token not in kept:
-                    runs.owed.pop(value.lease_token, None)
-        if len(kept) == len(owed):
-            return  # the database still refuses them: nothing was sent
-        log.event(
-            logging.WARNING,
-            "xjobs.worker.settled_after_outage",
-            worker=self.worker_id,
-            landed=len(landed),
-            refused=len(owed) - len(landed) - len(kept),
-        )
-        self._answered = True  # the database answers: the loop claims now, not after its backoff
-        self._wake.set()  # the runs handed back are due now
 
     def _free_lanes(self) -> list[tuple[Lane, int]]:
         """Each pool with room, and how many runs it can take: its threads plus the runs it
