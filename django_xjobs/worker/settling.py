@@ -301,7 +301,7 @@ class Settler:
     def repay(self, *, section: bool = True) -> None:
         """Send the settles owed since the outage, each fenced on its lease token: a run cut
         short goes back to ready at once instead of waiting for its lapse to be swept (issue
-        25 item 1). The claim loop tries it every ``_REPAY_EVERY`` s (worker/worker.py) whatever
+        25 item 1). The claim loop tries it every ``_REPAY_EVERY`` s (worker/loop.py) whatever
         the claims' backoff, the oldest settle first, alone: while it fails on a connection,
         nothing else is sent, so a pass during an outage costs one statement (SPEC LEASE-20).
         One that fails on a connection again stays owed for the next pass; any other failure,

@@ -20,19 +20,19 @@ from ..clock import Clock, system_clock
 from ..declarations import registry
 from ..drivers import failures, get_driver
 from ..drivers.connections import close_stale_connections, role_connections
-from ..drivers.contract import ClaimedJob, JobDriver, Shed
+from ..drivers.contract import JobDriver, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
 from ..limits.worker import Limiter, LimitPlan
 from ..run.execute import execute
 from ..run.execution import Execution, Outcome
 from ..run.verdicts import cut_short, failure
 from .admission import Admission
-from .breaker import Breaker, report_failure, report_resumed
 from .config import WorkerConfig
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .inflight import InFlight
 from .isolation import Isolation
+from .loop import ClaimLoop
 from .paused import PausedQueues
 from .pools import Lane, describe
 from .prefetch import Prefetch
@@ -44,14 +44,9 @@ from .tick import Tick, Ticker
 from .watchdog import Watchdog
 from .window import ClaimWindow
 
-#: the longest the claim loop waits between tries while the database fails
-_CLAIM_BACKOFF_CAP = 10.0
 #: the longest pause between single claims while job connections are refused: short, as the
 #: claim that ends it is the probe that finds a free connection again (issue 25 item 2)
 _WINDOW_PAUSE_CAP = 2.0
-#: while settles are owed, how often the claim loop tries the oldest one, whatever the claims'
-#: backoff: the runs an outage cut short go back the moment the database answers (SPEC LEASE-20)
-_REPAY_EVERY = 0.5
 
 
 @dataclass
@@ -127,14 +122,22 @@ class Worker:
         self._assemble()
 
     def _assemble(self) -> None:
-        """Build the worker's parts, each handed what it needs (and no part the worker)."""
+        """Build the worker's parts by name, each handed what it needs (none is handed the
+        worker): the runs they share, the parts that admit and settle them, the claim loop."""
         self._lanes = self.config.lanes
         self._start_lock = threading.Lock()
         self._database = self.driver.database
+        self._threads: list[threading.Thread] = []
+        self._wake = threading.Event()
+        self._draining = threading.Event()
         self.limiter = Limiter(conf.get().limits, self.clock)
         #: the runs this worker holds: the one object its parts share (worker/inflight.py)
         self.runs = InFlight(self._lanes)
-        self._threads: list[threading.Thread] = []
+        self._assemble_runs()
+        self._assemble_claims()
+
+    def _assemble_runs(self) -> None:
+        """What admits a claimed job, settles its run, and does both in ``tick()``."""
         self._guard = SettleGuard(
             runs=self.runs.by_token,
             lock=self.runs.lock,
@@ -142,11 +145,6 @@ class Worker:
             stall_timeout=self.stall_timeout,
             worker_id=self.worker_id,
         )
-        self._wake = threading.Event()
-        self._draining = threading.Event()
-        #: the presence renewal landed after failing: the claim loop tries now, not after its
-        #: backoff (set by the heartbeat's thread, read by the claim loop's)
-        self._answered = False
         self.admission = Admission(
             self.runs,
             self.driver,
@@ -167,7 +165,8 @@ class Worker:
             database=self._database,
             restart=self._restart_thread,
             watch=self._watch,
-            answered=self._on_answered,
+            # the claim loop, built next, is told the database answers when owed settles land
+            answered=lambda: self._claims.on_answered(),
         )
         self._ticker = Ticker(
             self.runs,
@@ -179,7 +178,9 @@ class Worker:
             visibility_timeout=self.visibility_timeout,
             stall_timeout=self.stall_timeout,
         )
-        self._breaker = Breaker(base=self.poll_interval, cap=_CLAIM_BACKOFF_CAP)
+
+    def _assemble_claims(self) -> None:
+        """What the claim loop claims within, and the loop itself (worker/loop.py)."""
         #: narrows the claims while job connections are refused (issue 25 item 2)
         self._window = ClaimWindow(
             self.concurrency,
@@ -192,18 +193,27 @@ class Worker:
         self.isolation = Isolation(
             worker_id=self.worker_id, visibility_timeout=self.visibility_timeout
         )
-        #: the lapsed-lease sweep rides on a claim every pass while the queue looks idle, else
-        #: once a poll interval: the same bound a ready job with a lost notification waits
-        self._idle, self._swept_at = True, float("-inf")
-        #: a notification came since the last pass: a job is due now, so the next claim takes
-        #: it without the sweep, which waits for the pass after (at most a poll interval)
-        self._notified = False
         #: queues an operator paused, left out of every claim (worker/paused.py)
         self._paused = PausedQueues(
             self.driver, self.queues, interval=self.poll_interval, worker_id=self.worker_id
         )
         #: declared limits and operators' caps, decided in the claim (limits/worker.py)
         self._limits = LimitPlan(self.driver, self.queues, interval=self.poll_interval)
+        self._claims = ClaimLoop(
+            self.runs,
+            self.driver,
+            self.admission,
+            self.settler,
+            config=self.config,
+            guard=self._guard,
+            paused=self._paused,
+            limits=self._limits,
+            retention=self._retention,
+            window=self._window,
+            wake=self._wake,
+            draining=self._draining,
+            watch=self._watch,
+        )
 
     # --- what it is (worker/config.py) ------------------------------------------------------
 
@@ -275,7 +285,7 @@ class Worker:
             queues=self.queues,
             ttl=self.visibility_timeout,
             in_flight=lambda: len(self.runs),
-            answered=self._on_answered,
+            answered=self._claims.on_answered,
             settle_first=self.settler.settle_owed,
         )
         presence.renew()  # present before the first claim, so its lapses are judged fairly
@@ -296,7 +306,7 @@ class Worker:
             None
             if self.burst
             else self.driver.notify_on_ready(
-                self.queues, self._on_ready, on_control=self._on_control
+                self.queues, self._claims.on_ready, on_control=self._claims.on_control
             )
         )
         settler.start()
@@ -323,7 +333,7 @@ class Worker:
             )
         try:
             with role_connections():
-                self._loop()
+                self._claims.run(burst=self.burst)
         finally:
             try:
                 self._drain(settler, heartbeat, notifier)
@@ -430,169 +440,13 @@ class Worker:
             abandoned=len(self.runs.abandoned),
         )
 
-    # --- the claim loop ---------------------------------------------------------------------
-
-    def _on_ready(self) -> None:
-        """The listener's callback: a job was made ready in one of this worker's queues."""
-        self._notified = True
-        self._wake.set()
-
-    def _on_control(self) -> None:
-        """The listener's control callback: an operator paused or resumed a queue."""
-        self._paused.changed()
-        self._limits.changed()
-        self._wake.set()
-
-    def _on_answered(self) -> None:
-        """The heartbeat's presence renewal landed after an outage: the database is back."""
-        self._answered = True
-        self._wake.set()
-
-    def _loop(self) -> None:
-        runs = self.runs
-        while not self._draining.is_set():
-            self._wake.clear()
-            notified, self._notified = self._notified, False
-            # every pass, full pools too: runs queued ahead of a paused queue must not start
-            with self._watch("claim"):  # a read of the paused set is bounded like a claim
-                self._paused.refresh()
-                self._limits.refresh()
-            if self._answered:
-                self._answered = False
-                self._breaker.retry_now()  # claim now, not at the end of a 10 s backoff
-            if runs.owed and (
-                self._breaker.wait() <= 0
-                or time.monotonic() - self.settler.repaid_at >= _REPAY_EVERY
-            ):
-                self.settler.repay()
-            # results in hand go first: while a settle is retried through an outage, claiming
-            # would overtake it and re-run the very jobs it is trying to settle (a suspect holds
-            # nothing back: it runs in a child, on one thread, SPEC LEASE-19)
-            held_back = self._guard.retrying.is_set()
-            wants = [] if held_back else self._free_lanes()
-            # read before the claim: a run of ours in flight may hold the very cap or key slot
-            # that made the claim come back empty, and settle before the idle check below
-            in_flight = bool(runs.by_token)
-            claims: list[tuple[Lane, int, list[ClaimedJob], float]] = []
-            swept, started = False, 0
-            if wants:
-                pause = self._breaker.wait()
-                if pause > 0:  # open: a notification wakes it, but the wait is measured again
-                    self._wake.wait(min(pause, _REPAY_EVERY) if runs.owed else pause)
-                    continue
-                # lapsed leases are swept while idle and at least once a poll interval; a
-                # notified job is claimed first, without the sweep's extra reads
-                due = time.monotonic() - self._swept_at >= self.poll_interval
-                swept = due or (self._idle and not notified)
-                failed = self._claim(wants, swept, claims)
-                # what was claimed before a failure is this worker's now: admit it all the same
-                started = self._start(claims)
-                if failed is not None:
-                    self._claim_failed(failed)
-                    continue
-                self._claim_resumed()
-                self._idle = all(len(claimed) < free for _, free, claimed, _ in claims)
-                if swept and claims:  # every pool's queues paused: nothing was claimed
-                    self._swept_at = claims[0][3]
-            self._retention.maybe_prune()
-            # nothing runnable now: shed jobs wait for a slot, not for this burst
-            idle_now = not started and not runs.by_token
-            # SPEC LIMIT-13: a burst ends on a claim made with nothing of its own in flight, so
-            # rows held back only by a slot its last run freed are claimed, not left ready
-            if self.burst and idle_now and not in_flight and (swept or not wants):
-                return
-            full = any(len(claimed) == free for _, free, claimed, _ in claims)
-            if wants and (full or not (swept or notified)):
-                continue  # the queue may hold more (or lapsed rows): claim again when a slot frees
-            self._wake.wait(
-                min(self.poll_interval, _REPAY_EVERY) if runs.owed else self.poll_interval
-            )
-
-    def _free_lanes(self) -> list[tuple[Lane, int]]:
-        """Each pool with room, and how many runs it can take: its threads plus the runs it
-        keeps queued ahead, less what it holds (SPEC WORK-04: ``free = slots(q) - in flight``)."""
-        wants = []
-        for lane in self._lanes:
-            ahead = lane.prefetch.ahead()
-            if lane.ready.qsize() > ahead // 2:
-                continue  # enough queued ahead: claim once the threads have eaten into it
-            # an abandoned body still holds a thread: it counts against its pool
-            free = lane.size + ahead - lane.held - self.runs.abandoned_in(lane)
-            if free > 0:
-                wants.append((lane, free))
-        room = self._window.room(len(self.runs))
-        if room is None:
-            return wants
-        narrowed = []
-        for lane, free in wants:  # job connections are refused: claim what can get one
-            if room > 0:
-                narrowed.append((lane, min(free, room)))
-                room -= min(free, room)
-        return narrowed
-
-    def _claim(
-        self,
-        wants: Sequence[tuple[Lane, int]],
-        swept: bool,
-        claims: list[tuple[Lane, int, list[ClaimedJob], float]],
-    ) -> Exception | None:
-        """Claim for each pool in turn, at most its free room, into ``claims``; the failure
-        that stopped it, if one did. A drain that began meanwhile stops it before the next
-        pool (SPEC WORK-14): what is claimed already is handed back by the drain. A paused
-        queue is left out of the queues claimed from; a pool whose queues are all paused claims
-        nothing (CTRL-02)."""
-        paused = self._paused.now
-        for lane, free in wants:
-            if self._draining.is_set():
-                break
-            queues = [name for name in lane.queues if name not in paused] if paused else lane.queues
-            if not queues:
-                continue
-            sent = time.monotonic()  # SPEC LEASE-15: the lease's window opened after this
-            # no limit on these queues: the plain claim, called exactly as before
-            limits = self._limits.for_queues(queues, swept)
-            more = {} if limits is None else {"limits": limits}
-            try:
-                with self._watch("claim"):
-                    claimed = self.driver.claim(
-                        queues=queues,
-                        limit=free,
-                        visibility_timeout=self.visibility_timeout,
-                        worker_id=self.worker_id,
-                        lapsed=swept,
-                        **more,
-                    )
-            except Exception as error:
-                return error
-            lane.prefetch.claimed(time.monotonic() - sent)
-            claims.append((lane, free, claimed, sent))
-        return None
-
-    def _start(self, claims: Sequence[tuple[Lane, int, list[ClaimedJob], float]]) -> int:
-        """Admit every claimed job (or shed it back), then queue the admitted for their pools'
-        threads: the whole batch is decided before any of it starts. How many it queued."""
-        admitted = []
-        for _, _, claimed, sent in claims:
-            admitted += self.admission.admit_all(claimed, sent)[0]
-        for run in admitted:
-            self.runs.lane_of[run.job.queue].ready.put(run)
-        return len(admitted)
+    # --- the parts' common needs ------------------------------------------------------------
 
     def _watch(self, section: str) -> Any:
         """A blocking stretch the watchdog bounds (SPEC HANG-04)."""
         if self.watchdog is None:
             return contextlib.nullcontext()
         return self.watchdog.section(section)
-
-    def _claim_failed(self, error: Exception) -> None:
-        """Open the breaker: the next claim waits, longer after each failure in a row."""
-        report_failure(self.worker_id, self._breaker.failure(), error)
-
-    def _claim_resumed(self) -> None:
-        closed = self._breaker.success()
-        if closed is not None:  # claims failed, and answer again: an outage ended
-            self._window.reopen()
-        report_resumed(self.worker_id, closed)
 
     # --- the job threads -------------------------------------------------------------------
 
