@@ -28,6 +28,7 @@ from ..run.execution import Execution, Outcome
 from ..run.verdicts import cut_short, failure
 from .admission import Admission
 from .config import WorkerConfig
+from .drain import Drain, Running, unstarted
 from .guard import SettleGuard
 from .heartbeat import Heartbeat
 from .inflight import InFlight
@@ -178,6 +179,7 @@ class Worker:
             visibility_timeout=self.visibility_timeout,
             stall_timeout=self.stall_timeout,
         )
+        self._drainer = Drain(self.runs, self.admission, self.settler, worker_id=self.worker_id)
 
     def _assemble_claims(self) -> None:
         """What the claim loop claims within, and the loop itself (worker/loop.py)."""
@@ -274,71 +276,16 @@ class Worker:
             # a stop() asked of a worker not yet running (a SIGTERM or a recycle while the
             # process was still starting) stays asked: the loop ends at once and drains nothing
             self.state = "running"
-        # a past run's drain left its stop marker queued: fresh threads would take it and quit
-        for lane in self._lanes:
-            lane.ready = queue_module.SimpleQueue()
-        self._threads = []
-        settler = threading.Thread(target=self.settler.loop, name="xjobs-settler", daemon=True)
-        presence = WorkerPresence(
-            self.driver,
-            worker_id=self.worker_id,
-            queues=self.queues,
-            ttl=self.visibility_timeout,
-            in_flight=lambda: len(self.runs),
-            answered=self._claims.on_answered,
-            settle_first=self.settler.settle_owed,
-        )
-        presence.renew()  # present before the first claim, so its lapses are judged fairly
-        self._presence = presence
-        heartbeat = Heartbeat(
-            self.driver,
-            self.in_flight,
-            abandoned=self.abandoned,
-            interval=self.heartbeat_interval,
-            visibility_timeout=self.visibility_timeout,
-            worker_id=self.worker_id,
-            database=self._database,
-            presence=presence,
-        )
-        self.watchdog = Watchdog(self.stall_timeout, worker_id=self.worker_id)
-        # a burst ends when idle, so it has nothing to be woken for
-        notifier = (
-            None
-            if self.burst
-            else self.driver.notify_on_ready(
-                self.queues, self._claims.on_ready, on_control=self._claims.on_control
-            )
-        )
-        settler.start()
-        heartbeat.start()
-        self.watchdog.start()
-        for lane in self._lanes:
-            for _ in range(lane.size):
-                self._start_thread(lane)
-        log.event(
-            logging.INFO,
-            "xjobs.worker.started",
-            worker=self.worker_id,
-            queues=",".join(self.queues),
-            concurrency=self.concurrency if self.shares is None else describe(self.shares),
-            driver=self.driver.name,
-        )
-        if not registry.registered_jobs():  # every row it claims would be parked as unknown
-            log.event(
-                logging.WARNING,
-                "xjobs.worker.no_jobs",
-                worker=self.worker_id,
-                looked_in=registry.DISCOVERY,
-                hint="put the @job declarations in an installed app's jobs.py",
-            )
+        running = self._start_threads()
+        self._announce()
         try:
             with role_connections():
                 self._claims.run(burst=self.burst)
         finally:
             try:
-                self._drain(settler, heartbeat, notifier)
+                self._drain(running)
             finally:
-                presence.release(
+                running.presence.release(
                     wait=2.0
                 )  # a clean stop: gone, not lapsed (bounded: a drain adds up)
                 if self._database:
@@ -474,10 +421,10 @@ class Worker:
                     ready.put(None)  # one marker stops every thread of the lane
                     return
                 if self._draining.is_set():
-                    self._hand_back([run])  # SPEC WORK-12: a drain starts nothing new
+                    self._drainer.hand_back([run])  # SPEC WORK-12: a drain starts nothing new
                     continue
                 if run.job.queue in self._paused.now:  # CTRL-02: claimed ahead, then paused
-                    self._hand_back([run], reason="queue paused")
+                    self._drainer.hand_back([run], reason="queue paused")
                     continue
                 if self._execute(run):
                     return  # its body still runs past its timeout: it holds this thread's place
@@ -510,7 +457,7 @@ class Worker:
                 close_stale_connections()
                 self._connect_first(run)
             if run.signal.is_set():  # lost or cancelled while it waited for a thread
-                execution = self._unstarted(run)
+                execution = unstarted(run)
             elif fresh_connection and self._isolates(run):
                 # SPEC LEASE-19: a suspect runs alone in a child, on this thread only
                 isolated = self.isolation.run(run)
@@ -574,64 +521,87 @@ class Worker:
         shed = Shed(job.id, job.lease_token, delay=self.visibility_timeout, reason="not isolated")
         return Execution(Outcome.SUSPENDED, job, 0.0, shed)
 
-    def _unstarted(self, run: Run) -> Execution:
-        """A queued run that lost its lease (or was cancelled) before a thread took it: it goes
-        back unrun, fenced on its token, so a new holder's row is never touched."""
-        job = run.job
-        shed = Shed(job.id, job.lease_token, delay=0.0, reason="never started", keep_place=True)
-        outcome = Outcome.CANCELLED if run.cancelled else Outcome.LEASE_LOST
-        return Execution(outcome, job, 0.0, shed)
+    # --- a run's start and end --------------------------------------------------------------
 
-    def _hand_back(self, runs: Sequence[Run], reason: str = "draining") -> None:
-        """Give queued runs back unstarted: ready at once in their place, no attempt spent."""
-        if not runs:
-            return
-        for run in runs:
-            run.settled.set()  # SPEC LEASE-12: a renewal racing the shed reports no loss
-            self.runs.handed_back(run)
-            self.settler.release(run)
-            job = run.job
-            self.admission.shed(
-                job, Shed(job.id, job.lease_token, delay=0.0, reason=reason, keep_place=True)
+    def _start_threads(self) -> Running:
+        """Start what a run needs: the settler, the presence and its heartbeat, the watchdog,
+        the listener, then each pool's job threads."""
+        # a past run's drain left its stop marker queued: fresh threads would take it and quit
+        for lane in self._lanes:
+            lane.ready = queue_module.SimpleQueue()
+        self._threads = []
+        settler = threading.Thread(target=self.settler.loop, name="xjobs-settler", daemon=True)
+        presence = self._present()
+        heartbeat = Heartbeat(
+            self.driver,
+            self.in_flight,
+            abandoned=self.abandoned,
+            interval=self.heartbeat_interval,
+            visibility_timeout=self.visibility_timeout,
+            worker_id=self.worker_id,
+            database=self._database,
+            presence=presence,
+        )
+        self.watchdog = Watchdog(self.stall_timeout, worker_id=self.worker_id)
+        # a burst ends when idle, so it has nothing to be woken for
+        notifier = (
+            None
+            if self.burst
+            else self.driver.notify_on_ready(
+                self.queues, self._claims.on_ready, on_control=self._claims.on_control
+            )
+        )
+        settler.start()
+        heartbeat.start()
+        self.watchdog.start()
+        for lane in self._lanes:
+            for _ in range(lane.size):
+                self._start_thread(lane)
+        return Running(settler, heartbeat, presence, notifier)
+
+    def _present(self) -> WorkerPresence:
+        """This worker's presence row, written before the first claim."""
+        presence = WorkerPresence(
+            self.driver,
+            worker_id=self.worker_id,
+            queues=self.queues,
+            ttl=self.visibility_timeout,
+            in_flight=lambda: len(self.runs),
+            answered=self._claims.on_answered,
+            settle_first=self.settler.settle_owed,
+        )
+        presence.renew()  # present before the first claim, so its lapses are judged fairly
+        self._presence = presence
+        return presence
+
+    def _announce(self) -> None:
+        log.event(
+            logging.INFO,
+            "xjobs.worker.started",
+            worker=self.worker_id,
+            queues=",".join(self.queues),
+            concurrency=self.concurrency if self.shares is None else describe(self.shares),
+            driver=self.driver.name,
+        )
+        if not registry.registered_jobs():  # every row it claims would be parked as unknown
+            log.event(
+                logging.WARNING,
+                "xjobs.worker.no_jobs",
+                worker=self.worker_id,
+                looked_in=registry.DISCOVERY,
+                hint="put the @job declarations in an installed app's jobs.py",
             )
 
-    # --- shutdown ---------------------------------------------------------------------------
-
-    def _drain(self, settler: threading.Thread, heartbeat: Heartbeat, notifier: Any) -> None:
+    def _drain(self, running: Running) -> None:
+        """SPEC WORK-12: no new claims, queued runs back, running ones finished and settled
+        (worker/drain.py); the worker is stopped once its connection is handed back."""
         self.state = "draining"
         self._draining.set()
         log.event(
             logging.INFO, "xjobs.worker.draining", worker=self.worker_id, in_flight=len(self.runs)
         )
         try:
-            if notifier is not None:
-                notifier.stop()
-            unstarted = []
-            for lane in self._lanes:
-                with contextlib.suppress(queue_module.Empty):
-                    while True:
-                        run = lane.ready.get_nowait()
-                        if run is not None:
-                            unstarted.append(run)
-            with role_connections():
-                self._hand_back(unstarted)  # queued, never started: back at once, no attempt spent
-            for lane in self._lanes:
-                lane.ready.put(None)
-            for thread in list(self._threads):
-                thread.join()  # running handlers finish (SPEC WORK-12)
-            self.settler.queue.put(None)
-            settler.join()
-            heartbeat.stop()
-            if self.watchdog is not None:
-                self.watchdog.stop()
-            for run in self.abandoned():  # they end with the process; their slots by TTL
-                log.event(
-                    logging.WARNING,
-                    "xjobs.worker.body_left_running",
-                    worker=self.worker_id,
-                    job=run.job.name,
-                    id=run.job.id,
-                )
+            self._drainer.stop(running, self._threads, self.watchdog)
         finally:
             try:
                 if self._database:
