@@ -18,7 +18,7 @@ from django.db import connections
 from .. import conf, log
 from ..clock import Clock, system_clock
 from ..declarations import registry
-from ..drivers import failures, get_driver
+from ..drivers import get_driver
 from ..drivers.connections import close_stale_connections, role_connections
 from ..drivers.contract import JobDriver, Shed
 from ..errors import ConcurrencyUnenforceableError, InvariantError
@@ -82,10 +82,13 @@ class Worker:
 
     ``burst=True`` returns once nothing is due and nothing is running.
 
-    It is composed of parts, each handed what it needs: ``runs`` (worker/inflight.py) owns the
-    runs in flight; ``admission`` admits or sheds each claimed job into it; ``settler`` settles
-    finished runs and hands back what they held; ``tick()`` drives the same two in the calling
-    thread (worker/tick.py). The worker itself keeps the claim loop and the job threads.
+    It is composed of parts, each handed what it needs: ``config`` (worker/config.py) is what
+    it was given, resolved once; ``runs`` (worker/inflight.py) owns the runs in flight;
+    ``admission`` admits or sheds each claimed job into it; ``settler`` settles finished runs
+    and hands back what they held; ``tick()`` drives the same two in the calling thread
+    (worker/tick.py); the claim loop (worker/loop.py) claims into the pools' free room, and the
+    drain (worker/drain.py) hands back what is queued and stops what a run started. The worker
+    itself keeps the job threads and its state.
     """
 
     def __init__(
@@ -361,14 +364,7 @@ class Worker:
     def readiness(self) -> tuple[str | None, dict[str, Any]]:
         """What ``/readyz`` adds for this worker (SPEC LEASE-19): the suspects it runs alone in
         child processes now, beside its other runs, which it keeps claiming."""
-        isolated = self.isolation.running()
-        if not isolated:
-            return None, {"isolated": []}
-        names = ", ".join(f"{c['job']} {c['id'][:8]} (pid {c['pid']})" for c in isolated)
-        runs = "run" if len(isolated) == 1 else "runs"
-        return f"{len(isolated)} suspect {runs} alone in a child process: {names}", {
-            "isolated": isolated
-        }
+        return self.isolation.readiness()
 
     def held_by_abandoned(self) -> bool:
         """True while bodies past their timeout hold half the threads of a pool or more: the
@@ -455,7 +451,7 @@ class Worker:
         try:
             if fresh_connection:  # a job that touches the ORM starts on a healthy connection
                 close_stale_connections()
-                self._connect_first(run)
+                self._window.connect_first(run, self._database, self._draining, self.runs)
             if run.signal.is_set():  # lost or cancelled while it waited for a thread
                 execution = unstarted(run)
             elif fresh_connection and self._isolates(run):
@@ -471,35 +467,6 @@ class Worker:
         run.returned_at = time.monotonic()  # SPEC HANG-03: its settle deadline starts now
         run.settling = True
         return execution
-
-    def _connect_first(self, run: Run) -> None:
-        """While job connections are refused (the claim window is narrowed), a run takes its
-        connection to the jobs database before its body starts, and waits for one, its lease
-        renewed meanwhile, rather than start, fail at its first query and be handed back (issue
-        25 item 2). A body with a timeout runs on its own thread: for it the connection is a
-        probe, closed at once. It stops waiting when its signal is set (it goes back unstarted)
-        or on a drain (the body meets the refusal as usual). With no refusal in the last minute
-        nothing changes: a job that never queries opens no connection."""
-        if self._database is None or not self._window.wary:
-            return
-        pause, narrowed = 0.05, False
-        handle = run.handle
-        while not run.signal.is_set() and not self._draining.is_set():
-            try:
-                connections[self._database].ensure_connection()
-                if handle is not None and handle.timeout is not None:
-                    # its body runs on a thread of its own, which opens its own connection:
-                    # this one was the probe, and its slot is the body's to take
-                    connections[self._database].close()
-                return
-            except Exception as error:
-                if not failures.connection_failed(error):
-                    return  # not a refusal: the body meets it, and fails as it would
-                if not narrowed:  # once per run: a wait is one refusal, not one per try
-                    narrowed = True
-                    self._window.refused(len(self.runs))
-            run.signal.wait(pause)
-            pause = min(pause * 2, 1.0)
 
     def _isolates(self, run: Run) -> bool:
         """A suspect whose body would run goes to a child process, where the driver's store is
