@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
 
 from ..drivers.contract import ClaimedJob, JobDriver
 from ..limits.worker import LimitPlan
@@ -109,7 +109,7 @@ class ClaimLoop:
         window: ClaimWindow,
         wake: threading.Event,
         draining: threading.Event,
-        watch: Callable[[str], Any],
+        watch: Callable[[str], AbstractContextManager[None]],
     ) -> None:
         self.runs = runs
         self.driver = driver
@@ -166,7 +166,8 @@ class ClaimLoop:
         self._wake.set()
 
     def on_answered(self) -> None:
-        """The heartbeat's presence renewal landed after an outage: the database is back."""
+        """The database answers after an outage: the heartbeat's presence renewal landed, or
+        the settles owed did (worker/settling.py)."""
         self._answered = True
         self._wake.set()
 
@@ -234,8 +235,8 @@ class ClaimLoop:
         return idle_now and not done.in_flight and (done.swept or not done.wants)
 
     def claim_again(self, done: PassResult) -> bool:
-        """Claim again at once, not after a wait: a claim came back full, or was made without
-        the sweep."""
+        """Claim again at once, not after a wait: a pool's claim came back full (the queue may
+        hold more), or the claim neither swept nor took a notified job (lapsed rows may wait)."""
         full = any(len(claimed) == free for _, free, claimed, _ in done.claims)
         return bool(done.wants) and (full or not (done.swept or done.notified))
 

@@ -127,7 +127,8 @@ class Worker:
 
     def _assemble(self) -> None:
         """Build the worker's parts by name, each handed what it needs (none is handed the
-        worker): the runs they share, the parts that admit and settle them, the claim loop."""
+        worker): the runs they share, the parts that admit and settle them, the drain, the
+        claim loop."""
         self._lanes = self.config.lanes
         self._start_lock = threading.Lock()
         self._database = self.driver.database
@@ -137,7 +138,12 @@ class Worker:
         self.limiter = Limiter(conf.get().limits, self.clock)
         #: the runs this worker holds: the one object its parts share (worker/inflight.py)
         self.runs = InFlight(self._lanes)
+        #: runs suspects in child processes (worker/isolation.py), listed for /readyz
+        self.isolation = Isolation(
+            worker_id=self.worker_id, visibility_timeout=self.visibility_timeout
+        )
         self._assemble_runs()
+        self._drainer = Drain(self.runs, self.admission, self.settler, worker_id=self.worker_id)
         self._assemble_claims()
 
     def _assemble_runs(self) -> None:
@@ -182,7 +188,6 @@ class Worker:
             visibility_timeout=self.visibility_timeout,
             stall_timeout=self.stall_timeout,
         )
-        self._drainer = Drain(self.runs, self.admission, self.settler, worker_id=self.worker_id)
 
     def _assemble_claims(self) -> None:
         """What the claim loop claims within, and the loop itself (worker/loop.py)."""
@@ -194,10 +199,6 @@ class Worker:
             worker_id=self.worker_id,
         )
         self._retention = Retention(self.driver)
-        #: runs suspects in child processes (worker/isolation.py), listed for /readyz
-        self.isolation = Isolation(
-            worker_id=self.worker_id, visibility_timeout=self.visibility_timeout
-        )
         #: queues an operator paused, left out of every claim (worker/paused.py)
         self._paused = PausedQueues(
             self.driver, self.queues, interval=self.poll_interval, worker_id=self.worker_id
@@ -385,7 +386,7 @@ class Worker:
 
     # --- the parts' common needs ------------------------------------------------------------
 
-    def _watch(self, section: str) -> Any:
+    def _watch(self, section: str) -> contextlib.AbstractContextManager[None]:
         """A blocking stretch the watchdog bounds (SPEC HANG-04)."""
         if self.watchdog is None:
             return contextlib.nullcontext()
