@@ -311,15 +311,20 @@ class Settler:
             with watch:
                 self._repay_owed()
 
-    def _repay_owed(self) -> None:
+    def _owed_oldest_first(self) -> list[Settle]:
+        """The settles owed, the oldest first; one owed past ``_OWED_FOR`` is dropped."""
         now = self.repaid_at = time.monotonic()
         runs = self.runs
         with runs.lock:
             for token in [t for t, (_, at) in runs.owed.items() if now - at > _OWED_FOR]:
                 del runs.owed[token]
-            owed = [value for value, _ in sorted(runs.owed.values(), key=lambda owe: owe[1])]
+            return [value for value, _ in sorted(runs.owed.values(), key=lambda owe: owe[1])]
+
+    def _repay_owed(self) -> None:
+        owed = self._owed_oldest_first()
         if not owed:
             return
+        runs = self.runs
         kept: set[Any] = set()
 
         def guard(call: Any, values: Sequence[Settle], failed: Any) -> Any:
