@@ -289,9 +289,8 @@ class Worker:
             try:
                 self._drain(running)
             finally:
-                running.presence.release(
-                    wait=2.0
-                )  # a clean stop: gone, not lapsed (bounded: a drain adds up)
+                # a clean stop: gone, not lapsed (bounded: a drain adds up)
+                running.presence.release(wait=2.0)
                 if self._database:
                     connections[self._database].close()
         return self.stats()
