@@ -87,6 +87,18 @@ class Isolation:
         with self._lock:
             return [child.describe() for child in self._children.values()]
 
+    def readiness(self) -> tuple[str | None, dict[str, Any]]:
+        """What ``/readyz`` adds for the worker (SPEC LEASE-19): the suspects it runs alone in
+        child processes now, beside its other runs, which it keeps claiming."""
+        isolated = self.running()
+        if not isolated:
+            return None, {"isolated": []}
+        names = ", ".join(f"{c['job']} {c['id'][:8]} (pid {c['pid']})" for c in isolated)
+        runs = "run" if len(isolated) == 1 else "runs"
+        return f"{len(isolated)} suspect {runs} alone in a child process: {names}", {
+            "isolated": isolated
+        }
+
     def run(self, run: Run) -> Execution | None:
         """Run ``run``'s body in a child process until it answers; None when no child got as
         far as its body (it could not start, or died setting up): the run is unstarted."""

@@ -3,13 +3,14 @@ outcomes and hands back what each run held (its limit, its fleet slot, its threa
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import queue as queue_module
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,7 +19,7 @@ from django.db import connections
 from .. import log, metrics
 from ..drivers import failures
 from ..drivers.connections import mark_role_thread
-from ..drivers.contract import JobDriver, RetryAt, Shed, SuspendUntil
+from ..drivers.contract import JobDriver, RetryAt, Settle, Shed, SuspendUntil
 from ..run import signals
 from ..run.execution import Execution, Outcome
 from ..run.settle import settle
@@ -28,6 +29,8 @@ from .pools import Lane
 from .run import Run
 
 _SETTLE_BATCH = 500
+#: how long a settle that gave up in an outage stays owed (issue 25 item 1)
+_OWED_FOR = 600.0
 _ABANDONED = "xjobs_worker_abandoned_bodies"
 #: the xjobs_jobs_total outcome label of each way a run ends (a suspension is not counted)
 _COUNTED = {
@@ -87,6 +90,7 @@ class Settler:
         database: str | None,
         restart: Callable[[Lane], None],
         watch: Callable[[str], Any],
+        answered: Callable[[], None],
     ) -> None:
         self.runs = runs
         self.driver = driver
@@ -99,6 +103,12 @@ class Settler:
         #: an abandoned body returned: its pool gets its thread back (unless the worker stops)
         self.restart = restart
         self.watch = watch
+        #: the settles owed since an outage landed: the database answers, claim now
+        self.answered = answered
+        #: the claim loop and the presence renewal both send what is owed: one at a time
+        self._repaying = threading.Lock()
+        #: when the settles owed since an outage were last tried
+        self.repaid_at = float("-inf")
         #: what the job threads hand over: results to settle, abandoned bodies that ended, and
         #: None to stop
         self.queue: queue_module.SimpleQueue[Execution | Ended | None] = queue_module.SimpleQueue()
@@ -278,6 +288,80 @@ class Settler:
         job = execution.job
         with self.runs.lock:
             self.runs.owed[job.lease_token] = (value, time.monotonic())
+
+    def settle_owed(self) -> bool:
+        """The presence renewal's first step after an outage (heartbeat thread): the settles
+        owed are sent before the worker says it is present again, so no other worker takes a
+        run as lapsed while its holder's result is on its way (a completion that landed first
+        would have been refused, and the body run twice). True once nothing is owed."""
+        if self.runs.owed:
+            self.repay(section=False)
+        return not self.runs.owed
+
+    def repay(self, *, section: bool = True) -> None:
+        """Send the settles owed since the outage, each fenced on its lease token: a run cut
+        short goes back to ready at once instead of waiting for its lapse to be swept (issue
+        25 item 1). The claim loop tries it every ``_REPAY_EVERY`` s (worker/loop.py) whatever
+        the claims' backoff, the oldest settle first, alone: while it fails on a connection,
+        nothing else is sent, so a pass during an outage costs one statement (SPEC LEASE-20).
+        One that fails on a connection again stays owed for the next pass; any other failure,
+        or ten minutes owed, drops it: its lease hands the job back as before."""
+        with self._repaying:  # the claim loop's pass or the presence renewal's, one at a time
+            watch = self.watch("claim") if section else contextlib.nullcontext()
+            with watch:
+                self._repay_owed()
+
+    def _owed_oldest_first(self) -> list[Settle]:
+        """The settles owed, the oldest first; one owed past ``_OWED_FOR`` is dropped."""
+        now = self.repaid_at = time.monotonic()
+        runs = self.runs
+        with runs.lock:
+            for token in [t for t, (_, at) in runs.owed.items() if now - at > _OWED_FOR]:
+                del runs.owed[token]
+            return [value for value, _ in sorted(runs.owed.values(), key=lambda owe: owe[1])]
+
+    def _repay_owed(self) -> None:
+        owed = self._owed_oldest_first()
+        if not owed:
+            return
+        runs = self.runs
+        kept: set[Any] = set()
+
+        def guard(call: Any, values: Sequence[Settle], failed: Any) -> Any:
+            try:
+                return call()
+            except Exception as error:
+                if failures.is_transient(error):
+                    kept.update(v.lease_token for v in values)
+                return failed
+
+        landed = settle(self.driver, owed[:1], guard)  # the probe
+        if kept and self.database is not None:
+            # the first statement after an outage meets the connection it broke: once more on a
+            # fresh one, before this pass's claim could sweep these very rows
+            connections[self.database].close()
+            kept.clear()
+            landed = settle(self.driver, owed[:1], guard)
+        if kept:
+            kept.update(value.lease_token for value in owed)  # still away: all stay owed
+        else:
+            landed |= settle(self.driver, owed[1:], guard)
+        with runs.lock:
+            for value in owed:
+                if value.lease_token not in kept:
+                    runs.owed.pop(value.lease_token, None)
+        if len(kept) == len(owed):
+            return  # the database still refuses them: nothing was sent
+        log.event(
+            logging.WARNING,
+            "xjobs.worker.settled_after_outage",
+            worker=self.worker_id,
+            landed=len(landed),
+            refused=len(owed) - len(landed) - len(kept),
+        )
+        # the database answers: the loop claims now, not after its backoff, and the runs handed
+        # back are due now
+        self.answered()
 
     def _hold_for(self, run: Run, body: Any) -> None:
         """SPEC EXEC-05: a body past its timeout still runs, so its fleet slot, its limit and a

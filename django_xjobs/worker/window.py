@@ -18,16 +18,24 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from django.db import connections
 
 from .. import log
+from ..drivers import failures
+
+if TYPE_CHECKING:
+    from .inflight import InFlight
+    from .run import Run
 
 #: seconds after the last refusal during which runs take their connection before their body
 WARY_FOR = 60.0
 
 
 class ClaimWindow:
-    """Shared by the settler (which reports how runs ended) and the claim loop (which asks for
-    room); thread-safe."""
+    """Shared by the settler (which reports how runs ended), the claim loop (which asks for
+    room) and the job threads (which wait for a connection while it is wary); thread-safe."""
 
     def __init__(
         self,
@@ -111,3 +119,34 @@ class ClaimWindow:
                 return
             self.limit = None
         log.event(logging.INFO, "xjobs.worker.claims_unlimited", worker=self.worker_id)
+
+    def connect_first(
+        self, run: Run, database: str | None, draining: threading.Event, runs: InFlight
+    ) -> None:
+        """While job connections are refused (the claim window is narrowed), a run takes its
+        connection to the jobs database before its body starts, and waits for one, its lease
+        renewed meanwhile, rather than start, fail at its first query and be handed back (issue
+        25 item 2). A body with a timeout runs on its own thread: for it the connection is a
+        probe, closed at once. It stops waiting when its signal is set (it goes back unstarted)
+        or on a drain (the body meets the refusal as usual). With no refusal in the last minute
+        nothing changes: a job that never queries opens no connection."""
+        if database is None or not self.wary:
+            return
+        pause, narrowed = 0.05, False
+        handle = run.handle
+        while not run.signal.is_set() and not draining.is_set():
+            try:
+                connections[database].ensure_connection()
+                if handle is not None and handle.timeout is not None:
+                    # its body runs on a thread of its own, which opens its own connection:
+                    # this one was the probe, and its slot is the body's to take
+                    connections[database].close()
+                return
+            except Exception as error:
+                if not failures.connection_failed(error):
+                    return  # not a refusal: the body meets it, and fails as it would
+                if not narrowed:  # once per run: a wait is one refusal, not one per try
+                    narrowed = True
+                    self.refused(len(runs))
+            run.signal.wait(pause)
+            pause = min(pause * 2, 1.0)

@@ -738,7 +738,7 @@ def _calls(names: set[str]) -> list[tuple[str, ast.Call, Path]]:
 def test_every_hand_back_is_a_known_gate():
     """Every reason a worker hands a claimed run back unrun (``Shed``) is classed in SHEDS."""
     reasons = set()
-    for name, call, _path in _calls({"Shed", "shed", "_hand_back"}):
+    for name, call, _path in _calls({"Shed", "shed", "hand_back"}):
         given = {k.arg: k.value for k in call.keywords}
         value = given.get("reason")
         if value is None and name == "shed" and call.args and len(call.args) == 1:
@@ -748,7 +748,7 @@ def test_every_hand_back_is_a_known_gate():
             reasons.add(start)
     for path in sorted(PACKAGE.rglob("*.py")):  # a reason given as a parameter's default
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef) and node.name == "_hand_back":
+            if isinstance(node, ast.FunctionDef) and node.name == "hand_back":
                 names = [a.arg for a in node.args.args][-len(node.args.defaults) :]
                 defaults = dict(zip(names, node.args.defaults, strict=True))
                 reasons.add(_literal_start(defaults["reason"]) or "")

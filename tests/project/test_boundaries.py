@@ -13,8 +13,7 @@ a module that types its arguments with a class from above it, or from a module t
 it, depends on that module all the same — a reader cannot understand it alone, and the day the
 annotation is needed at run time (a ``dataclass`` field, an ``isinstance``) the cycle is real.
 The few such edges that remain until the driver contract's split (issue 41's driver slice) are
-listed in ``PENDING``, which only shrinks. No module is over 600
-lines but those ``OVERSIZE`` lists, each with the split issue 41 plans for it."""
+listed in ``PENDING``, which only shrinks. No module is over 600 lines."""
 
 from __future__ import annotations
 
@@ -336,12 +335,6 @@ def test_every_pending_edge_still_exists():
 #: the most lines a module of the package holds (issue 41): past it a module holds more than one
 #: concept, and a reader more than one screenful of them at a time
 MAX_LINES = 600
-#: OVERSIZE: the modules still over MAX_LINES, each with its lines when the rule landed and the
-#: split issue 41 plans for it. The list only shrinks: a module split below the limit must leave
-#: it (the second test), and no module may join it.
-OVERSIZE = {
-    "worker/worker.py": (828, "config.py, loop.py (ClaimLoop), drain.py"),
-}
 
 
 def _lines() -> dict[str, int]:
@@ -350,15 +343,9 @@ def _lines() -> dict[str, int]:
     }
 
 
-def test_no_module_is_over_600_lines_but_the_listed_ones():
-    over = {name: n for name, n in _lines().items() if n > MAX_LINES and name not in OVERSIZE}
-    assert over == {}, f"split these (issue 41), no module is over {MAX_LINES} lines: {over}"
-
-
-def test_every_module_listed_as_oversize_still_is():
-    lines = _lines()
-    split = sorted(name for name in OVERSIZE if lines.get(name, 0) <= MAX_LINES)
-    assert split == [], f"now within {MAX_LINES} lines: take them out of OVERSIZE"
+def test_no_module_is_over_600_lines():
+    over = {name: n for name, n in _lines().items() if n > MAX_LINES}
+    assert over == {}, f"split these: no module is over {MAX_LINES} lines: {over}"
 
 
 def test_no_concrete_driver_is_named_outside_drivers():

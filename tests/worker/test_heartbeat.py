@@ -12,10 +12,8 @@ import pytest
 
 from django_xjobs import metrics
 from django_xjobs.drivers.contract import ClaimedJob, DriverFeatures
-from django_xjobs.errors import InvariantError
 from django_xjobs.worker.heartbeat import Heartbeat
 from django_xjobs.worker.run import Run
-from django_xjobs.worker.worker import Worker
 
 VIS = 30.0
 
@@ -87,17 +85,6 @@ def heartbeat(driver, run, clock, submit=None):
 @pytest.fixture
 def clock():
     return Clock()
-
-
-def test_lease_03_the_renewal_interval_defaults_to_a_third_of_the_timeout(db):
-    worker = Worker(queues=["default"], visibility_timeout=30)
-    assert worker.heartbeat_interval == 10
-
-
-def test_a_visibility_timeout_shorter_than_three_heartbeats_is_refused(db):
-    with pytest.raises(InvariantError) as caught:
-        Worker(queues=["default"], visibility_timeout=10, heartbeat_interval=5)
-    assert "three" in caught.value.message and caught.value.hint
 
 
 def test_lease_04_the_window_runs_from_the_last_renewal_that_landed(clock):

@@ -292,7 +292,7 @@ def test_lease_20_a_holder_back_from_an_outage_lands_its_owed_result_before_it_i
         queues=("default",),
         ttl=VIS,
         in_flight=lambda: 0,
-        settle_first=worker._settle_owed,
+        settle_first=worker.settler.settle_owed,
     )
     presence._failing = True  # its last renewal met the outage
     lapse(harness)  # nobody reached the database; a's lease ran out

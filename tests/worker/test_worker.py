@@ -603,8 +603,8 @@ def test_a_burst_worker_takes_a_lapsed_job_after_a_busy_stretch(live_harness):
     driver = RecordingClaims(live_harness.driver)
     # one thread: the lapsed job (a suspect: its holder is gone) runs alone, after the other
     worker = _burst(driver, concurrency=1, poll_interval=60)
-    worker._idle = False  # mid-stretch: the last sweep was just now
-    worker._swept_at = float("inf")
+    worker._claims.sweep.idle = False  # mid-stretch: the last sweep was just now
+    worker._claims.sweep.swept_at = float("inf")
     stats = worker.run()
 
     # a suspect claimed beside a running job is handed back in its place until the worker idles
