@@ -282,7 +282,7 @@ class Worker:
         notifier = (
             None
             if self.burst
-            else self.driver.notify_on_ready(
+            else self.driver.runs().notify_on_ready(
                 self.queues, self._on_ready, on_control=self._on_control
             )
         )
@@ -608,7 +608,7 @@ class Worker:
             more = {} if limits is None else {"limits": limits}
             try:
                 with self._watch("claim"):
-                    claimed = self.driver.claim(
+                    claimed = self.driver.runs().claim(
                         queues=queues,
                         limit=free,
                         visibility_timeout=self.visibility_timeout,
