@@ -200,9 +200,8 @@ def test_limit_16_a_stray_run_is_looked_for_among_the_first_waiting_rows_only(ha
             [{"partner": "busy", "n": n} for n in range(ClaimLimits.scan(1))]
         )
     ]
-    harness.driver.limits().pause_key(
-        f"tests.jobs.rated{SEPARATOR}busy", 60.0
-    )  # none of it is taken
+    # none of it is taken
+    harness.driver.limits().pause_key(f"tests.jobs.rated{SEPARATOR}busy", 60.0)
     harness.advance(1)  # the backlog is older than the stray run behind it
     behind = jobs.per_account.enqueue(account="late", n=0)
     _clear_key(harness, behind.id)
@@ -250,12 +249,9 @@ def test_limit_18_retention_prunes_idle_keys_and_keeps_the_busy_ones(harness):
     harness.driver.limits().pause_key(f"tests.jobs.per_account{SEPARATOR}paused", 3600.0)
     everyone = {"busy", "running", "done", "waiting", "spent", "paused"}
     assert _keys(harness) == everyone
-    assert (
-        harness.driver.limits().prune_limit_keys(windows, idle_for=60.0) == 0
-    )  # all touched just now
-    assert (
-        harness.driver.limits().prune_limit_keys(windows, idle_for=0.0) == 1
-    )  # "spent": in its window
+    limits = harness.driver.limits()
+    assert limits.prune_limit_keys(windows, idle_for=60.0) == 0  # all touched just now
+    assert limits.prune_limit_keys(windows, idle_for=0.0) == 1  # "spent": in its window
     assert _keys(harness) == everyone - {"done"}
     harness.advance(61)  # "spent"'s start is out of its one-second window
     assert harness.driver.limits().prune_limit_keys(windows, idle_for=60.0) == 1

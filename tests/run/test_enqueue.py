@@ -42,12 +42,10 @@ def test_the_id_returned_inside_atomic_is_the_published_jobs_id(live):
         result = jobs.ok.enqueue(n=1)
         assert result.staged and result.run_id is None
         assert result.deduped is None  # unknown until the publish
-        assert (
-            live.driver.reads().get_job(result.id) is None
-        )  # nothing in the job store before commit
-    row = live.driver.reads().get_job(
-        result.id
-    )  # the on-commit fast path published it under that id
+        # nothing in the job store before commit
+        assert live.driver.reads().get_job(result.id) is None
+    # the on-commit fast path published it under that id
+    row = live.driver.reads().get_job(result.id)
     assert row is not None and row.input == {"n": 1}
     trace = inspect_job(result.id)
     assert trace is not None and trace["id"] == str(result.id) and "collapsed_from" not in trace
