@@ -24,7 +24,7 @@ VIS = 300.0  # long enough that no claimed row lapses between the two phases
 
 
 def _claim(driver: Any, batch: int) -> list[Any]:
-    return driver.claim(
+    return driver.runs().claim(
         queues=["default"], limit=batch, visibility_timeout=VIS, worker_id="floor", lapsed=False
     )
 
@@ -32,7 +32,7 @@ def _claim(driver: Any, batch: int) -> list[Any]:
 def _ack(driver: Any, runs: list[Any]) -> None:
     from django_xjobs.drivers.contract import Complete
 
-    acked = driver.ack([Complete(run.id, run.lease_token) for run in runs])
+    acked = driver.runs().complete([Complete(run.id, run.lease_token) for run in runs])
     if len(acked) != len(runs):
         raise RuntimeError(f"FLOOR: {len(runs) - len(acked)} of {len(runs)} acks were refused")
 

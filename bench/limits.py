@@ -176,7 +176,7 @@ def _polls(handle: Any, polls: int, limit: int, *, sweep: bool, limited: bool) -
 
     def poll() -> int:
         return len(
-            driver.claim(
+            driver.runs().claim(
                 queues=queues,
                 limit=limit,
                 visibility_timeout=30.0,

@@ -127,7 +127,7 @@ def prune_before(cutoff: Any) -> tuple[int, float]:
 
     (age,) = sql("SELECT EXTRACT(EPOCH FROM clock_timestamp() - %s)", [cutoff])[0]
     started = time.perf_counter()
-    deleted = get_driver().prune(older_than=float(age), states=["done"])["done"]
+    deleted = get_driver().jobs().prune(older_than=float(age), states=["done"])["done"]
     return deleted, time.perf_counter() - started
 
 

@@ -83,10 +83,10 @@ class Harness:
         self.driver = driver
 
     def advance(self, seconds: float) -> None:
-        self.driver.age(seconds, only={"jobs"})
+        self.driver.jobs().age(seconds, only={"jobs"})
 
     def row(self, job_id):
-        return self.driver.get_job(job_id)
+        return self.driver.reads().get_job(job_id)
 
 
 def _installed(kind: str) -> Iterator[Harness]:

@@ -89,7 +89,7 @@ def test_the_admin_lists_jobs(client, db):
 def test_a_ready_job_wakes_a_listening_worker(transactional_db):
     driver = PostgresDriver("default")
     woke = threading.Event()
-    listener = driver.notify_on_ready(["default"], woke.set)
+    listener = driver.runs().notify_on_ready(["default"], woke.set)
     try:
         assert woke.wait(10)  # the listener pings once it is listening
         woke.clear()
@@ -152,9 +152,9 @@ def test_registry_sanity_checks(monkeypatch):
 
 
 STORES = {
-    "x_jobs": lambda: PostgresDriver("default").stats(),
-    "x_job_steps": lambda: PostgresDriver("default").steps.list(uuid.uuid4()),
-    "x_job_leases": lambda: PostgresDriver("default").leases.held("job:x"),
+    "x_jobs": lambda: PostgresDriver("default").reads().stats(),
+    "x_job_steps": lambda: PostgresDriver("default").steps().list(uuid.uuid4()),
+    "x_job_leases": lambda: PostgresDriver("default").limits().held_slots("job:x"),
     "x_outbox": lambda: PostgresOutboxStore("default").pending(),
     "x_scheduler_state": lambda: PostgresSchedulerStore("default").watermark("t"),
 }

@@ -48,7 +48,7 @@ def test_a_stored_name_with_nul_or_a_lone_surrogate_is_refused_with_a_code(harne
     staged = override_settings(XJOBS={**TEST_XJOBS, "OUTBOX": "auto"})
     with staged, transaction.atomic(), pytest.raises(InputInvalidError, match=field):
         handle.enqueue(n=2)  # staged: the same refusal, before anything is written
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 @pytest.mark.parametrize("bad", ["acme\x00", "acme\ud83d"])
@@ -58,7 +58,7 @@ def test_enqueue_many_refuses_such_a_name_and_writes_none(harness, field, bad):
     # the names an element sets are checked for it, the shared ones once
     with pytest.raises(InputInvalidError, match=field):
         jobs.ok.using(**{field: bad}).enqueue_many([{"n": 1}, {"n": 2}])
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 def test_a_request_for_another_input_equals_the_one_constructed_and_stays_frozen():
@@ -130,8 +130,10 @@ def test_an_event_ttl_past_the_longest_duration_is_refused(harness):
 def test_both_drivers_refuse_an_endless_visibility_timeout(harness):
     jobs.ok.enqueue(n=1)
     with pytest.raises(InvariantError, match="visibility_timeout"):
-        harness.driver.claim(queues=["default"], limit=1, visibility_timeout=1e300, worker_id="w1")
-    assert harness.driver.list_jobs()[0].state == "ready"  # nothing was claimed
+        harness.driver.runs().claim(
+            queues=["default"], limit=1, visibility_timeout=1e300, worker_id="w1"
+        )
+    assert harness.driver.reads().list_jobs()[0].state == "ready"  # nothing was claimed
 
 
 def test_the_command_line_says_the_duration_is_too_long():
@@ -215,8 +217,8 @@ def test_a_worker_purges_expired_events_without_anyone_publishing(live_harness):
     driver = live_harness.driver
     publish_event("short-lived", {"n": 1}, ttl="1s")
     if isinstance(driver, MemoryDriver):
-        driver.events.shift(5)
-        left = lambda: len(driver.events._events)  # noqa: E731
+        driver.events().shift(5)
+        left = lambda: len(driver.events()._events)  # noqa: E731
     else:
         with connection.cursor() as cursor:
             cursor.execute(

@@ -706,7 +706,7 @@ def test_class_10_a_timeout_on_the_final_attempt_stops_as_timeout(harness):
     once.enqueue(n=12)
     driver = harness.driver
     relay_staged(driver)
-    (claimed,) = driver.claim(
+    (claimed,) = driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=60, worker_id="test-classify"
     )
     execution = failure(claimed, JobTimeoutError("slow"), handle=get_job(claimed.name))
@@ -739,4 +739,4 @@ def test_class_11_exhausted_without_dead_letter_ends_failed(harness):
         "attempts-exhausted",
         "ConnectionError: down",
     )
-    assert harness.driver.dead_letters() == []
+    assert harness.driver.reads().dead_letters() == []

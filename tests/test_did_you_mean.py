@@ -33,7 +33,7 @@ def test_enqueue_to_a_misspelt_queue_is_answered_with_the_queue(harness):
     ):
         jobs.ok.using(queue="emials").enqueue(n=1)
     assert "did you mean 'emails'?" in caught.value.hint
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 def test_a_task_on_a_misspelt_queue_is_answered_with_the_queue():

@@ -26,7 +26,7 @@ from tests import jobs
 
 
 def claim(driver, vis=30.0):
-    return driver.claim(queues=["default"], limit=1, visibility_timeout=vis, worker_id="w")
+    return driver.runs().claim(queues=["default"], limit=1, visibility_timeout=vis, worker_id="w")
 
 
 def raised(error: BaseException) -> BaseException:
@@ -52,7 +52,7 @@ def fail_once(harness, job_id, error: BaseException, outcome="retried") -> None:
     [held] = claim(harness.driver)
     assert held.id == job_id
     failure = history.failure(raised(error), outcome)
-    assert harness.driver.retry(
+    assert harness.driver.runs().retry(
         RetryAt(held.id, held.lease_token, error=str(error), failure=failure)
     )
     harness.advance(1)
@@ -104,15 +104,15 @@ def test_a_settle_without_a_failure_writes_no_history(harness):
     job_id = jobs.ok.enqueue(n=1).id
     [held] = claim(harness.driver)
     park = SuspendUntil(held.id, held.lease_token, error="waits")
-    assert harness.driver.suspend(park)
-    assert harness.driver.get_job(job_id).errors == ()
+    assert harness.driver.runs().suspend(park)
+    assert harness.driver.reads().get_job(job_id).errors == ()
 
 
 def test_only_the_last_ten_attempts_are_kept(harness):
     job_id = jobs.ok.enqueue(n=1).id  # the driver records whatever the settle says
     for n in range(1, KEEP + 3):
         fail_once(harness, job_id, ValueError(f"failure {n}"))
-    kept = harness.driver.get_job(job_id).errors
+    kept = harness.driver.reads().get_job(job_id).errors
     assert KEEP == 10
     assert [e.attempt for e in kept] == list(range(3, KEEP + 3))
     assert [e.message for e in kept] == [f"failure {n}" for n in range(3, KEEP + 3)]
@@ -122,7 +122,7 @@ def test_only_the_last_ten_attempts_are_kept(harness):
 def test_a_traceback_is_capped_at_16_kib_with_a_marker(harness):
     job_id = jobs.ok.enqueue(n=1).id
     fail_once(harness, job_id, ValueError("x" * 3000 + "é" * 20_000))
-    [entry] = harness.driver.get_job(job_id).errors
+    [entry] = harness.driver.reads().get_job(job_id).errors
     size = len(entry.traceback.encode())
     assert TRACEBACK_LIMIT - 4 <= size <= TRACEBACK_LIMIT == 16 * 1024
     assert entry.traceback.startswith("Traceback (most recent call last):")
@@ -135,8 +135,8 @@ def test_text_postgresql_cannot_store_is_escaped_not_fatal(harness):
     job_id = jobs.ok.enqueue(n=1).id
     [held] = claim(harness.driver)
     failure = history.failure(raised(ValueError("nul \x00 and \udcff")), "retried")
-    assert harness.driver.retry(RetryAt(held.id, held.lease_token, failure=failure))
-    [entry] = harness.driver.get_job(job_id).errors
+    assert harness.driver.runs().retry(RetryAt(held.id, held.lease_token, failure=failure))
+    [entry] = harness.driver.reads().get_job(job_id).errors
     assert entry.message == "nul \\x00 and \\udcff"
 
 
@@ -145,23 +145,23 @@ def test_a_stale_settle_writes_no_history(harness):
     [first] = claim(harness.driver, vis=5)
     harness.advance(5)  # its lease lapsed; another worker claims the row
     [second] = claim(harness.driver)
-    kept = harness.driver.get_job(job_id).errors  # the lapsed run, recorded by the claim
+    kept = harness.driver.reads().get_job(job_id).errors  # the lapsed run, recorded by the claim
     late = history.failure(raised(ValueError("late")), "retried")
-    assert not harness.driver.retry(
+    assert not harness.driver.runs().retry(
         RetryAt(first.id, first.lease_token, error="late", failure=late)
     )
-    assert harness.driver.get_job(job_id).errors == kept
-    assert harness.driver.ack([Complete(second.id, second.lease_token)]) == {job_id}
+    assert harness.driver.reads().get_job(job_id).errors == kept
+    assert harness.driver.runs().complete([Complete(second.id, second.lease_token)]) == {job_id}
     done = RetryAt(second.id, second.lease_token, error="after", failure=late)
-    assert not harness.driver.retry(done)  # a settled row is not running: fenced out too
-    assert harness.driver.get_job(job_id).errors == kept
+    assert not harness.driver.runs().retry(done)  # a settled row is not running: fenced out too
+    assert harness.driver.reads().get_job(job_id).errors == kept
     assert [e.message for e in kept] == [history.LAPSED.message]
 
 
 def test_lease_16_a_run_whose_worker_died_is_recorded_as_lapsed_by_the_next_claim(harness):
     job_id = jobs.flaky.enqueue(n=2, failures=2).id
     [lost] = claim(harness.driver, vis=5)
-    lapsed_at = harness.driver.get_job(job_id).visible_at
+    lapsed_at = harness.driver.reads().get_job(job_id).visible_at
     harness.advance(5)  # the worker died: nothing settles attempt 1
     runs = drain(harness, 2)  # attempt 2 fails, attempt 3 completes
     assert [r.outcome for r in runs] == [Outcome.RETRIED, Outcome.COMPLETED]
@@ -201,11 +201,11 @@ def test_lease_17_a_crash_loop_is_recorded_as_crashed(harness):
         [held] = claim(harness.driver, vis=5)
         execution = crashed_alone(held, jobs.ledger, "was killed by SIGKILL")
         assert execution.outcome == Outcome.RETRIED
-        assert harness.driver.retry(execution.settle)
+        assert harness.driver.runs().retry(execution.settle)
     [held] = claim(harness.driver, vis=5)
     last = crashed_alone(held, jobs.ledger, "was killed by SIGKILL")  # the bound: dead at once
     assert last.outcome == Outcome.DEAD_LETTERED
-    assert harness.driver.finish(last.settle)
+    assert harness.driver.runs().finish(last.settle)
     *deaths, verdict = inspect_job(job_id)["attempts"]
     assert [(a["attempt"], a["code"], a["outcome"]) for a in deaths] == [
         (n, "X_JOB_CRASHED", "crashed") for n in range(1, expiries)
@@ -227,7 +227,7 @@ def test_an_unknown_name_is_recorded_when_it_is_dead_lettered_not_while_parked(h
         idempotency_key="x",
         max_attempts=3,
     )
-    job_id = harness.driver.enqueue(request).id
+    job_id = harness.driver.jobs().enqueue(request).id
     assert [r.outcome for r in run_until_idle()] == [Outcome.SUSPENDED]
     assert inspect_job(job_id)["attempts"] == []  # parked, no attempt spent: not a failure
     harness.advance(86400)  # past the grace period

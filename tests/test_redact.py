@@ -74,7 +74,7 @@ def test_a_failed_runs_stored_texts_and_log_lines_hold_no_secret(harness, caplog
     [entry, *_] = row.errors
     assert "[redacted]" in entry.message and "[redacted]" in entry.traceback
     assert SECRET not in entry.message + entry.traceback
-    assert [s.error for s in harness.driver.steps.list(row.run_id) if s.error] == []
+    assert [s.error for s in harness.driver.steps().list(row.run_id) if s.error] == []
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "traceback of tests.jobs.secret_echo" in logged and SECRET not in logged
 
@@ -137,16 +137,20 @@ def test_the_redact_hook_runs_on_a_parked_unknown_jobs_error_too(harness):
     sees them before they are stored (here a name carrying what the hook masks). SPEC REDACT-04."""
     payload = {"n": 1}
     with override_settings(XJOBS={**BASE, "REDACT": "tests.test_redact.scrub_cards"}):
-        job_id = harness.driver.enqueue(
-            EnqueueRequest(
-                name="tests.jobs.gone.4111-1111-1111-1111",
-                idempotency_key="gone",
-                queue="default",
-                input=payload,
-                input_json=json.dumps(payload),
-                max_attempts=3,
+        job_id = (
+            harness.driver.jobs()
+            .enqueue(
+                EnqueueRequest(
+                    name="tests.jobs.gone.4111-1111-1111-1111",
+                    idempotency_key="gone",
+                    queue="default",
+                    input=payload,
+                    input_json=json.dumps(payload),
+                    max_attempts=3,
+                )
             )
-        ).id
+            .id
+        )
         run_until_idle()
     row = harness.row(job_id)
     assert row.state == "suspended" and row.last_error.startswith("X_JOB_UNKNOWN")
@@ -158,6 +162,6 @@ def test_a_failed_steps_stored_error_holds_no_secret(harness):
     job_id = jobs.secret_step.enqueue(user="ada", password=SECRET).id
     run_until_idle()
     row = harness.row(job_id)
-    [step] = harness.driver.steps.list(row.run_id)
+    [step] = harness.driver.steps().list(row.run_id)
     assert step.error == "ValueError: step login failed for ada with [redacted]"
     assert SECRET not in row.last_error and row.state == "dead"

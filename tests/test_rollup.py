@@ -22,33 +22,35 @@ def _fleet(harness):
     job names. Every settle lands at the same moment: a later shift would move the minutes."""
     driver = harness.driver
     for n in range(3):
-        driver.enqueue(request(key=f"ok{n}"))
-    driver.enqueue(request(name="tests.jobs.boom", key="dead", queue="mail"))
-    driver.enqueue(request(name="tests.jobs.boom", key="retried", queue="mail"))
-    driver.enqueue(request(key="suspended"))
-    driver.enqueue(request(key="handed back"))
+        driver.jobs().enqueue(request(key=f"ok{n}"))
+    driver.jobs().enqueue(request(name="tests.jobs.boom", key="dead", queue="mail"))
+    driver.jobs().enqueue(request(name="tests.jobs.boom", key="retried", queue="mail"))
+    driver.jobs().enqueue(request(key="suspended"))
+    driver.jobs().enqueue(request(key="handed back"))
     harness.advance(5)
     held = claim(driver, queues=("mail",))
     harness.advance(38)
     held += claim(driver, queues=("default",))
     by_key = {h.idempotency_key: h for h in held}
     harness.advance(2)
-    driver.ack([Complete(by_key[f"ok{n}"].id, by_key[f"ok{n}"].lease_token) for n in range(3)])
+    driver.runs().complete(
+        [Complete(by_key[f"ok{n}"].id, by_key[f"ok{n}"].lease_token) for n in range(3)]
+    )
     dead = by_key["dead"]
-    assert driver.finish(Finish(dead.id, dead.lease_token, state="dead", error="boom"))
+    assert driver.runs().finish(Finish(dead.id, dead.lease_token, state="dead", error="boom"))
     again = by_key["retried"]
-    assert driver.retry(RetryAt(again.id, again.lease_token, delay=60, error="boom"))
+    assert driver.runs().retry(RetryAt(again.id, again.lease_token, delay=60, error="boom"))
     parked = by_key["suspended"]
-    assert driver.suspend(SuspendUntil(parked.id, parked.lease_token, delay=60))
+    assert driver.runs().suspend(SuspendUntil(parked.id, parked.lease_token, delay=60))
     back = by_key["handed back"]
-    assert driver.retry(RetryAt(back.id, back.lease_token, counts_as_attempt=False))
+    assert driver.runs().retry(RetryAt(back.id, back.lease_token, counts_as_attempt=False))
 
 
 def _direct(harness):
     """What a direct read of the job rows says ended: run time from the attempt's claim to its
     last write; wait from its due time to its claim (a done row keeps its due time)."""
     expected = {}
-    for row in harness.driver.list_jobs(limit=1000):
+    for row in harness.driver.reads().list_jobs(limit=1000):
         if row.state not in ("done", "dead"):
             continue
         run = (row.updated_at - row.last_attempted_at).total_seconds()
@@ -61,8 +63,11 @@ def _direct(harness):
 
 def test_rollup_equals_a_direct_read_of_the_jobs(harness):
     _fleet(harness)
-    since = harness.driver.list_jobs(limit=1)[0].created_at - timedelta(hours=1)
-    read = {(r.minute, r.queue, r.name, r.outcome): r for r in harness.driver.rollups.read(since)}
+    since = harness.driver.reads().list_jobs(limit=1)[0].created_at - timedelta(hours=1)
+    read = {
+        (r.minute, r.queue, r.name, r.outcome): r
+        for r in harness.driver.history().read_rollups(since)
+    }
     direct = _direct(harness)
     for key, want in direct.items():
         got = read[key]
@@ -87,24 +92,24 @@ def test_rollup_equals_a_direct_read_of_the_jobs(harness):
 def test_rollup_retention_prunes_old_minutes(harness):
     _fleet(harness)
     harness.advance(3 * 3600)
-    harness.driver.enqueue(request(key="late", queue="late"))
+    harness.driver.jobs().enqueue(request(key="late", queue="late"))
     [late] = claim(harness.driver, queues=("late",))
-    harness.driver.ack([Complete(late.id, late.lease_token)])
-    assert harness.driver.rollups.prune(2 * 3600) == 3
-    [kept] = harness.driver.rollups.read(late.created_at - timedelta(days=1))
+    harness.driver.runs().complete([Complete(late.id, late.lease_token)])
+    assert harness.driver.history().prune_rollups(2 * 3600) == 3
+    [kept] = harness.driver.history().read_rollups(late.created_at - timedelta(days=1))
     assert (kept.name, kept.outcome, kept.count) == ("tests.jobs.ok", "done", 1)
 
 
 def test_the_hourly_upkeep_pass_applies_rollup_retention(live_harness):
     _fleet(live_harness)
     live_harness.advance(2 * 86400)
-    since = live_harness.driver.list_jobs(limit=1)[0].created_at - timedelta(days=1)
-    assert live_harness.driver.rollups.read(since)
+    since = live_harness.driver.reads().list_jobs(limit=1)[0].created_at - timedelta(days=1)
+    assert live_harness.driver.history().read_rollups(since)
     with override_settings(XJOBS={"ROLLUP_RETENTION": "1d"}):
         retention = Retention(live_harness.driver)
         retention.maybe_prune()
         wait_for(lambda: not retention.running.is_set(), what="the upkeep pass to end")
-    assert live_harness.driver.rollups.read(since) == []
+    assert live_harness.driver.history().read_rollups(since) == []
 
 
 def test_the_rollup_costs_no_statement_of_its_own(db):
@@ -118,7 +123,7 @@ def test_the_rollup_costs_no_statement_of_its_own(db):
 
     driver = PostgresDriver("default")
     for n in range(7):
-        driver.enqueue(request(key=f"k{n}"))
+        driver.jobs().enqueue(request(key=f"k{n}"))
     held = claim(driver)
     values = [Complete(h.id, h.lease_token) for h in held[:5]]
     values.append(RetryAt(held[5].id, held[5].lease_token, delay=60, error="boom"))
@@ -127,5 +132,5 @@ def test_the_rollup_costs_no_statement_of_its_own(db):
         assert len(settle(driver, values)) == 7
     assert len(queries) == 3, [q["sql"][:60] for q in queries]
     since = held[0].created_at - timedelta(hours=1)
-    counted = {r.outcome: r.count for r in driver.rollups.read(since)}
+    counted = {r.outcome: r.count for r in driver.history().read_rollups(since)}
     assert counted == {"done": 5, "retried": 1, "dead": 1}

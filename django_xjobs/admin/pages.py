@@ -191,7 +191,7 @@ class OverviewPages(_ModelAdmin):
         self._viewable(request)
         alias = conf.get().database
         fired = dict(SchedulerState.objects.using(alias).values_list("task_name", "last_fired_at"))
-        paused = {c.cron: c for c in get_driver().scheduler_store().cron_controls() if c.paused}
+        paused = {c.cron: c for c in get_driver().scheduler().cron_controls() if c.paused}
         now = timezone.now()
         crons = []
         for handle in registered_crons():

@@ -140,7 +140,7 @@ class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
             job_id = UUID(str(result_id))
         except ValueError:
             raise TaskResultNotFoundError(f"{result_id!r} is not a task result id") from None
-        row = get_driver().get_job(job_id)
+        row = get_driver().reads().get_job(job_id)
         if row is None or not djtasks.is_task_row(row) or row.input["backend"] != self.alias:
             raise TaskResultNotFoundError(f"no task result {result_id} in backend {self.alias!r}")
         handle = djtasks.task_job(row.name)

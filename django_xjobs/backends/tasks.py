@@ -185,7 +185,7 @@ class TaskJob:
         """Run the task for one claimed row, as Django's contract says: ``task_started`` with a
         RUNNING result, then ``task.call(*args, **kwargs)`` (the context first when the task
         takes it); the return value is normalised to JSON as Django does."""
-        row = get_driver().get_job(ctx.job_id)
+        row = get_driver().reads().get_job(ctx.job_id)
         if row is None or not is_task_row(row):
             raise InvariantError(
                 f"job {ctx.job_id} ({self.name}): its row is gone, or its input is not a "
@@ -547,7 +547,7 @@ def _finished(sender: Any, job: Any, outcome: str, **kwargs: Any) -> None:
     error = _raised.take(job.id)
     if outcome in ("lease_lost", "suspended"):
         return
-    row = get_driver().get_job(job.id)
+    row = get_driver().reads().get_job(job.id)
     if row is None or not is_task_row(row):
         return
     result = task_result(row, sender.task_for(row))

@@ -199,7 +199,7 @@ def ledger_or_none() -> BackfillLedger | None:
     from ..drivers import get_driver
 
     driver = get_driver()
-    return driver.backfills if driver.features.supports_backfill_ledger else None
+    return driver.backfills() if driver.features.supports_backfill_ledger else None
 
 
 def _check(

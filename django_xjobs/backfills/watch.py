@@ -99,14 +99,14 @@ class PassWatch:
 
     def poll(self) -> tuple[JobSnapshot, Progress]:
         driver = get_driver()
-        job = driver.get_job(self.job_id)
+        job = driver.reads().get_job(self.job_id)
         if job is None:
             raise JobNotFoundError(
                 f"the pass of backfill {self.spec.name!r}, job {self.job_id}, is gone",
                 hint="it was pruned while it was watched; python manage.py xjobs_backfill --list "
                 "shows its ledger row",
             )
-        ledger = driver.backfills if driver.features.supports_backfill_ledger else None
+        ledger = driver.backfills() if driver.features.supports_backfill_ledger else None
         row = None if ledger is None else ledger.get(job.run_id)
         rows, pages = (row.rows_processed, row.pages) if row is not None else (0, 0)
         now = self.clock()

@@ -143,7 +143,7 @@ class Batch:
                 for r in staged
             ]
         self._open(driver)
-        return driver.batches.add(self.id, requests)
+        return driver.batches().add(self.id, requests)
 
     def close(self) -> None:
         """No member joins from now on; if every member has already ended, the callbacks are
@@ -156,7 +156,7 @@ class Batch:
             self._close_at_commit = True
             return
         self._open(driver)
-        driver.batches.close(self.id)
+        driver.batches().close(self.id)
 
     def __enter__(self) -> Batch:
         self._tokens.append(_current.set(self))
@@ -172,7 +172,7 @@ class Batch:
 
     def _open(self, driver: JobDriver) -> None:
         if not self._opened:
-            driver.batches.open(self.id, input=self.input, callbacks=self.callbacks)
+            driver.batches().open(self.id, input=self.input, callbacks=self.callbacks)
             self._opened = True
 
     def _deferred(self, driver: JobDriver) -> bool:
@@ -193,9 +193,9 @@ class Batch:
         staged, self._staged = self._staged or [], None
         self._open(driver)
         if staged:
-            driver.batches.add(self.id, staged)
+            driver.batches().add(self.id, staged)
         if self._close_at_commit:
-            driver.batches.close(self.id)
+            driver.batches().close(self.id)
 
 
 def inspect_batch(batch_id: UUID | str, *, members: int = 100) -> dict[str, Any]:
@@ -209,12 +209,12 @@ def inspect_batch(batch_id: UUID | str, *, members: int = 100) -> dict[str, Any]
     ``completed`` (its callbacks queued). Raises ``BatchNotFoundError`` for an unknown id.
     """
     driver = get_driver()
-    record = driver.batches.get(_batch_id(batch_id))
+    record = driver.batches().get(_batch_id(batch_id))
     if record is None:
         raise BatchNotFoundError(f"no batch has id {batch_id}")
     listed = []
-    for job_id in driver.batches.members(record.id, limit=members):
-        row = driver.get_job(job_id)
+    for job_id in driver.batches().members(record.id, limit=members):
+        row = driver.reads().get_job(job_id)
         listed.append({"id": str(job_id), "name": row and row.name, "state": row and row.state})
     return {**describe(record), "members": listed}
 
@@ -232,11 +232,11 @@ def cancel_batch(batch_id: UUID | str, *, reason: str | None = None) -> dict[str
         raise InvariantError(f"reason={reason!r} must be a string or None")
     driver = get_driver()
     found = _batch_id(batch_id)
-    if driver.batches.get(found) is None:
+    if driver.batches().get(found) is None:
         raise BatchNotFoundError(f"no batch has id {batch_id}")
     # stored as every member's last_error: the two functions cancel_job's reason passes (issue 40)
     stored = storable(redact.redact(reason)) if reason else None
-    cancelled = driver.batches.cancel(found, stored)
+    cancelled = driver.batches().cancel(found, stored)
     return {**inspect_batch(found, members=0), "cancelled_now": cancelled}
 
 
@@ -244,7 +244,7 @@ def batch_report(batch_id: str | None, *, limit: int = 50) -> tuple[Any, str]:
     """``xjobs batch [ID]``: one batch (``inspect_batch``), or the newest batches, as JSON and
     as text."""
     if batch_id is None:
-        rows = [describe(r) for r in get_driver().batches.recent(limit=limit)]
+        rows = [describe(r) for r in get_driver().batches().recent(limit=limit)]
         lines = [f"{'batch':<36}  {'state':<9} {'total':>6} {'pending':>7} {'done':>6} {'dead':>5}"]
         lines += [
             f"{r['id']:<36}  {r['state']:<9} {r['total']:>6} {r['pending']:>7} {r['done']:>6} "

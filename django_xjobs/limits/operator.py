@@ -37,14 +37,14 @@ def set_queue_limit(name: str, concurrency: int | None, *, by: str | None = None
             hint="give the most runs at once, e.g. 5; pause_queue() stops a queue, None lifts "
             "the cap",
         )
-    state = get_driver().set_queue_limit(name, concurrency)
+    state = get_driver().limits().set_queue_limit(name, concurrency)
     log.event(logging.WARNING, "xjobs.queue.limited", queue=name, limit=concurrency, by=by)
     return state
 
 
 def queue_limits() -> dict[str, int]:
     """The caps operators set, by queue."""
-    return get_driver().queue_limits()
+    return get_driver().limits().queue_limits()
 
 
 def inspect_limits(limit: int = 500) -> list[dict[str, Any]]:
@@ -56,7 +56,7 @@ def inspect_limits(limit: int = 500) -> list[dict[str, Any]]:
     """
     now = datetime.now(UTC)
     rows = []
-    for key, paused_until, running, starts in get_driver().key_usage(limit):
+    for key, paused_until, running, starts in get_driver().limits().key_usage(limit):
         name, _, rendered = key.partition(SEPARATOR)
         handle = registry.jobs.get(name)
         limits = getattr(handle, "limits", None)

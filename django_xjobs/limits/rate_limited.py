@@ -54,7 +54,7 @@ def handed_back(job: ClaimedJob, error: RateLimited, driver: JobDriver) -> Shed:
     key = key_of(job.name, job.input, fair=False)  # a declared limit's key, not a tenant's turn
     if key is not None:
         try:
-            driver.pause_key(key, delay)
+            driver.limits().pause_key(key, delay)
         except Exception as problem:  # the run still goes back for then; its key runs on
             log.event(logging.WARNING, "xjobs.limit.pause_failed", id=job.id, error=problem)
     log.event(

@@ -329,7 +329,9 @@ class LimitPlan:
             return self.caps
         self._told.clear()
         try:
-            caps = {q: n for q, n in self._driver.queue_limits().items() if q in self._watched}
+            caps = {
+                q: n for q, n in self._driver.limits().queue_limits().items() if q in self._watched
+            }
         except Exception:
             self._told.set()
             return self.caps

@@ -266,7 +266,7 @@ def _read_database(now: float) -> DatabaseStats:
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.crons_failed", error=error)
     try:
-        stats.batches_open = get_driver().batches.open_count()
+        stats.batches_open = get_driver().batches().open_count()
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.batches_failed", error=error)
     return stats
@@ -285,7 +285,7 @@ def key_use(driver: JobDriver, limit: int = 500) -> list[dict[str, Any]]:
             if paused_until is not None and paused_until > now
             else None,
         }
-        for key, paused_until, running, _starts in driver.key_usage(limit)
+        for key, paused_until, running, _starts in driver.limits().key_usage(limit)
     ]
 
 
@@ -294,8 +294,9 @@ def queue_depths(driver: JobDriver) -> list[dict[str, Any]]:
     and whether it is paused; a paused queue with no jobs is listed too, with zeros. Read from
     the driver, with the fleet-wide cap ``set_queue_limit`` set (``inspect_queues`` answers the
     same rows to the admin and the CLI)."""
-    paused = driver.paused_queues()
-    caps = driver.queue_limits()  # set_queue_limit: shown beside the pause, with the running
+    paused = driver.limits().paused_queues()
+    # set_queue_limit: shown beside the pause, with the running
+    caps = driver.limits().queue_limits()
     queues: list[dict[str, Any]] = [
         {
             "queue": s.queue,
@@ -308,7 +309,7 @@ def queue_depths(driver: JobDriver) -> list[dict[str, Any]]:
             "paused": s.queue in paused,
             "limit": caps.get(s.queue),
         }
-        for s in driver.stats()
+        for s in driver.reads().stats()
     ]
     listed = {q["queue"] for q in queues}
     for name in sorted((paused | caps.keys()) - listed):
@@ -329,7 +330,7 @@ def queue_depths(driver: JobDriver) -> list[dict[str, Any]]:
 def _outbox_totals(driver: JobDriver) -> dict[str, Any]:
     pending, oldest, quarantined = 0, 0.0, 0
     for alias in conf.get().outbox_databases:
-        store = driver.outbox_store(alias)
+        store = driver.outbox(alias)
         count, age = store.pending()
         pending, oldest = pending + count, max(oldest, age)
         quarantined += store.quarantined_count()
@@ -342,7 +343,7 @@ def scheduler_leaders() -> list[str]:
     Read from the driver's scheduler store, on its clock (on PostgreSQL the database's, the
     one the scheduler's lease is judged by).
     """
-    holder = get_driver().scheduler_store().leader(LEADER_KEY)
+    holder = get_driver().scheduler().leader(LEADER_KEY)
     return [] if holder is None else [holder]
 
 
@@ -350,7 +351,7 @@ def cron_pauses() -> list[tuple[str, bool]]:
     """Each declared cron, by name, with whether it is paused (``xjobs_cron_paused``)."""
     from ..declarations import registry
 
-    paused = get_driver().scheduler_store().paused_crons()
+    paused = get_driver().scheduler().paused_crons()
     return [(c.name, c.name in paused) for c in registry.crons.all()]
 
 

@@ -79,7 +79,7 @@ def overview(window: str, now: datetime) -> Overview:
     start = _floor(now - span, width) + width
     count = int(span / width)
     starts = [start + width * i for i in range(count)]
-    rows = get_driver().rollups.read(start)
+    rows = get_driver().history().read_rollups(start)
     by_queue: dict[str, list[RollupRow]] = {}
     by_job: dict[tuple[str, str], list[RollupRow]] = {}
     for row in rows:
@@ -92,7 +92,7 @@ def overview(window: str, now: datetime) -> Overview:
 
 def _depth(start: datetime, width: timedelta, n: int) -> list[Depth]:
     by_queue: dict[str, list[DepthSample]] = {}
-    samples = get_driver().depths.read(start)  # in minute order
+    samples = get_driver().history().read_depths(start)  # in minute order
     for sample in samples:
         by_queue.setdefault(sample.queue, []).append(sample)
     depth = []

@@ -54,7 +54,7 @@ def pause_cron(name: str, *, by: str | None = None) -> CronState:
     """
     handle = _declared(name)
     _check_by(by)
-    state = get_driver().scheduler_store().pause_cron(handle.name, by)
+    state = get_driver().scheduler().pause_cron(handle.name, by)
     log.event(logging.WARNING, "xjobs.cron.paused", cron=handle.name, by=by)
     return state
 
@@ -69,7 +69,7 @@ def resume_cron(name: str, *, by: str | None = None) -> CronState:
     """
     handle = _declared(name)
     _check_by(by)
-    state = get_driver().scheduler_store().resume_cron(handle.name)
+    state = get_driver().scheduler().resume_cron(handle.name)
     log.event(logging.INFO, "xjobs.cron.resumed", cron=handle.name, by=by)
     return state
 
@@ -96,7 +96,7 @@ def run_cron_now(name: str, *, key: str | None = None, by: str | None = None) ->
         )
     key = key or f"run-{uuid7()}"
     driver = get_driver()
-    store = driver.scheduler_store()
+    store = driver.scheduler()
     occurrence = datetime.now(UTC)
     entries = handle.entries(occurrence)  # SPEC SCHED-07: built from the occurrence
     # due at once on the store's clock, not at this process's idea of now
@@ -112,7 +112,7 @@ def run_cron_now(name: str, *, key: str | None = None, by: str | None = None) ->
                 logging.INFO, "xjobs.cron.run_now", cron=handle.name, key=key, by=by, deduped=True
             )
             return CronRun(handle.name, key, None, (), True)
-        results = [driver.enqueue(request) for request in requests]
+        results = [driver.jobs().enqueue(request) for request in requests]
     for (job, _), request, result in zip(entries, requests, results, strict=True):
         announce = getattr(job, "announce", None)  # a django.tasks task: task_enqueued
         if announce is not None and not result.deduped:
@@ -131,7 +131,7 @@ def inspect_crons(*, now: datetime | None = None) -> list[dict[str, Any]]:
     """
     from ..scheduler.role import last_fired
 
-    store = get_driver().scheduler_store()
+    store = get_driver().scheduler()
     controls = {c.cron: c for c in store.cron_controls()}
     now = now or datetime.now(UTC)
     listed = []

@@ -59,7 +59,7 @@ def pause_queue(name: str, *, by: str | None = None) -> QueueState:
     """
     conf.check_queue_name(name, error=InvariantError)
     check_by(by)
-    state = get_driver().pause_queue(name, by)
+    state = get_driver().limits().pause_queue(name, by)
     log.event(logging.WARNING, "xjobs.queue.paused", queue=name, by=by)
     return state
 
@@ -73,7 +73,7 @@ def resume_queue(name: str, *, by: str | None = None) -> QueueState:
     """
     conf.check_queue_name(name, error=InvariantError)
     check_by(by)
-    state = get_driver().resume_queue(name)
+    state = get_driver().limits().resume_queue(name)
     log.event(logging.INFO, "xjobs.queue.resumed", queue=name, by=by)
     return state
 
@@ -101,7 +101,7 @@ def inspect_workers() -> list[dict[str, Any]]:
             "stopped_at": iso(w.stopped_at),
             "state": worker_state(w.alive, w.stopped_at),
         }
-        for w in get_driver().workers()
+        for w in get_driver().reads().workers()
     ]
 
 

@@ -67,11 +67,11 @@ def inspect_job(job_id: UUID | str, *, reveal: bool = False) -> dict[str, Any] |
     """
     driver = get_driver()
     wanted = job_id_of(job_id)
-    row = driver.get_job(wanted)
+    row = driver.reads().get_job(wanted)
     if row is not None:
         return _trace(driver, row, reveal)
     target = collapsed_into(wanted)
-    row = None if target is None else driver.get_job(target)
+    row = None if target is None else driver.reads().get_job(target)
     if row is None:
         return None
     return {**_trace(driver, row, reveal), "collapsed_from": str(wanted)}
@@ -81,7 +81,7 @@ def collapsed_into(job_id: UUID) -> UUID | None:
     """The job a staged enqueue with this id collapsed into at publish, if it did."""
     driver = get_driver()
     for alias in conf.get().outbox_databases:
-        target = driver.outbox_store(alias).resolve(job_id)
+        target = driver.outbox(alias).resolve(job_id)
         if target is not None:
             return target
     return None
@@ -102,7 +102,7 @@ def cancel_job(job_id: UUID | str, reason: str | None = None) -> dict[str, Any]:
     driver = get_driver()
     # stored as last_error: through XJOBS["REDACT"], then the one sanitiser (issue 24 §3)
     stored = storable(redact.redact(reason)) if reason else None
-    row = driver.cancel(job_id_of(job_id), stored)
+    row = driver.jobs().cancel(job_id_of(job_id), stored)
     _cancel_children(driver, row.id, row.run_id)
     return _trace(driver, row)
 
@@ -111,16 +111,16 @@ def _cancel_children(driver: JobDriver, parent: UUID, run_id: UUID) -> None:
     """Cancel goes down: the live children a parked ``ctx.step.call``/``call_many`` of the
     cancelled job waits for are cancelled too, and theirs in turn (SPEC CHILD-06). Each is its
     own cancel: cancelling the parent again finishes a propagation a crash cut short."""
-    for record in driver.steps.list(run_id):
+    for record in driver.steps().list(run_id):
         output = record.output
         if record.status != "waiting" or not isinstance(output, dict):
             continue
         for child_id in output.get("children") or ():
-            child = driver.get_job(UUID(str(child_id)))
+            child = driver.reads().get_job(UUID(str(child_id)))
             if child is None or child.state not in LIVE_STATES:
                 continue
             with contextlib.suppress(JobNotCancellableError):  # it ended meanwhile
-                cancelled = driver.cancel(child.id, f"parent {parent} was cancelled")
+                cancelled = driver.jobs().cancel(child.id, f"parent {parent} was cancelled")
                 _cancel_children(driver, cancelled.id, cancelled.run_id)
 
 
@@ -142,7 +142,7 @@ def retry_job(
     if from_step is not None and (not isinstance(from_step, str) or not from_step):
         raise InvariantError(f"from_step={from_step!r} must be a step name", hint='e.g. "charge"')
     driver = get_driver()
-    row = driver.requeue(job_id_of(job_id), from_step=from_step, force=bool(force))
+    row = driver.jobs().requeue(job_id_of(job_id), from_step=from_step, force=bool(force))
     return _trace(driver, row)
 
 
@@ -157,7 +157,7 @@ def run_job_now(job_id: UUID | str, *, by: str | None = None) -> dict[str, Any]:
     """
     check_name(by, "by")
     driver = get_driver()
-    row = driver.run_now(job_id_of(job_id))
+    row = driver.jobs().run_now(job_id_of(job_id))
     metrics.inc("xjobs_jobs_run_now_total", queue=row.queue)
     log.event(logging.INFO, "xjobs.job.run_now", job=row.name, id=row.id, queue=row.queue, by=by)
     return _trace(driver, row)
@@ -183,7 +183,7 @@ def inspect_dead_letters(limit: int = 100) -> list[dict[str, Any]]:
             "failed_at": row.updated_at.isoformat(),
             "retry_command": RETRY_COMMAND.format(id=row.id),
         }
-        for row in get_driver().dead_letters(limit=limit)
+        for row in get_driver().reads().dead_letters(limit=limit)
     ]
 
 
@@ -201,8 +201,8 @@ def list_jobs(
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvariantError(f"limit={limit!r} must be a positive integer")
     driver = get_driver()
-    rows = driver.list_jobs(queue=queue, name=name, state=state, limit=limit)
-    now = driver.steps.now() if rows else None  # the store's clock, as the counts use
+    rows = driver.reads().list_jobs(queue=queue, name=name, state=state, limit=limit)
+    now = driver.steps().now() if rows else None  # the store's clock, as the counts use
     return [_summary(row, now) for row in rows]
 
 
@@ -227,7 +227,7 @@ def prune_jobs(
             f"prune states {chosen!r} must be finished states",
             hint=f"choose from {', '.join(FINISHED_STATES)}",
         )
-    return get_driver().prune(older_than=seconds, states=chosen, dry_run=bool(dry_run))
+    return get_driver().jobs().prune(older_than=seconds, states=chosen, dry_run=bool(dry_run))
 
 
 def _summary(row: JobSnapshot, now: datetime | None) -> dict[str, Any]:
@@ -254,7 +254,7 @@ def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> dict[st
         "id": str(row.id),
         "name": row.name,
         "queue": row.queue,
-        "state": shown_state(row.state, row.run_at, driver.steps.now()) if waiting else row.state,
+        "state": shown_state(row.state, row.run_at, driver.steps().now()) if waiting else row.state,
         "attempt": row.attempt,
         "max_attempts": row.max_attempts,
         "priority": row.priority,
@@ -274,7 +274,7 @@ def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> dict[st
         "tenant_id": row.tenant_id,
         "traceparent": row.traceparent,
         "enqueued_by": row.enqueued_by,
-        "steps": [_step(s, shown) for s in driver.steps.list(row.run_id)],
+        "steps": [_step(s, shown) for s in driver.steps().list(row.run_id)],
         "retry_delays": _retry_delays(row.name),
         "attempts": [_failed_attempt(a) for a in row.errors],
         "backfill": backfill_section(row.name, row.run_id),

@@ -34,7 +34,7 @@ def inspect_outbox(limit: int = 100) -> dict[str, Any]:
     databases: dict[str, dict[str, Any]] = {}
     entries: list[dict[str, Any]] = []
     for alias in conf.get().outbox_databases:
-        store = driver.outbox_store(alias)
+        store = driver.outbox(alias)
         count, oldest = store.pending()
         quarantined = store.quarantined_count()
         databases[alias] = {
@@ -101,7 +101,7 @@ def _outbox_act(entry_id: UUID | str, act: Callable[[Any, UUID], bool]) -> None:
     wanted = job_id_of(entry_id)
     driver = get_driver()
     for alias in conf.get().outbox_databases:
-        if act(driver.outbox_store(alias), wanted):
+        if act(driver.outbox(alias), wanted):
             return
     raise JobNotFoundError(
         f"no quarantined outbox row has id {wanted}",

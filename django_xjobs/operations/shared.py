@@ -39,7 +39,7 @@ def job_id_of(value: UUID | str) -> UUID:
             f"{MIN_PREFIX} hex digits",
         )
     low, high = UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))
-    found = get_driver().job_ids_between(low, high, limit=PREFIX_CANDIDATES + 1)
+    found = get_driver().reads().job_ids_between(low, high, limit=PREFIX_CANDIDATES + 1)
     if not found:
         raise JobNotFoundError(
             f"no job id starts with {text!r}",

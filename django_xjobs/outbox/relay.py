@@ -116,7 +116,7 @@ def publish_visible(driver: JobDriver, relay_id: str) -> int:
     published = 0
     for alias in conf.get().outbox_databases:
         run_pending_commits(alias)
-        store = driver.outbox_store(alias)
+        store = driver.outbox(alias)
         rows = store.claim(10_000, relay_id)
         published += publish_batch(store, driver, rows, relay_id)
     return published

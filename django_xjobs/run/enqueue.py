@@ -128,7 +128,7 @@ def many(handle: Enqueueable, inputs: Iterable[Mapping[str, Any]]) -> list[Enque
         driver = direct_driver(handle.name, outbox=handle.options.outbox)
     if driver is not None:  # a long direct call: written a chunk at a time as it is made
         requests: list[EnqueueRequest] = []
-        results = driver.enqueue_chunks(_chunks(handle, inputs, shared, requests))
+        results = driver.jobs().enqueue_chunks(_chunks(handle, inputs, shared, requests))
     else:
         requests = [_request_at(handle, i, given, shared) for i, given in enumerate(inputs)]
         results = submit_many(
@@ -350,8 +350,8 @@ def submit_many(
     if alias is None:
         driver = get_driver()
         if len(requests) == 1:
-            return [driver.enqueue(requests[0])]
-        return driver.enqueue_many(requests)
+            return [driver.jobs().enqueue(requests[0])]
+        return driver.jobs().enqueue_many(requests)
     if on_conflict == "error":
         raise InvariantError(
             'on_conflict="error" cannot be decided inside atomic(): the job is only staged',
@@ -427,7 +427,7 @@ def commit_batch(alias: str, driver: JobDriver) -> CommitBatch:
     connection = connections[alias]
     batch = _batches.get(connection)
     if batch is None or batch.driver is not driver or not _registered(connection, batch):
-        batch = CommitBatch(driver, driver.outbox_store(alias))
+        batch = CommitBatch(driver, driver.outbox(alias))
         _batches[connection] = batch
         if batch.store.transactional:
             transaction.on_commit(batch, using=alias)

@@ -84,7 +84,7 @@ def _execute(
         job_id=job.id,
         lease_token=job.lease_token,
         snoozes=job.snoozes,
-        write=driver.progress,
+        write=driver.runs().progress,
         secrets=redact.current(),  # execute() scoped them
     )
     # only a body with a timeout runs on a thread of its own, to be waited on (or given up on)
@@ -92,9 +92,9 @@ def _execute(
     try:
         steps = Steps(
             job=job,
-            records=lambda: driver.steps.list(job.run_id),
-            store=driver.steps,
-            events=driver.events,
+            records=lambda: driver.steps().list(job.run_id),
+            store=driver.steps(),
+            events=driver.events(),
             signal=signal,
             step_timeout=handle.step_timeout,
             event_poll=handle.event_poll,

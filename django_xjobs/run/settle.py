@@ -30,8 +30,8 @@ def settle(
     held: set[UUID] = set()
     for completes in _one_run_per_job([v for v in values if isinstance(v, Complete)]):
         nothing: set[UUID] = set()
-        acked = _guarded(guard, partial(driver.ack, completes), completes, nothing)
-        held |= {c.lease_token for c in completes if c.job_id in acked}
+        landed = _guarded(guard, partial(driver.runs().complete, completes), completes, nothing)
+        held |= {c.lease_token for c in completes if c.job_id in landed}
     for value in values:
         if isinstance(value, Complete):
             continue
@@ -41,32 +41,32 @@ def settle(
 
 
 def _one_run_per_job(completes: list[Complete]) -> list[list[Complete]]:
-    """``completes`` in acks that name each job once (an ack answers by job id); almost always
-    a single ack."""
-    acks: list[tuple[set[UUID], list[Complete]]] = []
+    """``completes`` in calls to ``complete`` that name each job once (it answers by job id);
+    almost always a single call."""
+    calls: list[tuple[set[UUID], list[Complete]]] = []
     for value in completes:
-        for named, ack in acks:
+        for named, call in calls:
             if value.job_id not in named:
                 named.add(value.job_id)
-                ack.append(value)
+                call.append(value)
                 break
         else:
-            acks.append(({value.job_id}, [value]))
-    return [ack for _, ack in acks]
+            calls.append(({value.job_id}, [value]))
+    return [call for _, call in calls]
 
 
 def apply(driver: JobDriver, value: Settle) -> bool:
     """The one driver call that settles ``value``: True when the row was still held."""
     if isinstance(value, Complete):
-        return value.job_id in driver.ack([value])
+        return value.job_id in driver.runs().complete([value])
     if isinstance(value, RetryAt):
-        return driver.retry(value)
+        return driver.runs().retry(value)
     if isinstance(value, SuspendUntil):
-        return driver.suspend(value)
+        return driver.runs().suspend(value)
     if isinstance(value, Shed):
-        return driver.shed(value)
+        return driver.runs().shed(value)
     if isinstance(value, Finish):
-        return driver.finish(value)
+        return driver.runs().finish(value)
     raise TypeError(f"not a settle value: {value!r}")  # pragma: no cover - the union is closed
 
 

@@ -276,7 +276,7 @@ def expired(job: ClaimedJob, driver: JobDriver) -> Execution:
     A job whose dependency ended otherwise than done was released with its expiry set to then:
     it ends the same way, with stop reason ``dependency_failed`` (issue 32, SPEC DEP-04). Only
     this rare path reads the row again."""
-    row = driver.get_job(job.id)
+    row = driver.reads().get_job(job.id)
     if row is not None and row.after_failed is not None:
         return _dependency_failed(job, row.after_failed, driver)
     error = JobExpiredError(f"job {job.name!r} was not started before it expired; not run")
@@ -286,7 +286,7 @@ def expired(job: ClaimedJob, driver: JobDriver) -> Execution:
 
 
 def _dependency_failed(job: ClaimedJob, failed: UUID, driver: JobDriver) -> Execution:
-    dependency = driver.get_job(failed)
+    dependency = driver.reads().get_job(failed)
     how = "does not exist" if dependency is None else f"ended {dependency.state}"
     error = DependencyFailedError(f"job {job.name!r} waited for job {failed}, which {how}; not run")
     execution = _never_run(job, error, "dependency_failed")

@@ -56,7 +56,7 @@ class Scheduler:
         clock: Clock = system_clock,
     ) -> None:
         self.driver = driver or get_driver()
-        self.store = store or self.driver.scheduler_store()
+        self.store = store or self.driver.scheduler()
         self.cron_names = cron_names
         self.tick_interval, self.leader_ttl = tick_interval, leader_ttl
         self.holder = holder or f"scheduler-{uuid7()}"
@@ -187,7 +187,7 @@ class Scheduler:
             self.store.mark_fired(handle.name, mark)  # skip this occurrence, once, loudly
             raise
         with self.store.transaction():
-            results = [self.driver.enqueue(request) for request in requests]
+            results = [self.driver.jobs().enqueue(request) for request in requests]
             self.store.mark_fired(handle.name, mark)
             # on the database, a stalled leader's dispatch rolls back here (DESIGN Q-07)
             self.store.confirm(LEADER_KEY, self.holder)

@@ -115,12 +115,12 @@ class Children(StepRecorder):
                 self._write(self._children_record(name, now, wake_at, ids, call))
         else:
             ids = [UUID(i) for i in recorded]
-            rows = [driver.get_job(i) for i in ids]
+            rows = [driver.reads().get_job(i) for i in ids]
         if any(row is None for row in rows):
             # Each child is inserted under the id recorded for it, so enqueueing it again is a
             # no-op whatever its state: a replay never adds a second child.
             missing = [i for i, row in enumerate(rows) if row is None]
-            results = driver.enqueue_many(
+            results = driver.jobs().enqueue_many(
                 [
                     replace(
                         requests[i], id=ids[i], idempotency_key=_child_key(self.job.id, name, i)
@@ -224,7 +224,7 @@ def _check_depth(name: str, job: ClaimedJob, driver: Any) -> None:
         depth += 1
         if depth == MAX_CHILD_DEPTH:
             break
-        row = driver.get_job(parent)
+        row = driver.reads().get_job(parent)
         if row is None:
             return
         key = row.idempotency_key

@@ -99,7 +99,7 @@ def _check_transaction(event: str, using: str | None) -> None:
 
 def _store(using: str | None) -> EventStore:
     driver = get_driver()
-    return driver.events if using is None else driver.event_store(using)
+    return driver.events() if using is None else driver.events(using)
 
 
 def _maybe_purge(store: EventStore) -> None:

@@ -124,13 +124,13 @@ def run_to_completion(
     published: set[str] = set()
     for _ in range(max_rounds):
         executions += run_until_idle(driver=driver, clock=clock)
-        row = driver.get_job(job_id)
+        row = driver.reads().get_job(job_id)
         if row is None:
             raise AssertionError(f"no job {job_id}")
         if row.state in FINISHED_STATES:
             return executions
         wanted = events or {}
-        for record in driver.steps.list(row.run_id):
+        for record in driver.steps().list(row.run_id):
             name = record.event
             if record.status == "waiting" and name in wanted and name not in published:
                 published.add(name)
@@ -147,17 +147,17 @@ def run_to_completion(
 def _fast_forward(driver: JobDriver, job_id: UUID) -> None:
     """Move every stored time back by as long as the job has left to wait, on the store's
     clock: the same as that much time passing."""
-    row = driver.get_job(job_id)
+    row = driver.reads().get_job(job_id)
     assert row is not None
-    now = driver.steps.now()
+    now = driver.steps().now()
     waits = [
         r.wake_at
-        for r in driver.steps.list(row.run_id)
+        for r in driver.steps().list(row.run_id)
         if r.status in ("sleeping", "waiting") and r.wake_at is not None
     ]
     ahead = max((when - now).total_seconds() for when in [row.run_at, *waits])
     if ahead > 0:
-        driver.age(ahead)  # rows, steps and events, as the frozen clock used to move for all
+        driver.jobs().age(ahead)  # rows, steps and events, as the frozen clock used to move for all
 
 
 def age_steps(driver: JobDriver, seconds: float) -> None:
@@ -167,7 +167,7 @@ def age_steps(driver: JobDriver, seconds: float) -> None:
 
     Works on both drivers; ``run_to_completion`` does this for you.
     """
-    driver.age(seconds, only={"steps"})
+    driver.jobs().age(seconds, only={"steps"})
 
 
 def age_events(driver: JobDriver, seconds: float) -> None:
@@ -177,7 +177,7 @@ def age_events(driver: JobDriver, seconds: float) -> None:
 
     Works on both drivers.
     """
-    driver.age(seconds, only={"events"})
+    driver.jobs().age(seconds, only={"events"})
 
 
 def run_crons(cron_names: Sequence[str] | None = None) -> list[Dispatch]:
@@ -204,7 +204,7 @@ def memory_driver(clock: Clock | None = None) -> Iterator[JobDriver]:
         with memory_driver() as driver:
             job_id = send_receipt.enqueue(order_id=7).id
             run_until_idle()
-            assert driver.get_job(job_id).state == "done"
+            assert driver.reads().get_job(job_id).state == "done"
 
     The previous driver is put back when the block ends.
     """

@@ -100,7 +100,7 @@ class Admission:
         if handle is not None and handle.concurrency and fleet and not per_key:
             key, holder = f"job:{job.name}", f"{self.worker_id}:{job.id}"  # SPEC SLOT-02
             try:
-                granted = self.driver.leases.acquire(
+                granted = self.driver.limits().acquire_slot(
                     key, handle.concurrency, self.visibility_timeout, holder
                 )
             except Exception as error:

@@ -45,7 +45,7 @@ class DepthSampler:
             return False
         self._last = now
         try:
-            self.driver.depths.sample()
+            self.driver.history().sample_depth()
         except Exception as error:
             log.throttled(
                 logging.WARNING,

@@ -122,7 +122,7 @@ class SettleGuard:
     def mark_settled(self, values: Sequence[Settle], landed: Any) -> None:
         """Each run is settled the moment its write lands, not when the whole batch has: a
         renewal in between would find the job gone and report a false loss (issue 12 item 8)."""
-        if isinstance(landed, set):  # an ack: the ids of the jobs it found held
+        if isinstance(landed, set):  # a complete: the ids of the jobs it found held
             held = [v.lease_token for v in values if v.job_id in landed]
         else:
             held = [values[0].lease_token] if landed else []

@@ -49,6 +49,8 @@ class Heartbeat(threading.Thread):
     ) -> None:
         super().__init__(name="xjobs-heartbeat", daemon=True)
         self.driver, self.runs, self.abandoned = driver, runs, abandoned
+        #: the store every renewal writes to, bound once: a beat renews each run in flight
+        self._run_store = driver.runs()
         self.interval, self.visibility_timeout = interval, visibility_timeout
         self.worker_id, self.database = worker_id, database
         self.monotonic = monotonic
@@ -143,7 +145,7 @@ class Heartbeat(threading.Thread):
         failure: BaseException | None = None
         try:
             try:
-                held = self.driver.heartbeat(
+                held = self._run_store.heartbeat(
                     run.job.id, run.job.lease_token, self.visibility_timeout
                 )
             except Exception as error:
@@ -208,7 +210,7 @@ class Heartbeat(threading.Thread):
             return  # SPEC SLOT-04: a lost slot is not renewed again
         key, slot, holder = run.slot
         try:
-            kept = self.driver.leases.renew(key, slot, self.visibility_timeout, holder)
+            kept = self.driver.limits().renew_slot(key, slot, self.visibility_timeout, holder)
         except Exception:
             return  # SPEC SLOT-04: the TTL covers a failed renewal
         if kept is False and not run.settled.is_set():
@@ -219,7 +221,10 @@ class Heartbeat(threading.Thread):
         try:
             if run.slot is not None and fleet and not run.slot_lost:
                 key, slot, holder = run.slot
-                if self.driver.leases.renew(key, slot, self.visibility_timeout, holder) is False:
+                if (
+                    self.driver.limits().renew_slot(key, slot, self.visibility_timeout, holder)
+                    is False
+                ):
                     run.slot_lost = True  # SPEC SLOT-04: said once, then no longer renewed
                     log.event(
                         logging.ERROR,
@@ -239,7 +244,7 @@ class Heartbeat(threading.Thread):
 
     def _row(self, run: Run) -> Any:
         try:
-            return self.driver.get_job(run.job.id)
+            return self.driver.reads().get_job(run.job.id)
         except Exception:
             return None
 

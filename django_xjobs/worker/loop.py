@@ -293,7 +293,7 @@ class ClaimLoop:
             more = {} if limits is None else {"limits": limits}
             try:
                 with self._watch("claim"):
-                    claimed = self.driver.claim(
+                    claimed = self.driver.runs().claim(
                         queues=queues,
                         limit=free,
                         visibility_timeout=self.visibility_timeout,

@@ -51,7 +51,7 @@ class PausedQueues:
             return self.now
         self._told.clear()
         try:
-            paused = self._driver.paused_queues() & self._watched
+            paused = self._driver.limits().paused_queues() & self._watched
         except Exception:
             self._told.set()  # read again on the next pass
             return self.now

@@ -11,4 +11,4 @@ def preflight(
     settings: XJobsSettings, *, database: str | None = None, table: str = "x_jobs"
 ) -> None:
     """Raise one clear ``DriverUnavailableError`` instead of a traceback at the first claim."""
-    get_driver().preflight(database or settings.database, table)
+    get_driver().jobs().preflight(database or settings.database, table)

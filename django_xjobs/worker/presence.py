@@ -37,6 +37,8 @@ class WorkerPresence:
         settle_first: Callable[[], bool] | None = None,
     ) -> None:
         self.driver, self.worker_id, self.queues = driver, worker_id, queues
+        #: the store each beat writes the worker's row to, bound once
+        self._run_store = driver.runs()
         self.ttl, self.in_flight = ttl, in_flight
         #: called when a renewal lands after failing: the database answers again
         self.answered = answered
@@ -63,7 +65,7 @@ class WorkerPresence:
             if self._failing and self.settle_first is not None and not self.settle_first():
                 return  # the database still refuses what is owed: say nothing yet
             presence = Presence(self.worker_id, self.host, self.pid, self.queues, self.in_flight())
-            self.driver.renew_presence(presence, self.ttl)
+            self._run_store.renew_presence(presence, self.ttl)
         except Exception as error:
             if not self._failing:
                 log.event(
@@ -88,7 +90,7 @@ class WorkerPresence:
         self._released = True
         self._idle.wait(wait)
         try:
-            self.driver.stop_presence(self.worker_id)
+            self._run_store.stop_presence(self.worker_id)
         except Exception as error:
             log.event(
                 logging.WARNING, "xjobs.worker.presence_failed", worker=self.worker_id, error=error
@@ -102,7 +104,7 @@ class WorkerPresence:
         deadline = time.monotonic() + wait
         while True:
             try:
-                self.driver.release_presence(self.worker_id)
+                self._run_store.release_presence(self.worker_id)
                 return
             except Exception as error:  # a connection the last outage broke: try a fresh one
                 if time.monotonic() >= deadline:

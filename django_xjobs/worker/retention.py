@@ -45,21 +45,21 @@ class Retention:
 
     def _prune(self, retention: dict[str, float], rollup_retention: float) -> None:
         try:
-            purged = self.driver.events.purge()
+            purged = self.driver.events().purge()
             if purged:
                 log.event(logging.INFO, "xjobs.worker.events_purged", deleted=purged)
-            rolled = self.driver.rollups.prune(rollup_retention)
+            rolled = self.driver.history().prune_rollups(rollup_retention)
             if rolled:
                 log.event(logging.INFO, "xjobs.worker.rollup_pruned", deleted=rolled)
-            sampled = self.driver.depths.prune(rollup_retention)
+            sampled = self.driver.history().prune_depths(rollup_retention)
             if sampled:
                 log.event(logging.INFO, "xjobs.worker.depth_pruned", deleted=sampled)
             windows = {j.name: j.window for j in declared_limits()[0] if j.window is not None}
-            keys = self.driver.prune_limit_keys(windows, idle_for=KEY_SHOWN_FOR)
+            keys = self.driver.limits().prune_limit_keys(windows, idle_for=KEY_SHOWN_FOR)
             if keys:
                 log.event(logging.INFO, "xjobs.worker.limit_keys_pruned", deleted=keys)
             for state, older_than in retention.items():
-                deleted = self.driver.prune(older_than=older_than, states=[state])[state]
+                deleted = self.driver.jobs().prune(older_than=older_than, states=[state])[state]
                 if deleted:
                     log.event(logging.INFO, "xjobs.worker.pruned", state=state, deleted=deleted)
         except Exception as error:

@@ -55,7 +55,7 @@ class Run:
     overdue: bool = False
     renewing: bool = False
     #: the body returned and its result waits for the settler: a renewal that finds the job gone
-    #: may have raced its ack, so only the settler may call it lost (issue 12 item 8)
+    #: may have raced its completion, so only the settler may call it lost (issue 12 item 8)
     settling: bool = False
     lost: bool = False
     #: why: "expired"/"deadline" (this worker's clock said so) or "not-ours" (the database did)

@@ -258,7 +258,7 @@ class Settler:
         none); else None. One read, on a refusal only (rare, never the hot path)."""
         job = execution.job
         try:
-            row = self.driver.get_job(job.id)
+            row = self.driver.reads().get_job(job.id)
         except Exception:
             return None  # unreadable: reported as the refusal it is
         if row is None or row.state != "cancelled":
@@ -402,7 +402,7 @@ class Settler:
                 run.limit_lease.release()
             if run.slot is not None and self.driver.features.supports_fleet_slots:
                 key, slot, holder = run.slot
-                self.driver.leases.release(key, slot, holder)
+                self.driver.limits().release_slot(key, slot, holder)
         except Exception as error:
             log.event(
                 logging.WARNING, "xjobs.worker.lease_release_failed", id=run.job.id, error=error

@@ -52,6 +52,8 @@ class Ticker:
     ) -> None:
         self.runs = runs
         self.driver = driver
+        #: the store each claim is made in, bound once
+        self._run_store = driver.runs()
         self.admission = admission
         self.settler = settler
         #: runs one admitted run's body here, on the caller's connection; never raises
@@ -105,7 +107,7 @@ class Ticker:
             room = limit - len(claimed)
             if room <= 0:
                 break
-            claimed += self.driver.claim(
+            claimed += self._run_store.claim(
                 queues=lane.queues,
                 limit=room if len(lanes) == 1 else min(room, lane.size),
                 visibility_timeout=self.visibility_timeout,

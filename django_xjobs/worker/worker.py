@@ -514,7 +514,7 @@ class Worker:
         notifier = (
             None
             if self.burst
-            else self.driver.notify_on_ready(
+            else self.driver.runs().notify_on_ready(
                 self.queues, self._claims.on_ready, on_control=self._claims.on_control
             )
         )

@@ -269,7 +269,7 @@ def test_retry_from_a_chosen_step_on_the_detail_page(admin_client):
     assert "Queued again from step &#x27;b&#x27;" in response.content.decode()
     row = Job.objects.get(id=job_id)
     assert row.state == "ready"
-    assert [s.name for s in get_driver().steps.list(row.run_id)] == ["a"]
+    assert [s.name for s in get_driver().steps().list(row.run_id)] == ["a"]
     refused = admin_client.post(
         f"/admin/django_xjobs/job/{job_id}/retry-from-step/", {"step": "a"}, follow=True
     )
@@ -485,8 +485,8 @@ def test_the_workers_page_says_what_each_worker_runs_now_and_since_when(admin_cl
     from tests.drivers.contract.support import claim
 
     driver = get_driver()
-    driver.renew_presence(Presence("w-busy", "web-1", 7, ("default",), 2), ttl=600)
-    driver.renew_presence(Presence("w-idle", "web-2", 8, ("default",), 0), ttl=600)
+    driver.runs().renew_presence(Presence("w-busy", "web-1", 7, ("default",), 2), ttl=600)
+    driver.runs().renew_presence(Presence("w-idle", "web-2", 8, ("default",), 0), ttl=600)
     first, second = jobs.ok.enqueue(n=90).id, jobs.five_steps.enqueue(token="w-runs").id
     claim(driver, worker="w-busy")
     now = timezone.now()
@@ -547,7 +547,7 @@ def test_every_page_of_the_app_opens_with_the_same_one_header(admin_client):
 
     job = jobs.ok.enqueue(n=95).id
     entry = StagedOutboxFactory()
-    get_driver().renew_presence(Presence("w-nav", "web", 1, ("default",), 0), ttl=60)
+    get_driver().runs().renew_presence(Presence("w-nav", "web", 1, ("default",), 0), ttl=60)
     with Batch():
         jobs.ok.enqueue(n=96)
     batch = JobBatch.objects.get()

@@ -63,12 +63,12 @@ def fleet(transactional_db) -> dict[str, Any]:
     one live worker watching default."""
     driver = get_driver()
     for key in ("a", "b", "c"):
-        driver.enqueue(request(key=key))
-    driver.enqueue(request(name="tests.jobs.terminal", key="dead", queue="mail"))
+        driver.jobs().enqueue(request(key=key))
+    driver.jobs().enqueue(request(name="tests.jobs.terminal", key="dead", queue="mail"))
     held = {h.idempotency_key: h for h in claim(driver, queues=("default", "mail"))}
-    driver.ack([Complete(held[k].id, held[k].lease_token) for k in ("a", "b", "c")])
+    driver.runs().complete([Complete(held[k].id, held[k].lease_token) for k in ("a", "b", "c")])
     dead = held["dead"]
-    driver.finish(
+    driver.runs().finish(
         Finish(
             dead.id,
             dead.lease_token,
@@ -77,21 +77,21 @@ def fleet(transactional_db) -> dict[str, Any]:
             error="X_TERMINAL: the card was declined",
         )
     )
-    driver.enqueue(request(name="tests.jobs.five_steps", key="running"))
-    driver.enqueue(request(name="tests.jobs.waiter", key="parked"))
+    driver.jobs().enqueue(request(name="tests.jobs.five_steps", key="running"))
+    driver.jobs().enqueue(request(name="tests.jobs.waiter", key="parked"))
     both = {h.idempotency_key: h for h in claim(driver)}
     running, parked = both["running"], both["parked"]
     for position, name in enumerate(("load", "charge")):
         record = StepRecord(
             running.run_id, name, "completed", output={"ok": True}, position=position
         )
-        driver.steps.put(record, job_id=running.id, lease_token=running.lease_token)
+        driver.steps().put(record, job_id=running.id, lease_token=running.lease_token)
     wait = StepRecord(
         parked.run_id, "shipped", "waiting", event="order.shipped", correlation_key="7", position=0
     )
-    driver.steps.put(wait, job_id=parked.id, lease_token=parked.lease_token)
-    driver.suspend(SuspendUntil(parked.id, parked.lease_token, delay=3600))
-    driver.renew_presence(Presence("w-1", "host-1", 42, ("default",), 1), ttl=600)
+    driver.steps().put(wait, job_id=parked.id, lease_token=parked.lease_token)
+    driver.runs().suspend(SuspendUntil(parked.id, parked.lease_token, delay=3600))
+    driver.runs().renew_presence(Presence("w-1", "host-1", 42, ("default",), 1), ttl=600)
     return {"dead": dead.id, "running": running.id, "parked": parked.id}
 
 
@@ -124,11 +124,11 @@ def visit(browser: webdriver.Chrome, url: str, screen: str) -> str:
 def test_the_overview(signed_in, live_server, fleet):
     driver = get_driver()
     for minute in range(12):  # a backlog building on default, sampled once a minute
-        driver.enqueue(request(key=f"backlog-{minute}-a"))
-        driver.enqueue(request(key=f"backlog-{minute}-b"))
-        assert driver.depths.sample() == 1
-        driver.depths.shift(timedelta(minutes=1))
-    driver.depths.sample()
+        driver.jobs().enqueue(request(key=f"backlog-{minute}-a"))
+        driver.jobs().enqueue(request(key=f"backlog-{minute}-b"))
+        assert driver.history().sample_depth() == 1
+        driver._depth_store.shift(timedelta(minutes=1))
+    driver.history().sample_depth()
     text = visit(
         signed_in, f"{live_server.url}/admin/django_xjobs/job/overview/?refresh=off", "overview"
     )
@@ -264,7 +264,7 @@ def test_a_suspended_job(signed_in, live_server, fleet):
 
 def test_run_now_from_a_delayed_jobs_page(signed_in, live_server, fleet):
     """Issue 42: a real press of Run now, through the page's form and its CSRF token."""
-    later = get_driver().enqueue(request(key="later", delay=3600)).id
+    later = get_driver().jobs().enqueue(request(key="later", delay=3600)).id
     signed_in.get(f"{live_server.url}/admin/django_xjobs/job/{later}/change/")
     state = signed_in.find_element(By.CSS_SELECTOR, "#xjobs-job-header .xjobs-state")
     assert state.text == "delayed"

@@ -57,7 +57,7 @@ def test_read_only_pages_are_not_titled_change(admin_client):
     from django_xjobs.drivers import get_driver
     from django_xjobs.drivers.contract import Presence
 
-    get_driver().renew_presence(Presence("w-1", "host", 1, ("default",), 0), ttl=60)
+    get_driver().runs().renew_presence(Presence("w-1", "host", 1, ("default",), 0), ttl=60)
     html = admin_client.get("/admin/django_xjobs/worker/w-1/change/").content.decode()
     assert "Change worker" not in html and "<h1>Worker</h1>" in html
 
@@ -123,12 +123,14 @@ def test_the_list_shows_progress_compactly_only_for_jobs_that_report_it(admin_cl
 
     driver = get_driver()
     for key in ("counted", "open-ended", "silent"):
-        driver.enqueue(request(key=key))
+        driver.jobs().enqueue(request(key=key))
     held = {h.idempotency_key: h for h in claim(driver)}
     note = "copying invoices " * 20
     counted, open_ended = held["counted"], held["open-ended"]
-    assert driver.progress(counted.id, counted.lease_token, {"done": 3, "total": 10, "note": note})
-    assert driver.progress(open_ended.id, open_ended.lease_token, {"done": 7, "note": ""})
+    assert driver.runs().progress(
+        counted.id, counted.lease_token, {"done": 3, "total": 10, "note": note}
+    )
+    assert driver.runs().progress(open_ended.id, open_ended.lease_token, {"done": 7, "note": ""})
     response = admin_client.get("/admin/django_xjobs/job/")
     html = response.content.decode()
     assert '<th scope="col" class="column-progress_column">' in html
@@ -225,7 +227,7 @@ def test_the_title_says_the_state_the_badge_says(admin_client):
 
     job = jobs.ok.enqueue(n=7)
     [held] = claim(get_driver())
-    get_driver().retry(RetryAt(held.id, held.lease_token, delay=3600, error="boom"))
+    get_driver().runs().retry(RetryAt(held.id, held.lease_token, delay=3600, error="boom"))
     html = page(admin_client, job.id)
     assert f"tests.jobs.ok [delayed] {job.id}" in html and "[ready]" not in html
     assert "xjobs-state-delayed" in header(html)

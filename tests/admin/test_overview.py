@@ -29,14 +29,16 @@ def admin_client(client, db):
 def fleet() -> None:
     """default: 2 done; mail: 1 dead with an error; a live worker on default."""
     driver = get_driver()
-    driver.enqueue(request(key="a"))
-    driver.enqueue(request(key="b"))
-    driver.enqueue(request(name="tests.jobs.terminal", key="c", queue="mail"))
+    driver.jobs().enqueue(request(key="a"))
+    driver.jobs().enqueue(request(key="b"))
+    driver.jobs().enqueue(request(name="tests.jobs.terminal", key="c", queue="mail"))
     held = claim(driver, queues=("default", "mail"))
-    driver.ack([Complete(h.id, h.lease_token) for h in held if h.queue == "default"])
+    driver.runs().complete([Complete(h.id, h.lease_token) for h in held if h.queue == "default"])
     [dead] = [h for h in held if h.queue == "mail"]
-    driver.finish(Finish(dead.id, dead.lease_token, state="dead", error="X_TERMINAL: declined"))
-    driver.renew_presence(Presence("w-1", "host", 1, ("default",), 2), ttl=60)
+    driver.runs().finish(
+        Finish(dead.id, dead.lease_token, state="dead", error="X_TERMINAL: declined")
+    )
+    driver.runs().renew_presence(Presence("w-1", "host", 1, ("default",), 2), ttl=60)
 
 
 def test_the_overview_shows_the_rollup_figures_with_links(admin_client):
@@ -84,11 +86,11 @@ def test_the_overview_draws_each_queues_depth_over_time(admin_client):
     count of x_jobs per page view; each figure links to the list behind it."""
     fleet()
     driver = get_driver()
-    driver.enqueue(request(key="waiting"))
-    driver.enqueue(request(key="later", delay=600))
+    driver.jobs().enqueue(request(key="waiting"))
+    driver.jobs().enqueue(request(key="later", delay=600))
     empty = admin_client.get(URL).content.decode()
     assert "No depth sampled in this window" in empty
-    assert driver.depths.sample() == 1
+    assert driver.history().sample_depth() == 1
     with CaptureQueriesContext(connection) as queries:
         page = admin_client.get(URL)
     assert any("FROM x_queue_depth" in q["sql"] for q in queries)
@@ -109,7 +111,7 @@ def test_the_overview_draws_each_queues_depth_over_time(admin_client):
 def test_every_chart_has_a_time_axis_and_each_slot_names_its_minute(admin_client):
     """Issue 42: bars with no time under them, and tooltips with counts but no time."""
     fleet()
-    get_driver().depths.sample()
+    get_driver().history().sample_depth()
     html = admin_client.get(URL, {"refresh": "off"}).content.decode()
     charts = re.findall(r'<svg [^>]*class="xjobs-chart".*?</svg>', html, flags=re.S)
     assert len(charts) >= 3  # what ended per queue and per job, and the depth

@@ -101,7 +101,7 @@ def test_keys_made_from_the_inputs_are_masked_like_the_payload(db):
 
     account = jobs.per_account.enqueue(account="acct-visible-77", n=1).id
     token = jobs.token_call.enqueue(api_token="tok-SECRET-9931", n=1).id
-    get_driver().claim(  # a worker's claim, which records the keys it takes runs of
+    get_driver().runs().claim(  # a worker's claim, which records the keys it takes runs of
         queues=["limited"],
         limit=5,
         visibility_timeout=30,

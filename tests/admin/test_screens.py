@@ -133,7 +133,7 @@ def test_cancel_05_q_08_a_run_cancelled_before_its_heartbeat_saw_it_is_reported_
     original = worker._execute
 
     def cancelled_as_it_starts(run):
-        live_harness.driver.cancel(run.job.id, "customer asked")
+        live_harness.driver.jobs().cancel(run.job.id, "customer asked")
         return original(run)
 
     worker._execute = cancelled_as_it_starts
@@ -259,7 +259,7 @@ def test_a_done_job_shows_no_error_its_earlier_attempts_keep_theirs(harness):
 
 def test_after_an_operator_retry_a_done_job_no_longer_heads_with_its_dead_letter(harness):
     job_id = jobs.ok.enqueue(n=62).id
-    harness.driver.cancel(job_id, "X_TERMINAL: stop")
+    harness.driver.jobs().cancel(job_id, "X_TERMINAL: stop")
     assert operations.retry_job(job_id, force=True)["last_error"] == "X_TERMINAL: stop"
     run_until_idle()
     assert (harness.row(job_id).state, harness.row(job_id).last_error) == ("done", None)
@@ -342,8 +342,10 @@ def test_hang_05_a_worker_gone_past_its_shutdown_timeout_says_it_exited(workers)
     # its run's lease lapses (moved into the past rather than waited for); the next claim
     # records what happened to that attempt
     Job.objects.filter(id=job_id).update(visible_at=Now() - timedelta(seconds=1))
-    [again] = PostgresDriver("default").claim(
-        queues=["default"], limit=1, visibility_timeout=30, worker_id="after"
+    [again] = (
+        PostgresDriver("default")
+        .runs()
+        .claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="after")
     )
     assert again.id == job_id
     [entry] = operations.inspect_job(job_id)["attempts"]
@@ -357,17 +359,17 @@ def test_a_stopped_presence_reads_exited_and_its_lapses_say_so(harness):
     from django_xjobs.drivers.contract import Presence
 
     job_id = jobs.ok.enqueue(n=90).id
-    harness.driver.renew_presence(Presence("w-exits", "host", 1, ("default",), 1), 30)
-    harness.driver.renew_presence(Presence("w-stays", "host", 2, ("default",), 0), 30)
-    [held] = harness.driver.claim(
+    harness.driver.runs().renew_presence(Presence("w-exits", "host", 1, ("default",), 1), 30)
+    harness.driver.runs().renew_presence(Presence("w-stays", "host", 2, ("default",), 0), 30)
+    [held] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=5, worker_id="w-exits"
     )
-    harness.driver.stop_presence("w-exits")
+    harness.driver.runs().stop_presence("w-exits")
     states = {w["id"]: (w["state"], w["in_flight"]) for w in operations.inspect_workers()}
     assert states == {"w-exits": ("exited", 0), "w-stays": ("alive", 0)}
     harness.advance(6)
-    harness.driver.renew_presence(Presence("w-stays", "host", 2, ("default",), 0), 30)
-    [again] = harness.driver.claim(
+    harness.driver.runs().renew_presence(Presence("w-stays", "host", 2, ("default",), 0), 30)
+    [again] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=5, worker_id="w-stays"
     )
     assert again.id == held.id == job_id
@@ -375,7 +377,7 @@ def test_a_stopped_presence_reads_exited_and_its_lapses_say_so(harness):
     assert entry["outcome"] == "lapsed" and "exited past" in entry["message"], entry
     # told to stop: no crash, and no suspect either (SPEC LEASE-16)
     assert (again.lease_expiries, again.died_with) == (0, None)
-    harness.driver.renew_presence(Presence("w-exits", "host", 3, ("default",), 0), 30)
+    harness.driver.runs().renew_presence(Presence("w-exits", "host", 3, ("default",), 0), 30)
     assert {w["id"]: w["state"] for w in operations.inspect_workers()}["w-exits"] == "alive"
 
 

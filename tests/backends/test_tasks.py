@@ -160,19 +160,19 @@ def test_run_after_defers_the_run_by_datetime_or_timedelta(harness):
 
 
 def test_arguments_json_cannot_hold_are_refused_at_enqueue_and_nothing_is_stored(harness):
-    before = len(harness.driver.list_jobs(limit=1000))
+    before = len(harness.driver.reads().list_jobs(limit=1000))
     with pytest.raises(InputInvalidError, match="X_INPUT_INVALID") as error:
         tasks.add.enqueue(object(), 1)
     assert "tests.tasks.add" in str(error.value) and error.value.hint
     with pytest.raises(InputInvalidError, match="not a JSON number"):
         tasks.add.enqueue(float("nan"), 1)
-    assert len(harness.driver.list_jobs(limit=1000)) == before
+    assert len(harness.driver.reads().list_jobs(limit=1000)) == before
 
 
 def test_a_task_its_module_path_does_not_find_is_refused_at_enqueue(harness):
     with pytest.raises(InvalidTask, match="cannot be found again by its module path"):
         tasks.misnamed.enqueue()
-    assert harness.driver.list_jobs(limit=10) == []
+    assert harness.driver.reads().list_jobs(limit=10) == []
 
 
 # --- running it ---------------------------------------------------------------------------------
@@ -291,7 +291,7 @@ def test_options_timeout_fails_a_task_that_runs_past_it(live_harness):
 
 def _dies_with_its_worker(harness) -> None:
     """One claim whose worker is never heard from again: its lease lapses."""
-    harness.driver.claim(queues=["default"], limit=1, visibility_timeout=5, worker_id="gone")
+    harness.driver.runs().claim(queues=["default"], limit=1, visibility_timeout=5, worker_id="gone")
     harness.advance(5)
 
 
@@ -315,10 +315,10 @@ def test_lease_17_a_task_whose_runs_keep_dying_is_still_stopped_by_the_crash_bou
 
     result = tasks.add.enqueue(2, 2)
     for _ in range(conf.get().max_lease_expiries):
-        [held] = harness.driver.claim(
+        [held] = harness.driver.runs().claim(
             queues=["default"], limit=1, visibility_timeout=5, worker_id="isolating"
         )
-        assert harness.driver.retry(RetryAt(held.id, held.lease_token, crashed=True))
+        assert harness.driver.runs().retry(RetryAt(held.id, held.lease_token, crashed=True))
     [execution] = run_until_idle()
     assert execution.outcome == "dead_lettered"
     stored = tasks.add.get_result(result.id)

@@ -70,7 +70,7 @@ def test_each_occurrence_enqueues_the_task_once_across_two_schedulers(bench):
     run_until_idle(clock=bench.clock)
     stored = tasks.nightly.get_result(str(row.id))
     assert stored.return_value == {"occurrence": occurrence.isoformat()}
-    assert bench.driver.get_job(UUID(result.id)).state == "done"
+    assert bench.driver.reads().get_job(UUID(result.id)).state == "done"
 
 
 def _report(occurrence=None):

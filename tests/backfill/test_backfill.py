@@ -37,11 +37,11 @@ def orders(n: int) -> list[Order]:
 
 
 def steps_of(harness, job_id) -> list:
-    return harness.driver.steps.list(harness.row(job_id).run_id)
+    return harness.driver.steps().list(harness.row(job_id).run_id)
 
 
 def ledger(harness, name: str):
-    return harness.driver.backfills.history(name)
+    return harness.driver.backfills().history(name)
 
 
 # --- BF-01: an ordinary job ---------------------------------------------------------------------
@@ -289,7 +289,7 @@ def test_bf_05_a_resumed_pass_adopts_its_own_row(harness):
 
 def test_bf_05_a_changed_declaration_warns_and_does_not_block(harness, caplog):
     earlier = uuid.uuid4()  # a pass completed by an earlier declaration of the backfill
-    harness.driver.backfills.start(
+    harness.driver.backfills().start(
         run_id=earlier,
         job_id=uuid.uuid4(),
         name="tests.fill_currency",
@@ -297,7 +297,7 @@ def test_bf_05_a_changed_declaration_warns_and_does_not_block(harness, caplog):
         app_version="an earlier release",
         environment=None,
     )
-    harness.driver.backfills.finish(earlier, status="completed")
+    harness.driver.backfills().finish(earlier, status="completed")
     orders(1)
     backfills.fill_currency.enqueue(force=True)
     with caplog.at_level(logging.WARNING, logger="django_xjobs"):

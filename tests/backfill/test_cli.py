@@ -83,11 +83,11 @@ def environment(name: str | None):
 
 
 def passes(name: str) -> list:
-    return get_driver().backfills.history(name)
+    return get_driver().backfills().history(name)
 
 
 def jobs_named(name: str) -> list:
-    return get_driver().list_jobs(queue=None, name=name, state=None, limit=10)
+    return get_driver().reads().list_jobs(queue=None, name=name, state=None, limit=10)
 
 
 # --- --list ---------------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def test_a_required_migration_not_applied_is_x_backfill_migration_pending(harnes
     message = backfill_cmd("tests.tokens").refused("X_BACKFILL_MIGRATION_PENDING")
     assert "tests.0002_orders" in message and "migrate tests --database default" in message
     backfill_cmd("--all").refused("X_BACKFILL_MIGRATION_PENDING")
-    assert get_driver().list_jobs(queue=None, name=None, state=None, limit=10) == []
+    assert get_driver().reads().list_jobs(queue=None, name=None, state=None, limit=10) == []
     applied.create(app="tests", name="0002_orders")
     backfill_cmd("tests.tokens").ok()
 
@@ -400,7 +400,7 @@ def test_the_rate_and_eta_come_from_the_ledger_and_an_injected_clock(harness):
     orders(10)
     job_id = backfills.fill_currency.enqueue().id
     run_id = harness.row(job_id).run_id
-    ledger = harness.driver.backfills
+    ledger = harness.driver.backfills()
     now = [100.0]
     watch = PassWatch(
         get_backfill("tests.fill_currency"), job_id, estimate_interval=60, clock=lambda: now[0]
@@ -518,7 +518,7 @@ def test_insp_02_a_stalled_pass_shows_its_error_and_cursor(harness):
 
 def test_insp_02_a_pass_of_a_backfill_no_longer_declared_is_read_from_the_ledger(harness):
     run_id = uuid.uuid4()
-    harness.driver.backfills.start(
+    harness.driver.backfills().start(
         run_id=run_id,
         job_id=uuid.uuid4(),
         name="tests.renamed",
@@ -552,8 +552,8 @@ def completed_then_running(checksum: str) -> tuple[uuid.UUID, uuid.UUID, uuid.UU
     run_until_idle()
     orders(5)
     running = backfills.fill_currency.enqueue(force=True).id
-    run_id = get_driver().get_job(running).run_id
-    ledger = get_driver().backfills
+    run_id = get_driver().reads().get_job(running).run_id
+    ledger = get_driver().backfills()
     ledger.start(
         run_id=run_id,
         job_id=running,

@@ -62,11 +62,11 @@ def test_an_actor_from_a_user_or_a_request():
 
 
 def test_job_02_a_tenant_scoped_job_refuses_an_enqueue_without_a_tenant(harness):
-    before = len(harness.driver.list_jobs(limit=100))
+    before = len(harness.driver.reads().list_jobs(limit=100))
     with pytest.raises(JobTenantRequiredError, match="X_JOB_TENANT_REQUIRED") as error:
         jobs.scoped.enqueue(n=1)
     assert "enqueue_as" in error.value.hint
-    assert len(harness.driver.list_jobs(limit=100)) == before
+    assert len(harness.driver.reads().list_jobs(limit=100)) == before
     row = harness.row(jobs.scoped.enqueue_as(Actor(id="user:9", tenant_id="acme"), n=1).id)
     assert row.tenant_id == "acme"
     assert harness.row(jobs.scoped.using(tenant_id="beta").enqueue(n=2).id).tenant_id == "beta"

@@ -40,12 +40,12 @@ def test_dep_01_a_dependant_waits_visibly_until_every_dependency_is_done(harness
     assert harness.row(first.id).dependants == (waiting.id,)
     a, b = claim(driver, limit=10)  # the two dependencies, never the dependant
     assert {a.id, b.id} == {first.id, second.id}
-    assert driver.ack([Complete(a.id, a.lease_token)]) == {a.id}
+    assert driver.runs().complete([Complete(a.id, a.lease_token)]) == {a.id}
     row = harness.row(waiting.id)
     assert (row.state, row.waiting_on) == ("suspended", 1)
     assert claim(driver) == []
     # SPEC DEP-02: the settle of the last one releases it, in that same call
-    assert driver.ack([Complete(b.id, b.lease_token)]) == {b.id}
+    assert driver.runs().complete([Complete(b.id, b.lease_token)]) == {b.id}
     row = harness.row(waiting.id)
     assert (row.state, row.waiting_on, row.after_failed) == ("ready", 0, None)
     [released] = claim(driver)
@@ -67,10 +67,10 @@ def test_dep_04_a_dependency_that_ends_otherwise_ends_the_dependant(harness, end
     waiting = jobs.ok.using(after=[first.id]).enqueue(n=2)
     anyway = jobs.ok.using(after=[first.id], run_anyway=True).enqueue(n=3)
     if end == "cancelled":
-        driver.cancel(first.id, "no longer wanted")
+        driver.jobs().cancel(first.id, "no longer wanted")
     else:
         [held] = claim(driver)
-        assert driver.finish(Finish(held.id, held.lease_token, end, stop_reason="terminal"))
+        assert driver.runs().finish(Finish(held.id, held.lease_token, end, stop_reason="terminal"))
     row = harness.row(waiting.id)
     assert (row.state, row.after_failed) == ("ready", first.id)
     assert harness.row(anyway.id).state == "ready" and harness.row(anyway.id).after_failed is None
@@ -91,7 +91,7 @@ def test_dep_04_a_dependant_whose_first_claimer_died_is_ended_again_never_run(ha
     first = jobs.ok.enqueue(n=1)
     waiting = jobs.ok.using(after=[first.id]).enqueue(n=2)
     [held] = claim(driver)
-    assert driver.finish(Finish(held.id, held.lease_token, "dead", stop_reason="terminal"))
+    assert driver.runs().finish(Finish(held.id, held.lease_token, "dead", stop_reason="terminal"))
     [verdict] = claim(driver, worker="w1")
     assert verdict.id == waiting.id and verdict.expired
     harness.advance(VIS + 1)  # w1 was SIGKILLed before its settle: its lease lapses
@@ -111,7 +111,7 @@ def test_dep_04_a_failure_cascades_down_a_chain(harness):
     first = jobs.ok.enqueue(n=1)
     middle = jobs.ok.using(after=[first.id]).enqueue(n=2)
     last = jobs.ok.using(after=[middle.id]).enqueue(n=3)
-    driver.cancel(first.id, "stop")
+    driver.jobs().cancel(first.id, "stop")
     run_until_idle(driver=driver)
     assert harness.row(middle.id).stop_reason == "dependency_failed"
     assert harness.row(last.id).stop_reason == "dependency_failed"
@@ -124,7 +124,7 @@ def test_dep_05_enqueue_time_checks(harness):
     with pytest.raises(DependencyUnknownError) as caught:
         jobs.ok.using(after=[nowhere]).enqueue(n=1)
     assert caught.value.code == "X_DEPENDENCY_UNKNOWN" and str(nowhere) in caught.value.message
-    assert driver.list_jobs() == []  # nothing enqueued
+    assert driver.reads().list_jobs() == []  # nothing enqueued
     # a dependency already done counts as satisfied: due at once
     done = jobs.ok.enqueue(n=2)
     run_until_idle(driver=driver)
@@ -134,7 +134,7 @@ def test_dep_05_enqueue_time_checks(harness):
     assert harness.row(done.id).dependants is None
     # one already dead: recorded, and ends dependency_failed at its claim
     dead = jobs.ok.enqueue(n=4)
-    driver.cancel(dead.id, "x")
+    driver.jobs().cancel(dead.id, "x")
     after_dead = jobs.ok.using(after=[dead.id]).enqueue(n=5)
     assert harness.row(after_dead.id).after_failed == dead.id
     run_until_idle(driver=driver)
@@ -146,7 +146,7 @@ def test_dep_05_enqueue_time_checks(harness):
     from dataclasses import replace
 
     with pytest.raises(DependencyCycleError) as cycle:
-        driver.enqueue(replace(request, id=own))
+        driver.jobs().enqueue(replace(request, id=own))
     assert cycle.value.code == "X_DEPENDENCY_CYCLE"
 
 
@@ -181,11 +181,11 @@ def test_dep_06_a_staged_dependant_waits_for_a_job_staged_before_it(live_harness
             assert first.staged and waiting.staged
             first_id, waiting_id = first.id, waiting.id
         else:
-            store = driver.outbox_store("default")
+            store = driver.outbox("default")
             first_id = store.stage(jobs.ok.build_request({"n": 1}))
             request = jobs.ok.using(after=[first_id]).build_request({"n": 2})
             waiting_id = store.stage(request)
-            assert driver.get_job(waiting_id) is None  # staged only
+            assert driver.reads().get_job(waiting_id) is None  # staged only
             assert Relay(store=store, driver=driver).tick() == 2
     row = live_harness.row(waiting_id)
     assert (row.state, row.waiting_on, row.after) == ("suspended", 1, (first_id,))
@@ -200,7 +200,7 @@ def test_dep_06_a_staged_dependant_rolled_back_leaves_nothing(live_harness):
         assert jobs.ok.using(after=[first.id]).enqueue(n=2).staged
         raise RuntimeError("rollback")
     assert live_harness.row(first.id).dependants is None
-    assert [r.id for r in live_harness.driver.list_jobs()] == [first.id]
+    assert [r.id for r in live_harness.driver.reads().list_jobs()] == [first.id]
 
 
 def test_dep_07_an_ack_costs_one_statement_with_or_without_dependants(db):
@@ -218,9 +218,9 @@ def test_dep_07_an_ack_costs_one_statement_with_or_without_dependants(db):
         held = {c.id: c for c in claim(driver, limit=10)}
         for job_id in (plain.id, awaited.id):
             with CaptureQueriesContext(connection) as queries:
-                driver.ack([Complete(job_id, held[job_id].lease_token)])
+                driver.runs().complete([Complete(job_id, held[job_id].lease_token)])
             assert len(queries) == 1, [q["sql"][:60] for q in queries]
-        assert driver.get_job(waiting.id).state == "ready"
+        assert driver.reads().get_job(waiting.id).state == "ready"
     finally:
         uninstall(driver)
 
@@ -241,11 +241,11 @@ def test_dep_03_a_dependant_committed_during_the_last_settle_is_released():
         acked: list[set] = []
         with transaction.atomic():
             waiting = jobs.ok.using(after=[first.id], outbox=False).enqueue(n=2)
-            assert driver.get_job(waiting.id).state == "suspended"
+            assert driver.reads().get_job(waiting.id).state == "suspended"
 
             def ack() -> None:
                 try:
-                    acked.append(driver.ack([Complete(held.id, held.lease_token)]))
+                    acked.append(driver.runs().complete([Complete(held.id, held.lease_token)]))
                 finally:
                     connections["default"].close()
 
@@ -259,7 +259,7 @@ def test_dep_03_a_dependant_committed_during_the_last_settle_is_released():
                 wait_for(blocked, timeout=10)
         settler.join(timeout=10)
         assert acked == [{first.id}]
-        row = driver.get_job(waiting.id)
+        row = driver.reads().get_job(waiting.id)
         assert (row.state, row.waiting_on) == ("ready", 0)
     finally:
         uninstall(driver)
@@ -331,15 +331,19 @@ def test_child_07_the_settle_of_the_last_child_makes_the_parent_due_at_once(harn
     assert settle(driver, [execution.settle]) == {run.lease_token}
     row = harness.row(parent)
     assert row.state == "suspended" and row.waiting_on == 2
-    assert (row.run_at - driver.steps.now()).total_seconds() > 3000  # the poll: an hour
+    assert (row.run_at - driver.steps().now()).total_seconds() > 3000  # the poll: an hour
     first, second = claim(driver, limit=5)
-    assert driver.ack([Complete(first.id, first.lease_token, '{"square": 0}')]) == {first.id}
+    assert driver.runs().complete([Complete(first.id, first.lease_token, '{"square": 0}')]) == {
+        first.id
+    }
     row = harness.row(parent)
     assert (row.state, row.waiting_on) == ("suspended", 1)
-    assert driver.ack([Complete(second.id, second.lease_token, '{"square": 0}')]) == {second.id}
+    assert driver.runs().complete([Complete(second.id, second.lease_token, '{"square": 0}')]) == {
+        second.id
+    }
     row = harness.row(parent)
     assert (row.state, row.waiting_on) == ("ready", 0)
-    assert row.run_at <= driver.steps.now()
+    assert row.run_at <= driver.steps().now()
     [again] = claim(driver)
     assert again.id == parent
 
@@ -369,12 +373,12 @@ def test_child_07_a_child_ended_before_the_parent_parks_leaves_it_due(harness):
     parent = jobs.patient_parent.enqueue(tag="y", ns=[6]).id
     child = jobs.ok.enqueue(n=6)
     [held_parent] = [c for c in claim(driver, limit=5) if c.id == parent]
-    driver.cancel(child.id, "gone")
+    driver.jobs().cancel(child.id, "gone")
     park = SuspendUntil(parent, held_parent.lease_token, delay=3600, children=(child.id,))
-    assert driver.suspend(copy(park))
+    assert driver.runs().suspend(copy(park))
     row = harness.row(parent)
     assert (row.state, row.waiting_on) == ("suspended", 0)
-    assert row.run_at <= driver.steps.now()
+    assert row.run_at <= driver.steps().now()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -400,7 +404,7 @@ def test_child_07_a_park_and_an_ack_of_two_of_its_children_never_deadlock():
         def park() -> None:
             try:
                 parked.append(
-                    driver.suspend(
+                    driver.runs().suspend(
                         SuspendUntil(
                             parent, held[parent].lease_token, delay=3600, children=(low, high)
                         )
@@ -426,20 +430,20 @@ def test_child_07_a_park_and_an_ack_of_two_of_its_children_never_deadlock():
                     # `high` skipped, `low` named: the parent looks again within a second, not
                     # at its hour-long poll, in case the ack of `high` commits first (this
                     # transaction's now() is its start)
-                    row = driver.get_job(parent)
+                    row = driver.reads().get_job(parent)
                     assert (row.state, row.waiting_on) == ("suspended", 1)
-                    assert (row.run_at - driver.steps.now()).total_seconds() < 60  # not 3600
+                    assert (row.run_at - driver.steps().now()).total_seconds() < 60  # not 3600
             # the same ack goes on to `low`: before, the park held it and waited for `high`
-            acked = driver.ack(
+            acked = driver.runs().complete(
                 [Complete(high, held[high].lease_token), Complete(low, held[low].lease_token)]
             )
         parker.join(timeout=10)
         assert parked == [True], parked
         assert acked == {low, high}
         # the park named the parent on `low` (it skipped `high`, locked): the ack woke it
-        row = driver.get_job(parent)
+        row = driver.reads().get_job(parent)
         assert (row.state, row.waiting_on) == ("ready", 0)
-        assert row.run_at <= driver.steps.now()
+        assert row.run_at <= driver.steps().now()
     finally:
         uninstall(driver)
 
@@ -450,16 +454,18 @@ def test_dep_02_a_finished_dependant_a_live_job_still_names_is_not_pruned(harnes
     driver = harness.driver
     first = jobs.ok.enqueue(n=1)
     waiting = jobs.ok.using(after=[first.id]).enqueue(n=2)
-    driver.cancel(waiting.id, "not needed")
+    driver.jobs().cancel(waiting.id, "not needed")
     harness.advance(3600)
-    assert driver.prune(older_than=60, states=["cancelled"], dry_run=True) == {"cancelled": 0}
-    assert driver.prune(older_than=60, states=["cancelled"]) == {"cancelled": 0}
+    assert driver.jobs().prune(older_than=60, states=["cancelled"], dry_run=True) == {
+        "cancelled": 0
+    }
+    assert driver.jobs().prune(older_than=60, states=["cancelled"]) == {"cancelled": 0}
     run_until_idle(driver=driver)
     row = harness.row(waiting.id)
     assert (row.state, row.stop_reason) == ("cancelled", "cancelled")
-    assert {r.id for r in driver.list_jobs()} == {first.id, waiting.id}  # nothing inserted
+    assert {r.id for r in driver.reads().list_jobs()} == {first.id, waiting.id}  # nothing inserted
     harness.advance(3600)
-    assert driver.prune(older_than=60, states=["cancelled"]) == {"cancelled": 1}
+    assert driver.jobs().prune(older_than=60, states=["cancelled"]) == {"cancelled": 1}
 
 
 def test_dep_04_a_worker_counts_a_dependency_failed_job_apart(live_harness):
@@ -474,7 +480,7 @@ def test_dep_04_a_worker_counts_a_dependency_failed_job_apart(live_harness):
     before = counted()
     first = jobs.ok.enqueue(n=1)
     waiting = jobs.ok.using(after=[first.id]).enqueue(n=2)
-    live_harness.driver.cancel(first.id, "no longer wanted")
+    live_harness.driver.jobs().cancel(first.id, "no longer wanted")
     Worker(queues=["default"], driver=live_harness.driver, burst=True).run()
     assert counted() - before == 1
     row = live_harness.row(waiting.id)

@@ -54,7 +54,7 @@ def test_a_worker_with_jobs_does_not_warn(harness, caplog):
 
 
 def _live_row(driver, name: str) -> None:
-    driver.enqueue(
+    driver.jobs().enqueue(
         EnqueueRequest(
             name=name,
             queue="default",

@@ -34,16 +34,20 @@ def _undiscovered():
 
 def _enqueue(driver, name: str) -> object:
     """The row a web process that imported the module would have written."""
-    return driver.enqueue(
-        EnqueueRequest(
-            name=name,
-            queue="default",
-            input={"n": 1},
-            input_json='{"n": 1}',
-            idempotency_key="stray:1",
-            max_attempts=3,
+    return (
+        driver.jobs()
+        .enqueue(
+            EnqueueRequest(
+                name=name,
+                queue="default",
+                input={"n": 1},
+                input_json='{"n": 1}',
+                idempotency_key="stray:1",
+                max_attempts=3,
+            )
         )
-    ).id
+        .id
+    )
 
 
 @pytest.mark.parametrize("tasks_setting", [TASKS, {}], ids=["with-TASKS", "without-TASKS"])
@@ -51,7 +55,7 @@ def test_a_job_outside_jobs_py_is_unknown_with_or_without_tasks(live_harness, ta
     with override_settings(TASKS=tasks_setting):
         job_id = _enqueue(live_harness.driver, STRAY)
         Worker(queues=["default"], driver=live_harness.driver, burst=True).run()
-        row = live_harness.driver.get_job(job_id)
+        row = live_harness.driver.reads().get_job(job_id)
         assert registry.get_job(STRAY) is None
     assert row.state == "suspended", row.last_error
     assert "X_JOB_UNKNOWN" in row.last_error

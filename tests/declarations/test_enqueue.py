@@ -56,13 +56,16 @@ class Recording:
             ]
         )
 
+    def jobs(self):  # its enqueues stand in for the driver's
+        return self
+
     def enqueue(self, request):
         self._record()
-        return self._driver.enqueue(request)
+        return self._driver.jobs().enqueue(request)
 
     def enqueue_many(self, requests):
         self._record()
-        return self._driver.enqueue_many(requests)
+        return self._driver.jobs().enqueue_many(requests)
 
 
 @pytest.fixture
@@ -94,7 +97,7 @@ def test_enq_01_every_public_enqueue_reaches_the_driver_through_one_facade(harne
         assert len(recording.calls) == 1, what
         [stack] = recording.calls
         assert FACADE in stack, f"{what} reached the driver without the facade: {stack}"
-    rows = harness.driver.list_jobs()
+    rows = harness.driver.reads().list_jobs()
     assert sorted(r.name for r in rows) == ["tests.jobs.ok"] * 5 + ["tests.tasks.add"]
     [acted] = [r for r in rows if r.input == {"n": 2}]
     assert (acted.enqueued_by, acted.tenant_id) == ("user:42", "acme")
@@ -110,7 +113,7 @@ def test_enq_01_a_staged_enqueue_reaches_the_driver_only_through_the_relay(harne
     assert harness.row(staged.id).state == "ready"
 
 
-#: where ``driver.enqueue`` may be called from: the facade, the outbox relay and its stores,
+#: where ``driver.jobs().enqueue`` may be called from: the facade, the outbox relay and its stores,
 #: the scheduler's dispatch, and a step's child jobs (their ids are recorded in the step before
 #: they are inserted under them, so they go to the store directly, CHILD-01)
 ENQUEUE_CALLERS = {
@@ -191,7 +194,7 @@ def test_enq_11_the_same_for_a_batch(postgres):
     with pytest.raises(DriverUnavailableError) as raised:
         jobs.ok.enqueue_many([{"n": 1}, {"n": 2}])
     assert raised.value.code == "X_DRIVER_UNAVAILABLE" and "migrate" in raised.value.hint
-    assert [r.state for r in postgres.driver.list_jobs()] == ["done", "done"]
+    assert [r.state for r in postgres.driver.reads().list_jobs()] == ["done", "done"]
 
 
 def test_enq_11_the_same_for_a_long_batch_sent_in_chunks(postgres, monkeypatch):
@@ -204,7 +207,7 @@ def test_enq_11_the_same_for_a_long_batch_sent_in_chunks(postgres, monkeypatch):
     with pytest.raises(DriverUnavailableError) as raised:
         jobs.ok.enqueue_many([{"n": 3}, {"n": 1}, {"n": 2}])
     assert raised.value.code == "X_DRIVER_UNAVAILABLE" and "migrate" in raised.value.hint
-    assert [r.state for r in postgres.driver.list_jobs()] == ["done", "done"]
+    assert [r.state for r in postgres.driver.reads().list_jobs()] == ["done", "done"]
 
 
 # --- RETRY-05: the handle's policy and the claimed attempt, never the row's max_attempts ----
@@ -341,7 +344,7 @@ def test_db_04_stored_times_read_back_as_aware_utc_datetimes(harness):
     ``timestamptz`` as an aware datetime, so reads hand those on; every PostgreSQL row goes
     through the one helper (``drivers.postgres.snapshot``) and both drivers answer alike."""
     job_id = jobs.ok.enqueue(n=1).id
-    harness.driver.claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="w")
+    harness.driver.runs().claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="w")
     row = harness.row(job_id)
     times = {
         f.name: getattr(row, f.name)

@@ -57,7 +57,7 @@ def wake_ups(listener: psycopg.Connection, other: psycopg.Connection) -> list[st
 
 
 def inputs(harness) -> dict[object, object]:
-    return {job.id: job.input for job in harness.driver.list_jobs(limit=1000)}
+    return {job.id: job.input for job in harness.driver.reads().list_jobs(limit=1000)}
 
 
 # --- direct (outside atomic, or outbox=False): one write ------------------------------------
@@ -75,7 +75,7 @@ def test_a_key_repeated_in_the_batch_collapses_into_its_first_element(harness):
     first, second, other = jobs.ok.enqueue_many([{"n": 1}, {"n": 1}, {"n": 2}])
     assert not first.deduped and not other.deduped
     assert second.deduped and (second.id, second.run_id) == (first.id, first.run_id)
-    assert len(harness.driver.list_jobs()) == 2
+    assert len(harness.driver.reads().list_jobs()) == 2
 
 
 def test_a_live_key_dedupes_to_the_live_job(harness):
@@ -112,13 +112,13 @@ def test_a_bad_element_is_refused_by_index_and_nothing_is_written(harness, bad, 
     with pytest.raises(error) as caught:
         jobs.ok.enqueue_many([{"n": 1}, {"n": 2}, bad, {"n": 4}])
     assert says in str(caught.value)
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 def test_an_unknown_queue_is_refused_before_anything_is_written(harness):
     with pytest.raises(QueueUnknownError, match="no job declares queue 'nowhere'"):
         jobs.ok.using(queue="nowhere").enqueue_many([{"n": 1}])
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 def test_a_dict_instead_of_a_list_is_refused(harness):
@@ -142,7 +142,7 @@ def test_one_insert_statement_and_one_wake_up_per_queue():
         payloads = wake_ups(listener, other)
     assert payloads == ["default"]
     assert len({r.id for r in driver_results}) == 50
-    assert len(driver.list_jobs(limit=100)) == 50
+    assert len(driver.reads().list_jobs(limit=100)) == 50
 
 
 @pytest.mark.django_db(transaction=True)
@@ -156,11 +156,11 @@ def test_a_batch_sends_its_shared_options_once_and_a_mixed_batch_row_by_row():
         jobs.takes_kwargs.using(priority=-2, delay="1h").build_request({"a": 1}),
     ]
     with CaptureQueriesContext(connection) as queries:
-        results = driver.enqueue_many(shared) + driver.enqueue_many(mixed)
+        results = driver.jobs().enqueue_many(shared) + driver.jobs().enqueue_many(mixed)
     assert [
         "unnest(%(ids)s::uuid[], %(run_ids)s::uuid[], %(keys)s::text[]" in q["sql"] for q in queries
     ] == [True, False]
-    rows = [driver.get_job(r.id) for r in results]
+    rows = [driver.reads().get_job(r.id) for r in results]
     assert [(r.name, r.queue, r.priority, r.state, r.input) for r in rows] == [
         ("tests.jobs.ok", "other", 3, "ready", {"n": 1}),
         ("tests.jobs.ok", "other", 3, "ready", {"n": 2}),
@@ -176,25 +176,25 @@ def test_inside_atomic_the_batch_is_staged_and_published_at_commit_under_its_ids
     with transaction.atomic():
         results = jobs.ok.enqueue_many([{"n": 1}, {"n": 2}, {"n": 1}])
         assert all(r.staged and r.run_id is None and r.deduped is None for r in results)
-        assert live.driver.list_jobs() == []
+        assert live.driver.reads().list_jobs() == []
     assert [inputs(live)[r.id] for r in results[:2]] == [{"n": 1}, {"n": 2}]
-    assert len(live.driver.list_jobs()) == 2  # the repeated key collapsed at publish
-    assert live.driver.outbox_store("default").pending()[0] == 0
+    assert len(live.driver.reads().list_jobs()) == 2  # the repeated key collapsed at publish
+    assert live.driver.outbox("default").pending()[0] == 0
 
 
 def test_a_rolled_back_batch_leaves_nothing(live):
     with pytest.raises(RuntimeError), transaction.atomic():
         jobs.ok.enqueue_many([{"n": 1}, {"n": 2}])
         raise RuntimeError("the order could not be saved")
-    assert live.driver.list_jobs() == []
-    assert live.driver.outbox_store("default").pending()[0] == 0
+    assert live.driver.reads().list_jobs() == []
+    assert live.driver.outbox("default").pending()[0] == 0
 
 
 def test_every_enqueue_of_a_transaction_is_published_at_its_commit(live):
     with transaction.atomic():
         results = [jobs.ok.enqueue(n=n) for n in range(30)]
     assert sorted(inputs(live)[r.id]["n"] for r in results) == list(range(30))
-    assert live.driver.outbox_store("default").pending()[0] == 0
+    assert live.driver.outbox("default").pending()[0] == 0
 
 
 def test_a_savepoint_rolled_back_takes_only_its_own_enqueues(live):
@@ -215,7 +215,7 @@ def test_the_first_enqueue_rolled_back_with_its_savepoint_still_publishes_the_re
             raise RuntimeError("inner")
         later = jobs.ok.enqueue(n=2)
     assert list(inputs(live)) == [later.id]  # published at commit, no relay involved
-    assert live.driver.outbox_store("default").pending()[0] == 0
+    assert live.driver.outbox("default").pending()[0] == 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -333,7 +333,7 @@ def test_a_long_call_answers_as_a_short_one_across_its_chunks(live_harness, chun
         results[1].id,
     )
     assert [inputs(live_harness)[r.id] for r in results] == [{"n": n} for n in (1, 2, 1, 9, 3, 2)]
-    assert len(live_harness.driver.list_jobs()) == 4
+    assert len(live_harness.driver.reads().list_jobs()) == 4
 
 
 @pytest.mark.parametrize("where", [0, 4])
@@ -344,7 +344,7 @@ def test_a_bad_element_of_a_long_call_leaves_nothing_written(live_harness, chunk
     given[where] = {"n": math.nan}
     with pytest.raises(InputInvalidError, match=rf"inputs\[{where}\]: job 'tests.jobs.ok'"):
         jobs.ok.enqueue_many(given)
-    assert live_harness.driver.list_jobs() == []
+    assert live_harness.driver.reads().list_jobs() == []
 
 
 def test_a_long_calls_duplicate_is_named_by_its_index(live_harness, chunks_of_two):
@@ -372,7 +372,11 @@ def test_a_long_call_sends_a_statement_per_chunk_and_wakes_each_queue_once(chunk
         )
         assert cursor.fetchone() == (1,)  # prepared once, then run by name
     assert payloads == ["default"]  # one transaction: the chunks' wake-ups are one
-    assert len(PostgresDriver("default").list_jobs(limit=10)) == len({r.id for r in results}) == 5
+    assert (
+        len(PostgresDriver("default").reads().list_jobs(limit=10))
+        == len({r.id for r in results})
+        == 5
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -385,7 +389,7 @@ def test_a_long_call_in_the_callers_atomic_takes_back_only_its_own_rows(chunks_o
         with pytest.raises(InputInvalidError, match=r"inputs\[3\]"):
             direct.enqueue_many([{"n": 1}, {"n": 2}, {"n": 3}, {"nope": 4}])
         later = direct.enqueue_many([{"n": n} for n in (4, 5, 6)])
-    assert {job.id for job in PostgresDriver("default").list_jobs(limit=10)} == {
+    assert {job.id for job in PostgresDriver("default").reads().list_jobs(limit=10)} == {
         kept.id,
         *(r.id for r in later),
     }  # nothing of n 1 and 2, sent before the bad element was reached
@@ -408,9 +412,9 @@ def test_a_statement_the_server_refuses_in_a_later_chunk_is_raised_and_nothing_i
     try:
         with pytest.raises(ValueRefusedError, match="SQLSTATE 22023"):
             jobs.ok.enqueue_many([{"n": n} for n in range(6)])
-        assert PostgresDriver("default").list_jobs() == []
+        assert PostgresDriver("default").reads().list_jobs() == []
         again = jobs.ok.enqueue_many([{"n": n} for n in (4, 5, 6)])  # the connection is usable
-        assert len(PostgresDriver("default").list_jobs()) == len(again) == 3
+        assert len(PostgresDriver("default").reads().list_jobs()) == len(again) == 3
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DROP TRIGGER refuse_n3 ON x_jobs; DROP FUNCTION refuse_n3()")
@@ -432,5 +436,5 @@ def test_without_prepared_statements_a_long_call_is_one_statement(chunks_of_two)
 def test_a_long_call_inside_atomic_is_staged_whole(live, chunks_of_two):
     with transaction.atomic():
         results = jobs.ok.enqueue_many([{"n": n} for n in range(5)])
-        assert all(r.staged for r in results) and live.driver.list_jobs() == []
+        assert all(r.staged for r in results) and live.driver.reads().list_jobs() == []
     assert sorted(inputs(live)[r.id]["n"] for r in results) == list(range(5))

@@ -616,7 +616,7 @@ def test_job_19_enqueue_never_runs_the_handler_inline(harness, job_names):
 def test_enqueue_writes_one_row(harness):
     """Positive control for the 'nothing written' checks below."""
     result = ok.enqueue(n=1)
-    rows = harness.driver.list_jobs()
+    rows = harness.driver.reads().list_jobs()
     assert [r.id for r in rows] == [result.id]
     assert rows[0].idempotency_key == "ok:1"
     assert rows[0].input == {"n": 1}
@@ -633,7 +633,7 @@ def test_unknown_input_is_refused(harness):
     assert "colour" in error.message
     for parameter in ("token", "hold", "hold_attempts", "heed_signal"):
         assert parameter in error.hint
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 def test_missing_required_input_is_refused(harness):
@@ -643,13 +643,13 @@ def test_missing_required_input_is_refused(harness):
     assert error.code == "X_INPUT_INVALID"
     assert "token" in error.message
     assert "token" in error.hint
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 def test_ctx_is_not_an_input(harness):
     with pytest.raises(InputInvalidError):
         ok.enqueue(ctx="x")
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 @pytest.mark.parametrize(
@@ -672,14 +672,14 @@ def test_non_json_input_is_refused(harness, value, fragment):
     assert "inputs.n" in error.message
     assert fragment in error.message
     assert error.hint
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 def test_non_json_nested_input_names_its_path(harness):
     with pytest.raises(InputInvalidError) as caught:
         takes_kwargs.enqueue(items=[1, {"x": math.nan}])
     assert "inputs.items[1].x" in caught.value.message
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 def test_oversize_input_is_refused(harness):
@@ -691,7 +691,7 @@ def test_oversize_input_is_refused(harness):
     assert error.code == "X_PAYLOAD_TOO_LARGE"
     assert "100" in error.message
     assert error.hint
-    assert [r.input["token"] for r in harness.driver.list_jobs()] == ["small"]
+    assert [r.input["token"] for r in harness.driver.reads().list_jobs()] == ["small"]
 
 
 @pytest.mark.parametrize("key", ["", 42, None], ids=["empty", "int", "none"])
@@ -703,7 +703,7 @@ def test_job_08_key_callable_must_return_a_non_empty_string(harness, job_names, 
         handle.enqueue(order_id=1)
     assert caught.value.code == "X_INVARIANT"
     assert caught.value.hint
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 def test_open_template_missing_its_input_is_refused_cleanly(harness, job_names):
@@ -715,7 +715,7 @@ def test_open_template_missing_its_input_is_refused_cleanly(harness, job_names):
     with pytest.raises((InputInvalidError, InvariantError)) as caught:
         handle.enqueue(other=1)
     assert "account_id" in str(caught.value)
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 @pytest.mark.parametrize("tenant", ["", 7], ids=["empty", "int"])
@@ -727,7 +727,7 @@ def test_tenant_callable_must_return_a_non_empty_string(harness, job_names, tena
     with pytest.raises(InvariantError) as caught:
         handle.enqueue(order_id=1)
     assert caught.value.code == "X_INVARIANT"
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 def test_tenant_callable_sets_tenant_id(harness, job_names):
@@ -746,7 +746,7 @@ def test_enqueue_to_an_unknown_queue_is_refused(harness):
     assert caught.value.code == "X_QUEUE_UNKNOWN"
     assert "nope" in caught.value.message
     assert caught.value.hint
-    assert harness.driver.list_jobs() == []
+    assert harness.driver.reads().list_jobs() == []
 
 
 def test_enqueue_to_a_listed_queue_is_accepted(harness):

@@ -15,7 +15,7 @@ from tests.drivers.contract.support import claim
 
 
 def _callbacks(driver, name="tests.jobs.batch_report"):
-    return [r for r in driver.list_jobs(name=name)]
+    return [r for r in driver.reads().list_jobs(name=name)]
 
 
 def test_batch_callback_is_queued_by_the_settle_of_its_last_member(harness):
@@ -25,12 +25,12 @@ def test_batch_callback_is_queued_by_the_settle_of_its_last_member(harness):
     with Batch(on_complete=jobs.batch_report, input={"tag": "t"}) as batch:
         jobs.ok.enqueue(n=1)
         batch.add(jobs.ok, n=2)
-    record = driver.batches.get(batch.id)
+    record = driver.batches().get(batch.id)
     assert (record.total, record.pending, record.closed_at is not None) == (2, 2, True)
     first, second = claim(driver, limit=2)
-    assert driver.ack([Complete(first.id, first.lease_token, "{}")]) == {first.id}
+    assert driver.runs().complete([Complete(first.id, first.lease_token, "{}")]) == {first.id}
     assert _callbacks(driver) == []  # one member still running: nothing queued
-    assert driver.ack([Complete(second.id, second.lease_token, "{}")]) == {second.id}
+    assert driver.runs().complete([Complete(second.id, second.lease_token, "{}")]) == {second.id}
     [callback] = _callbacks(driver)
     assert callback.id == batch.callbacks[0].id and callback.state == "ready"
     assert callback.input == {
@@ -45,8 +45,8 @@ def test_batch_callback_is_queued_by_the_settle_of_its_last_member(harness):
         },
     }
     # a second settle of the same run is refused by its fence and counts nothing
-    assert driver.ack([Complete(second.id, second.lease_token, "{}")]) == set()
-    assert driver.batches.get(batch.id).pending == 0
+    assert driver.runs().complete([Complete(second.id, second.lease_token, "{}")]) == set()
+    assert driver.batches().get(batch.id).pending == 0
     assert len(_callbacks(driver)) == 1
 
 
@@ -64,13 +64,13 @@ def test_batch_counts_every_final_state_and_picks_success_or_failure(harness):
         for n in range(3):
             jobs.ok.enqueue(n=n)
     done, dead, cancelled = claim(driver, limit=3)
-    driver.ack([Complete(done.id, done.lease_token)])
-    assert driver.finish(Finish(dead.id, dead.lease_token, "dead", stop_reason="terminal"))
-    driver.cancel(cancelled.id, "stop")
-    record = driver.batches.get(batch.id)
+    driver.runs().complete([Complete(done.id, done.lease_token)])
+    assert driver.runs().finish(Finish(dead.id, dead.lease_token, "dead", stop_reason="terminal"))
+    driver.jobs().cancel(cancelled.id, "stop")
+    record = driver.batches().get(batch.id)
     assert (record.done, record.dead, record.cancelled, record.pending) == (1, 1, 1, 0)
     assert record.completed_at is not None
-    queued = {r.id for r in driver.list_jobs() if r.state == "ready"}
+    queued = {r.id for r in driver.reads().list_jobs() if r.state == "ready"}
     kinds = {c.kind for c in batch.callbacks if c.id in queued}
     assert kinds == {"complete", "failure"}
 
@@ -82,7 +82,7 @@ def test_batch_closed_after_its_members_ended_completes_at_close(harness):
     batch.add(jobs.ok, n=1)
     run_until_idle(queues=["default"])
     assert _callbacks(driver) == []  # open: more members may join
-    assert driver.batches.get(batch.id).pending == 0
+    assert driver.batches().get(batch.id).pending == 0
     batch.close()
     [callback] = _callbacks(driver)
     assert callback.input["batch"]["done"] == 1
@@ -107,7 +107,7 @@ def test_no_member_joins_a_closed_batch(harness):
         batch.add(jobs.ok, n=2)
     assert caught.value.code == "X_BATCH_CLOSED"
     with pytest.raises(BatchClosedError):
-        harness.driver.batches.add(batch.id, [jobs.ok.build_request({"n": 3})])
+        harness.driver.batches().add(batch.id, [jobs.ok.build_request({"n": 3})])
     assert inspect_batch(batch.id)["total"] == 1
 
 
@@ -120,8 +120,8 @@ def test_a_deduped_enqueue_is_no_member(harness):
     assert again.deduped and again.id == live.id and not fresh.deduped
     trace = inspect_batch(batch.id)
     assert trace["total"] == 1 and [m["id"] for m in trace["members"]] == [str(fresh.id)]
-    assert harness.driver.get_job(fresh.id).batch_id == batch.id
-    assert harness.driver.get_job(live.id).batch_id is None
+    assert harness.driver.reads().get_job(fresh.id).batch_id == batch.id
+    assert harness.driver.reads().get_job(live.id).batch_id is None
 
 
 def test_the_callback_runs_with_the_counts(harness):
@@ -134,7 +134,7 @@ def test_the_callback_runs_with_the_counts(harness):
         harness.advance(10)
         executions += run_until_idle(queues=["default"])
     [report] = [e for e in executions if e.job.name == "tests.jobs.batch_report"]
-    row = harness.driver.get_job(report.job.id)
+    row = harness.driver.reads().get_job(report.job.id)
     assert row.result["tag"] == "x" and (row.result["done"], row.result["dead"]) == (1, 1)
     assert inspect_batch(batch.id)["state"] == "completed"
 
@@ -165,15 +165,15 @@ def test_a_retried_member_is_counted_once(harness):
         jobs.ok.enqueue(n=1)
         jobs.ok.enqueue(n=2)
     first, second = claim(driver, limit=2)
-    assert driver.finish(Finish(first.id, first.lease_token, "dead"))
-    assert driver.batches.get(batch.id).dead == 1
-    driver.requeue(first.id, from_step=None, force=False)
-    record = driver.batches.get(batch.id)
+    assert driver.runs().finish(Finish(first.id, first.lease_token, "dead"))
+    assert driver.batches().get(batch.id).dead == 1
+    driver.jobs().requeue(first.id, from_step=None, force=False)
+    record = driver.batches().get(batch.id)
     assert (record.pending, record.dead) == (2, 0)
-    driver.ack([Complete(second.id, second.lease_token)])
+    driver.runs().complete([Complete(second.id, second.lease_token)])
     assert _callbacks(driver) == []  # the retried member is still to end
     [again] = claim(driver)
-    driver.ack([Complete(again.id, again.lease_token)])
+    driver.runs().complete([Complete(again.id, again.lease_token)])
     [callback] = _callbacks(driver)
     assert callback.input["batch"]["done"] == 2 and callback.input["batch"]["dead"] == 0
 
@@ -192,8 +192,8 @@ def test_a_batch_made_inside_atomic_vanishes_with_a_rollback(outbox_on):
             jobs.ok.enqueue(n=1)
             batch.add(jobs.ok, n=2)
         raise RuntimeError("the import could not be saved")
-    assert driver.batches.get(batch.id) is None
-    assert driver.list_jobs() == []
+    assert driver.batches().get(batch.id) is None
+    assert driver.reads().list_jobs() == []
 
 
 def test_a_batch_made_inside_atomic_lands_with_the_commit(outbox_on):
@@ -201,9 +201,9 @@ def test_a_batch_made_inside_atomic_lands_with_the_commit(outbox_on):
     driver = outbox_on.driver
     with transaction.atomic(), Batch(on_complete=jobs.batch_report) as batch:
         member = jobs.ok.enqueue(n=1)
-    record = driver.batches.get(batch.id)
+    record = driver.batches().get(batch.id)
     assert (record.total, record.pending, record.closed_at is not None) == (1, 1, True)
-    assert driver.get_job(member.id).batch_id == batch.id
+    assert driver.reads().get_job(member.id).batch_id == batch.id
     run_until_idle(queues=["default"])
     assert [r.id for r in _callbacks(driver)] == [batch.callbacks[0].id]
 
@@ -220,14 +220,14 @@ def test_cancelling_a_batch_cancels_its_live_members_and_nothing_above_or_beside
         for n in range(3):
             jobs.ok.enqueue(n=n)
     done, running, _ = [h for h in claim(driver, limit=4) if h.id != outsider.id]
-    driver.ack([Complete(done.id, done.lease_token)])
+    driver.runs().complete([Complete(done.id, done.lease_token)])
     answer = cancel_batch(batch.id, reason="import aborted")
     assert answer["cancelled_now"] == 2 and answer["state"] == "completed"
     assert (answer["done"], answer["cancelled"], answer["pending"]) == (1, 2, 0)
     # the running member's late settle is refused by its fence, and counts nothing more
-    assert driver.ack([Complete(running.id, running.lease_token)]) == set()
-    assert driver.get_job(running.id).last_error == "import aborted"
-    assert driver.get_job(outsider.id).state == "running"  # not a member: untouched
+    assert driver.runs().complete([Complete(running.id, running.lease_token)]) == set()
+    assert driver.reads().get_job(running.id).last_error == "import aborted"
+    assert driver.reads().get_job(outsider.id).state == "running"  # not a member: untouched
     [callback] = _callbacks(driver)  # on_complete only: not every member is done
     assert callback.id == batch.callbacks[0].id
     assert cancel_batch(batch.id)["cancelled_now"] == 0  # a second cancel finds none live
@@ -245,6 +245,6 @@ def test_one_ack_counts_members_of_many_batches(harness):
             jobs.ok.enqueue(n=2 * b + 1)
         batches.append(batch)
     held = claim(driver, limit=6)
-    assert len(driver.ack([Complete(h.id, h.lease_token) for h in held])) == 6
-    assert [driver.batches.get(b.id).done for b in batches] == [2, 2, 2]
+    assert len(driver.runs().complete([Complete(h.id, h.lease_token) for h in held])) == 6
+    assert [driver.batches().get(b.id).done for b in batches] == [2, 2, 2]
     assert sorted(r.input["tag"] for r in _callbacks(driver)) == ["0", "1", "2"]

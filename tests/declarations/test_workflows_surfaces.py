@@ -161,7 +161,7 @@ def test_a_batch_input_is_checked_as_a_jobs_input_is(harness):
         Batch(input={"blob": "x" * (300 * 1024)})
     with pytest.raises(InputInvalidError, match="not a JSON number"):
         Batch(input={"n": float("nan")})
-    assert harness.driver.batches.recent(limit=10) == []
+    assert harness.driver.batches().recent(limit=10) == []
 
 
 def test_a_batch_input_is_masked_like_a_jobs_and_a_cancel_reason_made_storable(db):

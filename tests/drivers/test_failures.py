@@ -114,7 +114,7 @@ def test_settling_retries_only_transient_failures_while_a_lease_may_hold(harness
     monkeypatch.setattr(guard_module, "_SETTLE_PAUSES", (0.0, 0.0))
     worker = Worker(queues=["default"], driver=harness.driver, burst=True)
     jobs.ok.enqueue(n=1)
-    [job] = harness.driver.claim(
+    [job] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id=worker.worker_id
     )
     run = worker.runs.by_token[job.lease_token] = Run(job, worker.worker_id, 30)

@@ -110,7 +110,7 @@ def test_role_connections_set_no_session_setting_behind_the_pooler():
 def test_without_a_listen_database_the_worker_polls_and_says_so_once(caplog):
     driver = PostgresDriver("default")
     with override_settings(XJOBS=POOLED), caplog.at_level(logging.WARNING, logger="django_xjobs"):
-        notifiers = [driver.notify_on_ready(["default"], lambda: None) for _ in range(2)]
+        notifiers = [driver.runs().notify_on_ready(["default"], lambda: None) for _ in range(2)]
     assert all(isinstance(n, Polling) for n in notifiers)
     lines = [r.getMessage() for r in caplog.records if "xjobs.listener.polling" in r.getMessage()]
     assert len(lines) == 1 and "LISTEN_DATABASE" in lines[0]
@@ -136,7 +136,7 @@ def test_the_relay_polls_too_and_listens_on_the_direct_alias_when_given(caplog, 
 def test_a_listener_on_the_listen_database_is_woken_by_an_enqueue(direct):
     woke = threading.Event()
     with override_settings(XJOBS={**POOLED, "LISTEN_DATABASE": direct}):
-        listener = PostgresDriver("default").notify_on_ready(["default"], woke.set)
+        listener = PostgresDriver("default").runs().notify_on_ready(["default"], woke.set)
         try:
             assert isinstance(listener, Listener) and listener.using == direct
             wait_for(woke.is_set, timeout=10, what="the listener's first call")  # it listens

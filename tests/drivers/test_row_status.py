@@ -48,30 +48,30 @@ def test_db_05_se_60_an_unknown_job_state_is_refused_naming_the_row(harness):
     other = jobs.ok.enqueue(n=2)
     set_state(harness, job.id, "paused")
     for read in (
-        lambda: harness.driver.get_job(job.id),
-        lambda: harness.driver.list_jobs(),
+        lambda: harness.driver.reads().get_job(job.id),
+        lambda: harness.driver.reads().list_jobs(),
         lambda: operations.inspect_job(str(job.id)),
     ):
         with pytest.raises(JobRowStatusUnknownError) as raised:
             read()
         assert raised.value.code == "X_JOB_ROW_STATUS_UNKNOWN"
         assert str(job.id) in str(raised.value) and "'paused'" in str(raised.value)
-    assert harness.driver.get_job(other.id).state == "ready"  # the other rows still read
+    assert harness.driver.reads().get_job(other.id).state == "ready"  # the other rows still read
 
 
 def test_db_05_se_60_an_unknown_dead_letter_state_cannot_pass_as_dead(harness):
     job = jobs.ok.enqueue(n=1)
     set_state(harness, job.id, "DEAD")  # not cast, not case-folded
     with pytest.raises(JobRowStatusUnknownError):
-        harness.driver.get_job(job.id)
-    assert harness.driver.dead_letters() == []
+        harness.driver.reads().get_job(job.id)
+    assert harness.driver.reads().dead_letters() == []
 
 
 def test_db_05_se_60_an_unknown_step_status_is_refused_never_read_as_not_completed(harness):
     run_id = uuid.uuid4()
     add_step(harness, run_id, "charge", "complete")  # a typo of "completed"
     with pytest.raises(JobRowStatusUnknownError) as raised:
-        harness.driver.steps.list(run_id)
+        harness.driver.steps().list(run_id)
     message = str(raised.value)
     assert message.startswith("X_JOB_ROW_STATUS_UNKNOWN: ")
     assert str(run_id) in message and "'charge'" in message and "'complete'" in message
@@ -81,7 +81,7 @@ def test_db_05_known_statuses_read_as_they_are(harness):
     run_id = uuid.uuid4()
     for i, status in enumerate(("completed", "sleeping", "waiting", "failed")):
         add_step(harness, run_id, f"s{i}", status)
-    assert {r.status for r in harness.driver.steps.list(run_id)} == {
+    assert {r.status for r in harness.driver.steps().list(run_id)} == {
         "completed",
         "sleeping",
         "waiting",

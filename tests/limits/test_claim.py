@@ -32,7 +32,7 @@ def plan(plain=("capped",), stray=()) -> ClaimLimits:
 
 def claim(driver, limits=None, limit=50, queues=("limited", "capped"), lapsed=False, worker="w1"):
     more = {} if limits is None else {"limits": limits}
-    return driver.claim(
+    return driver.runs().claim(
         queues=list(queues),
         limit=limit,
         visibility_timeout=VIS,
@@ -47,7 +47,7 @@ def accounts(claimed) -> list[str]:
 
 
 def ack(driver, claimed) -> None:
-    driver.ack([Complete(c.id, c.lease_token, None) for c in claimed])
+    driver.runs().complete([Complete(c.id, c.lease_token, None) for c in claimed])
 
 
 def test_limit_10_a_key_is_the_job_name_and_its_rendered_template(harness):
@@ -134,7 +134,7 @@ def test_limit_12_a_throttled_key_is_not_locked_or_walked(harness):
 
 
 def test_limit_13_a_queue_cap_set_at_runtime_holds_across_workers(harness):
-    harness.driver.set_queue_limit("capped", 2)
+    harness.driver.limits().set_queue_limit("capped", 2)
     for n in range(5):
         jobs.capped.enqueue(n=n)
     first = claim(harness.driver, plan(), worker="w1")
@@ -142,17 +142,17 @@ def test_limit_13_a_queue_cap_set_at_runtime_holds_across_workers(harness):
     assert (len(first), len(second)) == (2, 0)
     ack(harness.driver, first[:1])
     assert len(claim(harness.driver, plan(), worker="w2")) == 1
-    state = harness.driver.set_queue_limit("capped", None)
+    state = harness.driver.limits().set_queue_limit("capped", None)
     assert state.limit is None
     assert len(claim(harness.driver, plan(), worker="w2")) == 2
-    assert harness.driver.queue_limits() == {}
+    assert harness.driver.limits().queue_limits() == {}
 
 
 def test_limit_13_a_cap_counts_keyed_runs_too_and_keeps_a_pause(harness):
-    harness.driver.pause_queue("limited", "ops")
-    state = harness.driver.set_queue_limit("limited", 1)
+    harness.driver.limits().pause_queue("limited", "ops")
+    state = harness.driver.limits().set_queue_limit("limited", 1)
     assert (state.paused, state.limit) == (True, 1)
-    assert [(c.queue, c.paused, c.limit) for c in harness.driver.queue_controls()] == [
+    assert [(c.queue, c.paused, c.limit) for c in harness.driver.limits().queue_controls()] == [
         ("limited", True, 1)
     ]
     for account in ("a", "b", "c"):
@@ -163,7 +163,7 @@ def test_limit_13_a_cap_counts_keyed_runs_too_and_keeps_a_pause(harness):
 def test_limit_14_a_paused_key_is_skipped_until_its_pause_runs_out(harness):
     for account in ("a", "b"):
         jobs.per_account.enqueue(account=account, n=0)
-    harness.driver.pause_key(f"tests.jobs.per_account{SEPARATOR}a", 2.0)
+    harness.driver.limits().pause_key(f"tests.jobs.per_account{SEPARATOR}a", 2.0)
     assert accounts(claim(harness.driver, plan())) == ["b"]
     harness.advance(2.1)
     assert accounts(claim(harness.driver, plan())) == ["a"]
@@ -200,13 +200,14 @@ def test_limit_16_a_stray_run_is_looked_for_among_the_first_waiting_rows_only(ha
             [{"partner": "busy", "n": n} for n in range(ClaimLimits.scan(1))]
         )
     ]
-    harness.driver.pause_key(f"tests.jobs.rated{SEPARATOR}busy", 60.0)  # none of it is taken
+    # none of it is taken
+    harness.driver.limits().pause_key(f"tests.jobs.rated{SEPARATOR}busy", 60.0)
     harness.advance(1)  # the backlog is older than the stray run behind it
     behind = jobs.per_account.enqueue(account="late", n=0)
     _clear_key(harness, behind.id)
     stray = plan(plain=(), stray=("limited",))
     assert claim(harness.driver, stray, limit=1) == []  # one row past the stretch read
-    harness.driver.cancel(ahead[0], None)
+    harness.driver.jobs().cancel(ahead[0], None)
     assert [c.id for c in claim(harness.driver, stray, limit=1)] == [behind.id]
 
 
@@ -215,7 +216,10 @@ def test_limit_usage_shows_running_and_starts(harness):
         jobs.rated.enqueue(partner="p", n=n)
     jobs.per_account.enqueue(account="a", n=0)
     claim(harness.driver, plan())
-    usage = {key: (running, len(starts)) for key, _, running, starts in harness.driver.key_usage()}
+    usage = {
+        key: (running, len(starts))
+        for key, _, running, starts in harness.driver.limits().key_usage()
+    }
     assert usage == {
         f"tests.jobs.rated{SEPARATOR}p": (3, 3),
         f"tests.jobs.per_account{SEPARATOR}a": (1, 0),
@@ -223,7 +227,7 @@ def test_limit_usage_shows_running_and_starts(harness):
 
 
 def _keys(harness) -> set[str]:
-    return {key.partition(SEPARATOR)[2] for key, *_ in harness.driver.key_usage()}
+    return {key.partition(SEPARATOR)[2] for key, *_ in harness.driver.limits().key_usage()}
 
 
 def test_limit_18_retention_prunes_idle_keys_and_keeps_the_busy_ones(harness):
@@ -242,14 +246,15 @@ def test_limit_18_retention_prunes_idle_keys_and_keeps_the_busy_ones(harness):
         harness.driver,
         [c for c in claimed if c.input.get("account") == "done" or "partner" in c.input],
     )
-    harness.driver.pause_key(f"tests.jobs.per_account{SEPARATOR}paused", 3600.0)
+    harness.driver.limits().pause_key(f"tests.jobs.per_account{SEPARATOR}paused", 3600.0)
     everyone = {"busy", "running", "done", "waiting", "spent", "paused"}
     assert _keys(harness) == everyone
-    assert harness.driver.prune_limit_keys(windows, idle_for=60.0) == 0  # all touched just now
-    assert harness.driver.prune_limit_keys(windows, idle_for=0.0) == 1  # "spent": in its window
+    limits = harness.driver.limits()
+    assert limits.prune_limit_keys(windows, idle_for=60.0) == 0  # all touched just now
+    assert limits.prune_limit_keys(windows, idle_for=0.0) == 1  # "spent": in its window
     assert _keys(harness) == everyone - {"done"}
     harness.advance(61)  # "spent"'s start is out of its one-second window
-    assert harness.driver.prune_limit_keys(windows, idle_for=60.0) == 1
+    assert harness.driver.limits().prune_limit_keys(windows, idle_for=60.0) == 1
     assert _keys(harness) == {"busy", "running", "waiting", "paused"}
     # a pruned key is a new key: the next run of it is claimed as the first was
     jobs.per_account.enqueue(account="done", n=1)
@@ -281,7 +286,7 @@ def test_the_worker_claims_plainly_where_no_limit_is_declared(harness):
     limited = worker_plan.for_queues(["limited"], sweep=False)
     assert limited is not None and limited.plain_queues == ()
     assert worker_plan.for_queues(["capped"], sweep=False) is None
-    harness.driver.set_queue_limit("capped", 3)
+    harness.driver.limits().set_queue_limit("capped", 3)
     worker_plan.changed()
     worker_plan.refresh()
     capped = worker_plan.for_queues(["capped"], sweep=False)
@@ -353,7 +358,7 @@ def test_limit_14_rate_limited_pauses_the_key_and_gives_the_attempt_back(live_ha
     assert (row.state, row.attempt) == ("ready", 0)  # handed back, the attempt not spent
     waits = (row.run_at - row.updated_at).total_seconds()
     assert 1.9 <= waits <= 2.1
-    paused = {k: p for k, p, _, _ in live_harness.driver.key_usage()}
+    paused = {k: p for k, p, _, _ in live_harness.driver.limits().key_usage()}
     assert paused[f"tests.jobs.backs_off{SEPARATOR}slow"] is not None
     # the key's other runs wait with it; another key runs at once
     later = jobs.backs_off.enqueue(partner="slow", n=1)
@@ -456,7 +461,10 @@ def test_limit_18_postgres_prunes_keys_in_batches_each_after_the_last(db, monkey
             "INSERT INTO x_limit_keys (key, updated_at)"
             " SELECT 'k' || g, now() - interval '2 days' FROM generate_series(1, 5) AS g"
         )
-    assert postgres.PostgresDriver("default").prune_limit_keys({}, idle_for=KEY_SHOWN_FOR) == 5
+    assert (
+        postgres.PostgresDriver("default").limits().prune_limit_keys({}, idle_for=KEY_SHOWN_FOR)
+        == 5
+    )
     assert _stored_keys(SimpleNamespace(driver=SimpleNamespace(name="postgres"))) == set()
 
 
@@ -500,6 +508,6 @@ def test_limit_11_a_claim_steps_over_full_keys_to_ones_with_room(harness):
 def test_drv_04_a_limited_claim_carries_the_rows_creation_time_to_the_microsecond(harness, lapsed):
     """The limited claim's two statements send the creation time as the plain claim does."""
     ids = {jobs.per_account.enqueue(account=a, n=1).id for a in ("a", "b")}
-    stored = {r.id: r.created_at for r in harness.driver.list_jobs() if r.id in ids}
+    stored = {r.id: r.created_at for r in harness.driver.reads().list_jobs() if r.id in ids}
     claimed = claim(harness.driver, plan(), lapsed=lapsed)
     assert {j.id: j.created_at for j in claimed} == stored

@@ -56,7 +56,7 @@ def test_limit_13_a_worker_keeps_a_capped_queue_to_its_cap(live_harness):
     worker._limits.refresh()
     limits = worker._limits.for_queues(["capped"], sweep=False)
     assert limits is not None  # the cap alone makes the worker's claim a limited one
-    claimed = live_harness.driver.claim(
+    claimed = live_harness.driver.runs().claim(
         queues=["capped"],
         limit=4,
         visibility_timeout=30,
@@ -65,7 +65,7 @@ def test_limit_13_a_worker_keeps_a_capped_queue_to_its_cap(live_harness):
         limits=limits,
     )
     assert len(claimed) == 1  # four threads free, one run: the cap
-    live_harness.driver.ack([Complete(claimed[0].id, claimed[0].lease_token, None)])
+    live_harness.driver.runs().complete([Complete(claimed[0].id, claimed[0].lease_token, None)])
     worker.run()  # a burst under the cap still drains the queue, one run at a time
     assert {live_harness.row(i).state for i in ids} == {"done"}
 
@@ -78,7 +78,7 @@ def test_limit_13_a_burst_ends_only_when_a_capped_queue_holds_nothing_it_can_run
     set_queue_limit("capped", 1)
     ids = [jobs.capped.enqueue(n=n, hold=0.5).id for n in range(2)]
     worker = Worker(queues=["capped"], concurrency=4, driver=live_harness.driver, burst=True)
-    claim, raced = live_harness.driver.claim, []
+    claim, raced = live_harness.driver.runs().claim, []
 
     def claim_then_settle(**kwargs):
         claimed = claim(**kwargs)
@@ -116,7 +116,7 @@ def test_limit_usage_is_listed_by_xjobs_queues(harness):
     from django_xjobs.limits.claims import ClaimLimits
     from django_xjobs.limits.worker import declared_limits
 
-    harness.driver.claim(
+    harness.driver.runs().claim(
         queues=["limited"],
         limit=5,
         visibility_timeout=30,
@@ -178,7 +178,7 @@ def test_limit_metrics_show_caps_and_limited_jobs(harness):
     from django_xjobs.limits.claims import ClaimLimits
     from django_xjobs.limits.worker import declared_limits
 
-    harness.driver.claim(
+    harness.driver.runs().claim(
         queues=["limited"],
         limit=5,
         visibility_timeout=30,
@@ -194,7 +194,9 @@ def test_limit_metrics_show_caps_and_limited_jobs(harness):
     from django_xjobs.limits.keys import key_of
 
     # a partner's RateLimited pauses the key: counted while the pause runs, read from the driver
-    harness.driver.pause_key(key_of("tests.jobs.per_account", {"account": "a", "n": 0}), 60.0)
+    harness.driver.limits().pause_key(
+        key_of("tests.jobs.per_account", {"account": "a", "n": 0}), 60.0
+    )
     metrics.clear_cache()
     _, series = scrape()
     assert sample(series, "xjobs_limit_keys_paused", job="tests.jobs.per_account") == 1

@@ -115,7 +115,7 @@ def test_prune_keeps_dead_jobs_unless_named_and_reports_each_state(harness):
     operations.cancel_job(cancelled)
     run_until_idle()
     run_id = harness.row(stepped).run_id
-    assert harness.driver.steps.list(run_id)
+    assert harness.driver.steps().list(run_id)
     harness.advance(3600)
     fresh = jobs.ok.enqueue(n=4).id
     run_until_idle()
@@ -142,7 +142,7 @@ def test_prune_keeps_dead_jobs_unless_named_and_reports_each_state(harness):
     assert text.startswith("deleted 3 job(s) older than 1m: done 1, failed 1, cancelled 1")
     assert "add --state dead" in text
     assert {i for i in everything if harness.row(i) is not None} == {dead, fresh, live}
-    assert harness.driver.steps.list(run_id) == []
+    assert harness.driver.steps().list(run_id) == []
 
     named = json.loads(xjobs("prune", "--older-than", "1m", "--state", "dead", "--json"))
     assert named["states"] == {"dead": 1} and named["total"] == 1
@@ -252,8 +252,10 @@ def test_workers_lists_each_present_worker_alive_or_lapsed(harness):
     from django_xjobs.drivers.contract import Presence
 
     assert xjobs("workers").strip() == "no workers"
-    harness.driver.renew_presence(Presence("worker-a", "web-1", 4242, ("default", "mail"), 2), 30)
-    harness.driver.renew_presence(Presence("worker-b", "web-2", 77, ("default",), 0), 5)
+    harness.driver.runs().renew_presence(
+        Presence("worker-a", "web-1", 4242, ("default", "mail"), 2), 30
+    )
+    harness.driver.runs().renew_presence(Presence("worker-b", "web-2", 77, ("default",), 0), 5)
     harness.advance(10)  # b's 5 s ttl has run out; a's 30 s has not
     rows = json.loads(xjobs("workers", "--json"))
     assert [

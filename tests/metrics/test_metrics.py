@@ -81,7 +81,7 @@ def known_rows() -> None:
     jobs.ok.using(delay="1h").enqueue(n=4)
     jobs.on_other_queue.enqueue(n=1)
     jobs.on_other_queue.enqueue(n=2)
-    get_driver().claim(queues=["other"], limit=1, visibility_timeout=60, worker_id="held")
+    get_driver().runs().claim(queues=["other"], limit=1, visibility_timeout=60, worker_id="held")
 
 
 # --- the view -----------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def scheduler(harness, name: str) -> tuple[Scheduler, FrozenClock]:
     clock = FrozenClock(START)
     sched = Scheduler(
         driver=harness.driver,
-        store=harness.driver.scheduler_store(),
+        store=harness.driver.scheduler(),
         cron_names=[name],
         clock=clock,
     )
@@ -47,7 +47,7 @@ def scheduler(harness, name: str) -> tuple[Scheduler, FrozenClock]:
 
 
 def run_ats(harness) -> list[datetime]:
-    return sorted(r.run_at for r in harness.driver.list_jobs(name=OK, limit=1000))
+    return sorted(r.run_at for r in harness.driver.reads().list_jobs(name=OK, limit=1000))
 
 
 # --- the API, on both drivers -------------------------------------------------------------------
@@ -60,9 +60,9 @@ def test_cronctl_01_a_pause_is_stored_and_the_first_one_wins(harness):
     again = pause_cron("tests.daily", by="ops:bob")
     assert (again.paused_at, again.paused_by) == (state.paused_at, "ops:alice")
     # a fresh store object reads it back, as a restarted process would
-    assert harness.driver.scheduler_store().paused_crons() == {"tests.daily"}
+    assert harness.driver.scheduler().paused_crons() == {"tests.daily"}
     assert resume_cron("tests.daily") == django_xjobs.CronState("tests.daily", False)
-    assert harness.driver.scheduler_store().paused_crons() == frozenset()
+    assert harness.driver.scheduler().paused_crons() == frozenset()
 
 
 @pytest.mark.parametrize("call", [pause_cron, resume_cron, run_cron_now])
@@ -70,7 +70,7 @@ def test_cronctl_01_an_undeclared_cron_is_one_clear_error(harness, call):
     with pytest.raises(CronUnknownError) as caught:
         call("tests.no_such_cron")
     assert "tests.daily" in caught.value.hint
-    assert harness.driver.scheduler_store().cron_controls() == []
+    assert harness.driver.scheduler().cron_controls() == []
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_cronctl_02_pausing_one_cron_leaves_the_others_firing(harness):
     clock = FrozenClock(START)
     sched = Scheduler(
         driver=harness.driver,
-        store=harness.driver.scheduler_store(),
+        store=harness.driver.scheduler(),
         cron_names=["tests.daily", "tests.daily_all"],
         clock=clock,
     )
@@ -134,19 +134,19 @@ def test_cronctl_04_run_now_fires_one_extra_occurrence_once_per_key(harness):
     pause_cron("tests.daily")  # paused or not: run now is the operator's explicit call
     first = run_cron_now("tests.daily", key="click-1", by="ops:alice")
     assert not first.deduped and len(first.job_ids) == 1 and first.occurrence is not None
-    row = harness.driver.get_job(UUID(first.job_ids[0]))
+    row = harness.driver.reads().get_job(UUID(first.job_ids[0]))
     assert row.name == OK and row.idempotency_key.startswith("tests.daily:now-click-1:")
     # the double click: the same key enqueues nothing, even once the first run finished
     again = run_cron_now("tests.daily", key="click-1")
     assert (again.deduped, again.job_ids) == (True, ())
-    assert len(harness.driver.list_jobs(name=OK, limit=100)) == 1
+    assert len(harness.driver.reads().list_jobs(name=OK, limit=100)) == 1
     # a new key (or none) is a new run
     assert not run_cron_now("tests.daily", key="click-2").deduped
     assert not run_cron_now("tests.daily").deduped
-    assert len(harness.driver.list_jobs(name=OK, limit=100)) == 3
+    assert len(harness.driver.reads().list_jobs(name=OK, limit=100)) == 3
     # a run now is not an occurrence: the pause and the watermark are untouched
-    assert harness.driver.scheduler_store().paused_crons() == {"tests.daily"}
-    assert harness.driver.scheduler_store().watermark("tests.daily") is None
+    assert harness.driver.scheduler().paused_crons() == {"tests.daily"}
+    assert harness.driver.scheduler().watermark("tests.daily") is None
 
 
 @pytest.mark.parametrize("bad", ["", 5, "x" * 201])

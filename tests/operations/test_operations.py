@@ -38,7 +38,7 @@ BASE = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def claim(driver, worker="w"):
-    return driver.claim(queues=["default"], limit=1, visibility_timeout=30, worker_id=worker)
+    return driver.runs().claim(queues=["default"], limit=1, visibility_timeout=30, worker_id=worker)
 
 
 def make(harness, state, n=1, error="boom"):
@@ -51,13 +51,15 @@ def make(harness, state, n=1, error="boom"):
     [held] = claim(harness.driver)
     driver = harness.driver
     if state == "suspended":
-        assert driver.suspend(SuspendUntil(held.id, held.lease_token, delay=60, error=error))
+        assert driver.runs().suspend(SuspendUntil(held.id, held.lease_token, delay=60, error=error))
     elif state in ("dead", "failed"):
-        assert driver.finish(Finish(held.id, held.lease_token, state, error=error))
+        assert driver.runs().finish(Finish(held.id, held.lease_token, state, error=error))
     elif state == "done":
-        assert driver.ack([Complete(held.id, held.lease_token, '{"ok": true}')]) == {held.id}
+        assert driver.runs().complete([Complete(held.id, held.lease_token, '{"ok": true}')]) == {
+            held.id
+        }
     elif state == "cancelled":
-        driver.cancel(held.id, "stop")
+        driver.jobs().cancel(held.id, "stop")
     return held, held.id
 
 
@@ -73,11 +75,11 @@ def put_steps(harness, held, *names, status="completed"):
             output={"step": name},
             completed_at=started + timedelta(milliseconds=250),
         )
-        assert harness.driver.steps.put(record, job_id=held.id, lease_token=held.lease_token)
+        assert harness.driver.steps().put(record, job_id=held.id, lease_token=held.lease_token)
 
 
 def step_names(harness, run_id):
-    return [s.name for s in harness.driver.steps.list(run_id)]
+    return [s.name for s in harness.driver.steps().list(run_id)]
 
 
 # --- cancel ----------------------------------------------------------------------------------
@@ -113,7 +115,7 @@ def test_cancel_02_without_a_reason_the_previous_error_stays(harness):
 
 def test_cancel_02_the_driver_returns_the_cancelled_snapshot(harness):
     _, job_id = make(harness, "ready")
-    snapshot = harness.driver.cancel(job_id, "why")
+    snapshot = harness.driver.jobs().cancel(job_id, "why")
     assert snapshot == harness.row(job_id)
     assert (snapshot.state, snapshot.last_error) == ("cancelled", "why")
 
@@ -134,7 +136,7 @@ def test_cancel_03_an_unknown_id_is_not_found(harness):
     assert caught.value.code == "X_JOB_NOT_FOUND"
     assert caught.value.message == f"no job {missing} exists"
     with pytest.raises(JobNotFoundError):
-        harness.driver.cancel(missing, None)
+        harness.driver.jobs().cancel(missing, None)
 
 
 def test_a_malformed_id_is_not_found_with_a_hint(harness):
@@ -164,12 +166,12 @@ def test_cancel_05_06_the_holder_of_a_cancelled_job_settles_nothing(harness):
     held, job_id = make(harness, "running")
     cancel_job(job_id, reason="operator")
     driver = harness.driver
-    assert driver.heartbeat(held.id, held.lease_token, 30) is False
-    assert driver.ack([Complete(held.id, held.lease_token, '{"late": 1}')]) == set()
-    assert not driver.retry(RetryAt(held.id, held.lease_token, delay=1, error="late"))
-    assert not driver.finish(Finish(held.id, held.lease_token, "dead", error="late"))
+    assert driver.runs().heartbeat(held.id, held.lease_token, 30) is False
+    assert driver.runs().complete([Complete(held.id, held.lease_token, '{"late": 1}')]) == set()
+    assert not driver.runs().retry(RetryAt(held.id, held.lease_token, delay=1, error="late"))
+    assert not driver.runs().finish(Finish(held.id, held.lease_token, "dead", error="late"))
     late = StepRecord(run_id=held.run_id, name="late", status="completed", started_at=BASE)
-    assert driver.steps.put(late, job_id=held.id, lease_token=held.lease_token) is False
+    assert driver.steps().put(late, job_id=held.id, lease_token=held.lease_token) is False
     row = harness.row(job_id)
     assert (row.state, row.last_error, row.result, row.attempt) == (
         "cancelled",
@@ -199,7 +201,7 @@ def test_q_09_drv_04_g_cancel_of_a_finished_job_is_refused(harness, state):
     _, job_id = make(harness, state)
     before = harness.row(job_id)
     with pytest.raises(JobNotCancellableError) as caught:
-        harness.driver.cancel(job_id, "late")
+        harness.driver.jobs().cancel(job_id, "late")
     assert caught.value.code == "X_JOB_NOT_CANCELLABLE"
     assert f"'{state}'" in caught.value.message
     if state != "done":
@@ -258,7 +260,7 @@ def test_q_03_a_cancelled_job_is_requeued_only_with_force(harness):
 def test_requeue_of_an_unknown_job_is_not_found(harness):
     missing = uuid.uuid4()
     with pytest.raises(JobNotFoundError) as caught:
-        harness.driver.requeue(missing, from_step=None, force=False)
+        harness.driver.jobs().requeue(missing, from_step=None, force=False)
     assert caught.value.code == "X_JOB_NOT_FOUND"
     assert caught.value.message == f"no job {missing} exists"
 
@@ -266,7 +268,7 @@ def test_requeue_of_an_unknown_job_is_not_found(harness):
 def test_requeue_keeps_every_step_without_from_step(harness):
     held, job_id = make(harness, "running")
     put_steps(harness, held, "a", "b", "c")
-    harness.driver.finish(Finish(held.id, held.lease_token, "dead", error="x"))
+    harness.driver.runs().finish(Finish(held.id, held.lease_token, "dead", error="x"))
     retry_job(job_id)
     assert step_names(harness, held.run_id) == ["a", "b", "c"]
 
@@ -274,7 +276,7 @@ def test_requeue_keeps_every_step_without_from_step(harness):
 def test_insp_06_q_04_drv_04_k_from_step_deletes_it_and_every_later_step(harness):
     held, job_id = make(harness, "running")
     put_steps(harness, held, "load", "charge", "email", "audit")
-    harness.driver.finish(Finish(held.id, held.lease_token, "dead", error="x"))
+    harness.driver.runs().finish(Finish(held.id, held.lease_token, "dead", error="x"))
     trace = retry_job(job_id, from_step="email")
     assert [s["name"] for s in trace["steps"]] == ["load", "charge"]
     assert step_names(harness, held.run_id) == ["load", "charge"]
@@ -291,24 +293,24 @@ def test_q_04_later_means_later_started_at_then_later_written(harness):
             status="completed",
             started_at=BASE + timedelta(seconds=offset),
         )
-        assert driver.steps.put(record, job_id=held.id, lease_token=token)
+        assert driver.steps().put(record, job_id=held.id, lease_token=token)
     assert step_names(harness, held.run_id) == ["first", "tie-a", "tie-b", "late"]
-    driver.finish(Finish(held.id, token, "failed", error="x"))
-    driver.requeue(job_id, from_step="tie-b", force=False)
+    driver.runs().finish(Finish(held.id, token, "failed", error="x"))
+    driver.jobs().requeue(job_id, from_step="tie-b", force=False)
     assert step_names(harness, held.run_id) == ["first", "tie-a"]
 
 
 def test_q_04_from_the_first_step_deletes_the_whole_trace(harness):
     held, job_id = make(harness, "running")
     put_steps(harness, held, "a", "b")
-    harness.driver.finish(Finish(held.id, held.lease_token, "dead", error="x"))
+    harness.driver.runs().finish(Finish(held.id, held.lease_token, "dead", error="x"))
     assert retry_job(job_id, from_step="a")["steps"] == []
 
 
 def test_q_04_an_unknown_step_is_an_invariant_error_and_changes_nothing(harness):
     held, job_id = make(harness, "running")
     put_steps(harness, held, "load", "charge")
-    harness.driver.finish(Finish(held.id, held.lease_token, "dead", error="x"))
+    harness.driver.runs().finish(Finish(held.id, held.lease_token, "dead", error="x"))
     before = harness.row(job_id)
     with pytest.raises(InvariantError) as caught:
         retry_job(job_id, from_step="ship")
@@ -343,7 +345,7 @@ def test_requeue_wakes_the_queues_listeners(live_harness):
     """A requeued job is ready now: idle workers hear of it (pg_notify on commit / callback)."""
     _, job_id = make(live_harness, "dead")
     woken = threading.Event()
-    listener = live_harness.driver.notify_on_ready(["default"], woken.set)
+    listener = live_harness.driver.runs().notify_on_ready(["default"], woken.set)
     try:
         if live_harness.driver.name == "postgres":
             assert woken.wait(10)  # its listener calls back once, when it starts listening
@@ -375,7 +377,7 @@ def test_insp_02_03_the_trace_is_plain_json_with_steps_in_seconds(harness):
         started_at=BASE + timedelta(seconds=10),
         wake_at=BASE + timedelta(hours=1),
     )
-    assert harness.driver.steps.put(waiting, job_id=held.id, lease_token=held.lease_token)
+    assert harness.driver.steps().put(waiting, job_id=held.id, lease_token=held.lease_token)
     trace = inspect_job(enqueued.id)
     assert json.loads(json.dumps(trace)) == trace
     row = harness.row(enqueued.id)
@@ -441,7 +443,7 @@ def test_insp_03_an_unregistered_name_has_no_retry_delays(harness):
         idempotency_key="k",
         max_attempts=3,
     )
-    enqueued = harness.driver.enqueue(request)
+    enqueued = harness.driver.jobs().enqueue(request)
     trace = inspect_job(enqueued.id)
     assert (trace["name"], trace["retry_delays"], trace["steps"]) == ("tests.jobs.gone", [], [])
 
@@ -541,7 +543,7 @@ def test_run_job_now_makes_a_delayed_job_due_in_its_place(harness, caplog):
         trace = run_job_now(later.id, by="ops:alice")
     assert trace["state"] == "ready"
     row = harness.row(later.id)
-    assert row.run_at <= harness.driver.steps.now() and (row.priority, row.attempt) == (3, 0)
+    assert row.run_at <= harness.driver.steps().now() and (row.priority, row.attempt) == (3, 0)
     assert metrics.value("xjobs_jobs_run_now_total", queue="default") == before + 1
     assert any(
         "xjobs.job.run_now" in r.getMessage() and "ops:alice" in r.getMessage()
@@ -551,14 +553,14 @@ def test_run_job_now_makes_a_delayed_job_due_in_its_place(harness, caplog):
     assert held.id == later.id
     with pytest.raises(JobNotWaitingError, match="running"):
         run_job_now(later.id)  # running now: nothing to bring forward
-    harness.driver.ack([Complete(held.id, held.lease_token)])
+    harness.driver.runs().complete([Complete(held.id, held.lease_token)])
     with pytest.raises(JobNotWaitingError, match="retry_job"):
         run_job_now(later.id)
     with pytest.raises(JobNotFoundError):
         run_job_now(uuid.UUID(int=7))
     backing_off = jobs.ok.enqueue(n=2)
     [held] = claim(harness.driver)
-    harness.driver.retry(RetryAt(held.id, held.lease_token, delay=600, error="boom"))
+    harness.driver.runs().retry(RetryAt(held.id, held.lease_token, delay=600, error="boom"))
     out = StringIO()
     call_command("xjobs", "run-now", str(backing_off.id), "--json", stdout=out)
     data = json.loads(out.getvalue())

@@ -62,7 +62,7 @@ def reason(job_id, code: str):
 
 def watched(driver, *queues: str, worker: str = "w-live") -> None:
     """A live worker watches ``queues`` (its presence row, as a heartbeat writes it)."""
-    driver.renew_presence(Presence(worker, "host", 1, tuple(queues), 0), ttl=600)
+    driver.runs().renew_presence(Presence(worker, "host", 1, tuple(queues), 0), ttl=600)
 
 
 def run_one(queue: str = "default") -> None:
@@ -74,7 +74,7 @@ def run_one(queue: str = "default") -> None:
 def limited_claim(driver, queues, worker="w-live", limit=50):
     """A worker's claim within the declared limits (limits/claims.py)."""
     limits = ClaimLimits(jobs=declared_limits()[0], plain_queues=())
-    return driver.claim(
+    return driver.runs().claim(
         queues=list(queues),
         limit=limit,
         visibility_timeout=VIS,
@@ -109,7 +109,7 @@ def _running(harness):
 def _finished(harness):
     job = jobs.ok.enqueue(n=1)
     [held] = claim(harness.driver)
-    harness.driver.finish(Finish(held.id, held.lease_token, "dead", stop_reason="terminal"))
+    harness.driver.runs().finish(Finish(held.id, held.lease_token, "dead", stop_reason="terminal"))
     return job.id
 
 
@@ -120,7 +120,7 @@ def _scheduled(harness):
 def _backing_off(harness):
     job = jobs.ok.enqueue(n=1)
     [held] = claim(harness.driver)
-    assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=420, error="boom"))
+    assert harness.driver.runs().retry(RetryAt(held.id, held.lease_token, delay=420, error="boom"))
     return job.id
 
 
@@ -129,7 +129,7 @@ def _snoozed(harness):
     held = next(h for h in claim(harness.driver) if h.id == job.id)
     entry = Failure(None, "snoozed for 5m", "", "", "snoozed")
     value = SuspendUntil(held.id, held.lease_token, delay=300, snoozed=True, failure=entry)
-    assert harness.driver.suspend(value)
+    assert harness.driver.runs().suspend(value)
     return job.id
 
 
@@ -159,15 +159,15 @@ def _waiting_for_jobs(harness):
 def _dependency_failed(harness):
     first = jobs.ok.enqueue(n=1)
     [held] = claim(harness.driver)
-    harness.driver.finish(Finish(held.id, held.lease_token, "dead"))
+    harness.driver.runs().finish(Finish(held.id, held.lease_token, "dead"))
     return jobs.ok.using(after=[first.id]).enqueue(n=2).id
 
 
 def _unknown_job(harness):
-    result = harness.driver.enqueue(request(name="tests.jobs.gone", key="g"))
+    result = harness.driver.jobs().enqueue(request(name="tests.jobs.gone", key="g"))
     [held] = claim(harness.driver)
     parked = SuspendUntil(held.id, held.lease_token, delay=30, error="X_JOB_UNKNOWN: no job")
-    assert harness.driver.suspend(parked)
+    assert harness.driver.runs().suspend(parked)
     return result.id
 
 
@@ -193,7 +193,7 @@ def _job_at_limit(harness):
     jobs.exclusive.enqueue(token="a")
     [held] = claim(harness.driver)
     holder = f"w1:{held.id}"  # the slot a worker takes for this run (SPEC SLOT-02)
-    assert harness.driver.leases.acquire("job:tests.jobs.exclusive", 1, 30, holder) == 0
+    assert harness.driver.limits().acquire_slot("job:tests.jobs.exclusive", 1, 30, holder) == 0
     return jobs.exclusive.enqueue(token="b").id
 
 
@@ -209,7 +209,7 @@ def _rate_limited(harness):
     for n in range(3):
         jobs.rated_slowly.enqueue(partner="acme", n=n)
     assert len(limited_claim(harness.driver, ["rated"])) == 2  # 2 a minute: the third waits
-    return next(r.id for r in harness.driver.list_jobs(queue="rated", state="ready"))
+    return next(r.id for r in harness.driver.reads().list_jobs(queue="rated", state="ready"))
 
 
 def _key_paused(harness):
@@ -241,18 +241,18 @@ def _worker_limits(harness):
 
 def _suspect(harness):
     suspect = suspect_held_by(harness, "w-live")
-    [held] = [r for r in harness.driver.list_jobs(state="running") if r.id == suspect.id]
-    assert harness.driver.shed(Shed(held.id, held.lease_token, keep_place=True))
+    [held] = [r for r in harness.driver.reads().list_jobs(state="running") if r.id == suspect.id]
+    assert harness.driver.runs().shed(Shed(held.id, held.lease_token, keep_place=True))
     return suspect.id
 
 
 def _no_worker(harness):
-    harness.driver.release_presence("w-live")
+    harness.driver.runs().release_presence("w-live")
     return jobs.ok.enqueue(n=1).id
 
 
 def _not_registered_here(harness):
-    return harness.driver.enqueue(request(name="tests.jobs.gone", key="g")).id
+    return harness.driver.jobs().enqueue(request(name="tests.jobs.gone", key="g")).id
 
 
 #: each cause, the gate that makes it hold, and the settings it is built and read under
@@ -347,7 +347,7 @@ def test_why_02_a_spent_rate_budget_says_when_the_next_slot_opens(harness):
     for n in range(3):
         jobs.rated_slowly.enqueue(partner="acme", n=n)
     limited_claim(harness.driver, ["rated"])
-    [waiting] = harness.driver.list_jobs(queue="rated", state="ready")
+    [waiting] = harness.driver.reads().list_jobs(queue="rated", state="ready")
     spent = reason(waiting.id, "rate_limited")
     assert spent.detail["starts_in_window"] == 2 and spent.detail["rate"] == "2/60s"
     assert 55 <= spent.detail["in_seconds"] <= 60
@@ -363,7 +363,7 @@ def test_why_02_a_key_paused_by_rate_limited_says_until_when(harness):
     sibling = jobs.backs_off.enqueue(partner="acme", n=2)
     paused = reason(job.id, "key_paused")
     assert paused.detail["key"] == "tests.jobs.backs_off[acme]"
-    assert 590 <= (paused.detail["until"] - harness.driver.steps.now()).total_seconds() <= 610
+    assert 590 <= (paused.detail["until"] - harness.driver.steps().now()).total_seconds() <= 610
     assert "scheduled" not in codes(job.id)
     assert "key_paused" in codes(sibling.id)  # due, and held all the same
 
@@ -404,8 +404,8 @@ def test_why_04_a_suspect_holds_no_other_job_and_names_itself(harness):
     job = jobs.ok.enqueue(n=1)
     assert "suspect" not in codes(job.id)
     assert codes(job.id) == []  # due, watched, nothing ahead: nothing holds it
-    [held] = [r for r in harness.driver.list_jobs(state="running") if r.id == suspect.id]
-    assert harness.driver.shed(Shed(held.id, held.lease_token, keep_place=True))
+    [held] = [r for r in harness.driver.reads().list_jobs(state="running") if r.id == suspect.id]
+    assert harness.driver.runs().shed(Shed(held.id, held.lease_token, keep_place=True))
     mine = reason(suspect.id, "suspect")
     assert (mine.detail["died_with"], mine.detail["crashes"]) == ("w-gone", 0)
     assert "suspect" not in codes(job.id)
@@ -460,7 +460,7 @@ def test_why_06_dependencies_and_a_failed_one(harness):
     assert held.detail["after"] == {str(first.id): "ready"} and held.detail["waiting_on"] == 1
     assert "runs after its dependencies" in held.text
     [running] = claim(harness.driver)
-    harness.driver.finish(Finish(running.id, running.lease_token, "dead"))
+    harness.driver.runs().finish(Finish(running.id, running.lease_token, "dead"))
     late = jobs.ok.using(after=[first.id]).enqueue(n=3)
     failed = reason(late.id, "dependency_failed")
     assert failed.detail == {"after_failed": str(first.id), "state": "dead"}
@@ -473,7 +473,7 @@ def test_scheduled_backing_off_and_snoozed_are_told_apart(harness):
     assert reason(later.id, "scheduled").detail["in_seconds"] > 3500
     failed = jobs.ok.enqueue(n=2)
     [held] = claim(harness.driver)
-    assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=420, error="boom"))
+    assert harness.driver.runs().retry(RetryAt(held.id, held.lease_token, delay=420, error="boom"))
     backoff = reason(failed.id, "backing_off")
     assert (backoff.detail["attempt"], backoff.detail["error"]) == (1, "boom")
     assert "after attempt 1 of 3 failed" in backoff.text
@@ -494,7 +494,7 @@ def test_the_state_is_the_one_the_badge_shows(harness):
     watched(harness.driver, "default")
     later = jobs.ok.enqueue(n=1)
     [held] = claim(harness.driver)
-    assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=600, error="boom"))
+    assert harness.driver.runs().retry(RetryAt(held.id, held.lease_token, delay=600, error="boom"))
     assert harness.row(later.id).state == "ready"  # as stored
     assert why_job(later.id).state == "delayed"
     out = StringIO()
@@ -516,7 +516,7 @@ def test_behind_older_and_higher_priority_jobs(harness):
 
 def test_a_name_no_process_registers(harness):
     watched(harness.driver, "default")
-    result = harness.driver.enqueue(request(name="tests.jobs.gone", key="g"))
+    result = harness.driver.jobs().enqueue(request(name="tests.jobs.gone", key="g"))
     assert codes(result.id) == ["not_registered_here"]  # not claimed yet: this process's view
     assert reason(_unknown_job(harness), "unknown_job").detail["name"] == "tests.jobs.gone"
 
@@ -563,7 +563,7 @@ def test_lease_19_a_job_whose_last_run_died_with_its_worker_is_named_a_suspect(h
     harness.advance(31)  # its lease runs out; "doomed" never renewed its presence
     watched(harness.driver, "default")
     [again] = claim(harness.driver, worker="w-live")
-    assert harness.driver.shed(Shed(again.id, again.lease_token, keep_place=True))
+    assert harness.driver.runs().shed(Shed(again.id, again.lease_token, keep_place=True))
     [reason] = why_job(job.id).reasons
     assert reason.code == "suspect"
     assert "died with worker doomed" in reason.text and "child process" in reason.text
@@ -583,7 +583,7 @@ def test_lease_19_a_job_counted_crashes_is_named_a_suspect_with_its_count(harnes
     watched(harness.driver, "default")
     job = jobs.ok.enqueue(n=1)
     [held] = claim(harness.driver)
-    assert harness.driver.retry(RetryAt(held.id, held.lease_token, crashed=True))
+    assert harness.driver.runs().retry(RetryAt(held.id, held.lease_token, crashed=True))
     [reason] = why_job(job.id).reasons
     assert reason.code == "suspect"
     assert (reason.detail["crashes"], reason.detail["died_with"]) == (1, None)
@@ -810,7 +810,7 @@ def test_why_07_a_job_behind_many_is_counted_not_loaded(db, monkeypatch):
     try:
         watched(driver, "default")
         pad = "x" * 20_000
-        driver.enqueue_many(
+        driver.jobs().enqueue_many(
             [
                 dataclasses.replace(
                     request(key=f"big-{n}"),
@@ -850,5 +850,5 @@ def test_the_run_time_a_retry_puts_back_is_no_schedule_of_its_own(harness):
     watched(harness.driver, "limited")
     job = jobs.backs_off.enqueue(partner="p", n=1, retry_after="90s")
     run_until_idle(queues=["limited"])
-    assert harness.row(job.id).run_at - harness.driver.steps.now() > timedelta(seconds=60)
+    assert harness.row(job.id).run_at - harness.driver.steps().now() > timedelta(seconds=60)
     assert codes(job.id) == ["key_paused"]

@@ -61,7 +61,7 @@ def staged_request(name: str, payload: dict, *, key: str, after=None, id=None) -
 
 
 def count_jobs(harness) -> int:
-    return len(harness.driver.list_jobs(limit=1000))
+    return len(harness.driver.reads().list_jobs(limit=1000))
 
 
 # --- at enqueue, on every path ------------------------------------------------------------
@@ -93,8 +93,8 @@ def test_outbox_21_inside_atomic_nothing_is_staged_and_the_transaction_goes_on(h
             fine = jobs.sharded.enqueue(account={"id": 1}, n=2)
             assert fine.staged
         publish_visible(harness.driver, "relay-t")
-    assert harness.driver.outbox_store("default").quarantined_count() == 0
-    assert [r.id for r in harness.driver.list_jobs()] == [fine.id]
+    assert harness.driver.outbox("default").quarantined_count() == 0
+    assert [r.id for r in harness.driver.reads().list_jobs()] == [fine.id]
 
 
 def test_outbox_21_enqueue_many_names_the_element_and_writes_nothing(harness):
@@ -150,7 +150,7 @@ def test_limit_19_a_fair_share_group_too_large_is_refused_and_one_that_cannot_re
             with transaction.atomic():
                 odd = tasks.add.enqueue("not-a-dict", 2)
             publish_visible(harness.driver, "relay-t")
-    assert harness.driver.outbox_store("default").quarantined_count() == 0
+    assert harness.driver.outbox("default").quarantined_count() == 0
     assert {harness.row(uuid.UUID(r.id)).state for r in (kept, odd)} == {"ready"}
 
 
@@ -163,14 +163,14 @@ def test_outbox_21_a_staged_job_waiting_for_itself_or_too_many_is_refused(harnes
         many = [uuid.uuid4() for _ in range(MAX_AFTER + 1)]
         with pytest.raises(InputInvalidError, match="after names 1,001 jobs; at most 1,000"):
             jobs.ok.using(after=many).enqueue(n=2)
-    assert harness.driver.outbox_store("default").pending()[0] == 0
+    assert harness.driver.outbox("default").pending()[0] == 0
 
 
 # --- at publish: the row that cannot be built is quarantined, the rest publish --------------
 
 
 def test_outbox_21_rows_that_cannot_be_built_are_quarantined_and_the_rest_publish(harness):
-    store = harness.driver.outbox_store("default")
+    store = harness.driver.outbox("default")
     own = uuid7()
     ids = [
         store.stage(staged_request(jobs.sharded.name, {"account": "acme", "n": 1}, key="bad:1")),
@@ -184,8 +184,12 @@ def test_outbox_21_rows_that_cannot_be_built_are_quarantined_and_the_rest_publis
     rows = store.claim(100, "relay-a")
     assert {r.id for r in rows} == set(ids)
     assert publish_batch(store, harness.driver, rows, "relay-a") == 3  # in the same pass
-    assert sorted(r.idempotency_key for r in harness.driver.list_jobs()) == ["ok:1", "ok:3", "s:2"]
-    [sharded] = [r for r in harness.driver.list_jobs() if r.name == jobs.sharded.name]
+    assert sorted(r.idempotency_key for r in harness.driver.reads().list_jobs()) == [
+        "ok:1",
+        "ok:3",
+        "s:2",
+    ]
+    [sharded] = [r for r in harness.driver.reads().list_jobs() if r.name == jobs.sharded.name]
     entries = {e["id"]: e for e in inspect_outbox()["entries"]}
     assert set(entries) == {str(ids[i]) for i in (0, 2, 4, 5)}
     assert entries[str(ids[0])]["error_code"] == "X_INPUT_INVALID"
@@ -201,7 +205,7 @@ def test_outbox_21_a_row_refused_by_the_store_while_it_builds_is_quarantined(har
     """What the store raises building a row from its values (here a job given itself to wait
     for, the check the publish's own pass was made to skip) is a refusal of that row: the
     batch is bisected (one transaction) or walked, and the rows around it publish."""
-    store = harness.driver.outbox_store("default")
+    store = harness.driver.outbox("default")
     before = store.stage(staged_request(jobs.ok.name, {"n": 1}, key="before"))
     own = uuid7()
     store.stage(staged_request(jobs.ok.name, {"n": 2}, key="self", after=(own,), id=own))
@@ -210,6 +214,6 @@ def test_outbox_21_a_row_refused_by_the_store_while_it_builds_is_quarantined(har
     # as if the row had passed the publish's own check: the store is what refuses it now
     monkeypatch.setattr(publish, "_buildable", lambda store, rows, token: rows)
     assert publish_batch(store, harness.driver, rows, "relay-a") == 2
-    assert {r.id for r in harness.driver.list_jobs()} == {before, after}
+    assert {r.id for r in harness.driver.reads().list_jobs()} == {before, after}
     [entry] = inspect_outbox()["entries"]
     assert (entry["id"], entry["error_code"]) == (str(own), "X_DEPENDENCY_CYCLE")

@@ -361,6 +361,9 @@ def test_outbox_09_10_se_35_a_failed_publish_stops_the_batch_and_releases_the_re
         def __init__(self):
             self.enqueued = []
 
+        def jobs(self):
+            return self
+
         def enqueue(self, request):
             if request.input["n"] == 2:
                 raise ConnectionError("down")
@@ -382,14 +385,16 @@ def test_outbox_19_a_republish_is_deduped_only_while_the_job_is_live(harness):
     box.stage(1)  # the same key staged twice (a retried request)
     rows = store.claim(10, "r")
     assert publish_batch(store, harness.driver, rows, "r") == 2
-    assert len(harness.driver.list_jobs()) == 1  # the live job absorbed the repeat
-    [job] = harness.driver.claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="w")
+    assert len(harness.driver.reads().list_jobs()) == 1  # the live job absorbed the repeat
+    [job] = harness.driver.runs().claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
+    )
     from django_xjobs.drivers.contract import Complete
 
-    harness.driver.ack([Complete(job.id, job.lease_token)])
+    harness.driver.runs().complete([Complete(job.id, job.lease_token)])
     box.stage(1)
     publish_batch(store, harness.driver, store.claim(10, "r"), "r")
-    assert len(harness.driver.list_jobs()) == 2  # at-least-once once the first finished
+    assert len(harness.driver.reads().list_jobs()) == 2  # at-least-once once the first finished
 
 
 def test_outbox_17_se_34_a_failing_pass_is_logged_and_the_loop_goes_on(live_outbox, caplog):
@@ -414,6 +419,9 @@ def test_outbox_17_se_34_a_failing_pass_is_logged_and_the_loop_goes_on(live_outb
         name = "test"
         database = None  # not a database: nothing to share a transaction with
 
+        def jobs(self):
+            return self
+
         def enqueue(self, request):
             published.append(request.input)
 
@@ -436,6 +444,9 @@ def test_outbox_18_se_33_stop_waits_for_the_pass_in_flight(live_outbox):
     class SlowDriver:
         name = "test"
         database = None  # not a database: nothing to share a transaction with
+
+        def jobs(self):
+            return self
 
         def enqueue(self, request):
             entered.set()

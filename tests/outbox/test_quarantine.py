@@ -70,7 +70,7 @@ def request(key: str, n: int = 0, tenant: str | None = None) -> EnqueueRequest:
 
 
 def count_jobs(harness) -> int:
-    return len(harness.driver.list_jobs(limit=1000))
+    return len(harness.driver.reads().list_jobs(limit=1000))
 
 
 # --- the byte limits, at every enqueue path, on both drivers -------------------------------
@@ -104,9 +104,9 @@ def test_a_long_key_is_refused_inside_atomic_before_anything_is_staged(harness):
                 jobs.keyed.enqueue(key="k" * 3000)
             jobs.keyed.enqueue(key="fine")
         publish_visible(harness.driver, "test-relay")
-    store = harness.driver.outbox_store("default")
+    store = harness.driver.outbox("default")
     assert store.quarantined_count() == 0
-    assert [r.idempotency_key for r in harness.driver.list_jobs()] == ["fine"]
+    assert [r.idempotency_key for r in harness.driver.reads().list_jobs()] == ["fine"]
 
 
 def test_enqueue_many_names_the_element_and_writes_nothing(harness):
@@ -151,14 +151,14 @@ def test_a_cron_occurrence_prefix_that_pushes_a_key_over_is_refused():
 
 
 def test_a_poisoned_row_is_quarantined_and_the_rest_of_its_batch_published(harness):
-    store = harness.driver.outbox_store("default")
+    store = harness.driver.outbox("default")
     bad = store.stage(request(poison()))
     good = [store.stage(request(f"good:{n}", n)) for n in range(4)]
     before = metrics.value("xjobs_outbox_quarantined_total", code="54000")
     rows = store.claim(100, "relay-a")
     assert [r.id for r in rows] == [bad, *good]  # the poisoned row first, as in the issue
     assert publish_batch(store, harness.driver, rows, "relay-a") == 4
-    assert sorted(r.idempotency_key for r in harness.driver.list_jobs()) == [
+    assert sorted(r.idempotency_key for r in harness.driver.reads().list_jobs()) == [
         f"good:{n}" for n in range(4)
     ]
     assert metrics.value("xjobs_outbox_quarantined_total", code="54000") == before + 1
@@ -174,7 +174,7 @@ def test_a_poisoned_row_is_quarantined_and_the_rest_of_its_batch_published(harne
 
 
 def test_retry_hands_a_quarantined_row_back_and_discard_deletes_it(harness):
-    store = harness.driver.outbox_store("default")
+    store = harness.driver.outbox("default")
     bad = store.stage(request(poison()))
     publish_batch(store, harness.driver, store.claim(10, "r"), "r")
     assert inspect_outbox()["quarantined"] == 1
@@ -192,13 +192,13 @@ def test_retry_hands_a_quarantined_row_back_and_discard_deletes_it(harness):
 
 
 def test_worker_tick_publish_path_quarantines_too(harness):
-    store = harness.driver.outbox_store("default")
+    store = harness.driver.outbox("default")
     store.stage(request(poison()))
     store.stage(request("behind", 1))
     worker = Worker(queues=["default"], driver=harness.driver, burst=True, concurrency=2)
     done = worker.tick()  # publishes what it sees first, then claims and runs
     assert [e.outcome for e in done.executions] == [Outcome.COMPLETED]
-    assert [(r.idempotency_key, r.state) for r in harness.driver.list_jobs()] == [
+    assert [(r.idempotency_key, r.state) for r in harness.driver.reads().list_jobs()] == [
         ("behind", "done")
     ]
     assert inspect_outbox()["quarantined"] == 1
@@ -206,12 +206,15 @@ def test_worker_tick_publish_path_quarantines_too(harness):
 
 
 def test_a_transient_failure_still_hands_the_whole_batch_back(harness):
-    store = harness.driver.outbox_store("default")
+    store = harness.driver.outbox("default")
     ids = [store.stage(request(f"k:{n}", n)) for n in range(3)]
     rows = store.claim(10, "r")
 
     class Down:
         name, database = "down", None
+
+        def jobs(self):
+            return self
 
         def enqueue(self, req):
             raise OperationalError("server closed the connection unexpectedly")
@@ -273,7 +276,7 @@ def test_a_real_oversized_key_on_postgres_is_refused_by_value(db):
 
     driver = PostgresDriver("default")
     with pytest.raises(Exception) as caught, transaction.atomic():
-        driver.enqueue(request(poison()))
+        driver.jobs().enqueue(request(poison()))
     assert caught.value.code == "X_VALUE_REFUSED"
     assert failures.sqlstate(caught.value) == "54000"
     assert "key 3,000 bytes" in caught.value.message
@@ -284,7 +287,7 @@ def test_a_real_oversized_key_on_postgres_is_refused_by_value(db):
 
 
 def quarantined_row(driver) -> UUID:
-    store = driver.outbox_store("default")
+    store = driver.outbox("default")
     bad = store.stage(request(poison()))
     store.stage(request("behind", 1))
     publish_batch(store, driver, store.claim(10, "r"), "r")
@@ -307,7 +310,7 @@ def test_xjobs_outbox_lists_retries_and_discards(harness):
     assert "quarantined 1" in text and str(bad) in text and "54000" in text
     assert "key 3,000B" in text and "index row size" in text
     assert f"{bad} handed back" in xjobs("outbox", "retry", str(bad))
-    assert harness.driver.outbox_store("default").quarantined_count() == 0
+    assert harness.driver.outbox("default").quarantined_count() == 0
     publish_visible(harness.driver, "r")  # refused again: nothing was fixed
     assert json.loads(xjobs("outbox", "discard", str(bad), "--json"))["quarantined"] == 0
     with pytest.raises(CommandError, match="X_JOB_NOT_FOUND: no quarantined outbox row"):
@@ -362,11 +365,11 @@ def test_the_admin_lists_quarantined_rows_and_acts_with_permissions(client, db):
 
 
 def test_two_poisoned_rows_in_a_batch_are_found_and_the_rest_publish(harness):
-    store = harness.driver.outbox_store("default")
+    store = harness.driver.outbox("default")
     keys = [poison() if n in (3, 8) else f"k:{n}" for n in range(10)]
     ids = [store.stage(request(key, n)) for n, key in enumerate(keys)]
     assert publish_batch(store, harness.driver, store.claim(100, "r"), "r") == 8
-    published = [j.idempotency_key for j in harness.driver.list_jobs(limit=100)]
+    published = [j.idempotency_key for j in harness.driver.reads().list_jobs(limit=100)]
     assert sorted(published) == sorted(k for n, k in enumerate(keys) if n not in (3, 8))
     entries = inspect_outbox()["entries"]
     assert sorted(e["id"] for e in entries) == sorted([str(ids[3]), str(ids[8])])
@@ -383,7 +386,7 @@ def test_a_quarantined_rows_error_is_redacted_and_storable(harness):
     """The refusal's first line can quote the value that broke (a class 22 error does): it is
     stored and shown, so the row's secrets are masked and a NUL or lone surrogate in it cannot
     make the quarantine itself fail (issue 24 §3, issue 26 §3)."""
-    store = harness.driver.outbox_store("default")
+    store = harness.driver.outbox("default")
     payload = {"password": "hunter2-outbox"}
     row_id = store.stage(
         EnqueueRequest(

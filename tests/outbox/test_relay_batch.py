@@ -34,7 +34,7 @@ def stage(store, *ns):
 
 
 def test_outbox_09_a_batch_costs_the_same_statements_whatever_its_size(live_postgres):
-    store = live_postgres.outbox_store("default")
+    store = live_postgres.outbox("default")
     counts = []
     for ns in ([1, 2], range(10, 30)):
         ids = stage(store, *ns)
@@ -53,7 +53,7 @@ def test_outbox_09_a_batch_costs_the_same_statements_whatever_its_size(live_post
 def test_outbox_10_a_failed_batch_publishes_nothing_and_hands_every_row_back(
     live_postgres, monkeypatch, caplog
 ):
-    store = live_postgres.outbox_store("default")
+    store = live_postgres.outbox("default")
     ids = stage(store, 1, 2, 3)
     rows = store.claim(10, "relay-a")
 
@@ -73,7 +73,7 @@ def test_outbox_10_a_failed_batch_publishes_nothing_and_hands_every_row_back(
 
 
 def test_outbox_12_a_row_another_relay_took_is_neither_marked_nor_inserted(live_postgres, caplog):
-    store = live_postgres.outbox_store("default")
+    store = live_postgres.outbox("default")
     ids = stage(store, 1, 2)
     stale = store.claim(10, "relay-a")
     # relay-a's lease on the second row lapses and relay-b takes it
@@ -92,8 +92,8 @@ def test_outbox_12_a_row_another_relay_took_is_neither_marked_nor_inserted(live_
 
 
 def test_outbox_12_a_batch_row_that_collapses_answers_for_the_live_job(live_postgres):
-    store = live_postgres.outbox_store("default")
-    live = live_postgres.enqueue(jobs.ok.build_request({"n": 7}))
+    store = live_postgres.outbox("default")
+    live = live_postgres.jobs().enqueue(jobs.ok.build_request({"n": 7}))
     [staged, fresh] = stage(store, 7, 8)
     rows = store.claim(10, "relay-a")
     assert publish_batch(store, live_postgres, rows, "relay-a") == 2

@@ -319,12 +319,12 @@ def _verdict(driver, case: Case) -> tuple[str, ...]:
     relay_staged(driver)  # whatever the commit's fast path left behind, as the relay would
     queues = sorted({case.queue or "default", "default"})
     runs = run_until_idle(queues=queues, driver=driver, max_runs=20)
-    row = driver.get_job(accepted.id)
+    row = driver.reads().get_job(accepted.id)
     assert row is not None, "an accepted enqueue was never published"
     if row.state == "delayed":
         make_due(driver, accepted.id)
         runs += run_until_idle(queues=queues, driver=driver, max_runs=20)
-        row = driver.get_job(accepted.id)
+        row = driver.reads().get_job(accepted.id)
     case.seen.append(f"{row.state}: {row.last_error!r}"[:300])
     ran = [r for r in runs if r.job.id == accepted.id]
     assert [r.outcome for r in ran] in (
@@ -346,7 +346,7 @@ def _verdict(driver, case: Case) -> tuple[str, ...]:
         else:
             raised = "ValueError" if case.act == "raise" else "X_TERMINAL"
             assert row.last_error.startswith(raised), row.last_error
-    other = driver.get_job(beside.id)
+    other = driver.reads().get_job(beside.id)
     assert other is not None and other.state == "done", "a neighbour was blocked"
     return (row.state, row.last_error.split(":")[0] if row.last_error else "")
 
@@ -460,7 +460,7 @@ def key_verdict(kind: str, inputs: dict[str, Any]) -> tuple[str, str | None]:
                 refused = error
             beside = neighbour.enqueue(n=1)
         relay_staged(driver)
-        assert driver.get_job(beside.id) is not None, "a neighbour was held back"
+        assert driver.reads().get_job(beside.id) is not None, "a neighbour was held back"
         if refused is not None:
             assert isinstance(refused, InputInvalidError), refused
             assert refused.meta.get("field") == "limit_key", refused
@@ -472,15 +472,15 @@ def key_verdict(kind: str, inputs: dict[str, Any]) -> tuple[str, str | None]:
         # the same inputs staged past the enqueue's checks, a neighbour right behind: one pass
         # publishes the neighbour whatever becomes of the row, and decides the row as the
         # enqueue did (published with the same key, or quarantined)
-        store = driver.outbox_store("default")
+        store = driver.outbox("default")
         row_id = store.stage(past_the_checks(inputs, 2))
         behind = store.stage(neighbour.build_request({"n": 2}))
         rows = store.claim(10, "prop-relay")
         published = publish_batch(store, driver, rows, "prop-relay")
-        assert driver.get_job(behind) is not None, "the row behind it was held back"
+        assert driver.reads().get_job(behind) is not None, "the row behind it was held back"
         if refused is not None:
             assert published == 1 and store.quarantined_count() == 1
-            assert driver.get_job(row_id) is None
+            assert driver.reads().get_job(row_id) is None
         else:
             assert published == 2 and store.quarantined_count() == 0
             assert stored_limit_key(driver, row_id) == answer[1]

@@ -64,7 +64,7 @@ def test_exec_05_a_capped_body_past_its_timeout_never_overlaps_its_retry(live_ha
         # the row is already retried while the first body still runs: it holds its capacity
         wait_for(lambda: worker.stats().abandoned == 1, what="the body to be abandoned")
         assert metrics.gauge_value(ABANDONED) == baseline + 1
-        assert live_harness.driver.leases.held("job:tests.jobs.overrun_capped") == 1
+        assert live_harness.driver.limits().held_slots("job:tests.jobs.overrun_capped") == 1
         assert live_harness.row(job_id).last_error.startswith("X_JOB_TIMEOUT")
         wait_for(lambda: live_harness.row(job_id).state == "done", what="the retry to complete")
         wait_for(lambda: len(intervals([token])) == 2, what="both attempts to reach their end")
@@ -78,7 +78,7 @@ def test_exec_05_a_capped_body_past_its_timeout_never_overlaps_its_retry(live_ha
     row = live_harness.row(job_id)
     assert (row.attempt, row.result) == (2, 2)
     assert (
-        live_harness.driver.leases.held("job:tests.jobs.overrun_capped") == 0
+        live_harness.driver.limits().held_slots("job:tests.jobs.overrun_capped") == 0
     )  # released at the end
 
 

@@ -47,7 +47,9 @@ def request(key="k", *, expires_in=None, expires_at=None, replace=False, n=1, de
 
 
 def claim(driver, limit=10):
-    return driver.claim(queues=["default"], limit=limit, visibility_timeout=VIS, worker_id="w1")
+    return driver.runs().claim(
+        queues=["default"], limit=limit, visibility_timeout=VIS, worker_id="w1"
+    )
 
 
 #: the ledger tokens these tests write; a process test elsewhere may leave rows of its own
@@ -92,12 +94,12 @@ def test_jctl_01_the_expiry_counts_from_when_the_job_falls_due(harness):
 
 def test_jctl_02_the_claim_marks_only_a_first_claim_past_the_expiry(harness):
     driver = harness.driver
-    driver.enqueue(request("started", expires_in=60))
+    driver.jobs().enqueue(request("started", expires_in=60))
     [held] = claim(driver)
     assert not held.expired
-    assert driver.retry(RetryAt(held.id, held.lease_token))
-    unstarted = driver.enqueue(request("unstarted", expires_in=60))
-    none = driver.enqueue(request("no-expiry"))
+    assert driver.runs().retry(RetryAt(held.id, held.lease_token))
+    unstarted = driver.jobs().enqueue(request("unstarted", expires_in=60))
+    none = driver.jobs().enqueue(request("no-expiry"))
     harness.advance(120)
     claimed = {c.id: c.expired for c in claim(driver)}
     # a retry of a started job runs whatever its expiry; a job without one never expires
@@ -108,7 +110,7 @@ def test_jctl_02_a_job_first_claimed_past_its_expiry_stays_expired_at_a_reclaim(
     """A worker that claimed an expired job died before settling it: the row was stamped
     started by that claim, yet no handler ran, so the next claim finds it expired again."""
     driver = harness.driver
-    stale = driver.enqueue(request("stale-reclaim", expires_in=60))
+    stale = driver.jobs().enqueue(request("stale-reclaim", expires_in=60))
     harness.advance(120)
     assert [(c.id, c.expired) for c in claim(driver)] == [(stale.id, True)]
     harness.advance(VIS + 1)  # its lease lapses unsettled
@@ -227,9 +229,9 @@ def test_jctl_03_a_hand_built_ctx_cannot_snooze():
 
 def test_jctl_05_progress_is_stored_fenced_on_the_lease(harness):
     driver = harness.driver
-    driver.enqueue(request("p"))
+    driver.jobs().enqueue(request("p"))
     [held] = claim(driver)
-    assert driver.progress(held.id, held.lease_token, {"done": 3, "total": 10, "note": "x"})
+    assert driver.runs().progress(held.id, held.lease_token, {"done": 3, "total": 10, "note": "x"})
     stored = harness.row(held.id).progress
     assert {k: stored[k] for k in ("done", "total", "note")} == {
         "done": 3,
@@ -237,15 +239,17 @@ def test_jctl_05_progress_is_stored_fenced_on_the_lease(harness):
         "note": "x",
     }
     assert "at" in stored
-    assert not driver.progress(held.id, uuid.uuid4(), {"done": 4, "total": 10, "note": ""})
-    assert driver.ack([Complete(held.id, held.lease_token)]) == {held.id}
-    assert not driver.progress(held.id, held.lease_token, {"done": 5, "total": 10, "note": ""})
+    assert not driver.runs().progress(held.id, uuid.uuid4(), {"done": 4, "total": 10, "note": ""})
+    assert driver.runs().complete([Complete(held.id, held.lease_token)]) == {held.id}
+    assert not driver.runs().progress(
+        held.id, held.lease_token, {"done": 5, "total": 10, "note": ""}
+    )
     assert harness.row(held.id).progress["done"] == 3
 
 
 def test_jctl_05_a_tight_loop_writes_progress_a_few_times_and_the_last_value(harness, monkeypatch):
     writes = []
-    store = harness.driver.progress
+    store = harness.driver.runs().progress
 
     def counted(job_id, token, value):
         writes.append(value["done"])
@@ -278,23 +282,23 @@ def test_jctl_05_progress_values_are_checked():
 
 def test_jctl_06_replace_updates_the_waiting_holder(harness):
     driver = harness.driver
-    first = driver.enqueue(request("r", n=1, delay=60))
-    again = driver.enqueue(request("r", n=2, replace=True))
+    first = driver.jobs().enqueue(request("r", n=1, delay=60))
+    again = driver.jobs().enqueue(request("r", n=2, replace=True))
     assert (again.id, again.deduped, again.replaced) == (first.id, True, True)
     row = harness.row(first.id)
     assert (row.input, row.state) == ({"n": 2}, "ready")
-    assert len(driver.list_jobs()) == 1
+    assert len(driver.reads().list_jobs()) == 1
 
 
 def test_jctl_06_a_started_holder_is_never_touched(harness):
     driver = harness.driver
-    first = driver.enqueue(request("r", n=1))
+    first = driver.jobs().enqueue(request("r", n=1))
     [held] = claim(driver)
-    running = driver.enqueue(request("r", n=2, replace=True))
+    running = driver.jobs().enqueue(request("r", n=2, replace=True))
     assert (running.id, running.deduped, running.replaced) == (first.id, True, False)
     assert harness.row(first.id).input == {"n": 1}
-    assert driver.retry(RetryAt(held.id, held.lease_token, delay=60))  # waiting, but started
-    retrying = driver.enqueue(request("r", n=3, replace=True))
+    assert driver.runs().retry(RetryAt(held.id, held.lease_token, delay=60))  # waiting, but started
+    retrying = driver.jobs().enqueue(request("r", n=3, replace=True))
     assert (retrying.deduped, retrying.replaced) == (True, False)
     assert harness.row(first.id).input == {"n": 1}
 
@@ -460,7 +464,7 @@ def test_jctl_01_enqueue_many_carries_each_expiry(harness, given):
     """Both multi-row statements: a batch whose rows share every per-call column (one job's
     enqueue_many), and a mixed one (a relay's)."""
     requests = [request(key, expires_in=e) for key, e in zip("abc", given, strict=True)]
-    rows = [harness.row(r.id) for r in harness.driver.enqueue_many(requests)]
+    rows = [harness.row(r.id) for r in harness.driver.jobs().enqueue_many(requests)]
     windows = [None if r.expires_at is None else (r.expires_at - r.run_at).seconds for r in rows]
     assert windows == list(given)
 

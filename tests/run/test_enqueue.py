@@ -42,15 +42,17 @@ def test_the_id_returned_inside_atomic_is_the_published_jobs_id(live):
         result = jobs.ok.enqueue(n=1)
         assert result.staged and result.run_id is None
         assert result.deduped is None  # unknown until the publish
-        assert live.driver.get_job(result.id) is None  # nothing in the job store before commit
-    row = live.driver.get_job(result.id)  # the on-commit fast path published it under that id
+        # nothing in the job store before commit
+        assert live.driver.reads().get_job(result.id) is None
+    # the on-commit fast path published it under that id
+    row = live.driver.reads().get_job(result.id)
     assert row is not None and row.input == {"n": 1}
     trace = inspect_job(result.id)
     assert trace is not None and trace["id"] == str(result.id) and "collapsed_from" not in trace
 
 
 def test_the_relay_publishes_under_the_same_id_when_the_fast_path_failed(live, monkeypatch):
-    real_enqueue = live.driver.enqueue
+    real_enqueue = live.driver.jobs().enqueue
     calls = []
 
     def broken_once(request):
@@ -70,11 +72,11 @@ def test_the_relay_publishes_under_the_same_id_when_the_fast_path_failed(live, m
         assert calls == [result.id]
         calls.clear()
     monkeypatch.setattr(live.driver, "enqueue", real_enqueue_recorded(real_enqueue, calls))
-    assert live.driver.get_job(result.id) is None
-    relay = Relay(store=live.driver.outbox_store("default"), driver=live.driver)
+    assert live.driver.reads().get_job(result.id) is None
+    relay = Relay(store=live.driver.outbox("default"), driver=live.driver)
     assert relay.tick() == 1
     assert calls == [result.id]
-    assert live.driver.get_job(result.id).input == {"n": 2}
+    assert live.driver.reads().get_job(result.id).input == {"n": 2}
 
 
 def real_enqueue_recorded(real_enqueue, calls):
@@ -89,7 +91,7 @@ def test_a_staged_enqueue_that_collapses_still_resolves_to_the_live_job(live):
     existing = jobs.ok.enqueue(n=3)  # outside atomic: published at once, live
     with transaction.atomic():
         staged = jobs.ok.enqueue(n=3)  # same idempotency key
-    assert staged.id != existing.id and live.driver.get_job(staged.id) is None
+    assert staged.id != existing.id and live.driver.reads().get_job(staged.id) is None
     trace = inspect_job(staged.id)
     assert trace is not None
     assert trace["id"] == str(existing.id) and trace["collapsed_from"] == str(staged.id)
@@ -101,23 +103,23 @@ def test_a_rolled_back_enqueue_id_resolves_to_nothing(live):
         result = jobs.ok.enqueue(n=4)
         raise RuntimeError("the order could not be saved")
     assert inspect_job(result.id) is None
-    assert live.driver.get_job(result.id) is None
-    assert live.driver.outbox_store("default").pending()[0] == 0
+    assert live.driver.reads().get_job(result.id) is None
+    assert live.driver.outbox("default").pending()[0] == 0
 
 
 def test_a_second_publish_of_one_staged_id_is_a_no_op(live):
     """A relay that inserted the job and died before its mark leaves the row to be published
     again; the job's primary key (the staged id) makes that a no-op (SPEC OUTBOX-12)."""
-    store = live.driver.outbox_store("default")
+    store = live.driver.outbox("default")
     staged_id = store.stage(jobs.ok.build_request({"n": 5}))  # committed, left for a relay
     [row] = store.claim(10, "relay-a")
-    first = live.driver.enqueue(row.request())  # inserted; the relay dies before its mark
+    first = live.driver.jobs().enqueue(row.request())  # inserted; the relay dies before its mark
     assert first.id == staged_id
     assert store.release([staged_id], "relay-a") == 1  # as its lapsed lease would
     [again] = store.claim(10, "relay-b")
     result, marked = store.publish(live.driver, again, "relay-b")
     assert marked and result.id == staged_id and not result.deduped
-    assert [r.id for r in live.driver.list_jobs(name="tests.jobs.ok")] == [staged_id]
+    assert [r.id for r in live.driver.reads().list_jobs(name="tests.jobs.ok")] == [staged_id]
     assert store.pending()[0] == 0
 
 
@@ -135,7 +137,7 @@ def live_postgres(transactional_db):
 def test_on_the_jobs_database_insert_and_mark_commit_together(live_postgres, monkeypatch):
     """A publish whose mark fails leaves no job behind on the jobs' own database. (The memory
     store cannot join a transaction; the primary-key no-op above covers it.)"""
-    store = live_postgres.outbox_store("default")
+    store = live_postgres.outbox("default")
     staged_id = store.stage(jobs.ok.build_request({"n": 6}))
     [row] = store.claim(10, "relay-a")
 
@@ -159,7 +161,7 @@ def test_run_to_completion_finds_the_job_by_the_id_enqueue_returned(in_test_tran
     runs = run_to_completion(job_id, clock=FrozenClock())
     assert [r.outcome for r in runs] == ["completed"]
     assert runs[0].job.id == job_id
-    assert in_test_transaction.driver.get_job(job_id).state == "done"
+    assert in_test_transaction.driver.reads().get_job(job_id).state == "done"
 
 
 def test_run_until_idle_publishes_what_the_test_staged_on_both_drivers(in_test_transaction):

@@ -22,7 +22,7 @@ from tests.conftest import Harness
 def claim(harness, count):
     for n in range(count):
         jobs.ok.enqueue(n=n)
-    claimed = harness.driver.claim(
+    claimed = harness.driver.runs().claim(
         queues=["default"], limit=count, visibility_timeout=30, worker_id="w"
     )
     assert len(claimed) == count

@@ -26,6 +26,9 @@ class Outage:
     def __init__(self, driver, failing, down) -> None:
         self._driver, self._failing, self._down = driver, failing, down
 
+    def runs(self):  # its settles, heartbeats and claims stand in for the driver's
+        return self
+
     def __getattr__(self, name):
         real = getattr(self._driver, name)
         if name not in self._failing:
@@ -52,7 +55,7 @@ def test_a_settle_failing_through_a_short_outage_lands_when_it_ends(live_harness
         acks.append(name)
         return len(acks) <= 3  # three tries fail, the fourth lands
 
-    driver = Outage(live_harness.driver, {"ack"}, down)
+    driver = Outage(live_harness.driver, {"complete"}, down)
     worker = Worker(queues=["default"], driver=driver, burst=True, visibility_timeout=30)
     with caplog.at_level(logging.WARNING, logger="django_xjobs"):
         stats = worker.run()
@@ -75,11 +78,11 @@ def test_an_outage_longer_than_the_lease_still_lands_the_result_when_it_ends(liv
     back_at: list[float] = []
 
     def down(name, args):
-        if name == "ack" and not back_at:
+        if name == "complete" and not back_at:
             back_at.append(time.monotonic() + 2.5)  # the outage starts at the first ack
         return bool(back_at) and time.monotonic() < back_at[0]
 
-    driver = Outage(live_harness.driver, {"ack", "heartbeat", "claim"}, down)  # all of it down
+    driver = Outage(live_harness.driver, {"complete", "heartbeat", "claim"}, down)  # all of it down
     worker = Worker(
         queues=["default"], driver=driver, burst=True, visibility_timeout=1.5, stall_timeout=20
     )
@@ -105,7 +108,7 @@ def test_a_settle_that_outlives_its_lease_is_logged_as_failed_not_refused(live_h
         first[:] = first or [token_arg]
         return token_arg == first[0]
 
-    driver = Outage(live_harness.driver, {"ack", "heartbeat"}, down)
+    driver = Outage(live_harness.driver, {"complete", "heartbeat"}, down)
     worker = Worker(
         queues=["default"], driver=driver, burst=True, visibility_timeout=1.5, stall_timeout=4
     )
@@ -137,8 +140,11 @@ def test_a_renewal_between_an_ack_and_the_settled_mark_is_no_lost_lease(live_har
         def __getattr__(self, name):
             return getattr(real, name)
 
-        def ack(self, completes):
-            landed = real.ack(completes)
+        def runs(self):  # its complete stands in for the driver's
+            return self
+
+        def complete(self, completes):
+            landed = real.runs().complete(completes)
             renewal = Heartbeat(
                 real,
                 worker.in_flight,
@@ -172,15 +178,15 @@ def test_a_running_worker_is_present_and_a_clean_stop_removes_it(live_harness):
     thread.start()
     try:
         wait_for(
-            lambda: [w.in_flight for w in live_harness.driver.workers()] == [1],
+            lambda: [w.in_flight for w in live_harness.driver.reads().workers()] == [1],
             timeout=30,
             what="the worker to report its run in flight",
         )
-        [row] = live_harness.driver.workers()
+        [row] = live_harness.driver.reads().workers()
         assert (row.id, row.queues, row.alive) == (worker.worker_id, ("default",), True)
     finally:
-        live_harness.driver.cancel(job_id, "test over")  # its next renewal stops the body
+        live_harness.driver.jobs().cancel(job_id, "test over")  # its next renewal stops the body
         worker.stop()
         thread.join(60)
     assert not thread.is_alive()
-    assert live_harness.driver.workers() == []
+    assert live_harness.driver.reads().workers() == []

@@ -95,7 +95,7 @@ def test_the_worker_sends_finished_once_per_settled_run(live_harness):
 
 def test_a_lost_lease_is_sent_once_with_the_worker_and_reason(harness):
     jobs.ok.enqueue(n=3)
-    [claimed] = harness.driver.claim(
+    [claimed] = harness.driver.runs().claim(
         queues=["default"],
         limit=1,
         visibility_timeout=settings().visibility_timeout,

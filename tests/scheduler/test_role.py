@@ -233,7 +233,7 @@ class Bench:
         self.clock.advance(seconds)
 
     def rows(self, name: str | None = None) -> list[Any]:
-        found = self.driver.list_jobs(name=name, limit=10_000)
+        found = self.driver.reads().list_jobs(name=name, limit=10_000)
         return sorted(found, key=lambda r: (r.run_at, r.idempotency_key))
 
     def lease(self) -> tuple[str, float] | None:
@@ -932,7 +932,7 @@ def test_sched_10_12_run_loops_until_stop_and_a_failed_round_is_logged(caplog):
     assert not loop.is_alive() and sched.state == "stopped"
     [failed] = events(caplog, "xjobs.scheduler.tick_failed")
     assert "lease table unavailable" in str(failed.fields["error"])
-    [row] = driver.list_jobs()
+    [row] = driver.reads().list_jobs()
     assert row.run_at == utc(2026, 7, 26, 3)  # the loop went on and dispatched once
     assert store._leaders == {}  # released on stop
 

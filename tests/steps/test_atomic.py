@@ -42,16 +42,18 @@ def clock():
 def claimed(harness, **inputs):
     """A claimed run of ``atomic_effects`` and a step runner for it, driven by hand."""
     jobs.atomic_effects.enqueue(token=f"t-{uuid.uuid4()}", **inputs)
-    [job] = harness.driver.claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="w")
+    [job] = harness.driver.runs().claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
+    )
     return job, runner(harness, job)
 
 
 def runner(harness, job, signal=None):
     return Steps(
         job=job,
-        records=harness.driver.steps.list(job.run_id),
-        store=harness.driver.steps,
-        events=harness.driver.events,
+        records=harness.driver.steps().list(job.run_id),
+        store=harness.driver.steps(),
+        events=harness.driver.events(),
         signal=signal or StopSignal(),
     )
 
@@ -61,7 +63,7 @@ def effects(job):
 
 
 def record(harness, job, name):
-    return {r.name: r for r in harness.driver.steps.list(job.run_id)}.get(name)
+    return {r.name: r for r in harness.driver.steps().list(job.run_id)}.get(name)
 
 
 def write(job, step="reserve"):
@@ -71,7 +73,7 @@ def write(job, step="reserve"):
 def take_lease(harness):
     """Another worker claims the job once its lease has lapsed."""
     harness.advance(60)
-    [again] = harness.driver.claim(
+    [again] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id="x"
     )
     return again

@@ -37,7 +37,7 @@ def clock():
 
 
 def _children(harness):
-    return harness.driver.list_jobs(name="tests.jobs.child_square")
+    return harness.driver.reads().list_jobs(name="tests.jobs.child_square")
 
 
 def test_a_parent_with_3_children_resumes_with_their_results_in_input_order(harness, clock):
@@ -109,7 +109,7 @@ def test_children_recorded_but_never_enqueued_are_enqueued_under_the_recorded_id
     # ids the record names, and a second replay adds nothing
     job, _, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="k", ns=[5, 6])
     ids = uuid7_many(2)
-    harness.driver.steps.put(
+    harness.driver.steps().put(
         StepRecord(
             run_id=job.run_id,
             name="call_many:tests.jobs.child_square",
@@ -139,7 +139,7 @@ def test_child_05_a_parent_looks_at_its_live_children_every_event_poll_and_write
     )
     assert (first.job.id, first.outcome) == (parent, Outcome.SUSPENDED)
     # another worker holds both children: live, and not ending while the parent looks
-    held = harness.driver.claim(
+    held = harness.driver.runs().claim(
         queues=["default"], limit=10, visibility_timeout=600, worker_id="w2"
     )
     assert sorted(c.id for c in held) == sorted(c.id for c in _children(harness))
@@ -232,7 +232,7 @@ def test_a_live_child_holding_the_key_is_adopted_not_waited_for_forever(harness,
     # pass's enqueue dedupes to that child, and the step records and waits for it
     job, steps, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="a", ns=[8])
     name = "call_many:tests.jobs.child_square"
-    live = harness.driver.enqueue(
+    live = harness.driver.jobs().enqueue(
         replace(
             jobs.child_square.build_request({"n": 8}),
             idempotency_key=f"xjobs.child:{job.id}:{name}:0",
@@ -252,10 +252,10 @@ def test_child_06_cancelling_a_parent_cancels_its_live_children_only(harness, cl
     job, steps, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="c", ns=[1, 2, 3])
     with pytest.raises(StepSuspension):
         steps.call_many(jobs.child_square, [{"n": n} for n in (1, 2, 3)])
-    [claimed] = harness.driver.claim(
+    [claimed] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id="w2"
     )
-    harness.driver.ack([Complete(claimed.id, claimed.lease_token, "{}")])
+    harness.driver.runs().complete([Complete(claimed.id, claimed.lease_token, "{}")])
     assert cancel_job(job.id, reason="stop")["state"] == "cancelled"
     states = {c.id: c.state for c in _children(harness)}
     assert states[claimed.id] == "done"
@@ -332,7 +332,7 @@ def test_child_08_a_completed_record_refuses_another_count_and_a_plain_step_its_
     # a record written before calls named their job and kind: its count still holds
     job, _, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="c8", ns=[5])
     [child] = uuid7_many(1)
-    harness.driver.steps.put(
+    harness.driver.steps().put(
         StepRecord(
             run_id=job.run_id,
             name=CALLED,
@@ -350,7 +350,7 @@ def test_child_08_a_completed_record_refuses_another_count_and_a_plain_step_its_
         lambda replay: replay.call_many(jobs.child_square, [{"n": 5}, {"n": 6}]),
         "1 input(s) were recorded, 2 are given now",
     )
-    harness.driver.steps.put(
+    harness.driver.steps().put(
         StepRecord(run_id=job.run_id, name="fetch", status="completed", output=7),
         job_id=job.id,
         lease_token=job.lease_token,
@@ -374,7 +374,10 @@ def test_child_09_a_job_calling_itself_as_a_child_ends_at_max_child_depth(harnes
     any failed child does."""
     root = jobs.nested_call.enqueue(tag="deep", level=0).id
     run_until_idle(clock=clock)
-    rows = {row.input["level"]: row for row in harness.driver.list_jobs(name=jobs.nested_call.name)}
+    rows = {
+        row.input["level"]: row
+        for row in harness.driver.reads().list_jobs(name=jobs.nested_call.name)
+    }
     assert sorted(rows) == list(range(MAX_CHILD_DEPTH + 1))  # the root and 16 generations
     deepest = rows[MAX_CHILD_DEPTH]
     assert (deepest.state, deepest.attempt) == ("dead", 1)
@@ -396,7 +399,7 @@ def _descend(harness, clock, levels):
     of the last generation is returned claimed, unrun."""
     jobs.nested_call.enqueue(tag="hand", level=0)
     for _ in range(levels + 1):
-        [job] = harness.driver.claim(
+        [job] = harness.driver.runs().claim(
             queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
         )
         if job.input["level"] == levels:
@@ -410,7 +413,7 @@ def _descend(harness, clock, levels):
 def _reads(harness, monkeypatch):
     """The ids the driver's ``get_job`` is asked for from now on (the calls go through)."""
     asked = []
-    real = harness.driver.get_job
+    real = harness.driver.reads().get_job
 
     def get_job(job_id):
         asked.append(job_id)
@@ -427,7 +430,9 @@ def test_child_09_the_depth_is_read_up_the_parents_keys_once_never_on_a_replay(
     generation (none for a job no step called) at the step's first pass only: a replay of a
     recorded call reads no ancestor and is never refused, even past a bound lowered since."""
     job = _descend(harness, clock, 3)
-    ids = {r.input["level"]: r.id for r in harness.driver.list_jobs(name=jobs.nested_call.name)}
+    ids = {
+        r.input["level"]: r.id for r in harness.driver.reads().list_jobs(name=jobs.nested_call.name)
+    }
     asked = _reads(harness, monkeypatch)
     _, steps, _ = steps_for(harness, job)
     with pytest.raises(StepSuspension):
@@ -444,7 +449,7 @@ def test_child_09_the_depth_is_read_up_the_parents_keys_once_never_on_a_replay(
     assert refused.value.code == "X_CHILD_DEPTH" and refused.value.meta["limit"] == 2
     assert asked[-1:] == [ids[2]]  # at the bound after bound - 1 reads
     assert "call:tests.jobs.child_square" not in steps_of(harness, job.id)
-    assert harness.driver.list_jobs(name=jobs.child_square.name) == []
+    assert harness.driver.reads().list_jobs(name=jobs.child_square.name) == []
 
 
 def test_child_09_a_root_reads_nothing_and_an_empty_call_many_is_never_refused(

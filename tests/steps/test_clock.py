@@ -44,7 +44,9 @@ def publisher_behind(monkeypatch):
 
 
 def step(harness, job_id, name):
-    [record] = [r for r in harness.driver.steps.list(harness.row(job_id).run_id) if r.name == name]
+    [record] = [
+        r for r in harness.driver.steps().list(harness.row(job_id).run_id) if r.name == name
+    ]
     return record
 
 
@@ -97,7 +99,7 @@ def test_step_07_10_a_sleep_parks_for_its_length_on_the_store_clock_whatever_the
     assert run.outcome == Outcome.SUSPENDED
     nap = step(harness, job_id, "nap")
     row = harness.row(job_id)
-    ahead = (row.run_at - harness.driver.steps.now()).total_seconds()
+    ahead = (row.run_at - harness.driver.steps().now()).total_seconds()
     assert abs(ahead - 3 * 86400) < 5  # the row wakes in 3 days on the store's clock (STEP-10)
     assert nap.wake_at - nap.started_at == timedelta(days=3)
 
@@ -108,7 +110,7 @@ def test_step_07_10_a_sleep_parks_for_its_length_on_the_store_clock_whatever_the
 def test_step_positions_are_stored_in_the_order_the_run_first_reaches_them(harness):
     job_id = jobs.fails_at_b.enqueue(token=f"t-{uuid.uuid4()}").id
     run_to_completion(job_id)
-    records = harness.driver.steps.list(harness.row(job_id).run_id)
+    records = harness.driver.steps().list(harness.row(job_id).run_id)
     assert [(r.name, r.position) for r in records] == [("a", 0), ("b", 1), ("c", 2)]
 
 
@@ -125,7 +127,7 @@ def test_reordered_steps_warn_once_naming_both_positions_and_replay_by_name(harn
     assert runs[-1].replayed == ("b", "a")  # replayed by name, not by place
     assert harness.row(job_id).result == [1, 1]  # each step's stored result, from attempt 1
     assert list(Ledger.objects.filter(token=token).values_list("phase", flat=True)) == ["a", "b"]
-    records = harness.driver.steps.list(harness.row(job_id).run_id)
+    records = harness.driver.steps().list(harness.row(job_id).run_id)
     assert [(r.name, r.position) for r in records] == [("a", 0), ("b", 1)]  # the first order
 
 

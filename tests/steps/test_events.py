@@ -23,7 +23,7 @@ def clock():
 
 def _waiting(harness, job_id) -> bool:
     row = harness.row(job_id)
-    return [s.status for s in harness.driver.steps.list(row.run_id)] == ["waiting"]
+    return [s.status for s in harness.driver.steps().list(row.run_id)] == ["waiting"]
 
 
 def _still_waits_after_polls(harness, job_id, clock) -> bool:
@@ -33,8 +33,8 @@ def _still_waits_after_polls(harness, job_id, clock) -> bool:
 
 
 def test_the_store_finds_only_the_waiters_tenant_unless_asked_for_any(harness):
-    store = harness.driver.events
-    after = harness.driver.steps.now() - timedelta(seconds=1)
+    store = harness.driver.events()
+    after = harness.driver.steps().now() - timedelta(seconds=1)
     publish_event("order.shipped", {"order_id": 42, "by": "b"}, tenant_id="B")
     publish_event("order.shipped", {"order_id": 42, "by": "none"})
     match = {"order_id": 42}
@@ -110,4 +110,4 @@ def test_a_tenant_id_a_store_cannot_hold_is_refused_with_a_code(harness, tenant)
     with pytest.raises(InvariantError, match="tenant_id contains a"):
         publish_event("order.shipped", {"order_id": 1}, tenant_id=tenant)
     epoch = timezone.now() - timedelta(days=1)
-    assert harness.driver.events.find("order.shipped", after=epoch, any_tenant=True) is None
+    assert harness.driver.events().find("order.shipped", after=epoch, any_tenant=True) is None

@@ -48,13 +48,15 @@ def ledger(token, phase=None):
 
 
 def steps_of(harness, job_id):
-    return {r.name: r for r in harness.driver.steps.list(harness.row(job_id).run_id)}
+    return {r.name: r for r in harness.driver.steps().list(harness.row(job_id).run_id)}
 
 
 def claimed_steps(harness, clock, handle, **inputs):
     """A claimed run of ``handle`` and a step runner for it, for tests that drive steps by hand."""
     handle.enqueue(**inputs)
-    [job] = harness.driver.claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="w")
+    [job] = harness.driver.runs().claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
+    )
     return steps_for(harness, job)
 
 
@@ -63,9 +65,9 @@ def steps_for(harness, job):
     signal = StopSignal()
     steps = Steps(
         job=job,
-        records=harness.driver.steps.list(job.run_id),
-        store=harness.driver.steps,
-        events=harness.driver.events,
+        records=harness.driver.steps().list(job.run_id),
+        store=harness.driver.steps(),
+        events=harness.driver.events(),
         signal=signal,
     )
     return job, steps, signal
@@ -101,17 +103,17 @@ def test_step_06_one_read_of_the_step_records_per_attempt(harness, clock):
     """SPEC SE-46."""
     job_id = jobs.five_steps.enqueue(token=f"t-{uuid.uuid4()}").id
     reads = []
-    real_list = harness.driver.steps.list
+    real_list = harness.driver.steps().list
 
     def counting_list(run_id):
         reads.append(run_id)
         return real_list(run_id)
 
-    harness.driver.steps.list = counting_list
+    harness.driver.steps().list = counting_list
     try:
         [run] = run_until_idle(clock=clock)
     finally:
-        del harness.driver.steps.list
+        del harness.driver.steps().list
     assert run.outcome == Outcome.COMPLETED
     assert reads == [harness.row(job_id).run_id]
 
@@ -120,7 +122,7 @@ def test_step_02_a_step_result_is_stored_before_the_next_step_starts(harness, cl
     job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
     seen = []
     steps.run("first", lambda: 41)
-    steps.run("second", lambda: seen.append(len(harness.driver.steps.list(job.run_id))))
+    steps.run("second", lambda: seen.append(len(harness.driver.steps().list(job.run_id))))
     assert seen == [1]
 
 
@@ -167,7 +169,7 @@ def test_a_step_name_must_be_a_non_empty_string(harness, clock, name):
     job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
     with pytest.raises(InvariantError):
         steps.run(name, lambda: 1)
-    assert harness.driver.steps.list(job.run_id) == []
+    assert harness.driver.steps().list(job.run_id) == []
 
 
 # --- sleeps -----------------------------------------------------------------------------------
@@ -195,24 +197,24 @@ def test_step_08_a_sleep_not_yet_due_suspends_again_and_writes_nothing(harness, 
     job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
     with pytest.raises(StepSuspension) as first:
         steps.sleep("nap", "1h")
-    before = harness.driver.steps.list(job.run_id)
+    before = harness.driver.steps().list(job.run_id)
     again = Steps(
         job=job,
         records=before,
-        store=harness.driver.steps,
-        events=harness.driver.events,
+        store=harness.driver.steps(),
+        events=harness.driver.events(),
         signal=StopSignal(),
     )
     with pytest.raises(StepSuspension) as second:
         again.sleep("nap", "1h")
     assert second.value.resume_at == first.value.resume_at
-    assert harness.driver.steps.list(job.run_id) == before
+    assert harness.driver.steps().list(job.run_id) == before
 
 
 def test_sleep_until_a_past_instant_completes_at_once(harness, clock):
     job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
-    steps.sleep_until("past", harness.driver.steps.now() - timedelta(minutes=1))
-    assert harness.driver.steps.list(job.run_id)[0].status == "completed"
+    steps.sleep_until("past", harness.driver.steps().now() - timedelta(minutes=1))
+    assert harness.driver.steps().list(job.run_id)[0].status == "completed"
 
 
 @pytest.mark.parametrize("duration", [-1, 0, math.inf, math.nan, "-5m", "soon"])
@@ -221,14 +223,14 @@ def test_a_bad_sleep_is_refused_and_nothing_is_written(harness, clock, duration)
     with pytest.raises(Exception) as caught:
         steps.sleep("nap", duration)
     assert caught.value.code in ("X_INVARIANT", "X_DURATION_INVALID")
-    assert harness.driver.steps.list(job.run_id) == []
+    assert harness.driver.steps().list(job.run_id) == []
 
 
 def test_sleep_until_a_naive_datetime_is_refused(harness, clock):
     job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
     with pytest.raises(InvariantError):
         steps.sleep_until("nap", datetime(2030, 1, 1))
-    assert harness.driver.steps.list(job.run_id) == []
+    assert harness.driver.steps().list(job.run_id) == []
 
 
 # --- events -----------------------------------------------------------------------------------
@@ -285,8 +287,8 @@ def test_evt_03_two_waiting_runs_both_receive_one_event(harness, clock):
 
 
 def test_evt_02_correlation_keys_and_expiry(harness, clock):
-    store = harness.driver.events
-    start = harness.driver.steps.now() - timedelta(days=1)
+    store = harness.driver.events()
+    start = harness.driver.steps().now() - timedelta(days=1)
     publish_event("ping", {"n": 1}, correlation_key="k1", ttl="1m")
     age_events(harness.driver, 1)
     publish_event("ping", {"n": 2}, correlation_key="k2")
@@ -324,7 +326,7 @@ def test_a_wait_with_an_unknown_match_shape_is_refused(harness, clock, match):
     job, steps, _ = claimed_steps(harness, clock, jobs.ok, n=1)
     with pytest.raises(InvariantError):
         steps.wait_for_event("w", "order.shipped", match=match)
-    assert harness.driver.steps.list(job.run_id) == []
+    assert harness.driver.steps().list(job.run_id) == []
 
 
 # --- output, deadlines, the write fence -------------------------------------------------------
@@ -405,20 +407,20 @@ def test_step_17_exec_07_after_the_signal_aborts_step_functions_run_but_nothing_
     assert caught.value.code == "X_ABORTED"
     with pytest.raises(JobAbortedError):
         steps.sleep("nap", "1h")
-    assert harness.driver.steps.list(job.run_id) == []
+    assert harness.driver.steps().list(job.run_id) == []
 
 
 def test_step_17_q_01_a_run_whose_lease_moved_on_cannot_write_a_step(harness, clock):
     job, steps, signal = claimed_steps(harness, clock, jobs.ok, n=1)
     harness.advance(30)
-    [again] = harness.driver.claim(
+    [again] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id="w2"
     )
     assert again.id == job.id
     with pytest.raises(JobAbortedError):
         steps.run("x", lambda: 1)
     assert signal.is_set() and signal.reason.code == "X_JOB_LEASE_LOST"
-    assert harness.driver.steps.list(job.run_id) == []
+    assert harness.driver.steps().list(job.run_id) == []
 
 
 def test_step_18_a_suspension_inside_a_step_leaves_no_failed_record(harness, clock):
@@ -429,7 +431,7 @@ def test_step_18_a_suspension_inside_a_step_leaves_no_failed_record(harness, clo
 
     with pytest.raises(StepSuspension):
         steps.run("outer", parks)
-    assert harness.driver.steps.list(job.run_id) == []
+    assert harness.driver.steps().list(job.run_id) == []
 
 
 def test_exec_04_a_job_timeout_fails_on_time_and_the_late_step_is_refused(harness, clock):
@@ -458,7 +460,7 @@ def test_exec_04_a_timed_body_whose_step_fails_fails_its_attempt_on_both_drivers
     row = harness.row(job_id)
     assert (row.state, row.attempt, row.stop_reason) == ("dead", 1, "attempts-exhausted")
     assert row.last_error.startswith("ValueError: step 4 fails")
-    steps = harness.driver.steps.list(row.run_id)
+    steps = harness.driver.steps().list(row.run_id)
     assert [(step.name, step.status) for step in steps] == [("fails", "failed")]
     assert steps[0].error.startswith("ValueError: step 4 fails")
 
@@ -505,13 +507,13 @@ def _mark(token: str) -> str:
 def test_exec_04_se_20_the_signal_carries_the_timeout_when_the_retry_is_written(harness, clock):
     token = f"t-{uuid.uuid4()}"
     at_retry: list[BaseException | None] = []
-    retry = harness.driver.retry
+    retry = harness.driver.runs().retry
 
     def seen_at_retry(value):
         at_retry.append(SIGNALS[token].reason)
         return retry(value)
 
-    harness.driver.retry = seen_at_retry
+    harness.driver.runs().retry = seen_at_retry
     job_id = heeds_timeout.enqueue(token=token).id
     [run] = run_until_idle(clock=clock)
     assert run.outcome == Outcome.RETRIED and "X_JOB_TIMEOUT" in run.error
@@ -524,7 +526,7 @@ def test_exec_06_se_21_a_step_left_running_after_the_attempt_is_refused(live_har
     token = f"t-{uuid.uuid4()}"
     GATES[token] = threading.Event()
     job_id = leaves_a_step_behind.enqueue(token=token).id
-    [held] = live_harness.driver.claim(
+    [held] = live_harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
     )
     run = execute(
@@ -607,7 +609,7 @@ def test_publish_event_refuses_bad_input_and_writes_nothing(harness, kwargs, cod
         publish_event(**kwargs)
     assert caught.value.code == code
     assert (
-        harness.driver.events.find("e", after=harness.driver.steps.now() - timedelta(days=1))
+        harness.driver.events().find("e", after=harness.driver.steps().now() - timedelta(days=1))
         is None
     )
 
@@ -618,7 +620,7 @@ def test_evt_04_the_memory_event_store_is_bounded_and_purges_expired_events():
     from django_xjobs.ids import uuid7
 
     clock = FrozenClock(timezone.now())
-    store = MemoryDriver(clock).events
+    store = MemoryDriver(clock).events()
     start = clock.now()
     for n in range(MAX_EVENTS + 1):
         store.publish(id=uuid7(), name="tick", payload={"n": n}, correlation_key=None, ttl=86400)

@@ -166,8 +166,10 @@ def test_suspended_on_an_event(db):
 
 def test_running_with_a_live_lease(db):
     real = published(jobs.ok.enqueue(n=3))
-    [claimed] = get_driver().claim(
-        queues=["default"], limit=1, visibility_timeout=30, worker_id="worker-1"
+    [claimed] = (
+        get_driver()
+        .runs()
+        .claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="worker-1")
     )
     made = RunningJobFactory()
     assert claimed.id == real

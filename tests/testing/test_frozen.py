@@ -138,7 +138,7 @@ def test_a_memory_driver_test_without_database_access_can_freeze_time():
         assert run_until_idle() == []
         freezer.tick(timedelta(hours=1))
         [execution] = run_until_idle()
-        assert execution.outcome == "completed" and driver.get_job(job_id).state == "done"
+        assert execution.outcome == "completed" and driver.reads().get_job(job_id).state == "done"
 
 
 def test_nothing_frozen_leaves_the_library_on_its_fast_path(db, monkeypatch):

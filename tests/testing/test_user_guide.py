@@ -71,7 +71,7 @@ def test_with_the_memory_driver(db):
         job_id = jobs.ok.enqueue(n=8).id
         [execution] = run_until_idle()
         assert execution.outcome == "completed"
-        assert driver.get_job(job_id).state == "done"
+        assert driver.reads().get_job(job_id).state == "done"
 
 
 @override_settings(XJOBS={})

@@ -24,7 +24,9 @@ from tests.support.process import wait_for
 def _suspect(harness, token: str):
     """A ``ledger`` job whose one run died with its worker: its next claim is a suspect's."""
     job_id = jobs.ledger.enqueue(token=token).id
-    harness.driver.claim(queues=["default"], limit=1, visibility_timeout=5, worker_id="doomed")
+    harness.driver.runs().claim(
+        queues=["default"], limit=1, visibility_timeout=5, worker_id="doomed"
+    )
     harness.advance(5)
     return job_id
 
@@ -61,7 +63,7 @@ def test_lease_19_a_suspect_goes_to_a_child_only_where_one_can_reach_its_store(h
     a child can reach. A job that ends without its body (unknown here, expired, undecodable, at
     its crash bound) ends in the worker as before."""
     job_id = _suspect(harness, f"suspect-{uuid.uuid4()}")
-    [claimed] = harness.driver.claim(
+    [claimed] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
     )
     assert (claimed.id, claimed.suspect) == (job_id, True)
@@ -80,7 +82,7 @@ def test_lease_19_a_suspect_goes_to_a_child_only_where_one_can_reach_its_store(h
     assert isolates(claimed, handle=None) is False  # unknown here: parked, never run
     assert isolates(replace(claimed, expired=True)) is False
     assert isolates(replace(claimed, undecodable="too deep")) is False
-    assert harness.driver.shed(Shed(claimed.id, claimed.lease_token))
+    assert harness.driver.runs().shed(Shed(claimed.id, claimed.lease_token))
 
 
 def test_a_job_shed_to_keep_its_place_is_due_at_once_in_its_old_place(harness):
@@ -89,17 +91,17 @@ def test_a_job_shed_to_keep_its_place_is_due_at_once_in_its_old_place(harness):
     kept_id = jobs.ok.enqueue(n=1).id
     moved_id = jobs.ok.enqueue(n=2).id
     before = {i: harness.row(i).run_at for i in (kept_id, moved_id)}
-    claimed = harness.driver.claim(
+    claimed = harness.driver.runs().claim(
         queues=["default"], limit=2, visibility_timeout=30, worker_id="w"
     )
     by_id = {job.id: job for job in claimed}
     kept, moved = by_id[kept_id], by_id[moved_id]
-    assert harness.driver.shed(Shed(kept.id, kept.lease_token, delay=60, keep_place=True))
-    assert harness.driver.shed(Shed(moved.id, moved.lease_token, delay=60))
+    assert harness.driver.runs().shed(Shed(kept.id, kept.lease_token, delay=60, keep_place=True))
+    assert harness.driver.runs().shed(Shed(moved.id, moved.lease_token, delay=60))
     row = harness.row(kept_id)
     assert (row.state, row.attempt, row.run_at) == ("ready", 0, before[kept_id])
     assert harness.row(moved_id).run_at > before[moved_id]
-    [again] = harness.driver.claim(
+    [again] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
     )
     assert again.id == kept_id

@@ -29,48 +29,53 @@ def _fleet(harness) -> None:
     mail: 1 delayed that fell due (counted ready, DESIGN Q-05), 1 running, 1 dead."""
     driver = harness.driver
     for key in ("run", "done", "parked", "r1", "r2"):
-        driver.enqueue(request(key=key))
-    driver.enqueue(request(key="m-run", queue="mail"))
-    driver.enqueue(request(key="m-dead", queue="mail"))
-    driver.enqueue(request(key="m-due", queue="mail", delay=5))
-    driver.enqueue(request(key="later", delay=600))
+        driver.jobs().enqueue(request(key=key))
+    driver.jobs().enqueue(request(key="m-run", queue="mail"))
+    driver.jobs().enqueue(request(key="m-dead", queue="mail"))
+    driver.jobs().enqueue(request(key="m-due", queue="mail", delay=5))
+    driver.jobs().enqueue(request(key="later", delay=600))
     held = {h.idempotency_key: h for h in claim(driver, limit=3, queues=("default",))}
     held |= {h.idempotency_key: h for h in claim(driver, limit=2, queues=("mail",))}
     assert set(held) == {"run", "done", "parked", "m-run", "m-dead"}
-    driver.ack([Complete(held["done"].id, held["done"].lease_token)])
+    driver.runs().complete([Complete(held["done"].id, held["done"].lease_token)])
     parked = held["parked"]
-    assert driver.suspend(SuspendUntil(parked.id, parked.lease_token, delay=3600))
+    assert driver.runs().suspend(SuspendUntil(parked.id, parked.lease_token, delay=3600))
     dead = held["m-dead"]
-    assert driver.finish(Finish(dead.id, dead.lease_token, state="dead", error="boom"))
+    assert driver.runs().finish(Finish(dead.id, dead.lease_token, state="dead", error="boom"))
     harness.advance(10)  # m-due falls due; "later" still has 590 s to go
 
 
 def _depth(harness) -> dict[str, tuple[int, int, int]]:
     since = timezone.now() - timedelta(days=1)
-    return {s.queue: (s.ready, s.delayed, s.running) for s in harness.driver.depths.read(since)}
+    return {
+        s.queue: (s.ready, s.delayed, s.running)
+        for s in harness.driver.history().read_depths(since)
+    }
 
 
 def test_a_sample_equals_a_direct_count_of_the_jobs(harness):
     _fleet(harness)
-    assert harness.driver.depths.sample() == 2
-    direct = {s.queue: (s.ready, s.delayed, s.running) for s in harness.driver.stats()}
+    assert harness.driver.history().sample_depth() == 2
+    direct = {s.queue: (s.ready, s.delayed, s.running) for s in harness.driver.reads().stats()}
     assert _depth(harness) == direct == {"default": (2, 1, 1), "mail": (1, 0, 1)}
-    [minute] = {s.minute for s in harness.driver.depths.read(timezone.now() - timedelta(days=1))}
+    [minute] = {
+        s.minute for s in harness.driver.history().read_depths(timezone.now() - timedelta(days=1))
+    }
     assert (minute.second, minute.microsecond) == (0, 0)
     assert abs(minute - timezone.now().astimezone(UTC)) < timedelta(minutes=2)
 
 
 def test_a_second_sample_of_the_same_minute_writes_nothing(harness):
     _fleet(harness)
-    assert harness.driver.depths.sample() == 2
-    harness.driver.enqueue(request(key="more", queue="late"))
-    assert harness.driver.depths.sample() == 0
+    assert harness.driver.history().sample_depth() == 2
+    harness.driver.jobs().enqueue(request(key="more", queue="late"))
+    assert harness.driver.history().sample_depth() == 0
     assert _depth(harness) == {"default": (2, 1, 1), "mail": (1, 0, 1)}
     # a minute later (the samples moved back with the rows) the next one is written
-    harness.driver.age(60, only={"jobs"})
-    assert harness.driver.depths.sample() == 3
+    harness.driver.jobs().age(60, only={"jobs"})
+    assert harness.driver.history().sample_depth() == 3
     since = timezone.now() - timedelta(days=1)
-    assert len({s.minute for s in harness.driver.depths.read(since)}) == 2
+    assert len({s.minute for s in harness.driver.history().read_depths(since)}) == 2
 
 
 def test_two_samplers_racing_in_one_minute_write_one_row_per_queue(transactional_db):
@@ -79,19 +84,19 @@ def test_two_samplers_racing_in_one_minute_write_one_row_per_queue(transactional
     from django_xjobs.drivers import create
 
     driver = create("postgres")
-    driver.enqueue(request(key="a"))
-    driver.enqueue(request(key="b", queue="mail"))
+    driver.jobs().enqueue(request(key="a"))
+    driver.jobs().enqueue(request(key="b", queue="mail"))
     for _ in range(2):  # a second try only when the minute turned between the two samplers
         second: list[int] = []
 
         def sample_too(into: list[int] = second) -> None:
             try:
-                into.append(driver.depths.sample())
+                into.append(driver.history().sample_depth())
             finally:
                 connections["default"].close()
 
         with transaction.atomic():
-            assert driver.depths.sample() == 2
+            assert driver.history().sample_depth() == 2
             racer = threading.Thread(target=sample_too)
             racer.start()
             with connection.cursor() as cursor:
@@ -105,33 +110,33 @@ def test_two_samplers_racing_in_one_minute_write_one_row_per_queue(transactional
             break
         QueueDepth.objects.all().delete()
     assert second == [0]
-    rows = driver.depths.read(timezone.now() - timedelta(days=1))
+    rows = driver.history().read_depths(timezone.now() - timedelta(days=1))
     assert sorted((s.queue, s.ready) for s in rows) == [("default", 1), ("mail", 1)]
 
 
 def test_retention_prunes_old_samples(harness):
     _fleet(harness)
-    harness.driver.depths.sample()
-    harness.driver.age(3 * 3600, only={"jobs"})
-    harness.driver.depths.sample()
-    assert harness.driver.depths.prune(2 * 3600) == 2
+    harness.driver.history().sample_depth()
+    harness.driver.jobs().age(3 * 3600, only={"jobs"})
+    harness.driver.history().sample_depth()
+    assert harness.driver.history().prune_depths(2 * 3600) == 2
     since = timezone.now() - timedelta(days=1)
-    assert [s.queue for s in harness.driver.depths.read(since)] == ["default", "mail"]
-    assert len({s.minute for s in harness.driver.depths.read(since)}) == 1
+    assert [s.queue for s in harness.driver.history().read_depths(since)] == ["default", "mail"]
+    assert len({s.minute for s in harness.driver.history().read_depths(since)}) == 1
 
 
 def test_the_hourly_upkeep_pass_prunes_samples_with_the_rollup_retention(live_harness):
     _fleet(live_harness)
-    live_harness.driver.depths.sample()
-    live_harness.driver.age(2 * 86400, only={"jobs"})
-    assert _depth(live_harness) == {} and live_harness.driver.depths.read(
+    live_harness.driver.history().sample_depth()
+    live_harness.driver.jobs().age(2 * 86400, only={"jobs"})
+    assert _depth(live_harness) == {} and live_harness.driver.history().read_depths(
         timezone.now() - timedelta(days=3)
     )
     with override_settings(XJOBS={"ROLLUP_RETENTION": "1d"}):
         retention = Retention(live_harness.driver)
         retention.maybe_prune()
         wait_for(lambda: not retention.running.is_set(), what="the upkeep pass to end")
-    assert live_harness.driver.depths.read(timezone.now() - timedelta(days=3)) == []
+    assert live_harness.driver.history().read_depths(timezone.now() - timedelta(days=3)) == []
 
 
 def test_the_presence_beat_offers_a_sample_twice_a_minute(harness, monkeypatch):
@@ -146,13 +151,13 @@ def test_the_presence_beat_offers_a_sample_twice_a_minute(harness, monkeypatch):
         harness.driver, worker_id="w-1", every=30, monotonic=lambda: clock[0]
     )
     asked: list[int] = []
-    original = harness.driver.depths.sample
+    original = harness.driver.history().sample_depth
 
     def counted() -> int:
         asked.append(1)
         return original()
 
-    monkeypatch.setattr(harness.driver.depths, "sample", counted)
+    monkeypatch.setattr(harness.driver.history(), "sample_depth", counted)
     presence.renew()
     clock[0] += 10
     presence.renew()
@@ -167,11 +172,12 @@ def test_a_failing_sample_is_logged_and_never_raised(caplog):
         pass
 
     class Broken:
-        def sample(self) -> int:
+        def sample_depth(self) -> int:
             raise SampleRefused("no table")
 
     class Driver:
-        depths = Broken()
+        def history(self):
+            return Broken()
 
     sampler = DepthSampler(Driver(), worker_id="w-1")
     with caplog.at_level("WARNING", logger="django_xjobs"):
@@ -183,7 +189,7 @@ def test_a_real_worker_samples_the_depth_as_it_starts(live_harness):
     from django_xjobs.worker.worker import Worker
 
     for key in ("a", "b", "c"):
-        live_harness.driver.enqueue(request(key=key))
+        live_harness.driver.jobs().enqueue(request(key=key))
     Worker(queues=["default"], driver=live_harness.driver, burst=True, concurrency=1).run()
     assert _depth(live_harness) == {"default": (3, 0, 0)}
 
@@ -191,12 +197,12 @@ def test_a_real_worker_samples_the_depth_as_it_starts(live_harness):
 @pytest.mark.parametrize("window", ["1h", "1d"])
 def test_the_overview_draws_each_queues_samples(harness, window):
     _fleet(harness)
-    gone = harness.driver.enqueue(request(key="gone", queue="late"))
-    harness.driver.depths.sample()
-    harness.driver.cancel(gone.id, "drained")
-    harness.driver.age(120, only={"jobs"})
-    harness.driver.enqueue(request(key="r3"))
-    harness.driver.depths.sample()
+    gone = harness.driver.jobs().enqueue(request(key="gone", queue="late"))
+    harness.driver.history().sample_depth()
+    harness.driver.jobs().cancel(gone.id, "drained")
+    harness.driver.jobs().age(120, only={"jobs"})
+    harness.driver.jobs().enqueue(request(key="r3"))
+    harness.driver.history().sample_depth()
     figures = overview(window, timezone.now())
     by_queue = {d.queue: d for d in figures.depth}
     assert set(by_queue) == {"default", "mail", "late"}
@@ -209,7 +215,7 @@ def test_the_overview_draws_each_queues_samples(harness, window):
     assert (default.latest.ready, default.latest.delayed, default.latest.running) == (3, 1, 1)
     drawn = [s for s in default.slots if any(s)]
     # each sample in its slot; two in one slot (a day's 15 minutes): the deeper of the two
-    minutes = sorted({s.minute for s in harness.driver.depths.read(figures.since)})
+    minutes = sorted({s.minute for s in harness.driver.history().read_depths(figures.since)})
     width = figures.slot_starts[1] - figures.slot_starts[0]
     apart = len({int((m - figures.since) / width) for m in minutes}) == 2
     assert drawn == ([(2, 1, 1), (3, 1, 1)] if apart else [(3, 1, 1)])

@@ -37,6 +37,12 @@ class ScriptedDriver:
         self.calls = 0
         self.state = "running"
 
+    def runs(self):
+        return self
+
+    def reads(self):
+        return self
+
     def heartbeat(self, job_id, lease_token, visibility_timeout):
         self.calls += 1
         answer = self.answers.pop(0) if self.answers else True

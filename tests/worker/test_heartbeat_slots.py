@@ -29,14 +29,14 @@ def take_over(driver, key: str, holder: str = "elsewhere:1") -> int:
     """Let every slot of ``key`` lapse (expiries moved into the past, not waited for), then
     grant slot 0 to ``holder``: the run that held it no longer does."""
     if isinstance(driver, MemoryDriver):
-        driver.leases.shift(VIS * 2)
+        driver._lease_store.shift(VIS * 2)
     else:
         with connection.cursor() as cursor:
             cursor.execute(
                 "UPDATE x_job_leases SET expires_at = expires_at - %s WHERE lease_key = %s",
                 [timedelta(seconds=VIS * 2), key],
             )
-    granted = driver.leases.acquire(key, 1, VIS, holder)
+    granted = driver.limits().acquire_slot(key, 1, VIS, holder)
     assert granted == 0
     return granted
 
@@ -45,11 +45,11 @@ def held_run(harness) -> tuple[Run, Heartbeat]:
     """A claimed ``exclusive`` job holding its real fleet slot, and a heartbeat that renews it
     in the calling thread."""
     jobs.exclusive.enqueue(token=f"slot-{uuid.uuid4()}", hold=0)
-    [claimed] = harness.driver.claim(
+    [claimed] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=VIS, worker_id="w1"
     )
     holder = f"w1:{claimed.id}"  # SPEC SLOT-02
-    slot = harness.driver.leases.acquire(KEY, 1, VIS, holder)
+    slot = harness.driver.limits().acquire_slot(KEY, 1, VIS, holder)
     assert slot == 0
     run = Run(claimed, "w1", VIS, slot=(KEY, slot, holder))
     beat = Heartbeat(
@@ -73,16 +73,16 @@ def test_slot_04_se_10_a_slot_renewal_answering_false_stops_the_run(harness, cap
     beat.beat()  # still ours: renewed, nothing said
     assert not run.signal.is_set()
     take_over(harness.driver, KEY)
-    leases = harness.driver.leases
+    leases = harness.driver.limits()
     renewals = []
-    renew = leases.renew
-    leases.renew = lambda *args: renewals.append(args) or renew(*args)
+    renew = leases.renew_slot
+    leases.renew_slot = lambda *args: renewals.append(args) or renew(*args)
     try:
         with caplog.at_level(logging.ERROR, logger="django_xjobs"):
             beat.beat()
             beat.beat()  # the slot is not renewed again, and nothing more is said
     finally:
-        del leases.renew
+        del leases.renew_slot
     assert len(renewals) == 1, renewals
     reason = run.signal.reason
     assert isinstance(reason, SlotLostError) and reason.code == "X_JOB_SLOT_LOST"
@@ -91,7 +91,7 @@ def test_slot_04_se_10_a_slot_renewal_answering_false_stops_the_run(harness, cap
     for field in ("worker=w1", f"id={run.job.id}", f"lease_key={KEY}", "slot=0"):
         assert field in text
     assert not run.lost  # the job's own lease is still held: it is the slot that went
-    assert harness.driver.leases.held(KEY) == 1  # the new holder's, untouched
+    assert harness.driver.limits().held_slots(KEY) == 1  # the new holder's, untouched
 
 
 def test_slot_04_a_body_past_its_timeout_stops_renewing_a_lost_slot(harness, caplog):
@@ -99,16 +99,16 @@ def test_slot_04_a_body_past_its_timeout_stops_renewing_a_lost_slot(harness, cap
     renewal answers False it asks no more and says so once, not at every heartbeat."""
     abandoned, beat = held_run(harness)
     take_over(harness.driver, KEY)
-    leases = harness.driver.leases
+    leases = harness.driver.limits()
     renewals = []
-    renew = leases.renew
-    leases.renew = lambda *args: renewals.append(args) or renew(*args)
+    renew = leases.renew_slot
+    leases.renew_slot = lambda *args: renewals.append(args) or renew(*args)
     try:
         with caplog.at_level(logging.ERROR, logger="django_xjobs"):
             beat.renew_held_slot(abandoned)
             beat.renew_held_slot(abandoned)
     finally:
-        del leases.renew
+        del leases.renew_slot
     assert len(renewals) == 1, renewals
     [line] = slot_lost_lines(caplog)
     assert "abandoned=True" in line.getMessage()
@@ -117,19 +117,19 @@ def test_slot_04_a_body_past_its_timeout_stops_renewing_a_lost_slot(harness, cap
 def test_slot_04_a_slot_renewal_that_raises_is_ignored(harness, caplog):
     """The slot's TTL covers a renewal that failed; the next one decides."""
     run, beat = held_run(harness)
-    leases = harness.driver.leases
+    leases = harness.driver.limits()
     calls = []
 
     def unavailable(*args):
         calls.append(args)
         raise OperationalError("the lease table is unavailable (a test outage)")
 
-    leases.renew = unavailable
+    leases.renew_slot = unavailable
     try:
         with caplog.at_level(logging.DEBUG, logger="django_xjobs"):
             beat.beat()
     finally:
-        del leases.renew
+        del leases.renew_slot
     assert len(calls) == 1
     assert not run.signal.is_set() and slot_lost_lines(caplog) == []
     beat.beat()  # the store answers again: still ours
@@ -139,28 +139,28 @@ def test_slot_04_a_slot_renewal_that_raises_is_ignored(harness, caplog):
 def test_slot_05_a_false_that_lands_after_the_run_settled_reports_nothing(harness, caplog):
     run, beat = held_run(harness)
     take_over(harness.driver, KEY)
-    leases = harness.driver.leases
-    real_renew = leases.renew
+    leases = harness.driver.limits()
+    real_renew = leases.renew_slot
 
     def settles_meanwhile(*args):
         run.settled.set()  # the run settled while its slot renewal was on the wire
         return real_renew(*args)
 
-    leases.renew = settles_meanwhile
+    leases.renew_slot = settles_meanwhile
     try:
         with caplog.at_level(logging.DEBUG, logger="django_xjobs"):
             beat.beat()
     finally:
-        del leases.renew
+        del leases.renew_slot
     assert real_renew(KEY, 0, VIS, run.slot[2]) is False  # it did answer False
     assert not run.signal.is_set() and slot_lost_lines(caplog) == []
 
     calls = []
-    leases.renew = lambda *args: calls.append(args)
+    leases.renew_slot = lambda *args: calls.append(args)
     try:
         beat.beat()  # settled: no renewal is even sent
     finally:
-        del leases.renew
+        del leases.renew_slot
     assert calls == []
 
 
@@ -211,4 +211,4 @@ def test_slot_04_se_10_a_worker_run_that_loses_its_slot_ends_with_x_job_slot_los
     assert row.state in ("ready", "delayed") and row.attempt == 1
     assert (row.last_error or "").startswith("X_JOB_SLOT_LOST")
     assert len(slot_lost_lines(caplog)) == 1
-    assert driver.leases.held("job:test_spec_slots.capped") == 1  # the new holder keeps it
+    assert driver.limits().held_slots("job:test_spec_slots.capped") == 1  # the new holder keeps it

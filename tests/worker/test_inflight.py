@@ -23,11 +23,11 @@ from tests import jobs
 def _claimed_twice(harness, worker_id: str):
     """The same job claimed twice by ``worker_id``: its first lease lapsed before the second."""
     jobs.ok.enqueue(n=1)
-    [old] = harness.driver.claim(
+    [old] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=5, worker_id=worker_id
     )
     harness.advance(6)
-    [new] = harness.driver.claim(
+    [new] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id=worker_id
     )
     assert (new.id, new.attempt) == (old.id, old.attempt + 1)

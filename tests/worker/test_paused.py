@@ -36,17 +36,19 @@ def test_ctrl_01_a_pause_is_stored_and_the_first_one_wins(harness):
     assert state.paused_at is not None
     again = pause_queue("emails", by="ops:bob")
     assert (again.paused_at, again.paused_by) == (state.paused_at, "ops:alice")
-    assert harness.driver.paused_queues() == {"emails"}
-    assert [c.queue for c in harness.driver.queue_controls()] == ["emails"]
+    assert harness.driver.limits().paused_queues() == {"emails"}
+    assert [c.queue for c in harness.driver.limits().queue_controls()] == ["emails"]
 
 
 def test_ctrl_03_resume_unpauses_and_resuming_a_running_queue_changes_nothing(harness):
     assert resume_queue("emails") == django_xjobs.QueueState("emails", False)
     pause_queue("emails")
     assert resume_queue("emails").paused is False
-    assert harness.driver.paused_queues() == frozenset()
+    assert harness.driver.limits().paused_queues() == frozenset()
     # the row stays for the queue's other settings; it reads as not paused
-    assert [(c.queue, c.paused) for c in harness.driver.queue_controls()] == [("emails", False)]
+    assert [(c.queue, c.paused) for c in harness.driver.limits().queue_controls()] == [
+        ("emails", False)
+    ]
 
 
 def test_ctrl_02_a_paused_queue_is_not_claimed_its_neighbours_are(live_harness):
@@ -62,12 +64,12 @@ def test_ctrl_02_a_paused_queue_is_not_claimed_its_neighbours_are(live_harness):
     burst(live_harness)
     assert live_harness.row(waiting.id).state == "done"
     # a worker that ran and stopped paused nothing (CTRL-04)
-    assert live_harness.driver.paused_queues() == frozenset()
+    assert live_harness.driver.limits().paused_queues() == frozenset()
 
 
 def test_ctrl_02_an_operator_change_wakes_the_listener(live_harness):
     told = threading.Event()
-    notifier = live_harness.driver.notify_on_ready(["default"], lambda: None, told.set)
+    notifier = live_harness.driver.runs().notify_on_ready(["default"], lambda: None, told.set)
     try:
         if live_harness.driver.name == "postgres":
             # a listener tells once it listens, for what it missed: wait for that first
@@ -223,11 +225,11 @@ def test_ctrl_02_the_paused_set_is_read_once_a_poll_or_when_told_not_per_claim()
     for _ in range(100):  # a busy worker claims many times a poll interval
         assert paused.refresh() == frozenset()
     assert driver.reads == 1
-    driver.pause_queue("emails", None)
-    driver.pause_queue("elsewhere", None)  # not this worker's queue
+    driver.limits().pause_queue("emails", None)
+    driver.limits().pause_queue("elsewhere", None)  # not this worker's queue
     paused.changed()  # the listener was told
     assert paused.refresh() == {"emails"} and driver.reads == 2
-    driver.resume_queue("emails")  # no one told: the poll interval is the bound
+    driver.limits().resume_queue("emails")  # no one told: the poll interval is the bound
     assert paused.refresh() == {"emails"}
     now[0] = 1.0
     assert paused.refresh() == frozenset() and driver.reads == 3
@@ -241,7 +243,7 @@ def test_ctrl_04_a_failed_read_keeps_the_last_set_and_never_pauses():
     now[0] = 5.0
     assert paused.refresh() == frozenset()  # an outage pauses nothing
     driver.down = False
-    driver.pause_queue("emails", None)
+    driver.limits().pause_queue("emails", None)
     assert paused.refresh() == {"emails"}  # read again on the next pass, not a poll later
     driver.down = True
     paused.changed()

@@ -73,9 +73,11 @@ def plant_input(driver, job_id, depth: int) -> None:
 
 def test_an_undecodable_row_dies_alone_and_its_batch_mates_run(harness):
     driver = harness.driver
-    ids = [driver.enqueue(request(n)).id for n in range(4)]
+    ids = [driver.jobs().enqueue(request(n)).id for n in range(4)]
     plant_input(driver, ids[1], POISON_DEPTH)
-    claimed = driver.claim(queues=["default"], limit=10, visibility_timeout=30, worker_id="w1")
+    claimed = driver.runs().claim(
+        queues=["default"], limit=10, visibility_timeout=30, worker_id="w1"
+    )
     assert sorted(c.id for c in claimed) == sorted(ids)  # the claim itself survives the row
     by_id = {c.id: c for c in claimed}
     assert "nested too deeply" in by_id[ids[1]].undecodable
@@ -199,7 +201,7 @@ def test_an_undecodable_live_row_can_still_be_cancelled(harness):
     """The operator's way out: cancel answers with the row's trace, its input marked."""
     from django_xjobs import cancel_job
 
-    job_id = harness.driver.enqueue(request(7)).id
+    job_id = harness.driver.jobs().enqueue(request(7)).id
     plant_input(harness.driver, job_id, POISON_DEPTH)
     trace = cancel_job(job_id, reason="poisoned")
     assert trace["state"] == "cancelled"

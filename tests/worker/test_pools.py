@@ -91,17 +91,17 @@ def _reset():
 def _recording_claims(driver) -> Iterator[list[tuple[tuple[str, ...], int]]]:
     """Record each claim's queues and limit on ``driver`` for the block."""
     calls: list[tuple[tuple[str, ...], int]] = []
-    real = driver.claim
+    real = driver.runs().claim
 
     def claim(*, queues, limit, **kwargs):
         calls.append((tuple(queues), limit))
         return real(queues=queues, limit=limit, **kwargs)
 
-    driver.claim = claim
+    driver.runs().claim = claim
     try:
         yield calls
     finally:
-        del driver.claim
+        del driver.runs().claim
 
 
 # --- the pools at work ------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def test_work_05_a_thread_is_free_once_its_handler_returns_not_once_its_ack_land
     """SPEC SE-51: the thread is refilled as soon as its own run ends."""
     GATE.set()  # the handlers return at once; it is the first ack that is held back
     ids = [gated.enqueue(token=TOKEN, n=n).id for n in range(2)]
-    real_ack = live_harness.driver.ack
+    real_ack = live_harness.driver.runs().complete
     seen_while_held: list[bool] = []
 
     def held_ack(completes):
@@ -63,14 +63,14 @@ def test_work_05_a_thread_is_free_once_its_handler_returns_not_once_its_ack_land
             seen_while_held.append(TWO_STARTED.wait(10))
         return real_ack(completes)
 
-    live_harness.driver.ack = held_ack
+    live_harness.driver.runs().complete = held_ack
     try:
         worker = Worker(
             queues=["default"], concurrency=1, prefetch=0, driver=live_harness.driver, burst=True
         )
         stats = worker.run()
     finally:
-        del live_harness.driver.ack
+        del live_harness.driver.runs().complete
     assert seen_while_held == [True]  # one thread: the second run started while the ack waited
     assert stats.outcomes == {Outcome.COMPLETED: 2}
     assert {live_harness.row(i).state for i in ids} == {"done"}

@@ -19,11 +19,13 @@ VIS = 6.0
 
 
 def beat(driver, worker, *, pid=100, in_flight=0, ttl=VIS):
-    driver.renew_presence(Presence(worker, "host-a", pid, ("default",), in_flight), ttl)
+    driver.runs().renew_presence(Presence(worker, "host-a", pid, ("default",), in_flight), ttl)
 
 
 def claim(driver, worker):
-    return driver.claim(queues=["default"], limit=1, visibility_timeout=VIS, worker_id=worker)
+    return driver.runs().claim(
+        queues=["default"], limit=1, visibility_timeout=VIS, worker_id=worker
+    )
 
 
 def lapse(harness, *beating):
@@ -35,7 +37,7 @@ def lapse(harness, *beating):
 
 
 def by_id(driver):
-    return {w.id: w for w in driver.workers()}
+    return {w.id: w for w in driver.reads().workers()}
 
 
 def test_a_beat_upserts_one_row_per_worker_and_a_clean_stop_removes_it(harness):
@@ -53,7 +55,7 @@ def test_a_beat_upserts_one_row_per_worker_and_a_clean_stop_removes_it(harness):
         True,
     )
     assert w1.started_at <= w1.last_seen < w1.expires_at
-    harness.driver.release_presence("w1")
+    harness.driver.runs().release_presence("w1")
     assert sorted(by_id(harness.driver)) == ["w2"]
 
 
@@ -158,7 +160,7 @@ def test_lease_16_a_holder_told_to_stop_is_no_death_and_no_suspect(harness):
     job_id = jobs.ok.enqueue(n=1).id
     beat(harness.driver, "told")
     claim(harness.driver, "told")
-    harness.driver.stop_presence("told")
+    harness.driver.runs().stop_presence("told")
     harness.advance(VIS + 1)
     beat(harness.driver, "next")
     [again] = claim(harness.driver, "next")
@@ -174,16 +176,16 @@ def test_lease_16_a_shed_keeps_the_mark_and_any_other_settle_clears_it(harness):
     claim(harness.driver, "gone")
     harness.advance(VIS + 1)
     [held] = claim(harness.driver, "b")
-    assert harness.driver.shed(Shed(held.id, held.lease_token, keep_place=True))
+    assert harness.driver.runs().shed(Shed(held.id, held.lease_token, keep_place=True))
     assert harness.row(job_id).lapsed_holder == "gone"
     [held] = claim(harness.driver, "b")
     assert held.died_with == "gone"
-    assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=0))
+    assert harness.driver.runs().retry(RetryAt(held.id, held.lease_token, delay=0))
     row = harness.row(job_id)
     assert (row.lapsed_holder, row.lease_expiries) == (None, 0)
 
 
-@pytest.mark.parametrize("settle", ["ack", "retry"])
+@pytest.mark.parametrize("settle", ["complete", "retry"])
 def test_a_settle_clears_the_mark(harness, settle):
     from django_xjobs.drivers.contract import RetryAt
 
@@ -194,10 +196,10 @@ def test_a_settle_clears_the_mark(harness, settle):
     lapse(harness, "b")  # a died while b beat on
     [held] = claim(harness.driver, "b")
     assert harness.row(job_id).lapsed_holder == "a"
-    if settle == "ack":
-        assert harness.driver.ack([Complete(held.id, held.lease_token)]) == {held.id}
+    if settle == "complete":
+        assert harness.driver.runs().complete([Complete(held.id, held.lease_token)]) == {held.id}
     else:
-        assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=0))
+        assert harness.driver.runs().retry(RetryAt(held.id, held.lease_token, delay=0))
     assert harness.row(job_id).lapsed_holder is None
 
 
@@ -209,12 +211,14 @@ def test_lease_17_a_run_that_died_alone_is_counted_and_any_other_settle_resets_i
     job_id = jobs.ok.enqueue(n=1).id
     for expected in (1, 2):
         [held] = claim(harness.driver, "w")
-        assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=0, crashed=True))
+        assert harness.driver.runs().retry(
+            RetryAt(held.id, held.lease_token, delay=0, crashed=True)
+        )
         row = harness.row(job_id)
         assert (row.state, row.lease_expiries, row.lapsed_holder) == ("ready", expected, None)
     [held] = claim(harness.driver, "w")
     assert (held.lease_expiries, held.suspect) == (2, True)
-    assert harness.driver.retry(RetryAt(held.id, held.lease_token, delay=0))
+    assert harness.driver.runs().retry(RetryAt(held.id, held.lease_token, delay=0))
     assert harness.row(job_id).lease_expiries == 0
 
 
@@ -228,7 +232,7 @@ def test_a_renewal_queued_before_a_clean_stop_does_not_bring_the_row_back(harnes
     assert sorted(by_id(harness.driver)) == ["w1"]
     presence.release()
     presence.renew()  # the heartbeat's pool ran it late
-    assert harness.driver.workers() == []
+    assert harness.driver.reads().workers() == []
 
 
 def test_the_heartbeat_renews_presence_once_per_tick_however_many_runs():
@@ -241,6 +245,9 @@ def test_the_heartbeat_renews_presence_once_per_tick_however_many_runs():
 
         def __init__(self):
             self.presence_calls = self.lease_calls = 0
+
+        def runs(self):
+            return self
 
         def renew_presence(self, presence, ttl):
             self.presence_calls += 1

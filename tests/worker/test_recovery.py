@@ -112,6 +112,9 @@ class FlakyDriver:
     def __init__(self) -> None:
         self.fail = True
 
+    def runs(self):
+        return self
+
     def renew_presence(self, presence, ttl):
         if self.fail:
             raise ConnectionError("refused")

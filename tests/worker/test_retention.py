@@ -28,6 +28,6 @@ def test_a_prune_of_several_batches_deletes_every_old_job_even_when_they_share_a
     fresh = jobs.ok.enqueue(n=COUNT).id
     run_until_idle()
 
-    assert harness.driver.prune(older_than=60, states=["done"]) == {"done": COUNT}
+    assert harness.driver.jobs().prune(older_than=60, states=["done"]) == {"done": COUNT}
     assert harness.row(fresh).state == "done"
-    assert harness.driver.prune(older_than=60, states=["done"]) == {"done": 0}
+    assert harness.driver.jobs().prune(older_than=60, states=["done"]) == {"done": 0}

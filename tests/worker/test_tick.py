@@ -81,8 +81,8 @@ def test_work_06_a_job_over_a_per_queue_limit_is_shed_and_stays_ready(harness):
 
 
 def test_work_06_a_capped_job_is_shed_while_its_slot_is_held(harness):
-    leases = harness.driver.leases
-    assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:1") == 0
+    leases = harness.driver.limits()
+    assert leases.acquire_slot(EXCLUSIVE, 1, 30, "elsewhere:1") == 0
     job_id = jobs.exclusive.enqueue(token="held", hold=0).id
     done = worker(harness).tick()
     assert done.executions == []
@@ -90,29 +90,29 @@ def test_work_06_a_capped_job_is_shed_while_its_slot_is_held(harness):
     row = harness.row(job_id)
     assert (row.state, row.attempt) == ("ready", 0)
 
-    assert leases.release(EXCLUSIVE, 0, "elsewhere:1")
+    assert leases.release_slot(EXCLUSIVE, 0, "elsewhere:1")
     harness.advance(1)  # past the shed's delay of one poll interval
     done = worker(harness).tick()
     assert [e.outcome for e in done.executions] == [Outcome.COMPLETED]
     # the tick's run gave its slot back when it settled: another holder can take it
-    assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:2") == 0
+    assert leases.acquire_slot(EXCLUSIVE, 1, 30, "elsewhere:2") == 0
 
 
 def test_work_06_run_until_idle_admits_through_the_same_fleet_slot(harness):
     """``run_until_idle()`` ticks the worker's own parts: a held slot sheds the job there too,
     no attempt spent, and the run that follows gives its slot back at its settle."""
-    leases = harness.driver.leases
-    assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:1") == 0
+    leases = harness.driver.limits()
+    assert leases.acquire_slot(EXCLUSIVE, 1, 30, "elsewhere:1") == 0
     job_id = jobs.exclusive.enqueue(token="held", hold=0).id
     assert run_until_idle(driver=harness.driver) == []
     row = harness.row(job_id)
     assert (row.state, row.attempt) == ("ready", 0)
 
-    assert leases.release(EXCLUSIVE, 0, "elsewhere:1")
+    assert leases.release_slot(EXCLUSIVE, 0, "elsewhere:1")
     harness.advance(1)  # past the shed's delay of one poll interval
     [execution] = run_until_idle(driver=harness.driver)
     assert execution.outcome == Outcome.COMPLETED
-    assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:2") == 0
+    assert leases.acquire_slot(EXCLUSIVE, 1, 30, "elsewhere:2") == 0
 
 
 def test_work_06_a_tick_starts_no_thread_and_leaves_nothing_held(harness):
@@ -154,7 +154,7 @@ def test_work_06_a_body_past_its_timeout_is_waited_for_before_the_tick_returns(d
         assert "X_JOB_TIMEOUT" in (execution.error or "")
         assert execution.abandoned is not None and execution.abandoned.ended
         assert (ticker.abandoned(), ticker.in_flight()) == ([], [])
-        assert driver.get_job(job_id).state in ("dead", "failed")
+        assert driver.reads().get_job(job_id).state in ("dead", "failed")
 
 
 # --- WORK-03: run() from idle or stopped only -----------------------------------------------
@@ -175,7 +175,7 @@ def test_work_03_a_stopped_worker_runs_again(db):
             again.stop()
             thread.join(10)
         assert not alive, "the second run() never went idle"
-        assert (again.state, driver.get_job(second).state) == ("stopped", "done")
+        assert (again.state, driver.reads().get_job(second).state) == ("stopped", "done")
         assert again.outcomes == {Outcome.COMPLETED: 2}
 
 
@@ -195,7 +195,7 @@ def test_work_03_a_stop_asked_before_the_first_run_is_kept(db):
             worker.stop()
             thread.join(10)
         assert not alive, "run() wiped the stop asked before it and ran on"
-        assert (worker.state, driver.get_job(waiting).state) == ("stopped", "ready")
+        assert (worker.state, driver.reads().get_job(waiting).state) == ("stopped", "ready")
 
 
 def test_work_03_run_while_running_is_a_no_op(db):
@@ -224,10 +224,13 @@ def test_work_03_run_while_running_is_a_no_op(db):
 
 
 class AckFails:
-    """The installed driver, except that ``ack`` raises ``error``; every settle verb is
+    """The installed driver, except that ``complete`` raises ``error``; every settle verb is
     recorded, so a test can see that no other one was called in its place."""
 
-    VERBS = ("ack", "retry", "suspend", "shed", "finish")
+    VERBS = ("complete", "retry", "suspend", "shed", "finish")
+
+    def runs(self):  # its settles stand in for the driver's
+        return self
 
     def __init__(self, driver, error: Exception) -> None:
         self._driver, self._error = driver, error
@@ -240,7 +243,7 @@ class AckFails:
 
         def call(*args, **kwargs):
             self.calls.append(name)
-            if name == "ack":
+            if name == "complete":
                 raise self._error
             return real(*args, **kwargs)
 
@@ -265,7 +268,7 @@ def test_exec_03_se_16_a_failed_ack_is_never_retried(harness, caplog, error):
     ticker = Worker(queues=["default"], driver=driver, visibility_timeout=lease, stall_timeout=1.0)
     with caplog.at_level(logging.WARNING, logger="django_xjobs"):
         done = ticker.tick()
-    assert set(driver.calls) == {"ack"}  # no retry, suspend, shed or finish in its place
+    assert set(driver.calls) == {"complete"}  # no retry, suspend, shed or finish in its place
     if isinstance(error, OperationalError):
         assert len(driver.calls) > 1  # retried before it gave up
     assert caplog.text.count("xjobs.worker.settle_failed") == 1
@@ -273,7 +276,7 @@ def test_exec_03_se_16_a_failed_ack_is_never_retried(harness, caplog, error):
     assert execution.outcome == Outcome.LEASE_LOST  # its result never reached the row
     row = harness.row(job_id)
     assert (row.state, row.attempt, row.last_error) == ("running", 1, None)
-    steps = harness.driver.steps.list(row.run_id)
+    steps = harness.driver.steps().list(row.run_id)
     assert [(s.name, s.status) for s in steps] == [(f"step{i}", "completed") for i in range(1, 6)]
     assert ticker.stats().outcomes == {Outcome.LEASE_LOST: 1}
 
@@ -305,7 +308,7 @@ def test_lease_13_se_56_a_context_that_cannot_be_built_releases_everything(harne
     assert signal.is_set()  # the run signal ended with the run
     assert ticker.in_flight() == []  # the heartbeat has nothing left to renew
     assert ticker.limiter.in_flight() == 0
-    assert harness.driver.leases.held(EXCLUSIVE) == 0
+    assert harness.driver.limits().held_slots(EXCLUSIVE) == 0
     row = harness.row(job_id)
     assert (row.state, row.attempt) == ("ready", 1)
 
@@ -313,19 +316,19 @@ def test_lease_13_se_56_a_context_that_cannot_be_built_releases_everything(harne
 def test_lease_14_se_57_a_failure_while_wiring_the_run_leaves_nothing_renewed(harness):
     """The fleet slot's acquire raises after the limit was taken: the limit goes back, the run
     is never registered for renewal, and the job is shed without spending an attempt."""
-    leases = harness.driver.leases
+    leases = harness.driver.limits()
 
     def unavailable(*args):
         raise OperationalError("the lease table is unavailable (a test outage)")
 
-    leases.acquire = unavailable
+    leases.acquire_slot = unavailable
     try:
         with override_settings(XJOBS={**BASE, "LIMITS": {"global": 5}}):
             job_id = jobs.exclusive.enqueue(token=f"wire-{uuid.uuid4()}", hold=0).id
             ticker = worker(harness)
             done = ticker.tick()
     finally:
-        del leases.acquire
+        del leases.acquire_slot
     assert done.executions == []
     assert [(s.job_id, s.reason) for s in done.shed] == [
         (job_id, "the concurrency slot could not be taken")
@@ -338,25 +341,25 @@ def test_lease_14_se_57_a_failure_while_wiring_the_run_leaves_nothing_renewed(ha
 def test_lease_14_each_hand_back_is_idempotent_and_tolerates_never_taken(harness):
     ticker = worker(harness)
     jobs.exclusive.enqueue(token=f"hand-back-{uuid.uuid4()}", hold=0)
-    [job] = harness.driver.claim(
+    [job] = harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=30, worker_id=ticker.worker_id
     )
     ticker.settler.release(Run(job, ticker.worker_id))  # took nothing: handing back is a no-op
 
-    leases = harness.driver.leases
+    leases = harness.driver.limits()
     holder = f"{ticker.worker_id}:{job.id}"
-    slot = leases.acquire(EXCLUSIVE, 1, 30, holder)
+    slot = leases.acquire_slot(EXCLUSIVE, 1, 30, holder)
     limit = Limiter(parse_limits({"global": 1}), FrozenClock())
     run = Run(
         job, ticker.worker_id, slot=(EXCLUSIVE, slot, holder), limit_lease=limit.acquire("q", None)
     )
     ticker.settler.release(run)
-    assert (leases.held(EXCLUSIVE), limit.in_flight()) == (0, 0)
-    assert leases.acquire(EXCLUSIVE, 1, 30, "elsewhere:1") == slot  # a new holder has it now
+    assert (leases.held_slots(EXCLUSIVE), limit.in_flight()) == (0, 0)
+    assert leases.acquire_slot(EXCLUSIVE, 1, 30, "elsewhere:1") == slot  # a new holder has it now
     ticker.settler.release(
         run
     )  # again: frees neither the new holder's slot nor a limit it never had
-    assert (leases.held(EXCLUSIVE), limit.in_flight()) == (1, 0)
+    assert (leases.held_slots(EXCLUSIVE), limit.in_flight()) == (1, 0)
     assert limit.acquire("q", None) is not None and limit.acquire("q", None) is None
 
 
@@ -372,5 +375,5 @@ def test_work_06_a_tick_that_raises_midway_still_holds_nothing(harness, monkeypa
         with pytest.raises(RuntimeError, match="the settle broke"):
             ticker.tick()
     assert (ticker.in_flight(), ticker.limiter.in_flight()) == ([], 0)
-    assert harness.driver.leases.held(EXCLUSIVE) == 0
+    assert harness.driver.limits().held_slots(EXCLUSIVE) == 0
     assert harness.row(job_id).state == "running"  # its lease hands the row back later

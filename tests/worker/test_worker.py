@@ -76,7 +76,7 @@ def test_attempts_exhausted_dead_letters_with_stop_reason(live_harness):
     row = live_harness.row(job_id)
     assert (row.state, row.attempt, row.stop_reason) == ("dead", 3, "attempts-exhausted")
     assert row.last_error == "ValueError: boom 1"  # SPEC CLASS-09: the bare message
-    assert [r.id for r in live_harness.driver.dead_letters()] == [job_id]
+    assert [r.id for r in live_harness.driver.reads().dead_letters()] == [job_id]
 
 
 def test_class_04_se_17_a_terminal_error_stops_on_the_first_attempt(live_harness):
@@ -136,7 +136,7 @@ def test_exec_10_an_unknown_job_name_is_parked_never_run_never_lost(live_harness
         idempotency_key="x",
         max_attempts=3,
     )
-    job_id = live_harness.driver.enqueue(request).id
+    job_id = live_harness.driver.jobs().enqueue(request).id
     with caplog.at_level(logging.WARNING, logger="django_xjobs"):
         assert burst(live_harness).outcomes == {Outcome.SUSPENDED: 1}
     row = live_harness.row(job_id)
@@ -158,17 +158,17 @@ def test_claims_are_sized_to_free_slots_and_the_prefetch(live_harness, prefetch)
     for i in range(7):
         jobs.ok.enqueue(n=i)
     sizes = []
-    real_claim = live_harness.driver.claim
+    real_claim = live_harness.driver.runs().claim
 
     def recording_claim(**kwargs):
         sizes.append(kwargs["limit"])
         return real_claim(**kwargs)
 
-    live_harness.driver.claim = recording_claim
+    live_harness.driver.runs().claim = recording_claim
     try:
         stats = burst(live_harness, concurrency=3, prefetch=prefetch)
     finally:
-        del live_harness.driver.claim
+        del live_harness.driver.runs().claim
     assert stats.outcomes == {Outcome.COMPLETED: 7}
     assert sizes[0] == 3 + prefetch
     assert all(1 <= size <= 3 + prefetch for size in sizes)
@@ -198,7 +198,7 @@ def test_stop_drains_the_job_in_flight(live_harness):
 
 def test_lease_08_11_heartbeat_aborts_a_run_whose_lease_was_taken(live_harness, caplog):
     jobs.ok.enqueue(n=1)
-    [job] = live_harness.driver.claim(
+    [job] = live_harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=5, worker_id="w1"
     )
     run = Run(job, "w1")
@@ -214,7 +214,7 @@ def test_lease_08_11_heartbeat_aborts_a_run_whose_lease_was_taken(live_harness, 
     beat.beat()
     assert not run.signal.is_set()
     live_harness.advance(5)
-    [taken] = live_harness.driver.claim(
+    [taken] = live_harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=5, worker_id="w2"
     )
     with caplog.at_level(logging.ERROR, logger="django_xjobs"):
@@ -228,11 +228,11 @@ def test_lease_08_11_heartbeat_aborts_a_run_whose_lease_was_taken(live_harness, 
 
 def test_lease_12_a_settled_run_never_reports_a_lost_lease(live_harness, caplog):
     jobs.ok.enqueue(n=1)
-    [job] = live_harness.driver.claim(
+    [job] = live_harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=5, worker_id="w1"
     )
     run = Run(job, "w1")
-    live_harness.driver.ack([Complete(job.id, job.lease_token)])
+    live_harness.driver.runs().complete([Complete(job.id, job.lease_token)])
     run.settled.set()
     beat = Heartbeat(
         live_harness.driver,
@@ -271,11 +271,11 @@ def test_cancel_05_q_08_a_running_job_is_stopped_by_its_next_heartbeat(live_harn
             # step's body (its ledger row) and its record is refused at that record instead
             run_id = live_harness.row(job_id).run_id
             deadline = time.monotonic() + 20
-            while [r.name for r in live_harness.driver.steps.list(run_id)] != ["one"]:
+            while [r.name for r in live_harness.driver.steps().list(run_id)] != ["one"]:
                 assert time.monotonic() < deadline, "step one was never recorded"
                 time.sleep(0.02)
             assert Ledger.objects.filter(token=token, phase="one").exists()
-            live_harness.driver.cancel(job_id, "operator said stop")
+            live_harness.driver.jobs().cancel(job_id, "operator said stop")
             deadline = time.monotonic() + 20  # its own bound: a slow start must not eat it
             while not Ledger.objects.filter(token=token, phase="two").exists():
                 assert time.monotonic() < deadline, _never_stopped(worker, caplog)
@@ -289,7 +289,7 @@ def test_cancel_05_q_08_a_running_job_is_stopped_by_its_next_heartbeat(live_harn
         "operator said stop",
         "cancelled",
     )
-    names = [r.name for r in live_harness.driver.steps.list(row.run_id)]
+    names = [r.name for r in live_harness.driver.steps().list(row.run_id)]
     assert names == ["one"]
     assert worker.outcomes == {Outcome.CANCELLED: 1}
     mine = [r.getMessage() for r in caplog.records if str(job_id) in r.getMessage()]
@@ -313,7 +313,7 @@ def _lapse_and_reclaim(harness, times):
     """``times`` runs die with their worker: each claim's lease lapses and the row is re-claimed."""
     claimed = None
     for _ in range(times):
-        [claimed] = harness.driver.claim(
+        [claimed] = harness.driver.runs().claim(
             queues=["default"], limit=1, visibility_timeout=5, worker_id="doomed"
         )
         harness.advance(5)
@@ -339,10 +339,10 @@ def test_lease_17_a_job_at_its_crash_bound_is_dead_lettered_at_its_next_claim(ha
     claim dead-letters it without running it (a bound lowered since its last crash, too)."""
     job_id = jobs.ledger.using().enqueue(token=f"poison-{uuid.uuid4()}").id  # 5 attempts
     for _ in range(3):
-        [held] = harness.driver.claim(
+        [held] = harness.driver.runs().claim(
             queues=["default"], limit=1, visibility_timeout=5, worker_id="isolating"
         )
-        assert harness.driver.retry(RetryAt(held.id, held.lease_token, crashed=True))
+        assert harness.driver.runs().retry(RetryAt(held.id, held.lease_token, crashed=True))
     [run] = run_until_idle()
     assert run.outcome == Outcome.DEAD_LETTERED
     row = harness.row(job_id)
@@ -390,17 +390,17 @@ def test_work_02_se_24_a_capped_job_without_a_lease_store_refuses_to_start(live_
 def test_slot_03_work_08_a_full_slot_sheds_the_job_without_an_attempt(live_harness):
     """SPEC STATE-06, SE-58: a shed run is ``ready`` again with no ``last_error`` and its
     attempt given back, never ``suspended``."""
-    leases = live_harness.driver.leases
-    assert leases.acquire("job:tests.jobs.exclusive", 1, 30, "elsewhere:1") == 0
+    leases = live_harness.driver.limits()
+    assert leases.acquire_slot("job:tests.jobs.exclusive", 1, 30, "elsewhere:1") == 0
     job_id = jobs.exclusive.enqueue(token=f"shed-{uuid.uuid4()}", hold=0).id
     stats = burst(live_harness, concurrency=2)
     assert stats.outcomes == {"shed": 1}
     row = live_harness.row(job_id)
     assert (row.state, row.attempt, row.last_error) == ("ready", 0, None)  # SPEC SE-58
-    assert leases.release("job:tests.jobs.exclusive", 0, "elsewhere:1")
+    assert leases.release_slot("job:tests.jobs.exclusive", 0, "elsewhere:1")
     live_harness.advance(5)
     assert burst(live_harness).outcomes == {Outcome.COMPLETED: 1}
-    assert leases.held("job:tests.jobs.exclusive") == 0  # SPEC SLOT-02: released at settle
+    assert leases.held_slots("job:tests.jobs.exclusive") == 0  # SPEC SLOT-02: released at settle
 
 
 def test_work_10_a_settle_hands_back_limit_and_slot_and_a_failed_release_never_fails_it(
@@ -409,7 +409,7 @@ def test_work_10_a_settle_hands_back_limit_and_slot_and_a_failed_release_never_f
     """SPEC WORK-10: a settle hands back the run's process limit and fleet slot, and the
     outcome counters and ``xjobs_jobs_total`` move; a release that raises is logged and the
     run still settles."""
-    leases = live_harness.driver.leases
+    leases = live_harness.driver.limits()
     counted = metrics.value("xjobs_jobs_total", queue="default", outcome="ok")
     with override_settings(XJOBS={"QUEUES": ["other"], "LIMITS": {"global": 1}}):
         job_id = jobs.exclusive.enqueue(token=f"w10-{uuid.uuid4()}", hold=0).id
@@ -417,13 +417,13 @@ def test_work_10_a_settle_hands_back_limit_and_slot_and_a_failed_release_never_f
         assert worker.run().outcomes == {Outcome.COMPLETED: 1}
     assert live_harness.row(job_id).state == "done"
     assert worker.limiter.in_flight() == 0
-    assert leases.held("job:tests.jobs.exclusive") == 0
+    assert leases.held_slots("job:tests.jobs.exclusive") == 0
     assert metrics.value("xjobs_jobs_total", queue="default", outcome="ok") == counted + 1
 
     def unreachable(*args):
         raise ConnectionError("the slot store is gone")
 
-    monkeypatch.setattr(leases, "release", unreachable)
+    monkeypatch.setattr(leases, "release_slot", unreachable)
     job_id = jobs.exclusive.enqueue(token=f"w10-{uuid.uuid4()}", hold=0).id
     with caplog.at_level(logging.WARNING, logger="django_xjobs"):
         assert burst(live_harness).outcomes == {Outcome.COMPLETED: 1}
@@ -486,18 +486,18 @@ def test_q_12_sync_bodies_run_on_the_pools_threads_with_their_own_sessions(live_
 
 def test_slot_01_a_job_without_concurrency_never_touches_the_lease_table(live_harness):
     calls = []
-    real_acquire = live_harness.driver.leases.acquire
+    real_acquire = live_harness.driver.limits().acquire_slot
 
     def recording_acquire(*args):
         calls.append(args)
         return real_acquire(*args)
 
-    live_harness.driver.leases.acquire = recording_acquire
+    live_harness.driver.limits().acquire_slot = recording_acquire
     try:
         jobs.ok.enqueue(n=1)
         assert burst(live_harness).outcomes == {Outcome.COMPLETED: 1}
     finally:
-        del live_harness.driver.leases.acquire
+        del live_harness.driver.limits().acquire_slot
     assert calls == []
 
 
@@ -554,8 +554,11 @@ class RecordingClaims:
     def __getattr__(self, name):
         return getattr(self.driver, name)
 
+    def runs(self):  # its claim stands in for the driver's
+        return self
+
     def claim(self, **kwargs):
-        claimed = self.driver.claim(**kwargs)
+        claimed = self.driver.runs().claim(**kwargs)
         self.claims.append((kwargs.get("lapsed", True), kwargs["limit"], len(claimed)))
         return claimed
 
@@ -595,7 +598,7 @@ def test_a_busy_worker_sweeps_once_a_poll_interval_and_idle_every_claim(live_har
 def test_a_burst_worker_takes_a_lapsed_job_after_a_busy_stretch(live_harness):
     base = uuid.uuid4().int % 10**9
     lapsed = jobs.ok.enqueue(n=base).id
-    live_harness.driver.claim(
+    live_harness.driver.runs().claim(
         queues=["default"], limit=1, visibility_timeout=5, worker_id="gone", lapsed=False
     )
     live_harness.advance(5)

@@ -92,9 +92,9 @@ def test_work_09_se_09_a_raising_slot_acquire_sheds_the_job_and_leaks_no_process
     limit is handed back (with ``global: 1`` a leak would block every later run), and the
     worker keeps claiming."""
     driver = live_harness.driver
-    leases = driver.leases
-    acquire = once(leases.acquire, OperationalError("lease table away (a test fault)"))
-    leases.acquire = acquire
+    leases = driver.limits()
+    acquire = once(leases.acquire_slot, OperationalError("lease table away (a test fault)"))
+    leases.acquire_slot = acquire
     try:
         with (
             override_settings(XJOBS={**BASE, "LIMITS": {"global": 1}}),
@@ -109,7 +109,7 @@ def test_work_09_se_09_a_raising_slot_acquire_sheds_the_job_and_leaks_no_process
                 later = jobs.ok.enqueue(n=9).id
                 wait_for(lambda: live_harness.row(later).state == "done", what="a later job")
     finally:
-        del leases.acquire
+        del leases.acquire_slot
     assert len(acquire.calls) == 2  # the one that raised, then the one that took the slot
     assert len(lines(caplog, "xjobs.worker.slot_failed")) == 1
     [shed] = lines(caplog, "xjobs.worker.shed")
@@ -118,7 +118,7 @@ def test_work_09_se_09_a_raising_slot_acquire_sheds_the_job_and_leaks_no_process
     assert worker.limiter.in_flight() == 0
     row = live_harness.row(capped)
     assert (row.attempt, row.last_error) == (1, None)  # the shed spent no attempt
-    assert leases.held("job:tests.jobs.exclusive") == 0
+    assert leases.held_slots("job:tests.jobs.exclusive") == 0
 
 
 # --- WORK-11: a settle or a pass that raises ------------------------------------------------
@@ -131,7 +131,9 @@ def test_work_11_a_settle_that_raises_logs_settle_failed_and_the_worker_carries_
     pytest's unhandled-thread-exception warning): the failed ack is logged, its row waits for
     its lease, and the next job is claimed and settled."""
     driver = live_harness.driver
-    driver.ack = once(driver.ack, ValueError("the ack broke (a test fault)"))
+    driver.runs().complete = once(
+        driver.runs().complete, ValueError("the ack broke (a test fault)")
+    )
     try:
         with caplog.at_level(logging.INFO, logger="django_xjobs"):
             first = jobs.ok.enqueue(n=1).id
@@ -141,7 +143,7 @@ def test_work_11_a_settle_that_raises_logs_settle_failed_and_the_worker_carries_
                 later = jobs.ok.enqueue(n=2).id
                 wait_for(lambda: live_harness.row(later).state == "done", what="a later job")
     finally:
-        del driver.ack
+        del driver.runs().complete
     [failed] = lines(caplog, "xjobs.worker.settle_failed")
     assert f"id={first}" in failed and "the ack broke" in failed
     assert live_harness.row(first).state == "running"  # its lease hands it back later
@@ -157,7 +159,9 @@ def test_work_11_a_pass_that_raises_is_logged_and_the_loop_rearms(
     settler's, above). The loop backs off and claims again."""
     monkeypatch.setattr(log, "_throttled", OrderedDict())  # an earlier test's line may hold it
     driver = live_harness.driver
-    driver.claim = once(driver.claim, OperationalError("claim refused (a test fault)"))
+    driver.runs().claim = once(
+        driver.runs().claim, OperationalError("claim refused (a test fault)")
+    )
     try:
         with caplog.at_level(logging.INFO, logger="django_xjobs"):
             job_id = jobs.ok.enqueue(n=1).id
@@ -165,7 +169,7 @@ def test_work_11_a_pass_that_raises_is_logged_and_the_loop_rearms(
             with running(worker):
                 wait_for(lambda: live_harness.row(job_id).state == "done", what="the job")
     finally:
-        del driver.claim
+        del driver.runs().claim
     [failed] = lines(caplog, "xjobs.worker.claim_failed")
     assert "claim refused" in failed
     assert len(lines(caplog, "xjobs.worker.claim_resumed")) == 1
@@ -241,7 +245,7 @@ def test_work_14_se_49_a_stop_during_a_pass_waits_for_it_and_then_claims_nothing
     no attempt spent: deliberately not "runs to completion before close()" (WORK-14; a drain
     starts nothing new, WORK-12 as issue 13 built it)."""
     driver = live_harness.driver
-    real_claim = driver.claim
+    real_claim = driver.runs().claim
     in_claim, release = threading.Event(), threading.Event()
     claims: list[str] = []
     state_at_return: list[str] = []
@@ -257,7 +261,7 @@ def test_work_14_se_49_a_stop_during_a_pass_waits_for_it_and_then_claims_nothing
         state_at_return.append(worker.state)
         return rows
 
-    driver.claim = claim
+    driver.runs().claim = claim
     try:
         with caplog.at_level(logging.INFO, logger="django_xjobs"):
             busy = gated.enqueue(token=token()).id
@@ -273,7 +277,7 @@ def test_work_14_se_49_a_stop_during_a_pass_waits_for_it_and_then_claims_nothing
                 wait_for(lambda: worker.state == "draining", what="the drain")
                 assert thread.is_alive() and not GATE.is_set()  # the running job holds it
     finally:
-        del driver.claim
+        del driver.runs().claim
     assert state_at_return[-1] == "running"  # the drain had not begun under the pass
     assert "draining" not in claims  # no pass started after the stop
     assert live_harness.row(busy).state == "done"
@@ -286,7 +290,7 @@ def test_work_14_a_pass_checks_for_a_drain_again_before_each_pool(live_harness):
     """With per-queue pools a pass claims queue by queue: a stop that lands during the first
     pool's claim leaves the second pool unclaimed."""
     driver = live_harness.driver
-    real_claim = driver.claim
+    real_claim = driver.runs().claim
     asked: list[tuple[str, ...]] = []
     in_claim, release = threading.Event(), threading.Event()
 
@@ -297,7 +301,7 @@ def test_work_14_a_pass_checks_for_a_drain_again_before_each_pool(live_harness):
             release.wait(10)
         return real_claim(**kwargs)
 
-    driver.claim = claim
+    driver.runs().claim = claim
     try:
         worker = Worker(
             queues=["default", "other"],
@@ -311,7 +315,7 @@ def test_work_14_a_pass_checks_for_a_drain_again_before_each_pool(live_harness):
             worker.stop()
             release.set()
     finally:
-        del driver.claim
+        del driver.runs().claim
     assert asked == [("default",)], asked
 
 

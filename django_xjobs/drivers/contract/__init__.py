@@ -5,11 +5,13 @@ is the one import wherever it is used.
 - ``requests``: ``EnqueueRequest``, ``EnqueueResult``, ``ClaimedJob`` (what goes in and out);
 - ``settles``: ``Complete``, ``RetryAt``, ``SuspendUntil``, ``Shed``, ``Finish`` (how a run ends);
 - ``records``: the values the stores answer with (snapshots, figures, rows);
-- ``jobs``, ``runs``, ``limits``: the driver's own verbs by family (``JobStore``, ``ReadStore``,
-  ``RunStore``, ``LimitStore``) and the fleet slots (``LeaseStore``);
-- ``stores``, ``outbox``, ``scheduler``: the stores a driver hands out;
-- ``driver``: ``JobDriver``, the protocol ``get_driver()`` answers with, and ``features``:
-  ``DriverFeatures``, the flags it answers capability questions with.
+- ``jobs``, ``runs``, ``limits``: the verbs by family (``JobStore``, ``ReadStore``,
+  ``RunStore``, ``LimitStore``, which holds the fleet slots too);
+- ``stores``, ``outbox``, ``scheduler``: the other stores (steps, events, history, batches,
+  backfills, the outbox, the scheduler);
+- ``driver``: ``JobDriver``, the protocol ``get_driver()`` answers with: one accessor per store
+  (``get_driver().runs().claim(...)``) and ``close()``; and ``features``: ``DriverFeatures``,
+  the flags it answers capability questions with.
 
 Both drivers answer the same question the same way; the contract suite
 (``tests/drivers/contract/``, a file per verb family) runs every case against each of them. The
@@ -21,7 +23,7 @@ from ...states import FINISHED_STATES, LIVE_STATES
 from .driver import JobDriver
 from .features import DriverFeatures
 from .jobs import JobStore, ReadStore
-from .limits import LeaseStore, LimitStore
+from .limits import LimitStore
 from .outbox import OutboxStore, PublishTarget
 from .records import (
     AGED,
@@ -50,10 +52,9 @@ from .settles import Complete, FinalState, Finish, RetryAt, Settle, Shed, Suspen
 from .stores import (
     BackfillLedger,
     BatchStore,
-    DepthStore,
     EventStore,
+    HistoryStore,
     Notifier,
-    RollupStore,
     StepStore,
 )
 
@@ -72,7 +73,6 @@ __all__ = [
     "Complete",
     "CronState",
     "DepthSample",
-    "DepthStore",
     "DriverFeatures",
     "EnqueueRequest",
     "EnqueueResult",
@@ -80,10 +80,10 @@ __all__ = [
     "EventStore",
     "FinalState",
     "Finish",
+    "HistoryStore",
     "JobDriver",
     "JobSnapshot",
     "JobStore",
-    "LeaseStore",
     "LimitStore",
     "NotLeaderError",
     "Notifier",
@@ -96,7 +96,6 @@ __all__ = [
     "QueueStats",
     "ReadStore",
     "RetryAt",
-    "RollupStore",
     "RunStore",
     "SchedulerStore",
     "Settle",

@@ -1,4 +1,4 @@
-"""What holds a claim back: fleet slots (``LeaseStore``) and the queue and key controls."""
+"""What holds a claim back: the queue and key controls and the fleet slots (``LimitStore``)."""
 
 from __future__ import annotations
 
@@ -8,26 +8,9 @@ from typing import Any, Protocol
 from .records import QueueState
 
 
-class LeaseStore(Protocol):
-    """Fleet concurrency slots in ``x_job_leases`` (SPEC SLOT-03/06): ``limit`` slots per key,
-    each held by one holder until it is released or its ``expires_at`` passes."""
-
-    def acquire(self, key: str, limit: int, ttl: float, holder: str) -> int | None:
-        """The lowest free slot in ``0..limit-1`` (no live row), now held; None when all are."""
-
-    def renew(self, key: str, slot: int, ttl: float, holder: str) -> bool:
-        """Extend the slot, only for its holder and only while it has not expired (SE-08)."""
-
-    def release(self, key: str, slot: int, holder: str) -> bool:
-        """Delete the slot's row, only the holder's own."""
-
-    def held(self, key: str) -> int:
-        """Live slots of ``key`` (diagnostics)."""
-
-
 class LimitStore(Protocol):
-    """What holds a claim back, fleet-wide: the operators' queue controls and the limit keys'
-    pauses and state."""
+    """What holds a claim back, fleet-wide: the operators' queue controls, the limit keys'
+    pauses and state, and the fleet concurrency slots."""
 
     # fleet-wide queue controls: read by workers once a poll and when told, never per claim
     def pause_queue(self, queue: str, by: str | None) -> QueueState:
@@ -59,3 +42,18 @@ class LimitStore(Protocol):
         force, no start inside its job's window (``windows``: rate window by job name) and
         untouched for ``idle_for`` seconds; how many went. A key a claim holds is left for the
         next prune."""
+
+    # fleet concurrency slots in ``x_job_leases`` (SPEC SLOT-03/06), read when
+    # ``features.supports_fleet_slots`` (SPEC WORK-02): ``limit`` slots per key, each held by one
+    # holder until it is released or its ``expires_at`` passes
+    def acquire_slot(self, key: str, limit: int, ttl: float, holder: str) -> int | None:
+        """The lowest free slot in ``0..limit-1`` (no live row), now held; None when all are."""
+
+    def renew_slot(self, key: str, slot: int, ttl: float, holder: str) -> bool:
+        """Extend the slot, only for its holder and only while it has not expired (SE-08)."""
+
+    def release_slot(self, key: str, slot: int, holder: str) -> bool:
+        """Delete the slot's row, only the holder's own."""
+
+    def held_slots(self, key: str) -> int:
+        """Live slots of ``key`` (diagnostics)."""

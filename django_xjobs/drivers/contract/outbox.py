@@ -12,13 +12,16 @@ from .requests import EnqueueRequest, EnqueueResult
 from .stores import Notifier
 
 
-class PublishTarget(JobStore, Protocol):
-    """What a publish enqueues into: a driver's enqueue verbs, and the alias its jobs live in
-    (a ``JobDriver`` is one)."""
+class PublishTarget(Protocol):
+    """What a publish enqueues into: a driver's job store, and the alias its jobs live in (a
+    ``JobDriver`` is one)."""
 
     #: the Django alias of the jobs, or None: a publish in the outbox's own database enqueues
     #: in its transaction
     database: str | None
+
+    def jobs(self) -> JobStore:
+        """The job store a published row is enqueued in."""
 
 
 class OutboxStore(Protocol):

@@ -39,7 +39,7 @@ class RunStore(Protocol):
         and starts per window, a key's pause, a queue's cap (SPEC LIMIT-10..16)."""
 
     # settling a claimed run: one call per settle value, each fenced on 'running' and its token
-    def ack(self, completes: Sequence[Complete]) -> set[UUID]:
+    def complete(self, completes: Sequence[Complete]) -> set[UUID]:
         """Every run held by its token becomes ``done``, in one statement; the ids that did."""
 
     def retry(self, retry: RetryAt) -> bool:

@@ -20,7 +20,7 @@ FinalState = Literal["dead", "failed"]
 @quick_init
 @dataclass(frozen=True)
 class Complete:
-    """Done, with its JSON ``result`` text (or ``None``); ``JobDriver.ack`` takes many at once."""
+    """Done, with its JSON ``result`` text (or ``None``); ``RunStore.complete`` takes many at once."""
 
     job_id: UUID
     lease_token: UUID

@@ -1,4 +1,4 @@
-"""The smaller stores a driver hands out: steps, events, backfills, rollups, depths and batches."""
+"""The smaller stores a driver hands out: steps, events, backfills, history and batches."""
 
 from __future__ import annotations
 
@@ -104,33 +104,32 @@ class BackfillLedger(Protocol):
     def get(self, run_id: UUID) -> BackfillRecord | None: ...
 
 
-class RollupStore(Protocol):
-    def read(self, since: datetime) -> list[RollupRow]:
+class HistoryStore(Protocol):
+    """What the fleet looked like over time, for the overview: the per-minute rollup the settles
+    write (rollup.py), and the queue depth sampled once a minute for the whole fleet by the
+    workers' presence beat (worker/depth.py), never per job and never per page view."""
+
+    def read_rollups(self, since: datetime) -> list[RollupRow]:
         """Each minute from ``since`` on, per queue, job name and outcome, in that order."""
 
-    def prune(self, older_than: float) -> int:
+    def prune_rollups(self, older_than: float) -> int:
         """Delete the minutes older than ``older_than`` seconds; how many rows went."""
 
-
-class DepthStore(Protocol):
-    """Queue depth over time for the overview: one sample a minute for the whole fleet, taken by
-    the workers' presence beat (worker/depth.py), never per job and never per page view."""
-
-    def sample(self) -> int:
+    def sample_depth(self) -> int:
         """Record this minute's depth per queue with live rows, on the store's clock, unless
         the minute already holds a sample (another worker took it): then nothing is counted or
         written. How many queues were written."""
 
-    def read(self, since: datetime) -> list[DepthSample]:
-        """Every sample from ``since`` on, in (minute, queue) order."""
+    def read_depths(self, since: datetime) -> list[DepthSample]:
+        """Every depth sample from ``since`` on, in (minute, queue) order."""
 
-    def prune(self, older_than: float) -> int:
-        """Delete the samples older than ``older_than`` seconds; how many rows went."""
+    def prune_depths(self, older_than: float) -> int:
+        """Delete the depth samples older than ``older_than`` seconds; how many rows went."""
 
 
 class BatchStore(Protocol):
     """Batches (issue 32). A member's final state is counted by the driver call that settles it
-    (``ack``, ``finish``, ``cancel``), in the same write: the batch's last member to end queues
+    (``complete``, ``finish``, ``cancel``), in the same write: the batch's last member to end queues
     its callbacks in that write, exactly once."""
 
     def open(
@@ -159,7 +158,7 @@ class BatchStore(Protocol):
         """Batches not yet completed (their callbacks not queued); reads only."""
 
     def cancel(self, batch_id: UUID, reason: str | None) -> int:
-        """Close the batch and cancel its live members, as ``JobDriver.cancel`` does one job,
+        """Close the batch and cancel its live members, as ``JobStore.cancel`` does one job,
         each counted as it ends; how many were cancelled. The members' own children are not
         touched, nor anything the batch is a part of (cancel goes down, never up)."""
 

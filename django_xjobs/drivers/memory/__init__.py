@@ -12,7 +12,21 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ...clock import Clock
-from ..contract import AGED, DriverFeatures, EventStore, QueueState
+from ..contract import (
+    AGED,
+    BackfillLedger,
+    BatchStore,
+    DriverFeatures,
+    EventStore,
+    HistoryStore,
+    JobStore,
+    LimitStore,
+    QueueState,
+    ReadStore,
+    RunStore,
+    StepStore,
+)
+from ..history import History
 from . import limits as memory_limits
 from .backfills import MemoryBackfillLedger
 from .batches import MemoryBatchStore
@@ -29,6 +43,10 @@ if TYPE_CHECKING:
 
 
 class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
+    """The rows and stores of one process. Its jobs, runs, reads and limits are this object
+    (the parts it is made of), answered typed as their store, so nothing reaches a verb but
+    through its accessor (``JobDriver``)."""
+
     name = "memory"
     database: str | None = None
     #: its rows live in this process: a child could not see them
@@ -36,13 +54,65 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
 
     def __init__(self, clock: Clock | None = None) -> None:
         super().__init__(clock)
-        self.steps = MemoryStepStore(self)
-        self.leases = MemoryLeaseStore(self)
-        self.events = MemoryEventStore(self)
-        self.backfills = MemoryBackfillLedger(self)
-        self.rollups = MemoryRollupStore(self)
-        self.depths = MemoryDepthStore(self)
-        self.batches = MemoryBatchStore(self)
+        self._step_store = MemoryStepStore(self)
+        self._lease_store = MemoryLeaseStore(self)
+        self._event_store = MemoryEventStore(self)
+        self._backfill_ledger = MemoryBackfillLedger(self)
+        self._rollup_store = MemoryRollupStore(self)
+        self._depth_store = MemoryDepthStore(self)
+        self._batch_store = MemoryBatchStore(self)
+        self._history = History(self._rollup_store, self._depth_store)
+
+    # --- the stores: each built once, the same object at every call -----------------------
+
+    def jobs(self) -> JobStore:
+        return self
+
+    def runs(self) -> RunStore:
+        return self
+
+    def reads(self) -> ReadStore:
+        return self
+
+    def limits(self) -> LimitStore:
+        return self
+
+    def history(self) -> HistoryStore:
+        return self._history
+
+    def steps(self) -> StepStore:
+        return self._step_store
+
+    def events(self, alias: str | None = None) -> EventStore:
+        """The one in-process event store, whatever the alias: memory has no databases."""
+        return self._event_store
+
+    def outbox(self, alias: str | None = None, claim_lease: Any = None) -> OutboxStore:
+        """One in-process outbox for every alias: memory has no transaction to stage in. The
+        first caller's ``claim_lease`` is the one it keeps."""
+        with self._lock:
+            if self._outbox is None:
+                from .outbox import MemoryOutboxStore
+
+                self._outbox = MemoryOutboxStore(claim_lease=claim_lease, clock=self.clock)
+            return self._outbox
+
+    def batches(self) -> BatchStore:
+        return self._batch_store
+
+    def backfills(self) -> BackfillLedger:
+        return self._backfill_ledger
+
+    def scheduler(self) -> SchedulerStore:
+        """One in-process scheduler state per driver, on the driver's clock."""
+        with self._lock:
+            if self._scheduler is None:
+                from .scheduler import MemorySchedulerStore
+
+                self._scheduler = MemorySchedulerStore(self.clock)
+            return self._scheduler
+
+    # --- LimitStore: the queue and key controls and the fleet slots -------------------------
 
     def pause_queue(self, queue: str, by: str | None) -> QueueState:
         with self._lock:
@@ -94,20 +164,25 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         with self._lock:
             return memory_limits.prune(self, windows, idle_for, self._now())
 
+    def acquire_slot(self, key: str, limit: int, ttl: float, holder: str) -> int | None:
+        return self._lease_store.acquire(key, limit, ttl, holder)
+
+    def renew_slot(self, key: str, slot: int, ttl: float, holder: str) -> bool:
+        return self._lease_store.renew(key, slot, ttl, holder)
+
+    def release_slot(self, key: str, slot: int, holder: str) -> bool:
+        return self._lease_store.release(key, slot, holder)
+
+    def held_slots(self, key: str) -> int:
+        return self._lease_store.held(key)
+
     def _tell_controls(self) -> None:
         with self._lock:
             told = [s.on_control for s in self._subscriptions if s.on_control is not None]
         for callback in told:
             callback()
 
-    def scheduler_store(self) -> SchedulerStore:
-        """One in-process scheduler state per driver, on the driver's clock."""
-        with self._lock:
-            if self._scheduler is None:
-                from .scheduler import MemorySchedulerStore
-
-                self._scheduler = MemorySchedulerStore(self.clock)
-            return self._scheduler
+    # --- JobStore's housekeeping --------------------------------------------------------------
 
     def preflight(self, alias: str, table: str = "x_jobs") -> None:
         """Nothing to reach and no table to miss."""
@@ -116,23 +191,9 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         if "jobs" in only:
             self.shift(seconds)
         if "steps" in only:
-            self.steps.shift(seconds)
+            self._step_store.shift(seconds)
         if "events" in only:
-            self.events.shift(seconds)
-
-    def event_store(self, alias: str) -> EventStore:
-        """The one in-process event store, whatever the alias: memory has no databases."""
-        return self.events
-
-    def outbox_store(self, alias: str, claim_lease: Any = None) -> OutboxStore:
-        """One in-process outbox for every alias: memory has no transaction to stage in. The
-        first caller's ``claim_lease`` is the one it keeps."""
-        with self._lock:
-            if self._outbox is None:
-                from .outbox import MemoryOutboxStore
-
-                self._outbox = MemoryOutboxStore(claim_lease=claim_lease, clock=self.clock)
-            return self._outbox
+            self._event_store.shift(seconds)
 
     def close(self) -> None:
         """Nothing to release; the rows stay for the next user of this driver."""
@@ -157,6 +218,6 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
                     expires_at=None if row.expires_at is None else row.expires_at - delta,
                 )
             self._presence.shift(delta)
-            self.rollups.shift(delta)
-            self.depths.shift(delta)
+            self._rollup_store.shift(delta)
+            self._depth_store.shift(delta)
             memory_limits.shift(self, delta)

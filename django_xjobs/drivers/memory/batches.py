@@ -1,6 +1,6 @@
 """The memory driver's batches: the PostgreSQL store's answers, in process.
 
-Batch rows live in a dict under the driver's lock. The driver's settles (ack, finish, cancel)
+Batch rows live in a dict under the driver's lock. The driver's settles (complete, finish, cancel)
 call ``ended`` under that same lock, so a member's final state, its batch's count and the
 callbacks the last member queues change together, as the database's one statement does.
 """

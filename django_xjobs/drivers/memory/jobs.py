@@ -233,9 +233,9 @@ class MemoryJobs(MemoryState):
                 updated_at=self._now(),
             )
             self._rows[row.id] = row
-            if row.batch_id is not None:  # counted in its batch, as in ack
-                self.batches.ended(row)
-            if row.dependants:  # released, as in ack: they end dependency_failed
+            if row.batch_id is not None:  # counted in its batch, as in complete
+                self._batch_store.ended(row)
+            if row.dependants:  # released, as in complete: they end dependency_failed
                 self._release_dependants(row)
             return row
 
@@ -272,7 +272,7 @@ class MemoryJobs(MemoryState):
                 ):
                     raise live_duplicate(job_id, other.id)  # the live unique index on PostgreSQL
             if from_step is not None:
-                names = [r.name for r in self.steps.list(row.run_id)]  # in position order
+                names = [r.name for r in self._step_store.list(row.run_id)]  # in position order
                 if from_step not in names:
                     raise unknown_step(job_id, from_step, names)
                 run = self._steps[row.run_id]
@@ -280,7 +280,7 @@ class MemoryJobs(MemoryState):
                     del run[name]
             now = self._now()
             if row.batch_id is not None:  # its batch waits for it again (jobs.sql requeue)
-                self.batches.reopened(row.batch_id, row.state)
+                self._batch_store.reopened(row.batch_id, row.state)
             row = replace(
                 row,
                 state="ready",

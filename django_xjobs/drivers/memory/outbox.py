@@ -146,7 +146,7 @@ class MemoryOutboxStore:
     def publish(
         self, driver: PublishTarget, row: OutboxRow, token: str
     ) -> tuple[EnqueueResult, bool]:
-        result = driver.enqueue(row.request())
+        result = driver.jobs().enqueue(row.request())
         return result, self.mark_published(row.id, token, result.id)
 
     def resolve(self, job_id: UUID) -> UUID | None:

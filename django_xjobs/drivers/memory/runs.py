@@ -151,7 +151,7 @@ class MemoryRuns(MemoryState):
             return None
         return row
 
-    def ack(self, completes: Sequence[Complete]) -> set[UUID]:
+    def complete(self, completes: Sequence[Complete]) -> set[UUID]:
         done: set[UUID] = set()
         with self._lock:
             now = self._now()
@@ -163,7 +163,7 @@ class MemoryRuns(MemoryState):
                 self._rows[row.id] = replace(
                     row,
                     state="done",
-                    last_error=None,  # as the database's ack: the history keeps the old one
+                    last_error=None,  # as the database's complete: the history keeps the old one
                     lease_expiries=0,
                     lapsed_holder=None,
                     result=None if result is None else json.loads(result),
@@ -173,10 +173,10 @@ class MemoryRuns(MemoryState):
                     lease_token=None,
                     updated_at=now,
                 )
-                self.rollups.count(row, "done", now)
+                self._rollup_store.count(row, "done", now)
                 done.add(row.id)
                 if row.batch_id is not None:  # counted in its batch in the same write
-                    self.batches.ended(self._rows[row.id])
+                    self._batch_store.ended(self._rows[row.id])
                 if row.dependants:  # released in the same write (SPEC DEP-02)
                     self._release_dependants(self._rows[row.id])
         return done
@@ -298,10 +298,10 @@ class MemoryRuns(MemoryState):
                 updated_at=now,
             )
             if outcome is not None:
-                self.rollups.count(row, outcome, now)
-            if row.batch_id is not None:  # a final state is counted in its batch, as in ack
-                self.batches.ended(self._rows[row.id])
-            if row.dependants and state in FINISHED_STATES:  # released, as in ack
+                self._rollup_store.count(row, outcome, now)
+            if row.batch_id is not None:  # a final state is counted in its batch, as in complete
+                self._batch_store.ended(self._rows[row.id])
+            if row.dependants and state in FINISHED_STATES:  # released, as in complete
                 self._release_dependants(self._rows[row.id])
             return True
 

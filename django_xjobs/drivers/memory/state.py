@@ -56,13 +56,13 @@ class MemoryState:
     """What every part of the memory driver reads and writes, under one lock."""
 
     #: the stores, built by ``MemoryDriver`` (each takes the driver)
-    steps: MemoryStepStore
-    leases: MemoryLeaseStore
-    events: MemoryEventStore
-    backfills: MemoryBackfillLedger
-    rollups: MemoryRollupStore
-    depths: MemoryDepthStore
-    batches: MemoryBatchStore
+    _step_store: MemoryStepStore
+    _lease_store: MemoryLeaseStore
+    _event_store: MemoryEventStore
+    _backfill_ledger: MemoryBackfillLedger
+    _rollup_store: MemoryRollupStore
+    _depth_store: MemoryDepthStore
+    _batch_store: MemoryBatchStore
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or SystemClock()

@@ -12,12 +12,22 @@ from django.db import (
     transaction,
 )
 
+from ... import conf
 from ..contract import (
     AGED,
+    BackfillLedger,
+    BatchStore,
     DriverFeatures,
     EventStore,
+    HistoryStore,
+    JobStore,
+    LimitStore,
     QueueState,
+    ReadStore,
+    RunStore,
+    StepStore,
 )
+from ..history import History
 from . import limits as postgres_limits
 from . import sql
 from .backfills import PostgresBackfillLedger
@@ -57,7 +67,9 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
     """Jobs in the ``x_jobs`` table of the database alias ``using``.
 
     Each thread uses its own Django connection for that alias, in autocommit unless the
-    caller opened a transaction (an enqueue inside ``atomic()`` joins it).
+    caller opened a transaction (an enqueue inside ``atomic()`` joins it). Its jobs, runs,
+    reads and limits are this object (the parts it is made of), answered typed as their store,
+    so nothing reaches a verb but through its accessor (``JobDriver``).
     """
 
     name = "postgres"
@@ -66,13 +78,73 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
 
     def __init__(self, using: str = "default") -> None:
         super().__init__(using)
-        self.steps = PostgresStepStore(using)
-        self.leases = PostgresLeaseStore(using)
-        self.events = PostgresEventStore(using)
-        self.backfills = PostgresBackfillLedger(using)
-        self.rollups = PostgresRollupStore(using)
-        self.depths = PostgresDepthStore(using)
-        self.batches = PostgresBatchStore(using)
+        self._step_store = PostgresStepStore(using)
+        self._lease_store = PostgresLeaseStore(using)
+        self._event_store = PostgresEventStore(using)
+        self._backfill_ledger = PostgresBackfillLedger(using)
+        self._rollup_store = PostgresRollupStore(using)
+        self._depth_store = PostgresDepthStore(using)
+        self._batch_store = PostgresBatchStore(using)
+        self._history = History(self._rollup_store, self._depth_store)
+        #: the stores of other aliases, and the scheduler, built at their first call
+        self._event_stores: dict[str, EventStore] = {using: self._event_store}
+        self._outboxes: dict[tuple[str, Any], OutboxStore] = {}
+        self._scheduler: SchedulerStore | None = None
+
+    # --- the stores: each built once, the same object at every call -----------------------
+
+    def jobs(self) -> JobStore:
+        return self
+
+    def runs(self) -> RunStore:
+        return self
+
+    def reads(self) -> ReadStore:
+        return self
+
+    def limits(self) -> LimitStore:
+        return self
+
+    def history(self) -> HistoryStore:
+        return self._history
+
+    def steps(self) -> StepStore:
+        return self._step_store
+
+    def events(self, alias: str | None = None) -> EventStore:
+        alias = self.using if alias is None else alias
+        store = self._event_stores.get(alias)
+        if store is None:
+            store = self._event_stores.setdefault(alias, PostgresEventStore(alias))
+        return store
+
+    def outbox(self, alias: str | None = None, claim_lease: Any = None) -> OutboxStore:
+        """Built once per alias and claim lease; with no ``claim_lease``, per the
+        ``OUTBOX_CLAIM_LEASE`` in force (checked when the store is built, SPEC OUTBOX-14)."""
+        from .outbox import PostgresOutboxStore
+
+        alias = self.using if alias is None else alias
+        lease = ("setting", conf.get().outbox_claim_lease) if claim_lease is None else claim_lease
+        store = self._outboxes.get((alias, lease))
+        if store is None:
+            built = PostgresOutboxStore(alias, claim_lease=claim_lease)
+            store = self._outboxes.setdefault((alias, lease), built)
+        return store
+
+    def batches(self) -> BatchStore:
+        return self._batch_store
+
+    def backfills(self) -> BackfillLedger:
+        return self._backfill_ledger
+
+    def scheduler(self) -> SchedulerStore:
+        if self._scheduler is None:
+            from .scheduler import PostgresSchedulerStore
+
+            self._scheduler = PostgresSchedulerStore(self.using)
+        return self._scheduler
+
+    # --- LimitStore: the queue and key controls and the fleet slots -------------------------
 
     def pause_queue(self, queue: str, by: str | None) -> QueueState:
         with transaction.atomic(using=self.using):  # the NOTIFY goes out with the commit
@@ -106,10 +178,19 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
     def paused_queues(self) -> frozenset[str]:
         return frozenset(r[0] for r in sql.fetch(self.using, CONTROLS["paused_queues"], {}))
 
-    def scheduler_store(self) -> SchedulerStore:
-        from .scheduler import PostgresSchedulerStore
+    def acquire_slot(self, key: str, limit: int, ttl: float, holder: str) -> int | None:
+        return self._lease_store.acquire(key, limit, ttl, holder)
 
-        return PostgresSchedulerStore(self.using)
+    def renew_slot(self, key: str, slot: int, ttl: float, holder: str) -> bool:
+        return self._lease_store.renew(key, slot, ttl, holder)
+
+    def release_slot(self, key: str, slot: int, holder: str) -> bool:
+        return self._lease_store.release(key, slot, holder)
+
+    def held_slots(self, key: str) -> int:
+        return self._lease_store.held(key)
+
+    # --- JobStore's housekeeping --------------------------------------------------------------
 
     def preflight(self, alias: str, table: str = "x_jobs") -> None:
         from .preflight import preflight
@@ -124,15 +205,7 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
             if "jobs" in only:  # the rollup's minutes, in two steps (jobs.sql age_rollup_away)
                 self._count("age_rollup_away", params)
                 self._count("age_rollup_back", {})
-                self.depths.shift(params["d"])
-
-    def event_store(self, alias: str) -> EventStore:
-        return self.events if alias == self.using else PostgresEventStore(alias)
-
-    def outbox_store(self, alias: str, claim_lease: Any = None) -> OutboxStore:
-        from .outbox import PostgresOutboxStore
-
-        return PostgresOutboxStore(alias, claim_lease=claim_lease)
+                self._depth_store.shift(params["d"])
 
     def close(self) -> None:
         connections[self.using].close()

@@ -1,6 +1,6 @@
 """The PostgreSQL driver's batches: the named statements of ``batches.sql``.
 
-A member's final state is counted by the settle statements of ``jobs.sql`` (ack, finish,
+A member's final state is counted by the settle statements of ``jobs.sql`` (complete, finish,
 cancel), in the same statement as the settle; this store opens, fills, closes and reads batches.
 """
 

@@ -1,5 +1,5 @@
 -- Batches (issue 32), by name: loaded by drivers/postgres_batches.py. A member's final state is
--- counted by the statement that settles it (ack, finish, cancel in postgres.sql); these open,
+-- counted by the statement that settles it (complete, finish, cancel in jobs.sql); these open,
 -- fill, close and read a batch. Times are the database's now().
 
 -- name: batch_open

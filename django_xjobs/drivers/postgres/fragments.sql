@@ -133,7 +133,7 @@
 
 -- fragment: batch_counted
 -- The members' batches counted down, after `batch_members`: finish, cancel and a batch's
--- cancel spell it alike (ack locks the batch rows in id order first, so it keeps its own).
+-- cancel spell it alike (complete locks the batch rows in id order first, so it keeps its own).
 ), counted AS (
     -- The row lock serialises members settling at once: exactly one of them (or the close)
     -- sees pending reach 0 in a closed batch, and completes it.

@@ -233,7 +233,7 @@ class PostgresJobs(PostgresReads):
                     run_id = rows[0].run_id
                     step = {"run_id": run_id, "step": from_step}
                     if not self._run("requeue_from_step", step):
-                        names = [r.name for r in self.steps.list(run_id)]
+                        names = [r.name for r in self._step_store.list(run_id)]
                         raise unknown_step(job_id, from_step, names)  # rolls the requeue back
         except IntegrityError as error:
             if failures.constraint(error) != "x_jobs_name_tenant_idempotency_live_idx":

@@ -6,7 +6,7 @@
 -- not `state = 'running'`. The plain test proves the predicates of the partial indexes (live-key,
 -- lease), and with statistics taken while no row was running (a table analyzed full of ready jobs,
 -- then truncated and refilled) the planner judged one of those indexes nearly empty and read all
--- of it, filtering on the id, instead of looking the row up by its primary key: an ack of a few
+-- of it, filtering on the id, instead of looking the row up by its primary key: a complete of a few
 -- hundred runs took 500 ms and a 10k drain ran at a fifth of its speed. Wrapped, the test proves
 -- no index, so the row is found by its id whatever the statistics say
 -- (tests/drivers/postgres/test_fence_plan.py).
@@ -334,7 +334,7 @@ WITH waiting AS (
 FROM claimed
 ORDER BY priority DESC, run_at, id;
 
--- name: ack
+-- name: complete
 -- Settle many runs as done in one statement, each fenced on its own lease token (SPEC STATE-01).
 -- A done job has no error: an earlier attempt's stays in `errors`, the history, not above
 -- `state done` as if it still stood (issue 23). Each run is counted in the rollup as it lands,
@@ -358,7 +358,7 @@ WITH settled AS (
     RETURNING j.id, j.queue, j.name, j.run_at, j.last_attempted_at, j.batch_id, j.state,
               j.dependants
 ), ended AS (
-    -- an ack leaves run_at as the claim found it: the attempt's due time
+    -- a complete leaves run_at as the claim found it: the attempt's due time
     SELECT queue, name, 'done' AS outcome, last_attempted_at AS attempted_at, run_at AS due_at
     FROM settled
 -- include: rollup
@@ -479,10 +479,10 @@ WHERE id = %(id)s
 -- suspend for a call step parked on child jobs (issue 32, SPEC CHILD-07): the run is named
 -- among the dependants of each child still live, and counts them in waiting_on, in this one
 -- fenced statement; the settle of the last child makes it due at once (the `fired` step of
--- ack, finish and cancel), and the delay is only the fallback look (CHILD-05). A child whose
+-- complete, finish and cancel), and the delay is only the fallback look (CHILD-05). A child whose
 -- settle committed first is read as ended here; one whose settle commits after this statement
 -- finds the run among its dependants. A run with no child left is due now.
--- Locks: the run's own row first, then its children in id order WITHOUT waiting. An ack that
+-- Locks: the run's own row first, then its children in id order WITHOUT waiting. A complete that
 -- settles two of them at once locks them in its own order (its plan's), so a park that held
 -- one while waiting for the other could deadlock with it (40P01). A child locked by another
 -- transaction (most often its settle in flight) is skipped: not named, not counted, and the
@@ -558,7 +558,7 @@ WHERE id = %(id)s
 
 -- name: finish
 -- End one run for good as dead or failed, with its stop reason; the failure joins the history
--- as in retry. A batch member is counted in its batch as in ack.
+-- as in retry. A batch member is counted in its batch as in complete.
 WITH due AS (
     -- the due time this attempt was claimed at, read before the write below moves it
     SELECT run_at FROM x_jobs WHERE id = %(id)s
@@ -684,7 +684,7 @@ ORDER BY queue;
 -- Cancel a live job (SPEC CANCEL-02, DESIGN Q-09). Clearing the lease token is what stops its
 -- holder: heartbeat, step writes, and every settle are fenced on it (CANCEL-05/06). No row back
 -- means the job is missing or not live; the driver then reads its state to say which. A batch
--- member is counted in its batch as in ack.
+-- member is counted in its batch as in complete.
 WITH settled AS (
 UPDATE x_jobs
 SET state = 'cancelled',

@@ -152,7 +152,7 @@ class PostgresOutboxStore:
             marked = {r[0] for r in self._run("take_claimed", params)}
             ours = [row for row in rows if row.id in marked]
             if ours:
-                results = driver.enqueue_many([row.request() for row in ours])
+                results = driver.jobs().enqueue_many([row.request() for row in ours])
                 self._insert_taken(driver, results, ours, token)
             return marked
 
@@ -192,7 +192,7 @@ class PostgresOutboxStore:
         self, driver: PublishTarget, rows: list[OutboxRow], token: str
     ) -> list[EnqueueResult]:
         try:
-            return driver.enqueue_many([row.request() for row in rows])
+            return driver.jobs().enqueue_many([row.request() for row in rows])
         except Exception as error:
             log.event(
                 logging.WARNING,
@@ -234,7 +234,7 @@ class PostgresOutboxStore:
         with transaction.atomic(using=self.using) if same_database else nullcontext():
             if same_database:
                 self._run("bound_publish", {"ms": str(max(1, int(self.claim_lease * 1000)))})
-            result = driver.enqueue(row.request())
+            result = driver.jobs().enqueue(row.request())
             return result, self.mark_published(row.id, token, result.id)
 
     def resolve(self, job_id: UUID) -> UUID | None:

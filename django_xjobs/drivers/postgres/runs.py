@@ -126,11 +126,11 @@ class PostgresRuns(PostgresState):
             cursor=self._limit_cursor,
         )
 
-    def ack(self, completes: Sequence[Complete]) -> set[UUID]:
+    def complete(self, completes: Sequence[Complete]) -> set[UUID]:
         if not completes:
             return set()
         rows = self._run(
-            "ack",
+            "complete",
             {
                 "ids": [c.job_id for c in completes],
                 "tokens": [c.lease_token for c in completes],

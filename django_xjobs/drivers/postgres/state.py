@@ -94,13 +94,13 @@ class PostgresState:
     """The database alias and the cursor the driver's parts share."""
 
     #: the stores, built by ``PostgresDriver`` on the same alias
-    steps: PostgresStepStore
-    leases: PostgresLeaseStore
-    events: PostgresEventStore
-    backfills: PostgresBackfillLedger
-    rollups: PostgresRollupStore
-    depths: PostgresDepthStore
-    batches: PostgresBatchStore
+    _step_store: PostgresStepStore
+    _lease_store: PostgresLeaseStore
+    _event_store: PostgresEventStore
+    _backfill_ledger: PostgresBackfillLedger
+    _rollup_store: PostgresRollupStore
+    _depth_store: PostgresDepthStore
+    _batch_store: PostgresBatchStore
 
     def __init__(self, using: str = "default") -> None:
         self.using = using

@@ -62,7 +62,7 @@ class Command(XJobsCommand):
         relays = []
         for alias in aliases:
             preflight(settings, database=alias, table="x_outbox")
-            store = get_driver().outbox_store(alias, claim_lease=claim_lease)
+            store = get_driver().outbox(alias, claim_lease=claim_lease)
             relays.append(
                 Relay(
                     store=store,

@@ -344,7 +344,7 @@ def _companions(options: dict[str, Any], settings: Any) -> list[tuple[Any, threa
         from ...outbox.relay import Relay
 
         for alias in settings.outbox_databases:
-            roles.append(Relay(store=get_driver().outbox_store(alias), database=alias))
+            roles.append(Relay(store=get_driver().outbox(alias), database=alias))
     return [
         (role, threading.Thread(target=as_role(role.run), name=type(role).__name__))
         for role in roles

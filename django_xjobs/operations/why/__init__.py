@@ -84,13 +84,13 @@ def why_job(job_id: UUID | str) -> JobWhy:
 
     driver = get_driver()
     wanted = job_id_of(job_id)
-    row = driver.get_job(wanted)
+    row = driver.reads().get_job(wanted)
     if row is None:
         raise JobNotFoundError(
             f"no job {job_id} exists",
             hint="python manage.py xjobs ls lists recent jobs",
         )
-    now = driver.steps.now()
+    now = driver.steps().now()
     state = shown_state(row.state, row.run_at, now)
     return JobWhy(row.id, row.name, row.queue, state, now, tuple(_reasons(driver, row, now)))
 
@@ -109,7 +109,7 @@ def _reasons(driver: JobDriver, row: JobSnapshot, now: datetime) -> list[Reason]
             )
         ]
     fair = conf.get().fair_share is not None
-    standing = driver.standing(row.id, cap=AHEAD_CAP, fair=fair) or Standing()
+    standing = driver.reads().standing(row.id, cap=AHEAD_CAP, fair=fair) or Standing()
     reasons = row_reasons(driver, row, now)
     reasons += fleet_reasons(driver, row, now, standing)
     if row.state in WAITING_STATES and row.run_at <= now:

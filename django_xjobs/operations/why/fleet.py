@@ -20,7 +20,7 @@ def fleet_reasons(
     driver: JobDriver, row: JobSnapshot, now: datetime, standing: Standing
 ) -> list[Reason]:
     handle = registry.get_job(row.name)
-    alive = [w for w in driver.workers() if w.alive]
+    alive = [w for w in driver.reads().workers() if w.alive]
     watching = [w for w in alive if row.queue in w.queues]
     return [
         *_queue(driver, row, standing),
@@ -34,7 +34,7 @@ def fleet_reasons(
 
 
 def _queue(driver: JobDriver, row: JobSnapshot, standing: Standing) -> list[Reason]:
-    control = next((c for c in driver.queue_controls() if c.queue == row.queue), None)
+    control = next((c for c in driver.limits().queue_controls() if c.queue == row.queue), None)
     if control is None:
         return []
     reasons = []
@@ -72,10 +72,12 @@ def _job_slots(driver: JobDriver, row: JobSnapshot, handle: Any) -> list[Reason]
     fleet = driver.features.supports_fleet_slots
     if handle is None or not handle.concurrency or not fleet or per_key:
         return []
-    held = driver.leases.held(f"job:{row.name}")  # SPEC SLOT-02: the fleet-wide key
+    held = driver.limits().held_slots(f"job:{row.name}")  # SPEC SLOT-02: the fleet-wide key
     if held < handle.concurrency:
         return []
-    running = driver.list_jobs(name=row.name, state="running", limit=min(handle.concurrency, 10))
+    running = driver.reads().list_jobs(
+        name=row.name, state="running", limit=min(handle.concurrency, 10)
+    )
     holders = [{"id": str(r.id), "worker": r.claimed_by} for r in running]
     who = ", ".join(f"{r.id} on {r.claimed_by}" for r in running) or "runs whose slots lapse"
     return [

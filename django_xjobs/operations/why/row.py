@@ -78,7 +78,7 @@ def _parked(driver: JobDriver, row: JobSnapshot, now: datetime) -> list[Reason]:
                 until=row.run_at,
             )
         ]
-    waiting = [s for s in driver.steps.list(row.run_id) if s.status in ("waiting", "sleeping")]
+    waiting = [s for s in driver.steps().list(row.run_id) if s.status in ("waiting", "sleeping")]
     for step in waiting[-1:]:
         output = step.output if isinstance(step.output, dict) else {}
         if step.status == "waiting" and "children" in output:
@@ -141,7 +141,7 @@ def _waiting_for_children(driver: JobDriver, step: StepRecord, output: dict[str,
     """A parent parked on ``ctx.step.call``/``call_many``: its children, by state. The settle of
     the last one makes it due (SPEC CHILD-07)."""
     ids = [UUID(str(i)) for i in output.get("children", [])]
-    states = driver.job_states(ids)
+    states = driver.reads().job_states(ids)
     counts: dict[str, int] = {}
     for child in ids:
         state = states.get(child, "missing")
@@ -168,7 +168,7 @@ def _waiting_for_jobs(driver: JobDriver, row: JobSnapshot) -> Reason:
     """A dependant (``using(after=...)``, issue 32): the jobs it still waits for, by state. It
     is released by the settle of the last one, never by a timer."""
     after = list(row.after or ())
-    states = driver.job_states(after)
+    states = driver.reads().job_states(after)
     shown = {str(i): states.get(i) for i in after}
     pending = [i for i in after if states.get(i) != "done"]
     total = len(after)
@@ -186,7 +186,7 @@ def _waiting_for_jobs(driver: JobDriver, row: JobSnapshot) -> Reason:
 
 def _dependency_failed(driver: JobDriver, row: JobSnapshot) -> Reason:
     failed = row.after_failed
-    state = driver.job_states([failed]).get(failed) if failed is not None else None
+    state = driver.reads().job_states([failed]).get(failed) if failed is not None else None
     return because(
         "dependency_failed",
         f"job {failed} it runs after ended {state or 'unknown'}: the next claim ends this one "

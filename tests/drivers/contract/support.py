@@ -28,7 +28,7 @@ def request(name="tests.jobs.ok", key="k", queue="default", tenant=None, delay=N
 
 def claim(driver, limit=10, queues=("default",), worker="w1", vis=VIS, lapsed=True, limits=None):
     more = {} if limits is None else {"limits": limits}
-    return driver.claim(
+    return driver.runs().claim(
         queues=list(queues),
         limit=limit,
         visibility_timeout=vis,

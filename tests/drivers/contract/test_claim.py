@@ -91,9 +91,9 @@ def test_started_at_is_the_first_claim_and_last_attempted_at_the_latest(harness,
     assert first.last_attempted_at == first.started_at
     assert first.attempted_by == first.claimed_by is not None
     if ending == "retried":
-        assert harness.driver.retry(RetryAt(job.id, job.lease_token, delay=60, error="x"))
+        assert harness.driver.runs().retry(RetryAt(job.id, job.lease_token, delay=60, error="x"))
     elif ending == "suspended":
-        assert harness.driver.suspend(SuspendUntil(job.id, job.lease_token, delay=60))
+        assert harness.driver.runs().suspend(SuspendUntil(job.id, job.lease_token, delay=60))
     settled = harness.row(job_id)
     assert (settled.started_at, settled.last_attempted_at) == (first.started_at, first.started_at)
     if ending != "lapsed":  # a settled run lets go of the job, and its worker stays named
@@ -111,10 +111,10 @@ def test_started_at_is_the_first_claim_and_last_attempted_at_the_latest(harness,
 def test_an_operator_retry_clears_the_attempt_times_and_the_next_claim_starts_over(harness):
     job_id = jobs.ok.enqueue(n=1).id
     [job] = claim(harness.driver)
-    assert harness.driver.finish(Finish(job.id, job.lease_token, "dead", error="E"))
+    assert harness.driver.runs().finish(Finish(job.id, job.lease_token, "dead", error="E"))
     harness.advance(60)
     before = harness.row(job_id)
-    requeued = harness.driver.requeue(job_id, from_step=None, force=False)
+    requeued = harness.driver.jobs().requeue(job_id, from_step=None, force=False)
     assert (requeued.started_at, requeued.last_attempted_at, requeued.attempted_by) == (
         None,
         None,
@@ -131,7 +131,7 @@ def test_a_cancel_keeps_the_attempt_times_and_returns_them(harness):
     job_id = jobs.ok.enqueue(n=1).id
     claim(harness.driver)
     claimed = harness.row(job_id)
-    cancelled = harness.driver.cancel(job_id, "stop")
+    cancelled = harness.driver.jobs().cancel(job_id, "stop")
     assert cancelled == harness.row(job_id)
     assert (cancelled.started_at, cancelled.last_attempted_at) == (
         claimed.started_at,
@@ -144,9 +144,9 @@ def test_state_04_settled_rows_are_never_claimed(harness, final):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
     if final == "done":
-        harness.driver.ack([Complete(job.id, job.lease_token)])
+        harness.driver.runs().complete([Complete(job.id, job.lease_token)])
     else:
-        harness.driver.finish(Finish(job.id, job.lease_token, final))
+        harness.driver.runs().finish(Finish(job.id, job.lease_token, final))
     harness.advance(3600)
     assert claim(harness.driver) == []
 
@@ -156,7 +156,7 @@ def test_drv_04_a_claimed_run_carries_its_rows_creation_time_to_the_microsecond(
     """The claim sends the creation time as microseconds (an integer is far cheaper for Python
     to read than a timestamp): the run's ``created_at`` is the row's own, aware, in UTC."""
     ids = {jobs.ok.enqueue(n=n).id for n in range(3)}
-    stored = {r.id: r.created_at for r in harness.driver.list_jobs() if r.id in ids}
+    stored = {r.id: r.created_at for r in harness.driver.reads().list_jobs() if r.id in ids}
     claimed = claim(harness.driver, lapsed=lapsed)
     assert {j.id: j.created_at for j in claimed} == stored
     assert all(j.created_at.utcoffset() == timedelta(0) for j in claimed)
@@ -173,7 +173,7 @@ def test_jctl_02_a_run_claimed_past_its_expiry_is_expired_at_every_sweep_too(har
 
     driver = harness.driver
     more = {"limits": ClaimLimits(jobs=declared_limits()[0])} if limited else {}
-    deadline = driver.steps.now() + timedelta(seconds=60)
+    deadline = driver.steps().now() + timedelta(seconds=60)
     stale = jobs.per_account.using(expires_at=deadline).enqueue(account="late", n=0)
     harness.advance(120)
     first = claim(driver, queues=("limited",), worker="dead", lapsed=False, **more)

@@ -16,7 +16,7 @@ VIS = 30.0
 
 
 def claim(driver, limit=10, queues=("default",), worker="w1", vis=VIS, **kwargs):
-    return driver.claim(
+    return driver.runs().claim(
         queues=list(queues), limit=limit, visibility_timeout=vis, worker_id=worker, **kwargs
     )
 
@@ -53,7 +53,7 @@ def test_a_claim_without_the_sweep_returns_what_a_run_needs(harness):
     # no presence row: its worker died with it, which marks it, and counts nothing (LEASE-16)
     [lapsed] = claim(harness.driver, worker="w2")
     assert (lapsed.lease_expiries, lapsed.died_with) == (0, "w1")
-    assert harness.driver.shed(Shed(lapsed.id, lapsed.lease_token, delay=0, reason="full"))
+    assert harness.driver.runs().shed(Shed(lapsed.id, lapsed.lease_token, delay=0, reason="full"))
     [job] = claim(harness.driver, worker="w3", lapsed=False)
     assert (job.id, job.run_id, job.name, job.queue) == (held.id, held.run_id, held.name, "default")
     assert (job.input, job.tenant_id, job.idempotency_key) == (

@@ -26,7 +26,7 @@ def test_enq_06_live_key_dedupes_to_the_live_row(harness):
     again = jobs.ok.enqueue(n=1)
     assert not first.deduped
     assert again.deduped and (again.id, again.run_id) == (first.id, first.run_id)
-    assert len(harness.driver.list_jobs()) == 1
+    assert len(harness.driver.reads().list_jobs()) == 1
 
 
 def test_enq_06_a_batchs_keys_are_stored_and_deduped_as_written(harness):
@@ -34,10 +34,10 @@ def test_enq_06_a_batchs_keys_are_stored_and_deduped_as_written(harness):
     the text array syntax gives meaning to, the word NULL, spaces and non-ASCII text are kept
     exactly, and the same batch again dedupes to the same rows, in order."""
     keys = ["plain", "a,b", "{braces}", 'quote"d', "back\\slash", "NULL", " spaced ", "é ünï"]
-    first = harness.driver.enqueue_many([request(key=key) for key in keys])
-    assert [harness.driver.get_job(r.id).idempotency_key for r in first] == keys
+    first = harness.driver.jobs().enqueue_many([request(key=key) for key in keys])
+    assert [harness.driver.reads().get_job(r.id).idempotency_key for r in first] == keys
     assert not any(r.deduped for r in first)
-    again = harness.driver.enqueue_many([request(key=key) for key in reversed(keys)])
+    again = harness.driver.jobs().enqueue_many([request(key=key) for key in reversed(keys)])
     assert [(r.id, r.run_id) for r in again] == [(r.id, r.run_id) for r in reversed(first)]
     assert all(r.deduped for r in again)
 
@@ -46,18 +46,22 @@ def test_enq_06_chunks_are_one_batch_in_order_deduped_across_chunks(harness):
     """enqueue_chunks answers as enqueue_many of the chunks joined: a key an earlier chunk
     inserted dedupes to that row, a live key to the live row, results in request order; an
     empty chunk adds nothing."""
-    live = harness.driver.enqueue(request(key="live"))
+    live = harness.driver.jobs().enqueue(request(key="live"))
     chunks = [
         [request(key="a"), request(key="b")],
         [request(key="a"), request(key="live"), request(key="c")],
         [request(key="b")],
     ]
-    results = harness.driver.enqueue_chunks(iter([[], *chunks]))
+    results = harness.driver.jobs().enqueue_chunks(iter([[], *chunks]))
     a, b, a_again, live_again, c, b_again = results
     assert [r.deduped for r in results] == [False, False, True, True, False, True]
     assert (a_again.id, b_again.id, live_again.id) == (a.id, b.id, live.id)
-    assert [harness.driver.get_job(r.id).idempotency_key for r in (a, b, c)] == ["a", "b", "c"]
-    assert len(harness.driver.list_jobs()) == 4
+    assert [harness.driver.reads().get_job(r.id).idempotency_key for r in (a, b, c)] == [
+        "a",
+        "b",
+        "c",
+    ]
+    assert len(harness.driver.reads().list_jobs()) == 4
 
 
 def _failing_chunks():
@@ -70,9 +74,11 @@ def test_enq_06_a_chunk_that_fails_to_be_made_leaves_no_row_of_the_call(live_har
     """The chunks are one transaction: the chunks already written when a later one fails to be
     made (a bad input) are rolled back with it, on autocommit (live) connections."""
     with pytest.raises(InputInvalidError, match=r"inputs\[3\]"):
-        live_harness.driver.enqueue_chunks(_failing_chunks())
-    assert live_harness.driver.list_jobs() == []
-    again = live_harness.driver.enqueue_chunks(iter([[request(key="a")], [request(key="c")]]))
+        live_harness.driver.jobs().enqueue_chunks(_failing_chunks())
+    assert live_harness.driver.reads().list_jobs() == []
+    again = live_harness.driver.jobs().enqueue_chunks(
+        iter([[request(key="a")], [request(key="c")]])
+    )
     assert [r.deduped for r in again] == [False, False]  # the connection is usable, keys free
 
 
@@ -81,8 +87,10 @@ def test_enq_06_chunks_take_plain_requests_only(harness):
     refused, and nothing of the call is written."""
     for odd in (replace(request(key="r"), replace=True), replace(request(key="r"), after=())):
         with pytest.raises(InvariantError, match="enqueue_chunks takes plain requests"):
-            harness.driver.enqueue_chunks(iter([[request(key="a")], [request(key="b"), odd]]))
-        assert harness.driver.list_jobs() == []
+            harness.driver.jobs().enqueue_chunks(
+                iter([[request(key="a")], [request(key="b"), odd]])
+            )
+        assert harness.driver.reads().list_jobs() == []
 
 
 @pytest.mark.parametrize("state_change", ["claimed", "suspended"])
@@ -90,7 +98,7 @@ def test_enq_06_running_and_suspended_rows_are_live(harness, state_change):
     first = jobs.ok.enqueue(n=1)
     [held] = claim(harness.driver)
     if state_change == "suspended":
-        assert harness.driver.suspend(SuspendUntil(held.id, held.lease_token))
+        assert harness.driver.runs().suspend(SuspendUntil(held.id, held.lease_token))
     assert jobs.ok.enqueue(n=1).id == first.id
 
 
@@ -105,22 +113,22 @@ def test_enq_07_on_conflict_error_names_the_live_job(harness):
 def test_enq_08_a_terminal_row_frees_the_key(harness):
     first = jobs.ok.enqueue(n=1)
     [held] = claim(harness.driver)
-    assert harness.driver.ack([Complete(held.id, held.lease_token)]) == {held.id}
+    assert harness.driver.runs().complete([Complete(held.id, held.lease_token)]) == {held.id}
     second = jobs.ok.enqueue(n=1)
     assert not second.deduped and second.id != first.id
 
 
 def test_enq_09_se_01_the_namespace_includes_the_job_name(harness):
-    a = harness.driver.enqueue(request(name="tests.jobs.ok", key="same"))
-    b = harness.driver.enqueue(request(name="tests.jobs.fails", key="same"))
+    a = harness.driver.jobs().enqueue(request(name="tests.jobs.ok", key="same"))
+    b = harness.driver.jobs().enqueue(request(name="tests.jobs.fails", key="same"))
     assert not b.deduped and a.id != b.id
 
 
 def test_enq_10_se_02_the_namespace_includes_the_tenant(harness):
-    a = harness.driver.enqueue(request(tenant="acme", key="same"))
-    b = harness.driver.enqueue(request(tenant="globex", key="same"))
-    none_1 = harness.driver.enqueue(request(tenant=None, key="same"))
-    none_2 = harness.driver.enqueue(request(tenant=None, key="same"))
+    a = harness.driver.jobs().enqueue(request(tenant="acme", key="same"))
+    b = harness.driver.jobs().enqueue(request(tenant="globex", key="same"))
+    none_1 = harness.driver.jobs().enqueue(request(tenant=None, key="same"))
+    none_2 = harness.driver.jobs().enqueue(request(tenant=None, key="same"))
     assert len({a.id, b.id, none_1.id}) == 3
     assert none_2.deduped and none_2.id == none_1.id
 
@@ -133,20 +141,20 @@ def test_enq_10_se_02_a_named_tenants_key_dedupes_to_that_tenants_row(harness, v
     either way; which live row is answered is the lookup's to decide (``find_live``,
     ``find_live_many`` on PostgreSQL), so its tenant condition is pinned here."""
     tenants = ["acme", None, "globex", "zeta"]
-    dependency = harness.driver.enqueue(request(key="dependency")).id
-    first = harness.driver.enqueue_many([request(tenant=t, key="same") for t in tenants])
+    dependency = harness.driver.jobs().enqueue(request(key="dependency")).id
+    first = harness.driver.jobs().enqueue_many([request(tenant=t, key="same") for t in tenants])
     assert not any(r.deduped for r in first) and len({r.id for r in first}) == len(tenants)
     again = [request(tenant=t, key="same") for t in reversed(tenants)]
     if verb == "enqueue":
-        answers = [harness.driver.enqueue(r) for r in again]
+        answers = [harness.driver.jobs().enqueue(r) for r in again]
     elif verb == "enqueue_many":
-        answers = harness.driver.enqueue_many(again)
+        answers = harness.driver.jobs().enqueue_many(again)
     else:
-        answers = [harness.driver.enqueue(replace(r, after=(dependency,))) for r in again]
+        answers = [harness.driver.jobs().enqueue(replace(r, after=(dependency,))) for r in again]
     assert all(r.deduped for r in answers)
     assert [(r.id, r.run_id) for r in answers] == [(r.id, r.run_id) for r in reversed(first)]
     assert [harness.row(r.id).tenant_id for r in answers] == list(reversed(tenants))
-    assert len(harness.driver.list_jobs()) == len(tenants) + 1
+    assert len(harness.driver.reads().list_jobs()) == len(tenants) + 1
 
 
 # --- (b) initial state -----------------------------------------------------------------------
@@ -195,6 +203,6 @@ def test_dep_05_a_job_waited_for_by_as_many_as_one_may_takes_no_more(harness, mo
     assert caught.value.meta == {"field": "after", "limit": 2}
     assert str(first) in caught.value.message
     assert harness.row(first).dependants == tuple(waiting)
-    assert len(harness.driver.list_jobs(limit=10)) == 3
+    assert len(harness.driver.reads().list_jobs(limit=10)) == 3
     other = jobs.ok.enqueue(n=5).id  # another dependency takes its own
     assert harness.row(jobs.ok.using(after=[other]).enqueue(n=6).id).state == "suspended"

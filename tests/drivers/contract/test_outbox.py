@@ -43,9 +43,9 @@ def stage(live, path, enqueues):
             results = [handle.enqueue(**inputs) for handle, inputs in enqueues]
         assert all(result.staged for result in results)
         return [result.id for result in results]
-    store = live.driver.outbox_store("default")
+    store = live.driver.outbox("default")
     ids = [store.stage(handle.build_request(inputs)) for handle, inputs in enqueues]
-    assert live.driver.get_job(ids[0]) is None  # staged only: nothing published it yet
+    assert live.driver.reads().get_job(ids[0]) is None  # staged only: nothing published it yet
     assert Relay(store=store, driver=live.driver).tick() == len(ids)
     return ids
 
@@ -108,12 +108,14 @@ def test_jctl_08_a_staged_replace_updates_the_waiting_holder(live, path):
     assert (row.input, row.run_at, row.state) == ({"doc": 81, "edit": 2}, when, "delayed")
     assert live.row(staged) is None
     assert inspect_job(staged)["id"] == str(holder.id)
-    assert [j.id for j in live.driver.list_jobs(name="tests.jobs.debounced")] == [holder.id]
+    assert [j.id for j in live.driver.reads().list_jobs(name="tests.jobs.debounced")] == [holder.id]
 
 
 def test_jctl_08_a_staged_replace_leaves_a_started_holder_alone(live):
     holder = jobs.debounced.using(delay=0).enqueue(doc=82, edit=1)
-    [held] = live.driver.claim(queues=["default"], limit=1, visibility_timeout=30, worker_id="w")
+    [held] = live.driver.runs().claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id="w"
+    )
     assert held.id == holder.id
     [staged] = stage(live, "fast", [(jobs.debounced, {"doc": 82, "edit": 2})])
     assert live.row(holder.id).input == {"doc": 82, "edit": 1}
@@ -150,7 +152,7 @@ def test_jctl_08_a_staged_debounce_burst_runs_once_after_the_last(live, burst):
             with transaction.atomic():
                 results.append(jobs.debounced.enqueue(**inputs))
     assert all(result.staged for result in results)
-    [row] = live.driver.list_jobs(name="tests.jobs.debounced")
+    [row] = live.driver.reads().list_jobs(name="tests.jobs.debounced")
     assert row.input == {"doc": 84, "edit": 19}
     assert {inspect_job(result.id)["id"] for result in results} == {str(row.id)}
     assert run_until_idle() == []  # due a window after the last enqueue

@@ -56,18 +56,18 @@ def typed(value: Any) -> Any:
 
 def test_insp_04_se_06_list_is_newest_first_and_limited_after_sorting(harness):
     ids = [jobs.ok.enqueue(n=i).id for i in range(5)]
-    assert [r.id for r in harness.driver.list_jobs()] == ids[::-1]
-    assert [r.id for r in harness.driver.list_jobs(limit=2)] == ids[:2:-1]
-    assert [r.id for r in harness.driver.list_jobs(state="ready", name="tests.jobs.ok")] == ids[
-        ::-1
-    ]
-    assert harness.driver.list_jobs(queue="other") == []
+    assert [r.id for r in harness.driver.reads().list_jobs()] == ids[::-1]
+    assert [r.id for r in harness.driver.reads().list_jobs(limit=2)] == ids[:2:-1]
+    assert [
+        r.id for r in harness.driver.reads().list_jobs(state="ready", name="tests.jobs.ok")
+    ] == ids[::-1]
+    assert harness.driver.reads().list_jobs(queue="other") == []
 
 
 def test_insp_04_list_defaults_to_100_rows(harness):
     for i in range(105):
         jobs.ok.enqueue(n=i)
-    assert len(harness.driver.list_jobs()) == 100
+    assert len(harness.driver.reads().list_jobs()) == 100
 
 
 # --- (i) dead letters by updated_at, newest first -------------------------------------------
@@ -78,12 +78,12 @@ def test_insp_05_dead_letters_newest_first(harness):
     jobs.ok.enqueue(n=2)
     jobs.ok.enqueue(n=3)
     a, b, c = claim(harness.driver)
-    harness.driver.finish(Finish(b.id, b.lease_token, "dead"))
+    harness.driver.runs().finish(Finish(b.id, b.lease_token, "dead"))
     harness.advance(10)
-    harness.driver.finish(Finish(a.id, a.lease_token, "dead"))
-    harness.driver.ack([Complete(c.id, c.lease_token)])
-    assert [r.id for r in harness.driver.dead_letters()] == [a.id, b.id]
-    assert [r.id for r in harness.driver.dead_letters(limit=1)] == [a.id]
+    harness.driver.runs().finish(Finish(a.id, a.lease_token, "dead"))
+    harness.driver.runs().complete([Complete(c.id, c.lease_token)])
+    assert [r.id for r in harness.driver.reads().dead_letters()] == [a.id, b.id]
+    assert [r.id for r in harness.driver.reads().dead_letters(limit=1)] == [a.id]
 
 
 # --- (j) exclusive stats buckets ------------------------------------------------------------
@@ -103,11 +103,11 @@ def test_met_03_q_05_stats_buckets_are_exclusive(harness):
     jobs.ok.enqueue(n=6)
     jobs.ok.enqueue(n=7)
     [dead, parked] = claim(harness.driver, limit=2)
-    harness.driver.finish(Finish(dead.id, dead.lease_token, "dead"))
-    harness.driver.suspend(SuspendUntil(parked.id, parked.lease_token, delay=60))
+    harness.driver.runs().finish(Finish(dead.id, dead.lease_token, "dead"))
+    harness.driver.runs().suspend(SuspendUntil(parked.id, parked.lease_token, delay=60))
     due = jobs.ok.using(delay="10s").enqueue(n=8)  # still 'delayed' when read, but due
     harness.advance(20)
-    stats = {s.queue: s for s in harness.driver.stats()}
+    stats = {s.queue: s for s in harness.driver.reads().stats()}
     assert list(stats) == ["default", "other"]
     default = stats["default"]
     assert harness.row(due.id).state == "delayed"  # counted below as ready, not delayed
@@ -126,7 +126,7 @@ def test_met_03_q_05_stats_buckets_are_exclusive(harness):
 def test_stats_oldest_ready_is_measured_from_run_at(harness):
     jobs.ok.enqueue(n=1)
     harness.advance(90)
-    [default] = harness.driver.stats()
+    [default] = harness.driver.reads().stats()
     assert 90 <= default.oldest_ready_seconds < 120
 
 
@@ -147,20 +147,20 @@ def test_drv_05_numbers_past_2_53_read_back_as_written(live_harness, path):
             with transaction.atomic():
                 job_id = jobs.numbers.enqueue(token=token, values=NUMBERS).id
         else:
-            store = driver.outbox_store("default")
+            store = driver.outbox("default")
             job_id = store.stage(jobs.numbers.build_request({"token": token, "values": NUMBERS}))
             assert Relay(store=store, driver=driver).tick() == 1
     assert typed(live_harness.row(job_id).input) == typed({"token": token, "values": NUMBERS})
     [run] = run_until_idle(driver=driver)
     assert run.outcome == "completed"
     row = live_harness.row(job_id)
-    [step] = driver.steps.list(row.run_id)
+    [step] = driver.steps().list(row.run_id)
     assert typed(step.output) == typed(NUMBERS)
     assert typed(row.result) == typed({"step": NUMBERS})
-    published = driver.events.publish(
+    published = driver.events().publish(
         id=uuid4(), name="numbers", payload=NUMBERS, correlation_key=None, ttl=60
     )
-    found = driver.events.find("numbers", after=published.published_at)
+    found = driver.events().find("numbers", after=published.published_at)
     assert found is not None and typed(found.payload) == typed(NUMBERS)
 
 
@@ -177,14 +177,14 @@ def test_standing_counts_the_due_jobs_ahead_and_the_queues_runs(harness):
     jobs.ok.using(delay="1h").enqueue(n=10)  # not due: no claim takes it first
     jobs.on_other_queue.enqueue(n=1)  # another queue
     [first] = claim(driver, limit=1)  # the priority-5 job runs now
-    standing = driver.standing(mine, cap=100)
+    standing = driver.reads().standing(mine, cap=100)
     assert (standing.ahead, standing.higher_priority) == (3, 0)
     assert standing.queue_running == 1 and standing.key is None
     assert standing.loads == (WorkerLoad("w1", 1, 1, 1),)
-    assert driver.standing(older[0], cap=100).ahead == 0
-    assert driver.standing(mine, cap=2).ahead == 2  # counted up to the cap, never past it
-    assert driver.standing(jobs.ok.enqueue(n=11).id, cap=100).ahead == 4
-    assert driver.standing(first.run_id, cap=100) is None  # no job has that id
+    assert driver.reads().standing(older[0], cap=100).ahead == 0
+    assert driver.reads().standing(mine, cap=2).ahead == 2  # counted up to the cap, never past it
+    assert driver.reads().standing(jobs.ok.enqueue(n=11).id, cap=100).ahead == 4
+    assert driver.reads().standing(first.run_id, cap=100) is None  # no job has that id
     assert isinstance(standing, Standing)
 
 
@@ -194,7 +194,7 @@ def test_standing_counts_a_keys_runs_starts_and_pause(harness):
     driver = harness.driver
     limits = ClaimLimits(jobs=declared_limits()[0])
     first = jobs.per_account.enqueue(account="acme", n=0)
-    driver.claim(
+    driver.runs().claim(
         queues=["limited"],
         limit=5,
         visibility_timeout=30,
@@ -204,16 +204,16 @@ def test_standing_counts_a_keys_runs_starts_and_pause(harness):
     )
     waiting = jobs.per_account.enqueue(account="acme", n=1).id
     jobs.per_account.enqueue(account="other", n=1)
-    standing = driver.standing(waiting, cap=100)
+    standing = driver.reads().standing(waiting, cap=100)
     assert standing.key == f"tests.jobs.per_account{SEPARATOR}acme"
     assert (standing.key_running, standing.key_holders) == (1, ((first.id, "w1"),))
     assert (standing.ahead, standing.key_ahead) == (0, 0)
-    driver.pause_key(standing.key, 60)
-    paused = driver.standing(waiting, cap=100).key_paused_until
-    assert 50 < (paused - driver.steps.now()).total_seconds() <= 61
+    driver.limits().pause_key(standing.key, 60)
+    paused = driver.reads().standing(waiting, cap=100).key_paused_until
+    assert 50 < (paused - driver.steps().now()).total_seconds() <= 61
     for n in range(2):
         jobs.rated_slowly.enqueue(partner="p", n=n)
-    driver.claim(
+    driver.runs().claim(
         queues=["rated"],
         limit=5,
         visibility_timeout=30,
@@ -222,7 +222,7 @@ def test_standing_counts_a_keys_runs_starts_and_pause(harness):
         limits=limits,
     )
     third = jobs.rated_slowly.enqueue(partner="p", n=2).id
-    assert len(driver.standing(third, cap=100).key_starts) == 2
+    assert len(driver.reads().standing(third, cap=100).key_starts) == 2
 
 
 def test_standing_counts_fair_share_turns(harness):
@@ -232,11 +232,11 @@ def test_standing_counts_fair_share_turns(harness):
     with override_settings(XJOBS={"QUEUES": ["other"], "OUTBOX": "off", "FAIR_SHARE": "tenant"}):
         big = [jobs.ok.using(tenant_id="big").enqueue(n=n).id for n in range(3)]
         small = jobs.ok.using(tenant_id="small").enqueue(n=9).id
-    third = driver.standing(big[2], cap=100, fair=True)
+    third = driver.reads().standing(big[2], cap=100, fair=True)
     assert (third.key_ahead, third.other_keys, third.other_keys_ahead) == (2, 1, 1)
-    first = driver.standing(small, cap=100, fair=True)
+    first = driver.reads().standing(small, cap=100, fair=True)
     assert (first.key_ahead, first.other_keys, first.other_keys_ahead) == (0, 1, 1)
-    assert driver.standing(small, cap=100).other_keys == 0  # counted only when asked
+    assert driver.reads().standing(small, cap=100).other_keys == 0  # counted only when asked
 
 
 def test_job_states_reads_each_state_and_leaves_unknown_ids_out(harness):
@@ -245,8 +245,8 @@ def test_job_states_reads_each_state_and_leaves_unknown_ids_out(harness):
     driver = harness.driver
     done = jobs.ok.enqueue(n=1).id
     [held] = claim(driver)
-    driver.ack([Complete(held.id, held.lease_token)])
+    driver.runs().complete([Complete(held.id, held.lease_token)])
     ready = jobs.ok.enqueue(n=2).id
     unknown = UUID(int=1)
-    assert driver.job_states([done, ready, unknown]) == {done: "done", ready: "ready"}
-    assert driver.job_states([]) == {}
+    assert driver.reads().job_states([done, ready, unknown]) == {done: "done", ready: "ready"}
+    assert driver.reads().job_states([]) == {}

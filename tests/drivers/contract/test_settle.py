@@ -27,7 +27,9 @@ from tests.drivers.contract.support import claim
 def test_ack_stores_the_result_and_clears_the_claim(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
-    assert harness.driver.ack([Complete(job.id, job.lease_token, '{"x": [1, 2]}')]) == {job.id}
+    assert harness.driver.runs().complete([Complete(job.id, job.lease_token, '{"x": [1, 2]}')]) == {
+        job.id
+    }
     row = harness.row(job.id)
     assert (row.state, row.result) == ("done", {"x": [1, 2]})
     assert (row.claimed_by, row.visible_at, row.lease_token) == (None, None, None)
@@ -38,7 +40,9 @@ def test_ack_settles_a_batch_each_on_its_own_token(harness):
         jobs.ok.enqueue(n=i)
     a, b, c = claim(harness.driver)
     stale = Complete(c.id, uuid.uuid4())
-    done = harness.driver.ack([Complete(a.id, a.lease_token), Complete(b.id, b.lease_token), stale])
+    done = harness.driver.runs().complete(
+        [Complete(a.id, a.lease_token), Complete(b.id, b.lease_token), stale]
+    )
     assert done == {a.id, b.id}
     assert harness.row(c.id).state == "running"
 
@@ -48,20 +52,20 @@ def test_state_01_q_01_a_lapsed_claim_cannot_settle_its_successors_run(harness):
     [old] = claim(harness.driver, vis=5)
     harness.advance(5)
     [new] = claim(harness.driver, worker="w2")
-    assert harness.driver.ack([Complete(old.id, old.lease_token)]) == set()
-    assert not harness.driver.finish(Finish(old.id, old.lease_token, "dead", error="x"))
+    assert harness.driver.runs().complete([Complete(old.id, old.lease_token)]) == set()
+    assert not harness.driver.runs().finish(Finish(old.id, old.lease_token, "dead", error="x"))
     row = harness.row(new.id)
     assert (row.state, row.lease_token, row.last_error) == ("running", new.lease_token, None)
-    assert harness.driver.ack([Complete(new.id, new.lease_token)]) == {new.id}
+    assert harness.driver.runs().complete([Complete(new.id, new.lease_token)]) == {new.id}
 
 
 def test_state_01_se_03_settling_a_row_that_is_not_running_changes_nothing(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
-    assert harness.driver.retry(RetryAt(job.id, job.lease_token, delay=60, error="first"))
+    assert harness.driver.runs().retry(RetryAt(job.id, job.lease_token, delay=60, error="first"))
     before = harness.row(job.id)
-    assert harness.driver.ack([Complete(job.id, job.lease_token)]) == set()
-    assert not harness.driver.retry(RetryAt(job.id, job.lease_token, error="second"))
+    assert harness.driver.runs().complete([Complete(job.id, job.lease_token)]) == set()
+    assert not harness.driver.runs().retry(RetryAt(job.id, job.lease_token, error="second"))
     after = harness.row(job.id)
     assert (after.state, after.attempt, after.last_error) == (before.state, before.attempt, "first")
 
@@ -69,7 +73,9 @@ def test_state_01_se_03_settling_a_row_that_is_not_running_changes_nothing(harne
 def test_drv_01_a_retry_goes_back_to_ready_after_the_delay(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
-    assert harness.driver.retry(RetryAt(job.id, job.lease_token, delay=60, error="ValueError: x"))
+    assert harness.driver.runs().retry(
+        RetryAt(job.id, job.lease_token, delay=60, error="ValueError: x")
+    )
     row = harness.row(job.id)
     assert (row.state, row.attempt, row.last_error) == ("ready", 1, "ValueError: x")
     assert (row.claimed_by, row.visible_at, row.lease_token) == (None, None, None)
@@ -84,7 +90,7 @@ def test_drv_01_a_finish_with_a_final_state_ends_the_job(harness, final):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
     finish = Finish(job.id, job.lease_token, final, error="E", stop_reason="terminal")
-    assert harness.driver.finish(finish)
+    assert harness.driver.runs().finish(finish)
     row = harness.row(job.id)
     assert (row.state, row.stop_reason, row.last_error) == (final, "terminal", "E")
 
@@ -92,9 +98,9 @@ def test_drv_01_a_finish_with_a_final_state_ends_the_job(harness, final):
 def test_state_02_a_retry_without_error_keeps_the_previous_one(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
-    harness.driver.retry(RetryAt(job.id, job.lease_token, error="first"))
+    harness.driver.runs().retry(RetryAt(job.id, job.lease_token, error="first"))
     [job] = claim(harness.driver)
-    harness.driver.suspend(SuspendUntil(job.id, job.lease_token))
+    harness.driver.runs().suspend(SuspendUntil(job.id, job.lease_token))
     assert harness.row(job.id).last_error == "first"
 
 
@@ -104,7 +110,7 @@ def test_state_02_a_retry_without_error_keeps_the_previous_one(harness):
 def test_state_03_a_parked_retry_gives_the_attempt_back(harness):
     jobs.ok.enqueue(n=1)
     [job] = claim(harness.driver)
-    assert harness.driver.suspend(SuspendUntil(job.id, job.lease_token, delay=5))
+    assert harness.driver.runs().suspend(SuspendUntil(job.id, job.lease_token, delay=5))
     row = harness.row(job.id)
     assert (row.state, row.attempt) == ("suspended", 0)
     harness.advance(5)

@@ -67,7 +67,7 @@ PARAMS = {
 }
 
 FENCED = {
-    "ack": STATEMENTS["ack"],
+    "complete": STATEMENTS["complete"],
     "retry": STATEMENTS["retry"],
     "suspend": STATEMENTS["suspend"],
     "shed": STATEMENTS["shed"],

@@ -92,7 +92,7 @@ def test_limit_12_the_limited_claim_is_planned_once_per_session():
         jobs.per_account.enqueue(account=f"a{n}", n=n)
     limits = ClaimLimits(jobs=declared_limits()[0])
     for _ in range(7):  # past the five custom plans PostgreSQL tries first
-        driver.claim(
+        driver.runs().claim(
             queues=["limited"],
             limit=1,
             visibility_timeout=30.0,
@@ -123,7 +123,7 @@ def test_limit_12_the_limited_claim_is_never_jit_compiled():
     with connection.cursor() as cursor:
         cursor.execute("SHOW jit")
         assert cursor.fetchone() == ("on",)
-        PostgresDriver("default").claim(
+        PostgresDriver("default").runs().claim(
             queues=["limited"],
             limit=1,
             visibility_timeout=30.0,
@@ -191,13 +191,17 @@ def test_limit_11_a_claim_reads_the_keys_it_can_take_not_every_key_waiting(monke
         return rows
 
     monkeypatch.setattr(postgres_limits.sql, "fetch", counting)
-    taken = PostgresDriver("default").claim(
-        queues=["limited"],
-        limit=16,
-        visibility_timeout=30.0,
-        worker_id="cost",
-        lapsed=False,
-        limits=ClaimLimits(jobs=declared_limits()[0]),
+    taken = (
+        PostgresDriver("default")
+        .runs()
+        .claim(
+            queues=["limited"],
+            limit=16,
+            visibility_timeout=30.0,
+            worker_id="cost",
+            lapsed=False,
+            limits=ClaimLimits(jobs=declared_limits()[0]),
+        )
     )
     assert sent == [16]
     assert len({c.input["account"] for c in taken}) == 16

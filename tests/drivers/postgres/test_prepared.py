@@ -23,7 +23,7 @@ def enqueue_twice() -> None:
     driver = PostgresDriver("default")
     jobs.ok.using(outbox=False).enqueue(n=1)
     jobs.ok.using(outbox=False).enqueue(n=2)
-    driver.stats()
+    driver.reads().stats()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -69,7 +69,7 @@ def test_a_prepared_statement_joins_the_callers_transaction_and_is_still_counted
         jobs.ok.using(outbox=False).enqueue(n=7)
         transaction.set_rollback(True)
     assert any("INSERT INTO x_jobs" in q["sql"] for q in queries)
-    assert PostgresDriver("default").list_jobs() == []
+    assert PostgresDriver("default").reads().list_jobs() == []
 
 
 @pytest.mark.django_db(transaction=True)
@@ -91,14 +91,17 @@ def test_server_side_binding_types_every_kind_of_parameter():
     jobs.ok.using(outbox=False, delay=0).enqueue(n=1)  # run_at None, tenant None
     jobs.ok.using(outbox=False, delay=3).enqueue(n=2)  # an int delay
     jobs.ok.using(outbox=False).enqueue_many([{"n": 3}, {"n": 4}])
-    held = driver.claim(queues=["default"], limit=10, visibility_timeout=30, worker_id="w")
+    held = driver.runs().claim(queues=["default"], limit=10, visibility_timeout=30, worker_id="w")
     assert sorted(job.input["n"] for job in held) == [1, 3, 4]
     first, second, third = held
-    assert driver.retry(RetryAt(first.id, first.lease_token, delay=2))  # an int into secs
+    assert driver.runs().retry(RetryAt(first.id, first.lease_token, delay=2))  # an int into secs
     done = [
         Complete(second.id, second.lease_token),
         Complete(third.id, third.lease_token, '{"ok":1}'),
     ]
-    assert driver.ack(done) == {second.id, third.id}  # a NULL and a JSON text in jsonb[]
-    assert driver.get_job(third.id).result == {"ok": 1}
+    assert driver.runs().complete(done) == {
+        second.id,
+        third.id,
+    }  # a NULL and a JSON text in jsonb[]
+    assert driver.reads().get_job(third.id).result == {"ok": 1}
     assert any("INSERT INTO x_jobs" in s for s in prepared_on_this_session())
