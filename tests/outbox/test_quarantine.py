@@ -105,7 +105,7 @@ def test_a_long_key_is_refused_inside_atomic_before_anything_is_staged(harness):
             jobs.keyed.enqueue(key="fine")
         publish_visible(harness.driver, "test-relay")
     store = harness.driver.outbox_store("default")
-    assert store.quarantined_count() == 0
+    assert store.quarantine.count() == 0
     assert [r.idempotency_key for r in harness.driver.list_jobs()] == ["fine"]
 
 
@@ -217,7 +217,7 @@ def test_a_transient_failure_still_hands_the_whole_batch_back(harness):
             raise OperationalError("server closed the connection unexpectedly")
 
     assert publish_batch(store, Down(), rows, "r") == 0
-    assert store.quarantined_count() == 0
+    assert store.quarantine.count() == 0
     assert [r.id for r in store.claim(10, "other")] == ids  # released at once
 
 
@@ -307,7 +307,7 @@ def test_xjobs_outbox_lists_retries_and_discards(harness):
     assert "quarantined 1" in text and str(bad) in text and "54000" in text
     assert "key 3,000B" in text and "index row size" in text
     assert f"{bad} handed back" in xjobs("outbox", "retry", str(bad))
-    assert harness.driver.outbox_store("default").quarantined_count() == 0
+    assert harness.driver.outbox_store("default").quarantine.count() == 0
     publish_visible(harness.driver, "r")  # refused again: nothing was fixed
     assert json.loads(xjobs("outbox", "discard", str(bad), "--json"))["quarantined"] == 0
     with pytest.raises(CommandError, match="X_JOB_NOT_FOUND: no quarantined outbox row"):

@@ -443,7 +443,6 @@ MAX_MEMBERS = 15
 #: shrinks: a protocol brought within the limit must leave it, and none may grow or join it.
 OVERGROWN = {
     "JobDriver": (52, "store accessors: jobs(), runs(), reads(), limits(), ... and close()"),
-    "OutboxStore": (20, "a QuarantineStore; claim_lease becomes the outbox(alias, ...) argument"),
 }
 
 
