@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 
-from .. import bounds, log, metrics, redact
-from ..drivers import failures
+from .. import log, metrics, redact
+from ..drivers import bounds, failures
 from ..drivers.contract import JobDriver, OutboxRow, OutboxStore
 from ..errors import XJobsError, first_line
 from ..text import storable

@@ -32,8 +32,8 @@ from django_xjobs import (
     retry_outbox_entry,
 )
 from django_xjobs.backends.tasks import build_request, options_for
-from django_xjobs.bounds import MAX_KEY_BYTES, MAX_TENANT_BYTES
 from django_xjobs.drivers import failures, get_driver
+from django_xjobs.drivers.bounds import MAX_KEY_BYTES, MAX_TENANT_BYTES
 from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.errors import DriverUnavailableError, InputInvalidError, JobNotFoundError
 from django_xjobs.management.command import database_error

@@ -85,7 +85,6 @@ def test_the_postgresql_driver_never_imports_the_memory_one():
 #: each top-level module or package of django_xjobs, by layer (lowest first)
 LAYERS: dict[str, list[str]] = {
     "base": [
-        "bounds",
         "classify",
         "clock",
         "conf",
@@ -263,9 +262,6 @@ def test_the_floor_plan_in_contributing_names_every_top_level_module_under_its_l
 #: slice of issue 41 removes; the cycle and layer rules leave out exactly these edges. The list
 #: only shrinks: an edge that no longer exists must leave it (the test after the cycle rule).
 PENDING: dict[tuple[str, str], str] = {
-    # the driver slice: bounds.py moves to drivers/bounds.py, below the contract it types
-    ("bounds", "drivers"): "bounds -> drivers/bounds.py",
-    ("bounds", "drivers.contract"): "bounds -> drivers/bounds.py",
     # the driver slice: every memory store takes memory/state.py's MemoryState, not MemoryDriver
     **{
         (f"drivers.memory.{store}", "drivers.memory"): "memory stores take MemoryState"

@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from ...bounds import check_index_entry
 from ...ids import uuid7
 from ...limits.keys import key_of
 from ...states import LIVE_STATES, WAITING_STATES
 from .. import rules
+from ..bounds import check_index_entry
 from ..contract import (
     EnqueueRequest,
     EnqueueResult,

@@ -18,9 +18,9 @@ from typing import Any
 from uuid import UUID
 
 from ... import conf
-from ...bounds import size
 from ...clock import Clock, SystemClock
 from ...ids import uuid7
+from ..bounds import size
 from ..contract import EnqueueRequest, EnqueueResult, OutboxRow, PublishTarget, QuarantinedRow
 
 #: how many collapsed ids the store remembers (the database keeps them for OUTBOX_RETENTION)
