@@ -12,8 +12,7 @@ the memory one. ``TYPE_CHECKING`` imports count like any other (issue 41): they 
 a module that types its arguments with a class from above it, or from a module that imports
 it, depends on that module all the same — a reader cannot understand it alone, and the day the
 annotation is needed at run time (a ``dataclass`` field, an ``isinstance``) the cycle is real.
-The few such edges that remain until the driver contract's split (issue 41's driver slice) are
-listed in ``PENDING``, which only shrinks. No module is over 600
+``PENDING`` would list an edge allowed for now; it is empty, and only shrinks. No module is over 600
 lines but those ``OVERSIZE`` lists, each with the split issue 41 plans for it."""
 
 from __future__ import annotations
@@ -260,24 +259,9 @@ def test_the_floor_plan_in_contributing_names_every_top_level_module_under_its_l
 
 #: PENDING: the type-only edges still allowed, each closing a cycle (or a climb) that a later
 #: slice of issue 41 removes; the cycle and layer rules leave out exactly these edges. The list
-#: only shrinks: an edge that no longer exists must leave it (the test after the cycle rule).
-PENDING: dict[tuple[str, str], str] = {
-    # the driver slice: every memory store takes memory/state.py's MemoryState, not MemoryDriver
-    **{
-        (f"drivers.memory.{store}", "drivers.memory"): "memory stores take MemoryState"
-        for store in (
-            "backfills",
-            "batches",
-            "depth",
-            "leases",
-            "rollup",
-            "steps",
-        )
-    },
-    # the driver slice split the memory driver: its state builds the limit store and the store
-    # types the state it is given; a protocol of the state's few members ends it
-    ("drivers.memory.limits", "drivers.memory.state"): "memory limits type a state protocol",
-}
+#: only shrinks: an edge that no longer exists must leave it (the test after the cycle rule). None
+#: is left: the memory stores take the memory driver's state, and bounds.py sits in drivers/.
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def _pending(here: str, target: str) -> bool:

@@ -42,7 +42,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self.backfills = MemoryBackfillLedger(self)
         self.rollups = MemoryRollupStore(self)
         self.depths = MemoryDepthStore(self)
-        self.batches = MemoryBatchStore(self)
+        self.batches = MemoryBatchStore(self, self)
 
     def pause_queue(self, queue: str, by: str | None) -> QueueState:
         with self._lock:

@@ -35,12 +35,17 @@ from ..rules import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from .batches import MemoryBatchStore
+    from .steps import MemoryStepStore
 from .state import MemoryState, _read
 
 
 class MemoryJobs(MemoryState):
     """``JobStore`` in process (the PostgreSQL driver's ``jobs.sql`` enqueue and actions)."""
+
+    #: the stores a cancel and a requeue write to as well, built by ``MemoryDriver``
+    batches: MemoryBatchStore
+    steps: MemoryStepStore
 
     def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
         # what PostgreSQL's live-key index refuses, refused here too (issue 24)
