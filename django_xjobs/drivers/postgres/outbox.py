@@ -33,7 +33,19 @@ STATEMENTS = sql.load(Path(__file__).with_name("outbox.sql"))
 PUBLISH_CHUNK = 1000
 
 
-class PostgresOutboxStore:
+class _Statements:
+    """``outbox.sql``'s statements, run on the alias ``using``."""
+
+    using: str
+
+    def _run(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return sql.fetch(self.using, STATEMENTS[name], params)
+
+    def _count(self, name: str, params: dict[str, Any]) -> int:
+        return sql.count(self.using, STATEMENTS[name], params)
+
+
+class PostgresOutboxStore(_Statements):
     """``x_outbox`` on the database alias ``using``. ``claim_lease`` is checked here, when the
     store is built, never at the first claim (SPEC OUTBOX-14)."""
 
@@ -249,14 +261,8 @@ class PostgresOutboxStore:
     def prune(self, retention: float) -> int:
         return self._count("prune", {"retention": retention})
 
-    def _run(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return _run(self.using, name, params)
 
-    def _count(self, name: str, params: dict[str, Any]) -> int:
-        return _count(self.using, name, params)
-
-
-class PostgresQuarantine:
+class PostgresQuarantine(_Statements):
     """The quarantined rows of ``x_outbox`` on the alias ``using`` (``quarantined_at`` set)."""
 
     def __init__(self, using: str) -> None:
@@ -264,28 +270,20 @@ class PostgresQuarantine:
 
     def hold(self, row_id: UUID, token: str, code: str, error: str) -> bool:
         params = {"id": row_id, "token": token, "code": code, "error": error}
-        return _count(self.using, "quarantine", params) == 1
+        return self._count("quarantine", params) == 1
 
     def rows(self, limit: int = 100) -> list[QuarantinedRow]:
-        return [QuarantinedRow(*r) for r in _run(self.using, "quarantined", {"limit": limit})]
+        return [QuarantinedRow(*r) for r in self._run("quarantined", {"limit": limit})]
 
     def count(self) -> int:
-        [(count,)] = _run(self.using, "quarantined_count", {})
+        [(count,)] = self._run("quarantined_count", {})
         return int(count)
 
     def retry(self, row_id: UUID) -> bool:
-        return _count(self.using, "unquarantine", {"id": row_id}) == 1
+        return self._count("unquarantine", {"id": row_id}) == 1
 
     def discard(self, row_id: UUID) -> bool:
-        return _count(self.using, "discard", {"id": row_id}) == 1
-
-
-def _run(using: str, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    return sql.fetch(using, STATEMENTS[name], params)
-
-
-def _count(using: str, name: str, params: dict[str, Any]) -> int:
-    return sql.count(using, STATEMENTS[name], params)
+        return self._count("discard", {"id": row_id}) == 1
 
 
 def _row(r: tuple[Any, ...]) -> OutboxRow:
