@@ -27,9 +27,9 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .. import conf, log
-from ..bounds import check_request
 from ..declarations import registry
 from ..drivers import get_driver
+from ..drivers.bounds import check_request
 from ..drivers.contract import EnqueueRequest, JobSnapshot
 from ..errors import (
     InvariantError,

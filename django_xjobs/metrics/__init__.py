@@ -333,7 +333,7 @@ def _outbox_totals(driver: JobDriver) -> dict[str, Any]:
         store = driver.outbox(alias)
         count, age = store.pending()
         pending, oldest = pending + count, max(oldest, age)
-        quarantined += store.quarantined_count()
+        quarantined += store.quarantine.count()
     return {"pending": pending, "oldest_pending_seconds": oldest, "quarantined": quarantined}
 
 

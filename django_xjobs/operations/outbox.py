@@ -36,14 +36,14 @@ def inspect_outbox(limit: int = 100) -> dict[str, Any]:
     for alias in conf.get().outbox_databases:
         store = driver.outbox(alias)
         count, oldest = store.pending()
-        quarantined = store.quarantined_count()
+        quarantined = store.quarantine.count()
         databases[alias] = {
             "pending": count,
             "oldest_pending_seconds": oldest,
             "quarantined": quarantined,
         }
         if quarantined:
-            entries.extend(_quarantined(alias, row) for row in store.quarantined(limit))
+            entries.extend(_quarantined(alias, row) for row in store.quarantine.rows(limit))
     return {
         "pending": sum(d["pending"] for d in databases.values()),
         "oldest_pending_seconds": max(
@@ -81,7 +81,7 @@ def retry_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
         >>> retry_outbox_entry("0197a3c2-...")["quarantined"]
         0
     """
-    _outbox_act(entry_id, lambda store, wanted: store.unquarantine(wanted))
+    _outbox_act(entry_id, lambda store, wanted: store.quarantine.retry(wanted))
     return inspect_outbox()
 
 
@@ -92,7 +92,7 @@ def discard_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
         >>> discard_outbox_entry("0197a3c2-...")["quarantined"]
         0
     """
-    _outbox_act(entry_id, lambda store, wanted: store.discard(wanted))
+    _outbox_act(entry_id, lambda store, wanted: store.quarantine.discard(wanted))
     return inspect_outbox()
 
 

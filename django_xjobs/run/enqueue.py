@@ -20,10 +20,10 @@ from uuid import UUID
 from django.db import connections, transaction
 
 from .. import conf, log
-from ..bounds import check_after, check_request
 from ..declarations import registry
 from ..declarations.workflows import current_batch
 from ..drivers import get_driver
+from ..drivers.bounds import check_after, check_request
 from ..drivers.contract import EnqueueRequest, EnqueueResult, JobDriver, OutboxStore
 from ..drivers.rules import row_by_row
 from ..errors import (

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 
-from .. import bounds, log, metrics, redact
-from ..drivers import failures
+from .. import log, metrics, redact
+from ..drivers import bounds, failures
 from ..drivers.contract import JobDriver, OutboxRow, OutboxStore
 from ..errors import XJobsError, first_line
 from ..text import storable
@@ -152,7 +152,7 @@ def _quarantine(store: OutboxStore, row: OutboxRow, token: str, error: BaseExcep
     refusal = storable(redact.redact(first_line(error), secrets))
     text = f"{refusal} [{describe_row(row)}]"
     try:
-        held = store.quarantine(row.id, token, code, text)
+        held = store.quarantine.hold(row.id, token, code, text)
     except Exception as quarantine_error:  # the lease hands it back; the next pass tries again
         log.event(logging.WARNING, "xjobs.outbox.release_failed", error=quarantine_error)
         return

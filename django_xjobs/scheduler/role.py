@@ -13,10 +13,10 @@ from typing import Any
 from django.db import connections
 
 from .. import log
-from ..bounds import check_request
 from ..clock import Clock, system_clock
 from ..declarations.cron import ONE_MICROSECOND, CronHandle, occurrences_between, registered_crons
 from ..drivers import get_driver
+from ..drivers.bounds import check_request
 from ..drivers.contract import LEADER_KEY, JobDriver, NotLeaderError, SchedulerStore
 from ..errors import XJobsError
 from ..ids import uuid7

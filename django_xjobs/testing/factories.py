@@ -30,8 +30,8 @@ from uuid import uuid4
 
 import psycopg
 
-from .. import bounds, history
-from ..drivers import failures
+from .. import history
+from ..drivers import bounds, failures
 from ..errors import TerminalError, describe_error, first_line
 from ..ids import uuid7
 from ..models import Job, JobState, JobStep, OutboxEntry, StopReason, Worker

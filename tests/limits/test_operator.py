@@ -87,7 +87,7 @@ def test_limit_13_a_burst_ends_only_when_a_capped_queue_holds_nothing_it_can_run
             raced.append(True)
         return claimed
 
-    live_harness.driver.claim = claim_then_settle
+    live_harness.driver.runs().claim = claim_then_settle
     worker.run()
     assert raced  # the claim did meet the cap held by the burst's own run
     assert {live_harness.row(i).state for i in ids} == {"done"}

@@ -93,7 +93,7 @@ def test_outbox_21_inside_atomic_nothing_is_staged_and_the_transaction_goes_on(h
             fine = jobs.sharded.enqueue(account={"id": 1}, n=2)
             assert fine.staged
         publish_visible(harness.driver, "relay-t")
-    assert harness.driver.outbox("default").quarantined_count() == 0
+    assert harness.driver.outbox("default").quarantine.count() == 0
     assert [r.id for r in harness.driver.reads().list_jobs()] == [fine.id]
 
 
@@ -150,7 +150,7 @@ def test_limit_19_a_fair_share_group_too_large_is_refused_and_one_that_cannot_re
             with transaction.atomic():
                 odd = tasks.add.enqueue("not-a-dict", 2)
             publish_visible(harness.driver, "relay-t")
-    assert harness.driver.outbox("default").quarantined_count() == 0
+    assert harness.driver.outbox("default").quarantine.count() == 0
     assert {harness.row(uuid.UUID(r.id)).state for r in (kept, odd)} == {"ready"}
 
 

@@ -32,8 +32,8 @@ from django_xjobs import (
     retry_outbox_entry,
 )
 from django_xjobs.backends.tasks import build_request, options_for
-from django_xjobs.bounds import MAX_KEY_BYTES, MAX_TENANT_BYTES
 from django_xjobs.drivers import failures, get_driver
+from django_xjobs.drivers.bounds import MAX_KEY_BYTES, MAX_TENANT_BYTES
 from django_xjobs.drivers.contract import EnqueueRequest
 from django_xjobs.errors import DriverUnavailableError, InputInvalidError, JobNotFoundError
 from django_xjobs.management.command import database_error
@@ -105,7 +105,7 @@ def test_a_long_key_is_refused_inside_atomic_before_anything_is_staged(harness):
             jobs.keyed.enqueue(key="fine")
         publish_visible(harness.driver, "test-relay")
     store = harness.driver.outbox("default")
-    assert store.quarantined_count() == 0
+    assert store.quarantine.count() == 0
     assert [r.idempotency_key for r in harness.driver.reads().list_jobs()] == ["fine"]
 
 
@@ -220,7 +220,7 @@ def test_a_transient_failure_still_hands_the_whole_batch_back(harness):
             raise OperationalError("server closed the connection unexpectedly")
 
     assert publish_batch(store, Down(), rows, "r") == 0
-    assert store.quarantined_count() == 0
+    assert store.quarantine.count() == 0
     assert [r.id for r in store.claim(10, "other")] == ids  # released at once
 
 
@@ -310,7 +310,7 @@ def test_xjobs_outbox_lists_retries_and_discards(harness):
     assert "quarantined 1" in text and str(bad) in text and "54000" in text
     assert "key 3,000B" in text and "index row size" in text
     assert f"{bad} handed back" in xjobs("outbox", "retry", str(bad))
-    assert harness.driver.outbox("default").quarantined_count() == 0
+    assert harness.driver.outbox("default").quarantine.count() == 0
     publish_visible(harness.driver, "r")  # refused again: nothing was fixed
     assert json.loads(xjobs("outbox", "discard", str(bad), "--json"))["quarantined"] == 0
     with pytest.raises(CommandError, match="X_JOB_NOT_FOUND: no quarantined outbox row"):

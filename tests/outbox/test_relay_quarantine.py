@@ -22,7 +22,7 @@ from tests.support.process import ManageProcess, run_manage, wait_for
 
 pytestmark = pytest.mark.process
 
-#: the documented limit (django_xjobs.bounds.MAX_KEY_BYTES), spelt out so this case also runs,
+#: the documented limit (django_xjobs.drivers.bounds.MAX_KEY_BYTES), spelt out so this case also runs,
 #: and fails, on a version without it
 MAX_KEY_BYTES = 1024
 

@@ -12,8 +12,7 @@ the memory one. ``TYPE_CHECKING`` imports count like any other (issue 41): they 
 a module that types its arguments with a class from above it, or from a module that imports
 it, depends on that module all the same — a reader cannot understand it alone, and the day the
 annotation is needed at run time (a ``dataclass`` field, an ``isinstance``) the cycle is real.
-The few such edges that remain until the driver contract's split (issue 41's driver slice) are
-listed in ``PENDING``, which only shrinks. No module is over 600 lines."""
+No module is over 600 lines."""
 
 from __future__ import annotations
 
@@ -84,7 +83,6 @@ def test_the_postgresql_driver_never_imports_the_memory_one():
 #: each top-level module or package of django_xjobs, by layer (lowest first)
 LAYERS: dict[str, list[str]] = {
     "base": [
-        "bounds",
         "classify",
         "clock",
         "conf",
@@ -258,52 +256,18 @@ def test_the_floor_plan_in_contributing_names_every_top_level_module_under_its_l
     assert missing == []
 
 
-#: PENDING: the type-only edges still allowed, each closing a cycle (or a climb) that a later
-#: slice of issue 41 removes; the cycle and layer rules leave out exactly these edges. The list
-#: only shrinks: an edge that no longer exists must leave it (the test after the cycle rule).
-PENDING: dict[tuple[str, str], str] = {
-    # the driver slice: bounds.py moves to drivers/bounds.py, below the contract it types
-    ("bounds", "drivers"): "bounds -> drivers/bounds.py",
-    ("bounds", "drivers.contract"): "bounds -> drivers/bounds.py",
-    # the driver slice: every memory store takes memory/state.py's MemoryState, not MemoryDriver
-    **{
-        (f"drivers.memory.{store}", "drivers.memory"): "memory stores take MemoryState"
-        for store in (
-            "backfills",
-            "batches",
-            "depth",
-            "leases",
-            "rollup",
-            "steps",
-        )
-    },
-    # the driver slice split the memory driver: its state builds the limit store and the store
-    # types the state it is given; a protocol of the state's few members ends it
-    ("drivers.memory.limits", "drivers.memory.state"): "memory limits type a state protocol",
-}
-
-
-def _pending(here: str, target: str) -> bool:
-    return (here.removeprefix("django_xjobs."), target.removeprefix("django_xjobs.")) in PENDING
-
-
 def test_no_import_climbs_a_layer():
     climbs = []
     for path, tree in modules():
         here = module_name(path)
         for lineno, target, _ in imports(path, tree):
-            if _pending(here, _owner(target)):
-                continue
             if RANK[layer(_owner(target))] > RANK[layer(here)]:
                 climbs.append(f"{path.relative_to(PACKAGE)}:{lineno}: {here} -> {target}")
     assert climbs == []
 
 
 def test_no_import_cycle():
-    graph = {
-        here: {target for target in targets if not _pending(here, target)}
-        for here, targets in edges().items()
-    }
+    graph = edges()
     seen: dict[str, int] = {}  # 1: on the current path, 2: done
     cycles: list[list[str]] = []
 
@@ -320,16 +284,6 @@ def test_no_import_cycle():
         if start not in seen:
             visit(start, [start])
     assert cycles == []
-
-
-def test_every_pending_edge_still_exists():
-    graph = edges()
-    gone = sorted(
-        f"{here} -> {target}"
-        for here, target in PENDING
-        if f"django_xjobs.{target}" not in graph.get(f"django_xjobs.{here}", set())
-    )
-    assert gone == [], "no longer imported: take them out of PENDING"
 
 
 #: the most lines a module of the package holds (issue 41): past it a module holds more than one
@@ -422,12 +376,6 @@ def test_each_error_is_raised_with_its_own_class():
 #: the most members a protocol of the driver contract has: past it a store holds more than one
 #: family of verbs
 MAX_MEMBERS = 15
-#: OVERGROWN: the protocols still over MAX_MEMBERS, each with its members when the rule landed and
-#: what takes it below (``get_driver()`` followed by one accessor per store). The list only
-#: shrinks: a protocol brought within the limit must leave it, and none may grow or join it.
-OVERGROWN = {
-    "OutboxStore": (20, "a QuarantineStore; claim_lease becomes the outbox(alias, ...) argument"),
-}
 
 
 def _contract_protocols() -> dict[str, tuple[list[str], set[str]]]:
@@ -466,16 +414,8 @@ def protocol_members() -> dict[str, int]:
     return {name: len(members(name)) for name in protocols}
 
 
-def test_every_driver_protocol_has_at_most_15_members_but_the_pending_ones():
+def test_every_driver_protocol_has_at_most_15_members():
     counts = protocol_members()
     assert counts, "no protocol found in drivers/contract/"
-    over = {name: n for name, n in counts.items() if n > MAX_MEMBERS and name not in OVERGROWN}
+    over = {name: n for name, n in counts.items() if n > MAX_MEMBERS}
     assert over == {}, f"split these, a protocol has at most {MAX_MEMBERS} members: {over}"
-    grown = {name: counts[name] for name, (n, _) in OVERGROWN.items() if counts.get(name, 0) > n}
-    assert grown == {}, "a pending protocol may only shrink"
-
-
-def test_every_protocol_listed_as_pending_still_is_over():
-    counts = protocol_members()
-    within = sorted(name for name in OVERGROWN if counts.get(name, 0) <= MAX_MEMBERS)
-    assert within == [], f"now within {MAX_MEMBERS} members: take them out of OVERGROWN"

@@ -479,10 +479,10 @@ def key_verdict(kind: str, inputs: dict[str, Any]) -> tuple[str, str | None]:
         published = publish_batch(store, driver, rows, "prop-relay")
         assert driver.reads().get_job(behind) is not None, "the row behind it was held back"
         if refused is not None:
-            assert published == 1 and store.quarantined_count() == 1
+            assert published == 1 and store.quarantine.count() == 1
             assert driver.reads().get_job(row_id) is None
         else:
-            assert published == 2 and store.quarantined_count() == 0
+            assert published == 2 and store.quarantine.count() == 0
             assert stored_limit_key(driver, row_id) == answer[1]
         return answer
     finally:

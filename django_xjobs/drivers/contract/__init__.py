@@ -24,7 +24,7 @@ from .driver import JobDriver
 from .features import DriverFeatures
 from .jobs import JobStore, ReadStore
 from .limits import LimitStore
-from .outbox import OutboxStore, PublishTarget
+from .outbox import OutboxStore, PublishTarget, QuarantineStore
 from .records import (
     AGED,
     STEP_STATUSES,
@@ -91,6 +91,7 @@ __all__ = [
     "OutboxStore",
     "Presence",
     "PublishTarget",
+    "QuarantineStore",
     "QuarantinedRow",
     "QueueState",
     "QueueStats",

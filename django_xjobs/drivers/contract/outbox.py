@@ -24,10 +24,33 @@ class PublishTarget(Protocol):
         """The job store a published row is enqueued in."""
 
 
-class OutboxStore(Protocol):
-    """Staged enqueues. A row's id is the job id its enqueue returned (SPEC OUTBOX-02)."""
+class QuarantineStore(Protocol):
+    """An outbox's quarantined rows (issue 24): staged rows whose publish was refused for their
+    own values, kept out of every batch until an operator retries or discards them."""
 
-    claim_lease: float
+    def hold(self, row_id: UUID, token: str, code: str, error: str) -> bool:
+        """Keep the row, claimed under ``token``, out of every later batch with ``error``
+        (``code``: the SQLSTATE, else the library's code). False when the row is no longer
+        ours."""
+
+    def rows(self, limit: int = 100) -> list[QuarantinedRow]:
+        """The quarantined rows, oldest quarantine first."""
+
+    def count(self) -> int:
+        """How many rows are quarantined."""
+
+    def retry(self, row_id: UUID) -> bool:
+        """Hand a quarantined row back to the relay (False: no quarantined row has this id)."""
+
+    def discard(self, row_id: UUID) -> bool:
+        """Delete a quarantined row (False: no quarantined row has this id)."""
+
+
+class OutboxStore(Protocol):
+    """Staged enqueues. A row's id is the job id its enqueue returned (SPEC OUTBOX-02). Its
+    claim lease is given when the store is built (``driver.outbox(alias, claim_lease)``)
+    and checked there (SPEC OUTBOX-14); its quarantined rows are ``quarantine``'s."""
+
     #: True when ``stage`` writes in the caller's transaction (a rollback takes the row away);
     #: False when the store cannot, and the row is staged only once the transaction commits.
     transactional: bool
@@ -81,19 +104,8 @@ class OutboxStore(Protocol):
     def pending(self) -> tuple[int, float]:
         """(unpublished rows, age in seconds of the oldest), quarantined rows left out."""
 
-    def quarantine(self, row_id: UUID, token: str, code: str, error: str) -> bool:
-        """Keep the row, claimed under ``token``, out of every later batch with ``error``
-        (issue 24). False when the row is no longer ours."""
-
-    def quarantined(self, limit: int = 100) -> list[QuarantinedRow]:
-        """The quarantined rows, oldest quarantine first."""
-
-    def quarantined_count(self) -> int: ...
-
-    def unquarantine(self, row_id: UUID) -> bool:
-        """Hand a quarantined row back to the relay (False: no quarantined row has this id)."""
-
-    def discard(self, row_id: UUID) -> bool:
-        """Delete a quarantined row (False: no quarantined row has this id)."""
+    @property
+    def quarantine(self) -> QuarantineStore:
+        """The rows this outbox holds out of every batch, for an operator to act on."""
 
     def prune(self, retention: float) -> int: ...

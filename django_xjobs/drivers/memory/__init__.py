@@ -60,7 +60,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self._backfill_ledger = MemoryBackfillLedger(self)
         self._rollup_store = MemoryRollupStore(self)
         self._depth_store = MemoryDepthStore(self)
-        self._batch_store = MemoryBatchStore(self)
+        self._batch_store = MemoryBatchStore(self, self)
         self._history = History(self._rollup_store, self._depth_store)
 
     # --- the stores: each built once, the same object at every call -----------------------

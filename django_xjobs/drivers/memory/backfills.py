@@ -10,12 +10,12 @@ from uuid import UUID
 from ..contract import BackfillRecord
 
 if TYPE_CHECKING:
-    from . import MemoryDriver
+    from .state import MemoryState
 
 
 class MemoryBackfillLedger:
-    def __init__(self, owner: MemoryDriver) -> None:
-        self.owner = owner
+    def __init__(self, state: MemoryState) -> None:
+        self.state = state
         self._rows: dict[UUID, BackfillRecord] = {}
         self._lock = threading.Lock()
 
@@ -41,7 +41,7 @@ class MemoryBackfillLedger:
                     rows_processed=0,
                     pages=0,
                     last_cursor=None,
-                    started_at=self.owner._now(),
+                    started_at=self.state._now(),
                     completed_at=None,
                     environment=environment,
                     job_id=job_id,
@@ -78,7 +78,7 @@ class MemoryBackfillLedger:
                     status=status,
                     error=error,
                     last_cursor=cursor,
-                    completed_at=self.owner._now(),
+                    completed_at=self.state._now(),
                 )
 
     def completed(self, name: str, environment: str | None) -> BackfillRecord | None:

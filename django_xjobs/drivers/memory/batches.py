@@ -19,22 +19,24 @@ from ...states import LIVE_STATES
 from ..contract import BatchCallback, BatchRecord, EnqueueRequest, EnqueueResult, JobSnapshot
 
 if TYPE_CHECKING:
-    from . import MemoryDriver
+    from ..contract import JobStore
+    from .state import MemoryState
 
 #: the batch count each final state adds to
 _COUNTED = ("done", "dead", "failed", "cancelled")
 
 
 class MemoryBatchStore:
-    def __init__(self, driver: MemoryDriver) -> None:
-        self.driver = driver
+    def __init__(self, state: MemoryState, jobs: JobStore) -> None:
+        self.state = state
+        self.jobs = jobs  # a member's enqueue and cancel, which the settles count here
         self._batches: dict[UUID, BatchRecord] = {}
         self._members: dict[UUID, list[UUID]] = {}
 
     def open(
         self, batch_id: UUID, *, input: dict[str, Any], callbacks: Sequence[BatchCallback]
     ) -> None:
-        with self.driver._lock:
+        with self.state._lock:
             if batch_id in self._batches:
                 return
             self._batches[batch_id] = BatchRecord(
@@ -47,7 +49,7 @@ class MemoryBatchStore:
                 dead=0,
                 failed=0,
                 cancelled=0,
-                created_at=self.driver._now(),
+                created_at=self.state._now(),
                 closed_at=None,
                 completed_at=None,
             )
@@ -56,7 +58,7 @@ class MemoryBatchStore:
     def add(self, batch_id: UUID, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
         if not requests:
             return []
-        with self.driver._lock:
+        with self.state._lock:
             batch = self._batches.get(batch_id)
             if batch is None or batch.closed_at is not None:
                 raise BatchClosedError(
@@ -64,9 +66,9 @@ class MemoryBatchStore:
                 )
             results = []
             for request in requests:
-                result = self.driver.enqueue(request)
+                result = self.jobs.enqueue(request)
                 if not result.deduped:
-                    rows = self.driver._rows
+                    rows = self.state._rows
                     rows[result.id] = replace(rows[result.id], batch_id=batch_id)
                     self._members[batch_id].append(result.id)
                     batch = replace(batch, total=batch.total + 1, pending=batch.pending + 1)
@@ -75,11 +77,11 @@ class MemoryBatchStore:
             return results
 
     def close(self, batch_id: UUID) -> bool:
-        with self.driver._lock:
+        with self.state._lock:
             batch = self._batches.get(batch_id)
             if batch is None or batch.closed_at is not None:
                 return False
-            now = self.driver._now()
+            now = self.state._now()
             batch = replace(batch, closed_at=now)
             self._batches[batch_id] = batch
             if batch.pending:
@@ -112,7 +114,7 @@ class MemoryBatchStore:
         self._batches[batch_id] = replace(batch, pending=batch.pending + 1, **changes)
 
     def _complete(self, batch: BatchRecord) -> None:
-        batch = replace(batch, completed_at=self.driver._now())
+        batch = replace(batch, completed_at=self.state._now())
         self._batches[batch.id] = batch
         counts = {
             "id": str(batch.id),
@@ -138,37 +140,37 @@ class MemoryBatchStore:
                 tenant_id=callback.tenant_id,
                 id=callback.id,
             )
-            result = self.driver.enqueue(request)
-            rows = self.driver._rows
+            result = self.jobs.enqueue(request)
+            rows = self.state._rows
             if not result.deduped:
                 rows[result.id] = replace(rows[result.id], run_id=callback.run_id)
 
     def get(self, batch_id: UUID) -> BatchRecord | None:
-        with self.driver._lock:
+        with self.state._lock:
             return self._batches.get(batch_id)
 
     def recent(self, *, limit: int = 100, open_only: bool = False) -> list[BatchRecord]:
-        with self.driver._lock:
+        with self.state._lock:
             rows = [b for b in self._batches.values() if not open_only or b.completed_at is None]
         rows.sort(key=lambda b: (b.created_at, b.id), reverse=True)
         return rows[:limit]
 
     def cancel(self, batch_id: UUID, reason: str | None) -> int:
-        with self.driver._lock:
+        with self.state._lock:
             self.close(batch_id)
             live = [
                 job_id
                 for job_id in self._members.get(batch_id, [])
-                if self.driver._rows[job_id].state in LIVE_STATES
+                if self.state._rows[job_id].state in LIVE_STATES
             ]
             for job_id in live:  # each counted in the batch as it ends (the driver's cancel)
-                self.driver.cancel(job_id, reason)
+                self.jobs.cancel(job_id, reason)
             return len(live)
 
     def open_count(self) -> int:
-        with self.driver._lock:
+        with self.state._lock:
             return sum(b.completed_at is None for b in self._batches.values())
 
     def members(self, batch_id: UUID, *, limit: int = 1000) -> list[UUID]:
-        with self.driver._lock:
+        with self.state._lock:
             return sorted(self._members.get(batch_id, []))[:limit]

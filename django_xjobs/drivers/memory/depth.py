@@ -10,22 +10,22 @@ from typing import TYPE_CHECKING
 from ..contract import DepthSample
 
 if TYPE_CHECKING:
-    from . import MemoryDriver
+    from .state import MemoryState
 
 
 class MemoryDepthStore:
-    def __init__(self, driver: MemoryDriver) -> None:
-        self.driver = driver
+    def __init__(self, state: MemoryState) -> None:
+        self.state = state
         self._samples: dict[tuple[datetime, str], DepthSample] = {}
 
     def sample(self) -> int:
-        with self.driver._lock:
-            now = self.driver.clock.now()
+        with self.state._lock:
+            now = self.state.clock.now()
             minute = now.astimezone(UTC).replace(second=0, microsecond=0)
             if any(key[0] == minute for key in self._samples):
                 return 0  # another worker sampled this minute
             counts: dict[str, list[int]] = {}
-            for row in self.driver._rows.values():
+            for row in self.state._rows.values():
                 if row.state in ("ready", "delayed"):
                     counts.setdefault(row.queue, [0, 0, 0])[0 if row.run_at <= now else 1] += 1
                 elif row.state == "running":
@@ -35,12 +35,12 @@ class MemoryDepthStore:
             return len(counts)
 
     def read(self, since: datetime) -> list[DepthSample]:
-        with self.driver._lock:
+        with self.state._lock:
             return [self._samples[key] for key in sorted(self._samples) if key[0] >= since]
 
     def prune(self, older_than: float) -> int:
-        with self.driver._lock:
-            cutoff = self.driver.clock.now() - timedelta(seconds=older_than)
+        with self.state._lock:
+            cutoff = self.state.clock.now() - timedelta(seconds=older_than)
             gone = [key for key in self._samples if key[0] < cutoff]
             for key in gone:
                 del self._samples[key]

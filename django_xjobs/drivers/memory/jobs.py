@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from ...bounds import check_index_entry
 from ...ids import uuid7
 from ...limits.keys import key_of
 from ...states import LIVE_STATES, WAITING_STATES
 from .. import rules
+from ..bounds import check_index_entry
 from ..contract import (
     EnqueueRequest,
     EnqueueResult,
@@ -35,12 +35,17 @@ from ..rules import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from .batches import MemoryBatchStore
+    from .steps import MemoryStepStore
 from .state import MemoryState, _read
 
 
 class MemoryJobs(MemoryState):
     """``JobStore`` in process (the PostgreSQL driver's ``jobs.sql`` enqueue and actions)."""
+
+    #: the stores a cancel and a requeue write to as well, built by ``MemoryDriver``
+    _batch_store: MemoryBatchStore
+    _step_store: MemoryStepStore
 
     def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
         # what PostgreSQL's live-key index refuses, refused here too (issue 24)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..rules import check_limit, check_ttl
 
 if TYPE_CHECKING:
-    from . import MemoryDriver
+    from .state import MemoryState
 
 
 @dataclass
@@ -23,8 +23,8 @@ class _Slot:
 
 
 class MemoryLeaseStore:
-    def __init__(self, driver: MemoryDriver) -> None:
-        self.driver = driver
+    def __init__(self, state: MemoryState) -> None:
+        self.state = state
         self._slots: dict[tuple[str, int], _Slot] = {}
 
     def _live(self, key: str, slot: int, now: datetime) -> _Slot | None:
@@ -33,8 +33,8 @@ class MemoryLeaseStore:
 
     def acquire(self, key: str, limit: int, ttl: float, holder: str) -> int | None:
         limit, seconds = check_limit(limit), check_ttl(ttl)
-        with self.driver._lock:
-            now = self.driver.clock.now()
+        with self.state._lock:
+            now = self.state.clock.now()
             # the first free slot is at most the number of live rows, so this stops early
             for slot in range(limit):
                 if self._live(key, slot, now) is None:  # absent, or expired: taken over
@@ -44,8 +44,8 @@ class MemoryLeaseStore:
 
     def renew(self, key: str, slot: int, ttl: float, holder: str) -> bool:
         seconds = check_ttl(ttl)
-        with self.driver._lock:
-            now = self.driver.clock.now()
+        with self.state._lock:
+            now = self.state.clock.now()
             row = self._live(key, slot, now)
             if row is None or row.holder != holder:  # never revive a lapsed slot (SE-08)
                 return False
@@ -53,7 +53,7 @@ class MemoryLeaseStore:
             return True
 
     def release(self, key: str, slot: int, holder: str) -> bool:
-        with self.driver._lock:
+        with self.state._lock:
             row = self._slots.get((key, slot))
             if row is None or row.holder != holder:
                 return False
@@ -61,8 +61,8 @@ class MemoryLeaseStore:
             return True
 
     def held(self, key: str) -> int:
-        with self.driver._lock:
-            now = self.driver.clock.now()
+        with self.state._lock:
+            now = self.state.clock.now()
             return sum(
                 1 for (k, _), row in self._slots.items() if k == key and row.expires_at > now
             )
@@ -70,6 +70,6 @@ class MemoryLeaseStore:
     def shift(self, seconds: float) -> None:
         """Make every stored expiry ``seconds`` earlier (the same as waiting that long)."""
         delta = timedelta(seconds=seconds)
-        with self.driver._lock:
+        with self.state._lock:
             for row in self._slots.values():
                 row.expires_at -= delta

@@ -10,20 +10,12 @@ from uuid import UUID
 from ...limits.claims import KEY_SHOWN_FOR, ClaimLimits, in_window, room
 from ...limits.keys import SEPARATOR
 from ..contract import JobSnapshot
+from .state import KeyState
 
 if TYPE_CHECKING:
     from .state import MemoryState
 
 _WAITING = ("ready", "delayed", "suspended")
-
-
-class KeyState:
-    __slots__ = ("paused_until", "starts", "updated_at")
-
-    def __init__(self, now: datetime) -> None:
-        self.starts: list[datetime] = []
-        self.paused_until: datetime | None = None
-        self.updated_at = now
 
 
 def _order(row: JobSnapshot) -> tuple[Any, ...]:

@@ -18,9 +18,9 @@ from typing import Any
 from uuid import UUID
 
 from ... import conf
-from ...bounds import size
 from ...clock import Clock, SystemClock
 from ...ids import uuid7
+from ..bounds import size
 from ..contract import EnqueueRequest, EnqueueResult, OutboxRow, PublishTarget, QuarantinedRow
 
 #: how many collapsed ids the store remembers (the database keeps them for OUTBOX_RETENTION)
@@ -38,10 +38,8 @@ class MemoryOutboxStore:
         self._rows: dict[UUID, OutboxRow] = {}
         self._claimed_at: dict[UUID, datetime] = {}
         self._collapsed: OrderedDict[UUID, UUID] = OrderedDict()
-        #: rows out of every batch until an operator acts (issue 24), in quarantine order
-        self._quarantined: dict[UUID, QuarantinedRow] = {}
-        self._held: dict[UUID, OutboxRow] = {}  # the quarantined rows themselves
         self._lock = threading.Lock()
+        self.quarantine = MemoryQuarantine(self)
 
     def stage(self, request: EnqueueRequest, *, notify: bool = True) -> UUID:
         now = self.clock.now()
@@ -164,52 +162,6 @@ class MemoryOutboxStore:
     def prune(self, retention: float) -> int:
         return 0  # published rows are gone already
 
-    def quarantine(self, row_id: UUID, token: str, code: str, error: str) -> bool:
-        with self._lock:
-            row = self._rows.get(row_id)
-            if row is None or row.claimed_by != token:
-                return False
-            del self._rows[row_id]
-            self._claimed_at.pop(row_id, None)
-            self._quarantined[row_id] = QuarantinedRow(
-                id=row.id,
-                job=row.job,
-                queue=row.queue,
-                idempotency_key=row.idempotency_key,
-                tenant_id=row.tenant_id,
-                staged_at=row.staged_at,
-                quarantined_at=self.clock.now(),
-                error_code=code,
-                error=error,
-                key_bytes=size(row.idempotency_key),
-                tenant_bytes=None if row.tenant_id is None else size(row.tenant_id),
-                name_bytes=size(row.job),
-            )
-            self._held[row_id] = replace(row, claimed_by=None)
-            return True
-
-    def quarantined(self, limit: int = 100) -> list[QuarantinedRow]:
-        with self._lock:
-            return list(self._quarantined.values())[:limit]
-
-    def quarantined_count(self) -> int:
-        with self._lock:
-            return len(self._quarantined)
-
-    def unquarantine(self, row_id: UUID) -> bool:
-        with self._lock:
-            if self._quarantined.pop(row_id, None) is None:
-                return False
-            self._rows[row_id] = self._held.pop(row_id)
-            return True
-
-    def discard(self, row_id: UUID) -> bool:
-        with self._lock:
-            if self._quarantined.pop(row_id, None) is None:
-                return False
-            del self._held[row_id]
-            return True
-
     def shift(self, seconds: float) -> None:
         """Test support: make every stored time ``seconds`` earlier."""
         delta = timedelta(seconds=seconds)
@@ -223,3 +175,60 @@ class MemoryOutboxStore:
                 )
             for row_id, at in list(self._claimed_at.items()):
                 self._claimed_at[row_id] = at - delta
+
+
+class MemoryQuarantine:
+    """The memory outbox's quarantined rows, under its lock: a row held here has left the
+    outbox's rows, and a retry puts it back unclaimed."""
+
+    def __init__(self, outbox: MemoryOutboxStore) -> None:
+        self._outbox = outbox
+        #: rows out of every batch until an operator acts (issue 24), in quarantine order
+        self._quarantined: dict[UUID, QuarantinedRow] = {}
+        self._held: dict[UUID, OutboxRow] = {}  # the quarantined rows themselves
+
+    def hold(self, row_id: UUID, token: str, code: str, error: str) -> bool:
+        with self._outbox._lock:
+            row = self._outbox._rows.get(row_id)
+            if row is None or row.claimed_by != token:
+                return False
+            del self._outbox._rows[row_id]
+            self._outbox._claimed_at.pop(row_id, None)
+            self._quarantined[row_id] = QuarantinedRow(
+                id=row.id,
+                job=row.job,
+                queue=row.queue,
+                idempotency_key=row.idempotency_key,
+                tenant_id=row.tenant_id,
+                staged_at=row.staged_at,
+                quarantined_at=self._outbox.clock.now(),
+                error_code=code,
+                error=error,
+                key_bytes=size(row.idempotency_key),
+                tenant_bytes=None if row.tenant_id is None else size(row.tenant_id),
+                name_bytes=size(row.job),
+            )
+            self._held[row_id] = replace(row, claimed_by=None)
+            return True
+
+    def rows(self, limit: int = 100) -> list[QuarantinedRow]:
+        with self._outbox._lock:
+            return list(self._quarantined.values())[:limit]
+
+    def count(self) -> int:
+        with self._outbox._lock:
+            return len(self._quarantined)
+
+    def retry(self, row_id: UUID) -> bool:
+        with self._outbox._lock:
+            if self._quarantined.pop(row_id, None) is None:
+                return False
+            self._outbox._rows[row_id] = self._held.pop(row_id)
+            return True
+
+    def discard(self, row_id: UUID) -> bool:
+        with self._outbox._lock:
+            if self._quarantined.pop(row_id, None) is None:
+                return False
+            del self._held[row_id]
+            return True

@@ -11,12 +11,12 @@ from ...rollup import RollupRow, combine, ended
 
 if TYPE_CHECKING:
     from ..contract import JobSnapshot
-    from . import MemoryDriver
+    from .state import MemoryState
 
 
 class MemoryRollupStore:
-    def __init__(self, driver: MemoryDriver) -> None:
-        self.driver = driver
+    def __init__(self, state: MemoryState) -> None:
+        self.state = state
         self._rows: dict[tuple[datetime, str, str, str], RollupRow] = {}
 
     def count(self, row: JobSnapshot, outcome: str, now: datetime) -> None:
@@ -32,12 +32,12 @@ class MemoryRollupStore:
         self._rows[key] = one if held is None else combine([held, one])[0]
 
     def read(self, since: datetime) -> list[RollupRow]:
-        with self.driver._lock:
+        with self.state._lock:
             return combine(row for row in self._rows.values() if row.minute >= since)
 
     def prune(self, older_than: float) -> int:
-        with self.driver._lock:
-            cutoff = self.driver.clock.now() - timedelta(seconds=older_than)
+        with self.state._lock:
+            cutoff = self.state.clock.now() - timedelta(seconds=older_than)
             gone = [key for key in self._rows if key[0] < cutoff]
             for key in gone:
                 del self._rows[key]

@@ -31,12 +31,17 @@ from ..rules import (
 from . import limits as memory_limits
 
 if TYPE_CHECKING:
-    pass
+    from .batches import MemoryBatchStore
+    from .rollup import MemoryRollupStore
 from .state import MemoryState, _Subscription
 
 
 class MemoryRuns(MemoryState):
     """``RunStore`` in process: every write but the claim fenced on ``running`` and the token."""
+
+    #: the stores a settle writes to as well, built by ``MemoryDriver``
+    _rollup_store: MemoryRollupStore
+    _batch_store: MemoryBatchStore
 
     def claim(
         self,
@@ -144,12 +149,6 @@ class MemoryRuns(MemoryState):
                     )
                 )
             return claimed
-
-    def _held(self, job_id: UUID, token: UUID) -> JobSnapshot | None:
-        row = self._rows.get(job_id)
-        if row is None or row.state != "running" or row.lease_token != token:
-            return None
-        return row
 
     def complete(self, completes: Sequence[Complete]) -> set[UUID]:
         done: set[UUID] = set()

@@ -19,17 +19,21 @@ from ..contract import (
 from ..rules import (
     known_state,
 )
-from . import limits as memory_limits
 from .presence import MemoryPresence
 
 if TYPE_CHECKING:
     from ..contract import OutboxStore, SchedulerStore
-    from .backfills import MemoryBackfillLedger
-    from .batches import MemoryBatchStore
-    from .depth import MemoryDepthStore
-    from .leases import MemoryLeaseStore
-    from .rollup import MemoryRollupStore
-    from .steps import MemoryEventStore, MemoryStepStore
+
+
+class KeyState:
+    """A limit key's row (x_limit_keys): its rate window's starts and its pause."""
+
+    __slots__ = ("paused_until", "starts", "updated_at")
+
+    def __init__(self, now: datetime) -> None:
+        self.starts: list[datetime] = []
+        self.paused_until: datetime | None = None
+        self.updated_at = now
 
 
 @dataclass
@@ -53,16 +57,9 @@ def _read(row: JobSnapshot) -> JobSnapshot:
 
 
 class MemoryState:
-    """What every part of the memory driver reads and writes, under one lock."""
-
-    #: the stores, built by ``MemoryDriver`` (each takes the driver)
-    _step_store: MemoryStepStore
-    _lease_store: MemoryLeaseStore
-    _event_store: MemoryEventStore
-    _backfill_ledger: MemoryBackfillLedger
-    _rollup_store: MemoryRollupStore
-    _depth_store: MemoryDepthStore
-    _batch_store: MemoryBatchStore
+    """What every part of the memory driver reads and writes, under one lock. The stores are
+    handed this state (``MemoryDriver`` builds them), never the driver: the parts that call a
+    store name its type themselves (jobs, runs)."""
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or SystemClock()
@@ -72,7 +69,7 @@ class MemoryState:
         self._controls: dict[str, QueueState] = {}
         #: a limited run's key by job id (x_jobs.limit_key), and each key's state (x_limit_keys)
         self._limit_keys: dict[UUID, str] = {}
-        self._key_state: dict[str, memory_limits.KeyState] = {}
+        self._key_state: dict[str, KeyState] = {}
         #: per queue, the last key a limited claim took (PostgresDriver's ``_limit_cursor``)
         self._limit_cursor: dict[str, str] = {}
         # run_id -> step name -> record, in the order the steps were first written
@@ -83,6 +80,14 @@ class MemoryState:
 
     def _now(self) -> datetime:
         return self.clock.now()
+
+    def _held(self, job_id: UUID, token: UUID) -> JobSnapshot | None:
+        """The running row ``token`` still holds, else None: every write of a run is fenced
+        on it (the step store's too)."""
+        row = self._rows.get(job_id)
+        if row is None or row.state != "running" or row.lease_token != token:
+            return None
+        return row
 
     def _release_dependants(self, settled: JobSnapshot) -> None:
         """As the settle statements' ``released``: the jobs waiting for ``settled``, which just

@@ -14,14 +14,14 @@ from ..contract import EventRecord, StepRecord
 from ..rules import known_status
 
 if TYPE_CHECKING:
-    from . import MemoryDriver
+    from .state import MemoryState
 
 MAX_EVENTS = 10_000  # SPEC EVT-04: the oldest is evicted past this
 
 
 class MemoryStepStore:
-    def __init__(self, driver: MemoryDriver) -> None:
-        self.driver = driver
+    def __init__(self, state: MemoryState) -> None:
+        self.state = state
 
     @property
     def using(self) -> str:
@@ -30,22 +30,22 @@ class MemoryStepStore:
         return conf.get().database
 
     def now(self) -> datetime:
-        return self.driver.clock.now()  # the driver's one clock, as the database has one
+        return self.state.clock.now()  # the driver's one clock, as the database has one
 
     def list(self, run_id: UUID) -> list[StepRecord]:
-        with self.driver._lock:
-            records = list(self.driver._steps.get(run_id, {}).values())
+        with self.state._lock:
+            records = list(self.state._steps.get(run_id, {}).values())
         for r in records:  # SPEC DB-05: as the PostgreSQL store refuses them
             known_status(r.run_id, r.name, r.status)
         # stable: ties keep write order, like the database's tie-break on id
         return sorted(records, key=lambda r: (r.position is None, r.position or 0, r.started_at))
 
     def put(self, record: StepRecord, *, job_id: UUID, lease_token: UUID) -> bool:
-        with self.driver._lock:
-            if self.driver._held(job_id, lease_token) is None:
+        with self.state._lock:
+            if self.state._held(job_id, lease_token) is None:
                 return False  # the write fence (SPEC STEP-17, DESIGN Q-01)
             now = self.now()
-            run = self.driver._steps.setdefault(record.run_id, {})
+            run = self.state._steps.setdefault(record.run_id, {})
             existing = run.get(record.name)
             completed_at = (record.completed_at or now) if record.status == "completed" else None
             started_at = record.started_at or now - timedelta(seconds=record.ran_for or 0)
@@ -65,8 +65,8 @@ class MemoryStepStore:
 
     def shift(self, seconds: float) -> None:
         """Test support: make every step time ``seconds`` earlier (as waiting would)."""
-        with self.driver._lock:
-            for run in self.driver._steps.values():
+        with self.state._lock:
+            for run in self.state._steps.values():
                 for name, record in run.items():
                     run[name] = replace(
                         record,
@@ -77,8 +77,8 @@ class MemoryStepStore:
 
 
 class MemoryEventStore:
-    def __init__(self, driver: MemoryDriver) -> None:
-        self.driver = driver
+    def __init__(self, state: MemoryState) -> None:
+        self.state = state
         self._events: deque[EventRecord] = deque(maxlen=MAX_EVENTS)
 
     def publish(
@@ -91,9 +91,9 @@ class MemoryEventStore:
         ttl: float,
         tenant_id: str | None = None,
     ) -> EventRecord:
-        with self.driver._lock:
+        with self.state._lock:
             self.purge()
-            now = self.driver.clock.now()
+            now = self.state.clock.now()
             expires = now + timedelta(seconds=ttl)
             event = EventRecord(id, name, _copy(payload), correlation_key, now, expires, tenant_id)
             self._events.append(event)
@@ -109,8 +109,8 @@ class MemoryEventStore:
         tenant_id: str | None = None,
         any_tenant: bool = False,
     ) -> EventRecord | None:
-        with self.driver._lock:
-            now = self.driver.clock.now()
+        with self.state._lock:
+            now = self.state.clock.now()
             hits = [
                 e
                 for e in self._events
@@ -124,8 +124,8 @@ class MemoryEventStore:
         return min(hits, key=lambda e: (e.published_at, e.id), default=None)
 
     def purge(self) -> int:
-        with self.driver._lock:
-            now = self.driver.clock.now()
+        with self.state._lock:
+            now = self.state.clock.now()
             live = [e for e in self._events if e.expires_at > now]
             purged = len(self._events) - len(live)
             self._events = deque(live, maxlen=MAX_EVENTS)
@@ -134,7 +134,7 @@ class MemoryEventStore:
     def shift(self, seconds: float) -> None:
         """Test support: make every event's times ``seconds`` earlier (as waiting would)."""
         delta = timedelta(seconds=seconds)
-        with self.driver._lock:
+        with self.state._lock:
             self._events = deque(
                 (
                     replace(e, published_at=e.published_at - delta, expires_at=e.expires_at - delta)

@@ -213,10 +213,11 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
     WHERE x.lapsed
 
 -- fragment: lapse_claimed
--- The sweep's claim of the rows it picked (claim_lapsed, reclaim_lapsed): what any claim writes,
--- plus the writes a lapse verdict decides: a `died` run is marked with the worker it died
--- with (its next run is isolated), the others keep what they had; the unsettled attempt joins
--- the history, dated when its lease ran out, and only the last `keep` entries stay.
+-- The sweep's claim of the rows it picked (claim_lapsed, reclaim_lapsed), up to what any claim
+-- writes (claim_stamps, which follows it): the writes a lapse verdict decides. A `died` run is
+-- marked with the worker it died with (its next run is isolated), the others keep what they had;
+-- the unsettled attempt joins the history, dated when its lease ran out, and only the last
+-- `keep` entries stay. A lapsed row's verdict is looked up by its id (waiting rows have none).
     UPDATE x_jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
@@ -238,6 +239,15 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
                 LIMIT %(keep)s
             ) AS kept
         ) END,
+
+-- fragment: claim_stamps
+-- What every claim of jobs.sql's (claim, claim_lapsed) and limits.sql's reclaim_lapsed writes
+-- after its state and attempt, and what it answers: a new lease token (the previous holder's
+-- writes are refused from here on, DESIGN Q-01), the lease, the attempt's stamps (started_at once
+-- per job, last_attempted_at every time), on the rows `picked` found again by their keys, as one
+-- array: a join with `picked` is planned from statistics, and with none (a table filled since
+-- TRUNCATE) or stale ones it read the whole table to hash it, or probed the array once per
+-- picked row. (claim_limited stamps the statement's time instead, and answers its key.)
         claimed_by = %(worker_id)s,
         lease_token = gen_random_uuid(),
         visible_at = now() + make_interval(secs => %(visibility_timeout)s),
@@ -245,7 +255,6 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
         last_attempted_at = now(),
         attempted_by = %(worker_id)s,
         updated_at = now()
-    -- by key, as in claim; a lapsed row's verdict is looked up by its id (waiting rows have none)
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
               j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,

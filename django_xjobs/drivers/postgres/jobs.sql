@@ -245,6 +245,21 @@ CROSS JOIN LATERAL (
 -- find_published for many staged ids: those already inserted as jobs.
 SELECT id, run_id FROM x_jobs WHERE id = ANY(%(ids)s::uuid[]);
 
+-- fragment: waiting_rows
+-- The due waiting rows a claim takes (claim, claim_lapsed), locked: each queue walked on its own
+-- along the claim index, whose predicate and key its filter and order spell (claim says why), up
+-- to `limit` rows a queue.
+    FROM unnest(%(queues)s::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM x_jobs
+        WHERE NOT (state IN ('running', 'done', 'failed', 'dead', 'cancelled'))
+          AND queue = q.name
+          AND run_at <= now()
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS w
+
 -- name: claim
 -- Lock and take up to `limit` due waiting rows in one statement (SPEC DRV-03), in priority and
 -- run_at order. Each queue is read on its own (LATERAL) and its filter and ORDER BY are the claim
@@ -259,40 +274,14 @@ SELECT id, run_id FROM x_jobs WHERE id = ANY(%(ids)s::uuid[]);
 -- the driver: a row this process cannot decode is settled on its own, not with its batch.
 WITH picked AS (
     SELECT w.id
-    FROM unnest(%(queues)s::text[]) AS q(name)
-    CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM x_jobs
-        WHERE NOT (state IN ('running', 'done', 'failed', 'dead', 'cancelled'))
-          AND queue = q.name
-          AND run_at <= now()
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ) AS w
+-- include: waiting_rows
     ORDER BY w.priority DESC, w.run_at, w.id
     LIMIT %(limit)s
 ), claimed AS (
     UPDATE x_jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        claimed_by = %(worker_id)s,
-        lease_token = gen_random_uuid(),
-        visible_at = now() + make_interval(secs => %(visibility_timeout)s),
-        started_at = COALESCE(j.started_at, now()),
-        last_attempted_at = now(),
-        attempted_by = %(worker_id)s,
-        updated_at = now()
-    -- The picked rows found again by their keys, as one array: a join with `picked` is planned
-    -- from statistics, and with none (a table filled since TRUNCATE) or stale ones it read the
-    -- whole table to hash it, or probed the array once per picked row.
-    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-    RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
-              j.priority, j.tenant_id, j.enqueued_by, j.idempotency_key, j.created_at,
-              j.lease_expiries, j.traceparent, j.run_at,
-              -- expired: first claimed at or past expires_at (started_at is the first
-              -- claim's time), at that claim and at any reclaim after a worker died before
-              -- settling the verdict; NULL when the job has no expiry: one null test
-              j.expires_at <= j.started_at AS expired, j.snoozes, j.lapsed_holder
+-- include: claim_stamps
 )
 -- include: claimed_columns
        GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited
@@ -308,16 +297,7 @@ ORDER BY priority DESC, run_at, id;
 WITH waiting AS (
     SELECT w.id, w.priority, w.run_at, NULL::text AS claimed_by,
            NULL::timestamptz AS visible_at, false AS lapsed
-    FROM unnest(%(queues)s::text[]) AS q(name)
-    CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM x_jobs
-        WHERE NOT (state IN ('running', 'done', 'failed', 'dead', 'cancelled'))
-          AND queue = q.name
-          AND run_at <= now()
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ) AS w
+-- include: waiting_rows
 ), lapsed AS (
 -- include: lapsed_rows
 ), picked AS (
@@ -328,6 +308,7 @@ WITH waiting AS (
 -- include: lapse_verdict
 ), claimed AS (
 -- include: lapse_claimed
+-- include: claim_stamps
 )
 -- include: claimed_columns
        GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited

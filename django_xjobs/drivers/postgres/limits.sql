@@ -310,6 +310,7 @@ WITH lapsed AS (
 -- include: lapse_verdict
 ), claimed AS (
 -- include: lapse_claimed
+-- include: claim_stamps
 )
 -- include: claimed_columns
        GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited

@@ -33,7 +33,19 @@ STATEMENTS = sql.load(Path(__file__).with_name("outbox.sql"))
 PUBLISH_CHUNK = 1000
 
 
-class PostgresOutboxStore:
+class _Statements:
+    """``outbox.sql``'s statements, run on the alias ``using``."""
+
+    using: str
+
+    def _run(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return sql.fetch(self.using, STATEMENTS[name], params)
+
+    def _count(self, name: str, params: dict[str, Any]) -> int:
+        return sql.count(self.using, STATEMENTS[name], params)
+
+
+class PostgresOutboxStore(_Statements):
     """``x_outbox`` on the database alias ``using``. ``claim_lease`` is checked here, when the
     store is built, never at the first claim (SPEC OUTBOX-14)."""
 
@@ -44,6 +56,7 @@ class PostgresOutboxStore:
         self.claim_lease = (
             conf.get().outbox_claim_lease if claim_lease is None else conf.claim_lease(claim_lease)
         )
+        self.quarantine = PostgresQuarantine(using)
 
     def notify_on_staged(self, callback: Callable[[], None]) -> Listener | None:
         alias = listen_alias(self.using, CHANNEL)  # None: poll (a pooler, logged)
@@ -248,28 +261,29 @@ class PostgresOutboxStore:
     def prune(self, retention: float) -> int:
         return self._count("prune", {"retention": retention})
 
-    def quarantine(self, row_id: UUID, token: str, code: str, error: str) -> bool:
+
+class PostgresQuarantine(_Statements):
+    """The quarantined rows of ``x_outbox`` on the alias ``using`` (``quarantined_at`` set)."""
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def hold(self, row_id: UUID, token: str, code: str, error: str) -> bool:
         params = {"id": row_id, "token": token, "code": code, "error": error}
         return self._count("quarantine", params) == 1
 
-    def quarantined(self, limit: int = 100) -> list[QuarantinedRow]:
+    def rows(self, limit: int = 100) -> list[QuarantinedRow]:
         return [QuarantinedRow(*r) for r in self._run("quarantined", {"limit": limit})]
 
-    def quarantined_count(self) -> int:
+    def count(self) -> int:
         [(count,)] = self._run("quarantined_count", {})
         return int(count)
 
-    def unquarantine(self, row_id: UUID) -> bool:
+    def retry(self, row_id: UUID) -> bool:
         return self._count("unquarantine", {"id": row_id}) == 1
 
     def discard(self, row_id: UUID) -> bool:
         return self._count("discard", {"id": row_id}) == 1
-
-    def _run(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return sql.fetch(self.using, STATEMENTS[name], params)
-
-    def _count(self, name: str, params: dict[str, Any]) -> int:
-        return sql.count(self.using, STATEMENTS[name], params)
 
 
 def _row(r: tuple[Any, ...]) -> OutboxRow:

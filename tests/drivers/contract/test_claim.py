@@ -14,6 +14,8 @@ from django_xjobs.drivers.contract import (
     RetryAt,
     SuspendUntil,
 )
+from django_xjobs.drivers.rules import check_claim_args
+from django_xjobs.durations import MAX_SECONDS
 from django_xjobs.errors import InvariantError
 from tests import jobs
 from tests.drivers.contract.support import VIS, claim
@@ -48,6 +50,48 @@ def test_drv_05_an_empty_queue_list_is_refused_by_both(harness):
     jobs.ok.enqueue(n=1)
     with pytest.raises(InvariantError):
         claim(harness.driver, queues=())
+
+
+#: claims both drivers refuse, by the argument each gets wrong
+BAD_CLAIMS = {
+    "no-queue": {"queues": []},
+    "queues-a-string": {"queues": "default"},
+    "limit-zero": {"limit": 0},
+    "limit-negative": {"limit": -3},
+    "limit-a-bool": {"limit": True},
+    "limit-a-float": {"limit": 2.0},
+    "lease-zero": {"visibility_timeout": 0},
+    "lease-negative": {"visibility_timeout": -1.0},
+    "lease-too-long": {"visibility_timeout": MAX_SECONDS + 1},
+}
+
+
+@pytest.mark.parametrize("limited", [False, True], ids=["plain", "limited"])
+@pytest.mark.parametrize("bad", BAD_CLAIMS.values(), ids=BAD_CLAIMS.keys())
+def test_drv_05_both_drivers_refuse_a_bad_claim_alike_before_they_read_a_row(harness, bad, limited):
+    """One preamble (``rules.check_claim_args``) decides every claim's arguments on both
+    drivers, with or without declared limits: the same class, code and words for the same bad
+    input, raised before a statement runs, and the due row is still there to claim."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from django_xjobs.limits.claims import ClaimLimits
+    from django_xjobs.limits.worker import declared_limits
+
+    due = jobs.ok.enqueue(n=1)
+    args = {"queues": ["default"], "limit": 10, "visibility_timeout": VIS, **bad}
+    with pytest.raises(InvariantError) as expected:
+        check_claim_args(args["queues"], args["limit"], args["visibility_timeout"])
+    more = {"limits": ClaimLimits(jobs=declared_limits()[0])} if limited else {}
+    with CaptureQueriesContext(connection) as ran, pytest.raises(InvariantError) as refused:
+        harness.driver.runs().claim(**args, worker_id="w1", **more)
+    assert (type(refused.value), refused.value.code, str(refused.value)) == (
+        InvariantError,
+        "X_INVARIANT",
+        str(expected.value),
+    )
+    assert len(ran) == 0
+    assert [j.id for j in claim(harness.driver)] == [due.id]
 
 
 def test_a_delayed_row_is_claimable_once_due(harness):

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from .errors import DependencyCycleError, InputInvalidError
-from .limits.keys import key_of
+from ..errors import DependencyCycleError, InputInvalidError
+from ..limits.keys import key_of
 
 if TYPE_CHECKING:
-    from .drivers.contract import EnqueueRequest
+    from .contract import EnqueueRequest
 
 #: bytes of UTF-8 an idempotency key may hold (a longer one: hash it)
 MAX_KEY_BYTES: Final = 1024
