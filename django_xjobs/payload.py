@@ -7,10 +7,13 @@ import math
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeAlias
 
 from .errors import PayloadTooLargeError
 from .text import storable
+
+#: a value as JSON holds it, read back from ``jsonb`` or about to be written there
+JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
 
 
 class NotJSON(ValueError):

@@ -15,6 +15,7 @@ from ...durations import format_seconds, format_time, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
 from ...limits.operator import inspect_limits, limit_lines, parse_cap, set_queue_limit
 from ...operations import manifest
+from ...operations.answers import Answer, AttemptTrace, JobSummary, JobTrace
 from ...run.controls import progress_text
 from ...states import FINISHED_STATES, after_dependencies, shown_attempt
 from ...text import printable
@@ -127,7 +128,7 @@ class Command(XJobsCommand):
         with sentences_only():
             result, text = getattr(self, f"_{options['action'].replace('-', '_')}")(options)
         if options["json"]:
-            self.stdout.write(json.dumps(result, indent=2, default=str))
+            self.stdout.write(json.dumps(result, indent=2, default=_json_default))
         else:  # stored texts (errors, reasons, names) reach a terminal: no escape sequences
             self.stdout.write(printable(text))
 
@@ -217,9 +218,9 @@ class Command(XJobsCommand):
                 f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:>11.1f}s  "
                 f"{q['limit'] or '-':>5}  {'paused' if q['paused'] else '-'}"
             )
-        report["limits"] = inspect_limits()
-        lines += limit_lines(report["limits"])
-        return report, "\n".join(lines)
+        limits = inspect_limits()
+        lines += limit_lines(limits)
+        return {**report.to_json(), "limits": limits}, "\n".join(lines)
 
     def _why(self, o: dict[str, Any]) -> tuple[Any, str]:
         from ...operations.why import why_job
@@ -355,6 +356,11 @@ class Command(XJobsCommand):
         return result, text
 
 
+def _json_default(value: object) -> object:
+    """An operator answer as the JSON it reads as; anything else JSON has no form for as text."""
+    return value.to_json() if isinstance(value, Answer) else str(value)
+
+
 def _operator() -> str:
     """Who paused a queue from a shell: the login, as far as the process knows it."""
     try:
@@ -372,7 +378,7 @@ def _control(state: Any) -> dict[str, Any]:
     }
 
 
-def _attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
+def _attempt_lines(attempts: list[AttemptTrace]) -> list[str]:
     """One line per failed attempt, oldest first, then the newest one's traceback when it left
     one (a lost lease leaves none); the snoozes apart, as snoozes (issue 42)."""
     failed = [a for a in attempts if a["outcome"] != "snoozed"]
@@ -404,11 +410,11 @@ def _backfill_lines(section: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _attempt_text(job: dict[str, Any]) -> str:
-    started = job.get("started_at") is not None
-    attempt = shown_attempt(job["state"], job["attempt"], started)
-    parked = ", parked: it spends no attempt" if job["state"] == "suspended" and started else ""
-    return f"attempt {attempt} of {job['max_attempts']}{parked}"
+def _attempt_text(job: JobTrace) -> str:
+    started = job.started_at is not None
+    attempt = shown_attempt(job.state, job.attempt, started)
+    parked = ", parked: it spends no attempt" if job.state == "suspended" and started else ""
+    return f"attempt {attempt} of {job.max_attempts}{parked}"
 
 
 def _when(text: str | None) -> str:
@@ -419,32 +425,32 @@ def _when(text: str | None) -> str:
     return "runs after its dependencies" if after_dependencies(when) else format_time(when)
 
 
-def _row_line(row: dict[str, Any]) -> str:
-    started = row.get("started_at") is not None
-    attempt = f"{shown_attempt(row['state'], row['attempt'], started)}/{row['max_attempts']}"
-    line = _columns(row["id"], row["name"], row["queue"], row["state"], attempt, row["updated_at"])
-    progress = progress_text(row.get("progress"))
+def _row_line(row: JobSummary) -> str:
+    started = row.started_at is not None
+    attempt = f"{shown_attempt(row.state, row.attempt, started)}/{row.max_attempts}"
+    line = _columns(row.id, row.name, row.queue, row.state, attempt, str(row.updated_at))
+    progress = progress_text(row.progress)
     return f"{line}  {progress}" if progress else line
 
 
-def _control_lines(job: dict[str, Any]) -> list[str]:
+def _control_lines(job: JobTrace) -> list[str]:
     """The job controls a job uses (issue 29); none for a job that uses none."""
     lines = []
-    if job["progress"]:
-        lines.append(f"  progress   {progress_text(job['progress'])}  (at {job['progress']['at']})")
-    if job["expires_at"]:
-        lines.append(f"  expires    {job['expires_at']} (if not started by then)")
-    if job["snoozes"]:
-        lines.append(f"  snoozes    {job['snoozes']}")
-    deps = job.get("dependencies")
-    if deps and deps["after"]:  # issue 32
-        waits = f"{deps['waiting_on']} not done yet" if deps["waiting_on"] else "all ended"
-        anyway = ", runs anyway" if deps["run_anyway"] else ""
-        lines.append(f"  after      {', '.join(deps['after'])}  ({waits}{anyway})")
-        if deps["failed"]:
-            lines.append(f"             {deps['failed']} did not end done: dependency_failed")
-    if deps and deps["dependants"]:
-        lines.append(f"  dependants {', '.join(deps['dependants'])}")
+    if job.progress:
+        lines.append(f"  progress   {progress_text(job.progress)}  (at {job.progress['at']})")
+    if job.expires_at:
+        lines.append(f"  expires    {job.expires_at} (if not started by then)")
+    if job.snoozes:
+        lines.append(f"  snoozes    {job.snoozes}")
+    deps = job.dependencies
+    if deps and deps.after:  # issue 32
+        waits = f"{deps.waiting_on} not done yet" if deps.waiting_on else "all ended"
+        anyway = ", runs anyway" if deps.run_anyway else ""
+        lines.append(f"  after      {', '.join(deps.after)}  ({waits}{anyway})")
+        if deps.failed:
+            lines.append(f"             {deps.failed} did not end done: dependency_failed")
+    if deps and deps.dependants:
+        lines.append(f"  dependants {', '.join(deps.dependants)}")
     return lines
 
 
