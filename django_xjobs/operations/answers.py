@@ -85,6 +85,14 @@ def _plain(value: object) -> Any:
     return value
 
 
+def json_default(value: object) -> dict[str, Any]:
+    """``json.dumps``'s ``default=`` for a document that holds answers: each dumps as its
+    ``to_json()``; anything else JSON has no form for is refused, as without it."""
+    if isinstance(value, Answer):
+        return value.to_json()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 # --- jobs ---------------------------------------------------------------------------------
 
 
@@ -430,4 +438,5 @@ __all__ = [
     "QueuesReport",
     "StepTrace",
     "WorkerReport",
+    "json_default",
 ]

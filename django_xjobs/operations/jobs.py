@@ -12,7 +12,6 @@ from typing import Protocol
 from uuid import UUID
 
 from .. import conf, log, metrics, redact
-from ..backfills.status import backfill_section
 from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import JobDriver, JobSnapshot, StepRecord
@@ -28,13 +27,13 @@ from ..states import FINISHED_STATES, LIVE_STATES, WAITING_STATES, shown_state
 from ..text import check_name, storable
 from .answers import (
     AttemptTrace,
-    BackfillSection,
     DeadLetter,
     Dependencies,
     JobSummary,
     JobTrace,
     StepTrace,
 )
+from .backfills import backfill_section
 from .shared import iso, job_id_of
 
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
@@ -286,7 +285,7 @@ def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> JobTrac
         steps=[_step(s, shown) for s in driver.steps.list(row.run_id)],
         retry_delays=_retry_delays(row.name),
         attempts=[_failed_attempt(a) for a in row.errors],
-        backfill=_backfill(row),
+        backfill=backfill_section(row.name, row.run_id),
         # issue 29: the job controls; progress is {"done", "total", "note", "at"} or None
         expires_at=iso(row.expires_at),
         snoozes=row.snoozes,
@@ -294,11 +293,6 @@ def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> JobTrac
         # issue 32: the jobs it runs after, how many are not done yet, the one that failed it
         dependencies=_dependencies(row),
     )
-
-
-def _backfill(row: JobSnapshot) -> BackfillSection | None:
-    section = backfill_section(row.name, row.run_id)
-    return None if section is None else BackfillSection(**section)
 
 
 class KeyedRow(Protocol):

@@ -157,6 +157,45 @@ def test_the_fleet_and_outbox_answers(harness):
     assert {answers.QueuesReport, answers.QueueDepthRow, answers.WorkerReport} <= seen
 
 
+def test_the_batch_and_backfill_answers(harness):
+    from django_xjobs import Batch, cancel_batch, inspect_batch
+    from django_xjobs.operations.backfills import backfill_section
+
+    seen: set[type] = set()
+    with Batch(on_complete=jobs.batch_report, input={"tag": "t"}) as batch:
+        jobs.ok.enqueue(n=1)
+    report = inspect_batch(batch.id)
+    check(report, seen)
+    assert report["members"][0]["name"] == report.members[0].name == "tests.jobs.ok"
+    assert report["callbacks"][0]["on"] == "complete" and "cancelled_now" not in report
+    cancelled = cancel_batch(batch.id)
+    check(cancelled, seen)
+    assert cancelled["cancelled_now"] == 1 and cancelled["members"] == []
+    run_id = uuid.uuid4()
+    harness.driver.backfills.start(
+        run_id=run_id,
+        job_id=uuid.uuid4(),
+        name="tests.renamed",
+        checksum="c",
+        app_version="an earlier release",
+        environment="production",
+    )
+    section = backfill_section("tests.renamed", run_id)
+    check(section, seen)
+    assert section.to_json() == {
+        "name": "tests.renamed",
+        "status": "running",
+        "environment": "production",
+        "rows": 0,
+        "pages": 0,
+        "cursor": None,
+        "started_at": section.started_at,
+        "completed_at": None,
+        "error": None,
+    }
+    assert {answers.BatchReport, answers.BatchMember, answers.BackfillSection} <= seen
+
+
 def test_every_answer_type_is_checked(harness):
     """The types no cheap real row reaches here (a quarantined outbox row, a backfill's ledger
     row, a batch) are built by hand; each type's own surface is tested where it is made."""

@@ -15,7 +15,14 @@ from ...durations import format_seconds, format_time, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
 from ...limits.operator import inspect_limits, limit_lines, parse_cap, set_queue_limit
 from ...operations import manifest
-from ...operations.answers import Answer, AttemptTrace, JobSummary, JobTrace
+from ...operations.answers import (
+    Answer,
+    AttemptTrace,
+    BackfillSection,
+    JobSummary,
+    JobTrace,
+    json_default,
+)
 from ...run.controls import progress_text
 from ...states import FINISHED_STATES, after_dependencies, shown_attempt
 from ...text import printable
@@ -287,10 +294,10 @@ class Command(XJobsCommand):
         return report, "\n".join(lines)
 
     def _batch(self, o: dict[str, Any]) -> tuple[Any, str]:
-        from ...declarations.workflows import batch_report
+        from ...operations.batches import batch_report
 
         if o["cancel"] and o["batch_id"]:
-            from ...declarations.workflows import cancel_batch
+            from ...operations.batches import cancel_batch
 
             done = cancel_batch(o["batch_id"], reason=o["reason"])
             return done, f"cancelled {done['cancelled_now']} member(s) of batch {done['id']}"
@@ -358,7 +365,7 @@ class Command(XJobsCommand):
 
 def _json_default(value: object) -> object:
     """An operator answer as the JSON it reads as; anything else JSON has no form for as text."""
-    return value.to_json() if isinstance(value, Answer) else str(value)
+    return json_default(value) if isinstance(value, Answer) else str(value)
 
 
 def _operator() -> str:
@@ -396,17 +403,17 @@ def _attempt_lines(attempts: list[AttemptTrace]) -> list[str]:
     return lines
 
 
-def _backfill_lines(section: dict[str, Any] | None) -> list[str]:
+def _backfill_lines(section: BackfillSection | None) -> list[str]:
     """A backfill pass's ledger row, in one line (and its error in another)."""
     if section is None:
         return []
-    where = f" in {section['environment']}" if section["environment"] else ""
+    where = f" in {section.environment}" if section.environment else ""
     lines = [
-        f"  backfill   {section['name']}  {section['status'] or 'not started'}{where}: "
-        f"{section['rows']} rows, {section['pages']} pages, cursor {section['cursor'] or '-'}"
+        f"  backfill   {section.name}  {section.status or 'not started'}{where}: "
+        f"{section.rows} rows, {section.pages} pages, cursor {section.cursor or '-'}"
     ]
-    if section["error"]:
-        lines.append(f"             {section['error']}")
+    if section.error:
+        lines.append(f"             {section.error}")
     return lines
 
 
