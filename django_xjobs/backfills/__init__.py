@@ -156,15 +156,34 @@ def backfill(
             retry=retry,
             timeout=timeout,
         )(run_pass)
-        handle.backfill = spec  # type: ignore[attr-defined]
-        _declared[name] = handle
+        handle.backfill = spec
+        _declared[name] = Declared(handle, spec)
         return handle
 
     return declare if fn is None else declare(fn)
 
 
+@dataclass(frozen=True)
+class Declared:
+    """A backfill as declared: its pass's job handle and its spec."""
+
+    handle: JobHandle
+    spec: Backfill
+
+
 #: every backfill declared in this process, by name
-_declared: dict[str, JobHandle] = {}
+_declared: dict[str, Declared] = {}
+
+
+def declared_backfill(name: str) -> Declared | None:
+    """The backfill declared under ``name`` while its pass's job is the one registered under
+    that name (a test may unregister it, a reload declare it again)."""
+    from ..declarations import registry
+
+    found = _declared.get(name)
+    if found is None or registry.jobs.get(name) is not found.handle:
+        return None
+    return found
 
 
 def registered_backfills() -> list[Backfill]:
@@ -175,15 +194,13 @@ def registered_backfills() -> list[Backfill]:
 
     ``manage.py xjobs_backfill --list`` shows them with their ledger state.
     """
-    from ..declarations import registry
+    return [declared.spec for declared in declared_backfills()]
 
-    found = []
-    for name in sorted(_declared):
-        handle = registry.get_job(name)
-        spec = getattr(handle, "backfill", None)
-        if spec is not None:
-            found.append(spec)
-    return found
+
+def declared_backfills() -> list[Declared]:
+    """``registered_backfills()`` with each pass's job handle."""
+    found = (declared_backfill(name) for name in sorted(_declared))
+    return [declared for declared in found if declared is not None]
 
 
 def get_backfill(name: str) -> Backfill | None:

@@ -47,6 +47,8 @@ class JobHandle:
     reruns_lapsed = False
     #: declared once Django had started, by a module no app's jobs.py imports (set by @job)
     undiscovered = False
+    #: the backfill whose passes this job runs (set by ``@backfill``); None for any other job
+    backfill: registry.DeclaredBackfill | None = None
 
     def __init__(
         self,

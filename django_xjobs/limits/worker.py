@@ -281,8 +281,7 @@ def declared_limits() -> tuple[tuple[JobLimit, ...], dict[str, bool]]:
     jobs: list[JobLimit] = []
     keyed: dict[str, bool] = {}
     for handle in registry.registered_jobs():
-        limits = getattr(handle, "limits", None)
-        queue = getattr(handle, "queue", "default")
+        limits, queue = handle.limits, handle.queue
         keyed[queue] = keyed.get(queue, True) and limits is not None
         if limits is None:
             continue

@@ -8,7 +8,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from .. import conf
-from ..backfills import ledger_or_none, registered_backfills
+from ..backfills import declared_backfill, declared_backfills, ledger_or_none
 from ..declarations import registry
 from ..drivers.contract import BackfillRecord
 from .answers import BackfillPass, BackfillReport, BackfillSection
@@ -26,7 +26,8 @@ def describe_backfills() -> list[BackfillReport]:
     environment = conf.get().environment
     ledger = ledger_or_none()
     found = []
-    for spec in registered_backfills():
+    for declared in declared_backfills():
+        spec = declared.spec
         latest = ledger.history(spec.name, limit=1) if ledger is not None else []
         runs_here = spec.runs_in(environment)
         done = None if ledger is None else ledger.completed(spec.name, environment)
@@ -37,7 +38,7 @@ def describe_backfills() -> list[BackfillReport]:
                 batch=spec.batch,
                 rate=spec.rate,
                 requires=None if spec.requires is None else ".".join(spec.requires),
-                queue=registry.get_job(spec.name).queue,
+                queue=declared.handle.queue,
                 runs_here=runs_here,
                 pending=runs_here and done is None,
                 latest=pass_record(latest[0]) if latest else None,
@@ -50,9 +51,8 @@ def backfill_section(name: str, run_id: UUID) -> BackfillSection | None:
     """A job's ``backfill`` section in ``inspect_job`` (SPEC INSP-02): its pass's ledger row, or
     ``None`` when the job is no backfill's pass. A pass not started yet has no row: its status
     is ``None`` and its counts are 0."""
-    handle = registry.get_job(name)
-    declared = getattr(handle, "backfill", None) is not None
-    if handle is not None and not declared:
+    declared = declared_backfill(name) is not None
+    if not declared and registry.get_job(name) is not None:
         return None  # an ordinary job: no ledger read
     ledger = ledger_or_none()
     row = None if ledger is None else ledger.get(run_id)

@@ -309,7 +309,7 @@ def key_shown(row: KeyedRow, *, values: bool = True) -> str:
     """``row``'s idempotency key as a viewer may see it (``redact.key_shown``): its job's key
     template tells which inputs it was made from."""
     handle = registry.jobs.get(row.name)
-    template = getattr(handle, "idempotency_key", None)
+    template = None if handle is None else handle.idempotency_key
     return redact.key_shown(row.idempotency_key, template, values=values)
 
 

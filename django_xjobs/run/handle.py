@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..retry import Retry
+    from .context import JobContext
 
 
 class Runnable(Protocol):
@@ -44,5 +45,5 @@ class Runnable(Protocol):
     @property
     def is_async(self) -> bool: ...
 
-    def invoke(self, ctx: Any, inputs: dict[str, Any]) -> Any:
+    def invoke(self, ctx: JobContext, inputs: dict[str, Any]) -> Any:
         """Call the body for one run."""
