@@ -44,7 +44,7 @@ from .tasks import (
 __all__ = ["XJobsBackend"]
 
 
-class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
+class XJobsBackend(BaseTaskBackend):
     """Runs ``django.tasks`` tasks as django-xjobs jobs (see the module docstring)::
 
         from django.tasks import task

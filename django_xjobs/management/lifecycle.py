@@ -60,7 +60,7 @@ def run_until_signalled(
     give_up: float | None = None
     while thread.is_alive() or (stopper is not None and stopper.is_alive()):
         # stop() finishes its hand-back (a leader lease, a relay's batch) before the exit
-        (thread if thread.is_alive() else stopper).join(0.2)  # type: ignore[union-attr]
+        (thread if thread.is_alive() or stopper is None else stopper).join(0.2)
         if give_up is not None and time.monotonic() >= give_up:
             log.event(
                 logging.ERROR,

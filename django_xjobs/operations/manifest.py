@@ -42,19 +42,19 @@ def build() -> dict[str, Any]:
 def backfills() -> list[dict[str, Any]]:
     """The manifest's backfills section (no checksum: it hashes the handler's source, so every
     edit would churn the file)."""
-    from ..backfills import registered_backfills
-    from ..declarations import registry
+    from ..backfills import declared_backfills
 
     return [
         {
             "name": b.name,
-            "queue": registry.jobs.get(b.name).queue,  # type: ignore[union-attr]
+            "queue": declared.handle.queue,
             "batch": b.batch,
             "rate": float(b.rate),
             "environments": sorted(b.environments) if b.environments is not None else None,
             "requires": list(b.requires) if b.requires is not None else None,
         }
-        for b in registered_backfills()
+        for declared in declared_backfills()
+        for b in [declared.spec]
     ]
 
 
