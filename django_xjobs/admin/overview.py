@@ -150,16 +150,16 @@ class OverviewEntry(_OverviewAdmin):
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self._jobs(request)
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_view_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return obj is None and self._jobs(request)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
     def get_urls(self) -> list[URLPattern]:
@@ -167,7 +167,7 @@ class OverviewEntry(_OverviewAdmin):
         return [path("", view, name="django_xjobs_overview_changelist")]
 
     def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+        self, request: HttpRequest, extra_context: dict[str, object] | None = None
     ) -> HttpResponseRedirect:
         if not self.has_view_permission(request):
             from django.core.exceptions import PermissionDenied

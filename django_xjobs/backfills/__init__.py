@@ -108,10 +108,10 @@ class Backfill:
 
 
 def backfill(
-    fn: Callable[..., Any] | None = None,
+    fn: Callable[..., object] | None = None,
     *,
     name: str,
-    queryset: Callable[[], Any],
+    queryset: Callable[[], object],
     batch: int = 1000,
     rate: float = 5,
     environments: Sequence[str] | None = None,
@@ -140,10 +140,10 @@ def backfill(
     completed backfill again), or ``manage.py xjobs_backfill orders.fill_currency``.
     """
 
-    def declare(handler: Callable[..., Any]) -> JobHandle:
+    def declare(handler: Callable[..., object]) -> JobHandle:
         spec = _check(handler, name, queryset, batch, rate, environments, requires)
 
-        def run_pass(ctx: Any, force: bool = False) -> dict[str, Any]:
+        def run_pass(ctx: object, force: bool = False) -> dict[str, Any]:
             return _pass(spec, ctx, force)
 
         run_pass.__module__ = handler.__module__
@@ -296,7 +296,7 @@ def _check(
     )
 
 
-def _check_requires(where: str, requires: Any) -> tuple[str, str] | None:
+def _check_requires(where: str, requires: object) -> tuple[str, str] | None:
     if requires is None:
         return None
     if (
@@ -468,6 +468,6 @@ def _throttle(spec: Backfill, ctx: Any, pace: dict[str, Any]) -> None:
     pace["last"] = time.monotonic()
 
 
-def _cursor(pk: Any) -> Any:
+def _cursor(pk: object) -> Any:
     """A primary key as the step stores it: an int stays one, anything else as its text."""
     return pk if isinstance(pk, int) and not isinstance(pk, bool) else str(pk)

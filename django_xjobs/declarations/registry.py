@@ -50,7 +50,7 @@ class DeclaredJob(Declared, Protocol):
     is_async: bool
     backfill: DeclaredBackfill | None
 
-    def invoke(self, ctx: JobContext, inputs: dict[str, Any]) -> Any: ...
+    def invoke(self, ctx: JobContext, inputs: Mapping[str, object]) -> Any: ...
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -210,10 +210,10 @@ class TaskResolver(Protocol):
     def task_queues(self) -> set[str]:
         """The queues the ``XJobsBackend`` aliases accept."""
 
-    def as_task(self, handler: Any) -> Any:
+    def as_task(self, handler: object) -> Any:
         """``handler`` when it is a Task of the task API in use, else None."""
 
-    def cron_entries(self, task: Any) -> Callable[[datetime], Any]:
+    def cron_entries(self, task: object) -> Callable[[datetime], Any]:
         """A cron's entries for ``task``: each occurrence enqueues it."""
 
 
@@ -274,7 +274,7 @@ def task_aliases() -> list[str]:
     ]
 
 
-def _serves_tasks(path: Any) -> bool:
+def _serves_tasks(path: object) -> bool:
     """``XJobsBackend``, named as such or by a subclass of it (a project's backend that adds
     to it). A subclass is looked up by its class's ancestry, by name: this layer never imports
     the backend; a path that cannot be imported yet (apps still loading) is not one."""

@@ -63,10 +63,10 @@ class Batch:
 
     def __init__(
         self,
-        on_complete: Any = None,
+        on_complete: object = None,
         *,
-        on_success: Any = None,
-        on_failure: Any = None,
+        on_success: object = None,
+        on_failure: object = None,
         input: dict[str, Any] | None = None,
     ) -> None:
         self.id: UUID = uuid7()
@@ -101,7 +101,7 @@ class Batch:
     def __repr__(self) -> str:
         return f"<Batch {self.id}{' closed' if self._closed else ''}>"
 
-    def _callback(self, kind: str, handle: Any) -> BatchCallback:
+    def _callback(self, kind: str, handle: object) -> BatchCallback:
         build = getattr(handle, "build_request", None)
         if build is None:
             raise InvariantError(

@@ -264,7 +264,7 @@ def _drop_spent(starts: deque[datetime], horizon: datetime) -> None:
         starts.popleft()
 
 
-def _decrement(counts: dict[Any, int], key: Any) -> None:
+def _decrement(counts: dict[Any, int], key: object) -> None:
     left = counts.get(key, 0) - 1
     if left > 0:
         counts[key] = left

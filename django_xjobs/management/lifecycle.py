@@ -28,7 +28,7 @@ EXITING_BOUND = 3.0
 
 def run_until_signalled(
     name: str,
-    run: Callable[[], Any],
+    run: Callable[[], object],
     stop: Callable[[], None],
     shutdown_timeout: float | None = None,
     exiting: Callable[[], None] | None = None,
@@ -40,7 +40,7 @@ def run_until_signalled(
     are appended to ``received`` when given."""
     received = [] if received is None else received
 
-    def on_signal(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: object) -> None:
         received.append(signum)  # no locks here
 
     signal.signal(signal.SIGTERM, on_signal)

@@ -39,7 +39,7 @@ class Answer:
             return getattr(self, key)
         raise KeyError(key)
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> Any:
         """The field ``key``'s value, as ``dict.get`` answers (``default`` for no such key)."""
         return getattr(self, key) if key in self.keys() else default
 
@@ -75,7 +75,7 @@ class Answer:
         return NotImplemented
 
 
-def _plain(value: object) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, Answer):
         return value.to_json()
     if isinstance(value, list | tuple):

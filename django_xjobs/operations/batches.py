@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 from uuid import UUID
 
 from .. import redact
@@ -65,7 +64,7 @@ def cancel_batch(batch_id: UUID | str, *, reason: str | None = None) -> BatchRep
     return replace(inspect_batch(found, members=0), cancelled_now=cancelled)
 
 
-def batch_report(batch_id: str | None, *, limit: int = 50) -> tuple[Any, str]:
+def batch_report(batch_id: str | None, *, limit: int = 50) -> tuple[object, str]:
     """``xjobs batch [ID]``: one batch (``inspect_batch``), or the newest batches, as JSON and
     as text."""
     if batch_id is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,7 @@ def _job(handle: Any) -> dict[str, Any]:
     }
 
 
-def render(manifest: dict[str, Any]) -> str:
+def render(manifest: Mapping[str, object]) -> str:
     """Stable JSON: sorted keys, two-space indent, ASCII only, one trailing newline."""
     return json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 

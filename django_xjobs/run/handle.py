@@ -5,6 +5,7 @@ and carries it on the run; nothing further down looks the name up again."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -45,5 +46,5 @@ class Runnable(Protocol):
     @property
     def is_async(self) -> bool: ...
 
-    def invoke(self, ctx: JobContext, inputs: dict[str, Any]) -> Any:
+    def invoke(self, ctx: JobContext, inputs: Mapping[str, object]) -> Any:
         """Call the body for one run."""

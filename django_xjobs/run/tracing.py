@@ -40,7 +40,7 @@ def current_traceparent() -> str | None:
 _NO_SPAN: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
 
-def job_span(job: Any) -> contextlib.AbstractContextManager[None]:
+def job_span(job: object) -> contextlib.AbstractContextManager[None]:
     """Run a job in span ``job.<name>``, a child of the trace that enqueued it when it had one."""
     if not TRACING or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         # no provider configured: a no-op span would still cost a context switch per job, and

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import getpass
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -141,14 +142,14 @@ class Command(XJobsCommand):
 
     # --- actions: each returns (json-able result, text) ----------------------------------
 
-    def _ls(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _ls(self, o: dict[str, Any]) -> tuple[object, str]:
         rows = operations.list_jobs(
             queue=o["queue"], name=o["name"], state=o["state"], limit=o["limit"]
         )
         lines = [LS_HEADER, *(_row_line(r) for r in rows)] if rows else ["no jobs"]
         return rows, "\n".join(lines)
 
-    def _show(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _show(self, o: dict[str, Any]) -> tuple[object, str]:
         job = operations.inspect_job(o["job_id"], reveal=o["reveal"])
         if job is None:
             raise JobNotFoundError(
@@ -184,23 +185,23 @@ class Command(XJobsCommand):
         lines += _attempt_lines(job["attempts"])
         return job, "\n".join(lines)
 
-    def _cancel(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _cancel(self, o: dict[str, Any]) -> tuple[object, str]:
         job = operations.cancel_job(o["job_id"], reason=o["reason"])
         return job, f"cancelled {job['id']} ({job['name']})"
 
-    def _retry(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _retry(self, o: dict[str, Any]) -> tuple[object, str]:
         job = operations.retry_job(o["job_id"], from_step=o["from_step"], force=o["force"])
         since = f" from step {o['from_step']!r}" if o["from_step"] else ""
         return job, f"queued {job['id']} ({job['name']}) again{since}"
 
-    def _run_now(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _run_now(self, o: dict[str, Any]) -> tuple[object, str]:
         job = operations.run_job_now(o["job_id"], by=_operator())
         return (
             job,
             f"{job['id']} ({job['name']}) is due now: the next claim on queue {job['queue']} takes it",
         )
 
-    def _dead(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _dead(self, o: dict[str, Any]) -> tuple[object, str]:
         rows = operations.inspect_dead_letters(limit=o["limit"])
         if not rows:
             return rows, "no dead jobs"
@@ -215,7 +216,7 @@ class Command(XJobsCommand):
             lines.append(f"    {r['last_error'] or '-'}")
         return rows, "\n".join(lines)
 
-    def _queues(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _queues(self, o: Mapping[str, object]) -> tuple[object, str]:
         report = operations.inspect_queues()
         header = f"{'queue':<20} {'ready':>7} {'delayed':>8} {'running':>8} {'suspended':>10} {'dead':>6}  oldest ready  limit  paused"
         lines = [header]
@@ -229,13 +230,13 @@ class Command(XJobsCommand):
         lines += limit_lines(limits)
         return {**report.to_json(), "limits": limits}, "\n".join(lines)
 
-    def _why(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _why(self, o: dict[str, Any]) -> tuple[object, str]:
         from ...operations.why import why_job
 
         found = why_job(o["job_id"])
         return found.to_json(), "\n".join(found.lines())
 
-    def _limit(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _limit(self, o: dict[str, Any]) -> tuple[object, str]:
         cap = parse_cap(o["concurrency"])
         state = set_queue_limit(o["queue"], cap, by=_operator())
         text = (
@@ -246,7 +247,7 @@ class Command(XJobsCommand):
         )
         return {**_control(state), "limit": state.limit}, text
 
-    def _pause(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _pause(self, o: dict[str, Any]) -> tuple[object, str]:
         state = operations.pause_queue(o["queue"], by=_operator())
         since = state.paused_at.isoformat() if state.paused_at else "-"
         return _control(state), (
@@ -254,17 +255,17 @@ class Command(XJobsCommand):
             f"python manage.py xjobs resume {state.queue}"
         )
 
-    def _resume(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _resume(self, o: dict[str, Any]) -> tuple[object, str]:
         state = operations.resume_queue(o["queue"], by=_operator())
         return _control(state), f"resumed queue {state.queue}: workers claim from it again"
 
-    def _crons(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _crons(self, o: Mapping[str, object]) -> tuple[object, str]:
         return cron_commands.crons_report()
 
-    def _cron(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _cron(self, o: dict[str, Any]) -> tuple[object, str]:
         return cron_commands.cron_action(o["verb"], o["name"], key=o["key"], by=_operator())
 
-    def _outbox(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _outbox(self, o: dict[str, Any]) -> tuple[object, str]:
         verb, entry = o["verb"], o["entry_id"]
         if verb != "list" and not entry:
             raise InvariantError(
@@ -293,7 +294,7 @@ class Command(XJobsCommand):
             lines.append("retry (after fixing) or discard: python manage.py xjobs outbox retry ID")
         return report, "\n".join(lines)
 
-    def _batch(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _batch(self, o: dict[str, Any]) -> tuple[object, str]:
         from ...operations.batches import batch_report
 
         if o["cancel"] and o["batch_id"]:
@@ -303,7 +304,7 @@ class Command(XJobsCommand):
             return done, f"cancelled {done['cancelled_now']} member(s) of batch {done['id']}"
         return batch_report(o["batch_id"], limit=o["limit"])
 
-    def _workers(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _workers(self, o: Mapping[str, object]) -> tuple[object, str]:
         rows = operations.inspect_workers()
         lines = [
             f"{'worker':<44} {'host':<20} {'pid':>7} {'in flight':>9}  {'state':<7} "
@@ -317,7 +318,7 @@ class Command(XJobsCommand):
             )
         return rows, "\n".join(lines) if rows else "no workers"
 
-    def _manifest(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _manifest(self, o: dict[str, Any]) -> tuple[object, str]:
         if o["write"]:
             written = manifest.write(o["write"])
             counts = {kind: len(written[kind]) for kind in manifest.KINDS}
@@ -340,7 +341,7 @@ class Command(XJobsCommand):
         ]
         return found, "\n".join(lines)
 
-    def _manifest_check(self, path: str, as_json: bool) -> tuple[Any, str]:
+    def _manifest_check(self, path: str, as_json: bool) -> tuple[object, str]:
         lines, diff = manifest.check(path)
         if not lines:
             return {"file": path, "drift": []}, f"{path} matches the code"
@@ -350,7 +351,7 @@ class Command(XJobsCommand):
             self.stdout.write("\n".join(lines) + "\n\n" + diff)
         raise manifest.drift_error(path, lines)  # exit 1: CommandError, after the diff
 
-    def _prune(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _prune(self, o: dict[str, Any]) -> tuple[object, str]:
         seconds = parse_command_line(o["older_than"], flag="--older-than") or 0.0  # required
         counts = operations.prune_jobs(older_than=seconds, states=o["state"], dry_run=o["dry_run"])
         total = sum(counts.values())

@@ -5,6 +5,7 @@ start a pass and follow it. The reads are ``django_xjobs.operations.backfills``,
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -78,7 +79,7 @@ class Command(XJobsCommand):
 
     # --- reads --------------------------------------------------------------------------------
 
-    def _list(self, o: dict[str, Any]) -> None:
+    def _list(self, o: Mapping[str, object]) -> None:
         found = describe_backfills()
         lines = []
         for b in found:
@@ -91,7 +92,7 @@ class Command(XJobsCommand):
             ]
         self._out(o, found, "\n".join(lines) or "no backfill is declared")
 
-    def _pending(self, o: dict[str, Any]) -> None:
+    def _pending(self, o: Mapping[str, object]) -> None:
         found = [b for b in describe_backfills() if b.pending]
         lines = [f"{b.name}  latest pass: {_pass_text(b.latest)}" for b in found]
         self._out(o, found, "\n".join(lines) or f"no backfill is pending in {_here()}")
@@ -112,7 +113,7 @@ class Command(XJobsCommand):
         if o["wait"]:
             _raise_unless_done(report)
 
-    def _all(self, o: dict[str, Any]) -> None:
+    def _all(self, o: Mapping[str, object]) -> None:
         pending = pending_backfills()
         for spec in pending:  # refused before any pass is queued, not halfway through
             check_requires(spec)
@@ -127,7 +128,7 @@ class Command(XJobsCommand):
             _raise_unless_done(reports[-1])
 
     def _start_each(
-        self, o: dict[str, Any], names: list[str], *, force: bool, join_live: bool
+        self, o: Mapping[str, object], names: list[str], *, force: bool, join_live: bool
     ) -> list[dict[str, Any]]:
         """Start each pass in turn; with --wait, follow each to its end before the next, and
         stop at one that did not complete (the next ones may need its data)."""
@@ -173,10 +174,10 @@ class Command(XJobsCommand):
         self.stderr.write(text, style_func=_plain, ending="")
         self.stderr.flush()
 
-    def _out(self, o: dict[str, Any], result: Any, text: str) -> None:
+    def _out(self, o: Mapping[str, object], result: object, text: str) -> None:
         self.stdout.write(json.dumps(result, indent=2, default=json_default) if o["json"] else text)
 
-    def _say(self, o: dict[str, Any], text: str) -> None:
+    def _say(self, o: Mapping[str, object], text: str) -> None:
         """A line of text output; with --json only the JSON is printed."""
         if not o["json"]:
             self.stdout.write(text)
