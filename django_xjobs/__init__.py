@@ -16,7 +16,7 @@ from .declarations.actors import Actor
 from .declarations.cron import CronHandle, cron, registered_crons
 from .declarations.job import JobHandle, job, registered_jobs
 from .declarations.registry import get_job
-from .declarations.workflows import Batch, cancel_batch, inspect_batch
+from .declarations.workflows import Batch
 from .drivers.contract import CronState, EnqueueResult, QueueState
 from .errors import (
     BackfillAppliedError,
@@ -85,6 +85,7 @@ from .operations import (
     retry_outbox_entry,
     run_job_now,
 )
+from .operations.batches import cancel_batch, inspect_batch
 from .operations.cron_controls import CronRun, inspect_crons, pause_cron, resume_cron, run_cron_now
 from .operations.why import JobWhy, why_job
 from .retry import Retry, retry_schedule

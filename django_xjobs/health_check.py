@@ -21,8 +21,8 @@ from __future__ import annotations
 import dataclasses
 
 from django.db import connections
-from health_check.base import HealthCheck  # type: ignore[import-untyped]
-from health_check.exceptions import (  # type: ignore[import-untyped]
+from health_check.base import HealthCheck
+from health_check.exceptions import (
     ServiceUnavailable,
     ServiceWarning,
 )
@@ -32,7 +32,7 @@ from .declarations import registry
 
 
 @dataclasses.dataclass
-class Queues(HealthCheck):  # type: ignore[misc]
+class Queues(HealthCheck):
     """``queues``: those to watch (default: every queue a registered job declares plus
     ``XJOBS["QUEUES"]``); ``max_oldest_ready``: seconds a ready job may wait before it warns."""
 

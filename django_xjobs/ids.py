@@ -51,9 +51,9 @@ def _library_uuid7() -> Callable[[], uuid.UUID] | None:
     a third of ``enqueue_many``'s Python). Each keeps its ids increasing within the process, as
     ours does. ``uuid-utils``' generator keeps its random state across a fork, so a forked child
     reseeds it: two processes forked from one parent must not mint the same ids."""
-    made = getattr(uuid, "uuid7", None)
+    made: Callable[[], uuid.UUID] | None = getattr(uuid, "uuid7", None)
     if made is not None:
-        return made  # type: ignore[no-any-return]
+        return made
     try:
         import uuid_utils
         from uuid_utils import compat

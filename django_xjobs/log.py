@@ -54,13 +54,13 @@ def throttled(level: int, name: str, /, *, kind: str, **fields: Any) -> bool:
     return True
 
 
-def _scrubbed(value: Any) -> Any:
+def _scrubbed(value: object) -> object:
     """A field as a structured handler gets it: texts and errors scrubbed, the rest as is."""
     if isinstance(value, str | BaseException):
         return storable(redact(str(value)), TRACEBACK_LIMIT)
     return value
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     text = str(value)
     return repr(text) if (" " in text or not text) else text

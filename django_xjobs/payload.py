@@ -7,10 +7,13 @@ import math
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeAlias
 
 from .errors import PayloadTooLargeError
 from .text import storable
+
+#: a value as JSON holds it, read back from ``jsonb`` or about to be written there
+JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
 
 
 class NotJSON(ValueError):
@@ -95,7 +98,7 @@ def check_json(value: Any, path: str = "$") -> None:
             )
 
 
-def _path(where: Any) -> str:
+def _path(where: object) -> str:
     """The path of a place: ``$.order.lines[2]`` from the chain of keys and indexes to it."""
     parts = []
     while isinstance(where, tuple):
@@ -131,7 +134,7 @@ def _flat_and_plain(value: dict[Any, Any]) -> bool:
     return True
 
 
-def _check_text(text: str, where: Any) -> None:
+def _check_text(text: str, where: object) -> None:
     if "\x00" in text:
         raise NotJSON(_path(where), _NUL)
     if not text.isascii():
@@ -143,7 +146,7 @@ def _check_text(text: str, where: Any) -> None:
             ) from None
 
 
-def decode(stored: Any) -> Any:
+def decode(stored: object) -> Any:
     """A stored JSON text as a fresh value; ``NotJSON`` when this process cannot read it
     (nested past the interpreter's recursion limit, or a number Python will not parse), so one
     bad row is refused on its own instead of failing every row read beside it. A value (the
@@ -160,7 +163,7 @@ def _a(noun: str) -> str:
     return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
-def _advice(value: Any) -> str:
+def _advice(value: object) -> str:
     if hasattr(value, "isoformat"):
         return "pass value.isoformat() and parse it in the job"
     if hasattr(value, "pk"):
@@ -198,7 +201,7 @@ def _positional(match: re.Match[str]) -> str:
     return match.group(0) if number is None else f"{Decimal(number):f}.0"
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     """``value`` (checked by ``check_json`` first) as compact JSON text that reads back from
     ``jsonb`` as it was written: the one text every store writes a payload as.
 
@@ -214,7 +217,7 @@ def dumps(value: Any) -> str:
     return text
 
 
-def encode(value: Any, *, limit: int, what: str) -> str:
+def encode(value: object, *, limit: int, what: str) -> str:
     """``value`` (checked by ``check_json`` first) as compact JSON text (``dumps``), refusing it
     when larger than ``limit`` bytes."""
     text = dumps(value)

@@ -53,7 +53,7 @@ def _is_secret(key: str, keys: tuple[str, ...]) -> bool:
     return any(k in folded for k in keys)
 
 
-def mask(value: Any, keys: Iterable[str] | None = None) -> Any:
+def mask(value: object, keys: Iterable[str] | None = None) -> Any:
     """``value`` with everything under a secret key, at any depth, replaced by ``MASK``."""
     keys = tuple(conf.get().redact_keys if keys is None else keys)
     if not keys:
@@ -69,7 +69,7 @@ MAX_WALK = 2 * MAX_DEPTH
 TOO_DEEP = "[nested too deeply]"
 
 
-def _mask(value: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
+def _mask(value: object, keys: tuple[str, ...], depth: int = 0) -> Any:
     if depth >= MAX_WALK and isinstance(value, Mapping | list | tuple):
         return TOO_DEEP
     if isinstance(value, Mapping):
@@ -82,7 +82,7 @@ def _mask(value: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
     return value
 
 
-def secrets_of(value: Any, keys: Iterable[str] | None = None) -> frozenset[str]:
+def secrets_of(value: object, keys: Iterable[str] | None = None) -> frozenset[str]:
     """Every value under a secret key of ``value`` (at any depth; the leaves of a nested one),
     as text, long enough to search for (``MIN_SECRET``)."""
     keys = conf.get().redact_keys if keys is None else tuple(keys)
@@ -94,7 +94,7 @@ def secrets_of(value: Any, keys: Iterable[str] | None = None) -> frozenset[str]:
 
 
 def _collect(
-    value: Any, keys: tuple[str, ...], found: set[str], *, under_secret: bool, depth: int = 0
+    value: object, keys: tuple[str, ...], found: set[str], *, under_secret: bool, depth: int = 0
 ) -> None:
     # inputs are decoded JSON: plain dicts and lists (isinstance against an ABC costs more)
     if depth >= MAX_WALK:
@@ -144,7 +144,9 @@ def scrubber(secrets: frozenset[str]) -> Callable[[str], str]:
     return lambda text: redact(text, secrets)
 
 
-def key_shown(key: str, template: Any, *, values: bool, keys: Iterable[str] | None = None) -> str:
+def key_shown(
+    key: str, template: object, *, values: bool, keys: Iterable[str] | None = None
+) -> str:
     """A key rendered from a job's inputs (an idempotency key, a limit key's rendered part) as
     a viewer may see it, the inputs' own rule applied to what was made of them (issue 40):
 

@@ -47,7 +47,7 @@ def storable(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return cap(text, limit)
 
 
-def check_name(value: Any, field: str, *, error: type[XJobsError] = InvariantError) -> None:
+def check_name(value: object, field: str, *, error: type[XJobsError] = InvariantError) -> None:
     """Refuse ``value`` (a name or key the library stores and looks up by) when it is not a
     string ``storable`` would keep as it is: a name cannot be rewritten without breaking the
     lookups made by it."""
@@ -72,7 +72,7 @@ def check_name(value: Any, field: str, *, error: type[XJobsError] = InvariantErr
 NAME_LIMIT = 200
 
 
-def check_label(value: Any, field: str, *, error: type[XJobsError] = InvariantError) -> None:
+def check_label(value: object, field: str, *, error: type[XJobsError] = InvariantError) -> None:
     """Refuse ``value`` (a cron's name, an operator's ``by=``: a text stored, looked up and
     printed as it is) unless ``check_name`` keeps it, it holds no terminal escape or control
     character, and it is at most ``NAME_LIMIT`` characters: such a name reached the terminal

@@ -62,7 +62,7 @@ def test_a_secret_input_echoed_in_an_error_leaves_the_process_nowhere(workers):
     attempts = inspect_job(job_id)["attempts"]
     assert len(attempts) == 2
     assert all("[redacted]" in a["message"] and "[redacted]" in a["traceback"] for a in attempts)
-    assert SECRET not in json.dumps(inspect_job(job_id))
+    assert SECRET not in json.dumps(inspect_job(job_id).to_json())
 
     # the admin, for a superuser (who holds the payload permission)
     admin = Client(enforce_csrf_checks=True)

@@ -84,13 +84,13 @@ class JobBatchAdmin(Navigated, _ModelAdmin):
     )
     fields = readonly_fields
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
     def change_view(
@@ -98,7 +98,7 @@ class JobBatchAdmin(Navigated, _ModelAdmin):
         request: HttpRequest,
         object_id: str,
         form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
+        extra_context: dict[str, object] | None = None,
     ) -> Any:
         # the fields read who is looking (the input's values, the links): per request, not on
         # this admin, which every request's thread shares

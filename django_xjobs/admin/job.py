@@ -41,7 +41,7 @@ BADGE = {
 HEADER_ERROR = 600
 
 
-def badge(state: str, shown: Any = None) -> str:
+def badge(state: str, shown: object = None) -> str:
     """``shown`` (default: ``state``) in a pill coloured for ``state``."""
     fg, bg = BADGE.get(state, ("#000000", "#eeeeee"))
     return format_html(
@@ -54,7 +54,7 @@ def badge(state: str, shown: Any = None) -> str:
     )
 
 
-def progress_short(progress: dict[str, Any] | None) -> str:
+def progress_short(progress: dict[str, object] | None) -> str:
     """A stored ``ctx.progress`` as the job list prints it: "3/10", or "3" without a total."""
     if not progress:
         return ""
@@ -101,7 +101,7 @@ def time_column_of(model: Any, field: str) -> Any:
     """A time of a row as a column or field, labelled as the model labels it: to the second,
     one format (``format_time``), where Django's own shows minutes."""
 
-    def shown(model_admin: Any, obj: Any) -> str:
+    def shown(model_admin: object, obj: object) -> str:
         return when_text(getattr(obj, field))
 
     shown.__name__ = f"{field}_shown"

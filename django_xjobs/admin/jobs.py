@@ -5,6 +5,7 @@ header block and fieldsets, and the URLs of the overview pages and the operator 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
@@ -42,13 +43,13 @@ class UnknownJobFilter(admin.SimpleListFilter):
     title = "unknown job name"
     parameter_name = "unknown"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: object) -> list[tuple[str, str]]:
         return [
             ("parked", "parked: no process registers the name"),
             ("here", "not registered in this process (any state)"),
         ]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
         if self.value() == "parked":
             return queryset.filter(parked_unknown())
         if self.value() == "here":
@@ -68,10 +69,10 @@ class StateFilter(admin.SimpleListFilter):
     title = "state"
     parameter_name = "state__exact"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: object) -> list[tuple[str, str]]:
         return [(value, label) for value, label in JobState.choices]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
         from ..models import state_filter
 
         value = self.value()
@@ -154,7 +155,7 @@ class JobAdmin(JobActions, JobTrace, JobExplained, FleetOverview, LibraryRows):
         request: HttpRequest,
         object_id: str,
         form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
+        extra_context: dict[str, object] | None = None,
     ) -> HttpResponse:
         """The job page is read-only: no Save buttons, and a posted form changes nothing (a
         stale copy saved over the row would undo what a worker wrote since). Jobs change only
@@ -207,7 +208,7 @@ class JobAdmin(JobActions, JobTrace, JobExplained, FleetOverview, LibraryRows):
             return None
         return operations.collapsed_into(wanted)
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_readonly_fields(self, request: HttpRequest, obj: object = None) -> list[str]:
         return [f.name for f in Job._meta.fields] + [
             "state_shown",
             "attempt_of",
@@ -292,7 +293,7 @@ class JobAdmin(JobActions, JobTrace, JobExplained, FleetOverview, LibraryRows):
     def render_change_form(
         self,
         request: HttpRequest,
-        context: dict[str, Any],
+        context: Mapping[str, object],
         add: bool = False,
         change: bool = False,
         form_url: str = "",
@@ -302,11 +303,11 @@ class JobAdmin(JobActions, JobTrace, JobExplained, FleetOverview, LibraryRows):
             context = {**context, "xjobs_header": self.job_header(obj)}
         return super().render_change_form(request, context, add, change, form_url, obj)
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         # whether each row is due, on the database clock: the state column says ready or
         # delayed as the queues page counts it (DESIGN Q-05)
         due = ExpressionWrapper(Q(run_at__lte=Now()), output_field=BooleanField())
-        rows: QuerySet[Any] = super().get_queryset(request).annotate(xjobs_due=due)
+        rows: QuerySet[Job] = super().get_queryset(request).annotate(xjobs_due=due)
         return rows
 
     @admin.display(description="state", ordering="state")

@@ -18,10 +18,10 @@ class LeaseLiveFilter(admin.SimpleListFilter):
     title = "live"
     parameter_name = "live"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: object) -> list[tuple[str, str]]:
         return [("yes", "held"), ("no", "expired")]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[JobLease]) -> QuerySet[JobLease]:
         if self.value() == "yes":
             return queryset.filter(expires_at__gt=Now())
         if self.value() == "no":
@@ -38,9 +38,9 @@ class JobLeaseAdmin(ViewOnly):
     search_fields = ("lease_key", "holder")
     ordering = ("lease_key", "slot")
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[JobLease]:
         alive = ExpressionWrapper(Q(expires_at__gt=Now()), output_field=BooleanField())
-        rows: QuerySet[Any] = super().get_queryset(request).annotate(is_live=alive)
+        rows: QuerySet[JobLease] = super().get_queryset(request).annotate(is_live=alive)
         return rows
 
     @admin.display(description="live", boolean=True, ordering="is_live")

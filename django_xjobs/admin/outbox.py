@@ -24,14 +24,16 @@ class OutboxStatusFilter(admin.SimpleListFilter):
     title = "status"
     parameter_name = "status"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: object) -> list[tuple[str, str]]:
         return [
             ("pending", "pending (not published yet)"),
             ("quarantined", "quarantined (refused: retry or discard)"),
             ("published", "published"),
         ]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[OutboxEntry]
+    ) -> QuerySet[OutboxEntry]:
         if self.value() == "pending":
             return queryset.filter(published_at__isnull=True, quarantined_at__isnull=True)
         if self.value() == "quarantined":
@@ -130,7 +132,7 @@ class OutboxEntryAdmin(ViewOnly):
         return format_span((timezone.now() - obj.staged_at).total_seconds())
 
     def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+        self, request: HttpRequest, extra_context: dict[str, object] | None = None
     ) -> HttpResponse:
         outbox = operations.inspect_outbox()
         databases = [

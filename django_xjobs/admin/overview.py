@@ -7,7 +7,7 @@ itself with a meta refresh, which ``?refresh=off`` turns off."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
@@ -19,7 +19,7 @@ from django.utils.safestring import mark_safe
 
 from .. import conf, operations
 from ..metrics.overview import DEPTH, WINDOWS, Figures, chart, overview, seconds_text
-from ..models import Job
+from ..models import Job, Overview
 from .pages import OverviewPages, admin_url
 
 #: seconds between refreshes while auto-refresh is on
@@ -133,7 +133,13 @@ def _row(
     }
 
 
-class OverviewEntry(admin.ModelAdmin):  # type: ignore[type-arg]
+if TYPE_CHECKING:
+    _OverviewAdmin = admin.ModelAdmin[Overview]
+else:  # ModelAdmin is generic to the type checker only
+    _OverviewAdmin = admin.ModelAdmin
+
+
+class OverviewEntry(_OverviewAdmin):
     """The overview's entry on the admin index (issue 42): its list is the overview page, seen by
     who may view jobs; nothing else is behind it."""
 
@@ -144,16 +150,16 @@ class OverviewEntry(admin.ModelAdmin):  # type: ignore[type-arg]
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self._jobs(request)
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_view_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return obj is None and self._jobs(request)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
     def get_urls(self) -> list[URLPattern]:
@@ -161,7 +167,7 @@ class OverviewEntry(admin.ModelAdmin):  # type: ignore[type-arg]
         return [path("", view, name="django_xjobs_overview_changelist")]
 
     def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+        self, request: HttpRequest, extra_context: dict[str, object] | None = None
     ) -> HttpResponseRedirect:
         if not self.has_view_permission(request):
             from django.core.exceptions import PermissionDenied

@@ -3,6 +3,7 @@ the navigation every page of the app shows (``JobAdmin`` mixes these in)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -271,7 +272,7 @@ class Navigated(_ModelAdmin):
     change_form_template = "django_xjobs/admin/change_form.html"
 
     def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+        self, request: HttpRequest, extra_context: dict[str, object] | None = None
     ) -> HttpResponse:
         nav = nav_links(self.admin_site, request)
         response: HttpResponse = super().changelist_view(request, {**nav, **(extra_context or {})})
@@ -280,11 +281,11 @@ class Navigated(_ModelAdmin):
     def render_change_form(
         self,
         request: HttpRequest,
-        context: dict[str, Any],
+        context: Mapping[str, object],
         add: bool = False,
         change: bool = False,
         form_url: str = "",
-        obj: Any = None,
+        obj: object = None,
     ) -> HttpResponse:
         context = {**context, **nav_links(self.admin_site, request)}
         response: HttpResponse = super().render_change_form(

@@ -24,7 +24,7 @@ PAYLOAD_PERMISSION = "django_xjobs.view_job_payload"
 
 
 def has_permission(
-    model_admin: admin.ModelAdmin[Any], request: HttpRequest, action: str, obj: Any = None
+    model_admin: admin.ModelAdmin[Any], request: HttpRequest, action: str, obj: object = None
 ) -> bool:
     """Whether an active staff user may ``action`` ("change", "delete", "view") rows of
     ``model_admin``'s model: the admin's own ``has_<action>_permission``, which reads the
@@ -37,7 +37,7 @@ def has_permission(
 
 
 def require_permission(
-    model_admin: admin.ModelAdmin[Any], request: HttpRequest, action: str, obj: Any = None
+    model_admin: admin.ModelAdmin[Any], request: HttpRequest, action: str, obj: object = None
 ) -> None:
     """The one gate of a state-changing admin view: a POST (so the CSRF check ran) by a user
     holding the matching permission, else ``PermissionDenied`` (403)."""

@@ -31,7 +31,7 @@ class LibraryRows(Navigated, _ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
     def change_view(
@@ -39,7 +39,7 @@ class LibraryRows(Navigated, _ModelAdmin):
         request: HttpRequest,
         object_id: str,
         form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
+        extra_context: dict[str, object] | None = None,
     ) -> HttpResponse:
         viewer = _viewer.set(request)
         # rows are never edited by hand: the page is not titled "Change ..." (issue 30)
@@ -55,7 +55,7 @@ class LibraryRows(Navigated, _ModelAdmin):
         return response
 
     def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+        self, request: HttpRequest, extra_context: dict[str, object] | None = None
     ) -> HttpResponse:
         # rows are never edited by hand: not "Select job to change" (issue 30)
         title = {"title": capfirst(self.opts.verbose_name_plural)}
@@ -67,5 +67,5 @@ class ViewOnly(LibraryRows):
 
     change_list_template = "django_xjobs/admin/change_list.html"
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

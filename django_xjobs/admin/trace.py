@@ -156,7 +156,7 @@ def _failed_table(attempts: list[dict[str, Any]]) -> str:
 TOO_DEEP = "(nested too deeply to show)"
 
 
-def _preview(value: Any, values: bool) -> str:
+def _preview(value: object, values: bool) -> str:
     try:
         text = json.dumps(redact.mask(value) if values else shape(value), ensure_ascii=False)
     except RecursionError:
@@ -164,7 +164,7 @@ def _preview(value: Any, values: bool) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def payload_text(value: Any) -> str:
+def payload_text(value: object) -> str:
     """A payload as the viewer may see it: its values (secret keys masked) with the payload
     permission, else its shape."""
     try:
@@ -184,7 +184,7 @@ def key_text(name: str, key: str) -> str:
     )
 
 
-def shape(value: Any, depth: int = 0) -> Any:
+def shape(value: object, depth: int = 0) -> Any:
     """What a payload holds without what it says: its keys, each value's type and size."""
     if depth >= redact.MAX_WALK and isinstance(value, dict):
         return redact.TOO_DEEP  # a row no enqueue accepted: it must not recurse past the limit

@@ -40,7 +40,7 @@ class WorkerAliveFilter(admin.SimpleListFilter):
     title = "presence"
     parameter_name = "alive"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: object) -> list[tuple[str, str]]:
         return [
             ("yes", "alive"),
             ("no", "lapsed or exited"),
@@ -55,7 +55,7 @@ class WorkerAliveFilter(admin.SimpleListFilter):
                 )
             yield choice
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Worker]) -> QuerySet[Worker]:
         if self.value() == "yes":
             return queryset.filter(expires_at__gte=Now(), stopped_at__isnull=True)
         if self.value() == "no":
@@ -66,9 +66,9 @@ class WorkerAliveFilter(admin.SimpleListFilter):
 
 
 class WorkerColumns(_ModelAdmin):
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Worker]:
         alive = ExpressionWrapper(Q(expires_at__gte=Now()), output_field=BooleanField())
-        rows: QuerySet[Any] = super().get_queryset(request).annotate(is_alive=alive)
+        rows: QuerySet[Worker] = super().get_queryset(request).annotate(is_alive=alive)
         return rows
 
     @admin.display(description="queues")

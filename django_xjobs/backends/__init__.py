@@ -19,7 +19,7 @@ enqueue: rolled back, the task never existed, so no ``on_commit`` wrapper is nee
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -44,7 +44,7 @@ from .tasks import (
 __all__ = ["XJobsBackend"]
 
 
-class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
+class XJobsBackend(BaseTaskBackend):
     """Runs ``django.tasks`` tasks as django-xjobs jobs (see the module docstring)::
 
         from django.tasks import task
@@ -63,7 +63,7 @@ class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
     supports_get_result = True
     supports_priority = True
 
-    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+    def __init__(self, alias: str, params: Mapping[str, object]) -> None:
         super().__init__(alias, params)
         # A bad OPTIONS must not break the import of every module that declares a task (the
         # backend is built there): it is reported by `manage.py check`, and raised on enqueue.
@@ -113,7 +113,7 @@ class XJobsBackend(BaseTaskBackend):  # type: ignore[misc]
                 "and _.:- starting with a letter or digit."
             )
 
-    def enqueue(self, task: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    def enqueue(self, task: object, args: Sequence[object], kwargs: Mapping[str, object]) -> Any:
         """Store one run of ``task`` as a job; staged in the caller's transaction inside
         ``atomic()``. Arguments that JSON cannot hold are refused here, nothing stored."""
         self.validate_task(task)

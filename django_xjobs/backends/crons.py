@@ -16,7 +16,7 @@ from .options import TaskOptions
 from .tasks import TaskJob
 
 
-def as_task(handler: Any) -> Any:
+def as_task(handler: object) -> Any:
     """``handler`` when it is a Task of the task API in use, else None."""
     return handler if isinstance(handler, Task) else None
 

@@ -27,18 +27,18 @@ class TaskArgumentValueError(InputInvalidError, ValueError):
     not UTF-8 (Django raises ``ValueError``), a NaN, a NUL character."""
 
 
-class TaskInvalidError(InvariantError, InvalidTask):  # type: ignore[misc]
+class TaskInvalidError(InvariantError, InvalidTask):
     """A task this backend cannot run as given (Django raises ``InvalidTask``)."""
 
 
-class TaskQueueUnknownError(QueueUnknownError, InvalidTask):  # type: ignore[misc]
+class TaskQueueUnknownError(QueueUnknownError, InvalidTask):
     """A task's queue is not one its backend's ``QUEUES`` lists (Django: ``InvalidTask``)."""
 
 
-class TaskResultNotFoundError(JobNotFoundError, TaskResultDoesNotExist):  # type: ignore[misc]
+class TaskResultNotFoundError(JobNotFoundError, TaskResultDoesNotExist):
     """No task result under this id in this backend (Django: ``TaskResultDoesNotExist``)."""
 
 
-class TaskBackendConfigError(ConfigInvalidError, InvalidTaskBackend):  # type: ignore[misc]
+class TaskBackendConfigError(ConfigInvalidError, InvalidTaskBackend):
     """A ``TASKS`` alias's ``OPTIONS`` is wrong (Django: ``InvalidTaskBackend``, an
     ``ImproperlyConfigured``)."""

@@ -44,7 +44,7 @@ def options_for(alias: str) -> TaskOptions:
     return parse_options(tasks[alias].get("OPTIONS", {}), alias)
 
 
-def parse_options(raw: Any, alias: str) -> TaskOptions:
+def parse_options(raw: object, alias: str) -> TaskOptions:
     """``OPTIONS`` checked: ``RETRY`` (a ``Retry`` or a dict of its arguments) and ``TIMEOUT``
     (a duration); anything else is refused, naming the key."""
     from ..durations import parse_optional

@@ -19,8 +19,8 @@ class Resolver:
     def task_queues(self) -> set[str]:
         return options.task_queues()
 
-    def as_task(self, handler: Any) -> Any:
+    def as_task(self, handler: object) -> Any:
         return crons.as_task(handler)
 
-    def cron_entries(self, task: Any) -> Callable[[datetime], Any]:
+    def cron_entries(self, task: object) -> Callable[[datetime], Any]:
         return crons.cron_entries(task)

@@ -181,7 +181,7 @@ class TaskJob:
     def __repr__(self) -> str:
         return f"<TaskJob {self.name} queue={self.queue}>"
 
-    def invoke(self, ctx: Any, inputs: dict[str, Any]) -> Any:
+    def invoke(self, ctx: Any, inputs: Mapping[str, object]) -> Any:
         """Run the task for one claimed row, as Django's contract says: ``task_started`` with a
         RUNNING result, then ``task.call(*args, **kwargs)`` (the context first when the task
         takes it); the return value is normalised to JSON as Django does."""
@@ -211,7 +211,7 @@ class TaskJob:
     # what a cron occurrence calls (declarations/cron.py, the scheduler): the task's own backend
     # and options
 
-    def build_request(self, inputs: dict[str, Any]) -> EnqueueRequest:
+    def build_request(self, inputs: Mapping[str, object]) -> EnqueueRequest:
         """The row for ``task(**inputs)``, keyed for the scheduler to scope by occurrence."""
         if not resolves(self.task):
             raise TaskInvalidError(unresolved_message(self.task), hint=UNRESOLVED_HINT)
@@ -244,7 +244,7 @@ class TaskJob:
         return self.task.using(**changes) if changes else self.task
 
 
-def task_result(row: JobSnapshot, task: Any) -> Any:
+def task_result(row: JobSnapshot, task: object) -> Any:
     """``row`` as Django's ``TaskResult``."""
     status = _STATUS[row.state]
     attempts = row.attempt
@@ -287,8 +287,8 @@ def task_result(row: JobSnapshot, task: Any) -> Any:
 
 def build_request(
     task: Any,
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any],
+    args: Sequence[object],
+    kwargs: Mapping[str, object],
     alias: str,
     options: TaskOptions,
     *,
@@ -373,7 +373,7 @@ def _argument(task: Any, position: int | None, name: str) -> str:
     return f"{position + 1} (positional)"
 
 
-def enqueued_result(task: Any, request: EnqueueRequest, job_id: Any = None) -> Any:
+def enqueued_result(task: object, request: EnqueueRequest, job_id: object = None) -> Any:
     """The READY result an enqueue of ``request`` returns."""
     return TaskResult(
         task=task,
@@ -525,13 +525,13 @@ class _Raised:
         self._lock = threading.Lock()
         self._errors: OrderedDict[Any, BaseException] = OrderedDict()
 
-    def keep(self, job_id: Any, error: BaseException) -> None:
+    def keep(self, job_id: object, error: BaseException) -> None:
         with self._lock:
             self._errors[job_id] = error
             while len(self._errors) > self.kept:
                 self._errors.popitem(last=False)
 
-    def take(self, job_id: Any) -> BaseException | None:
+    def take(self, job_id: object) -> BaseException | None:
         with self._lock:
             return self._errors.pop(job_id, None)
 

@@ -108,10 +108,10 @@ class Backfill:
 
 
 def backfill(
-    fn: Callable[..., Any] | None = None,
+    fn: Callable[..., object] | None = None,
     *,
     name: str,
-    queryset: Callable[[], Any],
+    queryset: Callable[[], object],
     batch: int = 1000,
     rate: float = 5,
     environments: Sequence[str] | None = None,
@@ -140,10 +140,10 @@ def backfill(
     completed backfill again), or ``manage.py xjobs_backfill orders.fill_currency``.
     """
 
-    def declare(handler: Callable[..., Any]) -> JobHandle:
+    def declare(handler: Callable[..., object]) -> JobHandle:
         spec = _check(handler, name, queryset, batch, rate, environments, requires)
 
-        def run_pass(ctx: Any, force: bool = False) -> dict[str, Any]:
+        def run_pass(ctx: object, force: bool = False) -> dict[str, Any]:
             return _pass(spec, ctx, force)
 
         run_pass.__module__ = handler.__module__
@@ -156,15 +156,34 @@ def backfill(
             retry=retry,
             timeout=timeout,
         )(run_pass)
-        handle.backfill = spec  # type: ignore[attr-defined]
-        _declared[name] = handle
+        handle.backfill = spec
+        _declared[name] = Declared(handle, spec)
         return handle
 
     return declare if fn is None else declare(fn)
 
 
+@dataclass(frozen=True)
+class Declared:
+    """A backfill as declared: its pass's job handle and its spec."""
+
+    handle: JobHandle
+    spec: Backfill
+
+
 #: every backfill declared in this process, by name
-_declared: dict[str, JobHandle] = {}
+_declared: dict[str, Declared] = {}
+
+
+def declared_backfill(name: str) -> Declared | None:
+    """The backfill declared under ``name`` while its pass's job is the one registered under
+    that name (a test may unregister it, a reload declare it again)."""
+    from ..declarations import registry
+
+    found = _declared.get(name)
+    if found is None or registry.jobs.get(name) is not found.handle:
+        return None
+    return found
 
 
 def registered_backfills() -> list[Backfill]:
@@ -175,15 +194,13 @@ def registered_backfills() -> list[Backfill]:
 
     ``manage.py xjobs_backfill --list`` shows them with their ledger state.
     """
-    from ..declarations import registry
+    return [declared.spec for declared in declared_backfills()]
 
-    found = []
-    for name in sorted(_declared):
-        handle = registry.get_job(name)
-        spec = getattr(handle, "backfill", None)
-        if spec is not None:
-            found.append(spec)
-    return found
+
+def declared_backfills() -> list[Declared]:
+    """``registered_backfills()`` with each pass's job handle."""
+    found = (declared_backfill(name) for name in sorted(_declared))
+    return [declared for declared in found if declared is not None]
 
 
 def get_backfill(name: str) -> Backfill | None:
@@ -279,7 +296,7 @@ def _check(
     )
 
 
-def _check_requires(where: str, requires: Any) -> tuple[str, str] | None:
+def _check_requires(where: str, requires: object) -> tuple[str, str] | None:
     if requires is None:
         return None
     if (
@@ -451,6 +468,6 @@ def _throttle(spec: Backfill, ctx: Any, pace: dict[str, Any]) -> None:
     pace["last"] = time.monotonic()
 
 
-def _cursor(pk: Any) -> Any:
+def _cursor(pk: object) -> Any:
     """A primary key as the step stores it: an int stays one, anything else as its text."""
     return pk if isinstance(pk, int) and not isinstance(pk, bool) else str(pk)

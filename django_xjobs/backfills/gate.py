@@ -10,14 +10,13 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from .. import conf
-from ..declarations import registry
 from ..errors import (
     BackfillAppliedError,
     BackfillMigrationPendingError,
     BackfillRunningError,
     BackfillUnknownError,
 )
-from . import Backfill, get_backfill, ledger_or_none, registered_backfills
+from . import Backfill, declared_backfill, ledger_or_none, registered_backfills
 
 #: who ``enqueued_by`` names on a pass this gate enqueued
 ENQUEUED_BY = "manage.py xjobs_backfill"
@@ -42,8 +41,8 @@ def start_backfill(name: str, *, force: bool = False, join_live: bool = False) -
 
         start_backfill("orders.fill_currency").job_id  # UUID('0197a3c2-...')
     """
-    spec = get_backfill(name)
-    if spec is None:
+    declared = declared_backfill(name)
+    if declared is None:
         known = [b.name for b in registered_backfills()]
         raise BackfillUnknownError(
             f"no backfill is declared under the name {name!r}",
@@ -52,6 +51,7 @@ def start_backfill(name: str, *, force: bool = False, join_live: bool = False) -
             else "no backfill is declared in this process (@backfill in an installed app's "
             "jobs.py)",
         )
+    spec = declared.spec
     environment = conf.get().environment
     spec.check_environment(environment)
     check_requires(spec)
@@ -64,7 +64,7 @@ def start_backfill(name: str, *, force: bool = False, join_live: bool = False) -
             f"job {done.job_id})",
             hint=f"python manage.py xjobs_backfill {name} --force runs it again",
         )
-    handle = registry.get_job(name)
+    handle = declared.handle
     # outbox=False: the id printed names a job at once, whatever transaction the caller holds
     result = handle.using(outbox=False, enqueued_by=ENQUEUED_BY).enqueue(force=force)
     if result.deduped and not join_live:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -183,7 +183,7 @@ class XJobsSettings:
     fair_share: str | None = None
 
 
-def validate(raw: Any) -> XJobsSettings:
+def validate(raw: object) -> XJobsSettings:
     """Check a raw ``XJOBS`` dict; raise ``ConfigInvalidError`` naming the first bad key."""
     if not isinstance(raw, dict):
         raise ConfigInvalidError(
@@ -324,10 +324,12 @@ def validate(raw: Any) -> XJobsSettings:
     )
 
 
-def _fair_share(raw: Any) -> str | None:
+def _fair_share(raw: object) -> str | None:
     """None, ``"tenant"``, or a template over the inputs naming at least one of them."""
-    if raw is None or raw == "tenant":
-        return raw  # type: ignore[no-any-return]
+    if raw is None:
+        return None
+    if raw == "tenant":
+        return "tenant"
     import string
 
     fields = []
@@ -336,15 +338,15 @@ def _fair_share(raw: Any) -> str | None:
             fields = [f for _, f, _, _ in string.Formatter().parse(raw) if f]
         except ValueError:
             fields = []
-    if not fields:
+    if not isinstance(raw, str) or not fields:
         raise ConfigInvalidError(
             f'XJOBS["FAIR_SHARE"]={raw!r} is not "tenant" or a template over the inputs',
             hint='use "tenant" (the runs\' tenant_id), e.g. "{customer_id}", or None',
         )
-    return raw  # type: ignore[no-any-return]
+    return raw
 
 
-def _redact_keys(raw: Any) -> tuple[str, ...]:
+def _redact_keys(raw: object) -> tuple[str, ...]:
     if isinstance(raw, str) or not isinstance(raw, list | tuple):
         raise ConfigInvalidError(
             f'XJOBS["REDACT_KEYS"]={raw!r} must be a list of key names',
@@ -358,7 +360,7 @@ def _redact_keys(raw: Any) -> tuple[str, ...]:
     return tuple(key.casefold() for key in raw)
 
 
-def _redact(raw: Any) -> Callable[[str], str] | None:
+def _redact(raw: object) -> Callable[[str], str] | None:
     if raw is None:
         return None
     if not isinstance(raw, str):
@@ -378,10 +380,10 @@ def _redact(raw: Any) -> Callable[[str], str] | None:
             f'XJOBS["REDACT"]={raw!r} is not callable',
             hint="name a function (text) -> text",
         )
-    return hook  # type: ignore[no-any-return]
+    return cast("Callable[[str], str]", hook)  # a callable; its signature is the user's word
 
 
-def _pooler(raw: Any) -> str | None:
+def _pooler(raw: object) -> str | None:
     if raw not in (None, "transaction"):
         raise ConfigInvalidError(
             f'XJOBS["POOLER"]={raw!r} is not a pooling mode',
@@ -391,7 +393,7 @@ def _pooler(raw: Any) -> str | None:
     return None if raw is None else "transaction"
 
 
-def _listen_database(merged: dict[str, Any]) -> str | None:
+def _listen_database(merged: Mapping[str, object]) -> str | None:
     raw = merged["LISTEN_DATABASE"]
     if raw is None:
         return None
@@ -410,7 +412,7 @@ def _listen_database(merged: dict[str, Any]) -> str | None:
     return raw
 
 
-def _environment(raw: Any) -> str | None:
+def _environment(raw: object) -> str | None:
     if raw is not None and (not isinstance(raw, str) or not raw.strip()):
         raise ConfigInvalidError(
             f'XJOBS["ENVIRONMENT"]={raw!r} must be a non-empty name or None',
@@ -419,7 +421,7 @@ def _environment(raw: Any) -> str | None:
     return raw
 
 
-def _connection_options(raw: Any) -> dict[str, Any]:
+def _connection_options(raw: object) -> dict[str, Any]:
     if not isinstance(raw, dict) or not all(isinstance(key, str) for key in raw):
         raise ConfigInvalidError(
             f'XJOBS["CONNECTION_OPTIONS"]={raw!r} must map libpq option names to values',
@@ -428,7 +430,7 @@ def _connection_options(raw: Any) -> dict[str, Any]:
     return dict(raw)
 
 
-def _retention(raw: Any) -> dict[str, float]:
+def _retention(raw: object) -> dict[str, float]:
     from ..states import FINISHED_STATES as finished
 
     if not isinstance(raw, dict) or any(state not in finished for state in raw):
@@ -445,14 +447,14 @@ def _retention(raw: Any) -> dict[str, float]:
     return kept
 
 
-def _concurrency(raw: Any) -> int | dict[str, int]:
+def _concurrency(raw: object) -> int | dict[str, int]:
     try:
         return parse_concurrency(raw, field='XJOBS["CONCURRENCY"]')
     except XJobsError as problem:
         raise ConfigInvalidError(problem.message, hint=problem.hint) from None
 
 
-def _limits(raw: Any) -> Any:
+def _limits(raw: object) -> Any:
     try:
         return parse_limits(raw)
     except XJobsError as problem:
@@ -474,7 +476,7 @@ def claim_lease(value: Any, *, error: type[XJobsError] = InvariantError) -> floa
     return seconds
 
 
-def check_queue_name(queue: Any, *, error: type[XJobsError]) -> str:
+def check_queue_name(queue: object, *, error: type[XJobsError]) -> str:
     if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
         raise error(
             f"queue name {queue!r} is not valid",

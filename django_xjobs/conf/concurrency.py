@@ -19,7 +19,7 @@ _EXAMPLE = (
 )
 
 
-def parse_concurrency(raw: Any, *, field: str) -> int | dict[str, int]:
+def parse_concurrency(raw: object, *, field: str) -> int | dict[str, int]:
     """One shared pool (an int) or threads per queue (a dict, in the order given), read from an
     int, a dict, or the strings ``"8"`` and ``"default=8,emails=2"``. Anything else raises
     ``InvariantError`` naming ``field``."""

@@ -7,7 +7,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 from ..durations import parse_duration
 from ..errors import InvariantError, XJobsError
@@ -46,7 +45,7 @@ class Limits:
         return self.per_queue
 
 
-def parse_limits(raw: Any) -> Limits:
+def parse_limits(raw: object) -> Limits:
     """Read ``XJOBS["LIMITS"]`` (``{}`` means no caps), refusing any other shape with
     ``InvariantError`` naming the key. ``conf.py`` turns that into a system-check error.
 
@@ -76,14 +75,14 @@ def parse_limits(raw: Any) -> Limits:
     )
 
 
-def _count(value: Any, field: str, hint: str) -> int:
+def _count(value: object, field: str, hint: str) -> int:
     # bool is an int in Python; True as a cap is a mistake, not 1.
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvariantError(f"{field}={value!r} must be a positive integer", hint=hint)
     return value
 
 
-def _optional_count(raw: Mapping[str, Any], key: str) -> int | None:
+def _optional_count(raw: Mapping[str, object], key: str) -> int | None:
     if key not in raw:
         return None
     return _count(
@@ -93,7 +92,7 @@ def _optional_count(raw: Mapping[str, Any], key: str) -> int | None:
     )
 
 
-def _per_queue(value: Any) -> int | Mapping[str, int]:
+def _per_queue(value: object) -> int | Mapping[str, int]:
     hint = 'give one cap for every queue ("per_queue": 8) or caps by queue name ("per_queue": {"emails": 8})'
     if not isinstance(value, Mapping):
         return _count(value, "per_queue", hint=hint)
@@ -105,7 +104,7 @@ def _per_queue(value: Any) -> int | Mapping[str, int]:
     return MappingProxyType(caps)
 
 
-def _rate(value: Any) -> RateLimit:
+def _rate(value: object) -> RateLimit:
     hint = 'use {"limit": <starts>, "window": <duration>}, e.g. {"limit": 100, "window": "1m"} (window in seconds, a string or a timedelta)'
     if not isinstance(value, Mapping):
         raise InvariantError(f"rate_per_tenant={value!r} is not a dict", hint=hint)
@@ -124,7 +123,7 @@ def _rate(value: Any) -> RateLimit:
     return RateLimit(limit=limit, window=window)
 
 
-def _max_tenants(value: Any) -> int:
+def _max_tenants(value: object) -> int:
     hint = f"give a whole number of tenants above zero; the default is {DEFAULT_MAX_TENANTS:_}"
     if isinstance(value, float) and not math.isfinite(value):
         # SPEC LIMIT-06: an unbounded map is exactly what the cap exists to prevent.

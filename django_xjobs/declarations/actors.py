@@ -43,6 +43,6 @@ class Actor:
         return cls(id=f"user:{user.pk}", tenant_id=tenant_id)
 
     @classmethod
-    def from_request(cls, request: Any, *, tenant_id: str | None = None) -> Actor:
+    def from_request(cls, request: object, *, tenant_id: str | None = None) -> Actor:
         """The actor of a web request: its user (``AuthenticationMiddleware`` sets it)."""
         return cls.from_user(getattr(request, "user", None), tenant_id=tenant_id)

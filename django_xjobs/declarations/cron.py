@@ -41,7 +41,7 @@ class CronHandle:
 
     def __init__(
         self,
-        fn: Callable[[datetime], Any],
+        fn: Callable[[datetime], object],
         *,
         name: str,
         schedule: str,
@@ -94,7 +94,7 @@ class CronHandle:
         """What ``occurrence`` enqueues, checked: job handles with a dict of inputs each."""
         from .job import JobHandle
 
-        produced = self.fn(occurrence)
+        produced: Any = self.fn(occurrence)  # the user's entries, checked one by one below
         if produced is None:
             return []
         entries = []
@@ -186,7 +186,7 @@ def cron(
             hint='e.g. @cron("0 3 * * *", tz="UTC")',
         )
 
-    def declare(handler: Callable[[datetime], Any]) -> Any:
+    def declare(handler: Callable[[datetime], object]) -> Any:
         task = _as_task(handler)
         if task is not None:
             # a django.tasks Task: each occurrence enqueues it; the module keeps the Task itself
@@ -205,7 +205,7 @@ def cron(
         registry.crons.register(handle)
         return handle
 
-    def _build(handler: Callable[[datetime], Any], label: str) -> CronHandle:
+    def _build(handler: Callable[[datetime], object], label: str) -> CronHandle:
         if not callable(handler):
             raise InvariantError(
                 f"@cron decorates a function, got {handler!r}", hint="put @cron(...) above a def"
@@ -241,21 +241,21 @@ def cron(
     return declare
 
 
-def _as_task(handler: Any) -> Any:
+def _as_task(handler: object) -> Any:
     """``handler`` when it is a ``django.tasks`` Task (Django 6, or the backport), else None."""
     if not type(handler).__module__.startswith(("django.tasks", "django_tasks")):
         return None
     return registry.task_resolver().as_task(handler)
 
 
-def _is_task_job(entry: Any) -> bool:
+def _is_task_job(entry: object) -> bool:
     return (
         type(entry).__name__ == "TaskJob"
         and type(entry).__module__ == "django_xjobs.backends.tasks"
     )
 
 
-def _check_tz(tz: Any) -> str:
+def _check_tz(tz: object) -> str:
     global _ZONES
     if _ZONES is None:
         _ZONES = available_timezones()
@@ -285,7 +285,7 @@ SECONDS = ("seconds", 0, 59)
 _VALUE = re.compile(r"(?<![/\d])\d+")
 
 
-def check_schedule(schedule: Any, seconds: Any, tz: str) -> None:
+def check_schedule(schedule: object, seconds: object, tz: str) -> None:
     """A schedule that means one thing to every reader, each field in range, that can fire.
 
     Six fields are refused: croniter reads the sixth as seconds, Quartz, Spring and node's

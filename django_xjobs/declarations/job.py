@@ -47,13 +47,15 @@ class JobHandle:
     reruns_lapsed = False
     #: declared once Django had started, by a module no app's jobs.py imports (set by @job)
     undiscovered = False
+    #: the backfill whose passes this job runs (set by ``@backfill``); None for any other job
+    backfill: registry.DeclaredBackfill | None = None
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[..., object],
         *,
         name: str,
-        idempotency_key: str | Callable[..., Any],
+        idempotency_key: str | Callable[..., object],
         queue: str,
         retry: Retry,
         timeout: float | None,
@@ -61,13 +63,13 @@ class JobHandle:
         event_poll: float | None,
         concurrency: int | None,
         priority: int,
-        tenant: Callable[..., Any] | str | None,
+        tenant: Callable[..., object] | str | None,
         options: EnqueueOptions | None = None,
         expires_in: float | None = None,
         debounce: float | None = None,
         limits: JobLimits | None = None,
     ) -> None:
-        self.fn = fn
+        self.fn: Callable[..., Any] = fn
         self.name = name
         self.idempotency_key = idempotency_key
         self.queue = queue
@@ -102,7 +104,7 @@ class JobHandle:
             hint=f"queue it with {self.fn.__name__}.enqueue(...); in a unit test call {self.fn.__name__}.fn(ctx, ...)",
         )
 
-    def invoke(self, ctx: Any, inputs: dict[str, Any]) -> Any:
+    def invoke(self, ctx: object, inputs: Mapping[str, object]) -> Any:
         """Call the handler for one run: ``fn(ctx, **inputs)``."""
         if not isinstance(inputs, dict) or not self._binder.fits(inputs):
             check_stored(self.name, self.signature, inputs)  # SPEC EXEC-01
@@ -126,7 +128,7 @@ class JobHandle:
         enqueued_by: str | None = None,
         outbox: bool | None = None,
         expires_at: datetime | None = None,
-        after: Iterable[Any] | None = None,
+        after: Iterable[object] | None = None,
         run_anyway: bool | None = None,
     ) -> JobHandle:
         """A copy of this handle with per-enqueue options (like ``django.tasks.Task.using``)::
@@ -251,7 +253,7 @@ class JobHandle:
         enqueue.refuse_positional(self, args)
         return await sync_to_async(self.enqueue)(**inputs)
 
-    def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
+    def enqueue_many(self, inputs: Iterable[Mapping[str, object]]) -> list[EnqueueResult]:
         """Queue one run per element of ``inputs`` (each a dict of this job's inputs) in one
         write; one ``EnqueueResult`` per element, in order::
 
@@ -265,17 +267,17 @@ class JobHandle:
         """
         return enqueue.many(self, inputs)
 
-    async def aenqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
+    async def aenqueue_many(self, inputs: Iterable[Mapping[str, object]]) -> list[EnqueueResult]:
         """``enqueue_many`` for async code."""
         from asgiref.sync import sync_to_async
 
         return await sync_to_async(self.enqueue_many)(list(inputs))
 
-    def build_request(self, inputs: dict[str, Any]) -> EnqueueRequest:
+    def build_request(self, inputs: Mapping[str, object]) -> EnqueueRequest:
         """Validate ``inputs`` and turn them into the driver's request (nothing is written)."""
         return enqueue.build_request(self, inputs)
 
-    def bind(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    def bind(self, inputs: Mapping[str, object]) -> dict[str, Any]:
         """Inputs bound to the handler's signature, defaults applied (``ctx`` left out)."""
         fast = self._binder.bind(inputs)
         if fast is not None:
@@ -295,7 +297,7 @@ class JobHandle:
                 arguments.update(arguments.pop(param.name, {}))
         return arguments
 
-    def key_for(self, inputs: dict[str, Any]) -> str:
+    def key_for(self, inputs: Mapping[str, object]) -> str:
         """The idempotency key for ``inputs`` (SPEC JOB-08)."""
         return enqueue.key_for(self, inputs)
 
@@ -325,9 +327,9 @@ class JobHandle:
 
 @overload
 def job(
-    fn: Callable[..., Any],
+    fn: Callable[..., object],
     *,
-    idempotency_key: str | Callable[..., Any] = ...,
+    idempotency_key: str | Callable[..., object] = ...,
     name: str | None = ...,
     queue: str = ...,
     retry: Retry | None = ...,
@@ -336,7 +338,7 @@ def job(
     event_poll: Duration | None = ...,
     concurrency: int | None = ...,
     priority: int = ...,
-    tenant: Callable[..., Any] | str | None = ...,
+    tenant: Callable[..., object] | str | None = ...,
     expires_in: Duration | None = ...,
     debounce: Duration | None = ...,
     limit_key: str | None = ...,
@@ -348,7 +350,7 @@ def job(
 def job(
     fn: None = None,
     *,
-    idempotency_key: str | Callable[..., Any] = ...,
+    idempotency_key: str | Callable[..., object] = ...,
     name: str | None = ...,
     queue: str = ...,
     retry: Retry | None = ...,
@@ -357,7 +359,7 @@ def job(
     event_poll: Duration | None = ...,
     concurrency: int | None = ...,
     priority: int = ...,
-    tenant: Callable[..., Any] | str | None = ...,
+    tenant: Callable[..., object] | str | None = ...,
     expires_in: Duration | None = ...,
     debounce: Duration | None = ...,
     limit_key: str | None = ...,
@@ -366,9 +368,9 @@ def job(
 
 
 def job(
-    fn: Callable[..., Any] | None = None,
+    fn: Callable[..., object] | None = None,
     *,
-    idempotency_key: str | Callable[..., Any] = _MISSING,
+    idempotency_key: str | Callable[..., object] = _MISSING,
     name: str | None = None,
     queue: str = "default",
     retry: Retry | None = None,
@@ -377,7 +379,7 @@ def job(
     event_poll: Duration | None = None,
     concurrency: int | None = None,
     priority: int = 0,
-    tenant: Callable[..., Any] | str | None = None,
+    tenant: Callable[..., object] | str | None = None,
     expires_in: Duration | None = None,
     debounce: Duration | None = None,
     limit_key: str | None = None,
@@ -412,7 +414,7 @@ def job(
     without a ``limit_key``).
     """
 
-    def declare(handler: Callable[..., Any]) -> JobHandle:
+    def declare(handler: Callable[..., object]) -> JobHandle:
         label = (
             name or f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', '?')}"
         )
@@ -422,7 +424,7 @@ def job(
         handle.undiscovered = registry.after_startup()
         return handle
 
-    def _build(handler: Callable[..., Any], label: str) -> JobHandle:
+    def _build(handler: Callable[..., object], label: str) -> JobHandle:
         if not callable(handler):
             raise InvariantError(
                 f"@job decorates a function, got {handler!r}",
@@ -497,7 +499,7 @@ def registered_jobs() -> list[JobHandle]:
     return cast("list[JobHandle]", registry.registered_jobs())
 
 
-def _check_priority(priority: Any) -> None:
+def _check_priority(priority: object) -> None:
     if isinstance(priority, bool) or not isinstance(priority, int) or not -1000 <= priority <= 1000:
         raise InvariantError(
             f"priority={priority!r} must be an integer from -1000 to 1000",
@@ -505,7 +507,7 @@ def _check_priority(priority: Any) -> None:
         )
 
 
-def _after_ids(after: Iterable[Any] | None) -> tuple[UUID, ...] | None:
+def _after_ids(after: Iterable[object] | None) -> tuple[UUID, ...] | None:
     """``using(after=...)`` as job ids: each a UUID, its text, or an enqueue's result."""
     if after is None:
         return None

@@ -16,11 +16,20 @@ from ..limits.keys import JobLimits, use_declared
 
 if TYPE_CHECKING:
     from ..retry import Retry
+    from ..run.context import JobContext
+    from ..run.handle import Runnable
 
 
 class Declared(Protocol):
     name: str
     origin: str
+
+
+class DeclaredBackfill(Protocol):
+    """What a job knows of the backfill whose passes it runs (a ``backfills.Backfill``)."""
+
+    @property
+    def name(self) -> str: ...
 
 
 class DeclaredJob(Declared, Protocol):
@@ -32,8 +41,16 @@ class DeclaredJob(Declared, Protocol):
     retry: Retry
     timeout: float | None
     step_timeout: float | None
+    event_poll: float | None
     concurrency: int | None
     limits: JobLimits | None
+    #: a ``str.format`` template over the inputs, or a callable making the key from them
+    idempotency_key: str | Callable[..., Any]
+    reruns_lapsed: bool
+    is_async: bool
+    backfill: DeclaredBackfill | None
+
+    def invoke(self, ctx: JobContext, inputs: Mapping[str, object]) -> Any: ...
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -187,16 +204,16 @@ class TaskResolver(Protocol):
     (``django_xjobs.backends.tasks``), which the app registers in ``ready()``: the registry sits
     below the backend and never imports it."""
 
-    def task_job(self, name: str) -> Any:
+    def task_job(self, name: str) -> Runnable | None:
         """The handle that runs the task at module path ``name``, or None."""
 
     def task_queues(self) -> set[str]:
         """The queues the ``XJobsBackend`` aliases accept."""
 
-    def as_task(self, handler: Any) -> Any:
+    def as_task(self, handler: object) -> Any:
         """``handler`` when it is a Task of the task API in use, else None."""
 
-    def cron_entries(self, task: Any) -> Callable[[datetime], Any]:
+    def cron_entries(self, task: object) -> Callable[[datetime], Any]:
         """A cron's entries for ``task``: each occurrence enqueues it."""
 
 
@@ -222,11 +239,15 @@ def task_resolver() -> TaskResolver:
     return _task_resolver
 
 
-def get_job(name: str) -> Any:
-    """The handle a row named ``name`` runs with: a declared job, else a ``django.tasks`` task
-    of that module path (run through ``XJobsBackend``), else None::
+def get_job(name: str) -> Runnable | None:
+    """The handle a row named ``name`` runs with (a ``Runnable``): a declared job, else a
+    ``django.tasks`` task of that module path (run through ``XJobsBackend``), else None::
 
-        get_job("shop.jobs.send_receipt").enqueue(order_id=7)
+        get_job("shop.jobs.send_receipt").queue  # "emails"
+
+    A declared job's handle is the ``JobHandle`` its ``@job`` returned, so
+    ``get_job(name).enqueue(...)`` still runs; a typed caller that enqueues holds the handle
+    itself, or reads ``registry.jobs.get(name)`` (a ``DeclaredJob``).
     """
     handle = jobs.get(name)
     if handle is not None or not _tasks_configured():
@@ -253,7 +274,7 @@ def task_aliases() -> list[str]:
     ]
 
 
-def _serves_tasks(path: Any) -> bool:
+def _serves_tasks(path: object) -> bool:
     """``XJobsBackend``, named as such or by a subclass of it (a project's backend that adds
     to it). A subclass is looked up by its class's ancestry, by name: this layer never imports
     the backend; a path that cannot be imported yet (apps still loading) is not one."""

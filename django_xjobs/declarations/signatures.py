@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import IdempotencyRequiredError, InputInvalidError, InvariantError
@@ -25,12 +25,12 @@ class Binder:
         self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
         self.required = frozenset(n for n in self.names if n not in self.defaults)
 
-    def fits(self, inputs: dict[str, Any]) -> bool:
+    def fits(self, inputs: Mapping[str, object]) -> bool:
         """Whether ``fn(ctx, **inputs)`` binds: every required input given, and no unknown one
         unless the handler takes ``**kwargs``. Set tests only, for each run's check."""
         return self.required <= inputs.keys() and (self.open or self.accepted.issuperset(inputs))
 
-    def bind(self, inputs: dict[str, Any]) -> dict[str, Any] | None:
+    def bind(self, inputs: Mapping[str, object]) -> dict[str, Any] | None:
         if self.open or not self.accepted.issuperset(inputs) or not self.required <= inputs.keys():
             return None
         if len(inputs) == len(self.names):
@@ -39,7 +39,7 @@ class Binder:
         return {name: inputs[name] if name in inputs else defaults[name] for name in self.names}
 
 
-def check_stored(name: str, signature: inspect.Signature, inputs: Any) -> None:
+def check_stored(name: str, signature: inspect.Signature, inputs: object) -> None:
     """SPEC EXEC-01: stored inputs that no longer fit the handler (a parameter renamed or added
     since they were queued) fail the attempt naming the mismatch, not as a TypeError that reads
     like a bug in the body; classification then decides the retry, as for any failure."""
@@ -59,7 +59,7 @@ def check_stored(name: str, signature: inspect.Signature, inputs: Any) -> None:
     )
 
 
-def signature_of(fn: Callable[..., Any]) -> inspect.Signature:
+def signature_of(fn: Callable[..., object]) -> inspect.Signature:
     """The handler's signature with postponed (string) annotations evaluated when possible."""
     try:
         return inspect.signature(fn, eval_str=True)
@@ -71,7 +71,7 @@ def signature_of(fn: Callable[..., Any]) -> inspect.Signature:
 INPUT_TYPES = (int, float, str, bool, bytes, list, dict, tuple)
 
 
-def check_handler(handler: Callable[..., Any]) -> inspect.Signature:
+def check_handler(handler: Callable[..., object]) -> inspect.Signature:
     signature = signature_of(handler)
     params = list(signature.parameters.values())
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -128,7 +128,7 @@ def input_schema(signature: inspect.Signature) -> dict[str, Any]:
     }
 
 
-def check_key(key: Any, signature: inspect.Signature, *, missing: Any = None) -> None:
+def check_key(key: object, signature: inspect.Signature, *, missing: object = None) -> None:
     """An ``idempotency_key`` declaration: present, and a template whose fields are inputs the
     handler takes (SPEC JOB-08); ``missing`` is the caller's "not given" marker."""
     if key is missing or key is None or key == "":

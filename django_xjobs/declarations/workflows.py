@@ -19,19 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextvars import ContextVar, Token
+from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from django.db import transaction
 
-from .. import conf, redact
+from .. import conf
 from ..drivers import get_driver
-from ..drivers.contract import BatchCallback, BatchRecord, EnqueueRequest, EnqueueResult, JobDriver
-from ..errors import BatchClosedError, BatchNotFoundError, InputInvalidError, InvariantError
+from ..drivers.contract import BatchCallback, EnqueueRequest, EnqueueResult, JobDriver
+from ..errors import BatchClosedError, InputInvalidError, InvariantError
 from ..ids import uuid7
 from ..payload import NotJSON, check_json, encode
-from ..text import storable
 
 #: the batch whose ``with`` block the caller is in: its enqueues join it
 _current: ContextVar[Batch | None] = ContextVar("xjobs_batch", default=None)
@@ -63,10 +63,10 @@ class Batch:
 
     def __init__(
         self,
-        on_complete: Any = None,
+        on_complete: object = None,
         *,
-        on_success: Any = None,
-        on_failure: Any = None,
+        on_success: object = None,
+        on_failure: object = None,
         input: dict[str, Any] | None = None,
     ) -> None:
         self.id: UUID = uuid7()
@@ -101,7 +101,7 @@ class Batch:
     def __repr__(self) -> str:
         return f"<Batch {self.id}{' closed' if self._closed else ''}>"
 
-    def _callback(self, kind: str, handle: Any) -> BatchCallback:
+    def _callback(self, kind: str, handle: object) -> BatchCallback:
         build = getattr(handle, "build_request", None)
         if build is None:
             raise InvariantError(
@@ -198,112 +198,18 @@ class Batch:
             driver.batches().close(self.id)
 
 
-def inspect_batch(batch_id: UUID | str, *, members: int = 100) -> dict[str, Any]:
-    """A batch's counts, its state and its callbacks' job ids, with up to ``members`` of its
-    members' ids and states::
+class _Closes(Protocol):
+    """A batch row (``BatchRecord``, the admin's ``JobBatch``): when it closed and completed."""
 
-        >>> inspect_batch(batch.id)["state"], inspect_batch(batch.id)["pending"]
-        ('open', 3)
+    @property
+    def closed_at(self) -> datetime | None: ...
 
-    ``state`` is ``open`` (members may join), ``closed`` (waiting for ``pending`` members) or
-    ``completed`` (its callbacks queued). Raises ``BatchNotFoundError`` for an unknown id.
-    """
-    driver = get_driver()
-    record = driver.batches().get(_batch_id(batch_id))
-    if record is None:
-        raise BatchNotFoundError(f"no batch has id {batch_id}")
-    listed = []
-    for job_id in driver.batches().members(record.id, limit=members):
-        row = driver.reads().get_job(job_id)
-        listed.append({"id": str(job_id), "name": row and row.name, "state": row and row.state})
-    return {**describe(record), "members": listed}
+    @property
+    def completed_at(self) -> datetime | None: ...
 
 
-def cancel_batch(batch_id: UUID | str, *, reason: str | None = None) -> dict[str, Any]:
-    """Close the batch and cancel every member still live (a running one stops at its next
-    heartbeat), each counted as cancelled; the last one queues the callbacks (``on_failure``,
-    ``on_complete``). Cancel goes down to the members, never up. Returns ``inspect_batch``'s
-    answer with ``cancelled_now``, how many this call cancelled::
-
-        >>> cancel_batch(batch.id, reason="import aborted")["cancelled_now"]
-        9980
-    """
-    if reason is not None and not isinstance(reason, str):
-        raise InvariantError(f"reason={reason!r} must be a string or None")
-    driver = get_driver()
-    found = _batch_id(batch_id)
-    if driver.batches().get(found) is None:
-        raise BatchNotFoundError(f"no batch has id {batch_id}")
-    # stored as every member's last_error: the two functions cancel_job's reason passes (issue 40)
-    stored = storable(redact.redact(reason)) if reason else None
-    cancelled = driver.batches().cancel(found, stored)
-    return {**inspect_batch(found, members=0), "cancelled_now": cancelled}
-
-
-def batch_report(batch_id: str | None, *, limit: int = 50) -> tuple[Any, str]:
-    """``xjobs batch [ID]``: one batch (``inspect_batch``), or the newest batches, as JSON and
-    as text."""
-    if batch_id is None:
-        rows = [describe(r) for r in get_driver().batches().recent(limit=limit)]
-        lines = [f"{'batch':<36}  {'state':<9} {'total':>6} {'pending':>7} {'done':>6} {'dead':>5}"]
-        lines += [
-            f"{r['id']:<36}  {r['state']:<9} {r['total']:>6} {r['pending']:>7} {r['done']:>6} "
-            f"{r['dead']:>5}"
-            for r in rows
-        ]
-        return rows, "\n".join(lines) if rows else "no batches"
-    trace = inspect_batch(batch_id, members=limit)
-    lines = [
-        f"batch {trace['id']}  {trace['state']}",
-        f"  members    {trace['total']}: {trace['pending']} pending, {trace['done']} done, "
-        f"{trace['dead']} dead, {trace['failed']} failed, {trace['cancelled']} cancelled",
-        f"  created    {trace['created_at']}",
-        f"  closed     {trace['closed_at'] or '-'}",
-        f"  completed  {trace['completed_at'] or '-'}",
-        "  callbacks:" if trace["callbacks"] else "  callbacks: none",
-        *(f"    on {c['on']:<9} {c['name']}  {c['job_id']}" for c in trace["callbacks"]),
-        "  members:" if trace["members"] else "  members: none",
-        *(f"    {m['id']}  {m['state'] or '-':<9} {m['name'] or '-'}" for m in trace["members"]),
-    ]
-    return trace, "\n".join(lines)
-
-
-def describe(record: BatchRecord) -> dict[str, Any]:
-    """A batch row as the operator surfaces show it (JSON-ready)."""
-    return {
-        "id": str(record.id),
-        "state": batch_state(record),
-        "total": record.total,
-        "pending": record.pending,
-        "done": record.done,
-        "dead": record.dead,
-        "failed": record.failed,
-        "cancelled": record.cancelled,
-        # a payload: values under secret keys masked, as a job's input is shown (issue 40)
-        "input": redact.mask(record.input),
-        "created_at": record.created_at.isoformat(),
-        "closed_at": record.closed_at and record.closed_at.isoformat(),
-        "completed_at": record.completed_at and record.completed_at.isoformat(),
-        "callbacks": [
-            {"on": c.kind, "name": c.name, "job_id": str(c.id), "queue": c.queue}
-            for c in record.callbacks
-        ],
-    }
-
-
-def batch_state(record: Any) -> str:
+def batch_state(record: _Closes) -> str:
     """open, closed or completed, from a batch's ``closed_at`` and ``completed_at``."""
     if record.completed_at is not None:
         return "completed"
     return "open" if record.closed_at is None else "closed"
-
-
-def _batch_id(value: UUID | str) -> UUID:
-    if isinstance(value, UUID):
-        return value
-    try:
-        return UUID(str(value))
-    except ValueError:
-        raise BatchNotFoundError(
-            f"{value!r} is not a batch id", hint="a batch id is a UUID"
-        ) from None

@@ -19,7 +19,7 @@ import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from .. import conf
 from ..errors import InputInvalidError, InvariantError
@@ -52,7 +52,7 @@ class Rate:
         return f"{self.limit}/{self.window:g}s"
 
 
-def parse_rate(value: Any, *, field: str = "rate_limit") -> Rate:
+def parse_rate(value: object, *, field: str = "rate_limit") -> Rate:
     """``"100/m"`` as ``Rate(100, 60.0)``; windows in seconds, minutes or hours.
 
     >>> parse_rate("10/s"), parse_rate("30/5m")
@@ -67,7 +67,7 @@ def parse_rate(value: Any, *, field: str = "rate_limit") -> Rate:
     return Rate(count, many * _UNITS[unit])
 
 
-def check_template(template: Any, signature: inspect.Signature) -> str | None:
+def check_template(template: object, signature: inspect.Signature) -> str | None:
     """A ``limit_key`` declaration: None, or a ``str.format`` template over the job's inputs."""
     if template is None:
         return None
@@ -93,7 +93,7 @@ def check_template(template: Any, signature: inspect.Signature) -> str | None:
     return template
 
 
-def render(name: str, template: str | None, inputs: Mapping[str, Any]) -> str:
+def render(name: str, template: str | None, inputs: Mapping[str, object]) -> str:
     """The key a run of job ``name`` with ``inputs`` counts against. Raises
     ``X_INPUT_INVALID`` when the inputs cannot fill the template or the key is over
     ``MAX_RENDERED_BYTES``: the enqueue refuses them, and a publish quarantines a staged row that
@@ -136,7 +136,9 @@ def shown(key: str) -> str:
     return f"{name}[{rendered}]" if rendered else name
 
 
-def key_of(name: str, inputs: Any, tenant: str | None = None, *, fair: bool = True) -> str | None:
+def key_of(
+    name: str, inputs: object, tenant: str | None = None, *, fair: bool = True
+) -> str | None:
     """The limit key of a run of the registered job ``name``, None when it declares no limit
     (or this process does not know the job: its run then counts against nothing). Under
     ``XJOBS["FAIR_SHARE"]`` a run with no limit of its own gets its fair-share group's key: no
@@ -179,7 +181,7 @@ class JobLimits:
 
 
 def declared(
-    limit_key: Any, concurrency: int | None, rate_limit: Any, signature: inspect.Signature
+    limit_key: object, concurrency: int | None, rate_limit: object, signature: inspect.Signature
 ) -> JobLimits | None:
     """The limits ``@job`` declares, or None when it declares none the claim decides.
 

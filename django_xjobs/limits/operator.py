@@ -59,7 +59,7 @@ def inspect_limits(limit: int = 500) -> list[dict[str, Any]]:
     for key, paused_until, running, starts in get_driver().limits().key_usage(limit):
         name, _, rendered = key.partition(SEPARATOR)
         handle = registry.jobs.get(name)
-        limits = getattr(handle, "limits", None)
+        limits = None if handle is None else handle.limits
         rate = None if limits is None else limits.rate
         paused = paused_until if paused_until is not None and paused_until > now else None
         rows.append(

@@ -264,7 +264,7 @@ def _drop_spent(starts: deque[datetime], horizon: datetime) -> None:
         starts.popleft()
 
 
-def _decrement(counts: dict[Any, int], key: Any) -> None:
+def _decrement(counts: dict[Any, int], key: object) -> None:
     left = counts.get(key, 0) - 1
     if left > 0:
         counts[key] = left
@@ -281,8 +281,7 @@ def declared_limits() -> tuple[tuple[JobLimit, ...], dict[str, bool]]:
     jobs: list[JobLimit] = []
     keyed: dict[str, bool] = {}
     for handle in registry.registered_jobs():
-        limits = getattr(handle, "limits", None)
-        queue = getattr(handle, "queue", "default")
+        limits, queue = handle.limits, handle.queue
         keyed[queue] = keyed.get(queue, True) and limits is not None
         if limits is None:
             continue

@@ -14,7 +14,7 @@ from ..errors import XJobsError, first_line
 
 
 @checks.register("django_xjobs")
-def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_settings(app_configs: object = None, **kwargs: Any) -> list[checks.CheckMessage]:
     try:
         xjobs = conf.validate(getattr(settings, "XJOBS", {}))
     except XJobsError as error:
@@ -207,7 +207,7 @@ def _checked_database(databases: Any) -> conf.XJobsSettings | None:
 
 @checks.register(checks.Tags.database)
 def check_database_answers(
-    app_configs: Any = None, databases: Any = None, **kwargs: Any
+    app_configs: object = None, databases: object = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     """``manage.py check --database default`` with the jobs database down: the checks that
     read it (W003, W020) could not run, which "no issues" would hide."""
@@ -234,7 +234,7 @@ def check_database_answers(
 
 @checks.register(checks.Tags.database)
 def check_unregistered_names(
-    app_configs: Any = None, databases: Any = None, **kwargs: Any
+    app_configs: object = None, databases: object = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     """``manage.py check --database default``: live rows whose job name this process does not
     register. Run at deploy time, it catches a rename before the worker parks the queued rows
@@ -277,7 +277,7 @@ def check_unregistered_names(
 
 @checks.register(checks.Tags.database)
 def check_pending_backfills(
-    app_configs: Any = None, databases: Any = None, **kwargs: Any
+    app_configs: object = None, databases: object = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     """``manage.py check --database default``: backfills declared for this environment with no
     completed pass in it (``X_BACKFILL_PENDING``), what ``xjobs_backfill --pending`` gates on."""

@@ -65,7 +65,7 @@ def sentences_only() -> Iterator[None]:
         logger.removeHandler(quiet)
 
 
-def database_error(error: DatabaseError, alias: Any = None) -> XJobsError:
+def database_error(error: DatabaseError, alias: object = None) -> XJobsError:
     """A database error as the operator's fix, told apart by SQLSTATE (never by message text)."""
     where = f"database {alias!r}" if isinstance(alias, str) else "the database"
     first = first_line(error)

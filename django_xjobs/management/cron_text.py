@@ -3,12 +3,10 @@ and JSON, each a (json-able result, text) pair like every ``xjobs`` action."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..operations import cron_controls
 
 
-def crons_report() -> tuple[Any, str]:
+def crons_report() -> tuple[object, str]:
     crons = cron_controls.inspect_crons()
     if not crons:
         return crons, "no cron is declared"
@@ -27,7 +25,7 @@ def crons_report() -> tuple[Any, str]:
     return crons, "\n".join(lines)
 
 
-def cron_action(verb: str, name: str, *, key: str | None, by: str) -> tuple[Any, str]:
+def cron_action(verb: str, name: str, *, key: str | None, by: str) -> tuple[object, str]:
     if verb == "pause":
         state = cron_controls.pause_cron(name, by=by)
         return cron_controls.cron_state(state), (

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -52,7 +52,7 @@ class Health:
         self._running = threading.Event()
         self.draining = threading.Event()
 
-    def wrap_run(self, run: Callable[[], Any]) -> Callable[[], Any]:
+    def wrap_run(self, run: Callable[[], object]) -> Callable[[], Any]:
         def running() -> Any:
             self._running.set()
             try:
@@ -178,7 +178,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._answer(200 if ok else 503, {"status": "ok" if ok else "fail", "reason": reason})
 
-    def _answer(self, code: int, body: dict[str, Any]) -> None:
+    def _answer(self, code: int, body: Mapping[str, object]) -> None:
         data = json.dumps({"role": self.health.role, **body}).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")

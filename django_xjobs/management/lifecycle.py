@@ -28,7 +28,7 @@ EXITING_BOUND = 3.0
 
 def run_until_signalled(
     name: str,
-    run: Callable[[], Any],
+    run: Callable[[], object],
     stop: Callable[[], None],
     shutdown_timeout: float | None = None,
     exiting: Callable[[], None] | None = None,
@@ -40,7 +40,7 @@ def run_until_signalled(
     are appended to ``received`` when given."""
     received = [] if received is None else received
 
-    def on_signal(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: object) -> None:
         received.append(signum)  # no locks here
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -60,7 +60,7 @@ def run_until_signalled(
     give_up: float | None = None
     while thread.is_alive() or (stopper is not None and stopper.is_alive()):
         # stop() finishes its hand-back (a leader lease, a relay's batch) before the exit
-        (thread if thread.is_alive() else stopper).join(0.2)  # type: ignore[union-attr]
+        (thread if thread.is_alive() or stopper is None else stopper).join(0.2)
         if give_up is not None and time.monotonic() >= give_up:
             log.event(
                 logging.ERROR,

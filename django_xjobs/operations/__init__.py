@@ -2,7 +2,9 @@
 
 The admin, the ``xjobs`` management command and the tests all go through these functions, never
 around them (DESIGN §3). Each looks the driver up when it is called, takes a job id as a
-``UUID`` or a string, and returns plain JSON: ids and times as strings, durations in seconds.
+``UUID`` or a string, and answers a frozen value of ``answers`` (``JobTrace``, ``QueuesReport``,
+...) that reads as plain JSON too: ``trace["state"]`` is ``trace.state``, and ``to_json()`` is
+the document, ids and times as strings, durations in seconds.
 
 The calls live by what they act on: ``jobs`` (a job's trace, cancel, retry, run now, the dead
 letters, prune), ``fleet`` (queues and workers), ``outbox``, ``cron_controls``, ``manifest`` and

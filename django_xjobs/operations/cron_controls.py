@@ -20,6 +20,7 @@ from ..drivers.contract import CronState
 from ..errors import CronUnknownError, InvariantError
 from ..ids import uuid7
 from ..text import check_label
+from .answers import CronReport
 
 #: how many fire times ``inspect_crons`` lists per cron
 NEXT_FIRES = 5
@@ -121,7 +122,7 @@ def run_cron_now(name: str, *, key: str | None = None, by: str | None = None) ->
     return CronRun(handle.name, key, occurrence, tuple(str(r.id) for r in results), False)
 
 
-def inspect_crons(*, now: datetime | None = None) -> list[dict[str, Any]]:
+def inspect_crons(*, now: datetime | None = None) -> list[CronReport]:
     """Every declared cron as plain JSON: schedule, time zone, catch-up rule, whether it is
     paused (by whom, since when), its last firing and its next ``NEXT_FIRES`` fire times (ISO
     8601, UTC), in name order (SPEC CRONCTL-05)::
@@ -139,20 +140,20 @@ def inspect_crons(*, now: datetime | None = None) -> list[dict[str, Any]]:
         control = controls.get(handle.name) or CronState(handle.name, False)
         fired = last_fired(handle, store.watermark(handle.name))
         listed.append(
-            {
-                "name": handle.name,
-                "schedule": handle.schedule,
-                "seconds": handle.seconds,
-                "tz": handle.tz,
-                "catch_up": handle.catch_up,
-                "max_catch_up": handle.max_catch_up,
-                "jobs": handle.job_names(),
-                "paused": control.paused,
-                "paused_at": _iso(control.paused_at),
-                "paused_by": control.paused_by,
-                "last_fired": _iso(fired),
-                "next_fires": [t.isoformat() for t in next_fires(handle, now)],
-            }
+            CronReport(
+                name=handle.name,
+                schedule=handle.schedule,
+                seconds=handle.seconds,
+                tz=handle.tz,
+                catch_up=handle.catch_up,
+                max_catch_up=handle.max_catch_up,
+                jobs=handle.job_names(),
+                paused=control.paused,
+                paused_at=_iso(control.paused_at),
+                paused_by=control.paused_by,
+                last_fired=_iso(fired),
+                next_fires=[t.isoformat() for t in next_fires(handle, now)],
+            )
         )
     return listed
 
@@ -177,7 +178,7 @@ def cron_state(state: CronState) -> dict[str, Any]:
     }
 
 
-def _declared(name: Any) -> CronHandle:
+def _declared(name: object) -> CronHandle:
     crons = {c.name: c for c in registered_crons()}
     if not isinstance(name, str) or name not in crons:
         known = ", ".join(sorted(crons)) or "none is declared"
@@ -188,7 +189,7 @@ def _declared(name: Any) -> CronHandle:
     return crons[name]
 
 
-def _check_by(by: Any) -> None:
+def _check_by(by: object) -> None:
     if by is not None and not isinstance(by, str):
         raise InvariantError(f"by={by!r} must be a string or None", hint='e.g. "ops:alice"')
     check_label(by, "by")  # as pause_queue's (issue 40)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
 
 from .. import conf, log, metrics
 from ..drivers import get_driver
@@ -14,10 +13,11 @@ from ..errors import (
     InvariantError,
 )
 from ..text import check_label
+from .answers import QueueDepthRow, QueuesReport, WorkerReport
 from .shared import iso
 
 
-def inspect_queues() -> dict[str, Any]:
+def inspect_queues() -> QueuesReport:
     """Depth per queue and totals (SPEC INSP-01); a due ``delayed`` job counts as ready (Q-05)::
 
         >>> inspect_queues()["totals"]
@@ -28,17 +28,17 @@ def inspect_queues() -> dict[str, Any]:
     capped queue with no jobs is listed too, with zeros.
     """
     driver = get_driver()
-    queues = metrics.queue_depths(driver)
+    queues = [QueueDepthRow(**q) for q in metrics.queue_depths(driver)]
     buckets = ("ready", "delayed", "running", "suspended", "dead")
-    return {
-        "driver": driver.name,
-        "queues": queues,
-        "totals": {b: sum(q[b] for q in queues) for b in buckets},
-        "oldest_ready_seconds": max((q["oldest_ready_seconds"] for q in queues), default=0.0),
-    }
+    return QueuesReport(
+        driver=driver.name,
+        queues=queues,
+        totals={b: sum(q[b] for q in queues) for b in buckets},
+        oldest_ready_seconds=max((q.oldest_ready_seconds for q in queues), default=0.0),
+    )
 
 
-def check_by(by: Any) -> None:
+def check_by(by: object) -> None:
     """``by=`` of an operator call: None, or a name ``text.check_label`` keeps (no NUL, lone
     surrogate, control character or escape; at most 200 characters), else ``X_INVARIANT``."""
     if by is not None and not isinstance(by, str):
@@ -78,7 +78,7 @@ def resume_queue(name: str, *, by: str | None = None) -> QueueState:
     return state
 
 
-def inspect_workers() -> list[dict[str, Any]]:
+def inspect_workers() -> list[WorkerReport]:
     """Every worker's presence row, oldest start first; ``alive`` is False once it went a
     visibility timeout without a heartbeat (killed, stopped or cut off), and ``state`` says
     which: ``alive``, ``lapsed``, or ``exited`` (``stopped_at`` set: it exited past its
@@ -88,19 +88,19 @@ def inspect_workers() -> list[dict[str, Any]]:
         [('worker-0190…', 3, True)]
     """
     return [
-        {
-            "id": w.id,
-            "host": w.host,
-            "pid": w.pid,
-            "queues": list(w.queues),
-            "started_at": iso(w.started_at),
-            "last_seen": iso(w.last_seen),
-            "expires_at": iso(w.expires_at),
-            "in_flight": w.in_flight,
-            "alive": w.alive,
-            "stopped_at": iso(w.stopped_at),
-            "state": worker_state(w.alive, w.stopped_at),
-        }
+        WorkerReport(
+            id=w.id,
+            host=w.host,
+            pid=w.pid,
+            queues=list(w.queues),
+            started_at=iso(w.started_at),
+            last_seen=iso(w.last_seen),
+            expires_at=iso(w.expires_at),
+            in_flight=w.in_flight,
+            alive=w.alive,
+            stopped_at=iso(w.stopped_at),
+            state=worker_state(w.alive, w.stopped_at),
+        )
         for w in get_driver().reads().workers()
     ]
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Protocol
 from uuid import UUID
 
 from .. import conf, log, metrics, redact
-from ..backfills.status import backfill_section
 from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import JobDriver, JobSnapshot, StepRecord
@@ -21,17 +21,27 @@ from ..errors import (
     JobNotCancellableError,
 )
 from ..history import FailedAttempt
+from ..payload import JSONValue
 from ..retry import retry_schedule
 from ..states import FINISHED_STATES, LIVE_STATES, WAITING_STATES, shown_state
 from ..text import check_name, storable
+from .answers import (
+    AttemptTrace,
+    DeadLetter,
+    Dependencies,
+    JobSummary,
+    JobTrace,
+    StepTrace,
+)
+from .backfills import backfill_section
 from .shared import iso, job_id_of
 
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
 
-def inspect_job(job_id: UUID | str, *, reveal: bool = False) -> dict[str, Any] | None:
-    """The job with its step trace, retry schedule and failed attempts, or ``None`` when no job
-    has this id (SPEC INSP-02/03). A value that is not a UUID at all raises
+def inspect_job(job_id: UUID | str, *, reveal: bool = False) -> JobTrace | None:
+    """The job with its step trace, retry schedule and failed attempts (a ``JobTrace``), or
+    ``None`` when no job has this id (SPEC INSP-02/03). A value that is not a UUID at all raises
     ``JobNotFoundError``. The start of an id (4 hex digits or more) names the one job whose id
     starts so, here and in ``cancel_job`` and ``retry_job``; a prefix more than one id starts
     with raises ``JobIdAmbiguousError`` listing them, one no id starts with
@@ -74,7 +84,7 @@ def inspect_job(job_id: UUID | str, *, reveal: bool = False) -> dict[str, Any] |
     row = None if target is None else driver.reads().get_job(target)
     if row is None:
         return None
-    return {**_trace(driver, row, reveal), "collapsed_from": str(wanted)}
+    return replace(_trace(driver, row, reveal), collapsed_from=str(wanted))
 
 
 def collapsed_into(job_id: UUID) -> UUID | None:
@@ -87,7 +97,7 @@ def collapsed_into(job_id: UUID) -> UUID | None:
     return None
 
 
-def cancel_job(job_id: UUID | str, reason: str | None = None) -> dict[str, Any]:
+def cancel_job(job_id: UUID | str, reason: str | None = None) -> JobTrace:
     """Cancel a live job and return its trace (SPEC CANCEL-02, DESIGN Q-08/Q-09).
 
     A running job's worker finds out at its next heartbeat; whatever it settles after that is
@@ -124,9 +134,7 @@ def _cancel_children(driver: JobDriver, parent: UUID, run_id: UUID) -> None:
                 _cancel_children(driver, cancelled.id, cancelled.run_id)
 
 
-def retry_job(
-    job_id: UUID | str, from_step: str | None = None, force: bool = False
-) -> dict[str, Any]:
+def retry_job(job_id: UUID | str, from_step: str | None = None, force: bool = False) -> JobTrace:
     """Run a ``dead`` or ``failed`` job again, on the same run (SPEC INSP-06, DESIGN Q-03/Q-04).
 
     The job becomes ready with attempt 0 and no ``started_at`` / ``last_attempted_at`` (its
@@ -146,7 +154,7 @@ def retry_job(
     return _trace(driver, row)
 
 
-def run_job_now(job_id: UUID | str, *, by: str | None = None) -> dict[str, Any]:
+def run_job_now(job_id: UUID | str, *, by: str | None = None) -> JobTrace:
     """Make a waiting job due now — one enqueued for later, backing off after a failure, or
     snoozed — and return its trace (issue 42). Its run_at moves to now and its queue's workers
     are woken; it keeps its priority, its attempt and its expiry. A running, parked or ended job
@@ -163,7 +171,7 @@ def run_job_now(job_id: UUID | str, *, by: str | None = None) -> dict[str, Any]:
     return _trace(driver, row)
 
 
-def inspect_dead_letters(limit: int = 100) -> list[dict[str, Any]]:
+def inspect_dead_letters(limit: int = 100) -> list[DeadLetter]:
     """The ``dead`` jobs, most recently failed first, each with the command that retries it
     (SPEC INSP-05)::
 
@@ -173,16 +181,16 @@ def inspect_dead_letters(limit: int = 100) -> list[dict[str, Any]]:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvariantError(f"limit={limit!r} must be a positive integer")
     return [
-        {
-            "id": str(row.id),
-            "name": row.name,
-            "queue": row.queue,
-            "attempt": row.attempt,
-            "last_error": row.last_error,
-            "stop_reason": row.stop_reason,
-            "failed_at": row.updated_at.isoformat(),
-            "retry_command": RETRY_COMMAND.format(id=row.id),
-        }
+        DeadLetter(
+            id=str(row.id),
+            name=row.name,
+            queue=row.queue,
+            attempt=row.attempt,
+            last_error=row.last_error,
+            stop_reason=row.stop_reason,
+            failed_at=row.updated_at.isoformat(),
+            retry_command=RETRY_COMMAND.format(id=row.id),
+        )
         for row in get_driver().reads().dead_letters(limit=limit)
     ]
 
@@ -193,7 +201,7 @@ def list_jobs(
     name: str | None = None,
     state: str | None = None,
     limit: int = 100,
-) -> list[dict[str, Any]]:
+) -> list[JobSummary]:
     """Jobs newest first, ``limit`` after sorting (SPEC INSP-04), without their step traces::
 
     list_jobs(state="dead", queue="emails", limit=20)
@@ -230,115 +238,125 @@ def prune_jobs(
     return get_driver().jobs().prune(older_than=seconds, states=chosen, dry_run=bool(dry_run))
 
 
-def _summary(row: JobSnapshot, now: datetime | None) -> dict[str, Any]:
-    return {
-        "id": str(row.id),
-        "name": row.name,
-        "queue": row.queue,
-        "state": row.state if now is None else shown_state(row.state, row.run_at, now),
-        "attempt": row.attempt,
-        "max_attempts": row.max_attempts,
-        "stop_reason": row.stop_reason,
-        "last_error": row.last_error,
-        "run_at": iso(row.run_at),
-        "updated_at": iso(row.updated_at),
-        "started_at": iso(row.started_at),
-        "progress": row.progress,
-    }
+def _summary(row: JobSnapshot, now: datetime | None) -> JobSummary:
+    return JobSummary(
+        id=str(row.id),
+        name=row.name,
+        queue=row.queue,
+        state=row.state if now is None else shown_state(row.state, row.run_at, now),
+        attempt=row.attempt,
+        max_attempts=row.max_attempts,
+        stop_reason=row.stop_reason,
+        last_error=row.last_error,
+        run_at=iso(row.run_at),
+        updated_at=iso(row.updated_at),
+        started_at=iso(row.started_at),
+        progress=row.progress,
+    )
 
 
-def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> dict[str, Any]:
-    shown: Callable[[Any], Any] = _as_stored if reveal else redact.mask
+def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> JobTrace:
+    shown: Callable[[JSONValue], JSONValue] = _as_stored if reveal else redact.mask
     waiting = row.state in WAITING_STATES  # only a waiting row's shown state needs the clock
-    return {
-        "id": str(row.id),
-        "name": row.name,
-        "queue": row.queue,
-        "state": shown_state(row.state, row.run_at, driver.steps().now()) if waiting else row.state,
-        "attempt": row.attempt,
-        "max_attempts": row.max_attempts,
-        "priority": row.priority,
+    return JobTrace(
+        id=str(row.id),
+        name=row.name,
+        queue=row.queue,
+        state=shown_state(row.state, row.run_at, driver.steps().now()) if waiting else row.state,
+        attempt=row.attempt,
+        max_attempts=row.max_attempts,
+        priority=row.priority,
         # made from the inputs: a template that reads a secret input masks it (issue 40)
-        "idempotency_key": row.idempotency_key if reveal else key_shown(row),
-        "run_id": str(row.run_id),
-        "run_at": iso(row.run_at),
-        "created_at": iso(row.created_at),
-        "updated_at": iso(row.updated_at),
-        "started_at": iso(row.started_at),
-        "last_attempted_at": iso(row.last_attempted_at),
-        "attempted_by": row.attempted_by,
-        "last_error": row.last_error,
-        "stop_reason": row.stop_reason,
-        "input": shown(row.input),
-        "result": shown(row.result),
-        "tenant_id": row.tenant_id,
-        "traceparent": row.traceparent,
-        "enqueued_by": row.enqueued_by,
-        "steps": [_step(s, shown) for s in driver.steps().list(row.run_id)],
-        "retry_delays": _retry_delays(row.name),
-        "attempts": [_failed_attempt(a) for a in row.errors],
-        "backfill": backfill_section(row.name, row.run_id),
+        idempotency_key=row.idempotency_key if reveal else key_shown(row),
+        run_id=str(row.run_id),
+        run_at=iso(row.run_at),
+        created_at=iso(row.created_at),
+        updated_at=iso(row.updated_at),
+        started_at=iso(row.started_at),
+        last_attempted_at=iso(row.last_attempted_at),
+        attempted_by=row.attempted_by,
+        last_error=row.last_error,
+        stop_reason=row.stop_reason,
+        input=shown(row.input),
+        result=shown(row.result),
+        tenant_id=row.tenant_id,
+        traceparent=row.traceparent,
+        enqueued_by=row.enqueued_by,
+        steps=[_step(s, shown) for s in driver.steps().list(row.run_id)],
+        retry_delays=_retry_delays(row.name),
+        attempts=[_failed_attempt(a) for a in row.errors],
+        backfill=backfill_section(row.name, row.run_id),
         # issue 29: the job controls; progress is {"done", "total", "note", "at"} or None
-        "expires_at": iso(row.expires_at),
-        "snoozes": row.snoozes,
-        "progress": row.progress,
+        expires_at=iso(row.expires_at),
+        snoozes=row.snoozes,
+        progress=row.progress,
         # issue 32: the jobs it runs after, how many are not done yet, the one that failed it
-        "dependencies": _dependencies(row),
-    }
+        dependencies=_dependencies(row),
+    )
 
 
-def key_shown(row: Any, *, values: bool = True) -> str:
+class KeyedRow(Protocol):
+    """A row with a job name and an idempotency key (a ``JobSnapshot``, an admin row)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def idempotency_key(self) -> str: ...
+
+
+def key_shown(row: KeyedRow, *, values: bool = True) -> str:
     """``row``'s idempotency key as a viewer may see it (``redact.key_shown``): its job's key
     template tells which inputs it was made from."""
     handle = registry.jobs.get(row.name)
-    template = getattr(handle, "idempotency_key", None)
+    template = None if handle is None else handle.idempotency_key
     return redact.key_shown(row.idempotency_key, template, values=values)
 
 
-def _dependencies(row: JobSnapshot) -> dict[str, Any] | None:
+def _dependencies(row: JobSnapshot) -> Dependencies | None:
     """A job's dependencies (``using(after=...)``) and who waits for it; None when neither."""
     if row.after is None and row.dependants is None:
         return None
-    return {
-        "after": [str(a) for a in row.after or ()],
-        "waiting_on": row.waiting_on,
-        "failed": None if row.after_failed is None else str(row.after_failed),
-        "run_anyway": row.run_anyway,
-        "dependants": [str(d) for d in row.dependants or ()],
-    }
+    return Dependencies(
+        after=[str(a) for a in row.after or ()],
+        waiting_on=row.waiting_on,
+        failed=None if row.after_failed is None else str(row.after_failed),
+        run_anyway=row.run_anyway,
+        dependants=[str(d) for d in row.dependants or ()],
+    )
 
 
-def _failed_attempt(entry: FailedAttempt) -> dict[str, Any]:
-    return {
-        "attempt": entry.attempt,
-        "at": iso(entry.at),
-        "code": entry.code,
-        "message": entry.message,
-        "exception": entry.exception,
-        "traceback": entry.traceback,
-        "outcome": entry.outcome,
-    }
+def _failed_attempt(entry: FailedAttempt) -> AttemptTrace:
+    return AttemptTrace(
+        attempt=entry.attempt,
+        at=iso(entry.at),
+        code=entry.code,
+        message=entry.message,
+        exception=entry.exception,
+        traceback=entry.traceback,
+        outcome=entry.outcome,
+    )
 
 
-def _as_stored(value: Any) -> Any:
+def _as_stored(value: JSONValue) -> JSONValue:
     return value
 
 
-def _step(record: StepRecord, shown: Callable[[Any], Any]) -> dict[str, Any]:
+def _step(record: StepRecord, shown: Callable[[JSONValue], JSONValue]) -> StepTrace:
     done = record.completed_at
-    return {
-        "name": record.name,
-        "status": record.status,
-        "started_at": iso(record.started_at),
-        "completed_at": iso(done),
-        "wake_at": iso(record.wake_at),
-        "duration": None
+    return StepTrace(
+        name=record.name,
+        status=record.status,
+        started_at=iso(record.started_at),
+        completed_at=iso(done),
+        wake_at=iso(record.wake_at),
+        duration=None
         if done is None or record.started_at is None
         else (done - record.started_at).total_seconds(),
-        "attempts": record.attempts,
-        "error": record.error,
-        "output": shown(record.output),
-    }
+        attempts=record.attempts,
+        error=record.error,
+        output=shown(record.output),
+    )
 
 
 def _retry_delays(name: str) -> list[float]:

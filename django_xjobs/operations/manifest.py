@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,19 +43,19 @@ def build() -> dict[str, Any]:
 def backfills() -> list[dict[str, Any]]:
     """The manifest's backfills section (no checksum: it hashes the handler's source, so every
     edit would churn the file)."""
-    from ..backfills import registered_backfills
-    from ..declarations import registry
+    from ..backfills import declared_backfills
 
     return [
         {
             "name": b.name,
-            "queue": registry.jobs.get(b.name).queue,  # type: ignore[union-attr]
+            "queue": declared.handle.queue,
             "batch": b.batch,
             "rate": float(b.rate),
             "environments": sorted(b.environments) if b.environments is not None else None,
             "requires": list(b.requires) if b.requires is not None else None,
         }
-        for b in registered_backfills()
+        for declared in declared_backfills()
+        for b in [declared.spec]
     ]
 
 
@@ -73,7 +74,7 @@ def _job(handle: Any) -> dict[str, Any]:
     }
 
 
-def render(manifest: dict[str, Any]) -> str:
+def render(manifest: Mapping[str, object]) -> str:
     """Stable JSON: sorted keys, two-space indent, ASCII only, one trailing newline."""
     return json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 

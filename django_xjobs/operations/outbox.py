@@ -4,18 +4,19 @@ discard of a quarantined row."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 from uuid import UUID
 
 from .. import conf
 from ..drivers import get_driver
+from ..drivers.contract import OutboxStore, QuarantinedRow
 from ..errors import (
     JobNotFoundError,
 )
+from .answers import OutboxAction, OutboxDatabase, OutboxReport, QuarantinedEntry
 from .shared import iso, job_id_of
 
 
-def inspect_outbox(limit: int = 100) -> dict[str, Any]:
+def inspect_outbox(limit: int = 100) -> OutboxReport:
     """Staged rows not yet published, per outbox database, the oldest one's age, and the rows in
     quarantine (issue 24: their publish failed for a reason that fails the same way again, so
     the relay leaves them for an operator; ``pending`` leaves them out)::
@@ -31,49 +32,47 @@ def inspect_outbox(limit: int = 100) -> dict[str, Any]:
     key's first 80 characters).
     """
     driver = get_driver()
-    databases: dict[str, dict[str, Any]] = {}
-    entries: list[dict[str, Any]] = []
+    databases: dict[str, OutboxDatabase] = {}
+    entries: list[QuarantinedEntry] = []
     for alias in conf.get().outbox_databases:
         store = driver.outbox(alias)
         count, oldest = store.pending()
         quarantined = store.quarantine.count()
-        databases[alias] = {
-            "pending": count,
-            "oldest_pending_seconds": oldest,
-            "quarantined": quarantined,
-        }
+        databases[alias] = OutboxDatabase(
+            pending=count, oldest_pending_seconds=oldest, quarantined=quarantined
+        )
         if quarantined:
             entries.extend(_quarantined(alias, row) for row in store.quarantine.rows(limit))
-    return {
-        "pending": sum(d["pending"] for d in databases.values()),
-        "oldest_pending_seconds": max(
-            (d["oldest_pending_seconds"] for d in databases.values()), default=0.0
+    return OutboxReport(
+        pending=sum(d.pending for d in databases.values()),
+        oldest_pending_seconds=max(
+            (d.oldest_pending_seconds for d in databases.values()), default=0.0
         ),
-        "quarantined": sum(d["quarantined"] for d in databases.values()),
-        "entries": entries,
-        "databases": databases,
-    }
+        quarantined=sum(d.quarantined for d in databases.values()),
+        entries=entries,
+        databases=databases,
+    )
 
 
-def _quarantined(alias: str, row: Any) -> dict[str, Any]:
-    return {
-        "id": str(row.id),
-        "database": alias,
-        "job": row.job,
-        "queue": row.queue,
-        "tenant_id": row.tenant_id,
-        "staged_at": iso(row.staged_at),
-        "quarantined_at": iso(row.quarantined_at),
-        "error_code": row.error_code,
-        "error": row.error,
-        "key_bytes": row.key_bytes,
-        "tenant_bytes": row.tenant_bytes,
-        "name_bytes": row.name_bytes,
-        "key_start": row.idempotency_key[:80],
-    }
+def _quarantined(alias: str, row: QuarantinedRow) -> QuarantinedEntry:
+    return QuarantinedEntry(
+        id=str(row.id),
+        database=alias,
+        job=row.job,
+        queue=row.queue,
+        tenant_id=row.tenant_id,
+        staged_at=iso(row.staged_at),
+        quarantined_at=iso(row.quarantined_at),
+        error_code=row.error_code,
+        error=row.error,
+        key_bytes=row.key_bytes,
+        tenant_bytes=row.tenant_bytes,
+        name_bytes=row.name_bytes,
+        key_start=row.idempotency_key[:80],
+    )
 
 
-def retry_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
+def retry_outbox_entry(entry_id: UUID | str) -> OutboxAction:
     """Hand a quarantined outbox row back to the relay, whose next pass publishes it (or
     quarantines it again, if what refused it was not fixed); returns ``inspect_outbox()``.
     No quarantined row with this id raises ``JobNotFoundError``::
@@ -85,7 +84,7 @@ def retry_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
     return inspect_outbox()
 
 
-def discard_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
+def discard_outbox_entry(entry_id: UUID | str) -> OutboxAction:
     """Delete a quarantined outbox row: it never becomes a job, and its id names nothing;
     returns ``inspect_outbox()``. No quarantined row with this id raises ``JobNotFoundError``::
 
@@ -96,7 +95,7 @@ def discard_outbox_entry(entry_id: UUID | str) -> dict[str, Any]:
     return inspect_outbox()
 
 
-def _outbox_act(entry_id: UUID | str, act: Callable[[Any, UUID], bool]) -> None:
+def _outbox_act(entry_id: UUID | str, act: Callable[[OutboxStore, UUID], bool]) -> None:
     """``act(store, id)`` on each outbox database until one holds the quarantined row."""
     wanted = job_id_of(entry_id)
     driver = get_driver()

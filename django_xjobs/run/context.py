@@ -35,7 +35,7 @@ class JobLogger(logging.LoggerAdapter[logging.Logger]):
         job, job_id, attempt = self._fields
         return {"job": job, "job_id": str(job_id), "attempt": attempt}
 
-    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
+    def process(self, msg: object, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
         extra = self.extra  # a new dict each time
         kwargs["extra"] = {**extra, **kwargs.get("extra", {})}
         return f"[{extra['job']} {extra['job_id']}] {msg}", kwargs

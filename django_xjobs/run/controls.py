@@ -95,7 +95,7 @@ class RunControls:
         self._write(self.job_id, self.lease_token, value)
 
 
-def _number(value: Any, field: str) -> float:
+def _number(value: object, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvariantError(f"progress {field}={value!r} must be a finite number")
     if value < 0:
@@ -104,7 +104,7 @@ def _number(value: Any, field: str) -> float:
 
 
 def _progress_value(
-    done: Any, total: Any, note: Any, secrets: frozenset[str] = redact.NOTHING
+    done: object, total: object, note: object, secrets: frozenset[str] = redact.NOTHING
 ) -> dict[str, Any]:
     """The stored value, checked: numbers a bar can be drawn from, a short note. The note is
     shown to anyone who may view the job, so it passes the two functions every text a handler
@@ -128,7 +128,7 @@ def fraction(progress: dict[str, Any] | None) -> float | None:
     return max(0.0, min(1.0, float(progress.get("done") or 0) / float(progress["total"])))
 
 
-def progress_text(progress: dict[str, Any] | None) -> str:
+def progress_text(progress: dict[str, object] | None) -> str:
     """``3/10 (30%) copying`` — how the CLI and the admin say a stored progress."""
     if not progress:
         return ""

@@ -91,10 +91,10 @@ class Enqueueable(Protocol):
     @property
     def on_conflict(self) -> OnConflict: ...
 
-    def bind(self, inputs: dict[str, Any]) -> dict[str, Any]: ...
+    def bind(self, inputs: Mapping[str, object]) -> dict[str, Any]: ...
 
 
-def one(handle: Enqueueable, inputs: dict[str, Any]) -> EnqueueResult:
+def one(handle: Enqueueable, inputs: Mapping[str, object]) -> EnqueueResult:
     """``JobHandle.enqueue``: one request rendered from ``inputs``, routed by ``submit``; a live
     key refused under ``on_conflict="error"``."""
     if handle.undiscovered:
@@ -110,7 +110,7 @@ def one(handle: Enqueueable, inputs: dict[str, Any]) -> EnqueueResult:
     return result
 
 
-def many(handle: Enqueueable, inputs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
+def many(handle: Enqueueable, inputs: Iterable[Mapping[str, object]]) -> list[EnqueueResult]:
     """``JobHandle.enqueue_many``: a request per element, an error naming its index, in one
     write (a long direct call streamed ``STREAM_CHUNK`` at a time)."""
     if isinstance(inputs, Mapping | str | bytes):
@@ -149,7 +149,7 @@ def many(handle: Enqueueable, inputs: Iterable[Mapping[str, Any]]) -> list[Enque
 
 def _chunks(
     handle: Enqueueable,
-    inputs: Sequence[Any],
+    inputs: Sequence[object],
     shared: tuple[EnqueueRequest, str | None],
     made: list[EnqueueRequest],
 ) -> Iterator[list[EnqueueRequest]]:
@@ -162,7 +162,7 @@ def _chunks(
 
 
 def _request_at(
-    handle: Enqueueable, index: int, given: Any, shared: tuple[EnqueueRequest, str | None]
+    handle: Enqueueable, index: int, given: object, shared: tuple[EnqueueRequest, str | None]
 ) -> EnqueueRequest:
     """The request for ``inputs[index]``; an error names the index."""
     if not isinstance(given, Mapping):
@@ -193,13 +193,13 @@ def example_call(handle: Enqueueable) -> str:
     return ", ".join(f"{n}=..." for n in names) or "name=value, ..."
 
 
-def build_request(handle: Enqueueable, inputs: dict[str, Any]) -> EnqueueRequest:
+def build_request(handle: Enqueueable, inputs: Mapping[str, object]) -> EnqueueRequest:
     """Validate ``inputs`` and turn them into the driver's request (nothing is written)."""
     bound, encoded = _checked(handle, inputs)
     return _request(handle, bound, encoded, _per_call(handle))
 
 
-def _checked(handle: Enqueueable, inputs: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _checked(handle: Enqueueable, inputs: Mapping[str, object]) -> tuple[dict[str, Any], str]:
     """``inputs`` bound to the signature, and their JSON text within the payload cap."""
     bound = handle.bind(inputs)
     try:
@@ -277,7 +277,7 @@ def _request(
     return request
 
 
-def key_for(handle: Enqueueable, inputs: dict[str, Any]) -> str:
+def key_for(handle: Enqueueable, inputs: Mapping[str, object]) -> str:
     """The idempotency key for ``inputs`` (SPEC JOB-08)."""
     if callable(handle.idempotency_key):
         key = handle.idempotency_key(**inputs)
@@ -298,7 +298,7 @@ def key_for(handle: Enqueueable, inputs: dict[str, Any]) -> str:
     return key
 
 
-def _tenant_for(handle: Enqueueable, inputs: dict[str, Any]) -> str | None:
+def _tenant_for(handle: Enqueueable, inputs: Mapping[str, object]) -> str | None:
     if not callable(handle.tenant):  # None, or REQUIRED: it comes with the enqueue
         return None
     tenant = handle.tenant(**inputs)

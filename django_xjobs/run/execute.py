@@ -210,7 +210,7 @@ def _abandoned(job: ClaimedJob, timeout: float, error: BaseException | None) -> 
     )
 
 
-def _result_json(value: Any, name: str) -> str | None:
+def _result_json(value: object, name: str) -> str | None:
     if value is None:
         return None
     try:

@@ -5,10 +5,12 @@ and carries it on the run; nothing further down looks the name up again."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..retry import Retry
+    from .context import JobContext
 
 
 class Runnable(Protocol):
@@ -44,5 +46,5 @@ class Runnable(Protocol):
     @property
     def is_async(self) -> bool: ...
 
-    def invoke(self, ctx: Any, inputs: dict[str, Any]) -> Any:
+    def invoke(self, ctx: JobContext, inputs: Mapping[str, object]) -> Any:
         """Call the body for one run."""

@@ -22,7 +22,7 @@ _lock = threading.Lock()
 _spent: OrderedDict[Any, int] = OrderedDict()
 
 
-def retry_in(job_id: Any, error: BaseException) -> tuple[float, int] | None:
+def retry_in(job_id: object, error: BaseException) -> tuple[float, int] | None:
     """``(delay, retries left)`` when ``error`` is a connection failure and ``job_id`` has
     budget left (one is spent); None when the attempt must be spent as usual."""
     if not failures.connection_failed(error):
@@ -38,7 +38,7 @@ def retry_in(job_id: Any, error: BaseException) -> tuple[float, int] | None:
     return min(CAP, BASE * 2**spent), budget - spent - 1
 
 
-def forget(job_id: Any) -> None:
+def forget(job_id: object) -> None:
     """The job's run ended some other way: its next outage starts a fresh budget."""
     if job_id not in _spent:  # almost every run: no outage charged it, so no lock to take
         return

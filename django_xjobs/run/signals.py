@@ -40,7 +40,7 @@ job_finished = Signal()
 job_lease_lost = Signal()
 
 
-def _send(signal: Signal, name: str, sender: Any, **kwargs: Any) -> None:
+def _send(signal: Signal, name: str, sender: object, **kwargs: Any) -> None:
     if not signal.has_listeners(sender):
         return
     for receiver, answer in signal.send_robust(sender, **kwargs):
@@ -55,13 +55,13 @@ def _send(signal: Signal, name: str, sender: Any, **kwargs: Any) -> None:
             )
 
 
-def started(handle: Any, job: ClaimedJob, context: Any) -> None:
+def started(handle: object, job: ClaimedJob, context: object) -> None:
     if not job_started.receivers:
         return
     _send(job_started, "job_started", handle, job=job, context=context)
 
 
-def finished(execution: Execution, *, outcome: str, handle: Any) -> None:
+def finished(execution: Execution, *, outcome: str, handle: object) -> None:
     """``execution`` has settled (or was refused, ``outcome="lease_lost"``); ``handle`` is
     what its run resolved at admission, the signal's sender."""
     if not job_finished.receivers:  # on the settler, per run: nothing to send to nobody
@@ -79,7 +79,7 @@ def finished(execution: Execution, *, outcome: str, handle: Any) -> None:
     )
 
 
-def lease_lost(job: ClaimedJob, worker_id: str, reason: str, *, handle: Any) -> None:
+def lease_lost(job: ClaimedJob, worker_id: str, reason: str, *, handle: object) -> None:
     if not job_lease_lost.receivers:
         return
     _send(

@@ -19,14 +19,16 @@ try:  # an optional dependency: tracing is off without it
     from opentelemetry import trace
     from opentelemetry.trace import Status, StatusCode
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    TRACING = True
 except ImportError:  # pragma: no cover - depends on the environment
-    trace = None  # type: ignore[assignment]
+    TRACING = False
 
 
 def current_traceparent() -> str | None:
     """The W3C ``traceparent`` of the current span, or None (no span, or an empty span id:
     never an all-zero header, SPEC SE-55)."""
-    if trace is None:
+    if not TRACING:
         return None
     context = trace.get_current_span().get_span_context()
     if not context.is_valid or not context.span_id:
@@ -38,9 +40,9 @@ def current_traceparent() -> str | None:
 _NO_SPAN: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
 
-def job_span(job: Any) -> contextlib.AbstractContextManager[None]:
+def job_span(job: object) -> contextlib.AbstractContextManager[None]:
     """Run a job in span ``job.<name>``, a child of the trace that enqueued it when it had one."""
-    if trace is None or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+    if not TRACING or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         # no provider configured: a no-op span would still cost a context switch per job, and
         # a generator-based context manager a few microseconds more
         return _NO_SPAN

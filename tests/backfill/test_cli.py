@@ -24,11 +24,11 @@ from django.test import override_settings
 from django_xjobs import operations
 from django_xjobs.backfills import get_backfill
 from django_xjobs.backfills.gate import ENQUEUED_BY
-from django_xjobs.backfills.status import backfill_section
 from django_xjobs.backfills.watch import PassWatch, Progress, ProgressDisplay
 from django_xjobs.drivers import get_driver
 from django_xjobs.management.checks import check_pending_backfills
 from django_xjobs.models import Backfill as LedgerRow
+from django_xjobs.operations.backfills import backfill_section
 from django_xjobs.testing import run_until_idle
 from tests import backfills, jobs
 from tests.models import Order, Token

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import getpass
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +16,14 @@ from ...durations import format_seconds, format_time, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
 from ...limits.operator import inspect_limits, limit_lines, parse_cap, set_queue_limit
 from ...operations import manifest
+from ...operations.answers import (
+    Answer,
+    AttemptTrace,
+    BackfillSection,
+    JobSummary,
+    JobTrace,
+    json_default,
+)
 from ...run.controls import progress_text
 from ...states import FINISHED_STATES, after_dependencies, shown_attempt
 from ...text import printable
@@ -127,20 +136,20 @@ class Command(XJobsCommand):
         with sentences_only():
             result, text = getattr(self, f"_{options['action'].replace('-', '_')}")(options)
         if options["json"]:
-            self.stdout.write(json.dumps(result, indent=2, default=str))
+            self.stdout.write(json.dumps(result, indent=2, default=_json_default))
         else:  # stored texts (errors, reasons, names) reach a terminal: no escape sequences
             self.stdout.write(printable(text))
 
     # --- actions: each returns (json-able result, text) ----------------------------------
 
-    def _ls(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _ls(self, o: dict[str, Any]) -> tuple[object, str]:
         rows = operations.list_jobs(
             queue=o["queue"], name=o["name"], state=o["state"], limit=o["limit"]
         )
         lines = [LS_HEADER, *(_row_line(r) for r in rows)] if rows else ["no jobs"]
         return rows, "\n".join(lines)
 
-    def _show(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _show(self, o: dict[str, Any]) -> tuple[object, str]:
         job = operations.inspect_job(o["job_id"], reveal=o["reveal"])
         if job is None:
             raise JobNotFoundError(
@@ -176,23 +185,23 @@ class Command(XJobsCommand):
         lines += _attempt_lines(job["attempts"])
         return job, "\n".join(lines)
 
-    def _cancel(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _cancel(self, o: dict[str, Any]) -> tuple[object, str]:
         job = operations.cancel_job(o["job_id"], reason=o["reason"])
         return job, f"cancelled {job['id']} ({job['name']})"
 
-    def _retry(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _retry(self, o: dict[str, Any]) -> tuple[object, str]:
         job = operations.retry_job(o["job_id"], from_step=o["from_step"], force=o["force"])
         since = f" from step {o['from_step']!r}" if o["from_step"] else ""
         return job, f"queued {job['id']} ({job['name']}) again{since}"
 
-    def _run_now(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _run_now(self, o: dict[str, Any]) -> tuple[object, str]:
         job = operations.run_job_now(o["job_id"], by=_operator())
         return (
             job,
             f"{job['id']} ({job['name']}) is due now: the next claim on queue {job['queue']} takes it",
         )
 
-    def _dead(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _dead(self, o: dict[str, Any]) -> tuple[object, str]:
         rows = operations.inspect_dead_letters(limit=o["limit"])
         if not rows:
             return rows, "no dead jobs"
@@ -207,7 +216,7 @@ class Command(XJobsCommand):
             lines.append(f"    {r['last_error'] or '-'}")
         return rows, "\n".join(lines)
 
-    def _queues(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _queues(self, o: Mapping[str, object]) -> tuple[object, str]:
         report = operations.inspect_queues()
         header = f"{'queue':<20} {'ready':>7} {'delayed':>8} {'running':>8} {'suspended':>10} {'dead':>6}  oldest ready  limit  paused"
         lines = [header]
@@ -217,17 +226,17 @@ class Command(XJobsCommand):
                 f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:>11.1f}s  "
                 f"{q['limit'] or '-':>5}  {'paused' if q['paused'] else '-'}"
             )
-        report["limits"] = inspect_limits()
-        lines += limit_lines(report["limits"])
-        return report, "\n".join(lines)
+        limits = inspect_limits()
+        lines += limit_lines(limits)
+        return {**report.to_json(), "limits": limits}, "\n".join(lines)
 
-    def _why(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _why(self, o: dict[str, Any]) -> tuple[object, str]:
         from ...operations.why import why_job
 
         found = why_job(o["job_id"])
         return found.to_json(), "\n".join(found.lines())
 
-    def _limit(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _limit(self, o: dict[str, Any]) -> tuple[object, str]:
         cap = parse_cap(o["concurrency"])
         state = set_queue_limit(o["queue"], cap, by=_operator())
         text = (
@@ -238,7 +247,7 @@ class Command(XJobsCommand):
         )
         return {**_control(state), "limit": state.limit}, text
 
-    def _pause(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _pause(self, o: dict[str, Any]) -> tuple[object, str]:
         state = operations.pause_queue(o["queue"], by=_operator())
         since = state.paused_at.isoformat() if state.paused_at else "-"
         return _control(state), (
@@ -246,17 +255,17 @@ class Command(XJobsCommand):
             f"python manage.py xjobs resume {state.queue}"
         )
 
-    def _resume(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _resume(self, o: dict[str, Any]) -> tuple[object, str]:
         state = operations.resume_queue(o["queue"], by=_operator())
         return _control(state), f"resumed queue {state.queue}: workers claim from it again"
 
-    def _crons(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _crons(self, o: Mapping[str, object]) -> tuple[object, str]:
         return cron_commands.crons_report()
 
-    def _cron(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _cron(self, o: dict[str, Any]) -> tuple[object, str]:
         return cron_commands.cron_action(o["verb"], o["name"], key=o["key"], by=_operator())
 
-    def _outbox(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _outbox(self, o: dict[str, Any]) -> tuple[object, str]:
         verb, entry = o["verb"], o["entry_id"]
         if verb != "list" and not entry:
             raise InvariantError(
@@ -285,17 +294,17 @@ class Command(XJobsCommand):
             lines.append("retry (after fixing) or discard: python manage.py xjobs outbox retry ID")
         return report, "\n".join(lines)
 
-    def _batch(self, o: dict[str, Any]) -> tuple[Any, str]:
-        from ...declarations.workflows import batch_report
+    def _batch(self, o: dict[str, Any]) -> tuple[object, str]:
+        from ...operations.batches import batch_report
 
         if o["cancel"] and o["batch_id"]:
-            from ...declarations.workflows import cancel_batch
+            from ...operations.batches import cancel_batch
 
             done = cancel_batch(o["batch_id"], reason=o["reason"])
             return done, f"cancelled {done['cancelled_now']} member(s) of batch {done['id']}"
         return batch_report(o["batch_id"], limit=o["limit"])
 
-    def _workers(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _workers(self, o: Mapping[str, object]) -> tuple[object, str]:
         rows = operations.inspect_workers()
         lines = [
             f"{'worker':<44} {'host':<20} {'pid':>7} {'in flight':>9}  {'state':<7} "
@@ -309,7 +318,7 @@ class Command(XJobsCommand):
             )
         return rows, "\n".join(lines) if rows else "no workers"
 
-    def _manifest(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _manifest(self, o: dict[str, Any]) -> tuple[object, str]:
         if o["write"]:
             written = manifest.write(o["write"])
             counts = {kind: len(written[kind]) for kind in manifest.KINDS}
@@ -332,7 +341,7 @@ class Command(XJobsCommand):
         ]
         return found, "\n".join(lines)
 
-    def _manifest_check(self, path: str, as_json: bool) -> tuple[Any, str]:
+    def _manifest_check(self, path: str, as_json: bool) -> tuple[object, str]:
         lines, diff = manifest.check(path)
         if not lines:
             return {"file": path, "drift": []}, f"{path} matches the code"
@@ -342,7 +351,7 @@ class Command(XJobsCommand):
             self.stdout.write("\n".join(lines) + "\n\n" + diff)
         raise manifest.drift_error(path, lines)  # exit 1: CommandError, after the diff
 
-    def _prune(self, o: dict[str, Any]) -> tuple[Any, str]:
+    def _prune(self, o: dict[str, Any]) -> tuple[object, str]:
         seconds = parse_command_line(o["older_than"], flag="--older-than") or 0.0  # required
         counts = operations.prune_jobs(older_than=seconds, states=o["state"], dry_run=o["dry_run"])
         total = sum(counts.values())
@@ -353,6 +362,11 @@ class Command(XJobsCommand):
             text += "\ndead jobs are kept for an operator; add --state dead to delete them too"
         result = {"dry_run": o["dry_run"], "older_than": seconds, "states": counts, "total": total}
         return result, text
+
+
+def _json_default(value: object) -> object:
+    """An operator answer as the JSON it reads as; anything else JSON has no form for as text."""
+    return json_default(value) if isinstance(value, Answer) else str(value)
 
 
 def _operator() -> str:
@@ -372,7 +386,7 @@ def _control(state: Any) -> dict[str, Any]:
     }
 
 
-def _attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
+def _attempt_lines(attempts: list[AttemptTrace]) -> list[str]:
     """One line per failed attempt, oldest first, then the newest one's traceback when it left
     one (a lost lease leaves none); the snoozes apart, as snoozes (issue 42)."""
     failed = [a for a in attempts if a["outcome"] != "snoozed"]
@@ -390,25 +404,25 @@ def _attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _backfill_lines(section: dict[str, Any] | None) -> list[str]:
+def _backfill_lines(section: BackfillSection | None) -> list[str]:
     """A backfill pass's ledger row, in one line (and its error in another)."""
     if section is None:
         return []
-    where = f" in {section['environment']}" if section["environment"] else ""
+    where = f" in {section.environment}" if section.environment else ""
     lines = [
-        f"  backfill   {section['name']}  {section['status'] or 'not started'}{where}: "
-        f"{section['rows']} rows, {section['pages']} pages, cursor {section['cursor'] or '-'}"
+        f"  backfill   {section.name}  {section.status or 'not started'}{where}: "
+        f"{section.rows} rows, {section.pages} pages, cursor {section.cursor or '-'}"
     ]
-    if section["error"]:
-        lines.append(f"             {section['error']}")
+    if section.error:
+        lines.append(f"             {section.error}")
     return lines
 
 
-def _attempt_text(job: dict[str, Any]) -> str:
-    started = job.get("started_at") is not None
-    attempt = shown_attempt(job["state"], job["attempt"], started)
-    parked = ", parked: it spends no attempt" if job["state"] == "suspended" and started else ""
-    return f"attempt {attempt} of {job['max_attempts']}{parked}"
+def _attempt_text(job: JobTrace) -> str:
+    started = job.started_at is not None
+    attempt = shown_attempt(job.state, job.attempt, started)
+    parked = ", parked: it spends no attempt" if job.state == "suspended" and started else ""
+    return f"attempt {attempt} of {job.max_attempts}{parked}"
 
 
 def _when(text: str | None) -> str:
@@ -419,32 +433,32 @@ def _when(text: str | None) -> str:
     return "runs after its dependencies" if after_dependencies(when) else format_time(when)
 
 
-def _row_line(row: dict[str, Any]) -> str:
-    started = row.get("started_at") is not None
-    attempt = f"{shown_attempt(row['state'], row['attempt'], started)}/{row['max_attempts']}"
-    line = _columns(row["id"], row["name"], row["queue"], row["state"], attempt, row["updated_at"])
-    progress = progress_text(row.get("progress"))
+def _row_line(row: JobSummary) -> str:
+    started = row.started_at is not None
+    attempt = f"{shown_attempt(row.state, row.attempt, started)}/{row.max_attempts}"
+    line = _columns(row.id, row.name, row.queue, row.state, attempt, str(row.updated_at))
+    progress = progress_text(row.progress)
     return f"{line}  {progress}" if progress else line
 
 
-def _control_lines(job: dict[str, Any]) -> list[str]:
+def _control_lines(job: JobTrace) -> list[str]:
     """The job controls a job uses (issue 29); none for a job that uses none."""
     lines = []
-    if job["progress"]:
-        lines.append(f"  progress   {progress_text(job['progress'])}  (at {job['progress']['at']})")
-    if job["expires_at"]:
-        lines.append(f"  expires    {job['expires_at']} (if not started by then)")
-    if job["snoozes"]:
-        lines.append(f"  snoozes    {job['snoozes']}")
-    deps = job.get("dependencies")
-    if deps and deps["after"]:  # issue 32
-        waits = f"{deps['waiting_on']} not done yet" if deps["waiting_on"] else "all ended"
-        anyway = ", runs anyway" if deps["run_anyway"] else ""
-        lines.append(f"  after      {', '.join(deps['after'])}  ({waits}{anyway})")
-        if deps["failed"]:
-            lines.append(f"             {deps['failed']} did not end done: dependency_failed")
-    if deps and deps["dependants"]:
-        lines.append(f"  dependants {', '.join(deps['dependants'])}")
+    if job.progress:
+        lines.append(f"  progress   {progress_text(job.progress)}  (at {job.progress['at']})")
+    if job.expires_at:
+        lines.append(f"  expires    {job.expires_at} (if not started by then)")
+    if job.snoozes:
+        lines.append(f"  snoozes    {job.snoozes}")
+    deps = job.dependencies
+    if deps and deps.after:  # issue 32
+        waits = f"{deps.waiting_on} not done yet" if deps.waiting_on else "all ended"
+        anyway = ", runs anyway" if deps.run_anyway else ""
+        lines.append(f"  after      {', '.join(deps.after)}  ({waits}{anyway})")
+        if deps.failed:
+            lines.append(f"             {deps.failed} did not end done: dependency_failed")
+    if deps and deps.dependants:
+        lines.append(f"  dependants {', '.join(deps.dependants)}")
     return lines
 
 

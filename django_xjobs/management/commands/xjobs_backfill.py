@@ -1,10 +1,11 @@
 """``manage.py xjobs_backfill``: list the declared backfills, gate a deploy on the pending ones,
-start a pass and follow it. The reads are ``django_xjobs.backfills.status``, the start is
+start a pass and follow it. The reads are ``django_xjobs.operations.backfills``, the start is
 ``backfills.gate.start_backfill`` and the following is ``backfills.watch.PassWatch``."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -12,9 +13,11 @@ from django.core.management.base import CommandError, CommandParser
 from ... import conf
 from ...backfills import get_backfill
 from ...backfills.gate import Started, check_requires, start_backfill
-from ...backfills.status import describe_backfills, pending_backfills
+from ...backfills.status import pending_backfills
 from ...backfills.watch import PassWatch, ProgressDisplay, pages
 from ...errors import BackfillPendingError, InvariantError
+from ...operations.answers import BackfillPass, BackfillReport, json_default
+from ...operations.backfills import describe_backfills
 from ...worker.preflight import preflight
 from ..command import XJobsCommand
 
@@ -76,27 +79,27 @@ class Command(XJobsCommand):
 
     # --- reads --------------------------------------------------------------------------------
 
-    def _list(self, o: dict[str, Any]) -> None:
+    def _list(self, o: Mapping[str, object]) -> None:
         found = describe_backfills()
         lines = []
         for b in found:
             lines += [
-                f"{b['name']}  {_standing(b)}",
-                f"  batch {b['batch']}  rate {b['rate']:g}/s  queue {b['queue']}  "
-                f"environments {', '.join(b['environments'] or ['any'])}  "
-                f"requires {b['requires'] or '-'}",
-                f"  latest pass: {_pass_text(b['latest'])}",
+                f"{b.name}  {_standing(b)}",
+                f"  batch {b.batch}  rate {b.rate:g}/s  queue {b.queue}  "
+                f"environments {', '.join(b.environments or ['any'])}  "
+                f"requires {b.requires or '-'}",
+                f"  latest pass: {_pass_text(b.latest)}",
             ]
         self._out(o, found, "\n".join(lines) or "no backfill is declared")
 
-    def _pending(self, o: dict[str, Any]) -> None:
-        found = [b for b in describe_backfills() if b["pending"]]
-        lines = [f"{b['name']}  latest pass: {_pass_text(b['latest'])}" for b in found]
+    def _pending(self, o: Mapping[str, object]) -> None:
+        found = [b for b in describe_backfills() if b.pending]
+        lines = [f"{b.name}  latest pass: {_pass_text(b.latest)}" for b in found]
         self._out(o, found, "\n".join(lines) or f"no backfill is pending in {_here()}")
         if found:
             raise BackfillPendingError(
                 f"{len(found)} backfill(s) declared for {_here()} have no completed pass here: "
-                f"{', '.join(b['name'] for b in found)}",
+                f"{', '.join(b.name for b in found)}",
                 hint="python manage.py xjobs_backfill --all --wait runs them in turn (a worker "
                 "watching their queues runs each pass)",
             )
@@ -110,7 +113,7 @@ class Command(XJobsCommand):
         if o["wait"]:
             _raise_unless_done(report)
 
-    def _all(self, o: dict[str, Any]) -> None:
+    def _all(self, o: Mapping[str, object]) -> None:
         pending = pending_backfills()
         for spec in pending:  # refused before any pass is queued, not halfway through
             check_requires(spec)
@@ -125,7 +128,7 @@ class Command(XJobsCommand):
             _raise_unless_done(reports[-1])
 
     def _start_each(
-        self, o: dict[str, Any], names: list[str], *, force: bool, join_live: bool
+        self, o: Mapping[str, object], names: list[str], *, force: bool, join_live: bool
     ) -> list[dict[str, Any]]:
         """Start each pass in turn; with --wait, follow each to its end before the next, and
         stop at one that did not complete (the next ones may need its data)."""
@@ -171,10 +174,10 @@ class Command(XJobsCommand):
         self.stderr.write(text, style_func=_plain, ending="")
         self.stderr.flush()
 
-    def _out(self, o: dict[str, Any], result: Any, text: str) -> None:
-        self.stdout.write(json.dumps(result, indent=2) if o["json"] else text)
+    def _out(self, o: Mapping[str, object], result: object, text: str) -> None:
+        self.stdout.write(json.dumps(result, indent=2, default=json_default) if o["json"] else text)
 
-    def _say(self, o: dict[str, Any], text: str) -> None:
+    def _say(self, o: Mapping[str, object], text: str) -> None:
         """A line of text output; with --json only the JSON is printed."""
         if not o["json"]:
             self.stdout.write(text)
@@ -193,23 +196,23 @@ def _here() -> str:
     )
 
 
-def _standing(b: dict[str, Any]) -> str:
-    if not b["runs_here"]:
+def _standing(b: BackfillReport) -> str:
+    if not b.runs_here:
         return f"not for {_here()}"
-    return "pending" if b["pending"] else "completed here"
+    return "pending" if b.pending else "completed here"
 
 
-def _pass_text(p: dict[str, Any] | None) -> str:
+def _pass_text(p: BackfillPass | None) -> str:
     if p is None:
         return "none"
-    where = f" in {p['environment']}" if p["environment"] else ""
+    where = f" in {p.environment}" if p.environment else ""
     text = (
-        f"{p['status']}{where}: {p['rows']:,} rows, {pages(p['pages'])}, started "
-        f"{p['started_at']}, job {p['job_id']}"
+        f"{p.status}{where}: {p.rows:,} rows, {pages(p.pages)}, started "
+        f"{p.started_at}, job {p.job_id}"
     )
-    if p["completed_at"]:
-        text += f", ended {p['completed_at']}"
-    return text + (f"\n    {p['error']}" if p["error"] else "")
+    if p.completed_at:
+        text += f", ended {p.completed_at}"
+    return text + (f"\n    {p.error}" if p.error else "")
 
 
 def _started(started: Started) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import shutil
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -332,7 +333,7 @@ def _metrics_server(port: int | None, host: str = "127.0.0.1", *, collector: Any
     return started[0] if isinstance(started, tuple) else None  # (server, thread) since 0.20
 
 
-def _companions(options: dict[str, Any], settings: Any) -> list[tuple[Any, threading.Thread]]:
+def _companions(options: Mapping[str, object], settings: Any) -> list[tuple[Any, threading.Thread]]:
     """The scheduler and relay a small deployment runs inside its worker process."""
     roles: list[Any] = []
     if options["with_scheduler"]:

@@ -149,7 +149,7 @@ def _said_once(reasons: list[Reason]) -> list[Reason]:
     return [r for r in reasons if not (r.code == "scheduled" and r.detail["until"] <= ends)]
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -5,13 +5,13 @@ isolation, no worker on its queue, a name this process does not register."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from ... import conf
 from ...declarations import registry
 from ...drivers.contract import JobDriver, JobSnapshot, Standing, WorkerSnapshot
 from ...durations import format_span, format_time
-from ...limits.keys import SEPARATOR, shown
+from ...limits.keys import SEPARATOR, JobLimits, shown
+from ...run.handle import Runnable
 from ...states import WAITING_STATES
 from .causes import Reason, because
 
@@ -20,12 +20,14 @@ def fleet_reasons(
     driver: JobDriver, row: JobSnapshot, now: datetime, standing: Standing
 ) -> list[Reason]:
     handle = registry.get_job(row.name)
+    declared = registry.jobs.get(row.name)  # a task declares no limits
+    limits = None if declared is None else declared.limits
     alive = [w for w in driver.reads().workers() if w.alive]
     watching = [w for w in alive if row.queue in w.queues]
     return [
         *_queue(driver, row, standing),
-        *_job_slots(driver, row, handle),
-        *_key(row, handle, standing, now),
+        *_job_slots(driver, row, handle, limits),
+        *_key(row, limits, standing, now),
         *_worker_caps(row, watching, standing),
         *_suspect(row),
         *_no_worker(row, alive, watching),
@@ -66,9 +68,11 @@ def _queue(driver: JobDriver, row: JobSnapshot, standing: Standing) -> list[Reas
     return reasons
 
 
-def _job_slots(driver: JobDriver, row: JobSnapshot, handle: Any) -> list[Reason]:
+def _job_slots(
+    driver: JobDriver, row: JobSnapshot, handle: Runnable | None, limits: JobLimits | None
+) -> list[Reason]:
     """``job(concurrency=N)`` without a limit key: N fleet slots per job name (SPEC SLOT-02)."""
-    per_key = getattr(getattr(handle, "limits", None), "key", None) is not None
+    per_key = limits is not None and limits.key is not None
     fleet = driver.features.supports_fleet_slots
     if handle is None or not handle.concurrency or not fleet or per_key:
         return []
@@ -92,7 +96,9 @@ def _job_slots(driver: JobDriver, row: JobSnapshot, handle: Any) -> list[Reason]
     ]
 
 
-def _key(row: JobSnapshot, handle: Any, standing: Standing, now: datetime) -> list[Reason]:
+def _key(
+    row: JobSnapshot, limits: JobLimits | None, standing: Standing, now: datetime
+) -> list[Reason]:
     """A declared limit key (``limit_key``, ``rate_limit``): its runs at once, its starts in its
     window, a pause a ``RateLimited`` put on it (SPEC LIMIT-10..16)."""
     key = standing.key
@@ -100,7 +106,6 @@ def _key(row: JobSnapshot, handle: Any, standing: Standing, now: datetime) -> li
         return []
     name = shown(key)
     reasons: list[Reason] = []
-    limits = getattr(handle, "limits", None)
     if limits is not None and key.partition(SEPARATOR)[0] != row.name:
         limits = None  # a fair-share group's key: no limit of the job's own
     if limits is not None and limits.concurrency and standing.key_running >= limits.concurrency:
@@ -233,7 +238,7 @@ def _no_worker(
     ]
 
 
-def _unregistered(row: JobSnapshot, handle: Any) -> list[Reason]:
+def _unregistered(row: JobSnapshot, handle: Runnable | None) -> list[Reason]:
     if handle is not None or row.state == "suspended":
         return []
     return [

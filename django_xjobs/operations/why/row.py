@@ -3,6 +3,7 @@ an event, child jobs, dependencies, an unknown name, an expiry."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -105,7 +106,7 @@ def _parked(driver: JobDriver, row: JobSnapshot, now: datetime) -> list[Reason]:
 
 
 def _waiting_for_event(
-    step: StepRecord, output: dict[str, Any], row: JobSnapshot, now: datetime
+    step: StepRecord, output: Mapping[str, object], row: JobSnapshot, now: datetime
 ) -> Reason:
     """The event, its match and correlation key, and the wait's real deadline: the row's run_at
     is only the next look (``event_poll``)."""
@@ -217,7 +218,7 @@ def _expiry(row: JobSnapshot, now: datetime) -> list[Reason]:
     return [because("expiry", text, expires_at=row.expires_at, expired=row.expires_at <= now)]
 
 
-def _moment(value: Any) -> datetime | None:
+def _moment(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
