@@ -492,7 +492,7 @@ def get() -> XJobsSettings:
 
 
 @receiver(setting_changed)
-def _refresh(setting: str, **kwargs: Any) -> None:
+def _refresh(setting: str, **kwargs: object) -> None:
     if setting in ("XJOBS", "DATABASES"):
         get.cache_clear()
 

@@ -77,7 +77,7 @@ def mark_role_thread() -> None:
             wrapper.close()
 
 
-def as_role(target: Callable[[], Any]) -> Callable[[], Any]:
+def as_role(target: Callable[[], object]) -> Callable[[], Any]:
     """``target`` to run on a thread of its own, marked as a role thread first."""
 
     def run() -> Any:

@@ -4,7 +4,7 @@ text of an error, in one place (``describe_error``, ``first_line``)."""
 from __future__ import annotations
 
 import copy
-from typing import Any, ClassVar, Literal, Self
+from typing import ClassVar, Literal, Self
 
 #: where every error of the package is named (``django_xjobs.errors.<Name>``) wherever it is
 #: defined: its pickles, a stored failure's class path and the reference all name it so
@@ -27,7 +27,7 @@ class _Coded(BaseException):
         *,
         hint: str | None = None,
         code: str | None = None,
-        **meta: Any,
+        **meta: object,
     ) -> None:
         # ``code=`` is an app's own code on its own error (``XJobsError(..., code="APP_DECLINED")``,
         # classified by register_error_retry); this package raises each of its codes with the

@@ -34,7 +34,7 @@ class PgArrayField(models.Field):  # type: ignore[type-arg]
     def get_prep_value(self, value: Any) -> Any:
         return None if value is None else list(value)
 
-    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+    def from_db_value(self, value: object, expression: object, connection: object) -> Any:
         return value
 
 

@@ -50,7 +50,7 @@ class Steps(Waits, Children):
 
     # --- run --------------------------------------------------------------------------------
 
-    def run(self, name: str, fn: Callable[..., Any]) -> Any:
+    def run(self, name: str, fn: Callable[..., object]) -> Any:
         """Run ``fn`` once for this run, ever; later attempts get its stored result back.
 
         ``fn()`` or ``fn(signal)``: the signal is set when the run is stopped or the step passes
@@ -68,7 +68,7 @@ class Steps(Waits, Children):
             raise
         return self.finish(name, value)
 
-    def _call(self, name: str, fn: Callable[..., Any]) -> Any:
+    def _call(self, name: str, fn: Callable[..., object]) -> Any:
         takes_signal = _takes_argument(fn)
         if self.step_timeout is None:
             return fn(self.signal) if takes_signal else fn()
@@ -103,9 +103,9 @@ class Steps(Waits, Children):
     def atomic(self, name: str) -> Atomic: ...
 
     @overload
-    def atomic(self, name: str, fn: Callable[[], Any]) -> Any: ...
+    def atomic(self, name: str, fn: Callable[[], object]) -> Any: ...
 
-    def atomic(self, name: str, fn: Callable[[], Any] | None = None) -> Any:
+    def atomic(self, name: str, fn: Callable[[], object] | None = None) -> Any:
         """A step whose writes on the jobs database commit exactly once, with its record::
 
             with ctx.step.atomic("reserve-stock") as step:
@@ -124,7 +124,7 @@ class Steps(Waits, Children):
         return block if fn is None else call(block, fn)
 
 
-def _takes_argument(fn: Callable[..., Any]) -> bool:
+def _takes_argument(fn: Callable[..., object]) -> bool:
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):

@@ -147,7 +147,7 @@ class AsyncAtomic:
         return await sync_to_async(self._block.__exit__)(kind, error, traceback)
 
 
-def call(block: Atomic, fn: Callable[[], Any]) -> Any:
+def call(block: Atomic, fn: Callable[[], object]) -> Any:
     """``ctx.step.atomic(name, fn)``: ``fn()`` inside the block, skipped on replay."""
     with block as step:
         if not step.done:
@@ -155,7 +155,7 @@ def call(block: Atomic, fn: Callable[[], Any]) -> Any:
     return step.result
 
 
-async def acall(block: AsyncAtomic, fn: Callable[[], Any]) -> Any:
+async def acall(block: AsyncAtomic, fn: Callable[[], object]) -> Any:
     """``await ctx.step.atomic(name, fn)``: a sync ``fn`` runs through ``sync_to_async``."""
     async with block as step:
         if not step.done:
@@ -176,7 +176,7 @@ def _refuse_nested(alias: str, name: str) -> None:
         )
 
 
-def _replayed(execute: Callable[..., Any], sql: Any, *args: Any) -> Any:
+def _replayed(execute: Callable[..., object], sql: object, *args: Any) -> Any:
     raise _Replayed
 
 
@@ -186,7 +186,7 @@ class _WriteRefusal:
     def __init__(self, alias: str, step: str) -> None:
         self.alias, self.step = alias, step
 
-    def __call__(self, execute: Callable[..., Any], sql: Any, *args: Any) -> Any:
+    def __call__(self, execute: Callable[..., object], sql: object, *args: Any) -> Any:
         text = sql.decode() if isinstance(sql, bytes) else str(sql)
         verb = text.lstrip().split(None, 1)[0].upper() if text.strip() else ""
         if verb not in READS:

@@ -100,7 +100,7 @@ class StepRecorder:
         self._began[name] = time.monotonic()
         return False, None
 
-    def finish(self, name: str, value: Any) -> Any:
+    def finish(self, name: str, value: object) -> Any:
         """Store ``value`` as the step's result before the run goes on (SPEC STEP-02)."""
         try:
             check_output(name, value)
@@ -109,7 +109,7 @@ class StepRecorder:
             raise
         return self.complete(name, value)
 
-    def complete(self, name: str, value: Any) -> Any:
+    def complete(self, name: str, value: object) -> Any:
         """Write the completed record of a checked ``value``, fenced on the run's lease."""
         previous = self._records.get(name)
         self._write(  # the store stamps started_at and completed_at on its own clock
@@ -147,7 +147,7 @@ class StepRecorder:
         with contextlib.suppress(JobInterrupt):  # the caller needs the original error (STEP-17)
             self._write(record)
 
-    def _claim_name(self, name: Any) -> None:
+    def _claim_name(self, name: object) -> None:
         if not isinstance(name, str) or not name:
             raise InvariantError(
                 f"step name {name!r} must be a non-empty string",

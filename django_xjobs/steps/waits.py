@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -103,7 +103,7 @@ class Waits(StepRecorder):
         name: str,
         event: str,
         *,
-        match: dict[str, Any] | None = None,
+        match: Mapping[str, object] | None = None,
         timeout: Duration = "24h",
         required: bool = False,
         correlation_key: str | None = None,
@@ -198,7 +198,7 @@ class Waits(StepRecorder):
         raise StepSuspension(name, wake_at, "event", _seconds(wake_at - now))
 
 
-def _check_match(name: str, match: Any) -> None:
+def _check_match(name: str, match: object) -> None:
     if match is None:
         return
     if not isinstance(match, dict) or not all(isinstance(k, str) for k in match):

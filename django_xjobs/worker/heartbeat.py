@@ -43,7 +43,7 @@ class Heartbeat(threading.Thread):
         worker_id: str,
         database: str | None,
         monotonic: Callable[[], float] = time.monotonic,
-        submit: Callable[..., Any] | None = None,
+        submit: Callable[..., object] | None = None,
         settle_deadline: float | None = None,
         presence: WorkerPresence | None = None,
     ) -> None:
@@ -167,7 +167,7 @@ class Heartbeat(threading.Thread):
                 close_stale_connections()
 
     def _judge_renewal(
-        self, run: Run, started: float, held: Any, failure: BaseException | None
+        self, run: Run, started: float, held: object, failure: BaseException | None
     ) -> None:
         """What one renewal of ``run``'s lease says: renewed, lost, or failed and retried."""
         if run.settled.is_set() or run.lost or run.cancelled:

@@ -255,7 +255,7 @@ def _timeout(name: str, timeout: float | None) -> BaseException:
     )
 
 
-def _cannot_start(worker_id: str, run: Run, error: Any) -> None:
+def _cannot_start(worker_id: str, run: Run, error: object) -> None:
     log.event(
         logging.ERROR,
         "xjobs.worker.isolation_failed",

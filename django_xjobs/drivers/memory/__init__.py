@@ -87,7 +87,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         """The one in-process event store, whatever the alias: memory has no databases."""
         return self._event_store
 
-    def outbox(self, alias: str | None = None, claim_lease: Any = None) -> OutboxStore:
+    def outbox(self, alias: str | None = None, claim_lease: object = None) -> OutboxStore:
         """One in-process outbox for every alias: memory has no transaction to stage in. The
         first caller's ``claim_lease`` is the one it keeps."""
         with self._lock:

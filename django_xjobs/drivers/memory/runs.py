@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from ...history import EXITED, KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Failure
@@ -304,7 +304,7 @@ class MemoryRuns(MemoryState):
                 self._release_dependants(self._rows[row.id])
             return True
 
-    def progress(self, job_id: UUID, lease_token: UUID, progress: dict[str, Any]) -> bool:
+    def progress(self, job_id: UUID, lease_token: UUID, progress: Mapping[str, object]) -> bool:
         with self._lock:
             row = self._held(job_id, lease_token)
             if row is None:

@@ -118,7 +118,7 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
             store = self._event_stores.setdefault(alias, PostgresEventStore(alias))
         return store
 
-    def outbox(self, alias: str | None = None, claim_lease: Any = None) -> OutboxStore:
+    def outbox(self, alias: str | None = None, claim_lease: object = None) -> OutboxStore:
         """Built once per alias and claim lease; with no ``claim_lease``, per the
         ``OUTBOX_CLAIM_LEASE`` in force (checked when the store is built, SPEC OUTBOX-14)."""
         from .outbox import PostgresOutboxStore

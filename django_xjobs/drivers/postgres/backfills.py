@@ -12,7 +12,7 @@ from django.db.models.functions import Now
 from ..contract import BackfillRecord
 
 
-def _record(row: Any) -> BackfillRecord:
+def _record(row: object) -> BackfillRecord:
     """A ledger model row as the driver returns it: the model's columns are the record's fields."""
     return BackfillRecord(**{f.name: getattr(row, f.name) for f in fields(BackfillRecord)})
 

@@ -118,7 +118,7 @@ def queue_limits(using: str) -> dict[str, int]:
     return dict(sql.fetch(using, LIMITS["queue_limits"], {}))
 
 
-def stamp_keys(using: str, ids: Sequence[Any]) -> None:
+def stamp_keys(using: str, ids: Sequence[object]) -> None:
     """Give the runs just inserted straight from the outbox (publish_taken, which copies rows in
     SQL) their limit keys, in the same transaction: a claim never sees one without its key."""
     from ... import conf

@@ -51,7 +51,7 @@ class PostgresOutboxStore(_Statements):
 
     transactional = True
 
-    def __init__(self, using: str, claim_lease: Any = None) -> None:
+    def __init__(self, using: str, claim_lease: object = None) -> None:
         self.using = using
         self.claim_lease = (
             conf.get().outbox_claim_lease if claim_lease is None else conf.claim_lease(claim_lease)

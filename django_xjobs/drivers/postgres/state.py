@@ -81,7 +81,7 @@ def _ids(value: Any) -> tuple[UUID, ...] | None:
     return None if value is None else tuple(value)
 
 
-def _json(value: Any) -> Any:
+def _json(value: object) -> Any:
     if not isinstance(value, str | bytes):
         return value
     try:
