@@ -10,7 +10,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, overload
+from typing import Any, TypeVar, cast, overload
 
 from asgiref.sync import sync_to_async
 
@@ -18,6 +18,8 @@ from ..durations import Duration, format_seconds
 from ..errors import JobTimeoutError
 from . import Steps, _takes_argument
 from .atomic import AsyncAtomic, Atomic, acall
+
+T = TypeVar("T")
 
 
 class AsyncSteps:
@@ -41,11 +43,13 @@ class AsyncSteps:
     def replayed_names(self) -> list[str]:
         return self._steps.replayed_names
 
-    async def run(self, name: str, fn: Callable[..., object]) -> Any:
+    async def run(self, name: str, fn: Callable[..., Awaitable[T] | T]) -> T:
         steps = self._steps
-        done, value = await sync_to_async(steps.begin)(name)
+        done, stored = await sync_to_async(steps.begin)(name)
         if done:
-            return value
+            return cast(
+                T, stored
+            )  # replayed: what fn returned on the run's first pass, stored as JSON
         try:
             value = await self._call(name, fn)
         except BaseException as error:
@@ -53,7 +57,7 @@ class AsyncSteps:
             raise
         return await sync_to_async(steps.finish)(name, value)
 
-    async def _call(self, name: str, fn: Callable[..., object]) -> Any:
+    async def _call(self, name: str, fn: Callable[..., Awaitable[T] | T]) -> T:
         steps = self._steps
         signal = steps.signal.child() if steps.step_timeout else steps.signal
         result = fn(signal) if _takes_argument(fn) else fn()
@@ -74,9 +78,11 @@ class AsyncSteps:
     def atomic(self, name: str) -> AsyncAtomic: ...
 
     @overload
-    def atomic(self, name: str, fn: Callable[[], object]) -> Awaitable[Any]: ...
+    def atomic(self, name: str, fn: Callable[[], Awaitable[T] | T]) -> Awaitable[T]: ...
 
-    def atomic(self, name: str, fn: Callable[[], object] | None = None) -> Any:
+    def atomic(
+        self, name: str, fn: Callable[[], Awaitable[T] | T] | None = None
+    ) -> AsyncAtomic | Awaitable[T]:
         """``async with ctx.step.atomic(name) as step:``, or ``await ctx.step.atomic(name, fn)``
         (``fn`` sync or async): the async forms of ``Steps.atomic``."""
         block = AsyncAtomic(Atomic(self._steps, name))
