@@ -363,7 +363,7 @@ class Command(XJobsCommand):
     def _manifest(self, o: _Options) -> tuple[object, str]:
         if o["write"]:
             written = manifest.write(o["write"])
-            counts = {kind: len(written[kind]) for kind in manifest.KINDS}
+            counts: dict[str, int] = {kind: len(written[kind]) for kind in manifest.KINDS}
             each = ", ".join(f"{n} {kind}" for kind, n in counts.items())
             return {"file": o["write"], **counts}, f"wrote {o['write']}: {each}"
         if o["check"]:
