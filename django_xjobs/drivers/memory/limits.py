@@ -9,7 +9,7 @@ from uuid import UUID
 
 from ...limits.claims import KEY_SHOWN_FOR, ClaimLimits, in_window, room
 from ...limits.keys import SEPARATOR
-from ..contract import JobSnapshot
+from ..contract import JobSnapshot, KeyUse
 from .state import KeyState
 
 if TYPE_CHECKING:
@@ -206,8 +206,8 @@ def prune(driver: MemoryState, windows: Mapping[str, float], idle_for: float, no
     return len(gone)
 
 
-def usage(driver: MemoryState, limit: int, now: datetime) -> list[tuple[str, Any, int, list[Any]]]:
-    rows: list[tuple[str, Any, int, list[Any]]] = []
+def usage(driver: MemoryState, limit: int, now: datetime) -> list[KeyUse]:
+    rows: list[KeyUse] = []
     for key in sorted(driver._key_state):
         state = driver._key_state[key]
         if (now - state.updated_at).total_seconds() >= KEY_SHOWN_FOR:
