@@ -421,7 +421,7 @@ def _environment(raw: object) -> str | None:
     return raw
 
 
-def _connection_options(raw: object) -> dict[str, Any]:
+def _connection_options(raw: object) -> dict[str, object]:
     if not isinstance(raw, dict) or not all(isinstance(key, str) for key in raw):
         raise ConfigInvalidError(
             f'XJOBS["CONNECTION_OPTIONS"]={raw!r} must map libpq option names to values',

@@ -26,7 +26,7 @@ from ..drivers.connections import close_stale_connections, mark_role_thread
 from .run import DEADLINE_MARGIN
 
 if TYPE_CHECKING:
-    from ..drivers.contract import JobDriver
+    from ..drivers.contract import JobDriver, JobSnapshot
     from .presence import WorkerPresence
     from .run import Run
 
@@ -242,7 +242,7 @@ class Heartbeat(threading.Thread):
             if self._pool is not None:
                 close_stale_connections()
 
-    def _row(self, run: Run) -> Any:
+    def _row(self, run: Run) -> JobSnapshot | None:
         try:
             return self.driver.reads().get_job(run.job.id)
         except Exception:

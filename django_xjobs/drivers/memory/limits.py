@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from ...limits.claims import KEY_SHOWN_FOR, ClaimLimits, in_window, room
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 _WAITING = ("ready", "delayed", "suspended")
 
 
-def _order(row: JobSnapshot) -> tuple[Any, ...]:
+def _order(row: JobSnapshot) -> tuple[int, datetime, UUID]:
     return (-row.priority, row.run_at, row.id)
 
 

@@ -45,7 +45,7 @@ class PostgresSchedulerStore:
         rows = self._execute("leader", {"key": key})
         return rows[0][0] if rows else None
 
-    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
         return transaction.atomic(using=self.using)
 
     def pause_cron(self, cron: str, by: str | None) -> CronState:
