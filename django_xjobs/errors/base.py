@@ -16,7 +16,8 @@ RetryKind = Literal["terminal", "retryable", "retry-after"]
 class _Coded(BaseException):
     """The shared shape of every error: ``code``, ``message``, ``hint`` and free ``meta``."""
 
-    code: ClassVar[str] = "X_INVARIANT"
+    #: the class's code; an app's own ``code=`` sets it on the instance (not a ClassVar, so it may)
+    code: str = "X_INVARIANT"
     default_hint: ClassVar[str] = ""
     #: A declared classification (SPEC CLASS-03): ``None`` means the backoff path decides.
     retry: ClassVar[RetryKind | None] = None
@@ -33,7 +34,7 @@ class _Coded(BaseException):
         # classified by register_error_retry); this package raises each of its codes with the
         # class that owns it (tests/project/test_boundaries.py holds it to that).
         if code is not None:
-            self.code = code  # type: ignore[misc]
+            self.code = code
         self.message = message or (type(self).__doc__ or self.code).strip().splitlines()[0]
         self.hint = self.default_hint if hint is None else hint
         self.meta = meta

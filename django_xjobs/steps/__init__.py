@@ -62,9 +62,8 @@ class Steps(Waits, Children):
         """
         done, stored = self.begin(name)
         if done:
-            return cast(
-                T, stored
-            )  # replayed: what fn returned on the run's first pass, stored as JSON
+            # replayed: what fn returned on the run's first pass, stored as JSON
+            return cast(T, stored)
         try:
             value = self._call(name, fn)
         except BaseException as error:

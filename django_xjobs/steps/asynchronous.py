@@ -47,9 +47,8 @@ class AsyncSteps:
         steps = self._steps
         done, stored = await sync_to_async(steps.begin)(name)
         if done:
-            return cast(
-                T, stored
-            )  # replayed: what fn returned on the run's first pass, stored as JSON
+            # replayed: what fn returned on the run's first pass, stored as JSON
+            return cast(T, stored)
         try:
             value = await self._call(name, fn)
         except BaseException as error:

@@ -12,7 +12,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from .. import log
 from ..drivers.contract import StepRecord
@@ -46,7 +46,7 @@ class Waits(StepRecorder):
             if self._sleeps[label] > 1:
                 label = f"{label}#{self._sleeps[label]}"
         else:
-            label = name  # type: ignore[assignment]
+            label = cast(str, name)  # given a duration, name is the name: _park refuses a non-str
         seconds = parse_duration(duration, field=f"sleep {label!r}")
         self._park(label, lambda now: now + timedelta(seconds=seconds))
 
