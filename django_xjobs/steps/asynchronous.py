@@ -43,6 +43,13 @@ class AsyncSteps:
     def replayed_names(self) -> list[str]:
         return self._steps.replayed_names
 
+    # an async fn first: its result is what its awaitable gives, not the awaitable
+    @overload
+    async def run(self, name: str, fn: Callable[..., Awaitable[T]]) -> T: ...
+
+    @overload
+    async def run(self, name: str, fn: Callable[..., T]) -> T: ...
+
     async def run(self, name: str, fn: Callable[..., Awaitable[T] | T]) -> T:
         steps = self._steps
         done, stored = await sync_to_async(steps.begin)(name)
@@ -77,7 +84,10 @@ class AsyncSteps:
     def atomic(self, name: str) -> AsyncAtomic: ...
 
     @overload
-    def atomic(self, name: str, fn: Callable[[], Awaitable[T] | T]) -> Awaitable[T]: ...
+    def atomic(self, name: str, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]: ...
+
+    @overload
+    def atomic(self, name: str, fn: Callable[[], T]) -> Awaitable[T]: ...
 
     def atomic(
         self, name: str, fn: Callable[[], Awaitable[T] | T] | None = None
