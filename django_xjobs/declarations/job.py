@@ -104,7 +104,7 @@ class JobHandle:
             hint=f"queue it with {self.fn.__name__}.enqueue(...); in a unit test call {self.fn.__name__}.fn(ctx, ...)",
         )
 
-    def invoke(self, ctx: object, inputs: Mapping[str, object]) -> Any:
+    def invoke(self, ctx: object, inputs: Mapping[str, object]) -> object:
         """Call the handler for one run: ``fn(ctx, **inputs)``."""
         if not isinstance(inputs, dict) or not self._binder.fits(inputs):
             check_stored(self.name, self.signature, inputs)  # SPEC EXEC-01
@@ -364,7 +364,7 @@ def job(
     debounce: Duration | None = ...,
     limit_key: str | None = ...,
     rate_limit: str | None = ...,
-) -> Callable[[Callable[..., Any]], JobHandle]: ...
+) -> Callable[[Callable[..., object]], JobHandle]: ...
 
 
 def job(
@@ -384,7 +384,7 @@ def job(
     debounce: Duration | None = None,
     limit_key: str | None = None,
     rate_limit: str | None = None,
-) -> JobHandle | Callable[[Callable[..., Any]], JobHandle]:
+) -> JobHandle | Callable[[Callable[..., object]], JobHandle]:
     """Declare a durable job. Put it in ``<app>/jobs.py``; it is imported at startup.
 
     ::
