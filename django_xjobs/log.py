@@ -6,7 +6,6 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
 
 from .redact import redact
 from .text import TRACEBACK_LIMIT, storable
@@ -21,7 +20,7 @@ _throttle_lock = threading.Lock()
 _throttled: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
 
 
-def event(level: int, name: str, /, **fields: Any) -> None:
+def event(level: int, name: str, /, **fields: object) -> None:
     """Log ``name`` with ``fields`` as ``key=value`` text and as record attributes."""
     if not logger.isEnabledFor(level):
         return
@@ -35,7 +34,7 @@ def event(level: int, name: str, /, **fields: Any) -> None:
     logger.log(level, "%s %s", name, text, extra={"event": name, "fields": fields})
 
 
-def throttled(level: int, name: str, /, *, kind: str, **fields: Any) -> bool:
+def throttled(level: int, name: str, /, *, kind: str, **fields: object) -> bool:
     """``event()``, but ``name`` for the same ``kind`` of error (a SQLSTATE, a class name) at
     most once per ``QUIET`` seconds in this process; the next line it logs carries
     ``suppressed=N``, the lines held back since the last one. True when it logged."""

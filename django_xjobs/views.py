@@ -13,14 +13,17 @@ docs/howto/monitoring.md.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.http import HttpRequest, HttpResponse
 
 from . import metrics
 
-_registry: Any = None
+_registry: CollectorRegistry | None = None
 _registry_lock = threading.Lock()
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
@@ -33,7 +36,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(encode(_the_registry()), content_type=content_type)
 
 
-def _the_registry() -> Any:
+def _the_registry() -> CollectorRegistry:
     """The registry, built on the first scrape and reused by every later one."""
     global _registry
     with _registry_lock:

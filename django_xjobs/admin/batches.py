@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
@@ -99,7 +99,7 @@ class JobBatchAdmin(Navigated, _ModelAdmin):
         object_id: str,
         form_url: str = "",
         extra_context: dict[str, object] | None = None,
-    ) -> Any:
+    ) -> HttpResponse:
         # the fields read who is looking (the input's values, the links): per request, not on
         # this admin, which every request's thread shares
         token = _viewer.set(request)

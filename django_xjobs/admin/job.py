@@ -5,10 +5,12 @@ rest of the row below. ``JobAdmin`` mixes ``JobExplained`` in."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
+from django.db import models
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
@@ -97,7 +99,7 @@ def next_attempt_text(obj: Job) -> str:
     return f"in {format_span((obj.run_at - now).total_seconds())}, at {format_time(obj.run_at)}"
 
 
-def time_column_of(model: Any, field: str) -> Any:
+def time_column_of(model: type[models.Model], field: str) -> Callable[[object, object], str]:
     """A time of a row as a column or field, labelled as the model labels it: to the second,
     one format (``format_time``), where Django's own shows minutes."""
 
@@ -109,7 +111,7 @@ def time_column_of(model: Any, field: str) -> Any:
     return admin.display(description=label, ordering=field)(shown)
 
 
-def time_column(field: str) -> Any:
+def time_column(field: str) -> Callable[[object, object], str]:
     """``time_column_of`` a job's field."""
     return time_column_of(Job, field)
 

@@ -198,7 +198,7 @@ class JobAdmin(JobActions, JobTrace, JobExplained, FleetOverview, LibraryRows):
         rows = Job.objects.using(conf.get().database).filter(pk=wanted).values_list("name")
         return next((name for (name,) in rows), None)
 
-    def _collapsed_into(self, object_id: str) -> Any:
+    def _collapsed_into(self, object_id: str) -> UUID | None:
         """The job a staged id that names no row collapsed into, if it did."""
         try:
             wanted = UUID(str(object_id))

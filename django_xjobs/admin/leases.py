@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
 
 from django.contrib import admin
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
@@ -62,7 +62,7 @@ class SchedulerStateAdmin(ViewOnly):
         return obj.task_name in {c.name for c in registered_crons()}
 
     @admin.display(description="last fired", ordering="last_fired_at")
-    def last_fired(self, obj: SchedulerState) -> Any:
+    def last_fired(self, obj: SchedulerState) -> datetime | str | None:
         """What the Crons page says: an armed watermark is a time still ahead, not a firing
         (issue 23); the raw watermark stays in its own column."""
         from ..declarations.cron import registered_crons
@@ -74,6 +74,6 @@ class SchedulerStateAdmin(ViewOnly):
         return last_fired(handle, obj.last_fired_at) or "never"
 
     @admin.display(description="watermark", ordering="last_fired_at")
-    def watermark(self, obj: SchedulerState) -> Any:
+    def watermark(self, obj: SchedulerState) -> datetime | None:
         """The stored mark the next round fires after (SPEC SCHED-01)."""
         return obj.last_fired_at

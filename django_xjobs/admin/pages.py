@@ -42,7 +42,7 @@ class OverviewPages(_ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
 
-    def _page(self, request: HttpRequest, title: str, **context: Any) -> dict[str, Any]:
+    def _page(self, request: HttpRequest, title: str, **context: object) -> dict[str, Any]:
         self._viewable(request)
         return {
             **self.admin_site.each_context(request),

@@ -15,6 +15,7 @@ from django.utils.html import format_html, format_html_join
 from .. import operations, redact
 from ..durations import format_time
 from ..models import Job
+from ..payload import JSONValue
 from .pages import admin_url
 from .permissions import VIEWER as _viewer
 from .permissions import has_permission, sees_payloads
@@ -184,7 +185,7 @@ def key_text(name: str, key: str) -> str:
     )
 
 
-def shape(value: object, depth: int = 0) -> Any:
+def shape(value: object, depth: int = 0) -> JSONValue:
     """What a payload holds without what it says: its keys, each value's type and size."""
     if depth >= redact.MAX_WALK and isinstance(value, dict):
         return redact.TOO_DEEP  # a row no enqueue accepted: it must not recurse past the limit

@@ -152,7 +152,7 @@ class XJobsBackend(BaseTaskBackend):
 
     # --- checks -----------------------------------------------------------------------------
 
-    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+    def check(self, **kwargs: object) -> list[checks.CheckMessage]:
         found: list[checks.CheckMessage] = []
         where = f'TASKS["{self.alias}"]'
         if self.config_error is not None:

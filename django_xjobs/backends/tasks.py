@@ -219,11 +219,11 @@ class TaskJob:
             self.task, (), inputs, self.task.backend, self.options(), key=self.name
         )
 
-    def enqueue(self, **inputs: Any) -> Any:
+    def enqueue(self, **inputs: object) -> Any:
         """``task.enqueue(**inputs)`` through its backend (a cron fired by hand)."""
         return self.task.enqueue(**inputs)
 
-    def announce(self, request: EnqueueRequest, job_id: Any) -> None:
+    def announce(self, request: EnqueueRequest, job_id: object) -> None:
         """``task_enqueued`` for a row the scheduler inserted."""
         result = enqueued_result(self.task, request, job_id)
         task_enqueued.send(type(self.task.get_backend()), task_result=result)
@@ -331,7 +331,7 @@ def build_request(
     return request
 
 
-def _normalised(task: Any, value: Any, *, position: int | None = None, name: str = "") -> Any:
+def _normalised(task: Any, value: object, *, position: int | None = None, name: str = "") -> Any:
     """One argument normalised as Django does; refused with Django's class (``TypeError`` for a
     type, ``ValueError`` for a value) and a message naming the argument, so a call of several
     says which one JSON cannot hold."""
@@ -566,7 +566,7 @@ def _finished(sender: Any, job: Any, outcome: str, **kwargs: Any) -> None:
         task_finished.send(backend, task_result=result)
 
 
-def _settings_changed(setting: str, **kwargs: Any) -> None:
+def _settings_changed(setting: str, **kwargs: object) -> None:
     if setting == "TASKS":  # another backend, or other OPTIONS: look every task up again
         forget()
 

@@ -468,6 +468,6 @@ def _throttle(spec: Backfill, ctx: Any, pace: dict[str, Any]) -> None:
     pace["last"] = time.monotonic()
 
 
-def _cursor(pk: object) -> Any:
+def _cursor(pk: object) -> int | str:
     """A primary key as the step stores it: an int stays one, anything else as its text."""
     return pk if isinstance(pk, int) and not isinstance(pk, bool) else str(pk)

@@ -19,7 +19,7 @@ from ..text import did_you_mean
 from .concurrency import MAX_THREADS as MAX_THREADS
 from .concurrency import QUEUE_NAME as QUEUE_NAME
 from .concurrency import parse_concurrency
-from .limits import parse_limits
+from .limits import Limits, parse_limits
 
 DEFAULTS: dict[str, Any] = {
     # the database alias that holds the x_* tables
@@ -421,7 +421,7 @@ def _environment(raw: object) -> str | None:
     return raw
 
 
-def _connection_options(raw: object) -> dict[str, Any]:
+def _connection_options(raw: object) -> dict[str, object]:
     if not isinstance(raw, dict) or not all(isinstance(key, str) for key in raw):
         raise ConfigInvalidError(
             f'XJOBS["CONNECTION_OPTIONS"]={raw!r} must map libpq option names to values',
@@ -454,7 +454,7 @@ def _concurrency(raw: object) -> int | dict[str, int]:
         raise ConfigInvalidError(problem.message, hint=problem.hint) from None
 
 
-def _limits(raw: object) -> Any:
+def _limits(raw: object) -> Limits:
     try:
         return parse_limits(raw)
     except XJobsError as problem:
@@ -492,7 +492,7 @@ def get() -> XJobsSettings:
 
 
 @receiver(setting_changed)
-def _refresh(setting: str, **kwargs: Any) -> None:
+def _refresh(setting: str, **kwargs: object) -> None:
     if setting in ("XJOBS", "DATABASES"):
         get.cache_clear()
 

@@ -154,7 +154,7 @@ def cron(
     catch_up: CatchUp = "skip",
     max_catch_up: int = 10,
     seconds: str | None = None,
-) -> Callable[[Callable[[datetime], Any]], CronHandle]:
+) -> Callable[[Callable[[datetime], object]], CronHandle]:
     """Declare a cron schedule. ``fn(occurrence)`` gets the occurrence as an aware datetime and
     returns the jobs to enqueue for it::
 

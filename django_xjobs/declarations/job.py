@@ -98,13 +98,13 @@ class JobHandle:
     def __repr__(self) -> str:
         return f"<JobHandle {self.name} queue={self.queue}>"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: object) -> Any:
         raise InvariantError(
             f"job {self.name!r} is not called directly",
             hint=f"queue it with {self.fn.__name__}.enqueue(...); in a unit test call {self.fn.__name__}.fn(ctx, ...)",
         )
 
-    def invoke(self, ctx: object, inputs: Mapping[str, object]) -> Any:
+    def invoke(self, ctx: object, inputs: Mapping[str, object]) -> object:
         """Call the handler for one run: ``fn(ctx, **inputs)``."""
         if not isinstance(inputs, dict) or not self._binder.fits(inputs):
             check_stored(self.name, self.signature, inputs)  # SPEC EXEC-01
@@ -195,7 +195,7 @@ class JobHandle:
 
     # --- enqueue: rendered and routed by run/enqueue.py ---------------------------------
 
-    def enqueue(self, *args: Any, **inputs: Any) -> EnqueueResult:
+    def enqueue(self, *args: Any, **inputs: object) -> EnqueueResult:
         """Queue one run of this job with ``inputs``; never runs the handler inline (SPEC JOB-19).
 
         Inside ``transaction.atomic()`` the job is staged in the same transaction and published
@@ -221,7 +221,7 @@ class JobHandle:
             return self.options.on_conflict
         return "replace" if self.debounce is not None else "dedupe"
 
-    def enqueue_as(self, actor: Actor | None, /, *args: Any, **inputs: Any) -> EnqueueResult:
+    def enqueue_as(self, actor: Actor | None, /, *args: Any, **inputs: object) -> EnqueueResult:
         """``enqueue`` on behalf of ``actor`` (SPEC ENQ-04): the row records ``actor.id`` as
         ``enqueued_by`` and ``actor.tenant_id`` as its tenant, unless ``using()`` set them.
         ``actor=None`` is a plain enqueue::
@@ -240,13 +240,13 @@ class JobHandle:
             enqueued_by=self.options.enqueued_by or actor.id,
         ).enqueue(*args, **inputs)
 
-    async def aenqueue_as(self, actor: Actor | None, /, **inputs: Any) -> EnqueueResult:
+    async def aenqueue_as(self, actor: Actor | None, /, **inputs: object) -> EnqueueResult:
         """``enqueue_as`` for async code."""
         from asgiref.sync import sync_to_async
 
         return await sync_to_async(self.enqueue_as)(actor, **inputs)
 
-    async def aenqueue(self, *args: Any, **inputs: Any) -> EnqueueResult:
+    async def aenqueue(self, *args: Any, **inputs: object) -> EnqueueResult:
         """``enqueue`` for async code."""
         from asgiref.sync import sync_to_async
 
@@ -364,7 +364,7 @@ def job(
     debounce: Duration | None = ...,
     limit_key: str | None = ...,
     rate_limit: str | None = ...,
-) -> Callable[[Callable[..., Any]], JobHandle]: ...
+) -> Callable[[Callable[..., object]], JobHandle]: ...
 
 
 def job(
@@ -384,7 +384,7 @@ def job(
     debounce: Duration | None = None,
     limit_key: str | None = None,
     rate_limit: str | None = None,
-) -> JobHandle | Callable[[Callable[..., Any]], JobHandle]:
+) -> JobHandle | Callable[[Callable[..., object]], JobHandle]:
     """Declare a durable job. Put it in ``<app>/jobs.py``; it is imported at startup.
 
     ::

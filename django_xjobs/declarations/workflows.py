@@ -17,7 +17,7 @@ callbacks: they exist exactly when every member has ended, once, whatever crashe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar, Token
 from datetime import datetime
 from functools import partial
@@ -67,7 +67,7 @@ class Batch:
         *,
         on_success: object = None,
         on_failure: object = None,
-        input: dict[str, Any] | None = None,
+        input: Mapping[str, object] | None = None,
     ) -> None:
         self.id: UUID = uuid7()
         self.input = {} if input is None else input

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connections
 from django.db.backends.signals import connection_created
@@ -77,10 +77,13 @@ def mark_role_thread() -> None:
             wrapper.close()
 
 
-def as_role(target: Callable[[], Any]) -> Callable[[], Any]:
+T = TypeVar("T")
+
+
+def as_role(target: Callable[[], T]) -> Callable[[], T]:
     """``target`` to run on a thread of its own, marked as a role thread first."""
 
-    def run() -> Any:
+    def run() -> T:
         mark_role_thread()
         return target()
 

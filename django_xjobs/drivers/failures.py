@@ -8,8 +8,7 @@ Roles ask these questions of any error a store raised; they never look at a driv
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from django.db import InterfaceError, OperationalError
 
@@ -160,7 +159,7 @@ def live_key_lost(name: str) -> DriverUnavailableError:
 
 
 def translate(
-    error: BaseException, using: str, statement: str, params: dict[str, Any] | None = None
+    error: BaseException, using: str, statement: str, params: Mapping[str, object] | None = None
 ) -> XJobsError | None:
     """The one clear error for a missing table, an unusable connection or a refused value,
     decided by SQLSTATE and exception class, never by message text; None for anything else.
@@ -190,7 +189,7 @@ def translate(
 _OURS = frozenset({"token"})
 
 
-def largest_values(params: dict[str, Any], top: int = 2) -> str:
+def largest_values(params: Mapping[str, object], top: int = 2) -> str:
     """The ``top`` largest text values in ``params`` by UTF-8 size, named by parameter (and
     index, for an array): ``"keys[3] 3,000 bytes, names[3] 14 bytes"``."""
     sizes: list[tuple[int, str]] = []

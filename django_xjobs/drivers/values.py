@@ -24,6 +24,7 @@ _FACTORY = object()
 def quick_init(cls: type[T]) -> type[T]:
     """Replace the ``__init__`` of the frozen dataclass ``cls`` (not slotted, every field a
     positional-or-keyword init field) with one that fills ``__dict__`` directly."""
+    # type[T] cannot say "a dataclass" to mypy: these two lines read what the decorator made
     params = cls.__dataclass_params__  # type: ignore[attr-defined]
     if not params.frozen or "__slots__" in cls.__dict__:
         raise TypeError(f"quick_init is for frozen dataclasses without slots, not {cls.__name__}")
@@ -56,5 +57,6 @@ def quick_init(cls: type[T]) -> type[T]:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
     init.__annotations__ = dict(cls.__init__.__annotations__)
+    # replacing a method is the point here, which mypy refuses on principle
     cls.__init__ = init  # type: ignore[method-assign]
     return cls

@@ -4,7 +4,7 @@ text of an error, in one place (``describe_error``, ``first_line``)."""
 from __future__ import annotations
 
 import copy
-from typing import Any, ClassVar, Literal, Self
+from typing import ClassVar, Literal, Self
 
 #: where every error of the package is named (``django_xjobs.errors.<Name>``) wherever it is
 #: defined: its pickles, a stored failure's class path and the reference all name it so
@@ -16,7 +16,8 @@ RetryKind = Literal["terminal", "retryable", "retry-after"]
 class _Coded(BaseException):
     """The shared shape of every error: ``code``, ``message``, ``hint`` and free ``meta``."""
 
-    code: ClassVar[str] = "X_INVARIANT"
+    #: the class's code; an app's own ``code=`` sets it on the instance (not a ClassVar, so it may)
+    code: str = "X_INVARIANT"
     default_hint: ClassVar[str] = ""
     #: A declared classification (SPEC CLASS-03): ``None`` means the backoff path decides.
     retry: ClassVar[RetryKind | None] = None
@@ -27,13 +28,13 @@ class _Coded(BaseException):
         *,
         hint: str | None = None,
         code: str | None = None,
-        **meta: Any,
+        **meta: object,
     ) -> None:
         # ``code=`` is an app's own code on its own error (``XJobsError(..., code="APP_DECLINED")``,
         # classified by register_error_retry); this package raises each of its codes with the
         # class that owns it (tests/project/test_boundaries.py holds it to that).
         if code is not None:
-            self.code = code  # type: ignore[misc]
+            self.code = code
         self.message = message or (type(self).__doc__ or self.code).strip().splitlines()[0]
         self.hint = self.default_hint if hint is None else hint
         self.meta = meta

@@ -5,6 +5,7 @@ each limit key uses now (``inspect_limits``), for the CLI and the admin's queues
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -90,7 +91,7 @@ def parse_cap(text: str) -> int | None:
         ) from None
 
 
-def limit_lines(keys: list[dict[str, Any]]) -> list[str]:
+def limit_lines(keys: Sequence[Mapping[str, object]]) -> list[str]:
     """The limit keys below ``xjobs queues``' table, when any was used within a day."""
     if not keys:
         return []

@@ -14,21 +14,34 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from .. import metrics
 
 ENV = "XJOBS_METRICS_DIR"
 _EVERY = 1.0
 
+#: a counter's name and its labels, as ``metrics`` keys it
+CounterKey = tuple[str, tuple[tuple[str, str], ...]]
 
-def dump() -> dict[str, Any]:
+
+class Snapshot(TypedDict):
+    """A process's file: its pid and its in-process series (a counter as ``[name, labels,
+    value]``, labels as ``[key, value]`` pairs: JSON has no tuples)."""
+
+    pid: int
+    counters: list[tuple[str, list[list[str]], float]]
+    gauges: dict[str, float]
+    histograms: dict[str, dict[str, list[float]]]
+
+
+def dump() -> Snapshot:
     """This process's metrics as JSON."""
     with metrics._lock:
         return {
             "pid": os.getpid(),
             "counters": [
-                [name, list(map(list, labels)), v]
+                (name, list(map(list, labels)), v)
                 for (name, labels), v in metrics._counters.items()
             ],
             "gauges": dict(metrics._gauges),
@@ -87,7 +100,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _files(directory: Path) -> Iterator[dict[str, Any]]:
+def _files(directory: Path) -> Iterator[Snapshot]:
     for path in sorted(directory.glob("*.json")):
         try:
             yield json.loads(path.read_text())
@@ -102,13 +115,15 @@ class SharedCollector(metrics.XJobsCollector):
         super().__init__(close_connections=True)
         self.directory = directory
 
-    def local(self) -> tuple[dict[Any, float], dict[str, float], dict[str, dict[str, list[float]]]]:
-        counters: dict[Any, float] = {}
+    def local(
+        self,
+    ) -> tuple[dict[CounterKey, float], dict[str, float], dict[str, dict[str, list[float]]]]:
+        counters: dict[CounterKey, float] = {}
         gauges: dict[str, float] = {}
         histograms: dict[str, dict[str, list[float]]] = {}
         for data in _files(self.directory):
             for name, labels, value in data["counters"]:
-                key = (name, tuple(tuple(pair) for pair in labels))
+                key = (name, tuple((k, v) for k, v in labels))
                 counters[key] = counters.get(key, 0.0) + value
             if _alive(int(data["pid"])):  # a gauge of a process that is gone is no more
                 for name, value in data["gauges"].items():

@@ -4,12 +4,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
+if TYPE_CHECKING:  # Django's Field takes no type arguments at run time; django-stubs' does
+    _Field = models.Field[Any, Any]
+else:
+    _Field = models.Field
 
-class PgArrayField(models.Field):  # type: ignore[type-arg]
+
+class PgArrayField(_Field):
     """A PostgreSQL array of one element type (``bigint[]``, ``timestamptz[]``), read and written
     as a Python list by psycopg itself.
 
@@ -19,7 +24,7 @@ class PgArrayField(models.Field):  # type: ignore[type-arg]
     that swapped them changes nothing in the database. Served by raw SQL and read-only pages:
     no lookups, no form field beyond the default."""
 
-    def __init__(self, base_field: models.Field, **kwargs: Any) -> None:  # type: ignore[type-arg]
+    def __init__(self, base_field: _Field, **kwargs: Any) -> None:
         self.base_field = base_field
         super().__init__(**kwargs)
 
@@ -34,7 +39,7 @@ class PgArrayField(models.Field):  # type: ignore[type-arg]
     def get_prep_value(self, value: Any) -> Any:
         return None if value is None else list(value)
 
-    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+    def from_db_value(self, value: object, expression: object, connection: object) -> Any:
         return value
 
 

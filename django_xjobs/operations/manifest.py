@@ -12,17 +12,62 @@ import difflib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from ..errors import ManifestDriftError, ManifestInvalidError
 
+if TYPE_CHECKING:
+    from ..declarations.cron import CatchUp, CronHandle
+    from ..declarations.registry import DeclaredJob
+
 #: the marker and version of the file's format
 FORMAT = 1
-KINDS = ("jobs", "crons", "backfills")
+KINDS: tuple[Literal["jobs"], Literal["crons"], Literal["backfills"]] = (
+    "jobs",
+    "crons",
+    "backfills",
+)
 _WRITE = "re-run: python manage.py xjobs manifest --write {path}, and commit the file"
 
 
-def build() -> dict[str, Any]:
+class ManifestJob(TypedDict):
+    name: str
+    queue: str
+    input: list[str]
+    required: list[str]
+    retry: dict[str, object]
+    priority: int
+    concurrency: int | None
+    timeout: float | None
+
+
+class ManifestCron(TypedDict):
+    name: str
+    schedule: str
+    tz: str
+    catch_up: CatchUp
+    max_catch_up: int
+
+
+class ManifestBackfill(TypedDict):
+    name: str
+    queue: str
+    batch: int
+    rate: float
+    environments: list[str] | None
+    requires: list[str] | None
+
+
+class Manifest(TypedDict):
+    """The committed file's document (``xjobs manifest --write``)."""
+
+    xjobs_manifest: int
+    jobs: list[ManifestJob]
+    crons: list[ManifestCron]
+    backfills: list[ManifestBackfill]
+
+
+def build() -> Manifest:
     """The manifest of this process's declarations: no clock, no database, names in code-unit
     order (SPEC SE-26), so two builds of the same code are equal."""
     from ..declarations import registry
@@ -32,15 +77,12 @@ def build() -> dict[str, Any]:
         "xjobs_manifest": FORMAT,
         "jobs": [_job(h) for h in registry.registered_jobs()],
         # a cron's ``jobs`` come from calling it for its next occurrence: a clock value, left out
-        "crons": [
-            {k: c.describe()[k] for k in ("name", "schedule", "tz", "catch_up", "max_catch_up")}
-            for c in registered_crons()
-        ],
+        "crons": [_cron(c) for c in registered_crons()],
         "backfills": backfills(),
     }
 
 
-def backfills() -> list[dict[str, Any]]:
+def backfills() -> list[ManifestBackfill]:
     """The manifest's backfills section (no checksum: it hashes the handler's source, so every
     edit would churn the file)."""
     from ..backfills import declared_backfills
@@ -59,7 +101,18 @@ def backfills() -> list[dict[str, Any]]:
     ]
 
 
-def _job(handle: Any) -> dict[str, Any]:
+def _cron(cron: CronHandle) -> ManifestCron:
+    """The fields of its ``describe()`` row that only change when the code does."""
+    return {
+        "name": cron.name,
+        "schedule": cron.schedule,
+        "tz": cron.tz,
+        "catch_up": cron.catch_up,
+        "max_catch_up": cron.max_catch_up,
+    }
+
+
+def _job(handle: DeclaredJob) -> ManifestJob:
     row = handle.describe()
     schema = row["input"]
     return {
@@ -79,7 +132,7 @@ def render(manifest: Mapping[str, object]) -> str:
     return json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
 
-def write(path: str) -> dict[str, Any]:
+def write(path: str) -> Manifest:
     manifest = build()
     Path(path).write_text(render(manifest), encoding="utf-8", newline="\n")
     return manifest

@@ -6,13 +6,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
 
 from django.db import connections
 
 from .. import conf, log
 from ..drivers import get_driver
-from ..drivers.contract import JobDriver, OutboxStore
+from ..drivers.contract import JobDriver, Notifier, OutboxStore
 from ..ids import uuid7
 from ..run.enqueue import run_pending_commits
 from ..run.publish import publish_batch
@@ -92,7 +91,7 @@ class Relay:
         with self._pass:
             pass
 
-    def _listen(self) -> Any:
+    def _listen(self) -> Notifier | None:
         if self.database is None:
             return None
         return self.store.notify_on_staged(self._wake.set)

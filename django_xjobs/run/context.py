@@ -30,6 +30,7 @@ class JobLogger(logging.LoggerAdapter[logging.Logger]):
         self.logger = _logger(job)
         self._fields = (job, job_id, attempt)
 
+    # a property over the base's plain attribute, so the fields are made only when read
     @property
     def extra(self) -> dict[str, Any]:  # type: ignore[override]
         job, job_id, attempt = self._fields

@@ -260,7 +260,7 @@ def _per_call(handle: Enqueueable) -> tuple[EnqueueRequest, str | None]:
 
 def _request(
     handle: Enqueueable,
-    bound: dict[str, Any],
+    bound: Mapping[str, object],
     encoded: str,
     per_call: tuple[EnqueueRequest, str | None],
 ) -> EnqueueRequest:

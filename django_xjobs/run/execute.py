@@ -153,8 +153,8 @@ def _execute(
 
 def _run_body(
     handle: Runnable, ctx: JobContext, job: ClaimedJob, signal: StopSignal, body: Body | None
-) -> Any:
-    def call() -> Any:
+) -> object:
+    def call() -> object:
         return handle.invoke(ctx, job.input)
 
     timeout = handle.timeout

@@ -6,7 +6,7 @@ and carries it on the run; nothing further down looks the name up again."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ..retry import Retry
@@ -46,5 +46,5 @@ class Runnable(Protocol):
     @property
     def is_async(self) -> bool: ...
 
-    def invoke(self, ctx: JobContext, inputs: Mapping[str, object]) -> Any:
+    def invoke(self, ctx: JobContext, inputs: Mapping[str, object]) -> object:
         """Call the body for one run."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from django.db import connections
 
@@ -31,6 +31,8 @@ from .waits import Waits
 
 if TYPE_CHECKING:
     from .atomic import Atomic
+
+T = TypeVar("T")
 
 
 class Steps(Waits, Children):
@@ -50,7 +52,7 @@ class Steps(Waits, Children):
 
     # --- run --------------------------------------------------------------------------------
 
-    def run(self, name: str, fn: Callable[..., Any]) -> Any:
+    def run(self, name: str, fn: Callable[..., T]) -> T:
         """Run ``fn`` once for this run, ever; later attempts get its stored result back.
 
         ``fn()`` or ``fn(signal)``: the signal is set when the run is stopped or the step passes
@@ -58,9 +60,10 @@ class Steps(Waits, Children):
 
             charge = ctx.step.run("charge", lambda signal: gateway.charge(order, signal=signal))
         """
-        done, value = self.begin(name)
+        done, stored = self.begin(name)
         if done:
-            return value
+            # replayed: what fn returned on the run's first pass, stored as JSON
+            return cast(T, stored)
         try:
             value = self._call(name, fn)
         except BaseException as error:
@@ -68,7 +71,7 @@ class Steps(Waits, Children):
             raise
         return self.finish(name, value)
 
-    def _call(self, name: str, fn: Callable[..., Any]) -> Any:
+    def _call(self, name: str, fn: Callable[..., T]) -> T:
         takes_signal = _takes_argument(fn)
         if self.step_timeout is None:
             return fn(self.signal) if takes_signal else fn()
@@ -95,7 +98,7 @@ class Steps(Waits, Children):
             raise error
         if "error" in outcome:
             raise outcome["error"]
-        return outcome.get("value")
+        return cast(T, outcome.get("value"))  # the thread stored fn's result under "value"
 
     # --- atomic ---------------------------------------------------------------------------
 
@@ -103,9 +106,9 @@ class Steps(Waits, Children):
     def atomic(self, name: str) -> Atomic: ...
 
     @overload
-    def atomic(self, name: str, fn: Callable[[], Any]) -> Any: ...
+    def atomic(self, name: str, fn: Callable[[], T]) -> T: ...
 
-    def atomic(self, name: str, fn: Callable[[], Any] | None = None) -> Any:
+    def atomic(self, name: str, fn: Callable[[], object] | None = None) -> object:
         """A step whose writes on the jobs database commit exactly once, with its record::
 
             with ctx.step.atomic("reserve-stock") as step:
@@ -124,7 +127,7 @@ class Steps(Waits, Children):
         return block if fn is None else call(block, fn)
 
 
-def _takes_argument(fn: Callable[..., Any]) -> bool:
+def _takes_argument(fn: Callable[..., object]) -> bool:
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, overload
+from typing import Any, TypeVar, cast, overload
 
 from asgiref.sync import sync_to_async
 
@@ -18,6 +18,8 @@ from ..durations import Duration, format_seconds
 from ..errors import JobTimeoutError
 from . import Steps, _takes_argument
 from .atomic import AsyncAtomic, Atomic, acall
+
+T = TypeVar("T")
 
 
 class AsyncSteps:
@@ -41,11 +43,19 @@ class AsyncSteps:
     def replayed_names(self) -> list[str]:
         return self._steps.replayed_names
 
-    async def run(self, name: str, fn: Callable[..., Any]) -> Any:
+    # an async fn first: its result is what its awaitable gives, not the awaitable
+    @overload
+    async def run(self, name: str, fn: Callable[..., Awaitable[T]]) -> T: ...
+
+    @overload
+    async def run(self, name: str, fn: Callable[..., T]) -> T: ...
+
+    async def run(self, name: str, fn: Callable[..., Awaitable[T] | T]) -> T:
         steps = self._steps
-        done, value = await sync_to_async(steps.begin)(name)
+        done, stored = await sync_to_async(steps.begin)(name)
         if done:
-            return value
+            # replayed: what fn returned on the run's first pass, stored as JSON
+            return cast(T, stored)
         try:
             value = await self._call(name, fn)
         except BaseException as error:
@@ -53,7 +63,7 @@ class AsyncSteps:
             raise
         return await sync_to_async(steps.finish)(name, value)
 
-    async def _call(self, name: str, fn: Callable[..., Any]) -> Any:
+    async def _call(self, name: str, fn: Callable[..., Awaitable[T] | T]) -> T:
         steps = self._steps
         signal = steps.signal.child() if steps.step_timeout else steps.signal
         result = fn(signal) if _takes_argument(fn) else fn()
@@ -74,9 +84,14 @@ class AsyncSteps:
     def atomic(self, name: str) -> AsyncAtomic: ...
 
     @overload
-    def atomic(self, name: str, fn: Callable[[], Any]) -> Awaitable[Any]: ...
+    def atomic(self, name: str, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]: ...
 
-    def atomic(self, name: str, fn: Callable[[], Any] | None = None) -> Any:
+    @overload
+    def atomic(self, name: str, fn: Callable[[], T]) -> Awaitable[T]: ...
+
+    def atomic(
+        self, name: str, fn: Callable[[], Awaitable[T] | T] | None = None
+    ) -> AsyncAtomic | Awaitable[T]:
         """``async with ctx.step.atomic(name) as step:``, or ``await ctx.step.atomic(name, fn)``
         (``fn`` sync or async): the async forms of ``Steps.atomic``."""
         block = AsyncAtomic(Atomic(self._steps, name))
@@ -91,8 +106,12 @@ class AsyncSteps:
     async def wait_for_event(self, name: str, event: str, **options: Any) -> Any:
         return await sync_to_async(self._steps.wait_for_event)(name, event, **options)
 
-    async def call(self, handle: Any, input: dict[str, Any] | None = None, **options: Any) -> Any:
+    async def call(
+        self, handle: object, input: Mapping[str, object] | None = None, **options: Any
+    ) -> Any:
         return await sync_to_async(self._steps.call)(handle, input, **options)
 
-    async def call_many(self, handle: Any, inputs: list[dict[str, Any]], **options: Any) -> Any:
+    async def call_many(
+        self, handle: object, inputs: Sequence[Mapping[str, object]], **options: Any
+    ) -> Any:
         return await sync_to_async(self._steps.call_many)(handle, inputs, **options)

@@ -11,11 +11,11 @@ statement and ``step.result`` is the stored result.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
@@ -25,6 +25,8 @@ from .output import check_output
 
 if TYPE_CHECKING:
     from .record import StepRecorder
+
+T = TypeVar("T")
 
 
 #: the statements another database may still run inside the block: reads write nothing
@@ -147,15 +149,15 @@ class AsyncAtomic:
         return await sync_to_async(self._block.__exit__)(kind, error, traceback)
 
 
-def call(block: Atomic, fn: Callable[[], Any]) -> Any:
+def call(block: Atomic, fn: Callable[[], T]) -> T:
     """``ctx.step.atomic(name, fn)``: ``fn()`` inside the block, skipped on replay."""
     with block as step:
         if not step.done:
             step.result = fn()
-    return step.result
+    return cast(T, step.result)  # fn's result, or on replay the one it stored as JSON
 
 
-async def acall(block: AsyncAtomic, fn: Callable[[], Any]) -> Any:
+async def acall(block: AsyncAtomic, fn: Callable[[], Awaitable[T] | T]) -> T:
     """``await ctx.step.atomic(name, fn)``: a sync ``fn`` runs through ``sync_to_async``."""
     async with block as step:
         if not step.done:
@@ -163,7 +165,7 @@ async def acall(block: AsyncAtomic, fn: Callable[[], Any]) -> Any:
                 step.result = await fn()
             else:
                 step.result = await sync_to_async(fn)()
-    return step.result
+    return cast(T, step.result)  # fn's result, or on replay the one it stored as JSON
 
 
 def _refuse_nested(alias: str, name: str) -> None:
@@ -176,7 +178,7 @@ def _refuse_nested(alias: str, name: str) -> None:
         )
 
 
-def _replayed(execute: Callable[..., Any], sql: Any, *args: Any) -> Any:
+def _replayed(execute: Callable[..., object], sql: object, *args: Any) -> Any:
     raise _Replayed
 
 
@@ -186,7 +188,7 @@ class _WriteRefusal:
     def __init__(self, alias: str, step: str) -> None:
         self.alias, self.step = alias, step
 
-    def __call__(self, execute: Callable[..., Any], sql: Any, *args: Any) -> Any:
+    def __call__(self, execute: Callable[..., object], sql: object, *args: Any) -> Any:
         text = sql.decode() if isinstance(sql, bytes) else str(sql)
         verb = text.lstrip().split(None, 1)[0].upper() if text.strip() else ""
         if verb not in READS:

@@ -8,6 +8,7 @@ results in input order, or a ``ChildJobFailedError`` naming those that ended wit
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,7 +37,7 @@ class Children(StepRecorder):
     # --- child jobs -------------------------------------------------------------------------
 
     def call(
-        self, handle: Any, input: dict[str, Any] | None = None, *, name: str | None = None
+        self, handle: object, input: Mapping[str, object] | None = None, *, name: str | None = None
     ) -> Any:
         """Run ``handle`` as a child job with ``input`` and return its result::
 
@@ -52,7 +53,7 @@ class Children(StepRecorder):
         return self._children(label, handle, [{} if input is None else input], "call")[0]
 
     def call_many(
-        self, handle: Any, inputs: list[dict[str, Any]], *, name: str | None = None
+        self, handle: object, inputs: Sequence[Mapping[str, object]], *, name: str | None = None
     ) -> list[Any]:
         """Fan out: one child job of ``handle`` per element of ``inputs``; fan in: their results
         in input order, once every child ended::

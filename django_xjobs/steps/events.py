@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 from .. import conf
 from ..drivers import get_driver
@@ -23,7 +22,7 @@ _purge_lock = threading.Lock()
 
 def publish_event(
     event: str,
-    data: Any = None,
+    data: object = None,
     *,
     correlation_key: str | None = None,
     ttl: Duration = "7d",

@@ -3,14 +3,12 @@ steps check their result here before it is stored."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import conf
 from ..errors import StepOutputInvalidError
 from ..payload import NotJSON, check_json, encode
 
 
-def check_output(name: str, value: Any) -> None:
+def check_output(name: str, value: object) -> None:
     """Refuse a step result that is not JSON or is over the payload cap."""
     try:
         check_json(value, f"step {name!r}")

@@ -19,7 +19,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import conf, log
 from ..drivers.contract import ClaimedJob, EventStore, StepRecord, StepStore
@@ -40,6 +40,8 @@ from .output import check_output
 
 MAX_TRACE_NAMES = 200  # SPEC STEP-05
 DEFAULT_EVENT_POLL = 30.0  # SPEC JOB-06
+
+T = TypeVar("T")
 
 
 class StepRecorder:
@@ -100,7 +102,7 @@ class StepRecorder:
         self._began[name] = time.monotonic()
         return False, None
 
-    def finish(self, name: str, value: Any) -> Any:
+    def finish(self, name: str, value: T) -> T:
         """Store ``value`` as the step's result before the run goes on (SPEC STEP-02)."""
         try:
             check_output(name, value)
@@ -109,7 +111,7 @@ class StepRecorder:
             raise
         return self.complete(name, value)
 
-    def complete(self, name: str, value: Any) -> Any:
+    def complete(self, name: str, value: T) -> T:
         """Write the completed record of a checked ``value``, fenced on the run's lease."""
         previous = self._records.get(name)
         self._write(  # the store stamps started_at and completed_at on its own clock
@@ -147,7 +149,7 @@ class StepRecorder:
         with contextlib.suppress(JobInterrupt):  # the caller needs the original error (STEP-17)
             self._write(record)
 
-    def _claim_name(self, name: Any) -> None:
+    def _claim_name(self, name: object) -> None:
         if not isinstance(name, str) or not name:
             raise InvariantError(
                 f"step name {name!r} must be a non-empty string",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from .. import log
 from ..drivers.contract import StepRecord
@@ -46,7 +46,7 @@ class Waits(StepRecorder):
             if self._sleeps[label] > 1:
                 label = f"{label}#{self._sleeps[label]}"
         else:
-            label = name  # type: ignore[assignment]
+            label = cast(str, name)  # given a duration, name is the name: _park refuses a non-str
         seconds = parse_duration(duration, field=f"sleep {label!r}")
         self._park(label, lambda now: now + timedelta(seconds=seconds))
 
@@ -103,7 +103,7 @@ class Waits(StepRecorder):
         name: str,
         event: str,
         *,
-        match: dict[str, Any] | None = None,
+        match: Mapping[str, object] | None = None,
         timeout: Duration = "24h",
         required: bool = False,
         correlation_key: str | None = None,
@@ -198,7 +198,7 @@ class Waits(StepRecorder):
         raise StepSuspension(name, wake_at, "event", _seconds(wake_at - now))
 
 
-def _check_match(name: str, match: Any) -> None:
+def _check_match(name: str, match: object) -> None:
     if match is None:
         return
     if not isinstance(match, dict) or not all(isinstance(k, str) for k in match):

@@ -25,7 +25,6 @@ import json
 import socket
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from uuid import uuid4
 
 import psycopg
@@ -146,7 +145,7 @@ class _Attempted(JobFactory):
     last_attempted_at = factory.SelfAttribute("now")
 
     @factory.post_generation
-    def steps(job: Job, create: bool, extracted: Any, **kwargs: Any) -> None:
+    def steps(job: Job, create: bool, extracted: object, **kwargs: object) -> None:
         if not create or not extracted:
             return
         for position, name in enumerate(extracted):
@@ -288,7 +287,7 @@ class RunningJobFactory(_Attempted):
     visible_at = factory.LazyAttribute(lambda o: o.now + timedelta(seconds=o.lease_for))
 
     @factory.post_generation
-    def presence(job: Job, create: bool, extracted: Any, **kwargs: Any) -> None:
+    def presence(job: Job, create: bool, extracted: object, **kwargs: object) -> None:
         if not create:
             return
         Worker.objects.update_or_create(
@@ -340,7 +339,7 @@ class QuarantinedOutboxFactory(StagedOutboxFactory):
     tenant_id = None
 
 
-def _refused(row: Any) -> str:
+def _refused(row: object) -> str:
     """The text the relay stores for a row PostgreSQL refused: the driver's one line for the
     refusal (``failures.translate``) and the sizes the live-key index holds."""
     refusal = psycopg.errors.ProgramLimitExceeded(

@@ -99,7 +99,7 @@ class SettleGuard:
             if failures is not None:
                 failures[value.lease_token] = error
 
-    def _runs_of(self, tokens: Sequence[Any]) -> list[Run | None]:
+    def _runs_of(self, tokens: Sequence[object]) -> list[Run | None]:
         with self.lock:
             return [self.runs.get(token) for token in tokens]
 
@@ -119,7 +119,7 @@ class SettleGuard:
         runs = self._runs_of([v.lease_token for v in values])
         return all(run is None or run.cancelled or run.lost_reason == "not-ours" for run in runs)
 
-    def mark_settled(self, values: Sequence[Settle], landed: Any) -> None:
+    def mark_settled(self, values: Sequence[Settle], landed: object) -> None:
         """Each run is settled the moment its write lands, not when the whole batch has: a
         renewal in between would find the job gone and report a false loss (issue 12 item 8)."""
         if isinstance(landed, set):  # a complete: the ids of the jobs it found held

@@ -26,7 +26,7 @@ from ..drivers.connections import close_stale_connections, mark_role_thread
 from .run import DEADLINE_MARGIN
 
 if TYPE_CHECKING:
-    from ..drivers.contract import JobDriver
+    from ..drivers.contract import JobDriver, JobSnapshot
     from .presence import WorkerPresence
     from .run import Run
 
@@ -43,7 +43,7 @@ class Heartbeat(threading.Thread):
         worker_id: str,
         database: str | None,
         monotonic: Callable[[], float] = time.monotonic,
-        submit: Callable[..., Any] | None = None,
+        submit: Callable[..., object] | None = None,
         settle_deadline: float | None = None,
         presence: WorkerPresence | None = None,
     ) -> None:
@@ -167,7 +167,7 @@ class Heartbeat(threading.Thread):
                 close_stale_connections()
 
     def _judge_renewal(
-        self, run: Run, started: float, held: Any, failure: BaseException | None
+        self, run: Run, started: float, held: object, failure: BaseException | None
     ) -> None:
         """What one renewal of ``run``'s lease says: renewed, lost, or failed and retried."""
         if run.settled.is_set() or run.lost or run.cancelled:
@@ -242,7 +242,7 @@ class Heartbeat(threading.Thread):
             if self._pool is not None:
                 close_stale_connections()
 
-    def _row(self, run: Run) -> Any:
+    def _row(self, run: Run) -> JobSnapshot | None:
         try:
             return self.driver.reads().get_job(run.job.id)
         except Exception:

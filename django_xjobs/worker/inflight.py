@@ -68,7 +68,7 @@ class InFlight:
                 self.lane_of[run.job.queue].held -= 1
         return held is not None
 
-    def settled(self, run_token: Any, *, abandoned: bool) -> Run | None:
+    def settled(self, run_token: object, *, abandoned: bool) -> Run | None:
         """The run of ``run_token`` has settled: no longer held; kept among the abandoned when
         its body still runs. None when this worker held no such run."""
         with self.lock:

@@ -35,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, cast
 
 from .. import log, metrics
 from ..errors import XJobsError
@@ -169,7 +169,7 @@ class Isolation:
                     started = time.monotonic()
                     continue
                 if kind == "ended":
-                    return value  # type: ignore[no-any-return]
+                    return cast(Execution | None, value)  # "ended" carries the child's outcome
                 if kind == "error":  # the body ended, and its execution could not be sent
                     return failure(job, XJobsError(value), time.monotonic() - began, handle=handle)
             if process.poll() is not None or (pipe in ready and kind == "gone"):
@@ -255,7 +255,7 @@ def _timeout(name: str, timeout: float | None) -> BaseException:
     )
 
 
-def _cannot_start(worker_id: str, run: Run, error: Any) -> None:
+def _cannot_start(worker_id: str, run: Run, error: object) -> None:
     log.event(
         logging.ERROR,
         "xjobs.worker.isolation_failed",

@@ -11,7 +11,6 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from .. import log
 from .recycle import EXIT_CODES, REASONS
@@ -187,7 +186,7 @@ class Supervisor:
             del self.children[slot]
 
 
-def rerun_argv(argv: Sequence[str], main_spec: Any = None) -> list[str]:
+def rerun_argv(argv: Sequence[str], main_spec: object = None) -> list[str]:
     """The interpreter arguments that start this command line again. Started as ``python -m
     package``, argv[0] is the package's ``__main__.py``: run as a script, its directory would
     shadow the standard library (``django/http`` for ``http``), so the child gets ``-m`` too."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from .features import DriverFeatures
 from .jobs import JobStore, ReadStore
@@ -58,7 +58,7 @@ class JobDriver(Protocol):
         """The events published on database ``alias`` (``publish_event(using=...)``); None, or
         this driver's own database: the events beside its jobs (SPEC §4)."""
 
-    def outbox(self, alias: str | None = None, claim_lease: Any = None) -> OutboxStore:
+    def outbox(self, alias: str | None = None, claim_lease: object = None) -> OutboxStore:
         """The outbox that stages enqueues made inside ``atomic()`` on database ``alias`` (None:
         this driver's own); ``claim_lease`` (a duration) overrides
         ``XJOBS["OUTBOX_CLAIM_LEASE"]`` for its relay."""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
-from .records import QueueState
+from .records import KeyUse, QueueState
 
 
 class LimitStore(Protocol):
@@ -34,7 +34,7 @@ class LimitStore(Protocol):
     def pause_key(self, key: str, delay: float) -> None:
         """No run of limit key ``key`` is claimed for ``delay`` seconds (``RateLimited``)."""
 
-    def key_usage(self, limit: int = 500) -> list[tuple[str, Any, int, list[Any]]]:
+    def key_usage(self, limit: int = 500) -> list[KeyUse]:
         """(key, paused until, running, recorded starts) per limit key used within a day."""
 
     def prune_limit_keys(self, windows: Mapping[str, float], idle_for: float) -> int:

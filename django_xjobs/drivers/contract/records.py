@@ -84,6 +84,11 @@ class JobSnapshot:
     dependants: tuple[UUID, ...] | None = None
 
 
+#: a limit key's use, as ``key_usage`` lists it: the key, the pause in force until then, its
+#: runs running and the starts it recorded within its window
+KeyUse = tuple[str, datetime | None, int, list[datetime]]
+
+
 @dataclass(frozen=True)
 class QueueState:
     """An operator's standing orders for one queue, fleet-wide, as ``pause_queue`` and

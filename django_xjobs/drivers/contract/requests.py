@@ -3,6 +3,7 @@ answer, and the claimed job a worker runs."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -54,7 +55,11 @@ class EnqueueRequest:
         check_name(self.enqueued_by, "enqueued_by", error=InputInvalidError)
 
     def for_input(
-        self, input: dict[str, Any], input_json: str, idempotency_key: str, tenant_id: str | None
+        self,
+        input: Mapping[str, object],
+        input_json: str,
+        idempotency_key: str,
+        tenant_id: str | None,
     ) -> EnqueueRequest:
         """This request with another input, key and tenant: what one job's enqueue builds per
         element from the fields its call shares. Equal to constructing it; only the two names
@@ -72,7 +77,7 @@ class EnqueueRequest:
         would construct the whole frozen dataclass again, once per staged enqueue)."""
         return self._with(id=job_id)
 
-    def _with(self, **changes: Any) -> EnqueueRequest:
+    def _with(self, **changes: object) -> EnqueueRequest:
         """A copy with ``changes`` (fields that need no check), as one dict update."""
         made = object.__new__(EnqueueRequest)
         fields = made.__dict__
@@ -125,7 +130,7 @@ class ClaimedJob:
         return self.died_with is not None or self.lease_expiries > 0
 
 
-def claimed_input(stored: Any) -> tuple[dict[str, Any], str | None]:
+def claimed_input(stored: object) -> tuple[dict[str, Any], str | None]:
     """A claimed row's stored input (JSON text) as the handler's inputs, or ``({}, reason)``
     when this process cannot read it: each row is decoded on its own, so one that another
     version or hand-written SQL left too deep to decode fails alone, not its whole claim."""

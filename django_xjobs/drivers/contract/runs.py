@@ -3,8 +3,8 @@ its presence."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 from .records import Presence
@@ -55,7 +55,7 @@ class RunStore(Protocol):
     def finish(self, finish: Finish) -> bool:
         """Dead or failed for good; the failure joins the history in the same write."""
 
-    def progress(self, job_id: UUID, lease_token: UUID, progress: dict[str, Any]) -> bool:
+    def progress(self, job_id: UUID, lease_token: UUID, progress: Mapping[str, object]) -> bool:
         """Store the run's progress (``done``, ``total``, ``note``) stamped ``at`` the store's
         now, only while 'running' under this token; False when the run no longer holds it."""
 

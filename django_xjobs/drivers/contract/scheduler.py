@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from .records import CronState
 
@@ -37,7 +37,7 @@ class SchedulerStore(Protocol):
     def leader(self, key: str) -> str | None:
         """The holder of the unexpired lease on ``key``, if any."""
 
-    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
         """Dispatched jobs and the watermark advance commit together (DESIGN Q-07)."""
 
     def pause_cron(self, cron: str, by: str | None) -> CronState:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 from .records import (
@@ -47,7 +47,7 @@ class EventStore(Protocol):
         *,
         id: UUID,
         name: str,
-        payload: Any,
+        payload: object,
         correlation_key: str | None,
         ttl: float,
         tenant_id: str | None = None,
@@ -61,7 +61,7 @@ class EventStore(Protocol):
         *,
         after: datetime,
         correlation_key: str | None = None,
-        match: dict[str, Any] | None = None,
+        match: Mapping[str, object] | None = None,
         tenant_id: str | None = None,
         any_tenant: bool = False,
     ) -> EventRecord | None:
@@ -133,7 +133,7 @@ class BatchStore(Protocol):
     its callbacks in that write, exactly once."""
 
     def open(
-        self, batch_id: UUID, *, input: dict[str, Any], callbacks: Sequence[BatchCallback]
+        self, batch_id: UUID, *, input: Mapping[str, object], callbacks: Sequence[BatchCallback]
     ) -> None:
         """An empty open batch; opening one that exists changes nothing."""
 

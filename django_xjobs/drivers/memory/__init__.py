@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...clock import Clock
 from ..contract import (
@@ -20,6 +20,7 @@ from ..contract import (
     EventStore,
     HistoryStore,
     JobStore,
+    KeyUse,
     LimitStore,
     QueueState,
     ReadStore,
@@ -87,7 +88,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         """The one in-process event store, whatever the alias: memory has no databases."""
         return self._event_store
 
-    def outbox(self, alias: str | None = None, claim_lease: Any = None) -> OutboxStore:
+    def outbox(self, alias: str | None = None, claim_lease: object = None) -> OutboxStore:
         """One in-process outbox for every alias: memory has no transaction to stage in. The
         first caller's ``claim_lease`` is the one it keeps."""
         with self._lock:
@@ -156,7 +157,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         with self._lock:
             memory_limits.pause(self, key, delay, self._now())
 
-    def key_usage(self, limit: int = 500) -> list[tuple[str, Any, int, list[Any]]]:
+    def key_usage(self, limit: int = 500) -> list[KeyUse]:
         with self._lock:
             return memory_limits.usage(self, limit, self._now())
 

@@ -8,9 +8,9 @@ callbacks the last member queues change together, as the database's one statemen
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from ...errors import BatchClosedError
@@ -34,7 +34,7 @@ class MemoryBatchStore:
         self._members: dict[UUID, list[UUID]] = {}
 
     def open(
-        self, batch_id: UUID, *, input: dict[str, Any], callbacks: Sequence[BatchCallback]
+        self, batch_id: UUID, *, input: Mapping[str, object], callbacks: Sequence[BatchCallback]
     ) -> None:
         with self.state._lock:
             if batch_id in self._batches:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from ...limits.claims import KEY_SHOWN_FOR, ClaimLimits, in_window, room
 from ...limits.keys import SEPARATOR
-from ..contract import JobSnapshot
+from ..contract import JobSnapshot, KeyUse
 from .state import KeyState
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 _WAITING = ("ready", "delayed", "suspended")
 
 
-def _order(row: JobSnapshot) -> tuple[Any, ...]:
+def _order(row: JobSnapshot) -> tuple[int, datetime, UUID]:
     return (-row.priority, row.run_at, row.id)
 
 
@@ -206,8 +206,8 @@ def prune(driver: MemoryState, windows: Mapping[str, float], idle_for: float, no
     return len(gone)
 
 
-def usage(driver: MemoryState, limit: int, now: datetime) -> list[tuple[str, Any, int, list[Any]]]:
-    rows: list[tuple[str, Any, int, list[Any]]] = []
+def usage(driver: MemoryState, limit: int, now: datetime) -> list[KeyUse]:
+    rows: list[KeyUse] = []
     for key in sorted(driver._key_state):
         state = driver._key_state[key]
         if (now - state.updated_at).total_seconds() >= KEY_SHOWN_FOR:

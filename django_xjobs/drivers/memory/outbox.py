@@ -14,7 +14,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
 from uuid import UUID
 
 from ... import conf
@@ -30,7 +29,7 @@ COLLAPSED_KEPT = 10_000
 class MemoryOutboxStore:
     transactional = False
 
-    def __init__(self, claim_lease: Any = None, clock: Clock | None = None) -> None:
+    def __init__(self, claim_lease: object = None, clock: Clock | None = None) -> None:
         self.claim_lease = (
             conf.get().outbox_claim_lease if claim_lease is None else conf.claim_lease(claim_lease)
         )

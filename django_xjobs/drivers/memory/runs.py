@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from ...history import EXITED, KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Failure
@@ -108,6 +108,7 @@ class MemoryRuns(MemoryState):
                     kind = {"exited": EXITED, "died": LAPSED}.get(verdict, LAPSED_PRESENT)
                     entry = FailedAttempt.stamped(kind, attempt=row.attempt, at=at)
                     errors = (*errors, entry)[-KEEP:]
+                token = uuid.uuid4()
                 row = replace(
                     row,
                     state="running",
@@ -115,7 +116,7 @@ class MemoryRuns(MemoryState):
                     lapsed_holder=died_with,
                     errors=errors,
                     claimed_by=worker_id,
-                    lease_token=uuid.uuid4(),
+                    lease_token=token,
                     visible_at=now + timedelta(seconds=visibility_timeout),
                     started_at=row.started_at or now,
                     last_attempted_at=now,
@@ -133,7 +134,7 @@ class MemoryRuns(MemoryState):
                         input=inputs,
                         attempt=row.attempt,
                         max_attempts=row.max_attempts,
-                        lease_token=row.lease_token,  # type: ignore[arg-type]
+                        lease_token=token,
                         priority=row.priority,
                         tenant_id=row.tenant_id,
                         enqueued_by=row.enqueued_by,
@@ -304,7 +305,7 @@ class MemoryRuns(MemoryState):
                 self._release_dependants(self._rows[row.id])
             return True
 
-    def progress(self, job_id: UUID, lease_token: UUID, progress: dict[str, Any]) -> bool:
+    def progress(self, job_id: UUID, lease_token: UUID, progress: Mapping[str, object]) -> bool:
         with self._lock:
             row = self._held(job_id, lease_token)
             if row is None:

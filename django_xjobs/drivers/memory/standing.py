@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from ..contract import JobSnapshot, Standing, WorkerLoad
@@ -17,7 +18,7 @@ _CLAIMABLE = ("ready", "delayed", "suspended")
 HOLDERS = 10
 
 
-def _order(row: JobSnapshot) -> tuple[Any, ...]:
+def _order(row: JobSnapshot) -> tuple[int, datetime, UUID]:
     return (-row.priority, row.run_at, row.id)
 
 

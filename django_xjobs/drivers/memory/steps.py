@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -86,7 +87,7 @@ class MemoryEventStore:
         *,
         id: UUID,
         name: str,
-        payload: Any,
+        payload: object,
         correlation_key: str | None,
         ttl: float,
         tenant_id: str | None = None,
@@ -105,7 +106,7 @@ class MemoryEventStore:
         *,
         after: datetime,
         correlation_key: str | None = None,
-        match: dict[str, Any] | None = None,
+        match: Mapping[str, object] | None = None,
         tenant_id: str | None = None,
         any_tenant: bool = False,
     ) -> EventRecord | None:
@@ -148,7 +149,7 @@ def _earlier(when: datetime | None, seconds: float) -> datetime | None:
     return None if when is None else when - timedelta(seconds=seconds)
 
 
-def _matches(payload: Any, match: dict[str, Any] | None) -> bool:
+def _matches(payload: object, match: Mapping[str, object] | None) -> bool:
     """Every field of ``match`` equals the payload's (the same test as jsonb ``@>`` on scalars)."""
     if not match:
         return True
@@ -157,11 +158,11 @@ def _matches(payload: Any, match: dict[str, Any] | None) -> bool:
     return all(k in payload and _same(payload[k], v) for k, v in match.items())
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: object, b: object) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     return bool(a == b)
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: object) -> Any:
     return json.loads(json.dumps(value))

@@ -21,6 +21,7 @@ from ..contract import (
     EventStore,
     HistoryStore,
     JobStore,
+    KeyUse,
     LimitStore,
     QueueState,
     ReadStore,
@@ -118,7 +119,7 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
             store = self._event_stores.setdefault(alias, PostgresEventStore(alias))
         return store
 
-    def outbox(self, alias: str | None = None, claim_lease: Any = None) -> OutboxStore:
+    def outbox(self, alias: str | None = None, claim_lease: object = None) -> OutboxStore:
         """Built once per alias and claim lease; with no ``claim_lease``, per the
         ``OUTBOX_CLAIM_LEASE`` in force (checked when the store is built, SPEC OUTBOX-14)."""
         from .outbox import PostgresOutboxStore
@@ -169,7 +170,7 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
     def pause_key(self, key: str, delay: float) -> None:
         postgres_limits.pause_key(self.using, key, delay)
 
-    def key_usage(self, limit: int = 500) -> list[tuple[str, Any, int, list[Any]]]:
+    def key_usage(self, limit: int = 500) -> list[KeyUse]:
         return postgres_limits.usage(self.using, limit)
 
     def prune_limit_keys(self, windows: Mapping[str, float], idle_for: float) -> int:

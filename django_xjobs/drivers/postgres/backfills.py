@@ -4,15 +4,20 @@ hot path (the claim/settle SQL lives in jobs.sql)."""
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db.models.functions import Now
 
 from ..contract import BackfillRecord
 
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
 
-def _record(row: Any) -> BackfillRecord:
+    from ...models import Backfill
+
+
+def _record(row: object) -> BackfillRecord:
     """A ledger model row as the driver returns it: the model's columns are the record's fields."""
     return BackfillRecord(**{f.name: getattr(row, f.name) for f in fields(BackfillRecord)})
 
@@ -21,7 +26,7 @@ class PostgresBackfillLedger:
     def __init__(self, using: str) -> None:
         self.using = using
 
-    def _rows(self) -> Any:
+    def _rows(self) -> QuerySet[Backfill]:
         from ...models import Backfill
 
         return Backfill.objects.using(self.using)

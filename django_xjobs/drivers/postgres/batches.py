@@ -7,7 +7,7 @@ cancel), in the same statement as the settle; this store opens, fills, closes an
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -31,7 +31,7 @@ class PostgresBatchStore:
         self.using = using
 
     def open(
-        self, batch_id: UUID, *, input: dict[str, Any], callbacks: Sequence[BatchCallback]
+        self, batch_id: UUID, *, input: Mapping[str, object], callbacks: Sequence[BatchCallback]
     ) -> None:
         params = {
             "id": batch_id,
@@ -107,7 +107,7 @@ def _closed(batch_id: UUID) -> BatchClosedError:
     return BatchClosedError(f"batch {batch_id} is closed or unknown: no member was added")
 
 
-def _json(value: Any) -> Any:
+def _json(value: object) -> Any:
     return decode(value) if isinstance(value, str | bytes) else value
 
 

@@ -81,7 +81,7 @@ def _install(connection: BaseDatabaseWrapper) -> None:
         connection.execute_wrappers.append(_wrapper)
 
 
-def _on_connect(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+def _on_connect(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:
     _install(connection)
 
 

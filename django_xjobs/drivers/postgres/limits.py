@@ -11,7 +11,7 @@ from django.db import connections, transaction
 from ... import history
 from ...limits.claims import ClaimLimits
 from ...payload import decode
-from ..contract import QueueState
+from ..contract import KeyUse, QueueState
 from . import sql
 
 LIMITS = sql.load(Path(__file__).with_name("limits.sql"))
@@ -100,7 +100,7 @@ def prune_keys(using: str, windows: Mapping[str, float], idle_for: float, batch:
         params["after"] = last
 
 
-def usage(using: str, limit: int) -> list[tuple[str, Any, int, list[Any]]]:
+def usage(using: str, limit: int) -> list[KeyUse]:
     """(key, paused_until, running, recorded starts) per key, for ``key_usage``."""
     rows = sql.fetch(using, LIMITS["limit_usage"], {"limit": limit})
     return [(r[0], r[1], r[2], list(r[3])) for r in rows]
@@ -118,7 +118,7 @@ def queue_limits(using: str) -> dict[str, int]:
     return dict(sql.fetch(using, LIMITS["queue_limits"], {}))
 
 
-def stamp_keys(using: str, ids: Sequence[Any]) -> None:
+def stamp_keys(using: str, ids: Sequence[object]) -> None:
     """Give the runs just inserted straight from the outbox (publish_taken, which copies rows in
     SQL) their limit keys, in the same transaction: a claim never sees one without its key."""
     from ... import conf

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -38,10 +38,10 @@ class _Statements:
 
     using: str
 
-    def _run(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    def _run(self, name: str, params: Mapping[str, object]) -> list[tuple[Any, ...]]:
         return sql.fetch(self.using, STATEMENTS[name], params)
 
-    def _count(self, name: str, params: dict[str, Any]) -> int:
+    def _count(self, name: str, params: Mapping[str, object]) -> int:
         return sql.count(self.using, STATEMENTS[name], params)
 
 
@@ -51,7 +51,7 @@ class PostgresOutboxStore(_Statements):
 
     transactional = True
 
-    def __init__(self, using: str, claim_lease: Any = None) -> None:
+    def __init__(self, using: str, claim_lease: object = None) -> None:
         self.using = using
         self.claim_lease = (
             conf.get().outbox_claim_lease if claim_lease is None else conf.claim_lease(claim_lease)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -186,11 +186,11 @@ class PostgresRuns(PostgresState):
         }
         return self._fenced("finish", finish, params)
 
-    def _fenced(self, statement: str, value: Settle, params: dict[str, Any]) -> bool:
+    def _fenced(self, statement: str, value: Settle, params: Mapping[str, object]) -> bool:
         fence = {"id": value.job_id, "lease_token": value.lease_token}
         return self._count(statement, {**fence, **params}) == 1
 
-    def progress(self, job_id: UUID, lease_token: UUID, progress: dict[str, Any]) -> bool:
+    def progress(self, job_id: UUID, lease_token: UUID, progress: Mapping[str, object]) -> bool:
         params = {"id": job_id, "lease_token": lease_token, "progress": dumps(progress)}
         return self._count("progress", params) == 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ class PostgresSchedulerStore:
     def __init__(self, using: str) -> None:
         self.using = using
 
-    def _execute(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    def _execute(self, name: str, params: Mapping[str, object]) -> list[tuple[Any, ...]]:
         return sql.fetch(self.using, STATEMENTS[name], params)
 
     def watermark(self, cron: str) -> datetime | None:
@@ -44,7 +45,7 @@ class PostgresSchedulerStore:
         rows = self._execute("leader", {"key": key})
         return rows[0][0] if rows else None
 
-    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
         return transaction.atomic(using=self.using)
 
     def pause_cron(self, cron: str, by: str | None) -> CronState:

@@ -9,7 +9,7 @@ per connection instead of on every call.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache, partial
 from pathlib import Path
@@ -146,7 +146,7 @@ class DirectCursor:
     def __init__(self, cursor: PreparedCursor, connection: BaseDatabaseWrapper) -> None:
         self.cursor, self.db = cursor, connection
 
-    def execute(self, sql: Any, params: Any = None) -> Any:
+    def execute(self, sql: object, params: object = None) -> Any:
         self.db.validate_no_broken_transaction()
         with self.db.wrap_database_errors:
             return self.cursor.execute(sql, params)
@@ -225,7 +225,7 @@ def _busy(connection: BaseDatabaseWrapper) -> bool:
 
 
 @contextmanager
-def execute(using: str, statement: str, params: dict[str, Any]) -> Iterator[Any]:
+def execute(using: str, statement: str, params: Mapping[str, object]) -> Iterator[Any]:
     """A cursor that has run ``statement`` on ``using`` (autocommit, or the caller's atomic)."""
     connection = connections[using]
     try:
@@ -296,14 +296,14 @@ def _rows(cursor: Any) -> list[tuple[Any, ...]]:
         cursor.close()
 
 
-def fetch(using: str, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+def fetch(using: str, statement: str, params: Mapping[str, object]) -> list[tuple[Any, ...]]:
     """The rows ``statement`` returned (none for a statement without a result)."""
     with execute(using, statement, params) as cursor:
         rows = cursor.returns_rows() if isinstance(cursor, DirectCursor) else cursor.description
         return list(cursor.fetchall()) if rows else []
 
 
-def count(using: str, statement: str, params: dict[str, Any]) -> int:
+def count(using: str, statement: str, params: Mapping[str, object]) -> int:
     """How many rows ``statement`` changed."""
     with execute(using, statement, params) as cursor:
         return int(cursor.rowcount)

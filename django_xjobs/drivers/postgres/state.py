@@ -3,6 +3,7 @@ alias it runs them on, and how a job row reads back."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -81,7 +82,7 @@ def _ids(value: Any) -> tuple[UUID, ...] | None:
     return None if value is None else tuple(value)
 
 
-def _json(value: Any) -> Any:
+def _json(value: object) -> Any:
     if not isinstance(value, str | bytes):
         return value
     try:
@@ -111,10 +112,10 @@ class PostgresState:
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def _run(self, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    def _run(self, statement: str, params: Mapping[str, object]) -> list[tuple[Any, ...]]:
         return sql.fetch(self.using, STATEMENTS[statement], params)
 
-    def _snapshots(self, statement: str, params: dict[str, Any]) -> list[JobSnapshot]:
+    def _snapshots(self, statement: str, params: Mapping[str, object]) -> list[JobSnapshot]:
         with sql.execute(self.using, STATEMENTS[statement], params) as cursor:
             names = [column.name for column in cursor.description]
             rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
@@ -124,5 +125,5 @@ class PostgresState:
             row["progress"] = _json(row["progress"])
         return [snapshot(SimpleNamespace(**row)) for row in rows]
 
-    def _count(self, statement: str, params: dict[str, Any]) -> int:
+    def _count(self, statement: str, params: Mapping[str, object]) -> int:
         return sql.count(self.using, STATEMENTS[statement], params)

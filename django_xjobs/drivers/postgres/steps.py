@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -16,11 +17,11 @@ from . import sql
 STATEMENTS = sql.load(Path(__file__).with_name("steps.sql"))
 
 
-def _json(value: Any) -> Any:
+def _json(value: object) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
-def _dumps(value: Any) -> str | None:
+def _dumps(value: object) -> str | None:
     return None if value is None else dumps(value)
 
 
@@ -84,7 +85,7 @@ class PostgresEventStore:
         *,
         id: UUID,
         name: str,
-        payload: Any,
+        payload: object,
         correlation_key: str | None,
         ttl: float,
         tenant_id: str | None = None,
@@ -106,7 +107,7 @@ class PostgresEventStore:
         *,
         after: datetime,
         correlation_key: str | None = None,
-        match: dict[str, Any] | None = None,
+        match: Mapping[str, object] | None = None,
         tenant_id: str | None = None,
         any_tenant: bool = False,
     ) -> EventRecord | None:

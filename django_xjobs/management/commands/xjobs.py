@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import getpass
 import json
+from argparse import ArgumentParser
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from django.core.management.base import CommandParser
 
 from ... import conf, operations
+from ...drivers.contract import QueueState
 from ...durations import format_seconds, format_time, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
 from ...limits.operator import inspect_limits, limit_lines, parse_cap, set_queue_limit
@@ -32,6 +34,46 @@ from .. import cron_text as cron_commands
 from ..command import XJobsCommand, accept_global_options, sentences_only
 
 
+class _Options(TypedDict, total=False):
+    """What ``add_arguments`` parses, by destination: an action reads only its own."""
+
+    action: str
+    json: bool
+    limit: int
+    job_id: str
+    reveal: bool
+    reason: str | None
+    from_step: str | None
+    force: bool
+    verb: str
+    key: str | None
+    concurrency: str
+    batch_id: str | None
+    cancel: bool
+    write: str | None
+    check: str | None
+    older_than: str
+    dry_run: bool
+
+
+class _LsOptions(_Options, total=False):
+    queue: str | None
+    name: str | None
+    state: str | None  # one state here, repeatable in prune
+
+
+class _QueueOptions(_Options, total=False):
+    queue: str  # positional in pause, resume and limit
+
+
+class _CronOptions(_Options, total=False):
+    name: str
+
+
+class _PruneOptions(_Options, total=False):
+    state: list[str] | None  # repeatable (prune)
+
+
 class Command(XJobsCommand):
     help = (
         "Inspect and operate jobs: ls, show, why, cancel, retry, run-now, dead, queues, pause, "
@@ -41,7 +83,7 @@ class Command(XJobsCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-        def action(name: str, help_text: str) -> Any:
+        def action(name: str, help_text: str) -> ArgumentParser:
             sub = actions.add_parser(name, help=help_text)
             sub.add_argument("--json", action="store_true", help="print JSON instead of text")
             accept_global_options(parser, sub)
@@ -142,14 +184,14 @@ class Command(XJobsCommand):
 
     # --- actions: each returns (json-able result, text) ----------------------------------
 
-    def _ls(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _ls(self, o: _LsOptions) -> tuple[object, str]:
         rows = operations.list_jobs(
             queue=o["queue"], name=o["name"], state=o["state"], limit=o["limit"]
         )
         lines = [LS_HEADER, *(_row_line(r) for r in rows)] if rows else ["no jobs"]
         return rows, "\n".join(lines)
 
-    def _show(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _show(self, o: _Options) -> tuple[object, str]:
         job = operations.inspect_job(o["job_id"], reveal=o["reveal"])
         if job is None:
             raise JobNotFoundError(
@@ -185,23 +227,23 @@ class Command(XJobsCommand):
         lines += _attempt_lines(job["attempts"])
         return job, "\n".join(lines)
 
-    def _cancel(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _cancel(self, o: _Options) -> tuple[object, str]:
         job = operations.cancel_job(o["job_id"], reason=o["reason"])
         return job, f"cancelled {job['id']} ({job['name']})"
 
-    def _retry(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _retry(self, o: _Options) -> tuple[object, str]:
         job = operations.retry_job(o["job_id"], from_step=o["from_step"], force=o["force"])
         since = f" from step {o['from_step']!r}" if o["from_step"] else ""
         return job, f"queued {job['id']} ({job['name']}) again{since}"
 
-    def _run_now(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _run_now(self, o: _Options) -> tuple[object, str]:
         job = operations.run_job_now(o["job_id"], by=_operator())
         return (
             job,
             f"{job['id']} ({job['name']}) is due now: the next claim on queue {job['queue']} takes it",
         )
 
-    def _dead(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _dead(self, o: _Options) -> tuple[object, str]:
         rows = operations.inspect_dead_letters(limit=o["limit"])
         if not rows:
             return rows, "no dead jobs"
@@ -230,13 +272,13 @@ class Command(XJobsCommand):
         lines += limit_lines(limits)
         return {**report.to_json(), "limits": limits}, "\n".join(lines)
 
-    def _why(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _why(self, o: _Options) -> tuple[object, str]:
         from ...operations.why import why_job
 
         found = why_job(o["job_id"])
         return found.to_json(), "\n".join(found.lines())
 
-    def _limit(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _limit(self, o: _QueueOptions) -> tuple[object, str]:
         cap = parse_cap(o["concurrency"])
         state = set_queue_limit(o["queue"], cap, by=_operator())
         text = (
@@ -247,7 +289,7 @@ class Command(XJobsCommand):
         )
         return {**_control(state), "limit": state.limit}, text
 
-    def _pause(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _pause(self, o: _QueueOptions) -> tuple[object, str]:
         state = operations.pause_queue(o["queue"], by=_operator())
         since = state.paused_at.isoformat() if state.paused_at else "-"
         return _control(state), (
@@ -255,14 +297,14 @@ class Command(XJobsCommand):
             f"python manage.py xjobs resume {state.queue}"
         )
 
-    def _resume(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _resume(self, o: _QueueOptions) -> tuple[object, str]:
         state = operations.resume_queue(o["queue"], by=_operator())
         return _control(state), f"resumed queue {state.queue}: workers claim from it again"
 
     def _crons(self, o: Mapping[str, object]) -> tuple[object, str]:
         return cron_commands.crons_report()
 
-    def _cron(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _cron(self, o: _CronOptions) -> tuple[object, str]:
         return cron_commands.cron_action(o["verb"], o["name"], key=o["key"], by=_operator())
 
     def _outbox(self, o: dict[str, Any]) -> tuple[object, str]:
@@ -294,7 +336,7 @@ class Command(XJobsCommand):
             lines.append("retry (after fixing) or discard: python manage.py xjobs outbox retry ID")
         return report, "\n".join(lines)
 
-    def _batch(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _batch(self, o: _Options) -> tuple[object, str]:
         from ...operations.batches import batch_report
 
         if o["cancel"] and o["batch_id"]:
@@ -318,10 +360,10 @@ class Command(XJobsCommand):
             )
         return rows, "\n".join(lines) if rows else "no workers"
 
-    def _manifest(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _manifest(self, o: _Options) -> tuple[object, str]:
         if o["write"]:
             written = manifest.write(o["write"])
-            counts = {kind: len(written[kind]) for kind in manifest.KINDS}
+            counts: dict[str, int] = {kind: len(written[kind]) for kind in manifest.KINDS}
             each = ", ".join(f"{n} {kind}" for kind, n in counts.items())
             return {"file": o["write"], **counts}, f"wrote {o['write']}: {each}"
         if o["check"]:
@@ -351,7 +393,7 @@ class Command(XJobsCommand):
             self.stdout.write("\n".join(lines) + "\n\n" + diff)
         raise manifest.drift_error(path, lines)  # exit 1: CommandError, after the diff
 
-    def _prune(self, o: dict[str, Any]) -> tuple[object, str]:
+    def _prune(self, o: _PruneOptions) -> tuple[object, str]:
         seconds = parse_command_line(o["older_than"], flag="--older-than") or 0.0  # required
         counts = operations.prune_jobs(older_than=seconds, states=o["state"], dry_run=o["dry_run"])
         total = sum(counts.values())
@@ -377,7 +419,7 @@ def _operator() -> str:
         return "cli"
 
 
-def _control(state: Any) -> dict[str, Any]:
+def _control(state: QueueState) -> dict[str, object]:
     return {
         "queue": state.queue,
         "paused": state.paused,

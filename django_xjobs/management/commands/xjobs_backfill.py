@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from django.core.management.base import CommandError, CommandParser
 
@@ -23,6 +23,19 @@ from ..command import XJobsCommand
 
 #: the shell's exit status after Ctrl-C: the watch stopped, the pass did not
 EXIT_INTERRUPTED = 130
+
+
+class PassReport(TypedDict):
+    """``--json``'s report of one pass: as queued, and with ``--wait`` how it ended."""
+
+    backfill: str
+    job: str
+    force: bool
+    live: bool
+    state: NotRequired[str]
+    rows: NotRequired[int]
+    pages: NotRequired[int]
+    last_error: NotRequired[str | None]
 
 
 class Command(XJobsCommand):
@@ -129,7 +142,7 @@ class Command(XJobsCommand):
 
     def _start_each(
         self, o: Mapping[str, object], names: list[str], *, force: bool, join_live: bool
-    ) -> list[dict[str, Any]]:
+    ) -> list[PassReport]:
         """Start each pass in turn; with --wait, follow each to its end before the next, and
         stop at one that did not complete (the next ones may need its data)."""
         reports = []
@@ -146,7 +159,7 @@ class Command(XJobsCommand):
                 break
         return reports
 
-    def _follow(self, started: Started) -> dict[str, Any]:
+    def _follow(self, started: Started) -> PassReport:
         spec = get_backfill(started.backfill)
         assert spec is not None  # start_backfill found it
         display = ProgressDisplay(self._progress, tty=self.stderr.isatty())
@@ -215,7 +228,7 @@ def _pass_text(p: BackfillPass | None) -> str:
     return text + (f"\n    {p.error}" if p.error else "")
 
 
-def _started(started: Started) -> dict[str, Any]:
+def _started(started: Started) -> PassReport:
     return {
         "backfill": started.backfill,
         "job": str(started.job_id),
@@ -231,7 +244,7 @@ def _started_text(started: Started) -> str:
     return f"{started.backfill}: queued its pass{again}, job {started.job_id}"
 
 
-def _ended_text(report: dict[str, Any]) -> str:
+def _ended_text(report: PassReport) -> str:
     if report["state"] == "done":
         return (
             f"{report['backfill']}: completed, {report['rows']:,} rows in "
@@ -240,7 +253,7 @@ def _ended_text(report: dict[str, Any]) -> str:
     return f"{report['backfill']}: the pass ended {report['state']} (job {report['job']})"
 
 
-def _raise_unless_done(report: dict[str, Any]) -> None:
+def _raise_unless_done(report: PassReport) -> None:
     """A pass that did not complete ends the command with its error line."""
     if report["state"] == "done":
         return

@@ -108,7 +108,7 @@ class Reason:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 
-def because(code: str, text: str, **detail: Any) -> Reason:
+def because(code: str, text: str, **detail: object) -> Reason:
     """A reason of cause ``code``; its detail must be the cause's fields, no more, no fewer."""
     cause = BY_CODE[code]
     if set(detail) != set(cause.fields):
