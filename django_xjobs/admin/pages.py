@@ -4,6 +4,7 @@ the navigation every page of the app shows (``JobAdmin`` mixes these in)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -23,6 +24,7 @@ from ..durations import format_span
 from ..errors import JobUnknownError, XJobsError
 from ..limits.operator import inspect_limits, parse_cap, set_queue_limit
 from ..models import Job, JobLease, JobState, SchedulerLeader, SchedulerState
+from ..operations.answers import KeyUseReport
 from .permissions import has_permission, require_permission, sees_payloads
 
 UNKNOWN_CODE = JobUnknownError.code
@@ -248,7 +250,7 @@ class OverviewPages(_ModelAdmin):
         return TemplateResponse(request, "django_xjobs/admin/crons.html", context)
 
 
-def limit_keys_shown(request: HttpRequest) -> list[dict[str, Any]]:
+def limit_keys_shown(request: HttpRequest) -> list[KeyUseReport]:
     """``inspect_limits()`` as the viewer may see it: a key is made from a run's inputs, so
     without ``view_job_payload`` it shows the template it was rendered from, never the values
     (``redact.key_shown``, as the job page shows an idempotency key)."""
@@ -257,10 +259,12 @@ def limit_keys_shown(request: HttpRequest) -> list[dict[str, Any]]:
     rows = inspect_limits()
     if sees_payloads(request):
         return rows
+    shown = []
     for row in rows:
-        limits = getattr(registry.jobs.get(row["job"]), "limits", None)
-        row["key"] = redact.key_shown(row["key"], getattr(limits, "key", None), values=False)
-    return rows
+        declared = registry.jobs.get(row.job)
+        template = None if declared is None or declared.limits is None else declared.limits.key
+        shown.append(replace(row, key=redact.key_shown(row.key, template, values=False)))
+    return shown
 
 
 class Navigated(_ModelAdmin):

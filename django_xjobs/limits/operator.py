@@ -5,15 +5,15 @@ each limit key uses now (``inspect_limits``), for the CLI and the admin's queues
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from .. import conf, log, redact
 from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import QueueState
 from ..errors import InvariantError
+from ..operations.answers import KeyUseReport
 from ..text import check_label
 from .claims import in_window
 from .keys import SEPARATOR
@@ -48,7 +48,7 @@ def queue_limits() -> dict[str, int]:
     return get_driver().limits().queue_limits()
 
 
-def inspect_limits(limit: int = 500) -> list[dict[str, Any]]:
+def inspect_limits(limit: int = 500) -> list[KeyUseReport]:
     """Each limit key used within a day: its job and rendered key, what its job declares, its
     runs now, its starts inside its rate window, and a pause (``RateLimited``) not yet over::
 
@@ -64,16 +64,16 @@ def inspect_limits(limit: int = 500) -> list[dict[str, Any]]:
         rate = None if limits is None else limits.rate
         paused = paused_until if paused_until is not None and paused_until > now else None
         rows.append(
-            {
-                "job": name,
+            KeyUseReport(
+                job=name,
                 # made from the inputs: a template reading a secret input masks it (issue 40)
-                "key": redact.key_shown(rendered, getattr(limits, "key", None), values=True),
-                "running": running,
-                "concurrency": None if limits is None else limits.concurrency,
-                "rate_limit": None if rate is None else str(rate),
-                "starts_in_window": 0 if rate is None else in_window(starts, rate.window, now),
-                "paused_until": None if paused is None else paused.isoformat(),
-            }
+                key=redact.key_shown(rendered, None if limits is None else limits.key, values=True),
+                running=running,
+                concurrency=None if limits is None else limits.concurrency,
+                rate_limit=None if rate is None else str(rate),
+                starts_in_window=0 if rate is None else in_window(starts, rate.window, now),
+                paused_until=None if paused is None else paused.isoformat(),
+            )
         )
     return rows
 
@@ -91,7 +91,7 @@ def parse_cap(text: str) -> int | None:
         ) from None
 
 
-def limit_lines(keys: Sequence[Mapping[str, object]]) -> list[str]:
+def limit_lines(keys: Sequence[KeyUseReport]) -> list[str]:
     """The limit keys below ``xjobs queues``' table, when any was used within a day."""
     if not keys:
         return []
@@ -100,9 +100,9 @@ def limit_lines(keys: Sequence[Mapping[str, object]]) -> list[str]:
         f"{'limit key':<48} {'running':>8} {'cap':>5} {'starts':>7} {'rate':>10}  paused until",
     ]
     for k in keys:
-        name = f"{k['job']}[{k['key']}]" if k["key"] else k["job"]
+        name = f"{k.job}[{k.key}]" if k.key else k.job
         lines.append(
-            f"{name:<48} {k['running']:>8} {k['concurrency'] or '-':>5} "
-            f"{k['starts_in_window']:>7} {k['rate_limit'] or '-':>10}  {k['paused_until'] or '-'}"
+            f"{name:<48} {k.running:>8} {k.concurrency or '-':>5} "
+            f"{k.starts_in_window:>7} {k.rate_limit or '-':>10}  {k.paused_until or '-'}"
         )
     return lines

@@ -341,6 +341,21 @@ class CronReport(Answer):
 
 
 @dataclass(frozen=True, eq=False)
+class KeyUseReport(Answer):
+    """A limit key used within a day (``inspect_limits``): its job and the key as rendered, what
+    the job declares (``concurrency``, ``rate_limit`` as written), its runs now, its starts inside
+    the rate window, and a ``RateLimited`` pause not yet over (ISO time, else None)."""
+
+    job: str
+    key: str
+    running: int
+    concurrency: int | None
+    rate_limit: str | None
+    starts_in_window: int
+    paused_until: str | None
+
+
+@dataclass(frozen=True, eq=False)
 class BatchCallbackReport(Answer):
     """A batch callback's job: when it runs (``on``), its name, id and queue."""
 

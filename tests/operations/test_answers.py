@@ -236,6 +236,10 @@ def test_every_answer_type_is_checked(harness):
             max_catch_up=None, jobs=["tests.jobs.ok"], paused=False, paused_at=None,
             paused_by=None, last_fired=None, next_fires=[BASE.isoformat()],
         ),
+        answers.KeyUseReport(
+            job="tests.jobs.per_account", key="acme", running=1, concurrency=1,
+            rate_limit="10/m", starts_in_window=3, paused_until=None,
+        ),
         answers.JobTrace(**_trace_fields()),
         answers.JobSummary(
             id="i", name="n", queue="q", state="ready", attempt=0, max_attempts=3,

@@ -270,7 +270,7 @@ class Command(XJobsCommand):
             )
         limits = inspect_limits()
         lines += limit_lines(limits)
-        return {**report.to_json(), "limits": limits}, "\n".join(lines)
+        return {**report.to_json(), "limits": [k.to_json() for k in limits]}, "\n".join(lines)
 
     def _why(self, o: _Options) -> tuple[object, str]:
         from ...operations.why import why_job
