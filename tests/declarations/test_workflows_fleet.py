@@ -32,8 +32,13 @@ BATCHES = int(os.environ.get("XJOBS_CHAOS_BATCHES", "1000" if FULL else "30"))
 MEMBERS = 10
 KILL_EVERY = 4.0
 VISIBILITY = "2s"
-#: the run's budget once enqueued: a batch's eleven jobs take well under a second of a worker
-DEADLINE = 90 + BATCHES * (0.9 if FULL else 0.5)
+#: a run that writes no ledger row (no member or callback starts or ends) for this long is stuck
+STALL = 60.0
+#: the run's outer bound once enqueued, so that a livelock fails too (a stuck run fails sooner,
+#: on STALL): a batch's eleven jobs take well under a second of an idle worker, and several
+#: times that on a loaded host, where each kill's replacement and each suspect's child process
+#: start Django afresh
+DEADLINE = 3 * (90 + BATCHES * (0.9 if FULL else 0.5))
 
 
 @pytest.mark.timeout(180 + DEADLINE)
@@ -64,7 +69,11 @@ def test_every_batch_callback_runs_once_after_its_last_member_under_sigkill(work
     kills = 0
     deadline = time.monotonic() + DEADLINE
     # the first kill once the workers run members (their start-up is slow on a loaded host)
-    wait_for(lambda: Ledger.objects.filter(token__startswith=prefix).exists(), timeout=60)
+    wait_for(
+        lambda: Ledger.objects.filter(token__startswith=prefix).exists(),
+        timeout=STALL * 2,
+        what="a first member to run",
+    )
     # at once: on an idle host 30 batches can all end before a first kill KILL_EVERY later
     next_kill = time.monotonic()
     tokens = list(batches)
@@ -84,13 +93,22 @@ def test_every_batch_callback_runs_once_after_its_last_member_under_sigkill(work
             f"{pending.count()} batches pending, e.g. {list(pending.values()[:2])}"
         )
 
+    def written() -> int:
+        return Ledger.objects.filter(token__startswith=prefix).count()
+
+    last_written, moved = written(), time.monotonic()
     while callbacks_run() < BATCHES:
-        left = deadline - time.monotonic()
-        assert left > 0, progress()
-        # until every callback ran, or the next kill is due
+        now = time.monotonic()
+        assert now < deadline, f"not done within {DEADLINE:g}s: " + progress()
+        if (rows := written()) != last_written:
+            last_written, moved = rows, now
+        assert now - moved < STALL, f"no ledger row written in {STALL:g}s: " + progress()
+        # until every callback ran, or the next kill is due (the checks above fail the run)
+        due = min(next_kill, deadline)
         wait_for(
-            lambda due=next_kill: callbacks_run() >= BATCHES or time.monotonic() >= due,
-            timeout=max(0.1, min(left, next_kill - time.monotonic())) + 1,
+            lambda due=due: callbacks_run() >= BATCHES or time.monotonic() >= due,
+            timeout=KILL_EVERY + STALL,
+            what="every callback, or the next kill",
         )
         if time.monotonic() >= next_kill and callbacks_run() < BATCHES:
             # one that is running members: a worker still starting up on a loaded host has

@@ -17,7 +17,7 @@ import pytest
 from django_xjobs.models import Job
 from tests import jobs
 from tests.models import Effect
-from tests.support.process import wait_for, worker_env
+from tests.support.process import wait_for, wait_while_progressing, worker_env
 
 pytestmark = pytest.mark.process
 
@@ -47,6 +47,7 @@ def persistent_connections() -> dict[str, str]:
     return env
 
 
+@pytest.mark.timeout(300)  # 2,000 jobs on a loaded machine: the waits stall-check themselves
 def test_atomic_steps_write_exactly_once_while_workers_are_killed_and_frozen(workers):
     fleet = {}
     thawed = []  # the workers resumed past their lease
@@ -104,7 +105,13 @@ def test_atomic_steps_write_exactly_once_while_workers_are_killed_and_frozen(wor
             victim.send(signal.SIGCONT)
         time.sleep(BEAT)  # the next strike; the work is waited for by all_done() below
     assert killed and frozen, f"the chaos never landed: {killed} kills, {frozen} thaws"
-    wait_for(all_done, timeout=60, what="every job to be done")
+
+    def states() -> dict[str, int]:
+        return dict(Counter(Job.objects.filter(id__in=ids).values_list("state", flat=True)))
+
+    # 2,000 jobs take what the machine gives them: a run stuck or lost stops the count, a
+    # loaded machine only slows it (the test's timeout bounds the whole)
+    wait_while_progressing(all_done, states, stall=60, what="every job to be done")
 
     rows = Effect.objects.filter(job_id__in=ids).values_list("job_id", "step")
     counts = Counter(rows)

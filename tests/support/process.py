@@ -134,6 +134,34 @@ def wait_for(condition: Callable[[], object], timeout: float = 30, what: str = "
     raise AssertionError(f"timed out after {timeout}s waiting for {what or condition}")
 
 
+def wait_while_progressing(
+    condition: Callable[[], object],
+    progress: Callable[[], object],
+    stall: float = 60,
+    what: str = "",
+) -> object:
+    """``condition()``'s first truthy value, polled every 50 ms; fail once ``progress()`` (a
+    count of finished work, a snapshot of states) has not changed for ``stall`` seconds.
+
+    For a wait on a body of work whose length depends on the machine's load: a slow machine
+    that still gets work done is waited for (the test's own timeout is the outer bound), a
+    stuck one fails, and the failure says where the work stood."""
+    last = progress()
+    moved = time.monotonic()
+    while True:
+        value = condition()
+        if value:
+            return value
+        now = progress()
+        if now != last:
+            last, moved = now, time.monotonic()
+        elif time.monotonic() - moved > stall:
+            raise AssertionError(
+                f"no progress in {stall}s waiting for {what or condition}; it stood at {last}"
+            )
+        time.sleep(0.05)
+
+
 def ledger(token: str, phase: str) -> list[Ledger]:
     """The rows ``tests.jobs.ledger`` and its kin wrote for ``token`` at ``phase``."""
     return list(Ledger.objects.filter(token=token, phase=phase))

@@ -113,3 +113,66 @@ def test_bad_supervisor_flags_are_refused_before_anything_starts(args, message):
     with pytest.raises(CommandError) as caught:
         call_command("xjobs_worker", *args)
     assert message in str(caught.value)
+
+
+class _Ended:
+    """A child process as the supervisor polls it: running until the test ends it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.code: int | None = None
+
+    def poll(self) -> int | None:
+        return self.code
+
+
+def test_a_child_that_keeps_dying_at_start_is_restarted_after_a_growing_pause(monkeypatch, caplog):
+    """Deaths within 5 s of a child's start, in a row, pause its restart 0.5 s, then 1 s, 2 s...;
+    a child that lived longer (or a fast max_jobs recycle) resets the streak and is replaced at
+    once. The clock is the test's: on a real, loaded machine Django's start alone can pass 5 s
+    (tests/worker/test_supervisor_fleet.py pins the same ladder in the log of real processes)."""
+    from django_xjobs.worker import supervisor as module
+
+    clock = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    sup = module.Supervisor(["worker"], 1)
+    children: list[module.Child] = []
+
+    def spawn(slot: int) -> module.Child:
+        child = module.Child(slot, _Ended(len(children)), None, started=clock[0])  # type: ignore[arg-type]
+        sup.children[slot] = child
+        children.append(child)
+        return child
+
+    monkeypatch.setattr(sup, "_spawn", spawn)
+    spawn(0)
+
+    def end_after(seconds: float, code: int = EXIT_CODES["max_memory"]) -> float | None:
+        """The running child ends ``seconds`` after its start: the pause its replacement logs."""
+        clock[0] = children[-1].started + seconds
+        children[-1].proc.code = code  # type: ignore[attr-defined]
+        caplog.clear()
+        sup._replace_ended()
+        [record] = [r for r in caplog.records if r.event == "xjobs.supervisor.replaced"]
+        return record.fields["restart_in"]
+
+    def restarted_after(pause: float) -> None:
+        """No new child before ``pause`` has passed, one once it has."""
+        spawned = len(children)
+        clock[0] += pause - 0.01
+        sup._replace_ended()
+        assert len(children) == spawned
+        clock[0] += 0.01
+        sup._replace_ended()
+        assert len(children) == spawned + 1
+
+    with caplog.at_level("INFO", logger="django_xjobs"):
+        for pause in (0.5, 1.0, 2.0, 5.0):  # quick deaths in a row: a growing pause
+            assert end_after(1.0) == pause
+            restarted_after(pause)
+        assert end_after(6.0) is None  # a child that outlived the bound: replaced at once
+        assert len(children) == 6
+        assert end_after(1.0) == 0.5  # and the streak starts over
+        restarted_after(0.5)
+        assert end_after(1.0, EXIT_CODES["max_jobs"]) is None  # a fast recycle is not a death
+        assert end_after(1.0) == 0.5
