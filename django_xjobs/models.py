@@ -265,6 +265,13 @@ class Job(models.Model):
                 condition=Q(batch_id__isnull=False),
                 name="x_jobs_batch_idx",
             ),
+            # A parked run by its run id, for the publish that releases its waiting step
+            # (issue 43); only suspended rows have an entry.
+            models.Index(
+                fields=["run_id"],
+                condition=Q(state="suspended"),
+                name="x_jobs_suspended_run_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -286,6 +293,16 @@ class JobStep(models.Model):
     wake_at = models.DateTimeField(null=True, blank=True)
     event = models.TextField(null=True, blank=True)
     correlation_key = models.TextField(null=True, blank=True)
+    match = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A waiting step's match: the fields an event's data must hold to release it.",
+    )
+    any_tenant = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="A waiting step that takes an event of any tenant, not only its run's.",
+    )
     error = models.TextField(null=True, blank=True)
     attempts = models.IntegerField(db_default=1)
     position = models.IntegerField(
@@ -298,6 +315,14 @@ class JobStep(models.Model):
         db_table = "x_job_steps"
         constraints = [
             models.UniqueConstraint(fields=["run_id", "name"], name="x_job_steps_run_name_key")
+        ]
+        # the waiters a publish releases, by event name: only waiting steps have an entry
+        indexes = [
+            models.Index(
+                fields=["event"],
+                condition=Q(status="waiting"),
+                name="x_job_steps_waiting_idx",
+            )
         ]
 
     def __str__(self) -> str:

@@ -198,6 +198,10 @@ class StepRecord:
     attempts: int = 1
     position: int | None = None
     ran_for: float | None = None
+    #: a waiting step's match fields and whether it takes any tenant's event: what a publish
+    #: releases it by (SPEC EVT-06); kept from the first write, as ``event`` is
+    match: dict[str, Any] | None = None
+    any_tenant: bool = False
 
 
 STEP_STATUSES = ("completed", "sleeping", "waiting", "failed")
