@@ -79,7 +79,7 @@ WITH event AS (
       AND s.started_at <= e.published_at
       AND (s.correlation_key IS NULL OR s.correlation_key = e.correlation_key)
       AND (s.any_tenant IS TRUE OR j.tenant_id IS NOT DISTINCT FROM e.tenant_id)
-      AND e.payload @> COALESCE(s.match, '{}'::jsonb)
+      AND (COALESCE(s.match, '{}'::jsonb) = '{}'::jsonb OR e.payload @> s.match)
     ORDER BY j.id
     FOR UPDATE OF j
 ), released AS (
@@ -99,7 +99,9 @@ FROM event e, woken;
 
 -- name: find_event
 -- The earliest live event (SPEC EVT-02); `match` holds scalar fields, so containment is equality.
--- Of the waiter's tenant only (no tenant matches no tenant) unless it opted into any tenant.
+-- Of the waiter's tenant only (no tenant matches no tenant) unless it opted into any tenant. No
+-- match takes any data: `'null' @> '{}'` is false, and an event published without data (or with
+-- a list) was never found here, while the memory driver found it.
 SELECT id, name, payload, correlation_key, published_at, expires_at, tenant_id
 FROM x_job_events
 WHERE name = %(name)s
@@ -107,7 +109,7 @@ WHERE name = %(name)s
   AND published_at >= %(after)s
   AND (%(correlation_key)s::text IS NULL OR correlation_key = %(correlation_key)s)
   AND (%(any_tenant)s OR tenant_id IS NOT DISTINCT FROM %(tenant_id)s::text)
-  AND payload @> %(match)s::jsonb
+  AND (%(match)s::jsonb = '{}'::jsonb OR payload @> %(match)s::jsonb)
 ORDER BY published_at, id
 LIMIT 1;
 

@@ -106,6 +106,17 @@ def test_evt_06_match_fields_are_equal_and_typed_as_find_compares_them(harness):
     assert [_released(harness, j) for j in (strings, flags, both)] == [False, True, True]
 
 
+@pytest.mark.parametrize("data", [None, [1, 2], "text"])
+def test_evt_02_06_a_waiter_without_match_takes_an_event_of_any_data(harness, data):
+    """No match takes any data, an object or not, on both drivers: found and released."""
+    job_id = _park(harness)
+    after = harness.driver.steps.now() - timedelta(seconds=5)
+    publish_event("order.shipped", data)
+    assert _released(harness, job_id)
+    assert harness.driver.events.find("order.shipped", after=after).payload == data
+    assert harness.driver.events.find("order.shipped", after=after, match={"a": 1}) is None
+
+
 def test_evt_06_only_a_parked_run_is_released(harness):
     """A run already due or running keeps its state and time: the release is for parked runs."""
     job_id = _park(harness)
