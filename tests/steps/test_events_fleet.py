@@ -67,12 +67,18 @@ def test_evt_06_every_waiter_is_released_by_its_event_once_under_sigkill(workers
         victims[0].kill()  # SIGKILL: mid-claim, mid-wait, mid-step or mid-settle
         running.append(workers(*args))
 
+    def resumed() -> int:
+        return Ledger.objects.filter(token__startswith=prefix, phase="resumed").count()
+
     values = {t: n * 7 for n, t in enumerate(tokens)}
     size = -(-WAITERS // ROUNDS)
     kills = 0
     for start in range(0, WAITERS, size):
+        before = resumed()
         for token in tokens[start : start + size]:
             publish_event("waiter.released", {"token": token, "value": values[token]})
+        # the kill lands while this round's waiters resume: once the first of them has
+        wait_for(lambda before=before: resumed() > before, timeout=RESUME, what="a resume")
         kill_one()
         kills += 1
 
@@ -86,13 +92,13 @@ def test_evt_06_every_waiter_is_released_by_its_event_once_under_sigkill(workers
     except AssertionError:
         raise AssertionError(report()) from None
 
-    resumed = list(
+    recorded = list(
         Ledger.objects.filter(token__startswith=prefix, phase="resumed").values_list(
             "token", flat=True
         )
     )
     # exactly once each, with its own event's value: no waiter lost, none resumed twice
-    assert sorted(resumed) == sorted(f"{t}:{values[t]}" for t in tokens)
+    assert sorted(recorded) == sorted(f"{t}:{values[t]}" for t in tokens)
     for token, job_id in waiters.items():
         assert Job.objects.get(id=job_id).result == {"token": token, "value": values[token]}
     print(f"\n{WAITERS} waiters released by {WAITERS} publishes, {kills} kills: 0 lost")
