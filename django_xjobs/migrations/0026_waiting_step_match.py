@@ -3,9 +3,10 @@ fields and the ``any_tenant`` choice it waits with, which the publish matches it
 partial indexes let the publish find its waiters by event name (waiting steps only) and their
 runs by run id (suspended runs only), so an ordinary job writes no entry in either.
 
-A step already waiting when this migration runs gets its match from the output it was written
-with (``output.match``, kept for ``why``); its ``any_tenant`` is unknown, so it is released only
-by its own tenant's events, and finds another tenant's at its next look (``event_poll``).
+A step already waiting when this migration runs has neither (a migration only adds: SPEC
+DB-01): any event of its name and its run's tenant releases it, and the run, finding none that
+matches, parks again and stores them then. One that takes any tenant's event finds another
+tenant's at its next look (``event_poll``), as before.
 
 On a large table the index builds block writes while they read; run this migration in a quiet
 moment, or create the two indexes beforehand with ``CREATE INDEX CONCURRENTLY`` under the same
@@ -39,11 +40,6 @@ class Migration(migrations.Migration):
                 "release it.",
                 null=True,
             ),
-        ),
-        migrations.RunSQL(
-            "UPDATE x_job_steps SET match = output -> 'match' "
-            "WHERE status = 'waiting' AND jsonb_typeof(output -> 'match') = 'object'",
-            reverse_sql=migrations.RunSQL.noop,
         ),
         migrations.AddIndex(
             model_name="job",

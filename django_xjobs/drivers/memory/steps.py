@@ -56,7 +56,7 @@ class MemoryStepStore:
                     started_at=existing.started_at,
                     event=existing.event,
                     correlation_key=existing.correlation_key,
-                    match=existing.match,
+                    match=record.match if existing.match is None else existing.match,
                     any_tenant=existing.any_tenant,
                     position=existing.position
                     if existing.position is not None

@@ -50,7 +50,10 @@ SET status = EXCLUDED.status,
     wake_at = EXCLUDED.wake_at,
     error = EXCLUDED.error,
     attempts = EXCLUDED.attempts,
-    position = COALESCE(x_job_steps.position, EXCLUDED.position);
+    position = COALESCE(x_job_steps.position, EXCLUDED.position),
+    -- a step waiting since before migration 0026 has none: its next write gives them
+    match = COALESCE(x_job_steps.match, EXCLUDED.match),
+    any_tenant = COALESCE(x_job_steps.any_tenant, EXCLUDED.any_tenant);
 
 -- name: publish_event
 -- published_at is the database's now(), never the publisher's clock (SPEC EVT-01). In the same

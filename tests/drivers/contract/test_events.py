@@ -7,6 +7,7 @@ driver has no transaction)."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -155,6 +156,19 @@ def test_evt_06_a_waiter_stores_what_it_is_released_by(harness):
     )
     publish_event("order.shipped", {"order_id": 3}, tenant_id="B")
     assert _released(harness, job_id)
+
+
+def test_evt_06_a_step_waiting_without_its_match_gets_it_at_its_next_write(harness):
+    """A step waiting since before migration 0026 has no match: the next write stores it, and
+    a later one does not replace it (the first kept, as the event is)."""
+    jobs.ok.enqueue(n=next(_n))
+    [job] = claim(harness.driver)
+    step = StepRecord(run_id=job.run_id, name="shipped", status="waiting", event="order.shipped")
+    for match in (None, {"order_id": 1}, {"order_id": 2}):
+        put = replace(step, match=match)
+        assert harness.driver.steps.put(put, job_id=job.id, lease_token=job.lease_token)
+    [stored] = harness.driver.steps.list(job.run_id)
+    assert stored.match == {"order_id": 1}
 
 
 @pytest.fixture
