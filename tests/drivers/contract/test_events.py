@@ -18,6 +18,7 @@ from django_xjobs.drivers import create, install, uninstall
 from django_xjobs.drivers.contract import StepRecord, SuspendUntil
 from django_xjobs.testing import run_until_idle
 from tests import jobs
+from tests.declarations.test_enqueue_many import own_connection, wake_ups
 from tests.drivers.contract.support import claim
 
 _n = itertools.count()
@@ -190,13 +191,23 @@ class _Harness:
 
 
 def test_evt_06_a_rolled_back_publish_releases_nothing(postgres):
+    """Nothing is released, and no worker woken, unless the publisher commits; then the
+    workers of the released runs' queue are woken once, as a settle's release wakes them."""
     harness = _Harness(postgres)
-    job_id = _park(harness)
-    with pytest.raises(RuntimeError), transaction.atomic():
-        publish_event("order.shipped", {"order_id": 1})
-        raise RuntimeError("the caller's transaction fails")
-    assert harness.row(job_id).state == "suspended"
-    assert postgres.events.find("order.shipped", after=harness.row(job_id).created_at) is None
-    with transaction.atomic():
-        publish_event("order.shipped", {"order_id": 1})
-    assert _released(harness, job_id)
+    first, second = _park(harness), _park(harness)
+    with own_connection() as listener, own_connection() as other:
+        listener.execute("LISTEN xjobs")
+        with pytest.raises(RuntimeError), transaction.atomic():
+            publish_event("order.shipped", {"order_id": 1})
+            raise RuntimeError("the caller's transaction fails")
+        assert wake_ups(listener, other) == []
+        assert [harness.row(j).state for j in (first, second)] == ["suspended", "suspended"]
+        after = harness.row(first).created_at
+        assert postgres.events.find("order.shipped", after=after) is None
+        with transaction.atomic():
+            publish_event("order.shipped", {"order_id": 1})
+            assert wake_ups(listener, other) == []  # not before the commit
+        assert wake_ups(listener, other) == ["default"]  # once for the queue, at the commit
+        publish_event("order.shipped", {"order_id": 2})  # no waiter left: no wake-up
+        assert wake_ups(listener, other) == []
+    assert _released(harness, first) and _released(harness, second)
