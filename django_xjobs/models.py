@@ -205,6 +205,12 @@ class Job(models.Model):
         blank=True,
         help_text="Runs once its dependencies ended, however they ended.",
     )
+    event_released_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a published event answered the step this run was parking on: its park "
+        "in that attempt is due at once.",
+    )
 
     class Meta:
         db_table = "x_jobs"
@@ -265,13 +271,6 @@ class Job(models.Model):
                 condition=Q(batch_id__isnull=False),
                 name="x_jobs_batch_idx",
             ),
-            # A parked run by its run id, for the publish that releases its waiting step
-            # (issue 43); only suspended rows have an entry.
-            models.Index(
-                fields=["run_id"],
-                condition=Q(state="suspended"),
-                name="x_jobs_suspended_run_idx",
-            ),
         ]
 
     def __str__(self) -> str:
@@ -302,6 +301,11 @@ class JobStep(models.Model):
         null=True,
         blank=True,
         help_text="A waiting step that takes an event of any tenant, not only its run's.",
+    )
+    job_id = models.UUIDField(
+        null=True,
+        blank=True,
+        help_text="A waiting step's job, which a publish that answers the step releases.",
     )
     error = models.TextField(null=True, blank=True)
     attempts = models.IntegerField(db_default=1)

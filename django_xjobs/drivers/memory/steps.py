@@ -110,6 +110,8 @@ class MemoryEventStore:
     def _release(self, event: EventRecord) -> list[str]:
         """As ``publish_event``'s ``released`` (steps.sql): every run parked on a step this event
         answers is due now (SPEC EVT-06); the queues to wake."""
+        if event.expires_at <= event.published_at:
+            return []
         parked = {r.run_id: r for r in self.driver._rows.values() if r.state == "suspended"}
         released: list[JobSnapshot] = []
         for run_id, row in parked.items():
@@ -122,6 +124,18 @@ class MemoryEventStore:
                 row, state="ready", run_at=event.published_at, updated_at=event.published_at
             )
         return list(dict.fromkeys(r.queue for r in released))
+
+    def answered(self, run_id: UUID, tenant_id: str | None) -> bool:
+        """Whether a live event answers a waiting step of ``run_id``: as jobs.sql's suspend,
+        its park is then due now (SPEC EVT-06). Called under the driver's lock."""
+        steps = self.driver._steps.get(run_id, {}).values()
+        now = self.driver.clock.now()
+        return any(
+            e.expires_at > now and _answers(e, step, tenant_id)
+            for step in steps
+            if step.status == "waiting"
+            for e in self._events
+        )
 
     def find(
         self,
@@ -174,7 +188,6 @@ def _answers(event: EventRecord, step: StepRecord, tenant_id: str | None) -> boo
     return (
         step.status == "waiting"
         and step.event == event.name
-        and event.expires_at > event.published_at
         and step.started_at is not None
         and step.started_at <= event.published_at
         and (step.correlation_key is None or step.correlation_key == event.correlation_key)

@@ -119,6 +119,66 @@ def test_evt_02_06_a_waiter_without_match_takes_an_event_of_any_data(harness, da
     assert harness.driver.events.find("order.shipped", after=after, match={"a": 1}) is None
 
 
+def _parking(harness, *, match=None):
+    """A run that has written its waiting step, first reached a second ago, and not parked
+    yet: the claimed job."""
+    jobs.ok.enqueue(n=next(_n))
+    [job] = claim(harness.driver)
+    now = harness.driver.steps.now()
+    record = StepRecord(
+        run_id=job.run_id,
+        name="shipped",
+        status="waiting",
+        started_at=now - timedelta(seconds=1),
+        event="order.shipped",
+        match=match,
+    )
+    assert harness.driver.steps.put(record, job_id=job.id, lease_token=job.lease_token)
+    return job
+
+
+def test_evt_06_a_publish_while_the_waiter_parks_makes_its_park_due_now(harness):
+    """The event comes after the step looked and before the run parked: the park is due at
+    once (a publish that sees the running run marks it), not at its next look an hour away."""
+    job = _parking(harness, match={"order_id": 7})
+    other = _parking(harness, match={"order_id": 8})
+    publish_event("order.shipped", {"order_id": 7})
+    assert harness.row(job.id).state == "running"  # a running run is not released
+    for parked in (job, other):
+        harness.driver.suspend(SuspendUntil(parked.id, parked.lease_token, delay=HOUR))
+    assert _released(harness, job.id) is False  # parked, and due now
+    assert harness.row(job.id).run_at <= harness.driver.steps.now()
+    assert harness.row(other.id).run_at > harness.driver.steps.now() + timedelta(minutes=59)
+
+
+def test_evt_06_an_event_from_before_the_waiting_write_makes_the_park_due_now(harness):
+    """Published after the step was first reached but before its waiting record was written
+    (the publish could not see it): the park finds the event and is due at once."""
+    jobs.ok.enqueue(n=next(_n))
+    [job] = claim(harness.driver)
+    now = harness.driver.steps.now()
+    publish_event("order.shipped", {"order_id": 7})
+    record = StepRecord(
+        run_id=job.run_id,
+        name="shipped",
+        status="waiting",
+        started_at=now - timedelta(seconds=1),
+        event="order.shipped",
+        match={"order_id": 7},
+    )
+    assert harness.driver.steps.put(record, job_id=job.id, lease_token=job.lease_token)
+    harness.driver.suspend(SuspendUntil(job.id, job.lease_token, delay=HOUR))
+    assert harness.row(job.id).run_at <= harness.driver.steps.now()
+
+
+def test_evt_06_a_sleep_parks_for_its_delay_whatever_was_published(harness):
+    jobs.ok.enqueue(n=next(_n))
+    [job] = claim(harness.driver)
+    publish_event("order.shipped", {"order_id": 7})
+    harness.driver.suspend(SuspendUntil(job.id, job.lease_token, delay=HOUR))
+    assert harness.row(job.id).run_at > harness.driver.steps.now() + timedelta(minutes=59)
+
+
 def test_evt_06_only_a_parked_run_is_released(harness):
     """A run already due or running keeps its state and time: the release is for parked runs."""
     job_id = _park(harness)
