@@ -33,6 +33,16 @@ def latency(ctx, n: int, enqueued_at: float):
         _latencies[n] = started - enqueued_at
 
 
+@job(idempotency_key="evt:{n}")
+def event_waiter(ctx, n: int):
+    """Wait for ``bench.released`` of ``n`` (the default event_poll, 30 s), then record how long
+    after its publisher's ``sent_at`` (a ``time.time()``) the handler went on."""
+    data = ctx.step.wait_for_event("released", "bench.released", match={"n": n})
+    resumed = time.time()
+    with _lock:
+        _latencies[n] = resumed - data["sent_at"]
+
+
 def latencies() -> dict[int, float]:
     """A copy of the recorded latencies, in seconds, by ``n``."""
     with _lock:

@@ -1,5 +1,5 @@
 """Benchmark django_xjobs on PostgreSQL: enqueue rate, drain rate, enqueue-to-start latency,
-backfill rate.
+backfill rate, publish-to-resumed latency.
 
 Run from the repository root::
 
@@ -7,8 +7,8 @@ Run from the repository root::
     python -m bench.run --workloads W4     # only the backfill figures
 
 DATABASE_URL selects the server; without it an embedded throwaway PostgreSQL is started.
-The benchmark empties ``x_jobs`` (TRUNCATE) between workloads, and W4 its step and ledger
-tables too: point it at a scratch database.
+The benchmark empties ``x_jobs`` (TRUNCATE) between workloads, W4 its step and ledger tables
+too, and W5 the step and event tables: point it at a scratch database.
 See bench/README.md for what each workload measures.
 """
 
@@ -31,9 +31,9 @@ LATENCY_TIMEOUT = 30.0  # seconds W3 waits for the worker to be ready, and for t
 JOIN_TIMEOUT = 30.0  # seconds to wait for a stopped worker thread to return
 LATENCY_CONCURRENCY = 4  # threads of the W3 worker
 POLL = 0.05  # seconds between the progress checks of a drain by worker processes
-WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "SOAK", "LIMITS")
+WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5", "SOAK", "LIMITS")
 # SOAK and LIMITS run only when asked for: they take minutes
-DEFAULT_WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4")
+DEFAULT_WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5")
 
 
 @dataclass
@@ -69,13 +69,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs for W1 and W2 (10000)")
     parser.add_argument(
-        "--latency-samples", type=int, default=200, help="single enqueues timed in W3 (200)"
+        "--latency-samples",
+        type=int,
+        default=200,
+        help="single enqueues timed in W3, publishes in W5 (200)",
     )
     parser.add_argument(
         "--latency-spacing",
         type=float,
         default=20.0,
-        help="milliseconds between the W3 enqueues (20)",
+        help="milliseconds between the W3 enqueues and the W5 publishes (20)",
     )
     parser.add_argument(
         "--concurrency",
@@ -109,7 +112,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=WORKLOADS,
         default=list(DEFAULT_WORKLOADS),
         metavar="W",
-        help="the workloads to run, of W1 W2 FLOOR W3 W4 SOAK LIMITS (all but SOAK and LIMITS)",
+        help="the workloads to run, of W1 W2 FLOOR W3 W4 W5 SOAK LIMITS (all but SOAK and LIMITS)",
     )
     parser.add_argument(
         "--floor-batch", type=int, default=100, help="FLOOR: rows per claim and per ack (100)"
@@ -649,6 +652,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.latency import enqueue_latency
 
         enqueue_latency(report, args.latency_samples, args.latency_spacing)
+    if "W5" in args.workloads:
+        from bench.latency import event_latency
+
+        event_latency(report, args.latency_samples, args.latency_spacing)
     if "W4" in args.workloads:
         from bench.backfill import backfill_rate
 

@@ -522,6 +522,21 @@ def chaos_parent(ctx, token: str):
     return {"results": results}
 
 
+@job(idempotency_key="event-waiter:{token}", event_poll="1h", retry=CHAOS_RETRY)
+def event_waiter(ctx, token: str):
+    """Waits for its own ``waiter.released`` event (issue 43). It looks only once an hour, so
+    it resumes at once only when the publish releases it; what it got is recorded once, in an
+    atomic step (the ledger row commits with the step's record)."""
+    Ledger.objects.create(token=token, phase="reached", attempt=ctx.attempt, pid=os.getpid())
+    data = ctx.step.wait_for_event("released", "waiter.released", match={"token": token})
+    time.sleep(0.1)  # long enough for a kill to land mid-run now and then
+    with ctx.step.atomic("resumed"):
+        Ledger.objects.create(
+            token=f"{token}:{data['value']}", phase="resumed", attempt=ctx.attempt, pid=os.getpid()
+        )
+    return data
+
+
 # crons live in jobs.py in an app; the fixtures are kept apart and registered from here
 from tests import backfills, crons  # noqa: E402, F401
 

@@ -156,6 +156,12 @@ class Job(models.Model):
         blank=True,
         help_text="Runs once its dependencies ended, however they ended.",
     )
+    event_released_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a published event answered the step this run was parking on: its park "
+        "in that attempt is due at once.",
+    )
 
     class Meta:
         db_table = "x_jobs"
@@ -247,6 +253,21 @@ class JobStep(models.Model):
     wake_at = models.DateTimeField(null=True, blank=True)
     event = models.TextField(null=True, blank=True)
     correlation_key = models.TextField(null=True, blank=True)
+    match = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A waiting step's match: the fields an event's data must hold to release it.",
+    )
+    any_tenant = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="A waiting step that takes an event of any tenant, not only its run's.",
+    )
+    job_id = models.UUIDField(
+        null=True,
+        blank=True,
+        help_text="A waiting step's job, which a publish that answers the step releases.",
+    )
     error = models.TextField(null=True, blank=True)
     attempts = models.IntegerField(db_default=1)
     position = models.IntegerField(
@@ -259,6 +280,14 @@ class JobStep(models.Model):
         db_table = "x_job_steps"
         constraints = [
             models.UniqueConstraint(fields=["run_id", "name"], name="x_job_steps_run_name_key")
+        ]
+        # the waiters a publish releases, by event name: only waiting steps have an entry
+        indexes = [
+            models.Index(
+                fields=["event"],
+                condition=Q(status="waiting"),
+                name="x_job_steps_waiting_idx",
+            )
         ]
 
     def __str__(self) -> str:

@@ -35,10 +35,13 @@ def publish_event(
 
         publish_event("order.shipped", {"order_id": 42})
 
-    Inside ``transaction.atomic()`` on the jobs database, the event commits or rolls back with
-    the caller. Events are not consumed: two waiting runs can both receive one (SPEC EVT-03).
-    Its times come from the store's clock (the database's ``now()``), not this machine's, so a
-    publisher whose clock is behind still wakes a run that began waiting earlier.
+    The runs parked on a step it answers are released in the same statement: due at once, and
+    the workers of their queues woken (SPEC EVT-06); a waiter's ``event_poll`` is only the
+    safety net. Inside ``transaction.atomic()`` on the jobs database, the event and the
+    release commit or roll back with the caller: no waiter wakes before the commit. Events are
+    not consumed: two waiting runs can both receive one (SPEC EVT-03). Its times come from the
+    store's clock (the database's ``now()``), not this machine's, so a publisher whose clock is
+    behind still wakes a run that began waiting earlier.
 
     An event belongs to ``tenant_id`` (default: the tenant of the job publishing it, if a job
     is running, else none) and wakes only waiters of that tenant: a run of tenant A never

@@ -193,6 +193,8 @@ class Waits(StepRecorder):
                 event=event,
                 correlation_key=correlation_key,
                 position=self._position,
+                match=match,  # SPEC EVT-06: what a publish releases the run by
+                any_tenant=bool(any_tenant),
             )
         )
         raise StepSuspension(name, wake_at, "event", _seconds(wake_at - now))

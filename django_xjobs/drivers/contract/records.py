@@ -3,6 +3,7 @@ event, batch, backfill, outbox and cron records."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -203,6 +204,10 @@ class StepRecord:
     attempts: int = 1
     position: int | None = None
     ran_for: float | None = None
+    #: a waiting step's match fields and whether it takes any tenant's event: what a publish
+    #: releases it by (SPEC EVT-06); kept from the first write, as ``event`` is
+    match: Mapping[str, object] | None = None
+    any_tenant: bool = False
 
 
 STEP_STATUSES = ("completed", "sleeping", "waiting", "failed")

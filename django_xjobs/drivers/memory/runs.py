@@ -33,6 +33,7 @@ from . import limits as memory_limits
 if TYPE_CHECKING:
     from .batches import MemoryBatchStore
     from .rollup import MemoryRollupStore
+    from .steps import MemoryEventStore
 from .state import MemoryState, _Subscription
 
 
@@ -42,6 +43,7 @@ class MemoryRuns(MemoryState):
     #: the stores a settle writes to as well, built by ``MemoryDriver``
     _rollup_store: MemoryRollupStore
     _batch_store: MemoryBatchStore
+    _event_store: MemoryEventStore
 
     def claim(
         self,
@@ -220,15 +222,18 @@ class MemoryRuns(MemoryState):
                 row = self._rows[suspend.job_id]
                 self._rows[row.id] = replace(row, waiting_on=len(live))
                 return parked
-        return self._release(
-            suspend,
-            state="ready" if suspend.snoozed else "suspended",
-            delay=suspend.delay,
-            give_back=True,
-            error=suspend.error,
-            failure=suspend.failure,
-            snoozed=suspend.snoozed,
-        )
+        with self._lock:  # as jobs.sql's suspend: a park an event already answers is due now
+            held = self._held(suspend.job_id, suspend.lease_token)
+            answered = held is not None and self._event_store.answered(held.run_id, held.tenant_id)
+            return self._release(
+                suspend,
+                state="ready" if suspend.snoozed else "suspended",
+                delay=0.0 if answered else suspend.delay,
+                give_back=True,
+                error=suspend.error,
+                failure=suspend.failure,
+                snoozed=suspend.snoozed,
+            )
 
     def shed(self, shed: Shed) -> bool:
         return self._release(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ... import conf
-from ..contract import EventRecord, StepRecord
+from ..contract import EventRecord, JobSnapshot, StepRecord
 from ..rules import known_status
 
 if TYPE_CHECKING:
@@ -51,17 +51,21 @@ class MemoryStepStore:
             completed_at = (record.completed_at or now) if record.status == "completed" else None
             started_at = record.started_at or now - timedelta(seconds=record.ran_for or 0)
             record = replace(record, started_at=started_at, completed_at=completed_at, ran_for=None)
-            if existing is not None:  # the upsert keeps the first start, position, event and key
-                record = replace(
+            if existing is not None:  # the upsert keeps the first start, position, event, key
+                record = replace(  # and what a publish releases the step by (SPEC EVT-06)
                     record,
                     started_at=existing.started_at,
                     event=existing.event,
                     correlation_key=existing.correlation_key,
+                    match=record.match if existing.match is None else existing.match,
+                    any_tenant=existing.any_tenant,
                     position=existing.position
                     if existing.position is not None
                     else record.position,
                 )
-            run[record.name] = replace(record, output=_copy(record.output))
+            run[record.name] = replace(
+                record, output=_copy(record.output), match=_copy(record.match)
+            )
             return True
 
     def shift(self, seconds: float) -> None:
@@ -98,7 +102,41 @@ class MemoryEventStore:
             expires = now + timedelta(seconds=ttl)
             event = EventRecord(id, name, _copy(payload), correlation_key, now, expires, tenant_id)
             self._events.append(event)
+            woken = self._release(event)
+        for queue in woken:  # as the statement's NOTIFY: the workers of each queue, once
+            for sub in [s for s in self.state._subscriptions if queue in s.queues]:
+                sub.callback()
         return replace(event, payload=_copy(payload))
+
+    def _release(self, event: EventRecord) -> list[str]:
+        """As ``publish_event``'s ``released`` (steps.sql): every run parked on a step this event
+        answers is due now (SPEC EVT-06); the queues to wake."""
+        if event.expires_at <= event.published_at:
+            return []
+        parked = {r.run_id: r for r in self.state._rows.values() if r.state == "suspended"}
+        released: list[JobSnapshot] = []
+        for run_id, row in parked.items():
+            for step in self.state._steps.get(run_id, {}).values():
+                if _answers(event, step, row.tenant_id):
+                    released.append(row)
+                    break
+        for row in sorted(released, key=lambda r: r.id):
+            self.state._rows[row.id] = replace(
+                row, state="ready", run_at=event.published_at, updated_at=event.published_at
+            )
+        return list(dict.fromkeys(r.queue for r in released))
+
+    def answered(self, run_id: UUID, tenant_id: str | None) -> bool:
+        """Whether a live event answers a waiting step of ``run_id``: as jobs.sql's suspend,
+        its park is then due now (SPEC EVT-06). Called under the driver's lock."""
+        steps = self.state._steps.get(run_id, {}).values()
+        now = self.state.clock.now()
+        return any(
+            e.expires_at > now and _answers(e, step, tenant_id)
+            for step in steps
+            if step.status == "waiting"
+            for e in self._events
+        )
 
     def find(
         self,
@@ -143,6 +181,20 @@ class MemoryEventStore:
                 ),
                 maxlen=MAX_EVENTS,
             )
+
+
+def _answers(event: EventRecord, step: StepRecord, tenant_id: str | None) -> bool:
+    """Whether ``event`` is one the waiting ``step`` of a run of ``tenant_id`` would find: the
+    rule of ``find`` seen from the step's side."""
+    return (
+        step.status == "waiting"
+        and step.event == event.name
+        and step.started_at is not None
+        and step.started_at <= event.published_at
+        and (step.correlation_key is None or step.correlation_key == event.correlation_key)
+        and (step.any_tenant or event.tenant_id == tenant_id)
+        and _matches(event.payload, step.match)
+    )
 
 
 def _earlier(when: datetime | None, seconds: float) -> datetime | None:

@@ -426,7 +426,11 @@ SELECT 1 FROM settled;
 -- name: suspend
 -- Park one run until now + `delay` without spending its attempt (SPEC STEP-10, STATE-03). A
 -- snooze (ctx.snooze, issue 29) waits as ready instead, counts one more snooze, and its entry
--- joins the history as in retry.
+-- joins the history as in retry. A run parking on a waiting step that an event already answers
+-- is due now (issue 43, SPEC EVT-06): a publish that saw the step while the run was running
+-- marked the row in this attempt (steps.sql's publish_event; the row lock orders the two), or
+-- the event committed after the step's look and before this statement (the same rule as
+-- find_event; a run with no waiting step, a sleep's, reads nothing in x_job_events).
 UPDATE x_jobs
 SET state = CASE WHEN %(snoozed)s THEN 'ready' ELSE 'suspended' END,
     snoozes = snoozes + CASE WHEN %(snoozed)s THEN 1 ELSE 0 END,
@@ -445,7 +449,20 @@ SET state = CASE WHEN %(snoozed)s THEN 'ready' ELSE 'suspended' END,
     lease_expiries = 0,
     lapsed_holder = NULL,
     attempt = GREATEST(attempt - 1, 0),
-    run_at = now() + make_interval(secs => %(delay)s),
+    run_at = CASE
+        WHEN event_released_at >= last_attempted_at OR EXISTS (
+            SELECT 1
+            FROM x_job_steps s
+            JOIN x_job_events e ON e.name = s.event
+            WHERE s.run_id = x_jobs.run_id
+              AND s.status = 'waiting'
+              AND e.expires_at > now()
+              AND e.published_at >= s.started_at
+              AND (s.correlation_key IS NULL OR e.correlation_key = s.correlation_key)
+              AND (s.any_tenant IS TRUE OR e.tenant_id IS NOT DISTINCT FROM x_jobs.tenant_id)
+              AND (COALESCE(s.match, '{}'::jsonb) = '{}'::jsonb OR e.payload @> s.match))
+        THEN now()
+        ELSE now() + make_interval(secs => %(delay)s) END,
     last_error = COALESCE(%(error)s, last_error),
     stop_reason = NULL,
     visible_at = NULL,

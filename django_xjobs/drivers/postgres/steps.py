@@ -51,6 +51,8 @@ class PostgresStepStore:
                     error=r[9],
                     attempts=r[10],
                     position=r[11],
+                    match=_json(r[12]),
+                    any_tenant=bool(r[13]),
                 )
             )
         return records
@@ -66,6 +68,8 @@ class PostgresStepStore:
             "wake_at": record.wake_at,
             "event": record.event,
             "correlation_key": record.correlation_key,
+            "match": _dumps(record.match),
+            "any_tenant": record.any_tenant,
             "error": record.error,
             "attempts": record.attempts,
             "position": record.position,

@@ -11,7 +11,7 @@ SELECT now();
 -- name: list_steps
 -- Every record of a run, in the order the steps were first reached (SPEC STEP-06: one read).
 SELECT run_id, name, status, output, started_at, completed_at, wake_at, event, correlation_key,
-       error, attempts, position
+       error, attempts, position, match, any_tenant
 FROM x_job_steps
 WHERE run_id = %(run_id)s
 ORDER BY position NULLS LAST, started_at, id;
@@ -19,7 +19,8 @@ ORDER BY position NULLS LAST, started_at, id;
 -- name: put_step
 -- Upsert one record, only while the job is running under this claim's token (SPEC STEP-17,
 -- DESIGN Q-01). FOR SHARE holds off a re-claim until the write is in. The upsert keeps the
--- first started_at, position, event and correlation key (SPEC §14); times the caller leaves
+-- first started_at, position, event, correlation key, match, any_tenant and a waiting step's
+-- job id (SPEC §14, EVT-06: what a publish releases the step by); times the caller leaves
 -- out are stamped with statement_timestamp(): now() inside an atomic step's block is when the
 -- block began, and a step's record must say when it ended. A start left out is `ran_for`
 -- seconds (the body's run time, measured by the runner) before that (issue 23: every step
@@ -31,13 +32,15 @@ ORDER BY position NULLS LAST, started_at, id;
 -- LOCKED passes the row by, and the lock order is always the block's own rows, then the job
 -- row (nothing takes a job row first and then an application row), so no deadlock forms.
 INSERT INTO x_job_steps (run_id, name, status, output, started_at, completed_at, wake_at, event,
-                         correlation_key, error, attempts, position)
+                         correlation_key, match, any_tenant, job_id, error, attempts, position)
 SELECT %(run_id)s, %(name)s, %(status)s, %(output)s::jsonb,
        COALESCE(%(started_at)s::timestamptz,
                 statement_timestamp() - make_interval(secs => COALESCE(%(ran_for)s, 0))),
        CASE WHEN %(status)s = 'completed'
             THEN COALESCE(%(completed_at)s::timestamptz, statement_timestamp()) END,
-       %(wake_at)s, %(event)s, %(correlation_key)s, %(error)s, %(attempts)s, %(position)s
+       %(wake_at)s, %(event)s, %(correlation_key)s, %(match)s::jsonb, %(any_tenant)s,
+       CASE WHEN %(status)s = 'waiting' THEN %(job_id)s::uuid END,
+       %(error)s, %(attempts)s, %(position)s
 FROM (SELECT 1 FROM x_jobs
       WHERE id = %(job_id)s AND (state = 'running') IS TRUE AND lease_token = %(lease_token)s
       FOR SHARE) AS held
@@ -48,19 +51,69 @@ SET status = EXCLUDED.status,
     wake_at = EXCLUDED.wake_at,
     error = EXCLUDED.error,
     attempts = EXCLUDED.attempts,
-    position = COALESCE(x_job_steps.position, EXCLUDED.position);
+    position = COALESCE(x_job_steps.position, EXCLUDED.position),
+    -- a step waiting since before migration 0026 has none: its next write gives them
+    match = COALESCE(x_job_steps.match, EXCLUDED.match),
+    any_tenant = COALESCE(x_job_steps.any_tenant, EXCLUDED.any_tenant),
+    job_id = COALESCE(x_job_steps.job_id, EXCLUDED.job_id);
 
 -- name: publish_event
--- published_at is the database's now(), never the publisher's clock (SPEC EVT-01).
-INSERT INTO x_job_events
-  (id, name, payload, correlation_key, published_at, expires_at, tenant_id)
-VALUES (%(id)s, %(name)s, %(payload)s::jsonb, %(correlation_key)s, now(),
-        now() + make_interval(secs => %(ttl)s), %(tenant_id)s)
-RETURNING id, name, payload, correlation_key, published_at, expires_at, tenant_id;
+-- published_at is the database's now(), never the publisher's clock (SPEC EVT-01). In the same
+-- statement, so in the publisher's transaction, every run parked on a step this event answers
+-- is released (issue 43, SPEC EVT-06): due now, and the workers of its queue woken at commit,
+-- as a settle releases a parent whose last child ended. A rollback releases nothing. The step
+-- is matched by find_event's rule turned around: its event name, its tenant (the run's) unless
+-- it takes any, its correlation key if it has one, its match fields, and first reached at or
+-- before the event's publication.
+-- A run still running when this statement sees its waiting step (it wrote the step and is about
+-- to park) is marked instead: its park (jobs.sql's suspend) is due at once. The row lock closes
+-- the race: a park that took the row first is seen parked here once it commits, and a park
+-- that comes second waits for this transaction and reads the mark as it stands then. A run
+-- whose waiting step this statement cannot see yet (written, not committed) finds the event
+-- when it parks if the publisher committed by then, else at its next look (event_poll).
+-- The rows are locked in id order: two publishes releasing the same runs cannot deadlock.
+WITH event AS (
+    INSERT INTO x_job_events
+      (id, name, payload, correlation_key, published_at, expires_at, tenant_id)
+    VALUES (%(id)s, %(name)s, %(payload)s::jsonb, %(correlation_key)s, now(),
+            now() + make_interval(secs => %(ttl)s), %(tenant_id)s)
+    RETURNING id, name, payload, correlation_key, published_at, expires_at, tenant_id
+), waiting AS (
+    -- x_job_steps_waiting_idx holds only waiting steps; each names its job, read by its key
+    SELECT j.id
+    FROM event e
+    JOIN x_job_steps s ON s.event = e.name AND s.status = 'waiting'
+    JOIN x_jobs j ON j.id = s.job_id
+    WHERE j.run_id = s.run_id
+      AND (j.state IN ('suspended', 'running')) IS TRUE
+      AND e.expires_at > now()
+      AND s.started_at <= e.published_at
+      AND (s.correlation_key IS NULL OR s.correlation_key = e.correlation_key)
+      AND (s.any_tenant IS TRUE OR j.tenant_id IS NOT DISTINCT FROM e.tenant_id)
+      AND (COALESCE(s.match, '{}'::jsonb) = '{}'::jsonb OR e.payload @> s.match)
+    ORDER BY j.id
+    FOR UPDATE OF j
+), released AS (
+    UPDATE x_jobs
+    SET state = CASE WHEN state = 'suspended' THEN 'ready' ELSE state END,
+        run_at = CASE WHEN state = 'suspended' THEN now() ELSE run_at END,
+        event_released_at = CASE WHEN state = 'running' THEN now() ELSE event_released_at END,
+        updated_at = CASE WHEN state = 'suspended' THEN now() ELSE updated_at END
+    WHERE id = ANY (ARRAY(SELECT id FROM waiting))
+      AND (state IN ('suspended', 'running')) IS TRUE
+    RETURNING queue, state
+), woken AS (
+    SELECT count(pg_notify('xjobs', queue)) AS queues
+    FROM (SELECT DISTINCT queue FROM released WHERE state = 'ready') AS q
+)
+SELECT e.id, e.name, e.payload, e.correlation_key, e.published_at, e.expires_at, e.tenant_id
+FROM event e, woken;
 
 -- name: find_event
 -- The earliest live event (SPEC EVT-02); `match` holds scalar fields, so containment is equality.
--- Of the waiter's tenant only (no tenant matches no tenant) unless it opted into any tenant.
+-- Of the waiter's tenant only (no tenant matches no tenant) unless it opted into any tenant. No
+-- match takes any data: `'null' @> '{}'` is false, and an event published without data (or with
+-- a list) was never found here, while the memory driver found it.
 SELECT id, name, payload, correlation_key, published_at, expires_at, tenant_id
 FROM x_job_events
 WHERE name = %(name)s
@@ -68,7 +121,7 @@ WHERE name = %(name)s
   AND published_at >= %(after)s
   AND (%(correlation_key)s::text IS NULL OR correlation_key = %(correlation_key)s)
   AND (%(any_tenant)s OR tenant_id IS NOT DISTINCT FROM %(tenant_id)s::text)
-  AND payload @> %(match)s::jsonb
+  AND (%(match)s::jsonb = '{}'::jsonb OR payload @> %(match)s::jsonb)
 ORDER BY published_at, id
 LIMIT 1;
 

@@ -59,6 +59,8 @@ PARAMS = {
     "wake_at": None,
     "event": None,
     "correlation_key": None,
+    "match": None,
+    "any_tenant": False,
     "attempts": 1,
     "position": 0,
     "ran_for": 0.5,
