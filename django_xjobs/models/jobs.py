@@ -303,6 +303,25 @@ class JobEvent(models.Model):
     expires_at = models.DateTimeField()
     # a waiter matches only events of its own run's tenant unless it opts into any tenant
     tenant_id = models.TextField(null=True, blank=True)
+    # what the publish did, counted in its own transaction (issue 43): the waiting runs it
+    # released, the jobs its ``on_event`` declarations started, the live runs its ``cancel_on``
+    # declarations cancelled, and each declaration it could not start, with the coded error
+    released = models.IntegerField(
+        default=0, db_default=0, help_text="Waiting runs this event released when published."
+    )
+    started = models.IntegerField(
+        default=0, db_default=0, help_text="Jobs started by declarations with on_event."
+    )
+    cancelled = models.IntegerField(
+        default=0, db_default=0, help_text="Live runs cancelled by declarations with cancel_on."
+    )
+    refused = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        help_text="Each on_event declaration this event could not start: "
+        '[{"job": name, "code": X_..., "message": ...}].',
+    )
 
     class Meta:
         db_table = "x_job_events"

@@ -227,6 +227,13 @@ class EventRecord:
     #: the tenant it was published for: a waiter matches its own run's tenant only (None
     #: matches None), unless it waits with ``any_tenant=True``
     tenant_id: str | None = None
+    #: what its publish did, in the publisher's transaction (issue 43): waiting runs released,
+    #: jobs started by ``on_event``, live runs cancelled by ``cancel_on``, and each ``on_event``
+    #: declaration it could not start (``{"job", "code", "message"}``)
+    released: int = 0
+    started: int = 0
+    cancelled: int = 0
+    refused: tuple[Mapping[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
