@@ -13,6 +13,9 @@ from .models import Ledger
 
 VERSION = int(os.environ.get("XJOBS_TEST_JOB_VERSION", "2"))
 FAST = Retry(attempts=3, delay="10ms", max_delay="50ms", jitter=False)
+#: what is deployed: whether the handler asks ``patched("fraud-check")`` (a test flips it to
+#: run the code from before the patch)
+DEPLOYED = {"patch": True}
 
 
 def _mark(token: str, phase: str, attempt: int) -> str:
@@ -40,3 +43,35 @@ def restarts(ctx, token: str):
 @job(idempotency_key="v-park:{token}", version=VERSION, old_runs="park", retry=FAST)
 def parks(ctx, token: str):
     return _steps(ctx, token)
+
+
+@job(idempotency_key="v-patched:{token}", retry=FAST)
+def patched(ctx, token: str, fail_after: bool = False):
+    """A step, a patch (a fraud check the code from before it lacks), a sleep and a step;
+    ``fail_after``: the last step fails on the first attempt, so the run replays."""
+    ctx.step.run("before", lambda: _mark(token, "before", ctx.attempt))
+    checked = DEPLOYED["patch"] and ctx.step.patched("fraud-check")
+    if checked:
+        ctx.step.run("fraud-check", lambda: _mark(token, "fraud-check", ctx.attempt))
+    ctx.step.sleep("nap", "1h")
+
+    def after() -> str:
+        if fail_after and ctx.attempt == 1:
+            raise ConnectionError("the last step fails once")
+        return _mark(token, "after", ctx.attempt)
+
+    ctx.step.run("after", after)
+    return {"checked": checked}
+
+
+@job(idempotency_key="v-patched-async:{token}", retry=FAST)
+async def patched_async(ctx, token: str):
+    """``patched`` from an ``async def`` handler."""
+    from asgiref.sync import sync_to_async
+
+    await ctx.step.run("before", lambda: token)
+    checked = DEPLOYED["patch"] and await ctx.step.patched("fraud-check")
+    if checked:
+        await ctx.step.run("fraud-check", sync_to_async(lambda: _mark(token, "fraud", 1)))
+    await ctx.step.sleep("nap", "1h")
+    return {"checked": checked}

@@ -94,6 +94,7 @@ from .steps import (
     StepDuplicateError,
     StepLimitError,
     StepOutputInvalidError,
+    StepPatchError,
     StepReplayMismatchError,
 )
 
@@ -162,6 +163,7 @@ __all__ = [
     "StepDuplicateError",
     "StepLimitError",
     "StepOutputInvalidError",
+    "StepPatchError",
     "StepReplayMismatchError",
     "StepSuspension",
     "TerminalError",
@@ -227,6 +229,7 @@ CODES: dict[str, type[_Coded]] = {
         JobExpiredError,
         JobVersionInvalidError,
         JobVersionError,
+        StepPatchError,
         StepOutputInvalidError,
         StepAtomicAliasError,
         StepAtomicNestedError,

@@ -144,6 +144,8 @@ def _execute(
             return replace(ended, abandoned=body)
         return ended
     finally:
+        if steps is not None:  # a step asked from here on is outside a running job
+            steps.ended = True
         # SPEC EXEC-06, SE-21: whatever the body left running writes nothing from here on
         signal.abort(JobAbortedError("the attempt has ended"))
     replayed = tuple(steps.replayed_names) if steps else ()
