@@ -22,6 +22,17 @@ def inspect_versions() -> list[RunVersion]:
     return [_version(count) for count in get_driver().reads().live_versions()]
 
 
+def deploy_blockers() -> list[RunVersion]:
+    """The live runs a deploy of this code would leave parked or run by no worker of it (SPEC
+    VER-13): a version this code parks (``old_runs="park"``) or is older than, a job it does
+    not declare, and runs parked already. Empty: the deploy strands no live run::
+
+        >>> [(v.job, v.version, v.fate) for v in deploy_blockers()]
+        [('shop.jobs.fulfil', 1, 'park')]
+    """
+    return [found for found in inspect_versions() if found.blocks]
+
+
 def _version(count: VersionCount) -> RunVersion:
     handle = registry.jobs.get(count.name)
     declared = None if handle is None else handle.version

@@ -146,6 +146,13 @@ class Command(XJobsCommand):
         outbox.add_argument("--limit", type=int, default=100)
         action("workers", "worker processes: host, pid, queues, runs in flight, alive or lapsed")
         action("versions", "live runs per job and version, and what this code's workers do")
+        check = action("check", "gate a deploy: exit 1 if live runs would be stranded")
+        check.add_argument(
+            "--deploy",
+            action="store_true",
+            required=True,
+            help="list live runs this code would park or leave to no worker",
+        )
         batch = action("batch", "one batch: its counts, callbacks and members (none: recent ones)")
         batch.add_argument("batch_id", nargs="?")
         batch.add_argument("--limit", type=int, default=50, help="members (or batches) shown")
@@ -315,6 +322,15 @@ class Command(XJobsCommand):
 
     def _versions(self, o: Mapping[str, object]) -> tuple[object, str]:
         return versions_text.versions_report()
+
+    def _check(self, o: Mapping[str, object]) -> tuple[object, str]:
+        result, text, error = versions_text.deploy_check()
+        if error is None:
+            return result, text
+        self.stdout.write(
+            json.dumps(result, indent=2, default=_json_default) if o["json"] else text
+        )
+        raise error  # exit 1: one coded line, after the list
 
     def _crons(self, o: Mapping[str, object]) -> tuple[object, str]:
         return cron_commands.crons_report()
