@@ -6,6 +6,7 @@ steps to the ``Ledger``, the proof of which code ran what."""
 from __future__ import annotations
 
 import os
+import time
 
 from django_xjobs import Retry, job
 
@@ -13,9 +14,9 @@ from .models import Ledger
 
 VERSION = int(os.environ.get("XJOBS_TEST_JOB_VERSION", "2"))
 FAST = Retry(attempts=3, delay="10ms", max_delay="50ms", jitter=False)
-#: what is deployed: whether the handler asks ``patched("fraud-check")`` (a test flips it to
-#: run the code from before the patch)
-DEPLOYED = {"patch": True}
+#: what is deployed: whether the handler asks ``patched("fraud-check")`` (a test flips it, or a
+#: worker is started with ``XJOBS_TEST_PATCH=0``, to run the code from before the patch)
+DEPLOYED = {"patch": os.environ.get("XJOBS_TEST_PATCH", "1") == "1"}
 
 
 def _mark(token: str, phase: str, attempt: int) -> str:
@@ -46,9 +47,11 @@ def parks(ctx, token: str):
 
 
 @job(idempotency_key="v-patched:{token}", retry=FAST)
-def patched(ctx, token: str, fail_after: bool = False):
+def patched(ctx, token: str, fail_after: bool = False, hold: float = 0.0):
     """A step, a patch (a fraud check the code from before it lacks), a sleep and a step;
-    ``fail_after``: the last step fails on the first attempt, so the run replays."""
+    ``fail_after``: the last step fails on the first attempt, so the run replays; ``hold``: the
+    last step marks that it began, then holds that long on the first attempt (a test kills the
+    worker meanwhile)."""
     ctx.step.run("before", lambda: _mark(token, "before", ctx.attempt))
     checked = DEPLOYED["patch"] and ctx.step.patched("fraud-check")
     if checked:
@@ -58,6 +61,9 @@ def patched(ctx, token: str, fail_after: bool = False):
     def after() -> str:
         if fail_after and ctx.attempt == 1:
             raise ConnectionError("the last step fails once")
+        if hold and ctx.attempt == 1:
+            _mark(token, "after-began", ctx.attempt)
+            time.sleep(hold)  # the worker is SIGKILLed meanwhile
         return _mark(token, "after", ctx.attempt)
 
     ctx.step.run("after", after)
