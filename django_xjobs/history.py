@@ -22,7 +22,11 @@ from .text import MESSAGE_LIMIT, TRACEBACK_LIMIT, storable
 #: failed attempts kept per job; older ones are dropped as new ones arrive
 KEEP = 10
 
-Ending = Literal["retried", "dead", "failed", "timeout", "crashed", "lapsed", "snoozed"]
+#: ``parked`` and ``restarted``: what a worker of a newer version of the job did with a run of an
+#: older one (``job(old_runs=...)``, issue 44); never a failure of the run
+Ending = Literal[
+    "retried", "dead", "failed", "timeout", "crashed", "lapsed", "snoozed", "parked", "restarted"
+]
 
 
 @dataclass(frozen=True)

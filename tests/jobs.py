@@ -900,3 +900,7 @@ async def where_it_runs_async(ctx, n: int = 0):
     import asyncio
 
     return {"loop": asyncio.get_running_loop().is_running()}
+
+
+# jobs declared at a version of their code (issue 44): discovered with these
+from . import versioned  # noqa: E402, F401

@@ -151,6 +151,15 @@ class JobExplained(_ModelAdmin):
         kwargs["help_texts"] = {**time_help(), **kwargs.get("help_texts", {})}
         return super().get_form(request, obj, change, **kwargs)
 
+    @admin.display(description="version")
+    def version_shown(self, obj: Job) -> str:
+        """The version of its job's code the run started under (issue 44): a run claimed
+        before runs recorded one reads as 1, one never claimed has none yet."""
+        if obj.version is None and obj.started_at is None:
+            return "- (stamped at its first claim)"
+        version = 1 if obj.version is None else obj.version
+        return f"{version} (parked by a worker of a newer version)" if obj.parked else str(version)
+
     @admin.display(description="progress")
     def progress_column(self, obj: Job) -> str:
         """The list's progress (issue 30): a short bar and "3/10" for a job that reports it,

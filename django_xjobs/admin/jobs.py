@@ -114,6 +114,7 @@ class JobAdmin(JobActions, JobTrace, JobExplained, FleetOverview, LibraryRows):
                     "queue",
                     "progress_bar",
                     "priority",
+                    "version_shown",
                     "operator_buttons",
                 )
             },
@@ -213,6 +214,7 @@ class JobAdmin(JobActions, JobTrace, JobExplained, FleetOverview, LibraryRows):
             "state_shown",
             "attempt_of",
             "progress_bar",
+            "version_shown",
             "attempt_history",
             "step_timeline",
             "pretty_input",

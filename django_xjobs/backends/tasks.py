@@ -159,6 +159,9 @@ class TaskJob:
     event_poll: float | None = None
     concurrency: int | None = None
     tenant: Any = None
+    #: a task has no steps, so no version of its code confuses a run of another
+    version = 1
+    old_runs = "replay"
 
     def __init__(self, task: Any, options: TaskOptions) -> None:
         self.task = task

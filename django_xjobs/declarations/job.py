@@ -26,6 +26,7 @@ from ..run.enqueue import REQUIRED, EnqueueOptions, OnConflict
 from . import registry
 from .actors import Actor
 from .signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
+from .versions import FIRST_VERSION, OldRuns, check_old_runs, check_version
 
 _MISSING: Any = object()
 #: the most runs at once a job may declare (per name, or per limit key)
@@ -68,6 +69,8 @@ class JobHandle:
         expires_in: float | None = None,
         debounce: float | None = None,
         limits: JobLimits | None = None,
+        version: int = FIRST_VERSION,
+        old_runs: OldRuns = "replay",
     ) -> None:
         self.fn: Callable[..., Any] = fn
         self.name = name
@@ -85,6 +88,9 @@ class JobHandle:
         self.options = options or EnqueueOptions()
         #: fleet-wide limits decided in the claim (limits/keys.py); None: none declared
         self.limits = limits
+        #: the code its runs start under, and what a run started under an older one does here
+        self.version = version
+        self.old_runs: OldRuns = old_runs
         self.signature = signature_of(fn)
         self._binder = Binder(self.signature)
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -320,6 +326,8 @@ class JobHandle:
             "timeout": self.timeout,
             "expires_in": self.expires_in,
             "debounce": self.debounce,
+            "version": self.version,
+            "old_runs": self.old_runs,
             "idempotent": True,
             "steps": [],
         }
@@ -343,6 +351,8 @@ def job(
     debounce: Duration | None = ...,
     limit_key: str | None = ...,
     rate_limit: str | None = ...,
+    version: int = ...,
+    old_runs: OldRuns = ...,
 ) -> JobHandle: ...
 
 
@@ -364,6 +374,8 @@ def job(
     debounce: Duration | None = ...,
     limit_key: str | None = ...,
     rate_limit: str | None = ...,
+    version: int = ...,
+    old_runs: OldRuns = ...,
 ) -> Callable[[Callable[..., object]], JobHandle]: ...
 
 
@@ -384,6 +396,8 @@ def job(
     debounce: Duration | None = None,
     limit_key: str | None = None,
     rate_limit: str | None = None,
+    version: int = FIRST_VERSION,
+    old_runs: OldRuns = "replay",
 ) -> JobHandle | Callable[[Callable[..., object]], JobHandle]:
     """Declare a durable job. Put it in ``<app>/jobs.py``; it is imported at startup.
 
@@ -412,6 +426,11 @@ def job(
     ``concurrency`` caps the runs at once per key instead of per job name. ``rate_limit``
     (``"100/m"``, ``"10/s"``, ``"500/h"``) caps the starts per window per key (per job name
     without a ``limit_key``).
+
+    ``version=2`` when a change of its steps would confuse a run started under the old code;
+    ``old_runs`` says what a worker of the new code does with one: ``"replay"`` its steps by
+    name, ``"restart"`` it without them, or ``"park"`` it for a worker of its own version
+    (docs/howto/changing-jobs.md).
     """
 
     def declare(handler: Callable[..., object]) -> JobHandle:
@@ -465,6 +484,7 @@ def job(
                 hint="omit it for no cap; concurrency=0 would never run",
             )
         _check_priority(priority)
+        declared_version, policy_old = check_version(version), check_old_runs(old_runs)
         limits = declared(limit_key, concurrency, rate_limit, signature)
         return JobHandle(
             handler,
@@ -481,6 +501,8 @@ def job(
             expires_in=parse_optional(expires_in, field="expires_in"),
             debounce=parse_optional(debounce, field="debounce"),
             limits=limits,
+            version=declared_version,
+            old_runs=policy_old,
         )
 
     return declare if fn is None else declare(fn)

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from ..drivers.contract import DeclaredVersions
 from ..errors import CronInvalidError, JobDefinitionError, JobDuplicateDefinitionError, XJobsError
 from ..limits.keys import JobLimits, use_declared
 
@@ -49,6 +50,12 @@ class DeclaredJob(Declared, Protocol):
     reruns_lapsed: bool
     is_async: bool
     backfill: DeclaredBackfill | None
+    #: the version of its code (``@job(version=...)``)
+    version: int
+
+    #: what a run started under an older version does here (``@job(old_runs=...)``)
+    @property
+    def old_runs(self) -> str: ...
 
     def invoke(self, ctx: JobContext, inputs: Mapping[str, object]) -> object: ...
 
@@ -77,6 +84,8 @@ class Registry(Generic[H]):
         self.kind, self.why = kind, why
         self._items: dict[str, H] = {}
         self._lock = threading.Lock()
+        #: counts every change of the items, so a reader may keep what it made of them
+        self.generation = 0
 
     def register(self, handle: H) -> None:
         if getattr(_lookup, "active", False):
@@ -89,10 +98,12 @@ class Registry(Generic[H]):
                     hint=f"the name {self.why}; give one of them another name=",
                 )
             self._items[handle.name] = handle
+            self.generation += 1
 
     def unregister(self, name: str) -> None:
         with self._lock:
             self._items.pop(name, None)
+            self.generation += 1
 
     def get(self, name: str) -> H | None:
         return self._items.get(name)
@@ -175,6 +186,22 @@ def discovered() -> str:
 
 register = jobs.register
 unregister = jobs.unregister
+
+
+def declared_versions() -> DeclaredVersions:
+    """What this process's claims are told of the jobs it declares (issue 44): each job's
+    version and whether it parks older runs; made again only once the declarations changed."""
+    generation = (id(jobs._items), jobs.generation)  # a test may swap the whole dict
+    cached = _versions.get(generation)
+    if cached is None:
+        cached = DeclaredVersions({h.name: (h.version, h.old_runs == "park") for h in jobs.all()})
+        _versions.clear()
+        _versions[generation] = cached
+    return cached
+
+
+#: the latest declared_versions(), by the registry's generation it was made at
+_versions: dict[tuple[int, int], DeclaredVersions] = {}
 
 
 def registered_jobs() -> list[DeclaredJob]:

@@ -71,10 +71,15 @@ def cancel_refusal(job_id: UUID, state: str) -> XJobsError | None:
     return JobNotCancellableError(f"job {job_id} is {state!r} and cannot be cancelled", hint=hint)
 
 
-def requeue_refusal(job_id: UUID, state: str, force: bool) -> XJobsError | None:
+def requeue_refusal(
+    job_id: UUID, state: str, force: bool, restart: bool = False, parked: bool = False
+) -> XJobsError | None:
     """Why a job in ``state`` cannot be requeued, or None (DESIGN Q-03: dead, failed, and
-    cancelled only with force)."""
+    cancelled only with force; with ``restart``, a run a worker of a newer version parked too,
+    SPEC VER-09)."""
     if state in ("dead", "failed") or (state == CANCELLED and force):
+        return None
+    if restart and parked and state == "suspended":
         return None
     if state == CANCELLED:
         hint = "it was cancelled on purpose; pass force=True (--force) to run it again"

@@ -69,6 +69,17 @@ class IdempotencyRequiredError(JobDefinitionError):
     code = "X_IDEMPOTENCY_REQUIRED"
 
 
+class JobVersionInvalidError(JobDefinitionError):
+    """A job declared a ``version`` that is not a whole number from 1 up, or an ``old_runs``
+    policy it does not know."""
+
+    code = "X_JOB_VERSION_INVALID"
+    default_hint = (
+        'version= counts from 1 and goes up by one each change of the steps; old_runs= is "replay", '
+        '"restart" or "park"'
+    )
+
+
 class InputInvalidError(XJobsError):
     """Job inputs do not fit the handler's signature or are not JSON."""
 

@@ -133,6 +133,17 @@ class JobUndecodableError(XJobsError):
     )
 
 
+class JobVersionError(XJobsError):
+    """A run started under an older version of its job, which declares ``old_runs="park"``:
+    it is suspended, unrun, until a worker of its version or an operator takes it."""
+
+    code = "X_JOB_VERSION"
+    default_hint = (
+        "run a worker that still declares the run's version, or start it again under this code "
+        "with: manage.py xjobs retry <id> --restart"
+    )
+
+
 class JobExpiredError(XJobsError):
     """A job was not started before its ``expires_at`` (``expires_in``), so it never ran."""
 

@@ -17,6 +17,18 @@ class StepDuplicateError(XJobsError):
     default_hint = "give each step its own name; a loop can add its index: f'fetch:{page}'"
 
 
+class StepPatchError(XJobsError):
+    """``ctx.step.patched`` was asked outside a running job's steps, or twice for one name in
+    one run."""
+
+    code = "X_STEP_PATCH"
+    retry = "terminal"  # the same code asks the same way again
+    default_hint = (
+        "ask ctx.step.patched(name) inside the job's handler, once per patch; give each change "
+        "its own name"
+    )
+
+
 class StepLimitError(XJobsError):
     """A run started more steps than ``XJOBS["MAX_STEPS_PER_RUN"]`` allows."""
 

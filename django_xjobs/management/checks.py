@@ -306,3 +306,41 @@ def check_pending_backfills(
             id="django_xjobs.W020",
         )
     ]
+
+
+@checks.register("xjobs_deploy", deploy=True)
+def check_deploy_versions(
+    app_configs: object = None, databases: object = None, **kwargs: object
+) -> list[checks.CheckMessage]:
+    """``manage.py check --deploy --tag xjobs_deploy``: what ``xjobs check --deploy`` gates on
+    (issue 44, SPEC VER-13), as an error per job whose live runs this code would park or leave
+    to no worker: a CI step that fails the deploy."""
+    from django.db import DatabaseError
+
+    from ..operations.versions import deploy_blockers
+
+    try:
+        xjobs = conf.validate(getattr(settings, "XJOBS", {}))
+        blockers = deploy_blockers()
+    except (XJobsError, DatabaseError):
+        return []  # an invalid XJOBS is check_settings' to report; not migrated yet: nothing live
+    found: list[checks.CheckMessage] = []
+    for job in sorted({v.job for v in blockers}):
+        runs = [v for v in blockers if v.job == job]
+        said = ", ".join(
+            f"{v.running + v.waiting + v.parked} of version "
+            f"{'-' if v.version is None else v.version} ({v.fate})"
+            for v in runs
+        )
+        declared = runs[0].declared
+        found.append(
+            checks.Error(
+                f"X_JOB_VERSION: live runs of {job} in database {xjobs.database!r} would be "
+                f"parked or run by no worker of this code (it declares "
+                f"{'no such job' if declared is None else f'version {declared}'}): {said}",
+                hint="keep a worker of their version running, declare old_runs='replay' or "
+                "'restart', or start them again: python manage.py xjobs retry <id> --restart",
+                id="django_xjobs.E030",
+            )
+        )
+    return found

@@ -72,6 +72,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "not counted as failures",
         ("queue",),
     ),
+    "xjobs_jobs_old_runs_total": (
+        "Claims, by workers in this process, of runs started under an older version of their "
+        "job's code, by the job's old_runs: replay (each resume counts), restart or park",
+        ("queue", "policy"),
+    ),
     "xjobs_jobs_run_now_total": (
         "Waiting jobs an operator made due now in this process (run_job_now: the admin's Run "
         "now, xjobs run-now)",

@@ -162,6 +162,18 @@ class Job(models.Model):
         help_text="When a published event answered the step this run was parking on: its park "
         "in that attempt is due at once.",
     )
+    version = models.IntegerField(
+        null=True,
+        blank=True,
+        help_text="The version of its job's code the run started under, stamped at its first "
+        "claim; empty reads as 1.",
+    )
+    parked = models.BooleanField(
+        db_default=False,
+        default=False,
+        help_text="Suspended by a worker of a newer version (old_runs='park'): only a worker of "
+        "its own version, or one that replays or restarts old runs, takes it.",
+    )
 
     class Meta:
         db_table = "x_jobs"

@@ -8,7 +8,7 @@ the document, ids and times as strings, durations in seconds.
 
 The calls live by what they act on: ``jobs`` (a job's trace, cancel, retry, run now, the dead
 letters, prune), ``fleet`` (queues and workers), ``outbox``, ``cron_controls``, ``manifest`` and
-``why``; every public name is here too, so ``from django_xjobs.operations import inspect_job``
+``why``, ``versions``; every public name is here too, so ``from django_xjobs.operations import inspect_job``
 keeps working.
 """
 
@@ -38,6 +38,7 @@ from .jobs import (
 from .manifest import inspect_manifest
 from .outbox import discard_outbox_entry, inspect_outbox, retry_outbox_entry
 from .shared import HEX_DIGITS, MIN_PREFIX, PREFIX_CANDIDATES
+from .versions import inspect_versions
 
 __all__ = [
     "HEX_DIGITS",
@@ -54,6 +55,7 @@ __all__ = [
     "inspect_manifest",
     "inspect_outbox",
     "inspect_queues",
+    "inspect_versions",
     "inspect_workers",
     "key_shown",
     "list_jobs",

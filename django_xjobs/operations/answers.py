@@ -190,6 +190,11 @@ class JobTrace(Answer):
     snoozes: int
     progress: dict[str, Any] | None
     dependencies: Dependencies | None
+    #: the version of its job's code the run started under (None: not claimed yet; its first
+    #: claim stamps the version its worker declares), and whether a worker of a newer version
+    #: parked it (issue 44)
+    version: int | None = None
+    parked: bool = False
     collapsed_from: str | None = None
 
 
@@ -455,3 +460,28 @@ __all__ = [
     "WorkerReport",
     "json_default",
 ]
+
+
+@dataclass(frozen=True, eq=False)
+class RunVersion(Answer):
+    """The live runs of one job started under one version, and what the workers of this code
+    do with them (``inspect_versions``, issue 44). ``version`` None: runs not claimed yet (their
+    first claim stamps the version the claiming worker declares). ``declared`` and ``old_runs``
+    are this code's (None: it does not declare the job). ``fate``: ``current`` (its version),
+    ``new`` (not started yet), ``replay``, ``restart`` or ``park`` (an older version, by the
+    job's ``old_runs``), ``newer`` (a version this code is older than: none of its workers runs
+    it) or ``undeclared`` (a job this code does not declare)."""
+
+    job: str
+    version: int | None
+    declared: int | None
+    old_runs: str | None
+    running: int
+    waiting: int
+    parked: int
+    fate: str
+
+    @property
+    def blocks(self) -> bool:
+        """Whether a deploy of this code would leave these runs parked or run by no worker."""
+        return self.fate in ("park", "newer", "undeclared") or self.parked > 0

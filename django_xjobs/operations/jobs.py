@@ -134,7 +134,9 @@ def _cancel_children(driver: JobDriver, parent: UUID, run_id: UUID) -> None:
                 _cancel_children(driver, cancelled.id, cancelled.run_id)
 
 
-def retry_job(job_id: UUID | str, from_step: str | None = None, force: bool = False) -> JobTrace:
+def retry_job(
+    job_id: UUID | str, from_step: str | None = None, force: bool = False, restart: bool = False
+) -> JobTrace:
     """Run a ``dead`` or ``failed`` job again, on the same run (SPEC INSP-06, DESIGN Q-03/Q-04).
 
     The job becomes ready with attempt 0 and no ``started_at`` / ``last_attempted_at`` (its
@@ -145,12 +147,23 @@ def retry_job(job_id: UUID | str, from_step: str | None = None, force: bool = Fa
 
         >>> retry_job(job_id, from_step="charge")["state"]
         'ready'
+
+    ``restart=True`` starts the run again from the top under the code deployed now: every
+    stored step is deleted and its next claim stamps the version its worker declares; it also
+    takes a run a worker of a newer version parked (``old_runs="park"``, issue 44).
     """
+    if restart and from_step is not None:
+        raise InvariantError(
+            "give from_step or restart, not both",
+            hint="restart deletes every step; from_step only that step and the later ones",
+        )
     check_name(from_step, "from_step")
     if from_step is not None and (not isinstance(from_step, str) or not from_step):
         raise InvariantError(f"from_step={from_step!r} must be a step name", hint='e.g. "charge"')
     driver = get_driver()
-    row = driver.jobs().requeue(job_id_of(job_id), from_step=from_step, force=bool(force))
+    row = driver.jobs().requeue(
+        job_id_of(job_id), from_step=from_step, force=bool(force), restart=bool(restart)
+    )
     return _trace(driver, row)
 
 
@@ -292,6 +305,9 @@ def _trace(driver: JobDriver, row: JobSnapshot, reveal: bool = False) -> JobTrac
         progress=row.progress,
         # issue 32: the jobs it runs after, how many are not done yet, the one that failed it
         dependencies=_dependencies(row),
+        # issue 44: a run claimed before runs recorded their version reads as 1
+        version=1 if row.version is None and row.started_at else row.version,
+        parked=row.parked,
     )
 
 

@@ -37,7 +37,7 @@ from ..limits.rate_limited import handed_back
 from ..payload import NotJSON, check_json, encode
 from ..steps import Steps
 from ..steps.asynchronous import AsyncSteps
-from . import outage, signals, verdicts
+from . import outage, signals, verdicts, versions
 from .context import JobContext, JobLogger, _current
 from .controls import RunControls
 from .execution import Body, Execution, Outcome
@@ -79,6 +79,10 @@ def _execute(
     over_budget = job.attempt > handle.retry.attempts and not handle.reruns_lapsed
     if job.lease_expiries >= conf.get().max_lease_expiries or over_budget:
         return verdicts.crash_looping(job, handle.retry)
+    if job.version != handle.version:  # another version of its code (issue 44)
+        ended = versions.old_run(job, handle, driver, signal)
+        if ended is not None:
+            return ended
     steps: Steps | None = None
     controls = RunControls(
         job_id=job.id,
@@ -140,6 +144,8 @@ def _execute(
             return replace(ended, abandoned=body)
         return ended
     finally:
+        if steps is not None:  # a step asked from here on is outside a running job
+            steps.ended = True
         # SPEC EXEC-06, SE-21: whatever the body left running writes nothing from here on
         signal.abort(JobAbortedError("the attempt has ended"))
     replayed = tuple(steps.replayed_names) if steps else ()

@@ -46,5 +46,13 @@ class Runnable(Protocol):
     @property
     def is_async(self) -> bool: ...
 
+    #: the version of its code its runs start under (``@job(version=...)``); 1 for a task
+    @property
+    def version(self) -> int: ...
+
+    #: what a run started under an older version does here: "replay", "restart" or "park"
+    @property
+    def old_runs(self) -> str: ...
+
     def invoke(self, ctx: JobContext, inputs: Mapping[str, object]) -> object:
         """Call the body for one run."""

@@ -11,7 +11,8 @@ clock even when the publisher and the worker run on two machines (issue 11).
 
 ``Steps`` is the face a handler sees, in parts: ``record.py`` (the recorder: names, records
 and the fenced write every step ends in), ``waits.py`` (sleeps and event waits),
-``children.py`` (child jobs), ``atomic.py`` (atomic steps); ``asynchronous.py`` holds its
+``children.py`` (child jobs), ``atomic.py`` (atomic steps), ``patches.py`` (``patched``, the
+markers that let one declaration serve old and new runs); ``asynchronous.py`` holds its
 awaitable twin and ``events.py`` ``publish_event``.
 """
 
@@ -27,6 +28,7 @@ from django.db import connections
 from ..durations import format_seconds
 from ..errors import JobTimeoutError
 from .children import Children
+from .patches import Patches
 from .waits import Waits
 
 if TYPE_CHECKING:
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class Steps(Waits, Children):
+class Steps(Waits, Children, Patches):
     """``ctx.step``: every method takes a step name that is unique within the run.
 
     A step's outcome is stored the moment it ends; a later attempt of the same run replays it

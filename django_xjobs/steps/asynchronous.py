@@ -97,6 +97,10 @@ class AsyncSteps:
         block = AsyncAtomic(Atomic(self._steps, name))
         return block if fn is None else acall(block, fn)
 
+    async def patched(self, name: str) -> bool:
+        """``Steps.patched`` for an ``async def`` handler: ``await ctx.step.patched(name)``."""
+        return await sync_to_async(self._steps.patched)(name)
+
     async def sleep(self, name: str | Duration, duration: Duration | None = None) -> None:
         await sync_to_async(self._steps.sleep)(name, duration)
 

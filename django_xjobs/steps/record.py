@@ -77,6 +77,8 @@ class StepRecorder:
         #: the atomic step whose block is open: another step inside it would commit or
         #: vanish with that block's transaction, so none may start
         self.inside_atomic: str | None = None
+        #: set once the attempt has ended: a step asked after it is outside a running job
+        self.ended = False
 
     @property
     def _records(self) -> dict[str, StepRecord]:

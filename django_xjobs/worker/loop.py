@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from ..declarations import registry
 from ..drivers.contract import ClaimedJob, JobDriver
 from ..limits.worker import LimitPlan
 from .admission import Admission
@@ -299,6 +300,7 @@ class ClaimLoop:
                         visibility_timeout=self.visibility_timeout,
                         worker_id=self.worker_id,
                         lapsed=swept,
+                        versions=registry.declared_versions(),  # SPEC VER-05
                         **more,
                     )
             except Exception as error:

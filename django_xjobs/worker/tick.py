@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from ..declarations import registry
 from ..drivers.connections import role_connections
 from ..drivers.contract import ClaimedJob, JobDriver, Shed
 from ..errors import InvariantError
@@ -112,6 +113,7 @@ class Ticker:
                 limit=room if len(lanes) == 1 else min(room, lane.size),
                 visibility_timeout=self.visibility_timeout,
                 worker_id=self.worker_id,
+                versions=registry.declared_versions(),  # SPEC VER-05
             )
         return claimed
 

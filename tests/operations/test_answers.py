@@ -99,7 +99,7 @@ def test_a_real_jobs_trace_reads_as_the_dict_it_was(harness):
         "idempotency_key", "run_id", "run_at", "created_at", "updated_at", "started_at",
         "last_attempted_at", "attempted_by", "last_error", "stop_reason", "input", "result",
         "tenant_id", "traceparent", "enqueued_by", "steps", "retry_delays", "attempts",
-        "backfill", "expires_at", "snoozes", "progress", "dependencies",
+        "backfill", "expires_at", "snoozes", "progress", "dependencies", "version", "parked",
     ]  # fmt: skip
     assert document["steps"][0] == {
         "name": "load",
@@ -241,6 +241,10 @@ def test_every_answer_type_is_checked(harness):
             rate_limit="10/m", starts_in_window=3, paused_until=None,
         ),
         answers.JobTrace(**_trace_fields()),
+        answers.RunVersion(
+            job="tests.jobs.ok", version=1, declared=2, old_runs="park", running=0, waiting=0,
+            parked=1, fate="park",
+        ),
         answers.JobSummary(
             id="i", name="n", queue="q", state="ready", attempt=0, max_attempts=3,
             stop_reason=None, last_error=None, run_at=None, updated_at=None, started_at=None,

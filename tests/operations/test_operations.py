@@ -410,6 +410,8 @@ def test_insp_02_03_the_trace_is_plain_json_with_steps_in_seconds(harness):
         "snoozes": 0,
         "progress": None,
         "dependencies": None,  # it waits for no job and none waits for it (issue 32)
+        "version": 1,  # tests.jobs.* declare version 1 (issue 44)
+        "parked": False,
     }
     load, charge, nap = trace["steps"]
     assert load == {

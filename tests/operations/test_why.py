@@ -29,6 +29,7 @@ import django_xjobs
 from django_xjobs import operations, set_queue_limit, why_job
 from django_xjobs.conf.limits import Limits
 from django_xjobs.drivers.contract import (
+    DeclaredVersions,
     Finish,
     Presence,
     QueueState,
@@ -44,7 +45,7 @@ from django_xjobs.models import JobState
 from django_xjobs.operations.why import CAUSES
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.worker import Worker
-from tests import jobs
+from tests import jobs, versioned
 from tests.drivers.contract.support import VIS, claim, request
 
 PACKAGE = Path(django_xjobs.__file__).parent
@@ -252,6 +253,33 @@ def _no_worker(harness):
     return jobs.ok.enqueue(n=1).id
 
 
+def _under(harness, handle, version: int):
+    """A run of ``handle`` first claimed by a worker declaring ``version`` (issue 44)."""
+    result = handle.enqueue(**({"token": "t"} if handle is versioned.parks else {"n": 1}))
+    [held] = harness.driver.runs().claim(
+        queues=["default"],
+        limit=1,
+        visibility_timeout=VIS,
+        worker_id="w-other",
+        versions=DeclaredVersions({handle.name: (version, False)}),
+    )
+    assert held.id == result.id and held.version == version
+    return held
+
+
+def _version_parked(harness):
+    held = _under(harness, versioned.parks, 1)
+    parked = SuspendUntil(held.id, held.lease_token, error="X_JOB_VERSION: parked", parked=True)
+    assert harness.driver.runs().suspend(parked)
+    return held.id
+
+
+def _newer_version(harness):
+    held = _under(harness, jobs.ok, 2)  # this process declares tests.jobs.ok at version 1
+    assert harness.driver.runs().suspend(SuspendUntil(held.id, held.lease_token))
+    return held.id
+
+
 def _not_registered_here(harness):
     return harness.driver.jobs().enqueue(request(name="tests.jobs.gone", key="g")).id
 
@@ -270,6 +298,8 @@ GATES: dict[str, tuple[Callable[[Any], Any], dict[str, Any]]] = {
     "dependency_failed": (_dependency_failed, {}),
     "unknown_job": (_unknown_job, {}),
     "expiry": (_expiry, {}),
+    "version_parked": (_version_parked, {}),
+    "newer_version": (_newer_version, {}),
     "queue_paused": (_queue_paused, {}),
     "queue_at_cap": (_queue_at_cap, {}),
     "job_at_limit": (_job_at_limit, {}),
@@ -624,6 +654,8 @@ JOB_OPTIONS: dict[str, tuple[str, ...] | None] = {
     "debounce": ("scheduled",),
     "limit_key": ("key_at_limit", "rate_limited", "key_paused"),
     "rate_limit": ("rate_limited",),
+    "version": ("newer_version",),
+    "old_runs": ("version_parked",),
 }
 USING_OPTIONS: dict[str, tuple[str, ...] | None] = {
     "self": None,
@@ -670,6 +702,8 @@ SHEDS: dict[str, tuple[str, ...] | None] = {
     "job concurrency (": ("job_at_limit",),
     "rate limited for ": ("key_paused",),
     "queue paused": ("queue_paused",),
+    # a run of a newer version than the worker's: its claim never takes one (SPEC VER-05)
+    "a newer version (": ("newer_version",),
     # a read of the slot table failed, a drain, a run cancelled or lost before it started:
     # handed back at once in its place, held by nothing
     "the concurrency slot could not be taken": None,
@@ -684,10 +718,17 @@ PARKINGS = {
 }
 #: every state, and the causes a row in it may be held by
 STATES = {
-    "ready": ("behind", "fair_share", "queue_paused"),
+    "ready": ("behind", "fair_share", "queue_paused", "newer_version"),
     "delayed": ("scheduled", "backing_off", "snoozed"),
     "running": ("running",),
-    "suspended": ("sleeping", "waiting_for_event", "waiting_for_children", "waiting_for_jobs"),
+    "suspended": (
+        "sleeping",
+        "waiting_for_event",
+        "waiting_for_children",
+        "waiting_for_jobs",
+        "version_parked",
+        "newer_version",
+    ),
     "done": ("finished",),
     "failed": ("finished",),
     "dead": ("finished",),

@@ -276,7 +276,14 @@ def test_the_metrics_reference_lists_no_series_the_code_lacks():
 PUBLIC_MODULES = ("django_xjobs", "django_xjobs.testing", "django_xjobs.backends")
 #: the ``ctx.step`` and handle methods a handler or a view writes, shown with their class
 PUBLIC_METHODS = {
-    "django_xjobs.steps.Steps": ("run", "sleep", "sleep_until", "wait_for_event", "atomic"),
+    "django_xjobs.steps.Steps": (
+        "run",
+        "sleep",
+        "sleep_until",
+        "wait_for_event",
+        "atomic",
+        "patched",
+    ),
     "django_xjobs.JobHandle": ("enqueue", "enqueue_as", "enqueue_many", "using"),
 }
 

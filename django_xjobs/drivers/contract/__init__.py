@@ -43,10 +43,18 @@ from .records import (
     QueueStats,
     Standing,
     StepRecord,
+    VersionCount,
     WorkerLoad,
     WorkerSnapshot,
 )
-from .requests import ClaimedJob, EnqueueRequest, EnqueueResult, claimed_input
+from .requests import (
+    NO_VERSIONS,
+    ClaimedJob,
+    DeclaredVersions,
+    EnqueueRequest,
+    EnqueueResult,
+    claimed_input,
+)
 from .runs import RunStore
 from .scheduler import LEADER_KEY, NotLeaderError, SchedulerStore
 from .settles import Complete, FinalState, Finish, RetryAt, Settle, Shed, SuspendUntil
@@ -64,6 +72,7 @@ __all__ = [
     "FINISHED_STATES",
     "LEADER_KEY",
     "LIVE_STATES",
+    "NO_VERSIONS",
     "STEP_STATUSES",
     "BackfillLedger",
     "BackfillRecord",
@@ -73,6 +82,7 @@ __all__ = [
     "ClaimedJob",
     "Complete",
     "CronState",
+    "DeclaredVersions",
     "DepthSample",
     "DriverFeatures",
     "EnqueueRequest",
@@ -107,6 +117,7 @@ __all__ = [
     "StepRecord",
     "StepStore",
     "SuspendUntil",
+    "VersionCount",
     "WorkerLoad",
     "WorkerSnapshot",
     "claimed_input",

@@ -7,7 +7,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Protocol
 from uuid import UUID
 
-from .records import AGED, JobSnapshot, QueueStats, Standing, WorkerSnapshot
+from .records import AGED, JobSnapshot, QueueStats, Standing, VersionCount, WorkerSnapshot
 from .requests import EnqueueRequest, EnqueueResult
 
 
@@ -38,9 +38,13 @@ class JobStore(Protocol):
         kept) and its queue woken. Raises JobNotFoundError, or JobNotWaitingError for a job that
         runs, is parked or has ended (issue 42)."""
 
-    def requeue(self, job_id: UUID, *, from_step: str | None, force: bool) -> JobSnapshot:
+    def requeue(
+        self, job_id: UUID, *, from_step: str | None, force: bool, restart: bool = False
+    ) -> JobSnapshot:
         """Make a dead/failed (or, with force, cancelled) job ready again: attempt 0, run_at now,
-        same run_id; ``from_step`` deletes that step and every step recorded after it."""
+        same run_id; ``from_step`` deletes that step and every step recorded after it.
+        ``restart``: every step is deleted and the run starts again under the version its next
+        claim stamps; a run parked by a worker of a newer version is taken too (SPEC VER-09)."""
 
     def preflight(self, alias: str, table: str = "x_jobs") -> None:
         """Before a role starts: raise one clear ``DriverUnavailableError`` when database
@@ -97,3 +101,7 @@ class ReadStore(Protocol):
     def job_states(self, ids: Sequence[UUID]) -> dict[UUID, str]:
         """The state of each of ``ids`` that names a job (an unknown id is left out), and
         nothing else of the rows; reads only."""
+
+    def live_versions(self) -> list[VersionCount]:
+        """The live runs counted per job and the version each started under (issue 44), by
+        name then version (never-claimed first); reads only."""

@@ -83,6 +83,26 @@ class JobSnapshot:
     after_failed: UUID | None = None
     run_anyway: bool = False
     dependants: tuple[UUID, ...] | None = None
+    #: the version of its job's code the run started under, stamped at its first claim (None:
+    #: never claimed since runs recorded it; it reads as 1 once started), and whether a worker
+    #: of a newer version parked it (issue 44)
+    version: int | None = None
+    parked: bool = False
+
+
+@dataclass(frozen=True)
+class VersionCount:
+    """The live runs of one job started under one version (issue 44), as ``live_versions``
+    counts them. ``version`` None: never claimed yet (its first claim stamps it); a run first
+    claimed before runs recorded their version counts as 1."""
+
+    name: str
+    version: int | None
+    running: int = 0
+    #: ready, delayed or suspended, and not parked
+    waiting: int = 0
+    #: suspended by a worker of a newer version (``old_runs="park"``)
+    parked: int = 0
 
 
 #: a limit key's use, as ``key_usage`` lists it: the key, the pause in force until then, its

@@ -3,9 +3,11 @@ answer, and the claimed job a worker runs."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 from uuid import UUID
 
@@ -122,12 +124,53 @@ class ClaimedJob:
     #: the worker its last run died with, that death not yet pinned on it (issue 39): every run
     #: of a dead worker shares its death, so this one runs alone next; None for most claims
     died_with: str | None = None
+    #: the version of its job's code the run started under (issue 44): stamped at its first
+    #: claim from the claiming worker's declaration; 1 for a run claimed before runs recorded it
+    version: int = 1
 
     @property
     def suspect(self) -> bool:
         """True when this run must run alone: its last run died with its worker, or died alone
         before (a counted crash)."""
         return self.died_with is not None or self.lease_expiries > 0
+
+
+@dataclass(frozen=True)
+class DeclaredVersions:
+    """What a worker's claim is told of the jobs it declares (issue 44): by name, each job's
+    version and whether it parks older runs (``old_runs="park"``). Its claim stamps a run's
+    version at its first claim, never takes a run started under a newer version (SPEC VER-05),
+    and leaves to others an older run it parked already (SPEC VER-08). A name it does not hold
+    is claimed as ever."""
+
+    jobs: Mapping[str, tuple[int, bool]]
+
+    @cached_property
+    def json(self) -> str:
+        """The map as the claim statements read it: ``{name: [version, parks]}``."""
+        return json.dumps({name: [v, parks] for name, (v, parks) in self.jobs.items()})
+
+    def stamp(self, name: str, version: int | None, started: bool) -> int | None:
+        """The version a claim leaves on a run: its own once stamped, 1 for a run first
+        claimed before runs recorded one, else this worker's (None: a job it does not hold)."""
+        if version is not None:
+            return version
+        if started:
+            return 1
+        declared = self.jobs.get(name)
+        return None if declared is None else declared[0]
+
+    def honours(self, name: str, version: int | None, parked: bool) -> bool:
+        """Whether this worker's claim may take the run (jobs.sql's waiting_rows)."""
+        declared = self.jobs.get(name)
+        if version is None or declared is None:
+            return True
+        mine, parks = declared
+        return version <= mine and not (parked and parks and version < mine)
+
+
+#: a claim told nothing of the worker's jobs: every run is taken, none stamped
+NO_VERSIONS = DeclaredVersions({})
 
 
 def claimed_input(stored: object) -> tuple[dict[str, Any], str | None]:

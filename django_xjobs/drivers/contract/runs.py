@@ -7,8 +7,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
+from ...history import Failure
 from .records import Presence
-from .requests import ClaimedJob
+from .requests import ClaimedJob, DeclaredVersions
 from .settles import Complete, Finish, RetryAt, Shed, SuspendUntil
 from .stores import Notifier
 
@@ -29,6 +30,7 @@ class RunStore(Protocol):
         worker_id: str,
         lapsed: bool = True,
         limits: ClaimLimits | None = None,
+        versions: DeclaredVersions | None = None,
     ) -> list[ClaimedJob]:
         """Lock and take up to ``limit`` due rows (and, with ``lapsed``, running rows whose
         lease lapsed), each with a fresh lease token that fences every later write; priority,
@@ -36,7 +38,9 @@ class RunStore(Protocol):
         a run that died with it is marked (``died_with``), never counted.
         ``lapsed=False`` is the cheaper claim a worker makes between its lapsed-lease sweeps.
         With ``limits``, only runs within them (limits/claims.py): a key's runs at once
-        and starts per window, a key's pause, a queue's cap (SPEC LIMIT-10..16)."""
+        and starts per window, a key's pause, a queue's cap (SPEC LIMIT-10..16). With
+        ``versions``, only runs whose version the worker honours, each stamped at its first
+        claim with the version it declares (SPEC VER-02, VER-05, VER-08)."""
 
     # settling a claimed run: one call per settle value, each fenced on 'running' and its token
     def complete(self, completes: Sequence[Complete]) -> set[UUID]:
@@ -54,6 +58,12 @@ class RunStore(Protocol):
 
     def finish(self, finish: Finish) -> bool:
         """Dead or failed for good; the failure joins the history in the same write."""
+
+    def restart(self, job_id: UUID, lease_token: UUID, version: int, entry: Failure) -> bool:
+        """A worker of a newer version starts an older run again (``old_runs="restart"``, SPEC
+        VER-07): the run's stored steps are deleted, it takes ``version``, and ``entry`` joins its
+        history, in one write fenced on 'running' and the token; False when it no longer holds
+        the run."""
 
     def progress(self, job_id: UUID, lease_token: UUID, progress: Mapping[str, object]) -> bool:
         """Store the run's progress (``done``, ``total``, ``note``) stamped ``at`` the store's

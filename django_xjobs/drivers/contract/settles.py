@@ -74,6 +74,9 @@ class SuspendUntil:
     #: a call step's live child jobs: the run is named among their dependants and falls due
     #: when the settle of the last of them ends it (issue 32, SPEC CHILD-07)
     children: tuple[UUID, ...] | None = None
+    #: a worker of a newer version parks a run of an older one (``old_runs="park"``, issue 44):
+    #: its own claims pass the run by, a worker of the run's version takes it (SPEC VER-08)
+    parked: bool = False
 
     def __post_init__(self) -> None:
         _storable_error(self)

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from ...ids import uuid7
 from ...limits.keys import key_of
-from ...states import LIVE_STATES, WAITING_STATES
+from ...states import FINISHED_STATES, LIVE_STATES, WAITING_STATES
 from .. import rules
 from ..bounds import check_index_entry
 from ..contract import (
@@ -260,17 +260,20 @@ class MemoryJobs(MemoryState):
             sub.callback()
         return _read(row)
 
-    def requeue(self, job_id: UUID, *, from_step: str | None, force: bool) -> JobSnapshot:
+    def requeue(
+        self, job_id: UUID, *, from_step: str | None, force: bool, restart: bool = False
+    ) -> JobSnapshot:
         with self._lock:
             row = self._rows.get(job_id)
             if row is None:
                 raise not_found(job_id)
-            refusal = requeue_refusal(job_id, row.state, force)
+            refusal = requeue_refusal(job_id, row.state, force, restart, row.parked)
             if refusal is not None:
                 raise refusal
             for other in self._rows.values():
                 if (
-                    other.state in LIVE_STATES
+                    other.id != row.id  # a parked run restarted is live already (issue 44)
+                    and other.state in LIVE_STATES
                     and other.name == row.name
                     and (other.tenant_id or "") == (row.tenant_id or "")
                     and other.idempotency_key == row.idempotency_key
@@ -283,8 +286,10 @@ class MemoryJobs(MemoryState):
                 run = self._steps[row.run_id]
                 for name in names[names.index(from_step) :]:  # DESIGN Q-04: it and every later one
                     del run[name]
+            if restart:  # as jobs.sql's requeue_restart: every step goes (SPEC VER-09)
+                self._steps.pop(row.run_id, None)
             now = self._now()
-            if row.batch_id is not None:  # its batch waits for it again (jobs.sql requeue)
+            if row.batch_id is not None and row.state in FINISHED_STATES:  # its batch waits again
                 self._batch_store.reopened(row.batch_id, row.state)
             row = replace(
                 row,
@@ -297,6 +302,8 @@ class MemoryJobs(MemoryState):
                 attempted_by=None,
                 run_at=now,
                 stop_reason=None,
+                version=None if restart else row.version,
+                parked=False,
                 after_failed=None,
                 waiting_on=None if row.waiting_on is None else min(row.waiting_on, 0),
                 visible_at=None,

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from ...limits.claims import KEY_SHOWN_FOR, ClaimLimits, in_window, room
 from ...limits.keys import SEPARATOR
-from ..contract import JobSnapshot, KeyUse
+from ..contract import NO_VERSIONS, DeclaredVersions, JobSnapshot, KeyUse
 from .state import KeyState
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ def pick(
     limits: ClaimLimits,
     now: datetime,
     visibility_timeout: float,
+    versions: DeclaredVersions = NO_VERSIONS,
 ) -> list[JobSnapshot]:
     """The rows a limited claim takes, in the order the PostgreSQL driver returns them: the
     sweep's lapsed rows first, then the rows within their limits (limits.sql)."""
@@ -44,6 +45,7 @@ def pick(
             and r.visible_at is not None
             and r.visible_at <= now
             and driver._presence.decided(r.claimed_by, r.visible_at, now, visibility_timeout)
+            and versions.honours(r.name, r.version, r.parked)
         ]
         stale.sort(key=lambda r: (r.visible_at, r.id))
         taken = sorted(stale[:limit], key=_order)
@@ -60,7 +62,14 @@ def pick(
             left = room(job, held, state.starts, now)
             budget[key] = limit if left is None else max(0, min(limit, left))
     due = sorted(
-        (r for r in rows.values() if r.queue in queues and r.state in _WAITING and r.run_at <= now),
+        (
+            r
+            for r in rows.values()
+            if r.queue in queues
+            and r.state in _WAITING
+            and r.run_at <= now
+            and versions.honours(r.name, r.version, r.parked)
+        ),
         key=_order,
     )
     keyed: list[JobSnapshot] = []

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from ...states import shown_state
+from ...states import LIVE_STATES, shown_state
 from ..contract import (
     JobSnapshot,
     QueueStats,
     Standing,
+    VersionCount,
     WorkerSnapshot,
 )
 from . import standing as memory_standing
@@ -108,3 +109,16 @@ class MemoryReads(MemoryState):
             rows = [r for r in self._rows.values() if r.state == "dead"]
         rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
         return [_read(r) for r in rows[:limit]]
+
+    def live_versions(self) -> list[VersionCount]:
+        counts: dict[tuple[str, int | None], list[int]] = {}
+        with self._lock:
+            for row in self._rows.values():
+                if row.state not in LIVE_STATES:
+                    continue
+                # as the PostgreSQL read: claimed before runs recorded a version reads as 1
+                version = 1 if row.version is None and row.started_at else row.version
+                n = counts.setdefault((row.name, version), [0, 0, 0])
+                n[0 if row.state == "running" else 2 if row.parked else 1] += 1
+        found = [VersionCount(name, v, *n) for (name, v), n in counts.items()]
+        return sorted(found, key=lambda c: (c.name, -1 if c.version is None else c.version))

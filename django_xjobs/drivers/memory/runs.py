@@ -14,8 +14,10 @@ from ...history import EXITED, KEEP, LAPSED, LAPSED_PRESENT, FailedAttempt, Fail
 from ...limits.claims import ClaimLimits
 from ...states import FINISHED_STATES, LIVE_STATES
 from ..contract import (
+    NO_VERSIONS,
     ClaimedJob,
     Complete,
+    DeclaredVersions,
     Finish,
     JobSnapshot,
     Presence,
@@ -54,17 +56,19 @@ class MemoryRuns(MemoryState):
         worker_id: str,
         lapsed: bool = True,
         limits: ClaimLimits | None = None,
+        versions: DeclaredVersions | None = None,
     ) -> list[ClaimedJob]:
         check_claim_args(queues, limit, visibility_timeout)
+        declared = versions or NO_VERSIONS
         with self._lock:
             now = self._now()
             if limits is not None:  # declared limits: decided as limits.sql decides them
                 picked = memory_limits.pick(
-                    self, queues, limit, lapsed, limits, now, visibility_timeout
+                    self, queues, limit, lapsed, limits, now, visibility_timeout, declared
                 )
                 # a lapsed run taken again is no new start (limits.sql's reclaim_lapsed)
                 starts = [r.id for r in picked if r.state != "running"]
-                claimed = self._take(picked, now, visibility_timeout, worker_id)
+                claimed = self._take(picked, now, visibility_timeout, worker_id, declared)
                 memory_limits.record(self, starts, limits, now)
                 return claimed
             due = [
@@ -72,6 +76,7 @@ class MemoryRuns(MemoryState):
                 for row in self._rows.values()
                 if row.queue in queues
                 and row.run_at <= now
+                and declared.honours(row.name, row.version, row.parked)  # SPEC VER-05, VER-08
                 and (
                     row.state in ("ready", "delayed", "suspended")
                     or (
@@ -86,10 +91,15 @@ class MemoryRuns(MemoryState):
                 )
             ]
             due.sort(key=lambda r: (-r.priority, r.run_at, r.id))
-            return self._take(due[:limit], now, visibility_timeout, worker_id)
+            return self._take(due[:limit], now, visibility_timeout, worker_id, declared)
 
     def _take(
-        self, picked: list[JobSnapshot], now: datetime, visibility_timeout: float, worker_id: str
+        self,
+        picked: list[JobSnapshot],
+        now: datetime,
+        visibility_timeout: float,
+        worker_id: str,
+        versions: DeclaredVersions = NO_VERSIONS,
     ) -> list[ClaimedJob]:
         """Claim the rows ``picked``, in that order, as the claim statements take them."""
         with self._lock:
@@ -124,6 +134,9 @@ class MemoryRuns(MemoryState):
                     last_attempted_at=now,
                     attempted_by=worker_id,
                     updated_at=now,
+                    # SPEC VER-02: stamped at the first claim; a claim ends a park (VER-08)
+                    version=versions.stamp(row.name, row.version, row.started_at is not None),
+                    parked=False,
                 )
                 self._rows[row.id] = row
                 inputs, undecodable = claimed_input(row.input)  # row by row, as in postgres
@@ -149,6 +162,7 @@ class MemoryRuns(MemoryState):
                         snoozes=row.snoozes,
                         waited=max((now - row.run_at).total_seconds(), 0.0),
                         died_with=row.lapsed_holder,
+                        version=1 if row.version is None else row.version,
                     )
                 )
             return claimed
@@ -225,7 +239,7 @@ class MemoryRuns(MemoryState):
         with self._lock:  # as jobs.sql's suspend: a park an event already answers is due now
             held = self._held(suspend.job_id, suspend.lease_token)
             answered = held is not None and self._event_store.answered(held.run_id, held.tenant_id)
-            return self._release(
+            released = self._release(
                 suspend,
                 state="ready" if suspend.snoozed else "suspended",
                 delay=0.0 if answered else suspend.delay,
@@ -234,6 +248,9 @@ class MemoryRuns(MemoryState):
                 failure=suspend.failure,
                 snoozed=suspend.snoozed,
             )
+            if released and suspend.parked:  # as jobs.sql's suspend (issue 44)
+                self._rows[suspend.job_id] = replace(self._rows[suspend.job_id], parked=True)
+            return released
 
     def shed(self, shed: Shed) -> bool:
         return self._release(
@@ -308,6 +325,18 @@ class MemoryRuns(MemoryState):
                 self._batch_store.ended(self._rows[row.id])
             if row.dependants and state in FINISHED_STATES:  # released, as in complete
                 self._release_dependants(self._rows[row.id])
+            return True
+
+    def restart(self, job_id: UUID, lease_token: UUID, version: int, entry: Failure) -> bool:
+        with self._lock:  # as jobs.sql's restart_run (SPEC VER-07)
+            row = self._held(job_id, lease_token)
+            if row is None:
+                return False
+            now = self._now()
+            stamped = FailedAttempt.stamped(entry, attempt=row.attempt, at=now)
+            errors = (*row.errors, stamped)[-KEEP:]
+            self._rows[job_id] = replace(row, version=version, errors=errors, updated_at=now)
+            self._steps.pop(row.run_id, None)
             return True
 
     def progress(self, job_id: UUID, lease_token: UUID, progress: Mapping[str, object]) -> bool:

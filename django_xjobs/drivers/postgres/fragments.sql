@@ -163,7 +163,7 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
        tenant_id, enqueued_by, idempotency_key,
        EXTRACT(EPOCH FROM date_trunc('second', created_at))::int8 * 1000000
            + mod(EXTRACT(MICROSECONDS FROM created_at)::int8, 1000000) AS created_us,
-       lease_expiries, traceparent, expired, snoozes, lapsed_holder,
+       lease_expiries, traceparent, expired, snoozes, lapsed_holder, version,
 
 -- fragment: lapsed_rows
 -- The rows a sweep takes again (jobs.sql's claim_lapsed, limits.sql's reclaim_lapsed): running
@@ -179,6 +179,10 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
     WHERE NOT (state IN ('ready', 'delayed', 'suspended', 'done', 'failed', 'dead', 'cancelled'))
       AND visible_at <= now()
       AND queue = ANY(%(queues)s::text[])
+      -- never a run started under a newer version than this worker declares (SPEC VER-05)
+      AND (j.version IS NULL
+           OR NOT ((SELECT %(versions)s::jsonb) ? j.name)
+           OR j.version <= ((SELECT %(versions)s::jsonb) -> j.name ->> 0)::int)
       AND NOT EXISTS (
           SELECT 1 FROM x_workers h
           WHERE h.id = j.claimed_by
@@ -254,6 +258,12 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
         started_at = COALESCE(j.started_at, now()),
         last_attempted_at = now(),
         attempted_by = %(worker_id)s,
+        -- the version this worker declares, at the run's first claim only; a run claimed before
+        -- runs recorded one reads as 1 (SPEC VER-02); a claim ends a park (SPEC VER-08)
+        version = COALESCE(j.version, CASE WHEN j.started_at IS NULL
+                                           THEN ((SELECT %(versions)s::jsonb) -> j.name ->> 0)::int
+                                           ELSE 1 END),
+        parked = false,
         updated_at = now()
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.run_id, j.name, j.queue, j.input, j.attempt, j.max_attempts, j.lease_token,
@@ -262,4 +272,4 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
               -- expired: first claimed at or past expires_at (started_at is the first
               -- claim's time), at that claim and at any reclaim after a worker died before
               -- settling the verdict (SPEC JCTL-02); NULL when the job has no expiry
-              j.expires_at <= j.started_at AS expired, j.snoozes, j.lapsed_holder
+              j.expires_at <= j.started_at AS expired, j.snoozes, j.lapsed_holder, j.version

@@ -215,8 +215,10 @@ class PostgresJobs(PostgresReads):
             raise refusal
         return row
 
-    def requeue(self, job_id: UUID, *, from_step: str | None, force: bool) -> JobSnapshot:
-        params = {"id": job_id, "states": requeue_states(force)}
+    def requeue(
+        self, job_id: UUID, *, from_step: str | None, force: bool, restart: bool = False
+    ) -> JobSnapshot:
+        params = {"id": job_id, "states": requeue_states(force), "restart": restart}
         try:
             # One transaction: the state change and the step deletion land together or not at
             # all, and the wake-up is only sent on commit.
@@ -226,9 +228,12 @@ class PostgresJobs(PostgresReads):
                     row = self.get_job(job_id)
                     if row is None:
                         raise not_found(job_id)
-                    raise requeue_refusal(job_id, row.state, force) or DriverUnavailableError(
+                    refused = requeue_refusal(job_id, row.state, force, restart, row.parked)
+                    raise refused or DriverUnavailableError(
                         f"job {job_id} changed state while being retried", hint="try again"
                     )
+                if restart:
+                    self._count("requeue_restart", {"run_id": rows[0].run_id})
                 if from_step is not None:
                     run_id = rows[0].run_id
                     step = {"run_id": run_id, "step": from_step}

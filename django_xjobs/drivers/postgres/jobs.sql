@@ -248,13 +248,24 @@ SELECT id, run_id FROM x_jobs WHERE id = ANY(%(ids)s::uuid[]);
 -- fragment: waiting_rows
 -- The due waiting rows a claim takes (claim, claim_lapsed), locked: each queue walked on its own
 -- along the claim index, whose predicate and key its filter and order spell (claim says why), up
--- to `limit` rows a queue.
+-- to `limit` rows a queue. Only runs whose version this worker honours (issue 44, SPEC VER-05):
+-- `versions` maps each job it declares to [version, parks old runs]; a run started under a newer
+-- version is never taken, nor one this worker's own old_runs="park" parked already (a worker of
+-- the run's version, or one that replays or restarts old runs, takes it). A job it does not
+-- declare is taken as ever. The map is read once a statement (an InitPlan), not once a row.
     FROM unnest(%(queues)s::text[]) AS q(name)
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM x_jobs
         WHERE NOT (state IN ('running', 'done', 'failed', 'dead', 'cancelled'))
           AND queue = q.name
           AND run_at <= now()
+          AND (x_jobs.version IS NULL
+               OR NOT ((SELECT %(versions)s::jsonb) ? x_jobs.name)
+               OR x_jobs.version <= ((SELECT %(versions)s::jsonb) -> x_jobs.name ->> 0)::int
+                  AND NOT (x_jobs.parked
+                           AND ((SELECT %(versions)s::jsonb) -> x_jobs.name ->> 1)::bool
+                           AND x_jobs.version
+                               < ((SELECT %(versions)s::jsonb) -> x_jobs.name ->> 0)::int))
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
@@ -465,6 +476,8 @@ SET state = CASE WHEN %(snoozed)s THEN 'ready' ELSE 'suspended' END,
         ELSE now() + make_interval(secs => %(delay)s) END,
     last_error = COALESCE(%(error)s, last_error),
     stop_reason = NULL,
+    -- a worker of a newer version parks an older run (issue 44): its own claims pass it by
+    parked = %(parked)s,
     visible_at = NULL,
     claimed_by = NULL,
     lease_token = NULL,
@@ -472,6 +485,38 @@ SET state = CASE WHEN %(snoozed)s THEN 'ready' ELSE 'suspended' END,
 WHERE id = %(id)s
   AND (state = 'running') IS TRUE
   AND lease_token = %(lease_token)s;
+
+-- name: restart_run
+-- A worker of a newer version starts an older run again (old_runs="restart", issue 44, SPEC
+-- VER-07): the run takes this worker's version, the restart joins its history (the last `keep`
+-- entries kept), and its stored steps are deleted, all in this one statement, fenced on the
+-- lease as every write of a run is; a run no longer held writes and deletes nothing.
+WITH restarted AS (
+    UPDATE x_jobs
+    SET version = %(version)s,
+        errors = (
+            SELECT jsonb_agg(kept.entry ORDER BY kept.n)
+            FROM (
+                SELECT entry, n
+                FROM jsonb_array_elements(
+                    errors || jsonb_build_array(
+                        jsonb_build_object('attempt', attempt, 'at', now()) || %(failure)s::jsonb)
+                ) WITH ORDINALITY AS entries(entry, n)
+                ORDER BY n DESC
+                LIMIT %(keep)s
+            ) AS kept
+        ),
+        updated_at = now()
+    WHERE id = %(id)s
+      AND (state = 'running') IS TRUE
+      AND lease_token = %(lease_token)s
+    RETURNING run_id
+), dropped AS (
+    DELETE FROM x_job_steps s
+    USING restarted r
+    WHERE s.run_id = r.run_id
+)
+SELECT count(*) FROM restarted;
 
 -- name: suspend_children
 -- suspend for a call step parked on child jobs (issue 32, SPEC CHILD-07): the run is named
@@ -731,7 +776,9 @@ RETURNING id, pg_notify('xjobs', queue);
 -- its batch waits for it again, so its next final state is counted once, not twice (issue 32).
 -- `prior` is the statement's snapshot of the row (its state before this update; FOR UPDATE would
 -- skip a row this same statement updates): a racing requeue waits on the row lock and then
--- finds it ready, so only one of them reopens.
+-- finds it ready, so only one of them reopens. `restart` (issue 44, SPEC VER-09): also a run a
+-- worker of a newer version parked, and the run starts again under the version its next claim
+-- stamps (its steps are deleted by requeue_restart, in the same transaction).
 WITH prior AS (
     SELECT id, state AS was, batch_id FROM x_jobs WHERE id = %(id)s
 ), requeued AS (
@@ -751,17 +798,19 @@ SET state = 'ready',
     -- a job that ended dependency_failed runs when an operator says so (issue 32)
     after_failed = NULL,
     waiting_on = CASE WHEN waiting_on IS NOT NULL THEN 0 END,
+    version = CASE WHEN %(restart)s THEN NULL ELSE version END,
+    parked = false,
     visible_at = NULL,
     claimed_by = NULL,
     lease_token = NULL,
     updated_at = now()
 WHERE id = %(id)s
-  AND state = ANY(%(states)s::text[])
+  AND (state = ANY(%(states)s::text[]) OR (%(restart)s AND parked AND state = 'suspended'))
 RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
           priority, run_at, visible_at, claimed_by, lease_token, last_error, stop_reason, result,
           tenant_id, enqueued_by, traceparent, created_at, updated_at, lease_expiries, errors,
           started_at, last_attempted_at, attempted_by, expires_at, snoozes, progress, batch_id,
-          after, waiting_on, after_failed, run_anyway, dependants,
+          after, waiting_on, after_failed, run_anyway, dependants, version, parked,
           pg_notify('xjobs', queue) AS notified
 ), reopened AS (
     UPDATE x_batches b
@@ -773,9 +822,16 @@ RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_a
     FROM prior p
     WHERE b.id = p.batch_id
       AND b.completed_at IS NULL
+      -- a parked run restarted was live: its batch never counted it as ended
+      AND p.was IN ('done', 'dead', 'failed', 'cancelled')
       AND EXISTS (SELECT 1 FROM requeued)
 )
 SELECT * FROM requeued;
+
+-- name: requeue_restart
+-- `retry --restart`: every stored step of the run goes, so it starts again from the top
+-- (issue 44, SPEC VER-09), in the transaction of the requeue above.
+DELETE FROM x_job_steps WHERE run_id = %(run_id)s;
 
 -- name: requeue_from_step
 -- Delete the step `step` of a run and every step recorded after it, in the order the run

@@ -26,6 +26,7 @@ def claim(
     worker_id: str,
     lapsed: bool,
     limits: ClaimLimits,
+    versions: str,
     cursor: dict[str, str],
 ) -> list[tuple[Any, ...]]:
     """Rows of ``claim`` within ``limits``: one transaction whose first statements lock what
@@ -33,7 +34,7 @@ def claim(
     of this one; so is a key. ``cursor``: per queue, the last key this worker's claim took, the
     next claim's walk through the keys starts after it (updated here)."""
     taken: list[tuple[Any, ...]] = []
-    base: dict[str, Any] = {"limit": limit, "worker_id": worker_id}
+    base: dict[str, Any] = {"limit": limit, "worker_id": worker_id, "versions": versions}
     base["visibility_timeout"] = visibility_timeout
     if lapsed:
         # The sweep alone, in its own transaction: a lapsed run keeps the slot it held.

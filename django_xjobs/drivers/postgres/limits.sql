@@ -186,6 +186,12 @@ WITH jobs AS (
           AND queue = q.name
           AND limit_key = b.key
           AND run_at <= statement_timestamp()
+          -- only runs whose version this worker honours, as jobs.sql's waiting_rows (VER-05)
+          AND (version IS NULL
+               OR NOT ((SELECT %(versions)s::jsonb) ? name)
+               OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
+                  AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
+                           AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
         ORDER BY priority DESC, run_at, id
         LIMIT GREATEST(b.room, 0)
         FOR UPDATE SKIP LOCKED
@@ -207,6 +213,12 @@ WITH jobs AS (
         WHERE NOT (state IN ('running', 'done', 'failed', 'dead', 'cancelled'))
           AND queue = q.name
           AND run_at <= statement_timestamp()
+          -- only runs whose version this worker honours, as jobs.sql's waiting_rows (VER-05)
+          AND (version IS NULL
+               OR NOT ((SELECT %(versions)s::jsonb) ? name)
+               OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
+                  AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
+                           AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
           AND limit_key IS NULL
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
@@ -225,6 +237,12 @@ WITH jobs AS (
               WHERE NOT (state IN ('running', 'done', 'failed', 'dead', 'cancelled'))
                 AND queue = q.name
                 AND run_at <= statement_timestamp()
+          -- only runs whose version this worker honours, as jobs.sql's waiting_rows (VER-05)
+          AND (version IS NULL
+               OR NOT ((SELECT %(versions)s::jsonb) ? name)
+               OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
+                  AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
+                           AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
               ORDER BY priority DESC, run_at, id
               LIMIT %(scan)s) AS ahead
         WHERE ahead.limit_key IS NULL
@@ -264,6 +282,11 @@ WITH jobs AS (
         started_at = COALESCE(j.started_at, statement_timestamp()),
         last_attempted_at = statement_timestamp(),
         attempted_by = %(worker_id)s,
+        -- as claim_stamps: the version at the first claim, and a claim ends a park (issue 44)
+        version = COALESCE(j.version, CASE WHEN j.started_at IS NULL
+                                           THEN ((SELECT %(versions)s::jsonb) -> j.name ->> 0)::int
+                                           ELSE 1 END),
+        parked = false,
         updated_at = statement_timestamp()
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
       -- a stray row was not locked: another claim may have taken it meanwhile (wrapped, as
@@ -275,7 +298,7 @@ WITH jobs AS (
               -- as jobs.sql's claim: past expires_at at its first claim (issue 29)
               j.expires_at <= statement_timestamp()
                   AND j.started_at = statement_timestamp() AS expired,
-              j.snoozes, j.lapsed_holder
+              j.snoozes, j.lapsed_holder, j.version
 ), spent AS (
     UPDATE x_limit_keys l
     SET starts = ARRAY(SELECT s.at FROM unnest(l.starts) AS s(at)

@@ -10,6 +10,7 @@ from ..contract import (
     JobSnapshot,
     QueueStats,
     Standing,
+    VersionCount,
     WorkerSnapshot,
 )
 from . import standing as postgres_standing
@@ -98,3 +99,36 @@ class PostgresReads(PostgresState):
 
     def job_states(self, ids: Sequence[UUID]) -> dict[UUID, str]:
         return postgres_standing.job_states(self.using, ids)
+
+    def live_versions(self) -> list[VersionCount]:
+        from django.db.models import Case, Count, IntegerField, Q, Value, When
+
+        from ...models import Job
+        from ...states import LIVE_STATES
+
+        # a run first claimed before runs recorded their version reads as 1 (migration 0029)
+        shown = Case(
+            When(version__isnull=True, started_at__isnull=False, then=Value(1)),
+            default="version",
+            output_field=IntegerField(),
+        )
+        rows = (
+            Job.objects.using(self.using)
+            .filter(state__in=LIVE_STATES)
+            .annotate(shown=shown)
+            .values("name", "shown")
+            .annotate(
+                running=Count("id", filter=Q(state="running")),
+                waiting=Count("id", filter=~Q(state="running") & Q(parked=False)),
+                parked=Count("id", filter=Q(parked=True)),
+            )
+        )
+        counts = [
+            VersionCount(r["name"], r["shown"], r["running"], r["waiting"], r["parked"])
+            for r in rows
+        ]
+        return sorted(counts, key=_by_version)
+
+
+def _by_version(count: VersionCount) -> tuple[str, int]:
+    return count.name, -1 if count.version is None else count.version

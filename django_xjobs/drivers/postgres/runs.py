@@ -13,8 +13,10 @@ from ...limits.claims import ClaimLimits
 from ...payload import dumps
 from ...rollup import BOUNDS as ROLLUP_BOUNDS
 from ..contract import (
+    NO_VERSIONS,
     ClaimedJob,
     Complete,
+    DeclaredVersions,
     Finish,
     Presence,
     RetryAt,
@@ -68,7 +70,8 @@ def _claimed(r: tuple[Any, ...]) -> ClaimedJob:
         expired=bool(r[15]),
         snoozes=r[16],
         died_with=r[17],
-        waited=float(r[18]),
+        version=1 if r[18] is None else r[18],
+        waited=float(r[19]),
     )
 
 
@@ -84,16 +87,19 @@ class PostgresRuns(PostgresState):
         worker_id: str,
         lapsed: bool = True,
         limits: ClaimLimits | None = None,
+        versions: DeclaredVersions | None = None,
     ) -> list[ClaimedJob]:
         check_claim_args(queues, limit, visibility_timeout)
+        declared = (versions or NO_VERSIONS).json
         if limits is not None:  # declared limits: decided in their own statements
             args = (queues, limit, visibility_timeout, worker_id, lapsed)
-            return [_claimed(r) for r in self._claim_limited(*args, limits)]
+            return [_claimed(r) for r in self._claim_limited(*args, limits, declared)]
         params: dict[str, Any] = {
             "queues": list(queues),
             "limit": limit,
             "worker_id": worker_id,
             "visibility_timeout": visibility_timeout,
+            "versions": declared,
         }
         if lapsed:
             params.update(
@@ -114,6 +120,7 @@ class PostgresRuns(PostgresState):
         worker_id: str,
         lapsed: bool,
         limits: ClaimLimits,
+        versions: str,
     ) -> list[tuple[Any, ...]]:
         return postgres_limits.claim(
             self.using,
@@ -123,6 +130,7 @@ class PostgresRuns(PostgresState):
             worker_id=worker_id,
             lapsed=lapsed,
             limits=limits,
+            versions=versions,
             cursor=self._limit_cursor,
         )
 
@@ -167,6 +175,7 @@ class PostgresRuns(PostgresState):
             "delay": max(0.0, suspend.delay),
             "error": suspend.error,
             "snoozed": suspend.snoozed,
+            "parked": suspend.parked,
             **_history(suspend.failure),
         }
         return self._fenced("suspend", suspend, params)
@@ -189,6 +198,13 @@ class PostgresRuns(PostgresState):
     def _fenced(self, statement: str, value: Settle, params: Mapping[str, object]) -> bool:
         fence = {"id": value.job_id, "lease_token": value.lease_token}
         return self._count(statement, {**fence, **params}) == 1
+
+    def restart(
+        self, job_id: UUID, lease_token: UUID, version: int, entry: history.Failure
+    ) -> bool:
+        params = {"id": job_id, "lease_token": lease_token, "version": version}
+        [(restarted,)] = self._run("restart_run", {**params, **_history(entry)})
+        return bool(restarted)
 
     def progress(self, job_id: UUID, lease_token: UUID, progress: Mapping[str, object]) -> bool:
         params = {"id": job_id, "lease_token": lease_token, "progress": dumps(progress)}

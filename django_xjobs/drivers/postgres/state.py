@@ -75,6 +75,8 @@ def snapshot(row: Any) -> JobSnapshot:
         after_failed=getattr(row, "after_failed", None),
         run_anyway=bool(getattr(row, "run_anyway", False)),
         dependants=_ids(getattr(row, "dependants", None)),
+        version=getattr(row, "version", None),
+        parked=bool(getattr(row, "parked", False)),
     )
 
 

@@ -31,6 +31,7 @@ from ...states import FINISHED_STATES, after_dependencies, shown_attempt
 from ...text import printable
 from ...worker.preflight import preflight
 from .. import cron_text as cron_commands
+from .. import versions_text
 from ..command import XJobsCommand, accept_global_options, sentences_only
 
 
@@ -45,6 +46,7 @@ class _Options(TypedDict, total=False):
     reason: str | None
     from_step: str | None
     force: bool
+    restart: bool
     verb: str
     key: str | None
     concurrency: str
@@ -77,7 +79,7 @@ class _PruneOptions(_Options, total=False):
 class Command(XJobsCommand):
     help = (
         "Inspect and operate jobs: ls, show, why, cancel, retry, run-now, dead, queues, pause, "
-        "resume, crons, cron, limit, outbox, workers, manifest, prune, batch."
+        "resume, crons, cron, limit, outbox, workers, versions, manifest, prune, batch."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -112,6 +114,11 @@ class Command(XJobsCommand):
         retry.add_argument("job_id")
         retry.add_argument("--from-step", help="re-run this step and every later one")
         retry.add_argument("--force", action="store_true", help="also retry a cancelled job")
+        retry.add_argument(
+            "--restart",
+            action="store_true",
+            help="delete every step and start again under this code (also a parked run)",
+        )
         run_now = action("run-now", "make a delayed or scheduled job due now (it keeps its place)")
         run_now.add_argument("job_id")
         dead = action("dead", "dead-lettered jobs, newest first")
@@ -138,6 +145,14 @@ class Command(XJobsCommand):
         outbox.add_argument("entry_id", nargs="?", help="a quarantined row's id (retry, discard)")
         outbox.add_argument("--limit", type=int, default=100)
         action("workers", "worker processes: host, pid, queues, runs in flight, alive or lapsed")
+        action("versions", "live runs per job and version, and what this code's workers do")
+        check = action("check", "gate a deploy: exit 1 if live runs would be stranded")
+        check.add_argument(
+            "--deploy",
+            action="store_true",
+            required=True,
+            help="list live runs this code would park or leave to no worker",
+        )
         batch = action("batch", "one batch: its counts, callbacks and members (none: recent ones)")
         batch.add_argument("batch_id", nargs="?")
         batch.add_argument("--limit", type=int, default=50, help="members (or batches) shown")
@@ -208,6 +223,7 @@ class Command(XJobsCommand):
         lines += [
             f"  state      {job['state']}  ({_attempt_text(job)})",
             f"  queue      {job['queue']}  priority {job['priority']}",
+            f"  version    {_version_text(job)}",
             f"  key        {job['idempotency_key']}",
             f"  run at     {_when(job['run_at'])}",
             f"  stop       {job['stop_reason'] or '-'}",
@@ -232,8 +248,11 @@ class Command(XJobsCommand):
         return job, f"cancelled {job['id']} ({job['name']})"
 
     def _retry(self, o: _Options) -> tuple[object, str]:
-        job = operations.retry_job(o["job_id"], from_step=o["from_step"], force=o["force"])
+        job = operations.retry_job(
+            o["job_id"], from_step=o["from_step"], force=o["force"], restart=o["restart"]
+        )
         since = f" from step {o['from_step']!r}" if o["from_step"] else ""
+        since = " from the start, its steps discarded" if o["restart"] else since
         return job, f"queued {job['id']} ({job['name']}) again{since}"
 
     def _run_now(self, o: _Options) -> tuple[object, str]:
@@ -300,6 +319,18 @@ class Command(XJobsCommand):
     def _resume(self, o: _QueueOptions) -> tuple[object, str]:
         state = operations.resume_queue(o["queue"], by=_operator())
         return _control(state), f"resumed queue {state.queue}: workers claim from it again"
+
+    def _versions(self, o: Mapping[str, object]) -> tuple[object, str]:
+        return versions_text.versions_report()
+
+    def _check(self, o: Mapping[str, object]) -> tuple[object, str]:
+        result, text, error = versions_text.deploy_check()
+        if error is None:
+            return result, text
+        self.stdout.write(
+            json.dumps(result, indent=2, default=_json_default) if o["json"] else text
+        )
+        raise error  # exit 1: one coded line, after the list
 
     def _crons(self, o: Mapping[str, object]) -> tuple[object, str]:
         return cron_commands.crons_report()
@@ -465,6 +496,11 @@ def _attempt_text(job: JobTrace) -> str:
     attempt = shown_attempt(job.state, job.attempt, started)
     parked = ", parked: it spends no attempt" if job.state == "suspended" and started else ""
     return f"attempt {attempt} of {job.max_attempts}{parked}"
+
+
+def _version_text(job: JobTrace) -> str:
+    shown = "- (not started)" if job.version is None else str(job.version)
+    return f"{shown}  parked by a worker of a newer version" if job.parked else shown
 
 
 def _when(text: str | None) -> str:

@@ -51,6 +51,11 @@ CAUSES: tuple[Cause, ...] = (
     Cause("dependency_failed", "a dependency ended otherwise", ("after_failed", "state")),
     Cause("unknown_job", "no worker registers its name (parked)", ("name", "until")),
     Cause("expiry", "not started by its expiry, it never runs", ("expires_at", "expired")),
+    Cause(
+        "version_parked",
+        "a worker of a newer version parked it (job(old_runs='park'))",
+        ("version", "declared"),
+    ),
     # the fleet and the limits
     Cause("queue_paused", "an operator paused its queue", ("queue", "paused_at", "by")),
     Cause("queue_at_cap", "its queue's cap (set_queue_limit)", ("queue", "limit", "running")),
@@ -88,6 +93,11 @@ CAUSES: tuple[Cause, ...] = (
         ("died_with", "crashes", "max_crashes", "isolated"),
     ),
     Cause("no_worker", "no live worker watches its queue", ("queue", "live_workers")),
+    Cause(
+        "newer_version",
+        "it started under a newer version than this process declares (job(version=))",
+        ("version", "declared"),
+    ),
     Cause(
         "not_registered_here",
         "this process does not register its name",

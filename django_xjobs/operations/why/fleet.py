@@ -14,6 +14,7 @@ from ...limits.keys import SEPARATOR, JobLimits, shown
 from ...run.handle import Runnable
 from ...states import WAITING_STATES
 from .causes import Reason, because
+from .versions import newer_reasons
 
 
 def fleet_reasons(
@@ -32,6 +33,7 @@ def fleet_reasons(
         *_suspect(row),
         *_no_worker(row, alive, watching),
         *_unregistered(row, handle),
+        *newer_reasons(row, handle),
     ]
 
 

@@ -9,11 +9,13 @@ from typing import Any
 from uuid import UUID
 
 from ... import redact
+from ...declarations import registry
 from ...drivers.contract import JobDriver, JobSnapshot, StepRecord
 from ...drivers.rules import FAR_FUTURE
 from ...durations import format_span, format_time
 from ...states import FINISHED_STATES, WAITING_STATES
 from .causes import Reason, because
+from .versions import parked_reason
 
 #: jobs a reason names by id, at most (the JSON carries every state's count)
 NAMED = 5
@@ -65,6 +67,8 @@ def _not_due(row: JobSnapshot, now: datetime) -> Reason:
 
 
 def _parked(driver: JobDriver, row: JobSnapshot, now: datetime) -> list[Reason]:
+    if row.parked:  # by a worker of a newer version (issue 44), whatever step it was at
+        return [parked_reason(row, registry.get_job(row.name))]
     if row.waiting_on and row.after is not None:
         return [_waiting_for_jobs(driver, row)]
     if (row.last_error or "").startswith("X_JOB_UNKNOWN"):

@@ -111,6 +111,7 @@ def _plan(statement: str, generic: bool, limit: int) -> dict:
         "queues": ["default"],
         "limit": limit,
         "worker_id": "w-plan",
+        "versions": "{}",
         "visibility_timeout": VIS,
         "lapsed": "{}",
         "lapsed_present": "{}",

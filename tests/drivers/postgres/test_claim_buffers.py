@@ -48,6 +48,7 @@ PARAMS = {
     "queues": ["default"],
     "limit": LIMIT,
     "worker_id": "buffers",
+    "versions": "{}",  # no declarations: every run honoured (SPEC VER-05)
     "visibility_timeout": 30.0,
     "lapsed": _LAPSED_JSON,
     "lapsed_present": _LAPSED_PRESENT_JSON,

@@ -112,6 +112,7 @@ def test_evt_06_a_publish_that_waits_for_the_park_releases_the_parked_run():
         "delay": HOUR,
         "error": None,
         "snoozed": False,
+        "parked": False,
         "failure": None,
         "keep": 10,
     }

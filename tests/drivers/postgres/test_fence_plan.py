@@ -45,6 +45,7 @@ PARAMS = {
     "counts_as_attempt": True,
     "crashed": False,
     "snoozed": False,
+    "parked": False,
     "progress": '{"done": 1, "total": 2, "note": ""}',
     "stop_reason": None,
     "keep_place": False,

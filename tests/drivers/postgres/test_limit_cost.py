@@ -48,7 +48,7 @@ def poll_buffers() -> int:
     tops = [queues, keys]
     if keys["Actual Rows"]:  # a key left to take: the claim statement runs too
         claim = {**named, "queues": ["limited"], "keys": [KEY], "plain_queues": [], "limit": 10}
-        claim |= {"worker_id": "cost", "visibility_timeout": 30.0}
+        claim |= {"worker_id": "cost", "visibility_timeout": 30.0, "versions": "{}"}
         tops.append(plan(LIMITS["claim_limited"], claim, generic=False, analyze=True, buffers=True))
     return sum(top["Shared Hit Blocks"] + top["Shared Read Blocks"] for top in tops)
 
