@@ -28,6 +28,9 @@ PARAMS = {
     "correlation_key": None,
     "ttl": 3600.0,
     "tenant_id": None,
+    "started": 0,
+    "cancelled": 0,
+    "refused": "[]",
 }
 
 
