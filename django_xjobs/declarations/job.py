@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any, cast, overload
 from uuid import UUID
 
@@ -26,6 +27,7 @@ from ..run.enqueue import REQUIRED, EnqueueOptions, OnConflict
 from . import registry
 from .actors import Actor
 from .signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
+from .triggers import cancel_on_fields, on_event_names
 
 _MISSING: Any = object()
 #: the most runs at once a job may declare (per name, or per limit key)
@@ -49,6 +51,9 @@ class JobHandle:
     undiscovered = False
     #: the backfill whose passes this job runs (set by ``@backfill``); None for any other job
     backfill: registry.DeclaredBackfill | None = None
+    #: the events that start a run of it, and those that cancel its live runs (set by @job)
+    on_event: tuple[str, ...] = ()
+    cancel_on: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
     def __init__(
         self,
@@ -343,6 +348,8 @@ def job(
     debounce: Duration | None = ...,
     limit_key: str | None = ...,
     rate_limit: str | None = ...,
+    on_event: str | Sequence[str] | None = ...,
+    cancel_on: Mapping[str, Sequence[str]] | None = ...,
 ) -> JobHandle: ...
 
 
@@ -364,6 +371,8 @@ def job(
     debounce: Duration | None = ...,
     limit_key: str | None = ...,
     rate_limit: str | None = ...,
+    on_event: str | Sequence[str] | None = ...,
+    cancel_on: Mapping[str, Sequence[str]] | None = ...,
 ) -> Callable[[Callable[..., object]], JobHandle]: ...
 
 
@@ -384,6 +393,8 @@ def job(
     debounce: Duration | None = None,
     limit_key: str | None = None,
     rate_limit: str | None = None,
+    on_event: str | Sequence[str] | None = None,
+    cancel_on: Mapping[str, Sequence[str]] | None = None,
 ) -> JobHandle | Callable[[Callable[..., object]], JobHandle]:
     """Declare a durable job. Put it in ``<app>/jobs.py``; it is imported at startup.
 
@@ -412,6 +423,14 @@ def job(
     ``concurrency`` caps the runs at once per key instead of per job name. ``rate_limit``
     (``"100/m"``, ``"10/s"``, ``"500/h"``) caps the starts per window per key (per job name
     without a ``limit_key``).
+
+    Events (docs/concepts/events.md): ``on_event="user.created"`` (or a list of names) starts
+    a run for each such event, its data as the inputs, in the publisher's transaction;
+    ``cancel_on={"order.cancelled": ["order_id"]}`` cancels the live runs whose ``order_id``
+    input equals the event's::
+
+        @job(idempotency_key="welcome:{user_id}", on_event="user.created")
+        def welcome(ctx, user_id: int, email: str): ...
     """
 
     def declare(handler: Callable[..., object]) -> JobHandle:
@@ -466,7 +485,8 @@ def job(
             )
         _check_priority(priority)
         limits = declared(limit_key, concurrency, rate_limit, signature)
-        return JobHandle(
+        starts, cancels = on_event_names(on_event), cancel_on_fields(cancel_on, signature)
+        handle = JobHandle(
             handler,
             name=label,
             idempotency_key=idempotency_key,
@@ -482,6 +502,8 @@ def job(
             debounce=parse_optional(debounce, field="debounce"),
             limits=limits,
         )
+        handle.on_event, handle.cancel_on = starts, cancels
+        return handle
 
     return declare if fn is None else declare(fn)
 

@@ -624,6 +624,9 @@ JOB_OPTIONS: dict[str, tuple[str, ...] | None] = {
     "debounce": ("scheduled",),
     "limit_key": ("key_at_limit", "rate_limited", "key_paused"),
     "rate_limit": ("rate_limited",),
+    # an event starts a run or ends it; neither holds one back
+    "on_event": None,
+    "cancel_on": None,
 }
 USING_OPTIONS: dict[str, tuple[str, ...] | None] = {
     "self": None,
