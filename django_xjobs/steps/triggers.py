@@ -13,13 +13,14 @@ whose ``atomic()`` block the caller is in, else published directly (SPEC EVT-12)
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from uuid import UUID
 
 from django.db import DatabaseError, transaction
 
-from .. import redact
+from .. import log, redact
 from ..declarations.registry import DeclaredJob, EventDeclarations
 from ..drivers.contract import EventRecord, EventStore, JobDriver
 from ..errors import InputInvalidError, XJobsError
@@ -54,6 +55,15 @@ def publish(
                 started += _start(event, handle, direct=direct, driver=driver)
             except XJobsError as error:
                 refused.append(_refusal(handle, error.code, error.message))
+                log.event(
+                    logging.WARNING,
+                    "xjobs.event.refused",
+                    event=event.name,
+                    id=event.id,
+                    job=handle.name,
+                    code=error.code,
+                    error=error.message,
+                )
         return store.publish(
             id=event.id,
             name=event.name,

@@ -69,8 +69,13 @@ def test_evt_07_a_job_is_started_once_per_idempotency_key(harness):
     assert len(_rows(harness, jobs.welcome)) == 2
 
 
-def test_evt_08_a_declaration_the_data_cannot_start_is_recorded_and_the_publish_commits(harness):
-    record = publish_event("user.created", {"user_id": 4})  # no "plan": the key cannot render
+def test_evt_08_a_declaration_the_data_cannot_start_is_recorded_and_the_publish_commits(
+    harness, caplog
+):
+    with caplog.at_level(logging.WARNING, logger="django_xjobs"):
+        record = publish_event("user.created", {"user_id": 4})  # no "plan": the key cannot render
+    [line] = [r.getMessage() for r in caplog.records if "xjobs.event.refused" in r.getMessage()]
+    assert f"id={record.id}" in line and f"job={jobs.start_plan.name}" in line
     [refusal] = record.refused
     assert (refusal["job"], refusal["code"]) == (jobs.start_plan.name, "X_INPUT_INVALID")
     assert "plan" in refusal["message"]
@@ -147,8 +152,7 @@ def test_evt_11_the_event_row_counts_what_its_publish_did(harness):
     run_until_idle()
     assert harness.row(waiter).state == "suspended"
     cancelled, _ = _fulfil(harness, "ready", order_id=30)
-    with override_settings(XJOBS={**TEST_XJOBS}):
-        record = publish_event("order.shipped", {"order_id": 30})
+    record = publish_event("order.shipped", {"order_id": 30})
     assert (record.released, record.started, record.cancelled) == (1, 0, 0)
     record = publish_event("order.cancelled", {"order_id": 30})
     assert (record.released, record.started, record.cancelled) == (0, 0, 1)

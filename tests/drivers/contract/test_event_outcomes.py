@@ -127,6 +127,9 @@ def test_evt_09_the_store_cancels_only_equal_inputs_of_that_job_and_tenant(harne
     assert _cancel(harness, {"order_id": 7}, tenant="A") == 1
     assert harness.row(others[-2]).state == "cancelled"
     assert _cancel(harness, {"order_id": 1.0}) == 0 and _cancel(harness, {"order_id": 9.0}) == 1
+    wider = _run_in(harness, "ready", order_id=[7, 8])[0]  # contains [7]; is not equal to it
+    assert _cancel(harness, {"order_id": [7]}) == 1
+    assert (harness.row(others[2]).state, harness.row(wider).state) == ("cancelled", "ready")
 
 
 def test_evt_10_a_cancel_after_a_settle_leaves_the_settled_run(harness):
