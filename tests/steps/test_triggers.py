@@ -16,12 +16,14 @@ import uuid
 import pytest
 from django.db import connection, transaction
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from django_xjobs import publish_event
 from django_xjobs.drivers import create, install, uninstall
 from django_xjobs.drivers.contract import SuspendUntil
-from django_xjobs.models import Job, JobEvent
+from django_xjobs.models import Job, JobEvent, OutboxEntry
 from django_xjobs.run.execution import Outcome
+from django_xjobs.steps import events
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.worker import Worker
 from tests import jobs
@@ -257,3 +259,50 @@ def test_evt_09_a_running_run_sees_its_stop_signal_and_ends_cancelled(live_harne
     assert live_harness.driver.steps().list(row.run_id) == []  # its next step was refused
     mine = [r.getMessage() for r in caplog.records if str(job_id) in r.getMessage()]
     assert any("xjobs.job.cancelled" in m for m in mine), mine
+
+
+# --- what a publish costs, and an event kept in another database ---------------------------------
+
+
+def _statements(fn) -> list[str]:
+    events._last_purge[0] = time.monotonic()  # no sweep of expired events inside the count
+    with CaptureQueriesContext(connection) as queries:
+        fn()
+    return [q["sql"].split()[0].upper() for q in queries.captured_queries]
+
+
+def test_evt_11_an_event_is_one_statement_and_a_declaration_adds_its_own(postgres):
+    """Nothing declared on it: the one publish statement, its release count written in it, in
+    autocommit. Declared on: a transaction, in which each on_event declaration adds its enqueue
+    in a savepoint and each cancel_on declaration one statement."""
+    assert _statements(lambda: publish_event("order.shipped", {"order_id": 90})) == ["WITH"]
+    started = _statements(lambda: publish_event("user.upgraded", {"plan": "solo"}))
+    assert started == ["BEGIN", "SAVEPOINT", "WITH", "RELEASE", "WITH", "COMMIT"]
+    cancelled = _statements(lambda: publish_event("order.cancelled", {"order_id": 90}))
+    assert cancelled == ["BEGIN", "WITH", "WITH", "COMMIT"]
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "orders"])
+def test_evt_07_an_event_kept_in_another_database_stages_its_jobs_in_its_outbox():
+    """Its jobs take the ordinary route of an enqueue from a transaction on that database:
+    staged in its outbox, gone with a rollback, published to the jobs database at commit."""
+    driver = create("postgres")
+    install(driver)
+    settings = {**TEST_XJOBS, "OUTBOX": "auto", "OUTBOX_DATABASES": ["default", "orders"]}
+    data = {"user_id": 80, "plan": "orders"}
+    try:
+        with override_settings(XJOBS=settings):
+            with pytest.raises(RuntimeError), transaction.atomic(using="orders"):
+                record = publish_event("user.created", data, using="orders")
+                assert record.started == 2
+                assert OutboxEntry.objects.using("orders").count() == 2
+                raise RuntimeError("rolled back on the orders database")
+            assert not JobEvent.objects.using("orders").exists()
+            assert not OutboxEntry.objects.using("orders").exists()
+            with transaction.atomic(using="orders"):
+                record = publish_event("user.created", data, using="orders")
+    finally:
+        uninstall(driver)
+    assert JobEvent.objects.using("orders").get(id=record.id).started == 2
+    assert not JobEvent.objects.exists()
+    assert Job.objects.filter(name__in=[jobs.welcome.name, jobs.start_plan.name]).count() == 2
