@@ -224,6 +224,23 @@ def start_plan(ctx, **data):
     return data
 
 
+@job(idempotency_key=lambda user_id: f"farewell:{user_id}", on_event="user.deleted")
+def farewell(ctx, user_id: int, **_):
+    """Its key callable takes ``user_id`` alone: an event carrying more fields refuses it."""
+    return {"user_id": user_id}
+
+
+@job(
+    idempotency_key="resync:{account_id}",
+    on_event="account.changed",
+    cancel_on={"account.changed": ["account_id"]},
+)
+def resync(ctx, account_id: int, **_):
+    """Each ``account.changed`` event of an account restarts it: the live run cancelled, a new
+    one started."""
+    return {"account_id": account_id}
+
+
 @job(idempotency_key="fulfil:{order_id}", retry=FAST, cancel_on={"order.cancelled": ["order_id"]})
 def fulfil(ctx, order_id: int, token: str = "", hold: float = 0.0):
     """Cancelled by an ``order.cancelled`` event of its order; with ``hold``, it marks the ledger

@@ -102,7 +102,16 @@ def _start(event: Published, handle: DeclaredJob, *, direct: bool, driver: JobDr
             hint="publish the event with a dict of the job's inputs as its data",
         )
     made = handle.using(tenant_id=event.tenant_id, enqueued_by=f"event:{event.id}")
-    request = made.build_request(event.payload)
+    try:
+        request = made.build_request(event.payload)
+    except XJobsError:
+        raise
+    except Exception as error:  # a key or tenant callable the data does not suit: refused too
+        raise InputInvalidError(
+            f"job {handle.name!r}: its key or tenant could not be made from the data of event "
+            f"{event.name!r} ({type(error).__name__}: {error})",
+            hint="make the callable take every field the event carries (**_ for the rest)",
+        ) from error
     if not direct:  # the event is in another database: the ordinary route (SPEC EVT-12)
         result = enqueue.submit(request, outbox=None, on_conflict="dedupe")
         return 0 if result.deduped else 1

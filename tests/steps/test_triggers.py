@@ -87,6 +87,20 @@ def test_evt_08_a_declaration_the_data_cannot_start_is_recorded_and_the_publish_
     assert found.id == record.id and [dict(r) for r in found.refused] == [dict(refusal)]
 
 
+def test_evt_08_a_key_callable_that_raises_refuses_its_declaration(harness):
+    """A callable key (or tenant) the data does not suit raises its own error: refused with the
+    input's code as well, never the publish's failure."""
+    record = publish_event("user.deleted", {"user_id": 5, "email": "a@b.c"})
+    [refusal] = record.refused
+    assert (refusal["job"], refusal["code"], record.started) == (
+        jobs.farewell.name,
+        "X_INPUT_INVALID",
+        0,
+    )
+    assert "TypeError" in refusal["message"]
+    assert publish_event("user.deleted", {"user_id": 5}).started == 1
+
+
 @pytest.mark.parametrize("data", [None, [1, 2], "text", {"email": "a@b.c"}])
 def test_evt_08_data_that_is_not_the_inputs_refuses_every_declaration(harness, data):
     """Not an object, or an object without an input the handler requires: each declaration is
@@ -137,6 +151,17 @@ def test_evt_09_cancel_on_cancels_a_live_run_in_each_state(harness, state):
         assert not harness.driver.runs().heartbeat(job.id, job.lease_token, 30)
     assert publish_event("order.cancelled", {"order_id": 10}).cancelled == 0
     assert publish_event("order.cancelled", {"id": 11}).cancelled == 0  # lacks the field
+
+
+def test_evt_09_an_event_declared_to_both_cancel_and_start_a_job_restarts_it(harness):
+    first = publish_event("account.changed", {"account_id": 1})
+    second = publish_event("account.changed", {"account_id": 1, "field": "email"})
+    assert [(e.cancelled, e.started) for e in (first, second)] == [(0, 1), (1, 1)]
+    rows = sorted(_rows(harness, jobs.resync), key=lambda r: r.state)
+    assert [(r.state, r.input) for r in rows] == [
+        ("cancelled", {"account_id": 1}),
+        ("ready", {"account_id": 1, "field": "email"}),
+    ]
 
 
 def test_evt_09_cancel_on_never_crosses_tenants(harness):
