@@ -327,6 +327,9 @@ class JobHandle:
             "debounce": self.debounce,
             "idempotent": True,
             "steps": [],
+            # what events do to it (issue 43)
+            "on_event": list(self.on_event),
+            "cancel_on": {name: list(fields) for name, fields in self.cancel_on.items()},
         }
 
 

@@ -84,3 +84,8 @@ def test_evt_12_declarations_are_kept_and_indexed_by_event_name(job_names):  # n
     assert not event_declarations("order.nothing")
     assert event_declarations("user.created").starts == (jobs.start_plan, jobs.welcome)
     assert one.using(queue="default").on_event == one.on_event  # a copy keeps them
+    described = one.describe()
+    assert (described["on_event"], described["cancel_on"]) == (
+        ["order.placed", "order.paid"],
+        {"order.voided": ["order_id"]},
+    )
