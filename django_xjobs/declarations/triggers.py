@@ -1,6 +1,6 @@
 """What a job declares events do to it (issue 43): ``on_event`` (the events that start a run of
 it) and ``cancel_on`` (the events that cancel its live runs, by the input fields they name),
-checked when the job is declared."""
+checked when the job is declared (SPEC EVT-12)."""
 
 from __future__ import annotations
 

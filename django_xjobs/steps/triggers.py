@@ -8,7 +8,7 @@ from the event's data is refused with its coded error and recorded on the event 
 its write, if it got that far, is undone by a savepoint of its own, so the publish and the
 other declarations still commit. An event stored in another database (``publish_event(using=
 ...)``) starts its jobs by the ordinary enqueue route: staged in the outbox of the database
-whose ``atomic()`` block the caller is in, else published directly (SPEC EVT-12).
+whose ``atomic()`` block the caller is in, else published directly (SPEC EVT-07).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def publish(
     """Cancel, start, then store ``event`` (in ``alias``'s ``store``) with how many it cancelled
     and started and which declarations it refused, in one transaction (SPEC EVT-07..11)."""
     direct = alias == driver.steps().using
-    # the event's database: the jobs' too, or the one whose outbox stages them (SPEC EVT-12)
+    # the event's database: the jobs' too, or the one whose outbox stages them (SPEC EVT-07)
     with transaction.atomic(using=alias):
         cancelled = sum(_cancel(event, h, fields, driver) for h, fields in declared.cancels)
         started, refused = 0, []
@@ -112,7 +112,7 @@ def _start(event: Published, handle: DeclaredJob, *, direct: bool, driver: JobDr
             f"{event.name!r} ({type(error).__name__}: {error})",
             hint="make the callable take every field the event carries (**_ for the rest)",
         ) from error
-    if not direct:  # the event is in another database: the ordinary route (SPEC EVT-12)
+    if not direct:  # the event is in another database: the ordinary route (SPEC EVT-07)
         result = enqueue.submit(request, outbox=None, on_conflict="dedupe")
         return 0 if result.deduped else 1
     try:
