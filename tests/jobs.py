@@ -208,6 +208,50 @@ def waiter_default_poll(ctx, order_id: int):
     return ctx.step.wait_for_event("shipped", "order.shipped", match={"order_id": order_id})
 
 
+# --- events that start and cancel jobs (issue 43) --------------------------------------------
+
+
+@job(idempotency_key="welcome:{user_id}", on_event="user.created")
+def welcome(ctx, user_id: int, email: str = "", **_):
+    """Started by each ``user.created`` event, its data as the inputs (the fields it does not
+    name taken by ``**_``)."""
+    return {"user_id": user_id, "email": email, "tenant": ctx.tenant_id}
+
+
+@job(idempotency_key="plan:{plan}", on_event=["user.created", "user.upgraded"])
+def start_plan(ctx, **data):
+    """Its key names a field a ``user.created`` event may lack: that event refuses it."""
+    return data
+
+
+@job(idempotency_key=lambda user_id: f"farewell:{user_id}", on_event="user.deleted")
+def farewell(ctx, user_id: int, **_):
+    """Its key callable takes ``user_id`` alone: an event carrying more fields refuses it."""
+    return {"user_id": user_id}
+
+
+@job(
+    idempotency_key="resync:{account_id}",
+    on_event="account.changed",
+    cancel_on={"account.changed": ["account_id"]},
+)
+def resync(ctx, account_id: int, **_):
+    """Each ``account.changed`` event of an account restarts it: the live run cancelled, a new
+    one started."""
+    return {"account_id": account_id}
+
+
+@job(idempotency_key="fulfil:{order_id}", retry=FAST, cancel_on={"order.cancelled": ["order_id"]})
+def fulfil(ctx, order_id: int, token: str = "", hold: float = 0.0):
+    """Cancelled by an ``order.cancelled`` event of its order; with ``hold``, it marks the ledger
+    where it waits for its stop signal, then tries one more step."""
+    if hold:
+        _mark(token, "waiting", ctx.attempt)
+        ctx.signal.wait(hold)
+        ctx.step.run("after", lambda: _mark(token, "after", ctx.attempt))
+    return {"order_id": order_id}
+
+
 @job(idempotency_key="dup-steps:{n}", retry=Retry(attempts=5))
 def dup_steps(ctx, n: int = 0):
     ctx.step.run("x", lambda: 1)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any, cast, overload
 from uuid import UUID
 
@@ -26,6 +27,7 @@ from ..run.enqueue import REQUIRED, EnqueueOptions, OnConflict
 from . import registry
 from .actors import Actor
 from .signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
+from .triggers import cancel_on_fields, on_event_names
 from .versions import FIRST_VERSION, OldRuns, check_old_runs, check_version
 
 _MISSING: Any = object()
@@ -50,6 +52,9 @@ class JobHandle:
     undiscovered = False
     #: the backfill whose passes this job runs (set by ``@backfill``); None for any other job
     backfill: registry.DeclaredBackfill | None = None
+    #: the events that start a run of it, and those that cancel its live runs (set by @job)
+    on_event: tuple[str, ...] = ()
+    cancel_on: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
     def __init__(
         self,
@@ -330,6 +335,9 @@ class JobHandle:
             "old_runs": self.old_runs,
             "idempotent": True,
             "steps": [],
+            # what events do to it (issue 43)
+            "on_event": list(self.on_event),
+            "cancel_on": {name: list(fields) for name, fields in self.cancel_on.items()},
         }
 
 
@@ -353,6 +361,8 @@ def job(
     rate_limit: str | None = ...,
     version: int = ...,
     old_runs: OldRuns = ...,
+    on_event: str | Sequence[str] | None = ...,
+    cancel_on: Mapping[str, Sequence[str]] | None = ...,
 ) -> JobHandle: ...
 
 
@@ -376,6 +386,8 @@ def job(
     rate_limit: str | None = ...,
     version: int = ...,
     old_runs: OldRuns = ...,
+    on_event: str | Sequence[str] | None = ...,
+    cancel_on: Mapping[str, Sequence[str]] | None = ...,
 ) -> Callable[[Callable[..., object]], JobHandle]: ...
 
 
@@ -398,6 +410,8 @@ def job(
     rate_limit: str | None = None,
     version: int = FIRST_VERSION,
     old_runs: OldRuns = "replay",
+    on_event: str | Sequence[str] | None = None,
+    cancel_on: Mapping[str, Sequence[str]] | None = None,
 ) -> JobHandle | Callable[[Callable[..., object]], JobHandle]:
     """Declare a durable job. Put it in ``<app>/jobs.py``; it is imported at startup.
 
@@ -428,9 +442,14 @@ def job(
     without a ``limit_key``).
 
     ``version=2`` when a change of its steps would confuse a run started under the old code;
-    ``old_runs`` says what a worker of the new code does with one: ``"replay"`` its steps by
-    name, ``"restart"`` it without them, or ``"park"`` it for a worker of its own version
-    (docs/howto/changing-jobs.md).
+    ``old_runs`` (``"replay"``, ``"restart"`` or ``"park"``) says what a worker of the new code
+    does with one (docs/howto/changing-jobs.md). ``on_event="user.created"`` (or a list) starts
+    a run per such event with its data as the inputs, in the publisher's transaction;
+    ``cancel_on={"order.cancelled": ["order_id"]}`` cancels the live runs whose ``order_id``
+    equals the event's (docs/concepts/events.md)::
+
+        @job(idempotency_key="welcome:{user_id}", on_event="user.created")
+        def welcome(ctx, user_id: int, email: str): ...
     """
 
     def declare(handler: Callable[..., object]) -> JobHandle:
@@ -486,7 +505,8 @@ def job(
         _check_priority(priority)
         declared_version, policy_old = check_version(version), check_old_runs(old_runs)
         limits = declared(limit_key, concurrency, rate_limit, signature)
-        return JobHandle(
+        starts, cancels = on_event_names(on_event), cancel_on_fields(cancel_on, signature)
+        handle = JobHandle(
             handler,
             name=label,
             idempotency_key=idempotency_key,
@@ -504,6 +524,8 @@ def job(
             version=declared_version,
             old_runs=policy_old,
         )
+        handle.on_event, handle.cancel_on = starts, cancels
+        return handle
 
     return declare if fn is None else declare(fn)
 

@@ -16,6 +16,7 @@ from ..errors import CronInvalidError, JobDefinitionError, JobDuplicateDefinitio
 from ..limits.keys import JobLimits, use_declared
 
 if TYPE_CHECKING:
+    from ..drivers.contract import EnqueueRequest
     from ..retry import Retry
     from ..run.context import JobContext
     from ..run.handle import Runnable
@@ -57,7 +58,18 @@ class DeclaredJob(Declared, Protocol):
     @property
     def old_runs(self) -> str: ...
 
+    #: the events that start a run of it, and those that cancel its live runs by the input
+    #: fields they name (issue 43)
+    on_event: tuple[str, ...]
+    cancel_on: Mapping[str, tuple[str, ...]]
+
     def invoke(self, ctx: JobContext, inputs: Mapping[str, object]) -> object: ...
+
+    def using(
+        self, *, tenant_id: str | None = None, enqueued_by: str | None = None
+    ) -> DeclaredJob: ...
+
+    def build_request(self, inputs: Mapping[str, object]) -> EnqueueRequest: ...
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -209,6 +221,45 @@ def registered_jobs() -> list[DeclaredJob]:
     package's own readers; ``django_xjobs.registered_jobs`` (in ``declarations/job.py``) is the
     same list typed as the ``JobHandle`` objects it holds."""
     return jobs.all()
+
+
+class EventDeclarations:
+    """What one event name does to the declared jobs (issue 43): the jobs it starts
+    (``on_event``) and those whose live runs it cancels, each with the input fields an event's
+    data must equal (``cancel_on``)."""
+
+    def __init__(
+        self,
+        starts: tuple[DeclaredJob, ...],
+        cancels: tuple[tuple[DeclaredJob, tuple[str, ...]], ...],
+    ) -> None:
+        self.starts, self.cancels = starts, cancels
+
+    def __bool__(self) -> bool:
+        return bool(self.starts or self.cancels)
+
+
+_NONE = EventDeclarations((), ())
+_by_event: tuple[int, dict[str, EventDeclarations]] = (-1, {})
+
+
+def event_declarations(event: str) -> EventDeclarations:
+    """The declarations an event named ``event`` starts or cancels, by name: an index built
+    once per change of the registry, so a publish pays a dict lookup."""
+    global _by_event
+    version, index = _by_event
+    if version != jobs.generation:
+        version = jobs.generation
+        index = {}
+        for handle in jobs.all():
+            for name in getattr(handle, "on_event", ()):
+                entry = index.setdefault(name, EventDeclarations((), ()))
+                entry.starts += (handle,)
+            for name, fields in getattr(handle, "cancel_on", {}).items():
+                entry = index.setdefault(name, EventDeclarations((), ()))
+                entry.cancels += ((handle, fields),)
+        _by_event = (version, index)
+    return index.get(event, _NONE)
 
 
 class _DeclaredLimits:

@@ -6,6 +6,7 @@ import threading
 import time
 
 from .. import conf
+from ..declarations.registry import event_declarations
 from ..drivers import get_driver
 from ..drivers.contract import EventRecord, EventStore
 from ..durations import Duration, parse_duration
@@ -14,6 +15,7 @@ from ..ids import uuid7
 from ..payload import NotJSON, check_json, encode
 from ..run.context import current_job
 from ..text import check_name
+from . import triggers
 
 _PURGE_EVERY = 60.0  # seconds between sweeps of expired events, per process
 _last_purge = [0.0]
@@ -46,6 +48,12 @@ def publish_event(
     An event belongs to ``tenant_id`` (default: the tenant of the job publishing it, if a job
     is running, else none) and wakes only waiters of that tenant: a run of tenant A never
     receives tenant B's data unless it waits with ``any_tenant=True``.
+
+    Jobs declared with ``on_event`` for this name are enqueued, its data as their inputs, and
+    the live runs of jobs declared with ``cancel_on`` for it whose inputs match are cancelled,
+    for its tenant, in the same transaction (docs/concepts/events.md). The record returned
+    says how many runs it ``released``, ``started`` and ``cancelled``, and which declarations
+    it ``refused``.
     """
     if not isinstance(event, str) or not event:
         raise InvariantError(f"event name {event!r} must be a non-empty string")
@@ -73,14 +81,20 @@ def publish_event(
     check_name(
         tenant_id, "tenant_id"
     )  # a NUL or lone surrogate: coded, not the driver's (issue 40)
-    record = store.publish(
-        id=uuid7(),
-        name=event,
-        payload=data,
-        correlation_key=correlation_key,
-        ttl=seconds,
-        tenant_id=tenant_id,
-    )
+    published = triggers.Published(uuid7(), event, data, correlation_key, seconds, tenant_id)
+    declared = event_declarations(event)  # the registry's index: one lookup per publish
+    if declared:
+        alias = using or conf.get().database
+        record = triggers.publish(published, declared, store, get_driver(), alias)
+    else:  # nothing declared on it: the one statement, in autocommit or the caller's transaction
+        record = store.publish(
+            id=published.id,
+            name=event,
+            payload=data,
+            correlation_key=correlation_key,
+            ttl=seconds,
+            tenant_id=tenant_id,
+        )
     _maybe_purge(store)
     return record
 

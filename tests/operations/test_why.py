@@ -656,6 +656,9 @@ JOB_OPTIONS: dict[str, tuple[str, ...] | None] = {
     "rate_limit": ("rate_limited",),
     "version": ("newer_version",),
     "old_runs": ("version_parked",),
+    # an event starts a run or ends it; neither holds one back
+    "on_event": None,
+    "cancel_on": None,
 }
 USING_OPTIONS: dict[str, tuple[str, ...] | None] = {
     "self": None,

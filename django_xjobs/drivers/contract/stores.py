@@ -51,9 +51,21 @@ class EventStore(Protocol):
         correlation_key: str | None,
         ttl: float,
         tenant_id: str | None = None,
+        started: int = 0,
+        cancelled: int = 0,
+        refused: Sequence[Mapping[str, str]] = (),
     ) -> EventRecord:
-        """Store an event published now on the store's clock, expiring ``ttl`` seconds later;
-        return it as stored (SPEC EVT-01)."""
+        """Store an event published now on the store's clock, expiring ``ttl`` seconds later,
+        releasing the runs waiting for it (SPEC EVT-06); return it as stored (SPEC EVT-01),
+        with how many it released and the ``started``, ``cancelled`` and ``refused`` the
+        caller's publish did before (SPEC EVT-11)."""
+
+    def cancel(
+        self, name: str, *, tenant_id: str | None, match: Mapping[str, object], reason: str
+    ) -> int:
+        """Cancel every live run of job ``name`` of ``tenant_id`` (None: of no tenant) whose
+        input has each field of ``match`` equal, fenced on its live state, as ``cancel`` does
+        one job, with ``reason`` as its ``last_error``; how many (SPEC EVT-09)."""
 
     def find(
         self,

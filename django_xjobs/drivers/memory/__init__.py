@@ -57,7 +57,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         super().__init__(clock)
         self._step_store = MemoryStepStore(self)
         self._lease_store = MemoryLeaseStore(self)
-        self._event_store = MemoryEventStore(self)
+        self._event_store = MemoryEventStore(self, self.cancel)
         self._backfill_ledger = MemoryBackfillLedger(self)
         self._rollup_store = MemoryRollupStore(self)
         self._depth_store = MemoryDepthStore(self)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -82,8 +82,11 @@ class MemoryStepStore:
 
 
 class MemoryEventStore:
-    def __init__(self, state: MemoryState) -> None:
+    """Handed the state, and the job store's ``cancel`` (what ``cancel`` applies to each run)."""
+
+    def __init__(self, state: MemoryState, cancel_job: Callable[[UUID, str], object]) -> None:
         self.state = state
+        self._cancel_job = cancel_job
         self._events: deque[EventRecord] = deque(maxlen=MAX_EVENTS)
 
     def publish(
@@ -95,36 +98,67 @@ class MemoryEventStore:
         correlation_key: str | None,
         ttl: float,
         tenant_id: str | None = None,
+        started: int = 0,
+        cancelled: int = 0,
+        refused: Sequence[Mapping[str, str]] = (),
     ) -> EventRecord:
         with self.state._lock:
             self.purge()
             now = self.state.clock.now()
             expires = now + timedelta(seconds=ttl)
             event = EventRecord(id, name, _copy(payload), correlation_key, now, expires, tenant_id)
+            woken, released = self._release(event)
+            event = replace(
+                event,
+                released=released,
+                started=started,
+                cancelled=cancelled,
+                refused=tuple(_copy(list(refused))),
+            )
             self._events.append(event)
-            woken = self._release(event)
         for queue in woken:  # as the statement's NOTIFY: the workers of each queue, once
             for sub in [s for s in self.state._subscriptions if queue in s.queues]:
                 sub.callback()
         return replace(event, payload=_copy(payload))
 
-    def _release(self, event: EventRecord) -> list[str]:
+    def cancel(
+        self, name: str, *, tenant_id: str | None, match: Mapping[str, object], reason: str
+    ) -> int:
+        """As steps.sql's ``cancel_on_event``: each live run of ``name`` and ``tenant_id`` whose
+        input has every field of ``match`` equal, cancelled as the job store cancels one."""
+        with self.state._lock:
+            found = sorted(
+                row.id
+                for row in self.state._rows.values()
+                if row.name == name
+                and row.tenant_id == tenant_id
+                and row.state in ("ready", "delayed", "running", "suspended")
+                and isinstance(row.input, dict)
+                and all(k in row.input and _json_equal(row.input[k], v) for k, v in match.items())
+            )
+            for job_id in found:
+                self._cancel_job(job_id, reason)
+        return len(found)
+
+    def _release(self, event: EventRecord) -> tuple[list[str], int]:
         """As ``publish_event``'s ``released`` (steps.sql): every run parked on a step this event
-        answers is due now (SPEC EVT-06); the queues to wake."""
-        if event.expires_at <= event.published_at:
-            return []
-        parked = {r.run_id: r for r in self.state._rows.values() if r.state == "suspended"}
+        answers is due now (SPEC EVT-06); a running one that wrote it counts as released (its
+        park finds the event: ``answered``). The queues to wake, and how many were released."""
+        waiting = {
+            r.run_id: r for r in self.state._rows.values() if r.state in ("suspended", "running")
+        }
         released: list[JobSnapshot] = []
-        for run_id, row in parked.items():
+        for run_id, row in waiting.items():
             for step in self.state._steps.get(run_id, {}).values():
                 if _answers(event, step, row.tenant_id):
                     released.append(row)
                     break
-        for row in sorted(released, key=lambda r: r.id):
+        parked = sorted((r for r in released if r.state == "suspended"), key=lambda r: r.id)
+        for row in parked:
             self.state._rows[row.id] = replace(
                 row, state="ready", run_at=event.published_at, updated_at=event.published_at
             )
-        return list(dict.fromkeys(r.queue for r in released))
+        return list(dict.fromkeys(r.queue for r in parked)), len(released)
 
     def answered(self, run_id: UUID, tenant_id: str | None) -> bool:
         """Whether a live event answers a waiting step of ``run_id``: as jobs.sql's suspend,
@@ -214,6 +248,18 @@ def _same(a: object, b: object) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     return bool(a == b)
+
+
+def _json_equal(a: object, b: object) -> bool:
+    """Equal as two jsonb values are: numbers by value, a bool only to a bool, lists and
+    objects member by member."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict | list) or isinstance(b, dict | list):
+        return False
+    return _same(a, b)
 
 
 def _copy(value: object) -> Any:

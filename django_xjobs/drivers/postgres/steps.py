@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -93,6 +93,9 @@ class PostgresEventStore:
         correlation_key: str | None,
         ttl: float,
         tenant_id: str | None = None,
+        started: int = 0,
+        cancelled: int = 0,
+        refused: Sequence[Mapping[str, str]] = (),
     ) -> EventRecord:
         params = {
             "id": id,
@@ -101,9 +104,19 @@ class PostgresEventStore:
             "correlation_key": correlation_key,
             "ttl": ttl,
             "tenant_id": tenant_id,
+            "started": started,
+            "cancelled": cancelled,
+            "refused": dumps(list(refused)),
         }
         [row] = sql.fetch(self.using, STATEMENTS["publish_event"], params)
         return _event(row)
+
+    def cancel(
+        self, name: str, *, tenant_id: str | None, match: Mapping[str, object], reason: str
+    ) -> int:
+        params = {"name": name, "tenant_id": tenant_id, "match": dumps(match), "reason": reason}
+        [(count,)] = sql.fetch(self.using, STATEMENTS["cancel_on_event"], params)
+        return int(count)
 
     def find(
         self,
@@ -131,4 +144,17 @@ class PostgresEventStore:
 
 
 def _event(row: tuple[Any, ...]) -> EventRecord:
-    return EventRecord(row[0], row[1], _json(row[2]), row[3], row[4], row[5], row[6])
+    refused = tuple(_json(row[10]) or ())
+    return EventRecord(
+        row[0],
+        row[1],
+        _json(row[2]),
+        row[3],
+        row[4],
+        row[5],
+        row[6],
+        row[7],
+        row[8],
+        row[9],
+        refused,
+    )

@@ -64,7 +64,7 @@ SET status = EXCLUDED.status,
 -- as a settle releases a parent whose last child ended. A rollback releases nothing. The step
 -- is matched by find_event's rule turned around: its event name, its tenant (the run's) unless
 -- it takes any, its correlation key if it has one, its match fields, and first reached at or
--- before the event's publication.
+-- before the event's publication (this statement's now(), the event's published_at).
 -- A run still running when this statement sees its waiting step (it wrote the step and is about
 -- to park) is marked instead: its park (jobs.sql's suspend) is due at once. The row lock closes
 -- the race: a park that took the row first is seen parked here once it commits, and a park
@@ -72,25 +72,21 @@ SET status = EXCLUDED.status,
 -- whose waiting step this statement cannot see yet (written, not committed) finds the event
 -- when it parks if the publisher committed by then, else at its next look (event_poll).
 -- The rows are locked in id order: two publishes releasing the same runs cannot deadlock.
-WITH event AS (
-    INSERT INTO x_job_events
-      (id, name, payload, correlation_key, published_at, expires_at, tenant_id)
-    VALUES (%(id)s, %(name)s, %(payload)s::jsonb, %(correlation_key)s, now(),
-            now() + make_interval(secs => %(ttl)s), %(tenant_id)s)
-    RETURNING id, name, payload, correlation_key, published_at, expires_at, tenant_id
-), waiting AS (
+-- The event row is inserted last, with how many runs it released (parked or marked) and what
+-- the publish did before this statement (SPEC EVT-11): still one round trip.
+WITH waiting AS (
     -- x_job_steps_waiting_idx holds only waiting steps; each names its job, read by its key
     SELECT j.id
-    FROM event e
-    JOIN x_job_steps s ON s.event = e.name AND s.status = 'waiting'
+    FROM x_job_steps s
     JOIN x_jobs j ON j.id = s.job_id
-    WHERE j.run_id = s.run_id
+    WHERE s.event = %(name)s
+      AND s.status = 'waiting'
+      AND j.run_id = s.run_id
       AND (j.state IN ('suspended', 'running')) IS TRUE
-      AND e.expires_at > now()
-      AND s.started_at <= e.published_at
-      AND (s.correlation_key IS NULL OR s.correlation_key = e.correlation_key)
-      AND (s.any_tenant IS TRUE OR j.tenant_id IS NOT DISTINCT FROM e.tenant_id)
-      AND (COALESCE(s.match, '{}'::jsonb) = '{}'::jsonb OR e.payload @> s.match)
+      AND s.started_at <= now()
+      AND (s.correlation_key IS NULL OR s.correlation_key = %(correlation_key)s::text)
+      AND (s.any_tenant IS TRUE OR j.tenant_id IS NOT DISTINCT FROM %(tenant_id)s::text)
+      AND (COALESCE(s.match, '{}'::jsonb) = '{}'::jsonb OR %(payload)s::jsonb @> s.match)
     ORDER BY j.id
     FOR UPDATE OF j
 ), released AS (
@@ -105,16 +101,72 @@ WITH event AS (
 ), woken AS (
     SELECT count(pg_notify('xjobs', queue)) AS queues
     FROM (SELECT DISTINCT queue FROM released WHERE state = 'ready') AS q
+), event AS (
+    INSERT INTO x_job_events
+      (id, name, payload, correlation_key, published_at, expires_at, tenant_id, released,
+       started, cancelled, refused)
+    SELECT %(id)s, %(name)s, %(payload)s::jsonb, %(correlation_key)s, now(),
+           now() + make_interval(secs => %(ttl)s), %(tenant_id)s,
+           (SELECT count(*) FROM released), %(started)s, %(cancelled)s, %(refused)s::jsonb
+    RETURNING id, name, payload, correlation_key, published_at, expires_at, tenant_id,
+              released, started, cancelled, refused
 )
-SELECT e.id, e.name, e.payload, e.correlation_key, e.published_at, e.expires_at, e.tenant_id
+SELECT e.id, e.name, e.payload, e.correlation_key, e.published_at, e.expires_at, e.tenant_id,
+       e.released, e.started, e.cancelled, e.refused
 FROM event e, woken;
+
+-- name: cancel_on_event
+-- An event's cancel_on (issue 43, SPEC EVT-09): every live run of one job, of the event's
+-- tenant only (no tenant matches no tenant), whose input has each listed field equal to the
+-- event's, cancelled as jobs.sql's cancel cancels one: the cleared lease token stops a running
+-- holder (its heartbeat, step writes and settles are fenced on it), a batch member is counted
+-- in its batch, what waits for it is released. The runs are found on the live-key index
+-- (x_jobs_name_tenant_idempotency_live_idx: name, tenant, live states): that job's live rows
+-- of that tenant, their input filtered by containment, then by equality (`@>` alone would
+-- take a list that holds the value). Locked in id order, and fenced on the live states: a
+-- settle that committed first leaves the run to it; one that comes second finds no token.
+WITH matched AS (
+    SELECT id
+    FROM x_jobs
+    WHERE name = %(name)s
+      AND COALESCE(tenant_id, '') = COALESCE(%(tenant_id)s::text, '')
+      AND tenant_id IS NOT DISTINCT FROM %(tenant_id)s::text
+      AND state IN ('ready', 'delayed', 'running', 'suspended')
+      AND input @> %(match)s::jsonb
+      AND NOT EXISTS (SELECT 1 FROM jsonb_each(%(match)s::jsonb) AS f
+                      WHERE input -> f.key <> f.value)
+    ORDER BY id
+    FOR UPDATE
+), settled AS (
+UPDATE x_jobs
+SET state = 'cancelled',
+    stop_reason = 'cancelled',
+    lease_expiries = 0,
+    lapsed_holder = NULL,
+    last_error = %(reason)s::text,
+    visible_at = NULL,
+    claimed_by = NULL,
+    lease_token = NULL,
+    updated_at = now()
+WHERE id = ANY (ARRAY(SELECT id FROM matched))
+  AND (state IN ('ready', 'delayed', 'running', 'suspended')) IS TRUE
+RETURNING id, queue, state, batch_id, dependants
+-- include: batch_members
+-- include: batch_counted
+-- include: fired
+), woken AS (
+    SELECT count(pg_notify('xjobs', queue)) AS queues
+    FROM (SELECT DISTINCT queue FROM fired WHERE state = 'ready') AS q
+)
+SELECT count(*) FROM settled, woken;
 
 -- name: find_event
 -- The earliest live event (SPEC EVT-02); `match` holds scalar fields, so containment is equality.
 -- Of the waiter's tenant only (no tenant matches no tenant) unless it opted into any tenant. No
 -- match takes any data: `'null' @> '{}'` is false, and an event published without data (or with
 -- a list) was never found here, while the memory driver found it.
-SELECT id, name, payload, correlation_key, published_at, expires_at, tenant_id
+SELECT id, name, payload, correlation_key, published_at, expires_at, tenant_id, released,
+       started, cancelled, refused
 FROM x_job_events
 WHERE name = %(name)s
   AND expires_at > now()
