@@ -13,6 +13,7 @@ from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import QueueState
 from ..errors import InvariantError
+from ..operations import audit
 from ..operations.answers import KeyUseReport
 from ..text import check_label
 from .claims import in_window
@@ -40,6 +41,7 @@ def set_queue_limit(name: str, concurrency: int | None, *, by: str | None = None
         )
     state = get_driver().limits().set_queue_limit(name, concurrency)
     log.event(logging.WARNING, "xjobs.queue.limited", queue=name, limit=concurrency, by=by)
+    audit.record("set_queue_limit", by=by, target=name, reason=f"limit {concurrency}")
     return state
 
 

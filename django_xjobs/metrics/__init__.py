@@ -77,6 +77,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "now, xjobs run-now)",
         ("queue",),
     ),
+    "xjobs_operator_actions_total": (
+        "Operator actions this process recorded in the audit trail (x_operator_actions), by "
+        "verb: retry, cancel, delete, requeue (one job or a filter's), pause, resume, ...",
+        ("verb",),
+    ),
     "xjobs_worker_recycles_total": (
         "Workers in this process that drained to start afresh, by reason (abandoned_held: "
         "bodies past their timeout held half a pool too long)",

@@ -12,9 +12,9 @@ from ..drivers.contract import QueueState
 from ..errors import (
     InvariantError,
 )
-from ..text import check_label
+from . import audit
 from .answers import QueueDepthRow, QueuesReport, WorkerReport
-from .shared import iso
+from .shared import check_by, iso
 
 
 def inspect_queues() -> QueuesReport:
@@ -38,14 +38,6 @@ def inspect_queues() -> QueuesReport:
     )
 
 
-def check_by(by: object) -> None:
-    """``by=`` of an operator call: None, or a name ``text.check_label`` keeps (no NUL, lone
-    surrogate, control character or escape; at most 200 characters), else ``X_INVARIANT``."""
-    if by is not None and not isinstance(by, str):
-        raise InvariantError(f"by={by!r} must be a string or None", hint='e.g. "ops:alice"')
-    check_label(by, "by")
-
-
 def pause_queue(name: str, *, by: str | None = None) -> QueueState:
     """Stop every worker of the fleet claiming from queue ``name`` (SPEC CTRL-01/02).
 
@@ -61,6 +53,7 @@ def pause_queue(name: str, *, by: str | None = None) -> QueueState:
     check_by(by)
     state = get_driver().limits().pause_queue(name, by)
     log.event(logging.WARNING, "xjobs.queue.paused", queue=name, by=by)
+    audit.record("pause_queue", by=by, target=name)  # SPEC AUDIT-01
     return state
 
 
@@ -75,6 +68,7 @@ def resume_queue(name: str, *, by: str | None = None) -> QueueState:
     check_by(by)
     state = get_driver().limits().resume_queue(name)
     log.event(logging.INFO, "xjobs.queue.resumed", queue=name, by=by)
+    audit.record("resume_queue", by=by, target=name)
     return state
 
 

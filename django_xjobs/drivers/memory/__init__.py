@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 from ...clock import Clock
 from ..contract import (
     AGED,
+    AuditStore,
     BackfillLedger,
     BatchStore,
+    BulkStore,
     DriverFeatures,
     EventStore,
     HistoryStore,
@@ -31,6 +33,7 @@ from ..history import History
 from . import limits as memory_limits
 from .backfills import MemoryBackfillLedger
 from .batches import MemoryBatchStore
+from .bulk import MemoryAuditStore, MemoryBulkStore
 from .depth import MemoryDepthStore
 from .jobs import MemoryJobs
 from .leases import MemoryLeaseStore
@@ -62,12 +65,20 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self._rollup_store = MemoryRollupStore(self)
         self._depth_store = MemoryDepthStore(self)
         self._batch_store = MemoryBatchStore(self, self)
+        self._bulk_store = MemoryBulkStore(self)
+        self._audit_store = MemoryAuditStore(self)
         self._history = History(self._rollup_store, self._depth_store)
 
     # --- the stores: each built once, the same object at every call -----------------------
 
     def jobs(self) -> JobStore:
         return self
+
+    def bulk(self) -> BulkStore:
+        return self._bulk_store
+
+    def audit(self) -> AuditStore:
+        return self._audit_store
 
     def runs(self) -> RunStore:
         return self
@@ -191,6 +202,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
     def age(self, seconds: float, *, only: Collection[str] = AGED) -> None:
         if "jobs" in only:
             self.shift(seconds)
+            self._audit_store.shift(seconds)
         if "steps" in only:
             self._step_store.shift(seconds)
         if "events" in only:

@@ -15,8 +15,10 @@ from django.db import (
 from ... import conf
 from ..contract import (
     AGED,
+    AuditStore,
     BackfillLedger,
     BatchStore,
+    BulkStore,
     DriverFeatures,
     EventStore,
     HistoryStore,
@@ -33,6 +35,7 @@ from . import limits as postgres_limits
 from . import sql
 from .backfills import PostgresBackfillLedger
 from .batches import PostgresBatchStore
+from .bulk import PostgresAuditStore, PostgresBulkStore
 from .depth import PostgresDepthStore
 from .jobs import PostgresJobs
 from .leases import PostgresLeaseStore
@@ -86,6 +89,8 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
         self._rollup_store = PostgresRollupStore(using)
         self._depth_store = PostgresDepthStore(using)
         self._batch_store = PostgresBatchStore(using)
+        self._bulk_store = PostgresBulkStore(using)
+        self._audit_store = PostgresAuditStore(using)
         self._history = History(self._rollup_store, self._depth_store)
         #: the stores of other aliases, and the scheduler, built at their first call
         self._event_stores: dict[str, EventStore] = {using: self._event_store}
@@ -96,6 +101,12 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
 
     def jobs(self) -> JobStore:
         return self
+
+    def bulk(self) -> BulkStore:
+        return self._bulk_store
+
+    def audit(self) -> AuditStore:
+        return self._audit_store
 
     def runs(self) -> RunStore:
         return self

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 from argparse import ArgumentParser
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from ...run.controls import progress_text
 from ...states import FINISHED_STATES, after_dependencies, shown_attempt
 from ...text import printable
 from ...worker.preflight import preflight
+from .. import bulk_text as bulk_commands
 from .. import cron_text as cron_commands
 from ..command import XJobsCommand, accept_global_options, sentences_only
 
@@ -60,6 +60,8 @@ class _LsOptions(_Options, total=False):
     queue: str | None
     name: str | None
     state: str | None  # one state here, repeatable in prune
+    error_code: str | None
+    input: str | None
 
 
 class _QueueOptions(_Options, total=False):
@@ -76,8 +78,8 @@ class _PruneOptions(_Options, total=False):
 
 class Command(XJobsCommand):
     help = (
-        "Inspect and operate jobs: ls, show, why, cancel, retry, run-now, dead, queues, pause, "
-        "resume, crons, cron, limit, outbox, workers, manifest, prune, batch."
+        "Inspect and operate jobs: ls, show, why, cancel, retry, delete, requeue, run-now, dead, "
+        "queues, pause, resume, crons, cron, limit, outbox, workers, manifest, prune, batch, audit."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -96,6 +98,7 @@ class Command(XJobsCommand):
             "--state", choices=["ready", "delayed", "running", "suspended", *FINISHED_STATES]
         )
         ls.add_argument("--limit", type=int, default=50)
+        bulk_commands.add_filter_flags(ls, bulk_verb=False)
         show = action("show", "one job: its row, step trace and retry schedule")
         show.add_argument("job_id")
         show.add_argument(
@@ -105,13 +108,21 @@ class Command(XJobsCommand):
         )
         why = action("why", "why a job is not running: each cause that holds, checked now")
         why.add_argument("job_id")
-        cancel = action("cancel", "cancel a job (a running one stops at its next heartbeat)")
-        cancel.add_argument("job_id")
+        cancel = action("cancel", "cancel a job, or every live job a filter admits")
+        cancel.add_argument("job_id", nargs="?", help="one job (or give filter flags)")
         cancel.add_argument("--reason")
-        retry = action("retry", "run a dead or failed job again")
-        retry.add_argument("job_id")
+        retry = action("retry", "run a dead or failed job again, or every one a filter admits")
+        retry.add_argument("job_id", nargs="?", help="one job (or give filter flags)")
         retry.add_argument("--from-step", help="re-run this step and every later one")
         retry.add_argument("--force", action="store_true", help="also retry a cancelled job")
+        delete = action("delete", "delete every finished job a filter admits, with its steps")
+        requeue = action("requeue", "move every job a filter admits to another queue")
+        requeue.add_argument("--to", required=True, help="the queue to move them to")
+        for sub in (cancel, retry, delete, requeue):
+            bulk_commands.add_filter_flags(sub)
+        audit = action("audit", "the operators' audit trail, newest first")
+        audit.add_argument("--limit", type=int, default=50)
+        audit.add_argument("--verb", help="only this verb, e.g. retry_jobs")
         run_now = action("run-now", "make a delayed or scheduled job due now (it keeps its place)")
         run_now.add_argument("job_id")
         dead = action("dead", "dead-lettered jobs, newest first")
@@ -186,7 +197,12 @@ class Command(XJobsCommand):
 
     def _ls(self, o: _LsOptions) -> tuple[object, str]:
         rows = operations.list_jobs(
-            queue=o["queue"], name=o["name"], state=o["state"], limit=o["limit"]
+            queue=o["queue"],
+            name=o["name"],
+            state=o["state"],
+            limit=o["limit"],
+            error_code=o["error_code"],
+            input=o["input"],
         )
         lines = [LS_HEADER, *(_row_line(r) for r in rows)] if rows else ["no jobs"]
         return rows, "\n".join(lines)
@@ -228,11 +244,31 @@ class Command(XJobsCommand):
         return job, "\n".join(lines)
 
     def _cancel(self, o: _Options) -> tuple[object, str]:
-        job = operations.cancel_job(o["job_id"], reason=o["reason"])
+        if _by_filter(o):
+            return bulk_commands.bulk_action("cancel", o)
+        job = operations.cancel_job(o["job_id"], reason=o["reason"], by=bulk_commands.operator())
         return job, f"cancelled {job['id']} ({job['name']})"
 
+    def _delete(self, o: _Options) -> tuple[object, str]:
+        return bulk_commands.bulk_action("delete", o)
+
+    def _requeue(self, o: _Options) -> tuple[object, str]:
+        return bulk_commands.bulk_action("requeue", o)
+
+    def _audit(self, o: _Options) -> tuple[object, str]:
+        return bulk_commands.audit_report(o["limit"], o["verb"])
+
     def _retry(self, o: _Options) -> tuple[object, str]:
-        job = operations.retry_job(o["job_id"], from_step=o["from_step"], force=o["force"])
+        if _by_filter(o):
+            if o["from_step"]:
+                raise InvariantError(
+                    "--from-step retries one job: give its id, not a filter",
+                    hint="python manage.py xjobs retry ID --from-step NAME",
+                )
+            return bulk_commands.bulk_action("retry", o)
+        job = operations.retry_job(
+            o["job_id"], from_step=o["from_step"], force=o["force"], by=bulk_commands.operator()
+        )
         since = f" from step {o['from_step']!r}" if o["from_step"] else ""
         return job, f"queued {job['id']} ({job['name']}) again{since}"
 
@@ -403,6 +439,9 @@ class Command(XJobsCommand):
         if "dead" not in counts:
             text += "\ndead jobs are kept for an operator; add --state dead to delete them too"
         result = {"dry_run": o["dry_run"], "older_than": seconds, "states": counts, "total": total}
+        if not o["dry_run"]:  # SPEC AUDIT-04: the audit trail past XJOBS["AUDIT_RETENTION"] too
+            result["audit_pruned"] = operations.prune_audit()
+            text += f"\ndeleted {result['audit_pruned']} audit record(s) past AUDIT_RETENTION"
         return result, text
 
 
@@ -411,12 +450,20 @@ def _json_default(value: object) -> object:
     return json_default(value) if isinstance(value, Answer) else str(value)
 
 
-def _operator() -> str:
-    """Who paused a queue from a shell: the login, as far as the process knows it."""
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (OSError, KeyError):  # no login name (no passwd entry): still say where
-        return "cli"
+_operator = bulk_commands.operator
+
+
+def _by_filter(o: Mapping[str, object]) -> bool:
+    """Whether a retry or cancel names one job or a filter (one of the two, never both)."""
+    flags = bulk_commands.filter_of(o)
+    if bool(flags) == bool(o["job_id"]):
+        raise InvariantError(
+            "give one job id, or filter flags (--state, --queue, ...), not both"
+            if flags
+            else "give a job id, or filter flags (--state, --queue, ...) for every job they admit",
+            hint="look first: python manage.py xjobs retry --state dead --queue emails --dry-run",
+        )
+    return bool(flags)
 
 
 def _control(state: QueueState) -> dict[str, object]:
