@@ -10,6 +10,7 @@ import socket
 import sys
 from argparse import ArgumentParser
 from collections.abc import Callable, Mapping
+from datetime import datetime
 
 from ..errors import ConfirmationRequiredError, InvariantError
 from ..operations import audit, bulk, filters
@@ -137,6 +138,21 @@ def bulk_text(result: BulkResult) -> str:
             f"; {result.skipped:,} skipped (they moved on meanwhile, or a live job holds their key)"
         )
     return text
+
+
+def pause_end(until: str | None, duration: str | None) -> datetime | str | None:
+    """``xjobs pause --until TIME | --for D``: when the pause ends by itself (SPEC PAUSE-02)."""
+    if duration is not None:
+        return duration
+    if until is None:
+        return None
+    try:
+        return datetime.fromisoformat(until)
+    except ValueError:
+        raise InvariantError(
+            f"--until {until!r} is not a time",
+            hint="ISO 8601 with its zone, e.g. 2026-12-07T04:00:00+00:00, or --for 30m",
+        ) from None
 
 
 def audit_report(limit: int, verb: str | None) -> tuple[object, str]:

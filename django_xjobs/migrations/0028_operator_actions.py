@@ -2,6 +2,9 @@
 action by filter, a queue paused, ...), with who did it, when, on which job or filter, why and
 what it changed. A new table: nothing existing is rewritten. Rows are only viewed in the admin
 (its own view permission: no add, change or delete) and pruned after XJOBS["AUDIT_RETENTION"].
+
+And a queue's pause may end by itself (``pause_queue(until=...)``): a nullable column, so no
+table rewrite, and every pause taken before reads as lasting until it is resumed.
 """
 
 import django.db.models.functions.datetime
@@ -16,6 +19,15 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name="queuecontrol",
+            name="paused_until",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="The pause ends by itself then (pause_queue(until=)); null: until resumed.",
+                null=True,
+            ),
+        ),
         migrations.CreateModel(
             name='OperatorAction',
             fields=[

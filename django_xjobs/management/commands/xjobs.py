@@ -66,6 +66,8 @@ class _LsOptions(_Options, total=False):
 
 class _QueueOptions(_Options, total=False):
     queue: str  # positional in pause, resume and limit
+    until: str | None
+    for_: str | None
 
 
 class _CronOptions(_Options, total=False):
@@ -130,6 +132,9 @@ class Command(XJobsCommand):
         action("queues", "per-queue counts, the oldest ready job's age, and whether it is paused")
         pause = action("pause", "stop every worker claiming from a queue (runs in flight finish)")
         pause.add_argument("queue")
+        ends = pause.add_mutually_exclusive_group()
+        ends.add_argument("--until", help="ISO 8601 with its zone: the pause ends by itself then")
+        ends.add_argument("--for", dest="for_", metavar="D", help='a duration: "30m", "2h"')
         resume = action("resume", "let every worker claim from a paused queue again")
         resume.add_argument("queue")
         action("crons", "every cron: schedule, paused or not, last firing, next 5 fire times")
@@ -326,10 +331,15 @@ class Command(XJobsCommand):
         return {**_control(state), "limit": state.limit}, text
 
     def _pause(self, o: _QueueOptions) -> tuple[object, str]:
-        state = operations.pause_queue(o["queue"], by=_operator())
+        until = bulk_commands.pause_end(o["until"], o["for_"])
+        state = operations.pause_queue(o["queue"], by=_operator(), until=until)
         since = state.paused_at.isoformat() if state.paused_at else "-"
+        ends = state.paused_until
         return _control(state), (
-            f"paused queue {state.queue} since {since}: no worker starts its jobs until "
+            f"paused queue {state.queue} since {since} until {ends.isoformat()}: it resumes by "
+            f"itself then (or python manage.py xjobs resume {state.queue})"
+            if ends is not None
+            else f"paused queue {state.queue} since {since}: no worker starts its jobs until "
             f"python manage.py xjobs resume {state.queue}"
         )
 
@@ -472,6 +482,7 @@ def _control(state: QueueState) -> dict[str, object]:
         "paused": state.paused,
         "paused_at": state.paused_at.isoformat() if state.paused_at else None,
         "paused_by": state.paused_by,
+        "paused_until": state.paused_until.isoformat() if state.paused_until else None,
     }
 
 

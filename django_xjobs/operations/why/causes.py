@@ -52,7 +52,7 @@ CAUSES: tuple[Cause, ...] = (
     Cause("unknown_job", "no worker registers its name (parked)", ("name", "until")),
     Cause("expiry", "not started by its expiry, it never runs", ("expires_at", "expired")),
     # the fleet and the limits
-    Cause("queue_paused", "an operator paused its queue", ("queue", "paused_at", "by")),
+    Cause("queue_paused", "an operator paused its queue", ("queue", "paused_at", "by", "until")),
     Cause("queue_at_cap", "its queue's cap (set_queue_limit)", ("queue", "limit", "running")),
     Cause(
         "job_at_limit",

@@ -1,0 +1,98 @@
+"""A queue's pause that ends by itself (issue 45, SPEC PAUSE-01/02): ``pause_queue(until=)``
+on both drivers through the ``harness`` fixture, a worker's paused set dropping the queue once
+the end has passed with no one resuming it, ``why`` saying when it ends, and
+``xjobs pause --until/--for``."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from django_xjobs import operations, why_job
+from django_xjobs.errors import XJobsError
+from django_xjobs.worker.paused import PausedQueues
+from tests import jobs
+
+
+def _control(harness, queue):
+    return next(c for c in harness.driver.limits().queue_controls() if c.queue == queue)
+
+
+def test_pause_01_a_pause_given_an_end_ends_by_itself(harness):
+    limits = harness.driver.limits()
+    state = operations.pause_queue("emails", by="ops:alice", until="10m")
+    now = harness.driver.steps().now()
+    assert state.paused and state.paused_by == "ops:alice"
+    assert timedelta(minutes=9) < state.paused_until - now <= timedelta(minutes=10)
+    assert limits.paused_queues() == {"emails"}
+    assert _control(harness, "emails").paused_until == state.paused_until
+    worker = PausedQueues(harness.driver, ("emails", "default"), interval=0, worker_id="w")
+    assert worker.refresh() == {"emails"}
+    harness.advance(601)  # past its end, and no one resumed it
+    assert limits.paused_queues() == frozenset()
+    assert worker.refresh() == frozenset()
+    ended = _control(harness, "emails")
+    assert (ended.paused, ended.paused_at, ended.paused_by, ended.paused_until) == (
+        False,
+        None,
+        None,
+        None,
+    )
+    assert not [q for q in operations.inspect_queues().queues if q.queue == "emails" and q.paused]
+    again = operations.pause_queue("emails", by="ops:bob")  # starts afresh, with no end
+    assert (again.paused_by, again.paused_until) == ("ops:bob", None)
+    assert limits.paused_queues() == {"emails"}
+
+
+def test_pause_01_pausing_a_paused_queue_keeps_its_first_pause_and_takes_the_new_end(harness):
+    first = operations.pause_queue("emails", by="ops:alice")
+    later = datetime.fromisoformat("2100-01-01T00:00:00+00:00")
+    second = operations.pause_queue("emails", by="ops:bob", until=later)
+    assert (second.paused_at, second.paused_by, second.paused_until) == (
+        first.paused_at,
+        "ops:alice",
+        later,
+    )
+    operations.resume_queue("emails")
+    assert _control(harness, "emails").paused_until is None
+    [entry, *_] = operations.inspect_audit(verb="pause_queue")
+    assert entry.reason == "until 2100-01-01T00:00:00+00:00"
+
+
+@pytest.mark.parametrize(
+    "until",
+    [datetime(2100, 1, 1), datetime.fromisoformat("2000-01-01T00:00:00+00:00"), "0s", "-5m"],
+)
+def test_pause_01_an_end_without_a_zone_or_in_the_past_is_refused(harness, until):
+    with pytest.raises(XJobsError) as refused:
+        operations.pause_queue("emails", until=until)
+    assert refused.value.code in ("X_INVARIANT", "X_DURATION_INVALID")
+    assert harness.driver.limits().paused_queues() == frozenset()
+
+
+def test_pause_02_why_says_when_the_pause_ends(harness):
+    job = jobs.ok.enqueue(n=1)
+    operations.pause_queue("default", by="ops:alice", until="1h")
+    [reason] = [r for r in why_job(job.id).reasons if r.code == "queue_paused"]
+    assert "is paused by ops:alice since" in reason.text and " until " in reason.text
+    assert "resumes" not in reason.text and "until then" in reason.text
+    assert reason.detail["until"] is not None
+    harness.advance(3601)
+    assert "queue_paused" not in [r.code for r in why_job(job.id).reasons]
+
+
+def test_pause_02_xjobs_pause_takes_an_end(db):
+    out = StringIO()
+    call_command("xjobs", "pause", "emails", "--for", "30m", "--json", stdout=out)
+    shown = json.loads(out.getvalue())
+    assert shown["paused"] and shown["paused_until"] is not None
+    out = StringIO()
+    call_command("xjobs", "pause", "mail", "--until", "2100-01-01T00:00:00+00:00", stdout=out)
+    assert "until 2100-01-01T00:00:00+00:00: it resumes by itself then" in out.getvalue()
+    for bad in ("2100-01-01T00:00:00", "soon"):
+        with pytest.raises(CommandError, match="X_INVARIANT"):
+            call_command("xjobs", "pause", "other", "--until", bad, stdout=StringIO())
