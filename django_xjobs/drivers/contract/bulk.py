@@ -105,7 +105,8 @@ class BulkStore(Protocol):
         """Do ``action`` to each of ``ids`` that still matches ``where`` and is in one of
         ``action.states``, in one transaction: how many it changed (a job that moved on
         meanwhile, or whose idempotency key a live job now holds, is left as it is), and the
-        parked parents a cancel ended (their children are the caller's to cancel)."""
+        jobs a cancel ended that were parked or running, each maybe a parent whose call step
+        waits for child jobs (their children are the caller's to cancel)."""
 
 
 @dataclass(frozen=True)

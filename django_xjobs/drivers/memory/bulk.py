@@ -99,7 +99,7 @@ class MemoryBulkStore:
             if action.verb == "cancel":
                 for row in rows:
                     jobs.cancel(row.id, action.reason)
-                return len(rows), [r.id for r in rows if r.state == "suspended"]
+                return len(rows), [r.id for r in rows if r.state in ("suspended", "running")]
             if action.verb == "delete":
                 return self._delete(rows), []
             changed = 0

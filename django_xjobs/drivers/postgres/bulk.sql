@@ -49,8 +49,9 @@ WHERE true
 -- name: bulk_cancel
 -- Cancel the live jobs of a batch, as jobs.sql's cancel does one (SPEC CANCEL-02, BULK-05):
 -- clearing the lease token is what stops a running one's holder, at its next heartbeat; each
--- member of a batch counted in it; the jobs waiting for one released. Answers the ids of the
--- parked parents it cancelled (their children are cancelled next, SPEC CHILD-06), and the count.
+-- member of a batch counted in it; the jobs waiting for one released. Answers each id it
+-- cancelled, marked when the job was parked or running: such a job may be a parent whose call
+-- step waits for child jobs, which are cancelled next (SPEC CHILD-06).
 WITH prior AS (
     SELECT j.id, j.state AS was
     FROM x_jobs j
@@ -78,7 +79,7 @@ WITH prior AS (
     SELECT count(pg_notify('xjobs', queue)) AS queues
     FROM (SELECT DISTINCT queue FROM fired WHERE state = 'ready') AS q
 )
-SELECT s.id, p.was = 'suspended' AS parked
+SELECT s.id, p.was IN ('suspended', 'running') AS parked
 FROM settled s
 JOIN prior p ON p.id = s.id
 CROSS JOIN woken;
