@@ -10,6 +10,7 @@ sample, and changes nothing. Every call that acts is recorded in the audit trail
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from uuid import UUID
 
@@ -178,31 +179,51 @@ def _bulk(
     # stored as last_error: through XJOBS["REDACT"], then the one sanitiser, as cancel_job
     stored_reason = storable(redact.redact(reason)) if reason else None
     action = BulkAction(verb=verb, states=acting, reason=stored_reason, queue=queue)
-    matched = changed = batches = 0
+    counts = [0, 0, 0]  # matched, changed, batches: what the batches that committed did
+
+    def record() -> None:
+        matched, changed, _ = counts
+        audit.record(
+            f"{verb}_jobs",
+            by=by,
+            target=queue,
+            filter=shown,
+            reason=reason,
+            counts=(matched, changed, matched - changed),
+        )
+
+    try:
+        _walk(driver, action, where, counts)
+    except BaseException:
+        # a batch failed (the database went away, the call was interrupted): the batches
+        # before it committed, and the trail keeps what they did when it can be written
+        with contextlib.suppress(Exception):
+            record()
+        raise
+    record()
+    matched, changed, batches = counts
+    skipped = matched - changed
+    return BulkResult(verb, shown, False, matched, changed, skipped, batches, [], _nothing(matched))
+
+
+def _walk(driver: JobDriver, action: BulkAction, where: JobFilter, counts: list[int]) -> None:
+    """Each batch of ids in turn, acted on; ``counts`` (matched, changed, batches) kept as the
+    batches commit."""
+    store = driver.jobs().bulk()
     after: UUID | None = None
     while True:  # SPEC BULK-03: a batch of ids per statement, each from where the last stopped
-        ids = store.match(where, states=acting, after=after, limit=BATCH)
+        ids = store.match(where, states=action.states, after=after, limit=BATCH)
         if not ids:
-            break
+            return
         done, parked = store.act(action, ids, where)
-        matched, changed, batches = matched + len(ids), changed + done, batches + 1
+        counts[0], counts[1], counts[2] = counts[0] + len(ids), counts[1] + done, counts[2] + 1
         for parent in parked:  # SPEC CHILD-06, as cancel_job does it
             row = driver.reads().get_job(parent)
             if row is not None:
                 cancel_children(driver, row.id, row.run_id)
         if len(ids) < BATCH:
-            break
+            return
         after = ids[-1]
-    skipped = matched - changed
-    audit.record(
-        f"{verb}_jobs",
-        by=by,
-        target=queue,
-        filter=shown,
-        reason=reason,
-        counts=(matched, changed, skipped),
-    )
-    return BulkResult(verb, shown, False, matched, changed, skipped, batches, [], _nothing(matched))
 
 
 def _stored(shown: Sequence[str]) -> set[str]:

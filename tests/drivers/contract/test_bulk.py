@@ -193,6 +193,29 @@ def test_bulk_03_a_bulk_action_goes_a_bounded_batch_at_a_time(harness, monkeypat
     assert {harness.row(i).state for i in ids} == {"ready"}
 
 
+def test_audit_01_a_bulk_action_cut_short_keeps_what_its_committed_batches_did(
+    harness, monkeypatch
+):
+    d = harness.driver
+    ids = [_dead(d, f"k{i}") for i in range(5)]
+    monkeypatch.setattr(bulk, "BATCH", 2)
+    store = d.jobs().bulk()
+    act, calls = store.act, []
+
+    def failing(action, batch, where):
+        calls.append(batch)
+        if len(calls) == 2:
+            raise ConnectionError("the database went away")
+        return act(action, batch, where)
+
+    monkeypatch.setattr(store, "act", failing)
+    with pytest.raises(ConnectionError):
+        operations.retry_jobs(state="dead", by="ops:alice")
+    assert sorted(harness.row(i).state for i in ids) == ["dead", "dead", "dead", "ready", "ready"]
+    [entry] = operations.inspect_audit(verb="retry_jobs")
+    assert (entry.actor, entry.matched, entry.changed, entry.skipped) == ("ops:alice", 2, 2, 0)
+
+
 def test_bulk_04_a_job_that_moved_on_between_the_walk_and_the_action_is_skipped(harness):
     d = harness.driver
     settles = _enqueue(d, "settles")
