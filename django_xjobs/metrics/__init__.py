@@ -299,7 +299,9 @@ def queue_depths(driver: JobDriver) -> list[dict[str, Any]]:
     and whether it is paused; a paused queue with no jobs is listed too, with zeros. Read from
     the driver, with the fleet-wide cap ``set_queue_limit`` set (``inspect_queues`` answers the
     same rows to the admin and the CLI)."""
-    paused = driver.limits().paused_queues()
+    # a pause past its end reads as none (SPEC PAUSE-01); one with an end says when
+    ends = {c.queue: c.paused_until for c in driver.limits().queue_controls() if c.paused}
+    paused = frozenset(ends)
     # set_queue_limit: shown beside the pause, with the running
     caps = driver.limits().queue_limits()
     queues: list[dict[str, Any]] = [
@@ -313,6 +315,7 @@ def queue_depths(driver: JobDriver) -> list[dict[str, Any]]:
             "oldest_ready_seconds": float(s.oldest_ready_seconds),
             "paused": s.queue in paused,
             "limit": caps.get(s.queue),
+            "paused_until": _iso(ends.get(s.queue)),
         }
         for s in driver.reads().stats()
     ]
@@ -326,10 +329,15 @@ def queue_depths(driver: JobDriver) -> list[dict[str, Any]]:
                 "oldest_ready_seconds": 0.0,
                 "paused": name in paused,
                 "limit": caps.get(name),
+                "paused_until": _iso(ends.get(name)),
             }
         )
     queues.sort(key=lambda q: q["queue"])
     return queues
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
 def _outbox_totals(driver: JobDriver) -> dict[str, Any]:

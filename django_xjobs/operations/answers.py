@@ -241,6 +241,8 @@ class QueueDepthRow(Answer):
     oldest_ready_seconds: float
     paused: bool
     limit: int | None
+    #: when the pause ends by itself (``pause_queue(until=)``, ISO), None without an end
+    paused_until: str | None = None
 
 
 @dataclass(frozen=True, eq=False)

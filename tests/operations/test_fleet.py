@@ -96,3 +96,20 @@ def test_pause_02_xjobs_pause_takes_an_end(db):
     for bad in ("2100-01-01T00:00:00", "soon"):
         with pytest.raises(CommandError, match="X_INVARIANT"):
             call_command("xjobs", "pause", "other", "--until", bad, stdout=StringIO())
+
+
+def test_pause_02_the_queues_report_the_command_and_the_admin_show_the_end(db):
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    state = operations.pause_queue("emails", until="2h")
+    [row] = [q for q in operations.inspect_queues().queues if q.queue == "emails"]
+    assert (row.paused, row.paused_until) == (True, state.paused_until.isoformat())
+    out = StringIO()
+    call_command("xjobs", "queues", stdout=out)
+    [line] = [x for x in out.getvalue().splitlines() if x.startswith("emails")]
+    assert line.endswith(f"paused until {state.paused_until.isoformat()}")
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    page = client.get("/admin/django_xjobs/job/queues/").content.decode()
+    assert f"<strong>paused</strong> until {state.paused_until.isoformat()}" in page

@@ -23,6 +23,7 @@ from ...operations.answers import (
     BackfillSection,
     JobSummary,
     JobTrace,
+    QueueDepthRow,
     json_default,
 )
 from ...run.controls import progress_text
@@ -307,7 +308,7 @@ class Command(XJobsCommand):
             lines.append(
                 f"{q['queue']:<20} {q['ready']:>7} {q['delayed']:>8} {q['running']:>8} "
                 f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:>11.1f}s  "
-                f"{q['limit'] or '-':>5}  {'paused' if q['paused'] else '-'}"
+                f"{q['limit'] or '-':>5}  {_paused(q)}"
             )
         limits = inspect_limits()
         lines += limit_lines(limits)
@@ -461,6 +462,13 @@ def _json_default(value: object) -> object:
 
 
 _operator = bulk_commands.operator
+
+
+def _paused(row: QueueDepthRow) -> str:
+    """The queues line's last column: paused, and until when when the pause has an end."""
+    if not row.paused:
+        return "-"
+    return f"paused until {row.paused_until}" if row.paused_until else "paused"
 
 
 def _by_filter(o: Mapping[str, object]) -> bool:
