@@ -69,7 +69,7 @@ from .errors import (
     ValueRefusedError,
     XJobsError,
 )
-from .limits.operator import inspect_limits, set_queue_limit
+from .limits.operator import inspect_limits, pause_jobs, set_queue_limit
 from .operations import (
     cancel_job,
     cancel_jobs,
@@ -184,6 +184,7 @@ __all__ = [
     "inspect_workers",
     "job",
     "pause_cron",
+    "pause_jobs",
     "pause_queue",
     "publish_event",
     "register_error_retry",

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from ..errors import ConfirmationRequiredError, InvariantError
+from ..limits.operator import pause_jobs
 from ..operations import audit, bulk, filters
 from ..operations.answers import BulkResult
 from ..states import JOB_STATES
@@ -153,6 +154,33 @@ def pause_end(until: str | None, duration: str | None) -> datetime | str | None:
             f"--until {until!r} is not a time",
             hint="ISO 8601 with its zone, e.g. 2026-12-07T04:00:00+00:00, or --for 30m",
         ) from None
+
+
+def add_pause_jobs(sub: ArgumentParser) -> None:
+    """``xjobs pause-jobs NAME [--key K] --until TIME | --for D``."""
+    sub.add_argument("name", help="the job's name")
+    sub.add_argument("--key", help="the limit key, as its template renders it (xjobs queues)")
+    ends = sub.add_mutually_exclusive_group(required=True)
+    ends.add_argument("--until", help="ISO 8601 with its zone: the pause ends by itself then")
+    ends.add_argument("--for", dest="for_", metavar="D", help='a duration: "30m", "2h"')
+
+
+def pause_jobs_action(options: Mapping[str, object]) -> tuple[object, str]:
+    """``xjobs pause-jobs``: the key paused, and until when (SPEC PAUSE-03)."""
+    until = pause_end(_text(options.get("until")), _text(options.get("for_")))
+    if until is None:  # argparse requires one of the two
+        raise InvariantError("xjobs pause-jobs needs --until or --for")
+    name, key = str(options["name"]), _text(options.get("key"))
+    report = pause_jobs(name=name, limit_key=key, until=until, by=operator())
+    shown = f"{name}[{key}]" if key else name
+    return report, (
+        f"paused {shown} until {report.paused_until}: no run of it starts before then, "
+        "fleet-wide; it resumes by itself"
+    )
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def audit_report(limit: int, verb: str | None) -> tuple[object, str]:

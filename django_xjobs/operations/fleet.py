@@ -60,7 +60,7 @@ def pause_queue(
     conf.check_queue_name(name, error=InvariantError)
     check_by(by)
     driver = get_driver()
-    ends = _until(driver.steps().now(), until)
+    ends = pause_end(driver.steps().now(), until)
     state = driver.limits().pause_queue(name, by, ends)
     log.event(logging.WARNING, "xjobs.queue.paused", queue=name, by=by, until=ends)
     reason = None if ends is None else f"until {ends.isoformat()}"
@@ -83,8 +83,8 @@ def resume_queue(name: str, *, by: str | None = None) -> QueueState:
     return state
 
 
-def _until(now: datetime, until: datetime | Duration | None) -> datetime | None:
-    """When a pause ends: an aware time after ``now`` (the store's clock), or a duration from
+def pause_end(now: datetime, until: datetime | Duration | None) -> datetime | None:
+    """When a pause ends (``pause_queue``, ``pause_jobs``): an aware time after ``now`` (the store's clock), or a duration from
     it; anything else is ``X_INVARIANT``."""
     if until is None:
         return None

@@ -113,3 +113,47 @@ def test_pause_02_the_queues_report_the_command_and_the_admin_show_the_end(db):
     client.force_login(User.objects.create_superuser("root", password="pw"))
     page = client.get("/admin/django_xjobs/job/queues/").content.decode()
     assert f"<strong>paused</strong> until {state.paused_until.isoformat()}" in page
+
+
+def test_pause_03_pause_jobs_pauses_one_limit_key_until_a_time(harness):
+    from django_xjobs import pause_jobs
+    from tests.operations.test_why import limited_claim
+
+    held = jobs.backs_off.enqueue(partner="acme", n=1).id
+    free = jobs.backs_off.enqueue(partner="globex", n=1).id
+    report = pause_jobs(name="tests.jobs.backs_off", limit_key="acme", until="10m", by="ops:a")
+    assert report.job == "tests.jobs.backs_off" and report.paused_until is not None
+    # a worker's claim within the declared limits takes the other key's run, not this one's
+    assert [c.id for c in limited_claim(harness.driver, ["limited"])] == [free]
+    assert harness.row(held).state == "ready"
+    [reason] = [r for r in why_job(held).reasons if r.code == "key_paused"]
+    assert "an operator paused it (pause_jobs)" in reason.text
+    [entry] = operations.inspect_audit(verb="pause_jobs")
+    assert (entry.actor, entry.target) == ("ops:a", "tests.jobs.backs_off[acme]")
+    harness.advance(601)  # past its end: the key runs again with no one resuming it
+    assert [c.id for c in limited_claim(harness.driver, ["limited"])] == [held]
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"name": "tests.jobs.ok"}, "declares no limit key"),
+        ({"name": "tests.jobs.backs_off"}, "not limit_key=None"),
+        ({"name": "tests.jobs.backs_off", "limit_key": "acme", "until": "-1m"}, "duration"),
+    ],
+)
+def test_pause_03_pause_jobs_refuses_what_has_no_key_to_pause(harness, fields, says):
+    from django_xjobs import pause_jobs
+
+    with pytest.raises(XJobsError, match=says):
+        pause_jobs(**{"until": "10m", **fields})
+
+
+def test_pause_03_xjobs_pause_jobs(db):
+    out = StringIO()
+    call_command(
+        "xjobs", "pause-jobs", "tests.jobs.backs_off", "--key", "acme", "--for", "1h", stdout=out
+    )
+    assert out.getvalue().startswith("paused tests.jobs.backs_off[acme] until ")
+    with pytest.raises(CommandError, match="X_INVARIANT"):
+        call_command("xjobs", "pause-jobs", "tests.jobs.ok", "--for", "1h", stdout=StringIO())

@@ -82,7 +82,7 @@ class _PruneOptions(_Options, total=False):
 class Command(XJobsCommand):
     help = (
         "Inspect and operate jobs: ls, show, why, cancel, retry, delete, requeue, run-now, dead, "
-        "queues, pause, resume, crons, cron, limit, outbox, workers, manifest, prune, batch, audit."
+        "queues, pause, pause-jobs, resume, crons, cron, limit, outbox, workers, manifest, prune, batch, audit."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -136,6 +136,9 @@ class Command(XJobsCommand):
         ends = pause.add_mutually_exclusive_group()
         ends.add_argument("--until", help="ISO 8601 with its zone: the pause ends by itself then")
         ends.add_argument("--for", dest="for_", metavar="D", help='a duration: "30m", "2h"')
+        bulk_commands.add_pause_jobs(
+            action("pause-jobs", "start no run of one job's limit key until a time")
+        )
         resume = action("resume", "let every worker claim from a paused queue again")
         resume.add_argument("queue")
         action("crons", "every cron: schedule, paused or not, last firing, next 5 fire times")
@@ -343,6 +346,9 @@ class Command(XJobsCommand):
             else f"paused queue {state.queue} since {since}: no worker starts its jobs until "
             f"python manage.py xjobs resume {state.queue}"
         )
+
+    def _pause_jobs(self, o: _Options) -> tuple[object, str]:
+        return bulk_commands.pause_jobs_action(o)
 
     def _resume(self, o: _QueueOptions) -> tuple[object, str]:
         state = operations.resume_queue(o["queue"], by=_operator())

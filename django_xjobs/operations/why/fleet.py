@@ -156,7 +156,7 @@ def _key(
                 "key_paused",
                 f"its limit key {name} is paused until {format_time(paused)} (in "
                 f"{format_span((paused - now).total_seconds())}): a run raised "
-                "RateLimited(retry_after=...)",
+                "RateLimited(retry_after=...), or an operator paused it (pause_jobs)",
                 key=name,
                 until=paused,
             )
