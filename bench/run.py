@@ -31,8 +31,8 @@ LATENCY_TIMEOUT = 30.0  # seconds W3 waits for the worker to be ready, and for t
 JOIN_TIMEOUT = 30.0  # seconds to wait for a stopped worker thread to return
 LATENCY_CONCURRENCY = 4  # threads of the W3 worker
 POLL = 0.05  # seconds between the progress checks of a drain by worker processes
-WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5", "SOAK", "LIMITS")
-# SOAK and LIMITS run only when asked for: they take minutes
+WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5", "SOAK", "LIMITS", "BULK")
+# SOAK, LIMITS and BULK run only when asked for: they take minutes
 DEFAULT_WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5")
 
 
@@ -112,7 +112,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=WORKLOADS,
         default=list(DEFAULT_WORKLOADS),
         metavar="W",
-        help="the workloads to run, of W1 W2 FLOOR W3 W4 W5 SOAK LIMITS (all but SOAK and LIMITS)",
+        help="the workloads to run, of W1 W2 FLOOR W3 W4 W5 SOAK LIMITS BULK (all but SOAK, "
+        "LIMITS and BULK)",
+    )
+    parser.add_argument(
+        "--bulk-dead", type=int, default=100_000, help="BULK: dead jobs retried by filter (100000)"
+    )
+    parser.add_argument(
+        "--bulk-drain",
+        type=int,
+        default=100_000,
+        help="BULK: no-op runs drained alone, then during the retry (100000)",
     )
     parser.add_argument(
         "--floor-batch", type=int, default=100, help="FLOOR: rows per claim and per ack (100)"
@@ -676,6 +686,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.limits import limits
 
         limits(report, args)
+    if "BULK" in args.workloads:
+        from bench.bulk import bulk_retry
+
+        bulk_retry(report, args)
     truncate()
 
     print(render(report, env))

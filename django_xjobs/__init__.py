@@ -17,7 +17,7 @@ from .declarations.cron import CronHandle, cron, registered_crons
 from .declarations.job import JobHandle, job, registered_jobs
 from .declarations.registry import get_job
 from .declarations.workflows import Batch
-from .drivers.contract import CronState, EnqueueResult, QueueState
+from .drivers.contract import CronState, EnqueueResult, JobFilter, QueueState
 from .errors import (
     BackfillAppliedError,
     BackfillEnvironmentError,
@@ -69,10 +69,13 @@ from .errors import (
     ValueRefusedError,
     XJobsError,
 )
-from .limits.operator import inspect_limits, set_queue_limit
+from .limits.operator import inspect_limits, pause_jobs, set_queue_limit
 from .operations import (
     cancel_job,
+    cancel_jobs,
+    delete_jobs,
     discard_outbox_entry,
+    inspect_audit,
     inspect_dead_letters,
     inspect_job,
     inspect_manifest,
@@ -80,8 +83,10 @@ from .operations import (
     inspect_queues,
     inspect_workers,
     pause_queue,
+    requeue_jobs,
     resume_queue,
     retry_job,
+    retry_jobs,
     retry_outbox_entry,
     run_job_now,
 )
@@ -128,6 +133,7 @@ __all__ = [
     "JobDefinitionError",
     "JobDuplicateDefinitionError",
     "JobDuplicateError",
+    "JobFilter",
     "JobHandle",
     "JobInterrupt",
     "JobNotCancellableError",
@@ -159,11 +165,14 @@ __all__ = [
     "backfill",
     "cancel_batch",
     "cancel_job",
+    "cancel_jobs",
     "classify",
     "cron",
     "current_job",
+    "delete_jobs",
     "discard_outbox_entry",
     "get_job",
+    "inspect_audit",
     "inspect_batch",
     "inspect_crons",
     "inspect_dead_letters",
@@ -175,16 +184,19 @@ __all__ = [
     "inspect_workers",
     "job",
     "pause_cron",
+    "pause_jobs",
     "pause_queue",
     "publish_event",
     "register_error_retry",
     "registered_backfills",
     "registered_crons",
     "registered_jobs",
+    "requeue_jobs",
     "resume_cron",
     "resume_queue",
     "retry_class",
     "retry_job",
+    "retry_jobs",
     "retry_outbox_entry",
     "retry_schedule",
     "run_cron_now",

@@ -11,10 +11,11 @@ Rows are read-only; retry and cancel go through ``django_xjobs.operations``, the
 * ``outboxentry/``, ``joblease/``, ``schedulerstate/``: the staged rows, the fleet slots held
   and the scheduler's watermarks, view-only;
 * ``worker/``: every worker process, its runs in flight and whether it is alive or lapsed;
-* ``backfill/``: every backfill pass in the ledger, its progress and its name's history.
+* ``backfill/``: every backfill pass in the ledger, its progress and its name's history;
+* ``operatoraction/``: the operators' audit trail, read-only (its own view permission).
 
 Each page lives in its own module (``jobs``, ``actions``, ``trace``, ``outbox``, ``leases``,
-``workers``, ``backfill``, ``batches``, ``overview``); this one registers them on the site.
+``workers``, ``backfill``, ``batches``, ``overview``, ``audit``); this one registers them on the site.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from ..models import (
     Job,
     JobBatch,
     JobLease,
+    OperatorAction,
     OutboxEntry,
     Overview,
     SchedulerState,
     Worker,
 )
+from .audit import OperatorActionAdmin
 from .backfill import BackfillAdmin
 from .batches import JobBatchAdmin
 from .jobs import SHORT_ERROR, JobAdmin, StateFilter, UnknownJobFilter
@@ -46,6 +49,7 @@ __all__ = [
     "JobBatchAdmin",
     "JobLeaseAdmin",
     "LeaseLiveFilter",
+    "OperatorActionAdmin",
     "OutboxEntryAdmin",
     "OutboxStatusFilter",
     "OverviewEntry",
@@ -63,3 +67,4 @@ admin.site.register(Worker, WorkerAdmin)
 admin.site.register(SchedulerState, SchedulerStateAdmin)
 admin.site.register(Backfill, BackfillAdmin)
 admin.site.register(JobBatch, JobBatchAdmin)  # issue 32
+admin.site.register(OperatorAction, OperatorActionAdmin)  # issue 45

@@ -17,12 +17,14 @@ from django.urls import URLPattern, path
 from django.utils.html import format_html
 
 from .. import conf, operations
+from ..errors import JobFilterError
 from ..models import Job, JobState
 from ..run.controls import fraction, progress_text
 from ..states import WAITING_STATES, shown_attempt
 from ..text import MESSAGE_LIMIT, cap
 from .actions import JobActions
 from .batches import batch_link as _batch_link
+from .filters import ErrorCodeFilter, InputFilter, searched
 from .job import TIMES, JobExplained, badge
 from .overview import FleetOverview
 from .pages import UNKNOWN_CODE, admin_url, parked_unknown
@@ -93,7 +95,15 @@ class JobAdmin(JobActions, JobTrace, JobExplained, FleetOverview, LibraryRows):
         "run_at_shown",
         "updated_shown",
     )
-    list_filter = (StateFilter, UnknownJobFilter, "queue", "stop_reason", "name")
+    list_filter = (
+        StateFilter,
+        UnknownJobFilter,
+        "queue",
+        "stop_reason",
+        "name",
+        InputFilter,
+        ErrorCodeFilter,
+    )
     search_fields = ("=id", "name", "idempotency_key")
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
@@ -311,6 +321,20 @@ class JobAdmin(JobActions, JobTrace, JobExplained, FleetOverview, LibraryRows):
         due = ExpressionWrapper(Q(run_at__lte=Now()), output_field=BooleanField())
         rows: QuerySet[Job] = super().get_queryset(request).annotate(xjobs_due=due)
         return rows
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
+    ) -> tuple[QuerySet[Job], bool]:
+        """``input:{...}`` and ``error:CODE`` search by what a job carries (SPEC BULK-12);
+        any other term searches the id, name and key as ever."""
+        try:
+            found = searched(queryset, search_term.strip())
+        except JobFilterError as error:
+            messages.warning(request, f"{error.code}: {error.message} — {error.hint}")
+            return queryset.none(), False
+        if found is not None:
+            return found, False
+        return super().get_search_results(request, queryset, search_term)
 
     @admin.display(description="state", ordering="state")
     def state_shown(self, obj: Job) -> str:

@@ -73,6 +73,9 @@ DEFAULTS: dict[str, Any] = {
     # the overview's per-minute rollup (rollup.py) and queue depth samples (worker/depth.py)
     # are kept this long, then pruned by the same hourly pass as RETENTION
     "ROLLUP_RETENTION": 3 * 86400,
+    # the operators' audit trail (x_operator_actions, issue 45) is kept this long, then pruned
+    # by the same hourly pass as RETENTION and by xjobs prune
+    "AUDIT_RETENTION": 90 * 86400,
     # libpq options every connection of a worker, relay or scheduler process opens with (merged
     # under DATABASES OPTIONS, which win): a silently dropped connection fails instead of hanging
     "CONNECTION_OPTIONS": {
@@ -168,6 +171,7 @@ class XJobsSettings:
     outage_retries: int
     retention: dict[str, float]
     rollup_retention: float
+    audit_retention: float
     connection_options: dict[str, Any]
     statement_timeout: float
     stall_timeout: float
@@ -304,6 +308,7 @@ def validate(raw: object) -> XJobsSettings:
         outage_retries=outage_retries,
         retention=_retention(merged["RETENTION"]),
         rollup_retention=duration("ROLLUP_RETENTION"),
+        audit_retention=duration("AUDIT_RETENTION"),
         connection_options=_connection_options(merged["CONNECTION_OPTIONS"]),
         statement_timeout=duration("STATEMENT_TIMEOUT"),
         stall_timeout=duration("STALL_TIMEOUT"),

@@ -98,3 +98,24 @@ class JobNotWaitingError(XJobsError):
     """The job is not waiting for its time: only a ready or delayed job can be run now."""
 
     code = "X_JOB_NOT_WAITING"
+
+
+class JobFilterError(XJobsError):
+    """A bulk action's filter is malformed: a field no filter has, a value of the wrong kind,
+    an ``input`` that is not a JSON object, or a time without a timezone."""
+
+    code = "X_FILTER_INVALID"
+
+
+class BulkDeleteLiveError(XJobsError):
+    """A bulk delete's filter admits live jobs: only finished jobs (done, dead, failed,
+    cancelled) are deleted, so the filter must name their states."""
+
+    code = "X_BULK_DELETE_LIVE"
+
+
+class ConfirmationRequiredError(XJobsError):
+    """The command would act on more jobs than it acts on unasked, and there is no terminal to
+    ask on: nothing was changed."""
+
+    code = "X_CONFIRMATION_REQUIRED"

@@ -12,8 +12,11 @@ from .. import conf, log, redact
 from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import QueueState
+from ..durations import Duration
 from ..errors import InvariantError
+from ..operations import audit
 from ..operations.answers import KeyUseReport
+from ..operations.fleet import pause_end
 from ..text import check_label
 from .claims import in_window
 from .keys import SEPARATOR
@@ -40,7 +43,75 @@ def set_queue_limit(name: str, concurrency: int | None, *, by: str | None = None
         )
     state = get_driver().limits().set_queue_limit(name, concurrency)
     log.event(logging.WARNING, "xjobs.queue.limited", queue=name, limit=concurrency, by=by)
+    audit.record("set_queue_limit", by=by, target=name, reason=f"limit {concurrency}")
     return state
+
+
+def pause_jobs(
+    *,
+    name: str,
+    limit_key: str | None = None,
+    until: datetime | Duration,
+    by: str | None = None,
+) -> KeyUseReport:
+    """Start no run of job ``name`` — of its one limit key ``limit_key``, as its template
+    renders it — until ``until`` (an aware time, or a duration from now), fleet-wide; the pause
+    ends by itself then (SPEC PAUSE-03). The same pause a run's ``RateLimited`` takes, in the
+    key's row: a later pause wins over an earlier one, so the answer's ``paused_until`` may be
+    later than asked. Runs in flight finish; ``why`` names the pause (``key_paused``).
+
+    The job must declare a key (``limit_key=`` or ``rate_limit=``): a job that declares none has
+    no key to pause (pause its queue instead), and ``limit_key`` is given exactly when its
+    declaration has a template::
+
+        >>> pause_jobs(name="billing.jobs.sync", limit_key="acme", until="2h")["paused_until"]
+        '2026-12-07T05:00:00+00:00'
+    """
+    check_label(by, "by")
+    handle = registry.jobs.get(name) if isinstance(name, str) else None
+    limits = None if handle is None else handle.limits
+    if limits is None:
+        raise InvariantError(
+            f"job {name!r} declares no limit key, so no key of it can be paused",
+            hint="pause_jobs pauses a job declared with limit_key= or rate_limit=; pause its "
+            "queue instead: pause_queue(queue, until=...)",
+        )
+    if (limits.key is None) != (limit_key is None) or (
+        limit_key is not None and not isinstance(limit_key, str)
+    ):
+        wanted = f"its limit_key={limits.key!r} rendered" if limits.key else "no limit_key"
+        raise InvariantError(
+            f"job {name!r} is paused by {wanted}, not limit_key={limit_key!r}",
+            hint="give limit_key exactly when the job's declaration has a template, as "
+            "xjobs queues lists its keys",
+        )
+    key = name + SEPARATOR + (limit_key or "")  # keys.render's form
+    driver = get_driver()
+    now = driver.steps().now()
+    ends = pause_end(now, until)
+    if ends is None:
+        raise InvariantError("pause_jobs needs until=", hint='a time, or a duration: "2h"')
+    driver.limits().pause_key(key, (ends - now).total_seconds())
+    shown = limit_key or ""
+    audit.record("pause_jobs", by=by, target=f"{name}[{shown}]", reason=f"until {ends.isoformat()}")
+    found = [
+        k
+        for k in inspect_limits()
+        if k.job == name and k.key == redact.key_shown(shown, limits.key, values=True)
+    ]
+    return (
+        found[0]
+        if found
+        else KeyUseReport(
+            job=name,
+            key=shown,
+            running=0,
+            concurrency=limits.concurrency,
+            rate_limit=None if limits.rate is None else str(limits.rate),
+            starts_in_window=0,
+            paused_until=ends.isoformat(),
+        )
+    )
 
 
 def queue_limits() -> dict[str, int]:

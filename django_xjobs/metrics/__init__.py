@@ -82,6 +82,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "now, xjobs run-now)",
         ("queue",),
     ),
+    "xjobs_operator_actions_total": (
+        "Operator actions this process recorded in the audit trail (x_operator_actions), by "
+        "verb: retry, cancel, delete, requeue (one job or a filter's), pause, resume, ...",
+        ("verb",),
+    ),
     "xjobs_worker_recycles_total": (
         "Workers in this process that drained to start afresh, by reason (abandoned_held: "
         "bodies past their timeout held half a pool too long)",
@@ -299,7 +304,9 @@ def queue_depths(driver: JobDriver) -> list[dict[str, Any]]:
     and whether it is paused; a paused queue with no jobs is listed too, with zeros. Read from
     the driver, with the fleet-wide cap ``set_queue_limit`` set (``inspect_queues`` answers the
     same rows to the admin and the CLI)."""
-    paused = driver.limits().paused_queues()
+    # a pause past its end reads as none (SPEC PAUSE-01); one with an end says when
+    ends = {c.queue: c.paused_until for c in driver.limits().queue_controls() if c.paused}
+    paused = frozenset(ends)
     # set_queue_limit: shown beside the pause, with the running
     caps = driver.limits().queue_limits()
     queues: list[dict[str, Any]] = [
@@ -313,6 +320,7 @@ def queue_depths(driver: JobDriver) -> list[dict[str, Any]]:
             "oldest_ready_seconds": float(s.oldest_ready_seconds),
             "paused": s.queue in paused,
             "limit": caps.get(s.queue),
+            "paused_until": _iso(ends.get(s.queue)),
         }
         for s in driver.reads().stats()
     ]
@@ -326,10 +334,15 @@ def queue_depths(driver: JobDriver) -> list[dict[str, Any]]:
                 "oldest_ready_seconds": 0.0,
                 "paused": name in paused,
                 "limit": caps.get(name),
+                "paused_until": _iso(ends.get(name)),
             }
         )
     queues.sort(key=lambda q: q["queue"])
     return queues
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
 def _outbox_totals(driver: JobDriver) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_xjobs", "0027_event_outcomes"),
+        ("django_xjobs", "0028_operator_actions"),
     ]
 
     operations = [

@@ -4,7 +4,7 @@
 A module per concern, every name re-exported here (``django_xjobs.models.<Name>``): ``jobs``
 (a job, its states, step records, events and batches), ``fleet`` (workers, slots, the
 scheduler, an operator's standing orders, limit keys), ``records`` (the outbox, the backfills'
-ledger, the overview's figures) and ``fields`` (the two field classes).
+ledger, the overview's figures, the operators' audit trail) and ``fields`` (the two field classes).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .jobs import (
     StopReason,
     state_filter,
 )
-from .records import Backfill, JobRollup, OutboxEntry, QueueDepth
+from .records import Backfill, JobRollup, OperatorAction, OutboxEntry, QueueDepth
 
 __all__ = [
     "CLAIMABLE",
@@ -52,6 +52,7 @@ __all__ = [
     "JobState",
     "JobStep",
     "LimitKey",
+    "OperatorAction",
     "OutboxEntry",
     "Overview",
     "PgArrayField",

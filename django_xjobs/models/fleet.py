@@ -87,6 +87,11 @@ class QueueControl(models.Model):
     queue = models.TextField(primary_key=True)
     paused_at = models.DateTimeField(null=True, blank=True, help_text="Paused since; null: not.")
     paused_by = models.TextField(null=True, blank=True, help_text="Who paused it, when known.")
+    paused_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The pause ends by itself then (pause_queue(until=)); null: until resumed.",
+    )
     concurrency = models.IntegerField(
         null=True, blank=True, help_text="Runs at most this many at once, fleet-wide; null: no cap."
     )

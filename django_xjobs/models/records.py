@@ -141,3 +141,36 @@ class QueueDepth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.minute:%H:%M} {self.queue}"
+
+
+class OperatorAction(models.Model):
+    """One operator action, as the audit trail keeps it (issue 45): who (the admin's user, the
+    command line's login and host, or the ``by=`` of an API call), when, the verb, the job or
+    the filter it acted on, the reason given, and what it changed. Written by the operator API
+    only; read-only in the admin and ``xjobs audit``; kept for ``XJOBS["AUDIT_RETENTION"]``."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    at = models.DateTimeField(db_default=Now())
+    actor = models.TextField(help_text="admin:<user>, cli:<login>@<host>, or an API call's by=.")
+    verb = models.TextField()
+    job_id = models.TextField(null=True, blank=True, help_text="The one job acted on.")
+    target = models.TextField(
+        null=True, blank=True, help_text="What else was acted on: a queue, a cron, a batch."
+    )
+    filter = models.JSONField(
+        null=True, blank=True, help_text="A bulk action's filter, its input values redacted."
+    )
+    reason = models.TextField(null=True, blank=True)
+    matched = models.IntegerField(null=True, blank=True)
+    changed = models.IntegerField(null=True, blank=True)
+    skipped = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "x_operator_actions"
+        verbose_name = "operator action"
+        indexes = [models.Index(fields=["at"], name="x_operator_actions_at_idx")]
+        # the admin shows them; nobody adds, changes or deletes one there
+        default_permissions = ("view",)
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.verb}"

@@ -7,15 +7,18 @@ around them (DESIGN §3). Each looks the driver up when it is called, takes a jo
 the document, ids and times as strings, durations in seconds.
 
 The calls live by what they act on: ``jobs`` (a job's trace, cancel, retry, run now, the dead
-letters, prune), ``fleet`` (queues and workers), ``outbox``, ``cron_controls``, ``manifest`` and
-``why``, ``versions``; every public name is here too, so ``from django_xjobs.operations import inspect_job``
+letters, prune), ``bulk`` (retry, cancel, delete and requeue every job a filter admits),
+``audit`` (the trail every action leaves), ``fleet`` (queues and workers), ``outbox``,
+``cron_controls``, ``manifest``, ``why`` and ``versions``; every public name is here too, so ``from django_xjobs.operations import inspect_job``
 keeps working.
 """
 
 from __future__ import annotations
 
+from .audit import inspect_audit, prune_audit
+from .bulk import cancel_jobs, delete_jobs, requeue_jobs, retry_jobs
+from .filters import job_filter
 from .fleet import (
-    check_by,
     inspect_queues,
     inspect_workers,
     pause_queue,
@@ -37,7 +40,7 @@ from .jobs import (
 )
 from .manifest import inspect_manifest
 from .outbox import discard_outbox_entry, inspect_outbox, retry_outbox_entry
-from .shared import HEX_DIGITS, MIN_PREFIX, PREFIX_CANDIDATES
+from .shared import HEX_DIGITS, MIN_PREFIX, PREFIX_CANDIDATES, check_by
 from .versions import inspect_versions
 
 __all__ = [
@@ -47,9 +50,12 @@ __all__ = [
     "PRUNE_DEFAULT_STATES",
     "RETRY_COMMAND",
     "cancel_job",
+    "cancel_jobs",
     "check_by",
     "collapsed_into",
+    "delete_jobs",
     "discard_outbox_entry",
+    "inspect_audit",
     "inspect_dead_letters",
     "inspect_job",
     "inspect_manifest",
@@ -57,12 +63,16 @@ __all__ = [
     "inspect_queues",
     "inspect_versions",
     "inspect_workers",
+    "job_filter",
     "key_shown",
     "list_jobs",
     "pause_queue",
+    "prune_audit",
     "prune_jobs",
+    "requeue_jobs",
     "resume_queue",
     "retry_job",
+    "retry_jobs",
     "retry_outbox_entry",
     "run_job_now",
     "worker_state",

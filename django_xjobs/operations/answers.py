@@ -246,6 +246,8 @@ class QueueDepthRow(Answer):
     oldest_ready_seconds: float
     paused: bool
     limit: int | None
+    #: when the pause ends by itself (``pause_queue(until=)``, ISO), None without an end
+    paused_until: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -436,15 +438,56 @@ class BackfillReport(Answer):
     latest: BackfillPass | None
 
 
+# --- bulk actions and the audit trail (issue 45) ----------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class BulkResult(Answer):
+    """What a bulk verb did (or, with ``dry_run``, would do): ``matched`` jobs the filter
+    admitted in the states the verb acts on, ``changed`` of them, ``skipped`` ones that moved
+    on meanwhile (settled, retried, cancelled by someone else) or whose key a live job holds;
+    ``sample`` is a few of the matched jobs (a dry run's look before acting), ``note`` says why
+    nothing was done when nothing was."""
+
+    verb: str
+    filter: dict[str, Any]
+    dry_run: bool
+    matched: int
+    changed: int
+    skipped: int
+    batches: int
+    sample: list[JobSummary]
+    note: str | None
+
+
+@dataclass(frozen=True, eq=False)
+class AuditEntry(Answer):
+    """One operator action of the audit trail, newest first in ``inspect_audit``."""
+
+    id: str
+    at: str | None
+    actor: str
+    verb: str
+    job_id: str | None
+    target: str | None
+    filter: dict[str, Any] | None
+    reason: str | None
+    matched: int | None
+    changed: int | None
+    skipped: int | None
+
+
 __all__ = [
     "Answer",
     "AttemptTrace",
+    "AuditEntry",
     "BackfillPass",
     "BackfillReport",
     "BackfillSection",
     "BatchCallbackReport",
     "BatchMember",
     "BatchReport",
+    "BulkResult",
     "CronReport",
     "DeadLetter",
     "Dependencies",

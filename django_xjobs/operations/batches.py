@@ -12,8 +12,9 @@ from ..drivers import get_driver
 from ..drivers.contract import BatchRecord
 from ..errors import BatchNotFoundError, InvariantError
 from ..text import storable
+from . import audit
 from .answers import BatchCallbackReport, BatchMember, BatchReport
-from .shared import iso
+from .shared import check_by, iso
 
 
 def inspect_batch(batch_id: UUID | str, *, members: int = 100) -> BatchReport:
@@ -43,7 +44,9 @@ def inspect_batch(batch_id: UUID | str, *, members: int = 100) -> BatchReport:
     return describe(record, members=listed)
 
 
-def cancel_batch(batch_id: UUID | str, *, reason: str | None = None) -> BatchReport:
+def cancel_batch(
+    batch_id: UUID | str, *, reason: str | None = None, by: str | None = None
+) -> BatchReport:
     """Close the batch and cancel every member still live (a running one stops at its next
     heartbeat), each counted as cancelled; the last one queues the callbacks (``on_failure``,
     ``on_complete``). Cancel goes down to the members, never up. Returns ``inspect_batch``'s
@@ -60,7 +63,9 @@ def cancel_batch(batch_id: UUID | str, *, reason: str | None = None) -> BatchRep
         raise BatchNotFoundError(f"no batch has id {batch_id}")
     # stored as every member's last_error: the two functions cancel_job's reason passes (issue 40)
     stored = storable(redact.redact(reason)) if reason else None
+    check_by(by)
     cancelled = driver.batches().cancel(found, stored)
+    audit.record("cancel_batch", by=by, target=str(found), reason=reason)
     return replace(inspect_batch(found, members=0), cancelled_now=cancelled)
 
 

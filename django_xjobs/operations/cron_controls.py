@@ -20,6 +20,7 @@ from ..drivers.contract import CronState
 from ..errors import CronUnknownError, InvariantError
 from ..ids import uuid7
 from ..text import check_label
+from . import audit
 from .answers import CronReport
 
 #: how many fire times ``inspect_crons`` lists per cron
@@ -57,6 +58,7 @@ def pause_cron(name: str, *, by: str | None = None) -> CronState:
     _check_by(by)
     state = get_driver().scheduler().pause_cron(handle.name, by)
     log.event(logging.WARNING, "xjobs.cron.paused", cron=handle.name, by=by)
+    audit.record("pause_cron", by=by, target=handle.name)
     return state
 
 
@@ -72,6 +74,7 @@ def resume_cron(name: str, *, by: str | None = None) -> CronState:
     _check_by(by)
     state = get_driver().scheduler().resume_cron(handle.name)
     log.event(logging.INFO, "xjobs.cron.resumed", cron=handle.name, by=by)
+    audit.record("resume_cron", by=by, target=handle.name)
     return state
 
 
@@ -119,6 +122,7 @@ def run_cron_now(name: str, *, key: str | None = None, by: str | None = None) ->
         if announce is not None and not result.deduped:
             announce(request, result.id)
     log.event(logging.INFO, "xjobs.cron.run_now", cron=handle.name, key=key, by=by, deduped=False)
+    audit.record("run_cron_now", by=by, target=handle.name, counts=(len(results),) * 2 + (0,))
     return CronRun(handle.name, key, occurrence, tuple(str(r.id) for r in results), False)
 
 

@@ -4,17 +4,18 @@ workers' presence rows."""
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from .. import conf, log, metrics
 from ..drivers import get_driver
 from ..drivers.contract import QueueState
+from ..durations import Duration, parse_duration
 from ..errors import (
     InvariantError,
 )
-from ..text import check_label
+from . import audit
 from .answers import QueueDepthRow, QueuesReport, WorkerReport
-from .shared import iso
+from .shared import check_by, iso
 
 
 def inspect_queues() -> QueuesReport:
@@ -38,29 +39,32 @@ def inspect_queues() -> QueuesReport:
     )
 
 
-def check_by(by: object) -> None:
-    """``by=`` of an operator call: None, or a name ``text.check_label`` keeps (no NUL, lone
-    surrogate, control character or escape; at most 200 characters), else ``X_INVARIANT``."""
-    if by is not None and not isinstance(by, str):
-        raise InvariantError(f"by={by!r} must be a string or None", hint='e.g. "ops:alice"')
-    check_label(by, "by")
-
-
-def pause_queue(name: str, *, by: str | None = None) -> QueueState:
+def pause_queue(
+    name: str, *, by: str | None = None, until: datetime | Duration | None = None
+) -> QueueState:
     """Stop every worker of the fleet claiming from queue ``name`` (SPEC CTRL-01/02).
 
     Stored in the database, so it outlives restarts and deploys; each worker leaves the queue out
     of its next claim, woken by a notification (at the latest a poll interval later). Runs in
     flight finish; enqueues into the queue still land and wait. Pausing a paused queue keeps its
-    first ``paused_at`` and ``paused_by``::
+    first ``paused_at`` and ``paused_by``.
 
-        >>> pause_queue("emails", by="ops:alice")
-        QueueState(queue='emails', paused=True, paused_at=datetime(...), paused_by='ops:alice')
+    ``until`` (an aware datetime, or a duration from now: ``"30m"``, a ``timedelta``, seconds)
+    ends the pause by itself: from then on the queue reads as running and every worker claims
+    from it again within a poll interval, with no one resuming it (SPEC PAUSE-01). Pausing again
+    sets the new end (None: until resumed)::
+
+        >>> pause_queue("emails", by="ops:alice", until="30m")
+        QueueState(queue='emails', paused=True, ..., paused_until=datetime(...))
     """
     conf.check_queue_name(name, error=InvariantError)
     check_by(by)
-    state = get_driver().limits().pause_queue(name, by)
-    log.event(logging.WARNING, "xjobs.queue.paused", queue=name, by=by)
+    driver = get_driver()
+    ends = pause_end(driver.steps().now(), until)
+    state = driver.limits().pause_queue(name, by, ends)
+    log.event(logging.WARNING, "xjobs.queue.paused", queue=name, by=by, until=ends)
+    reason = None if ends is None else f"until {ends.isoformat()}"
+    audit.record("pause_queue", by=by, target=name, reason=reason)  # SPEC AUDIT-01
     return state
 
 
@@ -75,7 +79,30 @@ def resume_queue(name: str, *, by: str | None = None) -> QueueState:
     check_by(by)
     state = get_driver().limits().resume_queue(name)
     log.event(logging.INFO, "xjobs.queue.resumed", queue=name, by=by)
+    audit.record("resume_queue", by=by, target=name)
     return state
+
+
+def pause_end(now: datetime, until: datetime | Duration | None) -> datetime | None:
+    """When a pause ends (``pause_queue``, ``pause_jobs``): an aware time after ``now`` (the store's clock), or a duration from
+    it; anything else is ``X_INVARIANT``."""
+    if until is None:
+        return None
+    if isinstance(until, datetime):
+        if until.tzinfo is None:
+            raise InvariantError(
+                f"until={until!r} has no timezone",
+                hint="give an aware datetime (timezone.now() + ...), or a duration such as '30m'",
+            )
+        ends = until
+    else:
+        ends = now + timedelta(seconds=parse_duration(until, field="until"))
+    if ends <= now:
+        raise InvariantError(
+            f"until={until!r} has passed: a pause must end after now ({now.isoformat()})",
+            hint="give a later time, or a duration such as '30m'",
+        )
+    return ends
 
 
 def inspect_workers() -> list[WorkerReport]:

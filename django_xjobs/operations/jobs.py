@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
@@ -25,6 +25,7 @@ from ..payload import JSONValue
 from ..retry import retry_schedule
 from ..states import FINISHED_STATES, LIVE_STATES, WAITING_STATES, shown_state
 from ..text import check_name, storable
+from . import audit
 from .answers import (
     AttemptTrace,
     DeadLetter,
@@ -34,7 +35,8 @@ from .answers import (
     StepTrace,
 )
 from .backfills import backfill_section
-from .shared import iso, job_id_of
+from .filters import job_filter
+from .shared import check_by, iso, job_id_of
 
 RETRY_COMMAND = "python manage.py xjobs retry {id}"
 
@@ -97,12 +99,13 @@ def collapsed_into(job_id: UUID) -> UUID | None:
     return None
 
 
-def cancel_job(job_id: UUID | str, reason: str | None = None) -> JobTrace:
+def cancel_job(job_id: UUID | str, reason: str | None = None, *, by: str | None = None) -> JobTrace:
     """Cancel a live job and return its trace (SPEC CANCEL-02, DESIGN Q-08/Q-09).
 
     A running job's worker finds out at its next heartbeat; whatever it settles after that is
     refused. ``reason`` becomes ``last_error``. Cancelling a cancelled job changes nothing; a
-    ``done``, ``dead`` or ``failed`` job raises ``JobNotCancellableError``::
+    ``done``, ``dead`` or ``failed`` job raises ``JobNotCancellableError``. The audit trail
+    records it, as done ``by`` (default ``"api"``)::
 
         >>> cancel_job(job_id, reason="customer asked")["state"]
         'cancelled'
@@ -112,12 +115,14 @@ def cancel_job(job_id: UUID | str, reason: str | None = None) -> JobTrace:
     driver = get_driver()
     # stored as last_error: through XJOBS["REDACT"], then the one sanitiser (issue 24 §3)
     stored = storable(redact.redact(reason)) if reason else None
+    check_by(by)
     row = driver.jobs().cancel(job_id_of(job_id), stored)
-    _cancel_children(driver, row.id, row.run_id)
+    cancel_children(driver, row.id, row.run_id)
+    audit.record("cancel_job", by=by, job_id=row.id, reason=reason)  # SPEC AUDIT-01
     return _trace(driver, row)
 
 
-def _cancel_children(driver: JobDriver, parent: UUID, run_id: UUID) -> None:
+def cancel_children(driver: JobDriver, parent: UUID, run_id: UUID) -> None:
     """Cancel goes down: the live children a parked ``ctx.step.call``/``call_many`` of the
     cancelled job waits for are cancelled too, and theirs in turn (SPEC CHILD-06). Each is its
     own cancel: cancelling the parent again finishes a propagation a crash cut short."""
@@ -131,11 +136,16 @@ def _cancel_children(driver: JobDriver, parent: UUID, run_id: UUID) -> None:
                 continue
             with contextlib.suppress(JobNotCancellableError):  # it ended meanwhile
                 cancelled = driver.jobs().cancel(child.id, f"parent {parent} was cancelled")
-                _cancel_children(driver, cancelled.id, cancelled.run_id)
+                cancel_children(driver, cancelled.id, cancelled.run_id)
 
 
 def retry_job(
-    job_id: UUID | str, from_step: str | None = None, force: bool = False, restart: bool = False
+    job_id: UUID | str,
+    from_step: str | None = None,
+    force: bool = False,
+    restart: bool = False,
+    *,
+    by: str | None = None,
 ) -> JobTrace:
     """Run a ``dead`` or ``failed`` job again, on the same run (SPEC INSP-06, DESIGN Q-03/Q-04).
 
@@ -143,7 +153,8 @@ def retry_job(
     next claim is a first attempt again); its completed steps replay from storage and its
     failed attempts stay in its history. With ``from_step`` that step and every step recorded
     after it run again. A ``cancelled`` job
-    needs ``force=True``; a live or ``done`` one raises ``JobNotRetryableError``::
+    needs ``force=True``; a live or ``done`` one raises ``JobNotRetryableError``. The audit
+    trail records it, as done ``by`` (default ``"api"``)::
 
         >>> retry_job(job_id, from_step="charge")["state"]
         'ready'
@@ -160,10 +171,12 @@ def retry_job(
     check_name(from_step, "from_step")
     if from_step is not None and (not isinstance(from_step, str) or not from_step):
         raise InvariantError(f"from_step={from_step!r} must be a step name", hint='e.g. "charge"')
+    check_by(by)
     driver = get_driver()
     row = driver.jobs().requeue(
         job_id_of(job_id), from_step=from_step, force=bool(force), restart=bool(restart)
     )
+    audit.record("retry_job", by=by, job_id=row.id, target=from_step)  # SPEC AUDIT-01
     return _trace(driver, row)
 
 
@@ -180,6 +193,7 @@ def run_job_now(job_id: UUID | str, *, by: str | None = None) -> JobTrace:
     driver = get_driver()
     row = driver.jobs().run_now(job_id_of(job_id))
     metrics.inc("xjobs_jobs_run_now_total", queue=row.queue)
+    audit.record("run_job_now", by=by, job_id=row.id)
     log.event(logging.INFO, "xjobs.job.run_now", job=row.name, id=row.id, queue=row.queue, by=by)
     return _trace(driver, row)
 
@@ -214,17 +228,28 @@ def list_jobs(
     name: str | None = None,
     state: str | None = None,
     limit: int = 100,
+    error_code: str | None = None,
+    input: Mapping[str, JSONValue] | str | None = None,
 ) -> list[JobSummary]:
-    """Jobs newest first, ``limit`` after sorting (SPEC INSP-04), without their step traces::
+    """Jobs newest first, ``limit`` after sorting (SPEC INSP-04), without their step traces;
+    ``error_code`` and ``input`` filter as a bulk verb's filter does (SPEC BULK-11)::
 
-    list_jobs(state="dead", queue="emails", limit=20)
+    list_jobs(state="dead", queue="emails", error_code="X_TERMINAL", input={"order_id": 4711})
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvariantError(f"limit={limit!r} must be a positive integer")
+    where = job_filter(error_code=error_code, input=input)
     driver = get_driver()
-    rows = driver.reads().list_jobs(queue=queue, name=name, state=state, limit=limit)
+    rows = driver.reads().list_jobs(
+        queue=queue,
+        name=name,
+        state=state,
+        limit=limit,
+        error_code=where.error_code,
+        input=where.input,
+    )
     now = driver.steps().now() if rows else None  # the store's clock, as the counts use
-    return [_summary(row, now) for row in rows]
+    return [summary_of(row, now) for row in rows]
 
 
 #: What ``prune`` deletes when no state is named: never ``dead``, whose jobs wait for an operator.
@@ -251,7 +276,7 @@ def prune_jobs(
     return get_driver().jobs().prune(older_than=seconds, states=chosen, dry_run=bool(dry_run))
 
 
-def _summary(row: JobSnapshot, now: datetime | None) -> JobSummary:
+def summary_of(row: JobSnapshot, now: datetime | None) -> JobSummary:
     return JobSummary(
         id=str(row.id),
         name=row.name,

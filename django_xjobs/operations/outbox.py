@@ -12,8 +12,9 @@ from ..drivers.contract import OutboxStore, QuarantinedRow
 from ..errors import (
     JobNotFoundError,
 )
+from . import audit
 from .answers import OutboxAction, OutboxDatabase, OutboxReport, QuarantinedEntry
-from .shared import iso, job_id_of
+from .shared import check_by, iso, job_id_of
 
 
 def inspect_outbox(limit: int = 100) -> OutboxReport:
@@ -72,7 +73,7 @@ def _quarantined(alias: str, row: QuarantinedRow) -> QuarantinedEntry:
     )
 
 
-def retry_outbox_entry(entry_id: UUID | str) -> OutboxAction:
+def retry_outbox_entry(entry_id: UUID | str, *, by: str | None = None) -> OutboxAction:
     """Hand a quarantined outbox row back to the relay, whose next pass publishes it (or
     quarantines it again, if what refused it was not fixed); returns ``inspect_outbox()``.
     No quarantined row with this id raises ``JobNotFoundError``::
@@ -80,28 +81,32 @@ def retry_outbox_entry(entry_id: UUID | str) -> OutboxAction:
         >>> retry_outbox_entry("0197a3c2-...")["quarantined"]
         0
     """
-    _outbox_act(entry_id, lambda store, wanted: store.quarantine.retry(wanted))
+    check_by(by)
+    wanted = _outbox_act(entry_id, lambda store, wanted: store.quarantine.retry(wanted))
+    audit.record("retry_outbox_entry", by=by, target=str(wanted))
     return inspect_outbox()
 
 
-def discard_outbox_entry(entry_id: UUID | str) -> OutboxAction:
+def discard_outbox_entry(entry_id: UUID | str, *, by: str | None = None) -> OutboxAction:
     """Delete a quarantined outbox row: it never becomes a job, and its id names nothing;
     returns ``inspect_outbox()``. No quarantined row with this id raises ``JobNotFoundError``::
 
         >>> discard_outbox_entry("0197a3c2-...")["quarantined"]
         0
     """
-    _outbox_act(entry_id, lambda store, wanted: store.quarantine.discard(wanted))
+    check_by(by)
+    wanted = _outbox_act(entry_id, lambda store, wanted: store.quarantine.discard(wanted))
+    audit.record("discard_outbox_entry", by=by, target=str(wanted))
     return inspect_outbox()
 
 
-def _outbox_act(entry_id: UUID | str, act: Callable[[OutboxStore, UUID], bool]) -> None:
+def _outbox_act(entry_id: UUID | str, act: Callable[[OutboxStore, UUID], bool]) -> UUID:
     """``act(store, id)`` on each outbox database until one holds the quarantined row."""
     wanted = job_id_of(entry_id)
     driver = get_driver()
     for alias in conf.get().outbox_databases:
         if act(driver.outbox(alias), wanted):
-            return
+            return wanted
     raise JobNotFoundError(
         f"no quarantined outbox row has id {wanted}",
         hint="list them: python manage.py xjobs outbox",

@@ -9,9 +9,11 @@ from uuid import UUID
 
 from ..drivers import get_driver
 from ..errors import (
+    InvariantError,
     JobIdAmbiguousError,
     JobNotFoundError,
 )
+from ..text import check_label
 
 #: the shortest id prefix looked up: fewer hex digits are likelier a typo than an id
 MIN_PREFIX = 4
@@ -53,6 +55,14 @@ def job_id_of(value: UUID | str) -> UUID:
             hint="give more of the id, or all of it",
         )
     return found[0]
+
+
+def check_by(by: object) -> None:
+    """``by=`` of an operator call: None, or a name ``text.check_label`` keeps (no NUL, lone
+    surrogate, control character or escape; at most 200 characters), else ``X_INVARIANT``."""
+    if by is not None and not isinstance(by, str):
+        raise InvariantError(f"by={by!r} must be a string or None", hint='e.g. "ops:alice"')
+    check_label(by, "by")
 
 
 def iso(value: datetime | None) -> str | None:

@@ -2,8 +2,9 @@
 on a thread of its own so the claim loop never waits for it; expired events purged in the same
 pass, so they go even where nothing publishes (SPEC EVT-04), and the rollup's minutes older than
 ``XJOBS["ROLLUP_RETENTION"]`` with them (rollup.py), the queue depth samples of the same
-age (worker/depth.py), and the state of limit keys idle for a day (SPEC LIMIT-18), so
-``x_limit_keys`` holds the keys in use, not every tenant ever seen."""
+age (worker/depth.py), the state of limit keys idle for a day (SPEC LIMIT-18), so
+``x_limit_keys`` holds the keys in use, not every tenant ever seen, and the operators' audit
+records older than ``XJOBS["AUDIT_RETENTION"]`` (SPEC AUDIT-04)."""
 
 from __future__ import annotations
 
@@ -38,12 +39,14 @@ class Retention:
         self.running.set()
         threading.Thread(
             target=self._prune,
-            args=(settings.retention, settings.rollup_retention),
+            args=(settings.retention, settings.rollup_retention, settings.audit_retention),
             name="xjobs-prune",
             daemon=True,
         ).start()
 
-    def _prune(self, retention: dict[str, float], rollup_retention: float) -> None:
+    def _prune(
+        self, retention: dict[str, float], rollup_retention: float, audit_retention: float
+    ) -> None:
         try:
             purged = self.driver.events().purge()
             if purged:
@@ -54,6 +57,9 @@ class Retention:
             sampled = self.driver.history().prune_depths(rollup_retention)
             if sampled:
                 log.event(logging.INFO, "xjobs.worker.depth_pruned", deleted=sampled)
+            audited = self.driver.jobs().audit().prune(audit_retention)
+            if audited:
+                log.event(logging.INFO, "xjobs.worker.audit_pruned", deleted=audited)
             windows = {j.name: j.window for j in declared_limits()[0] if j.window is not None}
             keys = self.driver.limits().prune_limit_keys(windows, idle_for=KEY_SHOWN_FOR)
             if keys:

@@ -267,6 +267,15 @@ def test_every_answer_type_is_checked(harness):
         answers.OutboxReport(
             pending=0, oldest_pending_seconds=0.0, quarantined=0, entries=[], databases={}
         ),
+        answers.BulkResult(
+            verb="retry", filter={"state": ["dead"]}, dry_run=True, matched=1, changed=0,
+            skipped=0, batches=0, sample=[], note=None,
+        ),
+        answers.AuditEntry(
+            id="a", at=BASE.isoformat(), actor="api", verb="retry_jobs", job_id=None,
+            target=None, filter={"state": ["dead"]}, reason=None, matched=1, changed=1,
+            skipped=0,
+        ),
     ]  # fmt: skip
     for answer in built:
         check(answer, seen)

@@ -689,6 +689,7 @@ LIMIT_FIELDS: dict[str, tuple[str, ...] | None] = {
     "QueueState.paused_at": ("queue_paused",),
     "QueueState.paused_by": ("queue_paused",),
     "QueueState.limit": ("queue_at_cap",),
+    "QueueState.paused_until": ("queue_paused",),
     "Limits.global_": ("worker_limits",),
     "Limits.per_queue": ("worker_limits",),
     "Limits.per_tenant": ("worker_limits",),

@@ -267,6 +267,19 @@ def test_child_06_cancelling_a_parent_cancels_its_live_children_only(harness, cl
     )
 
 
+def test_bulk_05_cancel_jobs_cancels_a_parked_parents_live_children_too(harness, clock):
+    """SPEC BULK-05: a cancel by filter does to a parked parent what cancel_job does."""
+    from django_xjobs import cancel_jobs
+
+    job, steps, _ = claimed_steps(harness, clock, jobs.parent_calls, tag="b", ns=[1, 2])
+    with pytest.raises(StepSuspension):
+        steps.call_many(jobs.child_square, [{"n": n} for n in (1, 2)])
+    answer = cancel_jobs(name="tests.jobs.parent_calls", reason="stop")
+    assert (answer.matched, answer.changed) == (1, 1)
+    assert harness.row(job.id).state == "cancelled"
+    assert [c.state for c in _children(harness)] == ["cancelled", "cancelled"]
+
+
 # --- CHILD-08: the record is authoritative on a replay ----------------------------------------
 
 CALLED = "call_many:tests.jobs.child_square"

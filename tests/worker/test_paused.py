@@ -172,7 +172,13 @@ def test_ctrl_05_the_cli_pauses_resumes_and_lists_paused(db):
     text = {line.split()[0]: line for line in xjobs("queues").splitlines()[1:]}
     assert text["emails"].endswith("paused") and not text["default"].endswith("paused")
     resumed = json.loads(xjobs("resume", "emails", "--json"))
-    assert resumed == {"queue": "emails", "paused": False, "paused_at": None, "paused_by": None}
+    assert resumed == {
+        "queue": "emails",
+        "paused": False,
+        "paused_at": None,
+        "paused_by": None,
+        "paused_until": None,
+    }
     assert "resumed queue emails" in xjobs("resume", "emails")
     assert not json.loads(xjobs("queues", "--json"))["queues"][0]["paused"]
 

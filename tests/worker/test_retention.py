@@ -6,10 +6,14 @@ boundary are all deleted. Both drivers."""
 from __future__ import annotations
 
 from django.db import connection
+from django.test import override_settings
 
 from django_xjobs.drivers.memory import MemoryDriver
+from django_xjobs.operations import inspect_audit, pause_queue
 from django_xjobs.testing import run_until_idle
+from django_xjobs.worker.retention import Retention
 from tests import jobs
+from tests.support.process import wait_for
 
 COUNT = 1_001  # two batches: 1000, then one row that finished at the same instant
 
@@ -31,3 +35,16 @@ def test_a_prune_of_several_batches_deletes_every_old_job_even_when_they_share_a
     assert harness.driver.jobs().prune(older_than=60, states=["done"]) == {"done": COUNT}
     assert harness.row(fresh).state == "done"
     assert harness.driver.jobs().prune(older_than=60, states=["done"]) == {"done": 0}
+
+
+def test_audit_04_the_hourly_upkeep_pass_prunes_the_audit_trail(live_harness):
+    """SPEC AUDIT-04: operator records older than ``XJOBS["AUDIT_RETENTION"]`` go with the
+    rollup's minutes; newer ones stay."""
+    pause_queue("mail", by="ops:old")
+    live_harness.driver.jobs().age(2 * 86400, only={"jobs"})
+    pause_queue("mail", by="ops:new")
+    with override_settings(XJOBS={"AUDIT_RETENTION": "1d"}):
+        retention = Retention(live_harness.driver)
+        retention.maybe_prune()
+        wait_for(lambda: not retention.running.is_set(), what="the upkeep pass to end")
+    assert [a.actor for a in inspect_audit()] == ["ops:new"]

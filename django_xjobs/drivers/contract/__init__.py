@@ -9,6 +9,8 @@ is the one import wherever it is used.
   ``RunStore``, ``LimitStore``, which holds the fleet slots too);
 - ``stores``, ``outbox``, ``scheduler``: the other stores (steps, events, history, batches,
   backfills, the outbox, the scheduler);
+- ``bulk``: ``JobFilter``, ``BulkAction``, ``BulkStore`` (an operator's verb on every job a
+  filter admits) and ``AuditStore`` with its ``OperatorRecord`` (issue 45);
 - ``driver``: ``JobDriver``, the protocol ``get_driver()`` answers with: one accessor per store
   (``get_driver().runs().claim(...)``) and ``close()``; and ``features``: ``DriverFeatures``,
   the flags it answers capability questions with.
@@ -20,6 +22,15 @@ rules both drivers apply live in ``drivers/rules.py``; PostgreSQL's parameter sh
 """
 
 from ...states import FINISHED_STATES, LIVE_STATES
+from .bulk import (
+    FILTER_FIELDS,
+    AuditStore,
+    BulkAction,
+    BulkStore,
+    BulkVerb,
+    JobFilter,
+    OperatorRecord,
+)
 from .driver import JobDriver
 from .features import DriverFeatures
 from .jobs import JobStore, ReadStore
@@ -69,16 +80,21 @@ from .stores import (
 
 __all__ = [
     "AGED",
+    "FILTER_FIELDS",
     "FINISHED_STATES",
     "LEADER_KEY",
     "LIVE_STATES",
     "NO_VERSIONS",
     "STEP_STATUSES",
+    "AuditStore",
     "BackfillLedger",
     "BackfillRecord",
     "BatchCallback",
     "BatchRecord",
     "BatchStore",
+    "BulkAction",
+    "BulkStore",
+    "BulkVerb",
     "ClaimedJob",
     "Complete",
     "CronState",
@@ -93,12 +109,14 @@ __all__ = [
     "Finish",
     "HistoryStore",
     "JobDriver",
+    "JobFilter",
     "JobSnapshot",
     "JobStore",
     "KeyUse",
     "LimitStore",
     "NotLeaderError",
     "Notifier",
+    "OperatorRecord",
     "OutboxRow",
     "OutboxStore",
     "Presence",

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Protocol
 from uuid import UUID
 
+from ...payload import JSONValue
+from .bulk import AuditStore, BulkStore
 from .records import AGED, JobSnapshot, QueueStats, Standing, VersionCount, WorkerSnapshot
 from .requests import EnqueueRequest, EnqueueResult
 
@@ -46,6 +48,12 @@ class JobStore(Protocol):
         ``restart``: every step is deleted and the run starts again under the version its next
         claim stamps; a run parked by a worker of a newer version is taken too (SPEC VER-09)."""
 
+    def bulk(self) -> BulkStore:
+        """The operator's verbs on every job a filter admits, a batch at a time (issue 45)."""
+
+    def audit(self) -> AuditStore:
+        """The audit trail of operator actions beside these jobs (issue 45)."""
+
     def preflight(self, alias: str, table: str = "x_jobs") -> None:
         """Before a role starts: raise one clear ``DriverUnavailableError`` when database
         ``alias`` cannot be reached or has no ``table``, instead of a traceback later."""
@@ -82,10 +90,13 @@ class ReadStore(Protocol):
         name: str | None = None,
         state: str | None = None,
         limit: int = 100,
+        error_code: str | None = None,
+        input: Mapping[str, JSONValue] | None = None,
     ) -> list[JobSnapshot]:
         """Rows newest first, filtered, at most ``limit``; reads only. ``state`` is the state
         shown (``states.shown_state``): ``ready`` is every due waiting row, ``delayed`` every
-        waiting row not yet due, on the store's clock."""
+        waiting row not yet due, on the store's clock; ``error_code`` the code before the first
+        colon of last_error; ``input`` a JSON object the input contains (``jsonb @>``)."""
 
     def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
         """Up to ``limit`` job ids in ``[low, high]``, smallest first: the ids an id prefix

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Protocol
 
 from .records import KeyUse, QueueState
@@ -13,8 +14,10 @@ class LimitStore(Protocol):
     pauses and state, and the fleet concurrency slots."""
 
     # fleet-wide queue controls: read by workers once a poll and when told, never per claim
-    def pause_queue(self, queue: str, by: str | None) -> QueueState:
-        """Paused from now on, for every worker; pausing a paused queue keeps its first pause."""
+    def pause_queue(self, queue: str, by: str | None, until: datetime | None = None) -> QueueState:
+        """Paused from now on, for every worker, until resumed or, given ``until``, until then
+        (the pause then ends by itself: a read after it finds the queue running, SPEC PAUSE-01);
+        pausing a paused queue keeps its first pause and takes the new ``until``."""
 
     def resume_queue(self, queue: str) -> QueueState:
         """No longer paused; resuming a queue that is not paused changes nothing."""

@@ -126,6 +126,8 @@ class QueueState:
     paused_by: str | None = None
     #: an operator's cap on the queue's runs at once, fleet-wide (``set_queue_limit``)
     limit: int | None = None
+    #: when the pause ends by itself (``pause_queue(until=)``); None: when it is resumed
+    paused_until: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ...clock import Clock
 from ..contract import (
     AGED,
+    AuditStore,
     BackfillLedger,
     BatchStore,
+    BulkStore,
     DriverFeatures,
     EventStore,
     HistoryStore,
@@ -31,6 +33,7 @@ from ..history import History
 from . import limits as memory_limits
 from .backfills import MemoryBackfillLedger
 from .batches import MemoryBatchStore
+from .bulk import MemoryAuditStore, MemoryBulkStore
 from .depth import MemoryDepthStore
 from .jobs import MemoryJobs
 from .leases import MemoryLeaseStore
@@ -62,12 +65,20 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self._rollup_store = MemoryRollupStore(self)
         self._depth_store = MemoryDepthStore(self)
         self._batch_store = MemoryBatchStore(self, self)
+        self._bulk_store = MemoryBulkStore(self)
+        self._audit_store = MemoryAuditStore(self)
         self._history = History(self._rollup_store, self._depth_store)
 
     # --- the stores: each built once, the same object at every call -----------------------
 
     def jobs(self) -> JobStore:
         return self
+
+    def bulk(self) -> BulkStore:
+        return self._bulk_store
+
+    def audit(self) -> AuditStore:
+        return self._audit_store
 
     def runs(self) -> RunStore:
         return self
@@ -115,15 +126,21 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
 
     # --- LimitStore: the queue and key controls and the fleet slots -------------------------
 
-    def pause_queue(self, queue: str, by: str | None) -> QueueState:
+    def pause_queue(self, queue: str, by: str | None, until: datetime | None = None) -> QueueState:
         with self._lock:
-            held = self._controls.get(queue)
-            if held is None or not held.paused:  # the first pause wins, as on the database
-                cap = None if held is None else held.limit
-                held = QueueState(queue, True, self._now(), by, cap)
-                self._controls[queue] = held
+            held = self._shown(self._controls.get(queue) or QueueState(queue, False))
+            if not held.paused:  # the first pause wins, as on the database
+                held = QueueState(queue, True, self._now(), by, held.limit)
+            held = replace(held, paused_until=until)  # the latest pause says when it ends
+            self._controls[queue] = held
         self._tell_controls()
         return held
+
+    def _shown(self, state: QueueState) -> QueueState:
+        """A pause past its end reads as none (controls.sql, SPEC PAUSE-01)."""
+        if state.paused and state.paused_until is not None and state.paused_until <= self._now():
+            return QueueState(state.queue, False, limit=state.limit)
+        return state
 
     def resume_queue(self, queue: str) -> QueueState:
         with self._lock:
@@ -135,11 +152,13 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
 
     def queue_controls(self) -> list[QueueState]:
         with self._lock:
-            return [self._controls[name] for name in sorted(self._controls)]
+            return [self._shown(self._controls[name]) for name in sorted(self._controls)]
 
     def paused_queues(self) -> frozenset[str]:
         with self._lock:
-            return frozenset(name for name, state in self._controls.items() if state.paused)
+            return frozenset(
+                name for name, state in self._controls.items() if self._shown(state).paused
+            )
 
     def set_queue_limit(self, queue: str, concurrency: int | None) -> QueueState:
         with self._lock:
@@ -191,6 +210,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
     def age(self, seconds: float, *, only: Collection[str] = AGED) -> None:
         if "jobs" in only:
             self.shift(seconds)
+            self._audit_store.shift(seconds)
         if "steps" in only:
             self._step_store.shift(seconds)
         if "events" in only:
@@ -222,3 +242,11 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
             self._rollup_store.shift(delta)
             self._depth_store.shift(delta)
             memory_limits.shift(self, delta)
+            for name, control in self._controls.items():
+                self._controls[name] = replace(
+                    control,
+                    paused_at=None if control.paused_at is None else control.paused_at - delta,
+                    paused_until=(
+                        None if control.paused_until is None else control.paused_until - delta
+                    ),
+                )

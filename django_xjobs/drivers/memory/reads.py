@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from ...payload import JSONValue
 from ...states import LIVE_STATES, shown_state
 from ..contract import (
+    JobFilter,
     JobSnapshot,
     QueueStats,
     Standing,
@@ -15,6 +17,7 @@ from ..contract import (
     WorkerSnapshot,
 )
 from . import standing as memory_standing
+from .bulk import admits
 
 if TYPE_CHECKING:
     pass
@@ -77,7 +80,10 @@ class MemoryReads(MemoryState):
         name: str | None = None,
         state: str | None = None,
         limit: int = 100,
+        error_code: str | None = None,
+        input: Mapping[str, JSONValue] | None = None,
     ) -> list[JobSnapshot]:
+        where = JobFilter(error_code=error_code, input=input)
         with self._lock:
             now = self._now()
             rows = [
@@ -87,6 +93,7 @@ class MemoryReads(MemoryState):
                 and (name is None or r.name == name)
                 # as the database's filter: by the state shown (DESIGN Q-05)
                 and (state is None or shown_state(r.state, r.run_at, now) == state)
+                and admits(where, r, (r.state,), now)  # a row's state is checked as read
             ]
         rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)  # SPEC SE-06: newest first
         return [_read(r) for r in rows[:limit]]

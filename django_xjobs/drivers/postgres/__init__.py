@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +15,10 @@ from django.db import (
 from ... import conf
 from ..contract import (
     AGED,
+    AuditStore,
     BackfillLedger,
     BatchStore,
+    BulkStore,
     DriverFeatures,
     EventStore,
     HistoryStore,
@@ -33,6 +35,7 @@ from . import limits as postgres_limits
 from . import sql
 from .backfills import PostgresBackfillLedger
 from .batches import PostgresBatchStore
+from .bulk import PostgresAuditStore, PostgresBulkStore
 from .depth import PostgresDepthStore
 from .jobs import PostgresJobs
 from .leases import PostgresLeaseStore
@@ -86,6 +89,8 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
         self._rollup_store = PostgresRollupStore(using)
         self._depth_store = PostgresDepthStore(using)
         self._batch_store = PostgresBatchStore(using)
+        self._bulk_store = PostgresBulkStore(using)
+        self._audit_store = PostgresAuditStore(using)
         self._history = History(self._rollup_store, self._depth_store)
         #: the stores of other aliases, and the scheduler, built at their first call
         self._event_stores: dict[str, EventStore] = {using: self._event_store}
@@ -96,6 +101,12 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
 
     def jobs(self) -> JobStore:
         return self
+
+    def bulk(self) -> BulkStore:
+        return self._bulk_store
+
+    def audit(self) -> AuditStore:
+        return self._audit_store
 
     def runs(self) -> RunStore:
         return self
@@ -147,10 +158,11 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
 
     # --- LimitStore: the queue and key controls and the fleet slots -------------------------
 
-    def pause_queue(self, queue: str, by: str | None) -> QueueState:
+    def pause_queue(self, queue: str, by: str | None, until: datetime | None = None) -> QueueState:
+        params = {"queue": queue, "by": by, "until": until}
         with transaction.atomic(using=self.using):  # the NOTIFY goes out with the commit
-            row = sql.fetch(self.using, CONTROLS["pause_queue"], {"queue": queue, "by": by})[0]
-        return QueueState(row[0], True, row[1], row[2])
+            row = sql.fetch(self.using, CONTROLS["pause_queue"], params)[0]
+        return QueueState(row[0], True, row[1], row[2], paused_until=row[3])
 
     def resume_queue(self, queue: str) -> QueueState:
         with transaction.atomic(using=self.using):
@@ -159,7 +171,9 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
 
     def queue_controls(self) -> list[QueueState]:
         rows = sql.fetch(self.using, CONTROLS["queue_controls"], {})
-        return [QueueState(r[0], r[1] is not None, r[1], r[2], *r[3:4]) for r in rows]
+        return [
+            QueueState(r[0], r[1] is not None, r[1], r[2], r[3], paused_until=r[4]) for r in rows
+        ]
 
     def set_queue_limit(self, queue: str, concurrency: int | None) -> QueueState:
         return postgres_limits.set_queue_limit(self.using, queue, concurrency)

@@ -3,19 +3,27 @@
 -- poll interval, and leaves paused queues out of the queues it claims from.
 
 -- name: pause_queue
--- The first pause wins: pausing a paused queue keeps who paused it and when. The NOTIFY is
--- delivered at commit, so a woken worker reads the new row.
+-- The first pause wins: pausing a paused queue keeps who paused it and when, and takes the new
+-- pause's end (`until`: NULL, until resumed). A pause whose end has passed is over (issue 45,
+-- SPEC PAUSE-01): the next pause starts afresh. The NOTIFY is delivered at commit, so a woken
+-- worker reads the new row.
 WITH upsert AS (
-    INSERT INTO x_queue_controls (queue, paused_at, paused_by, updated_at)
-    VALUES (%(queue)s, now(), %(by)s, now())
+    INSERT INTO x_queue_controls (queue, paused_at, paused_by, paused_until, updated_at)
+    VALUES (%(queue)s, now(), %(by)s, %(until)s::timestamptz, now())
     ON CONFLICT (queue) DO UPDATE
-        SET paused_at = COALESCE(x_queue_controls.paused_at, EXCLUDED.paused_at),
-            paused_by = CASE WHEN x_queue_controls.paused_at IS NULL
-                             THEN EXCLUDED.paused_by ELSE x_queue_controls.paused_by END,
+        SET paused_at = CASE WHEN x_queue_controls.paused_at IS NOT NULL
+                                  AND (x_queue_controls.paused_until IS NULL
+                                       OR x_queue_controls.paused_until > now())
+                             THEN x_queue_controls.paused_at ELSE EXCLUDED.paused_at END,
+            paused_by = CASE WHEN x_queue_controls.paused_at IS NOT NULL
+                                  AND (x_queue_controls.paused_until IS NULL
+                                       OR x_queue_controls.paused_until > now())
+                             THEN x_queue_controls.paused_by ELSE EXCLUDED.paused_by END,
+            paused_until = EXCLUDED.paused_until,
             updated_at = now()
-    RETURNING queue, paused_at, paused_by
+    RETURNING queue, paused_at, paused_by, paused_until
 )
-SELECT queue, paused_at, paused_by, pg_notify('xjobs_control', queue) FROM upsert
+SELECT queue, paused_at, paused_by, paused_until, pg_notify('xjobs_control', queue) FROM upsert
 
 -- name: resume_queue
 -- The row stays (later per-queue settings live beside the pause); only the pause goes.
@@ -23,13 +31,28 @@ WITH upsert AS (
     INSERT INTO x_queue_controls (queue, paused_at, paused_by, updated_at)
     VALUES (%(queue)s, NULL, NULL, now())
     ON CONFLICT (queue) DO UPDATE
-        SET paused_at = NULL, paused_by = NULL, updated_at = now()
+        SET paused_at = NULL, paused_by = NULL, paused_until = NULL, updated_at = now()
     RETURNING queue, paused_at, paused_by
 )
 SELECT queue, paused_at, paused_by, pg_notify('xjobs_control', queue) FROM upsert
 
 -- name: queue_controls
-SELECT queue, paused_at, paused_by, concurrency FROM x_queue_controls ORDER BY queue
+-- A pause whose end has passed reads as none: it ended by itself (SPEC PAUSE-01).
+SELECT queue,
+       CASE WHEN active THEN paused_at END,
+       CASE WHEN active THEN paused_by END,
+       concurrency,
+       CASE WHEN active THEN paused_until END
+FROM (
+    SELECT queue, paused_at, paused_by, paused_until, concurrency,
+           paused_at IS NOT NULL AND (paused_until IS NULL OR paused_until > now()) AS active
+    FROM x_queue_controls
+) AS c
+ORDER BY queue
 
 -- name: paused_queues
-SELECT queue FROM x_queue_controls WHERE paused_at IS NOT NULL
+-- Read by every worker once a poll interval: a pause past its end drops out of the set with
+-- no one resuming it (SPEC PAUSE-01).
+SELECT queue FROM x_queue_controls
+WHERE paused_at IS NOT NULL
+  AND (paused_until IS NULL OR paused_until > now())

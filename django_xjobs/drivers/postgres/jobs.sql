@@ -898,8 +898,8 @@ WHERE id = ANY(ARRAY(SELECT id FROM doomed))
 RETURNING state, updated_at;
 
 -- name: age_jobs
--- Test support (JobDriver.age): every stored time of the jobs, their limit keys and the
--- workers' presence made
+-- Test support (JobDriver.age): every stored time of the jobs, their limit keys, the
+-- operators' audit trail, the queues' pauses and the workers' presence made
 -- %(d)s earlier, the same as that much time passing. Never run by a worker.
 WITH jobs AS (
     UPDATE x_jobs SET run_at = run_at - %(d)s, visible_at = visible_at - %(d)s,
@@ -909,6 +909,11 @@ WITH jobs AS (
 ), limit_keys AS (  -- a limit key's window and pause (issue 31)
     UPDATE x_limit_keys SET paused_until = paused_until - %(d)s, updated_at = updated_at - %(d)s,
         starts = ARRAY(SELECT s - %(d)s FROM unnest(starts) AS s ORDER BY s)
+), audit AS (  -- the operators' audit trail (issue 45)
+    UPDATE x_operator_actions SET at = at - %(d)s
+), controls AS (  -- a queue's pause and its end (issue 45)
+    UPDATE x_queue_controls SET paused_at = paused_at - %(d)s,
+        paused_until = paused_until - %(d)s, updated_at = updated_at - %(d)s
 )
 UPDATE x_workers SET started_at = started_at - %(d)s, last_seen = last_seen - %(d)s,
     seen_since = seen_since - %(d)s, expires_at = expires_at - %(d)s;

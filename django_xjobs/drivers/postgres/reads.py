@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from ...payload import JSONValue
 from ..contract import (
     JobSnapshot,
     QueueStats,
@@ -69,10 +70,20 @@ class PostgresReads(PostgresState):
         name: str | None = None,
         state: str | None = None,
         limit: int = 100,
+        error_code: str | None = None,
+        input: Mapping[str, JSONValue] | None = None,
     ) -> list[JobSnapshot]:
+        from django.db.models import Q
+
         from ...models import Job
 
         rows = Job.objects.using(self.using).all()
+        if error_code is not None:  # the code before the first colon (bulk.sql's admits)
+            rows = rows.filter(
+                Q(last_error=error_code) | Q(last_error__startswith=f"{error_code}:")
+            )
+        if input is not None:  # jsonb @>
+            rows = rows.filter(input__contains=dict(input))
         for field, value in (("queue", queue), ("name", name)):
             if value is not None:
                 rows = rows.filter(**{field: value})

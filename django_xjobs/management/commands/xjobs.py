@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 from argparse import ArgumentParser
 from collections.abc import Mapping
@@ -24,12 +23,14 @@ from ...operations.answers import (
     BackfillSection,
     JobSummary,
     JobTrace,
+    QueueDepthRow,
     json_default,
 )
 from ...run.controls import progress_text
 from ...states import FINISHED_STATES, after_dependencies, shown_attempt
 from ...text import printable
 from ...worker.preflight import preflight
+from .. import bulk_text as bulk_commands
 from .. import cron_text as cron_commands
 from .. import versions_text
 from ..command import XJobsCommand, accept_global_options, sentences_only
@@ -62,10 +63,14 @@ class _LsOptions(_Options, total=False):
     queue: str | None
     name: str | None
     state: str | None  # one state here, repeatable in prune
+    error_code: str | None
+    input: str | None
 
 
 class _QueueOptions(_Options, total=False):
     queue: str  # positional in pause, resume and limit
+    until: str | None
+    for_: str | None
 
 
 class _CronOptions(_Options, total=False):
@@ -78,8 +83,9 @@ class _PruneOptions(_Options, total=False):
 
 class Command(XJobsCommand):
     help = (
-        "Inspect and operate jobs: ls, show, why, cancel, retry, run-now, dead, queues, pause, "
-        "resume, crons, cron, limit, outbox, workers, versions, manifest, prune, batch."
+        "Inspect and operate jobs: ls, show, why, cancel, retry, delete, requeue, run-now, dead, "
+        "queues, pause, pause-jobs, resume, crons, cron, limit, outbox, workers, versions, "
+        "manifest, prune, batch, audit."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -98,6 +104,7 @@ class Command(XJobsCommand):
             "--state", choices=["ready", "delayed", "running", "suspended", *FINISHED_STATES]
         )
         ls.add_argument("--limit", type=int, default=50)
+        bulk_commands.add_filter_flags(ls, bulk_verb=False)
         show = action("show", "one job: its row, step trace and retry schedule")
         show.add_argument("job_id")
         show.add_argument(
@@ -107,11 +114,11 @@ class Command(XJobsCommand):
         )
         why = action("why", "why a job is not running: each cause that holds, checked now")
         why.add_argument("job_id")
-        cancel = action("cancel", "cancel a job (a running one stops at its next heartbeat)")
-        cancel.add_argument("job_id")
+        cancel = action("cancel", "cancel a job, or every live job a filter admits")
+        cancel.add_argument("job_id", nargs="?", help="one job (or give filter flags)")
         cancel.add_argument("--reason")
-        retry = action("retry", "run a dead or failed job again")
-        retry.add_argument("job_id")
+        retry = action("retry", "run a dead or failed job again, or every one a filter admits")
+        retry.add_argument("job_id", nargs="?", help="one job (or give filter flags)")
         retry.add_argument("--from-step", help="re-run this step and every later one")
         retry.add_argument("--force", action="store_true", help="also retry a cancelled job")
         retry.add_argument(
@@ -119,6 +126,14 @@ class Command(XJobsCommand):
             action="store_true",
             help="delete every step and start again under this code (also a parked run)",
         )
+        delete = action("delete", "delete every finished job a filter admits, with its steps")
+        requeue = action("requeue", "move every job a filter admits to another queue")
+        requeue.add_argument("--to", required=True, help="the queue to move them to")
+        for sub in (cancel, retry, delete, requeue):
+            bulk_commands.add_filter_flags(sub)
+        audit = action("audit", "the operators' audit trail, newest first")
+        audit.add_argument("--limit", type=int, default=50)
+        audit.add_argument("--verb", help="only this verb, e.g. retry_jobs")
         run_now = action("run-now", "make a delayed or scheduled job due now (it keeps its place)")
         run_now.add_argument("job_id")
         dead = action("dead", "dead-lettered jobs, newest first")
@@ -126,6 +141,12 @@ class Command(XJobsCommand):
         action("queues", "per-queue counts, the oldest ready job's age, and whether it is paused")
         pause = action("pause", "stop every worker claiming from a queue (runs in flight finish)")
         pause.add_argument("queue")
+        ends = pause.add_mutually_exclusive_group()
+        ends.add_argument("--until", help="ISO 8601 with its zone: the pause ends by itself then")
+        ends.add_argument("--for", dest="for_", metavar="D", help='a duration: "30m", "2h"')
+        bulk_commands.add_pause_jobs(
+            action("pause-jobs", "start no run of one job's limit key until a time")
+        )
         resume = action("resume", "let every worker claim from a paused queue again")
         resume.add_argument("queue")
         action("crons", "every cron: schedule, paused or not, last firing, next 5 fire times")
@@ -201,7 +222,12 @@ class Command(XJobsCommand):
 
     def _ls(self, o: _LsOptions) -> tuple[object, str]:
         rows = operations.list_jobs(
-            queue=o["queue"], name=o["name"], state=o["state"], limit=o["limit"]
+            queue=o["queue"],
+            name=o["name"],
+            state=o["state"],
+            limit=o["limit"],
+            error_code=o["error_code"],
+            input=o["input"],
         )
         lines = [LS_HEADER, *(_row_line(r) for r in rows)] if rows else ["no jobs"]
         return rows, "\n".join(lines)
@@ -244,12 +270,34 @@ class Command(XJobsCommand):
         return job, "\n".join(lines)
 
     def _cancel(self, o: _Options) -> tuple[object, str]:
-        job = operations.cancel_job(o["job_id"], reason=o["reason"])
+        if _by_filter(o):
+            return bulk_commands.bulk_action("cancel", o)
+        job = operations.cancel_job(o["job_id"], reason=o["reason"], by=bulk_commands.operator())
         return job, f"cancelled {job['id']} ({job['name']})"
 
+    def _delete(self, o: _Options) -> tuple[object, str]:
+        return bulk_commands.bulk_action("delete", o)
+
+    def _requeue(self, o: _Options) -> tuple[object, str]:
+        return bulk_commands.bulk_action("requeue", o)
+
+    def _audit(self, o: _Options) -> tuple[object, str]:
+        return bulk_commands.audit_report(o["limit"], o["verb"])
+
     def _retry(self, o: _Options) -> tuple[object, str]:
+        if _by_filter(o):
+            if o["from_step"] or o["restart"]:
+                raise InvariantError(
+                    "--from-step and --restart retry one job: give its id, not a filter",
+                    hint="python manage.py xjobs retry ID --from-step NAME",
+                )
+            return bulk_commands.bulk_action("retry", o)
         job = operations.retry_job(
-            o["job_id"], from_step=o["from_step"], force=o["force"], restart=o["restart"]
+            o["job_id"],
+            from_step=o["from_step"],
+            force=o["force"],
+            restart=o["restart"],
+            by=bulk_commands.operator(),
         )
         since = f" from step {o['from_step']!r}" if o["from_step"] else ""
         since = " from the start, its steps discarded" if o["restart"] else since
@@ -285,7 +333,7 @@ class Command(XJobsCommand):
             lines.append(
                 f"{q['queue']:<20} {q['ready']:>7} {q['delayed']:>8} {q['running']:>8} "
                 f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:>11.1f}s  "
-                f"{q['limit'] or '-':>5}  {'paused' if q['paused'] else '-'}"
+                f"{q['limit'] or '-':>5}  {_paused(q)}"
             )
         limits = inspect_limits()
         lines += limit_lines(limits)
@@ -309,12 +357,20 @@ class Command(XJobsCommand):
         return {**_control(state), "limit": state.limit}, text
 
     def _pause(self, o: _QueueOptions) -> tuple[object, str]:
-        state = operations.pause_queue(o["queue"], by=_operator())
+        until = bulk_commands.pause_end(o["until"], o["for_"])
+        state = operations.pause_queue(o["queue"], by=_operator(), until=until)
         since = state.paused_at.isoformat() if state.paused_at else "-"
+        ends = state.paused_until
         return _control(state), (
-            f"paused queue {state.queue} since {since}: no worker starts its jobs until "
+            f"paused queue {state.queue} since {since} until {ends.isoformat()}: it resumes by "
+            f"itself then (or python manage.py xjobs resume {state.queue})"
+            if ends is not None
+            else f"paused queue {state.queue} since {since}: no worker starts its jobs until "
             f"python manage.py xjobs resume {state.queue}"
         )
+
+    def _pause_jobs(self, o: _Options) -> tuple[object, str]:
+        return bulk_commands.pause_jobs_action(o)
 
     def _resume(self, o: _QueueOptions) -> tuple[object, str]:
         state = operations.resume_queue(o["queue"], by=_operator())
@@ -434,6 +490,9 @@ class Command(XJobsCommand):
         if "dead" not in counts:
             text += "\ndead jobs are kept for an operator; add --state dead to delete them too"
         result = {"dry_run": o["dry_run"], "older_than": seconds, "states": counts, "total": total}
+        if not o["dry_run"]:  # SPEC AUDIT-04: the audit trail past XJOBS["AUDIT_RETENTION"] too
+            result["audit_pruned"] = operations.prune_audit()
+            text += f"\ndeleted {result['audit_pruned']} audit record(s) past AUDIT_RETENTION"
         return result, text
 
 
@@ -442,12 +501,27 @@ def _json_default(value: object) -> object:
     return json_default(value) if isinstance(value, Answer) else str(value)
 
 
-def _operator() -> str:
-    """Who paused a queue from a shell: the login, as far as the process knows it."""
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (OSError, KeyError):  # no login name (no passwd entry): still say where
-        return "cli"
+_operator = bulk_commands.operator
+
+
+def _paused(row: QueueDepthRow) -> str:
+    """The queues line's last column: paused, and until when when the pause has an end."""
+    if not row.paused:
+        return "-"
+    return f"paused until {row.paused_until}" if row.paused_until else "paused"
+
+
+def _by_filter(o: Mapping[str, object]) -> bool:
+    """Whether a retry or cancel names one job or a filter (one of the two, never both)."""
+    flags = bulk_commands.filter_of(o)
+    if bool(flags) == bool(o["job_id"]):
+        raise InvariantError(
+            "give one job id, or filter flags (--state, --queue, ...), not both"
+            if flags
+            else "give a job id, or filter flags (--state, --queue, ...) for every job they admit",
+            hint="look first: python manage.py xjobs retry --state dead --queue emails --dry-run",
+        )
+    return bool(flags)
 
 
 def _control(state: QueueState) -> dict[str, object]:
@@ -456,6 +530,7 @@ def _control(state: QueueState) -> dict[str, object]:
         "paused": state.paused,
         "paused_at": state.paused_at.isoformat() if state.paused_at else None,
         "paused_by": state.paused_by,
+        "paused_until": state.paused_until.isoformat() if state.paused_until else None,
     }
 
 

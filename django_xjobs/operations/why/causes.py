@@ -57,7 +57,7 @@ CAUSES: tuple[Cause, ...] = (
         ("version", "declared"),
     ),
     # the fleet and the limits
-    Cause("queue_paused", "an operator paused its queue", ("queue", "paused_at", "by")),
+    Cause("queue_paused", "an operator paused its queue", ("queue", "paused_at", "by", "until")),
     Cause("queue_at_cap", "its queue's cap (set_queue_limit)", ("queue", "limit", "running")),
     Cause(
         "job_at_limit",

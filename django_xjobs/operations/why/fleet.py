@@ -45,14 +45,21 @@ def _queue(driver: JobDriver, row: JobSnapshot, standing: Standing) -> list[Reas
     if control.paused:
         by = f" by {control.paused_by}" if control.paused_by else ""
         since = f" since {format_time(control.paused_at)}" if control.paused_at else ""
+        ends = control.paused_until
+        until = (  # SPEC PAUSE-02: a pause with an end says when it ends by itself
+            f"until {format_time(ends)}: no worker claims from it until then (or python "
+            f"manage.py xjobs resume {row.queue})"
+            if ends is not None
+            else f": no worker claims from it until python manage.py xjobs resume {row.queue}"
+        )
         reasons.append(
             because(
                 "queue_paused",
-                f"queue {row.queue!r} is paused{by}{since}: no worker claims from it until "
-                f"python manage.py xjobs resume {row.queue}",
+                f"queue {row.queue!r} is paused{by}{since}{' ' if ends else ''}{until}",
                 queue=row.queue,
                 paused_at=control.paused_at,
                 by=control.paused_by,
+                until=ends,
             )
         )
     if control.limit is not None and standing.queue_running >= control.limit:
@@ -151,7 +158,7 @@ def _key(
                 "key_paused",
                 f"its limit key {name} is paused until {format_time(paused)} (in "
                 f"{format_span((paused - now).total_seconds())}): a run raised "
-                "RateLimited(retry_after=...)",
+                "RateLimited(retry_after=...), or an operator paused it (pause_jobs)",
                 key=name,
                 until=paused,
             )

@@ -1,0 +1,159 @@
+"""The PostgreSQL driver's verbs on many jobs and the operators' audit trail: the named
+statements of ``bulk.sql`` and ``audit.sql`` (issue 45)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from uuid import UUID
+
+from django.db import IntegrityError, transaction
+
+from ...payload import dumps
+from ..contract import BulkAction, JobFilter, OperatorRecord
+from . import sql
+
+STATEMENTS = sql.load(Path(__file__).with_name("bulk.sql"))
+AUDIT = sql.load(Path(__file__).with_name("audit.sql"))
+_NIL = UUID(int=0)
+#: the statement each verb runs on a batch (requeue moves waiting jobs, then retries the others)
+_VERB = {"cancel": "bulk_cancel", "retry": "bulk_retry", "delete": "bulk_delete"}
+#: audit rows deleted per statement by ``prune``
+_PRUNE_BATCH = 1000
+
+
+def filter_params(where: JobFilter, states: Sequence[str]) -> dict[str, object]:
+    """The ``admits`` fragment's parameters: the filter's fields, and the stored ``states`` the
+    verb acts on."""
+    shown = [s for s in where.state if s not in ("ready", "delayed")]
+    return {
+        "states": list(states),
+        "any_state": not where.state,
+        "shown": shown or None,
+        "due": "ready" in where.state,
+        "later": "delayed" in where.state,
+        "queue": where.queue,
+        "name": where.name,
+        "tenant_id": where.tenant_id,
+        "stop_reason": where.stop_reason,
+        "error_code": where.error_code,
+        "created_after": where.created_after,
+        "created_before": where.created_before,
+        "updated_after": where.updated_after,
+        "updated_before": where.updated_before,
+        "input": None if where.input is None else dumps(dict(where.input)),
+    }
+
+
+class PostgresBulkStore:
+    """``BulkStore`` on ``bulk.sql``: each batch one statement, in its own transaction."""
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def match(
+        self, where: JobFilter, *, states: Sequence[str], after: UUID | None, limit: int
+    ) -> list[UUID]:
+        params = {**filter_params(where, states), "after": after or _NIL, "limit": limit}
+        return [UUID(str(r[0])) for r in sql.fetch(self.using, STATEMENTS["bulk_match"], params)]
+
+    def count(self, where: JobFilter, *, states: Sequence[str]) -> int:
+        params = filter_params(where, states)
+        return int(sql.fetch(self.using, STATEMENTS["bulk_count"], params)[0][0])
+
+    def act(
+        self, action: BulkAction, ids: Sequence[UUID], where: JobFilter
+    ) -> tuple[int, list[UUID]]:
+        params = {
+            **filter_params(where, action.states),
+            "ids": list(ids),
+            "reason": action.reason,
+            "to_queue": action.queue,
+        }
+        if action.verb == "requeue":  # the waiting ones move; the finished ones run again there
+            moved = set(self._run("bulk_move", params))
+            left = [i for i in ids if i not in moved]
+            finished = [s for s in action.states if s not in ("ready", "delayed")]
+            again = {**params, **filter_params(where, finished), "ids": left}
+            return len(moved) + self._retry(again, left)[0], []
+        if action.verb == "retry":
+            return self._retry(params, list(ids))
+        rows = self._rows(_VERB[action.verb], params)
+        return len(rows), [row[0] for row in rows if row[1]]
+
+    def _run(self, statement: str, params: Mapping[str, object]) -> list[UUID]:
+        return [job_id for job_id, _ in self._rows(statement, params)]
+
+    def _rows(self, statement: str, params: Mapping[str, object]) -> list[tuple[UUID, bool]]:
+        """(id, parked) of each job the statement changed, in one transaction: the wake-ups
+        go out with its commit."""
+        with transaction.atomic(using=self.using):
+            rows = sql.fetch(self.using, STATEMENTS[statement], params)
+        return [(UUID(str(r[0])), bool(r[1])) for r in rows]
+
+    def _retry(self, params: Mapping[str, object], ids: list[UUID]) -> tuple[int, list[UUID]]:
+        if not ids:
+            return 0, []
+        try:
+            return len(self._run("bulk_retry", params)), []
+        except IntegrityError:
+            # a live job took one of these keys after the statement's snapshot: one at a time,
+            # each that still collides left as it is
+            changed = 0
+            for job_id in ids:
+                try:
+                    changed += len(self._run("bulk_retry", {**params, "ids": [job_id]}))
+                except IntegrityError:
+                    continue
+            return changed, []
+
+
+class PostgresAuditStore:
+    """``AuditStore`` on ``audit.sql``."""
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def record(self, entry: OperatorRecord) -> None:
+        params = {
+            "id": entry.id,
+            "actor": entry.actor,
+            "verb": entry.verb,
+            "job_id": entry.job_id,
+            "target": entry.target,
+            "filter": None if entry.filter is None else json.dumps(dict(entry.filter)),
+            "reason": entry.reason,
+            "matched": entry.matched,
+            "changed": entry.changed,
+            "skipped": entry.skipped,
+        }
+        sql.fetch(self.using, AUDIT["audit_record"], params)
+
+    def recent(self, *, limit: int = 100, verb: str | None = None) -> list[OperatorRecord]:
+        rows = sql.fetch(self.using, AUDIT["audit_recent"], {"limit": limit, "verb": verb})
+        return [
+            OperatorRecord(
+                id=r[0],
+                at=r[1],
+                actor=r[2],
+                verb=r[3],
+                job_id=r[4],
+                target=r[5],
+                filter=json.loads(r[6]) if isinstance(r[6], str | bytes) else r[6],
+                reason=r[7],
+                matched=r[8],
+                changed=r[9],
+                skipped=r[10],
+            )
+            for r in rows
+        ]
+
+    def prune(self, older_than: float) -> int:
+        params = {"older_than": older_than, "batch": _PRUNE_BATCH}
+        total = 0
+        while True:
+            gone = sql.count(self.using, AUDIT["audit_prune"], params)
+            total += gone
+            if gone < _PRUNE_BATCH:
+                return total
