@@ -7,13 +7,14 @@ around them (DESIGN §3). Each looks the driver up when it is called, takes a jo
 the document, ids and times as strings, durations in seconds.
 
 The calls live by what they act on: ``jobs`` (a job's trace, cancel, retry, run now, the dead
-letters, prune), ``fleet`` (queues and workers), ``outbox``, ``cron_controls``, ``manifest`` and
-``why``; every public name is here too, so ``from django_xjobs.operations import inspect_job``
-keeps working.
+letters, prune), ``fleet`` (queues and workers), ``outbox``, ``events``, ``cron_controls``,
+``manifest`` and ``why``; every public name is here too, so
+``from django_xjobs.operations import inspect_job`` keeps working.
 """
 
 from __future__ import annotations
 
+from .events import inspect_event, list_events
 from .fleet import (
     check_by,
     inspect_queues,
@@ -50,12 +51,14 @@ __all__ = [
     "collapsed_into",
     "discard_outbox_entry",
     "inspect_dead_letters",
+    "inspect_event",
     "inspect_job",
     "inspect_manifest",
     "inspect_outbox",
     "inspect_queues",
     "inspect_workers",
     "key_shown",
+    "list_events",
     "list_jobs",
     "pause_queue",
     "prune_jobs",

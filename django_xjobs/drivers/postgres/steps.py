@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -129,6 +130,35 @@ class PostgresEventStore:
     def purge(self) -> int:
         return sql.count(self.using, STATEMENTS["purge_events"], {})
 
+    def recent(
+        self,
+        *,
+        name: str | None = None,
+        tenant_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+    ) -> list[EventRecord]:
+        params = {"name": name, "tenant_id": tenant_id, "since": since, "limit": limit}
+        rows = sql.fetch(self.using, STATEMENTS["recent_events"], params)
+        return [_with_outcomes(_event(row), row[7:]) for row in rows]
+
+    def get(self, event_id: UUID) -> EventRecord | None:
+        rows = sql.fetch(self.using, STATEMENTS["get_event"], {"id": event_id})
+        return _with_outcomes(_event(rows[0]), rows[0][7:]) if rows else None
+
 
 def _event(row: tuple[Any, ...]) -> EventRecord:
     return EventRecord(row[0], row[1], _json(row[2]), row[3], row[4], row[5], row[6])
+
+
+def _with_outcomes(event: EventRecord, columns: Sequence[object]) -> EventRecord:
+    """``event`` with what its publish did: the four columns read after ``_event``'s seven."""
+    released, started, cancelled, refused = columns
+    entries = cast(list[dict[str, str]], _json(refused) or [])
+    return replace(
+        event,
+        released=cast(int, released),
+        started=cast(int, started),
+        cancelled=cast(int, cancelled),
+        refused=tuple(dict(r) for r in entries),
+    )
