@@ -105,7 +105,10 @@ def _check_text(value: object, field: str) -> None:
     if value is None:
         return
     if not isinstance(value, str) or not value:
-        raise InvariantError(f"{field}={value!r} must be a non-empty string or None")
+        raise InvariantError(
+            f"{field}={value!r} must be a non-empty string or None",
+            hint=f"leave {field} out (None) to list the events of every {field.split('_')[0]}",
+        )
     check_name(value, field)
 
 

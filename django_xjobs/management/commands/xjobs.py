@@ -31,6 +31,7 @@ from ...states import FINISHED_STATES, after_dependencies, shown_attempt
 from ...text import printable
 from ...worker.preflight import preflight
 from .. import cron_text as cron_commands
+from .. import events_text
 from ..command import XJobsCommand, accept_global_options, sentences_only
 
 
@@ -70,6 +71,14 @@ class _CronOptions(_Options, total=False):
     name: str
 
 
+class _EventsOptions(TypedDict):
+    event_id: str | None
+    name: str | None
+    tenant: str | None
+    limit: str  # checked by events_text, for a coded line rather than argparse's
+    reveal: bool
+
+
 class _PruneOptions(_Options, total=False):
     state: list[str] | None  # repeatable (prune)
 
@@ -77,7 +86,7 @@ class _PruneOptions(_Options, total=False):
 class Command(XJobsCommand):
     help = (
         "Inspect and operate jobs: ls, show, why, cancel, retry, run-now, dead, queues, pause, "
-        "resume, crons, cron, limit, outbox, workers, manifest, prune, batch."
+        "resume, crons, cron, limit, outbox, workers, manifest, prune, batch, events."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -145,6 +154,7 @@ class Command(XJobsCommand):
             "--cancel", action="store_true", help="close it and cancel its live members"
         )
         batch.add_argument("--reason", help="with --cancel: recorded on each member")
+        events_text.add_arguments(action("events", "recent events and what each publish did"))
         to_file = action(
             "manifest", "every declared job, cron and backfill"
         ).add_mutually_exclusive_group()
@@ -345,6 +355,11 @@ class Command(XJobsCommand):
             done = cancel_batch(o["batch_id"], reason=o["reason"])
             return done, f"cancelled {done['cancelled_now']} member(s) of batch {done['id']}"
         return batch_report(o["batch_id"], limit=o["limit"])
+
+    def _events(self, o: _EventsOptions) -> tuple[object, str]:
+        return events_text.events_report(
+            o["event_id"], name=o["name"], tenant=o["tenant"], limit=o["limit"], reveal=o["reveal"]
+        )
 
     def _workers(self, o: Mapping[str, object]) -> tuple[object, str]:
         rows = operations.inspect_workers()
