@@ -11,10 +11,12 @@ Rows are read-only; retry and cancel go through ``django_xjobs.operations``, the
 * ``outboxentry/``, ``joblease/``, ``schedulerstate/``: the staged rows, the fleet slots held
   and the scheduler's watermarks, view-only;
 * ``worker/``: every worker process, its runs in flight and whether it is alive or lapsed;
-* ``backfill/``: every backfill pass in the ledger, its progress and its name's history.
+* ``backfill/``: every backfill pass in the ledger, its progress and its name's history;
+* ``jobevent/``: every stored event and what its publish did, its data as a payload.
 
 Each page lives in its own module (``jobs``, ``actions``, ``trace``, ``outbox``, ``leases``,
-``workers``, ``backfill``, ``batches``, ``overview``); this one registers them on the site.
+``workers``, ``backfill``, ``batches``, ``events``, ``overview``); this one registers them on the
+site.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..models import (
     Backfill,
     Job,
     JobBatch,
+    JobEvent,
     JobLease,
     OutboxEntry,
     Overview,
@@ -33,6 +36,7 @@ from ..models import (
 )
 from .backfill import BackfillAdmin
 from .batches import JobBatchAdmin
+from .events import JobEventAdmin
 from .jobs import SHORT_ERROR, JobAdmin, StateFilter, UnknownJobFilter
 from .leases import JobLeaseAdmin, LeaseLiveFilter, SchedulerStateAdmin
 from .outbox import OutboxEntryAdmin, OutboxStatusFilter
@@ -44,6 +48,7 @@ __all__ = [
     "BackfillAdmin",
     "JobAdmin",
     "JobBatchAdmin",
+    "JobEventAdmin",
     "JobLeaseAdmin",
     "LeaseLiveFilter",
     "OutboxEntryAdmin",
@@ -63,3 +68,4 @@ admin.site.register(Worker, WorkerAdmin)
 admin.site.register(SchedulerState, SchedulerStateAdmin)
 admin.site.register(Backfill, BackfillAdmin)
 admin.site.register(JobBatch, JobBatchAdmin)  # issue 32
+admin.site.register(JobEvent, JobEventAdmin)  # issue 43
