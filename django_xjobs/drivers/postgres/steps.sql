@@ -130,7 +130,9 @@ DELETE FROM x_job_events WHERE expires_at <= now();
 
 -- name: recent_events
 -- The operator's list (SPEC EVT-13): live events newest first, with what each publish did and
--- without their payloads; a name is read by x_job_events_lookup_idx (name, published_at).
+-- without their payloads. An operator's read, never on a hot path: given a name, the planner
+-- can read x_job_events_lookup_idx (name, published_at); without one it reads the live rows
+-- and keeps the newest `limit`.
 SELECT id, name, NULL::jsonb, correlation_key, published_at, expires_at, tenant_id,
        released, started, cancelled, refused
 FROM x_job_events
