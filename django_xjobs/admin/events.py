@@ -10,6 +10,7 @@ from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
 from ..models import JobEvent
+from .job import time_column_of
 from .rows import ViewOnly
 from .trace import payload_text
 
@@ -20,7 +21,7 @@ class JobEventAdmin(ViewOnly):
     list_display = (
         "name",
         "tenant_id",
-        "published_at",
+        "published_shown",
         "released",
         "started",
         "cancelled",
@@ -31,20 +32,24 @@ class JobEventAdmin(ViewOnly):
     ordering = ("-published_at", "-id")
     # the data is a payload: its values need view_job_payload, like a job's input; the
     # refusals are listed one to a line
-    exclude = ("payload", "refused")
+    exclude = ("payload", "refused", "published_at", "expires_at")
     readonly_fields = (
         "id",
         "name",
         "tenant_id",
         "correlation_key",
-        "published_at",
-        "expires_at",
+        "published_shown",
+        "expires_shown",
         "released",
         "started",
         "cancelled",
         "data",
         "refusals",
     )
+
+    # to the second, in the one format every screen of the app uses (issue 42)
+    published_shown = time_column_of(JobEvent, "published_at")
+    expires_shown = time_column_of(JobEvent, "expires_at")
 
     @admin.display(description="refused")
     def refused_count(self, obj: JobEvent) -> int:

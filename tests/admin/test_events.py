@@ -68,6 +68,8 @@ def test_evt_15_the_list_shows_each_event_newest_first_with_what_its_publish_did
     first, second = _rows(html)
     assert first.startswith("order.shipped -") and first.endswith("2 0 0 0")
     assert second.startswith("user.created acme") and second.endswith("0 1 0 1")
+    # published to the second, in the format every screen of the app uses
+    assert re.search(r"^user\.created acme \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \w+ 0 1", second)
     assert SECRET not in html  # the list shows no data at all
     links = re.findall(r'href="/admin/django_xjobs/jobevent/([0-9a-f-]{36})/change/', html)
     assert links == [str(newer), str(older)]
