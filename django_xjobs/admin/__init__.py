@@ -13,9 +13,11 @@ Rows are read-only; retry and cancel go through ``django_xjobs.operations``, the
 * ``worker/``: every worker process, its runs in flight and whether it is alive or lapsed;
 * ``backfill/``: every backfill pass in the ledger, its progress and its name's history;
 * ``operatoraction/``: the operators' audit trail, read-only (its own view permission).
+* ``jobevent/``: every stored event and what its publish did, its data as a payload.
 
 Each page lives in its own module (``jobs``, ``actions``, ``trace``, ``outbox``, ``leases``,
-``workers``, ``backfill``, ``batches``, ``overview``, ``audit``); this one registers them on the site.
+``workers``, ``backfill``, ``batches``, ``events``, ``overview``, ``audit``); this one registers
+them on the site.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..models import (
     Backfill,
     Job,
     JobBatch,
+    JobEvent,
     JobLease,
     OperatorAction,
     OutboxEntry,
@@ -36,6 +39,7 @@ from ..models import (
 from .audit import OperatorActionAdmin
 from .backfill import BackfillAdmin
 from .batches import JobBatchAdmin
+from .events import JobEventAdmin
 from .jobs import SHORT_ERROR, JobAdmin, StateFilter, UnknownJobFilter
 from .leases import JobLeaseAdmin, LeaseLiveFilter, SchedulerStateAdmin
 from .outbox import OutboxEntryAdmin, OutboxStatusFilter
@@ -47,6 +51,7 @@ __all__ = [
     "BackfillAdmin",
     "JobAdmin",
     "JobBatchAdmin",
+    "JobEventAdmin",
     "JobLeaseAdmin",
     "LeaseLiveFilter",
     "OperatorActionAdmin",
@@ -68,3 +73,4 @@ admin.site.register(SchedulerState, SchedulerStateAdmin)
 admin.site.register(Backfill, BackfillAdmin)
 admin.site.register(JobBatch, JobBatchAdmin)  # issue 32
 admin.site.register(OperatorAction, OperatorActionAdmin)  # issue 45
+admin.site.register(JobEvent, JobEventAdmin)  # issue 43

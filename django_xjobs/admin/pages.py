@@ -325,7 +325,7 @@ def admin_url(site: admin.AdminSite, name: str, *args: Any) -> str:
 def nav_links(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
     """The links every page of the app shows: one click to each view, and to the dead letters;
     only those the user may open (a page needs its model's view permission)."""
-    from ..models import Backfill, JobBatch, OutboxEntry, SchedulerState, Worker
+    from ..models import Backfill, JobBatch, JobEvent, OutboxEntry, SchedulerState, Worker
 
     jobs = admin_url(site, "django_xjobs_job_changelist")
     dead = Job.objects.using(conf.get().database).filter(state=JobState.DEAD).count()
@@ -336,6 +336,7 @@ def nav_links(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
         (Job, f"Dead letters ({dead})", f"{jobs}?state__exact=dead"),
         (Job, "Cron schedules", admin_url(site, "django_xjobs_job_crons")),
         (JobBatch, "Batches", admin_url(site, "django_xjobs_jobbatch_changelist")),
+        (JobEvent, "Events", admin_url(site, "django_xjobs_jobevent_changelist")),
         (OutboxEntry, "Outbox", admin_url(site, "django_xjobs_outboxentry_changelist")),
         (JobLease, "Fleet slots", admin_url(site, "django_xjobs_joblease_changelist")),
         (Worker, "Workers", admin_url(site, "django_xjobs_worker_changelist")),

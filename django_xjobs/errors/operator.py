@@ -76,6 +76,13 @@ class JobNotFoundError(XJobsError):
     code = "X_JOB_NOT_FOUND"
 
 
+class EventNotFoundError(XJobsError):
+    """No live event has this id: it was never published, or it expired (its ``ttl``)."""
+
+    code = "X_EVENT_NOT_FOUND"
+    default_hint = "python manage.py xjobs events lists the live events with their ids"
+
+
 class JobIdAmbiguousError(JobNotFoundError):
     """An id prefix that more than one job's id starts with: the message lists them."""
 

@@ -110,6 +110,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "same way again, by SQLSTATE or error code",
         ("code",),
     ),
+    # counted by metrics/events.py, which bounds the event label's values
+    "xjobs_events_published_total": (
+        "Events published by this process and committed, by event name",
+        ("event",),
+    ),
 }
 
 
@@ -166,6 +171,10 @@ HISTOGRAMS: dict[str, str] = {
     ),
     "xjobs_job_wait_seconds": (
         "Wait of the runs settled by workers in this process (due time to claim), per queue"
+    ),
+    "xjobs_event_wait_seconds": (
+        "Publish of an event to the waiting step in this process receiving it, on the store's "
+        "clock, per queue of the waiting run"
     ),
 }
 #: name -> queue -> [count per bound (le), +Inf count, sum]

@@ -9,14 +9,15 @@ the document, ids and times as strings, durations in seconds.
 The calls live by what they act on: ``jobs`` (a job's trace, cancel, retry, run now, the dead
 letters, prune), ``bulk`` (retry, cancel, delete and requeue every job a filter admits),
 ``audit`` (the trail every action leaves), ``fleet`` (queues and workers), ``outbox``,
-``cron_controls``, ``manifest``, ``why`` and ``versions``; every public name is here too, so ``from django_xjobs.operations import inspect_job``
-keeps working.
+``events``, ``cron_controls``, ``manifest``, ``why`` and ``versions``; every public name is here
+too, so ``from django_xjobs.operations import inspect_job`` keeps working.
 """
 
 from __future__ import annotations
 
 from .audit import inspect_audit, prune_audit
 from .bulk import cancel_jobs, delete_jobs, requeue_jobs, retry_jobs
+from .events import inspect_event, list_events
 from .filters import job_filter
 from .fleet import (
     inspect_queues,
@@ -57,6 +58,7 @@ __all__ = [
     "discard_outbox_entry",
     "inspect_audit",
     "inspect_dead_letters",
+    "inspect_event",
     "inspect_job",
     "inspect_manifest",
     "inspect_outbox",
@@ -65,6 +67,7 @@ __all__ = [
     "inspect_workers",
     "job_filter",
     "key_shown",
+    "list_events",
     "list_jobs",
     "pause_queue",
     "prune_audit",

@@ -477,6 +477,48 @@ class AuditEntry(Answer):
     skipped: int | None
 
 
+# --- events -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class EventSummary(Answer):
+    """A live event as ``list_events`` lists it: who it was for, how old it is on the store's
+    clock, and what its publish did (issue 43): waiting runs ``released``, jobs ``started`` by
+    ``on_event`` declarations, live runs ``cancelled`` by ``cancel_on`` ones, and how many
+    ``on_event`` declarations it ``refused`` (``inspect_event`` says which, and why)."""
+
+    id: str
+    name: str
+    tenant_id: str | None
+    correlation_key: str | None
+    published_at: str
+    expires_at: str
+    age_seconds: float
+    released: int
+    started: int
+    cancelled: int
+    refused: int
+
+
+@dataclass(frozen=True, eq=False)
+class EventRefusal(Answer):
+    """An ``on_event`` declaration an event could not start: the job, the coded error's code
+    and its message (the publish itself committed)."""
+
+    job: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, eq=False)
+class EventReport(EventSummary):
+    """One live event (``inspect_event``): an ``EventSummary`` with its ``payload`` (values
+    under ``XJOBS["REDACT_KEYS"]`` masked unless revealed) and each of its ``refusals``."""
+
+    payload: Any
+    refusals: list[EventRefusal]
+
+
 __all__ = [
     "Answer",
     "AttemptTrace",
@@ -491,6 +533,9 @@ __all__ = [
     "CronReport",
     "DeadLetter",
     "Dependencies",
+    "EventRefusal",
+    "EventReport",
+    "EventSummary",
     "JobSummary",
     "JobTrace",
     "OutboxAction",

@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from django.db import connections
@@ -34,6 +35,7 @@ from ..errors import (
     describe_error,
 )
 from ..limits.rate_limited import handed_back
+from ..metrics import events as event_metrics
 from ..payload import NotJSON, check_json, encode
 from ..steps import Steps
 from ..steps.asynchronous import AsyncSteps
@@ -102,6 +104,7 @@ def _execute(
             signal=signal,
             step_timeout=handle.step_timeout,
             event_poll=handle.event_poll,
+            received=partial(event_metrics.received, job.queue),  # SPEC EVT-16
         )
         ctx = JobContext(
             job_id=job.id,

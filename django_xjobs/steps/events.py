@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 
 from .. import conf
 from ..declarations.registry import event_declarations
@@ -12,6 +13,7 @@ from ..drivers.contract import EventRecord, EventStore
 from ..durations import Duration, parse_duration
 from ..errors import InputInvalidError, InvariantError, OutboxNoTxError
 from ..ids import uuid7
+from ..metrics import events as event_metrics
 from ..payload import NotJSON, check_json, encode
 from ..run.context import current_job
 from ..text import check_name
@@ -95,6 +97,7 @@ def publish_event(
             ttl=seconds,
             tenant_id=tenant_id,
         )
+    _count_at_commit(event, using)
     _maybe_purge(store)
     return record
 
@@ -111,6 +114,18 @@ def _check_transaction(event: str, using: str | None) -> None:
             f"event {event!r} was published outside transaction.atomic()",
             hint='XJOBS["OUTBOX"] is "required": publish inside atomic()',
         )
+
+
+def _count_at_commit(event: str, using: str | None) -> None:
+    """``xjobs_events_published_total`` counts an event once it is stored for good: when the
+    caller's transaction commits (a rolled-back publish is not counted), at once outside one."""
+    from django.db import connections, transaction
+
+    alias = using or conf.get().database
+    if connections[alias].in_atomic_block:
+        transaction.on_commit(partial(event_metrics.published, event), using=alias)
+    else:
+        event_metrics.published(event)
 
 
 def _store(using: str | None) -> EventStore:

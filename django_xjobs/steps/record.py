@@ -58,10 +58,14 @@ class StepRecorder:
         signal: StopSignal,
         step_timeout: float | None = None,
         event_poll: float | None = None,
+        received: Callable[[float], None] | None = None,
     ) -> None:
         self.job, self.store, self.events, self.signal = job, store, events, signal
         self.step_timeout = step_timeout
         self.event_poll = event_poll or DEFAULT_EVENT_POLL
+        #: told the seconds from an event's publication to a parked wait receiving it (the
+        #: executor hands the metrics' histogram down: steps import nothing of the metrics)
+        self.received: Callable[[float], None] = received or _ignore
         # SPEC STEP-06: one read per attempt, made on the first step call, so a job without
         # steps costs no query at all
         self._load = records if callable(records) else (lambda: records)
@@ -212,3 +216,7 @@ class StepRecorder:
 
 def _seconds(delta: timedelta) -> float:
     return max(0.0, delta.total_seconds())
+
+
+def _ignore(seconds: float) -> None:
+    """What a ``StepRecorder`` built without a ``received`` does with a wait's latency."""

@@ -150,6 +150,10 @@ class Waits(StepRecorder):
             tenant_id=self.job.tenant_id,
             any_tenant=bool(any_tenant),
         )
+        if hit is not None and record is not None:
+            # a parked waiter resumed: publish to received, on the one clock (SPEC EVT-16); a
+            # first look that finds its event parked nobody and is not a wake-up to measure
+            self.received((now - hit.published_at).total_seconds())
         if hit is not None or now >= deadline:
             if hit is None and required:
                 raise JobTimeoutError(

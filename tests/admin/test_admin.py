@@ -529,6 +529,7 @@ NAV = (
     "Dead letters",
     "Cron schedules",
     "Batches",
+    "Events",
     "Outbox",
     "Fleet slots",
     "Workers",
@@ -540,12 +541,13 @@ NAV = (
 def test_every_page_of_the_app_opens_with_the_same_one_header(admin_client):
     """Issue 42: one header (the nav pills) on every page — the lists, the library's own pages
     and every row's page, Outbox, Scheduler states and Job batches included."""
-    from django_xjobs import Batch
+    from django_xjobs import Batch, publish_event
     from django_xjobs.drivers import get_driver
     from django_xjobs.drivers.contract import Presence
     from django_xjobs.models import Backfill, JobBatch, JobLease, SchedulerState
 
     job = jobs.ok.enqueue(n=95).id
+    event = publish_event("tests.nav", {"n": 95}).id
     entry = StagedOutboxFactory()
     get_driver().runs().renew_presence(Presence("w-nav", "web", 1, ("default",), 0), ttl=60)
     with Batch():
@@ -576,6 +578,8 @@ def test_every_page_of_the_app_opens_with_the_same_one_header(admin_client):
         f"/admin/django_xjobs/joblease/{lease.pk}/change/",
         "/admin/django_xjobs/backfill/",
         f"/admin/django_xjobs/backfill/{backfill.pk}/change/",
+        "/admin/django_xjobs/jobevent/",
+        f"/admin/django_xjobs/jobevent/{event}/change/",
     ]
     for url in pages:
         response = admin_client.get(url)

@@ -276,6 +276,11 @@ def test_every_answer_type_is_checked(harness):
             target=None, filter={"state": ["dead"]}, reason=None, matched=1, changed=1,
             skipped=0,
         ),
+        answers.EventSummary(**_event_fields()),
+        answers.EventReport(
+            **_event_fields(), payload={"user_id": 7},
+            refusals=[answers.EventRefusal("tests.jobs.ok", "X_INPUT_INVALID", "no n")],
+        ),
     ]  # fmt: skip
     for answer in built:
         check(answer, seen)
@@ -295,6 +300,14 @@ def test_an_absent_key_stays_absent_and_an_answer_is_no_dict_of_another_kind():
     }
     with pytest.raises(TypeError):
         hash(answers.OutboxDatabase(0, 0.0, 0))  # as a dict is not
+
+
+def _event_fields() -> dict[str, object]:
+    return {
+        "id": "e", "name": "user.created", "tenant_id": None, "correlation_key": None,
+        "published_at": BASE.isoformat(), "expires_at": BASE.isoformat(), "age_seconds": 1.5,
+        "released": 1, "started": 0, "cancelled": 0, "refused": 1,
+    }  # fmt: skip
 
 
 def _trace_fields() -> dict[str, object]:

@@ -84,6 +84,23 @@ class EventStore(Protocol):
     def purge(self) -> int:
         """Delete the events expired on the store's clock; how many went (SPEC EVT-04)."""
 
+    def recent(
+        self,
+        *,
+        name: str | None = None,
+        tenant_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+    ) -> list[EventRecord]:
+        """The operator's list (SPEC EVT-13): events not expired on the store's clock, newest
+        first (``published_at``, then id), at most ``limit``; only those named ``name``, of
+        ``tenant_id`` and published at or after ``since`` where given. Without their payloads
+        (``payload`` None): a list reads what each publish did, ``get`` reads one's data."""
+
+    def get(self, event_id: UUID) -> EventRecord | None:
+        """The event with this id, payload and all, while it is not expired on the store's
+        clock (SPEC EVT-13); None once it has expired or was never published."""
+
 
 class BackfillLedger(Protocol):
     """The ``x_backfills`` ledger. Not a hot path: one write per page."""

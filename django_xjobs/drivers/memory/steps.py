@@ -204,6 +204,36 @@ class MemoryEventStore:
             self._events = deque(live, maxlen=MAX_EVENTS)
         return purged
 
+    def recent(
+        self,
+        *,
+        name: str | None = None,
+        tenant_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+    ) -> list[EventRecord]:
+        with self.state._lock:
+            now = self.state.clock.now()
+            hits = [
+                e
+                for e in self._events
+                if e.expires_at > now
+                and (name is None or e.name == name)
+                and (tenant_id is None or e.tenant_id == tenant_id)
+                and (since is None or e.published_at >= since)
+            ]
+        hits.sort(key=lambda e: (e.published_at, e.id), reverse=True)
+        # as recent_events reads them: what each publish did, not its payload
+        return [replace(e, payload=None, refused=_refusals(e)) for e in hits[:limit]]
+
+    def get(self, event_id: UUID) -> EventRecord | None:
+        with self.state._lock:
+            now = self.state.clock.now()
+            found = next((e for e in self._events if e.id == event_id), None)
+        if found is None or found.expires_at <= now:
+            return None
+        return replace(found, payload=_copy(found.payload), refused=_refusals(found))
+
     def shift(self, seconds: float) -> None:
         """Test support: make every event's times ``seconds`` earlier (as waiting would)."""
         delta = timedelta(seconds=seconds)
@@ -229,6 +259,11 @@ def _answers(event: EventRecord, step: StepRecord, tenant_id: str | None) -> boo
         and (step.any_tenant or event.tenant_id == tenant_id)
         and _matches(event.payload, step.match)
     )
+
+
+def _refusals(event: EventRecord) -> tuple[dict[str, str], ...]:
+    """An event's refusals as a copy the caller may keep: the store's stay its own."""
+    return tuple(dict(r) for r in event.refused)
 
 
 def _earlier(when: datetime | None, seconds: float) -> datetime | None:

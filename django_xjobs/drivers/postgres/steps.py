@@ -142,6 +142,22 @@ class PostgresEventStore:
     def purge(self) -> int:
         return sql.count(self.using, STATEMENTS["purge_events"], {})
 
+    def recent(
+        self,
+        *,
+        name: str | None = None,
+        tenant_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+    ) -> list[EventRecord]:
+        params = {"name": name, "tenant_id": tenant_id, "since": since, "limit": limit}
+        rows = sql.fetch(self.using, STATEMENTS["recent_events"], params)
+        return [_event(row) for row in rows]
+
+    def get(self, event_id: UUID) -> EventRecord | None:
+        rows = sql.fetch(self.using, STATEMENTS["get_event"], {"id": event_id})
+        return _event(rows[0]) if rows else None
+
 
 def _event(row: tuple[Any, ...]) -> EventRecord:
     refused = tuple(_json(row[10]) or ())

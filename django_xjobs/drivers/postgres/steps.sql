@@ -179,3 +179,25 @@ LIMIT 1;
 
 -- name: purge_events
 DELETE FROM x_job_events WHERE expires_at <= now();
+
+-- name: recent_events
+-- The operator's list (SPEC EVT-13): live events newest first, with what each publish did and
+-- without their payloads. An operator's read, never on a hot path: given a name, the planner
+-- can read x_job_events_lookup_idx (name, published_at); without one it reads the live rows
+-- and keeps the newest `limit`.
+SELECT id, name, NULL::jsonb, correlation_key, published_at, expires_at, tenant_id,
+       released, started, cancelled, refused
+FROM x_job_events
+WHERE expires_at > now()
+  AND (%(name)s::text IS NULL OR name = %(name)s::text)
+  AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s::text)
+  AND (%(since)s::timestamptz IS NULL OR published_at >= %(since)s::timestamptz)
+ORDER BY published_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: get_event
+-- One live event with its payload and what its publish did (SPEC EVT-13).
+SELECT id, name, payload, correlation_key, published_at, expires_at, tenant_id,
+       released, started, cancelled, refused
+FROM x_job_events
+WHERE id = %(id)s AND expires_at > now();
