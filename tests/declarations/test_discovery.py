@@ -106,7 +106,7 @@ def test_job_12_20_a_fresh_process_knows_what_its_apps_jobs_py_declare_and_nothi
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)
     known = {j["name"] for j in listed["jobs"]} | {b["name"] for b in listed["backfills"]}
-    discovered = ("tests.jobs", "tests.backfills", "tests.crons", "tests.tasks")
+    discovered = ("tests.jobs", "tests.backfills", "tests.crons", "tests.tasks", "tests.versioned")
     declared = {h.name for h in registry.registered_jobs() if h.fn.__module__ in discovered}
     assert len(declared) > 50 and "tests.jobs.ok" in declared
     assert known == declared
