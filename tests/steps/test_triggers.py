@@ -30,6 +30,7 @@ from tests import jobs
 from tests.drivers.contract.support import claim
 from tests.models import Ledger
 from tests.settings import XJOBS as TEST_XJOBS
+from tests.support.process import wait_for
 
 _n = itertools.count(1)
 HOUR = 3600.0
@@ -265,15 +266,11 @@ def test_evt_09_a_running_run_sees_its_stop_signal_and_ends_cancelled(live_harne
     with caplog.at_level(logging.INFO, logger="django_xjobs"):
         thread.start()
         try:
-            deadline = time.monotonic() + 20
-            while not Ledger.objects.filter(token=token, phase="waiting").exists():
-                assert time.monotonic() < deadline, "the run never reached its wait"
-                time.sleep(0.02)
+            waiting = Ledger.objects.filter(token=token, phase="waiting")
+            wait_for(waiting.exists, timeout=20, what="the run to reach its wait")
             record = publish_event("order.cancelled", {"order_id": 60})
-            deadline = time.monotonic() + 20
-            while worker.outcomes.get(Outcome.CANCELLED) != 1:
-                assert time.monotonic() < deadline, f"never stopped: {worker.outcomes}"
-                time.sleep(0.02)
+            cancelled = lambda: worker.outcomes.get(Outcome.CANCELLED) == 1  # noqa: E731
+            wait_for(cancelled, timeout=20, what="the run to stop, cancelled")
         finally:
             worker.stop()
             thread.join(20)
