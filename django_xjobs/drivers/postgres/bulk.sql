@@ -108,22 +108,7 @@ WITH picked AS (
     UPDATE x_jobs j
     SET state = 'ready',
         queue = COALESCE(%(to_queue)s::text, j.queue),
-        attempt = 0,
-        expires_at = NULL,
-        snoozes = 0,
-        started_at = NULL,
-        last_attempted_at = NULL,
-        attempted_by = NULL,
-        lease_expiries = 0,
-        lapsed_holder = NULL,
-        run_at = now(),
-        stop_reason = NULL,
-        after_failed = NULL,
-        waiting_on = CASE WHEN j.waiting_on IS NOT NULL THEN 0 END,
-        visible_at = NULL,
-        claimed_by = NULL,
-        lease_token = NULL,
-        updated_at = now()
+-- include: operator_retry
     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 -- include: admits
     RETURNING j.id, j.queue

@@ -273,3 +273,26 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
               -- claim's time), at that claim and at any reclaim after a worker died before
               -- settling the verdict (SPEC JCTL-02); NULL when the job has no expiry
               j.expires_at <= j.started_at AS expired, j.snoozes, j.lapsed_holder, j.version
+
+-- fragment: operator_retry
+-- What an operator's retry resets on a row, one job (jobs.sql's requeue) or a filter's batch
+-- (bulk.sql's requeue) alike: attempt 0, due now, its snoozes and expiry to spend again, no
+-- holder, and a run a newer worker parked no longer marked so (issue 44); a job that ended
+-- dependency_failed runs when an operator says so (issue 32). Follows `SET state = ...,`.
+    attempt = 0,
+    expires_at = NULL,
+    snoozes = 0,
+    started_at = NULL,
+    last_attempted_at = NULL,
+    attempted_by = NULL,
+    lease_expiries = 0,
+    lapsed_holder = NULL,
+    run_at = now(),
+    stop_reason = NULL,
+    after_failed = NULL,
+    waiting_on = CASE WHEN waiting_on IS NOT NULL THEN 0 END,
+    parked = false,
+    visible_at = NULL,
+    claimed_by = NULL,
+    lease_token = NULL,
+    updated_at = now()

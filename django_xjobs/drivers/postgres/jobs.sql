@@ -784,26 +784,8 @@ WITH prior AS (
 ), requeued AS (
 UPDATE x_jobs
 SET state = 'ready',
-    attempt = 0,
-    -- an operator's retry runs the job whatever its expiry, with its snoozes to spend again
-    expires_at = NULL,
-    snoozes = 0,
-    started_at = NULL,
-    last_attempted_at = NULL,
-    attempted_by = NULL,
-    lease_expiries = 0,
-    lapsed_holder = NULL,
-    run_at = now(),
-    stop_reason = NULL,
-    -- a job that ended dependency_failed runs when an operator says so (issue 32)
-    after_failed = NULL,
-    waiting_on = CASE WHEN waiting_on IS NOT NULL THEN 0 END,
     version = CASE WHEN %(restart)s THEN NULL ELSE version END,
-    parked = false,
-    visible_at = NULL,
-    claimed_by = NULL,
-    lease_token = NULL,
-    updated_at = now()
+-- include: operator_retry
 WHERE id = %(id)s
   AND (state = ANY(%(states)s::text[]) OR (%(restart)s AND parked AND state = 'suspended'))
 RETURNING id, name, queue, state, input, idempotency_key, run_id, attempt, max_attempts,
