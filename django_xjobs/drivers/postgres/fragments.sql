@@ -296,3 +296,18 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
     claimed_by = NULL,
     lease_token = NULL,
     updated_at = now()
+
+-- fragment: errors_kept
+-- A run's failure history with this attempt's `failure` appended, stamped with the attempt and
+-- now(), of which only the last `keep` entries stay: a failure costs no statement of its own and
+-- the history no unbounded growth. Retry, snooze, finish and a version restart append alike.
+    SELECT jsonb_agg(kept.entry ORDER BY kept.n)
+    FROM (
+        SELECT entry, n
+        FROM jsonb_array_elements(
+            errors || jsonb_build_array(
+                jsonb_build_object('attempt', attempt, 'at', now()) || %(failure)s::jsonb)
+        ) WITH ORDINALITY AS entries(entry, n)
+        ORDER BY n DESC
+        LIMIT %(keep)s
+    ) AS kept

@@ -396,16 +396,7 @@ WITH due AS (
     UPDATE x_jobs
     SET state = 'ready',
         errors = CASE WHEN %(failure)s::jsonb IS NULL THEN errors ELSE (
-            SELECT jsonb_agg(kept.entry ORDER BY kept.n)
-            FROM (
-                SELECT entry, n
-                FROM jsonb_array_elements(
-                    errors || jsonb_build_array(
-                        jsonb_build_object('attempt', attempt, 'at', now()) || %(failure)s::jsonb)
-                ) WITH ORDINALITY AS entries(entry, n)
-                ORDER BY n DESC
-                LIMIT %(keep)s
-            ) AS kept
+            -- include: errors_kept
         ) END,
         -- a run that died alone in the child isolating it is a crash: counted (SPEC LEASE-17);
         -- a run handed back keeps its place, its count and its mark (SPEC LEASE-20)
@@ -446,16 +437,7 @@ UPDATE x_jobs
 SET state = CASE WHEN %(snoozed)s THEN 'ready' ELSE 'suspended' END,
     snoozes = snoozes + CASE WHEN %(snoozed)s THEN 1 ELSE 0 END,
     errors = CASE WHEN %(failure)s::jsonb IS NULL THEN errors ELSE (
-        SELECT jsonb_agg(kept.entry ORDER BY kept.n)
-        FROM (
-            SELECT entry, n
-            FROM jsonb_array_elements(
-                errors || jsonb_build_array(
-                    jsonb_build_object('attempt', attempt, 'at', now()) || %(failure)s::jsonb)
-            ) WITH ORDINALITY AS entries(entry, n)
-            ORDER BY n DESC
-            LIMIT %(keep)s
-        ) AS kept
+        -- include: errors_kept
     ) END,
     lease_expiries = 0,
     lapsed_holder = NULL,
@@ -495,16 +477,7 @@ WITH restarted AS (
     UPDATE x_jobs
     SET version = %(version)s,
         errors = (
-            SELECT jsonb_agg(kept.entry ORDER BY kept.n)
-            FROM (
-                SELECT entry, n
-                FROM jsonb_array_elements(
-                    errors || jsonb_build_array(
-                        jsonb_build_object('attempt', attempt, 'at', now()) || %(failure)s::jsonb)
-                ) WITH ORDINALITY AS entries(entry, n)
-                ORDER BY n DESC
-                LIMIT %(keep)s
-            ) AS kept
+            -- include: errors_kept
         ),
         updated_at = now()
     WHERE id = %(id)s
@@ -609,16 +582,7 @@ WITH due AS (
     UPDATE x_jobs
     SET state = %(state)s,
         errors = CASE WHEN %(failure)s::jsonb IS NULL THEN errors ELSE (
-            SELECT jsonb_agg(kept.entry ORDER BY kept.n)
-            FROM (
-                SELECT entry, n
-                FROM jsonb_array_elements(
-                    errors || jsonb_build_array(
-                        jsonb_build_object('attempt', attempt, 'at', now()) || %(failure)s::jsonb)
-                ) WITH ORDINALITY AS entries(entry, n)
-                ORDER BY n DESC
-                LIMIT %(keep)s
-            ) AS kept
+            -- include: errors_kept
         ) END,
         lease_expiries = 0,
         lapsed_holder = NULL,
