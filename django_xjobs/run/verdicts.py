@@ -218,6 +218,12 @@ def crash_looping(job: ClaimedJob, policy: Retry, counted: int = 0) -> Execution
     expiries = job.lease_expiries + counted
     if counted:
         what = f"the last {expiries} run(s) of job {job.name!r} died alone in a child process"
+    elif not expiries:  # past its budget with no lapse counted: the attempts themselves ran out
+        what = (
+            f"job {job.name!r} was claimed for attempt {job.attempt} of "
+            f"{policy.attempts}: the one before it ended without settling (its worker died "
+            "or stalled on its last attempt)"
+        )
     else:
         what = (
             f"the last {expiries} run(s) of job {job.name!r} ended with their worker dying or "

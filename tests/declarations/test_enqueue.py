@@ -261,6 +261,9 @@ def test_retry_05_the_over_budget_check_reads_the_policy_not_the_row(harness):
     stopped = tick(harness)
     assert (stopped.outcome, stopped.stop_reason) == (Outcome.DEAD_LETTERED, "attempts-exhausted")
     assert harness.row(over).result is None  # the body never ran
+    # it says which attempt was past the budget, not "the last 0 run(s)" (no lapse was counted)
+    error = harness.row(over).last_error or ""
+    assert "claimed for attempt 4 of 3" in error and "last 0" not in error, error
 
     within = jobs.ok.enqueue(n=2).id
     set_row(harness, within, attempt=1, max_attempts=1)  # attempt 2 of 3; the row says 1
