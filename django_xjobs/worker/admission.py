@@ -59,12 +59,15 @@ class Admission:
         self.outcomes = outcomes
         self.watch = watch
 
-    def admit_all(self, claimed: Sequence[ClaimedJob], sent: float) -> tuple[list[Run], list[Shed]]:
-        """Admit each claimed job or shed it back; the admitted are this worker's runs now."""
+    def admit_all(
+        self, claimed: Sequence[ClaimedJob], sent: float, *, section: str = "admit"
+    ) -> tuple[list[Run], list[Shed]]:
+        """Admit each claimed job or shed it back; the admitted are this worker's runs now.
+        ``section``: the watchdog's name for the stretch (one per thread admitting)."""
         # Decide the whole batch (admit, or shed back) before starting any of it: a job that
         # kills its worker at once must not take down jobs this loop had yet to shed.
         admitted, shed = [], []
-        with self.watch("admit"):
+        with self.watch(section):
             for job in claimed:
                 admission = self.admit(job)
                 if isinstance(admission, Shed):

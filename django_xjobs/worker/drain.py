@@ -18,6 +18,7 @@ from ..run.execution import Execution, Outcome
 from .admission import Admission
 from .heartbeat import Heartbeat
 from .inflight import InFlight
+from .pools import Urgent
 from .presence import WorkerPresence
 from .run import Run
 from .settling import Settler
@@ -107,7 +108,9 @@ class Drain:
         for lane in self._lanes:
             with contextlib.suppress(queue_module.Empty):
                 while True:
-                    run = lane.ready.get_nowait()
-                    if run is not None:
-                        unstarted.append(run)
+                    queued = lane.ready.get_nowait()
+                    if queued is not None and not isinstance(queued, Urgent):
+                        unstarted.append(queued)
+            while (run := lane.take_urgent()) is not None:
+                unstarted.append(run)
         return unstarted

@@ -160,6 +160,42 @@ class ClaimLoop:
         self.sweep.notified = True
         self._wake.set()
 
+    def on_urgent(self, queue: str, priority: int) -> None:
+        """The listener's callback for a job enqueued ready above priority 0 (SPEC PRIO-01).
+        Above the priority of what this worker's pool has been claiming, it is claimed now, on
+        the listener's own thread and connection, beside a bulk claim the loop may have in
+        flight, and queued ahead of the runs claimed before it: it waits for neither."""
+        lane = self.runs.lane_of.get(queue)
+        if lane is None or priority <= lane.floor or not self._may_claim_urgent(queue):
+            return
+        sent = time.monotonic()
+        try:
+            with self._watch("urgent claim"):
+                claimed = self.driver.runs().claim(
+                    queues=[queue],
+                    limit=1,
+                    visibility_timeout=self.visibility_timeout,
+                    worker_id=self.worker_id,
+                    lapsed=False,
+                    versions=registry.declared_versions(),
+                )
+        except Exception:  # the claim loop meets the same fault and reports it; this waits
+            return
+        self._start([(lane, 1, claimed, sent)], urgent=True)
+
+    def _may_claim_urgent(self, queue: str) -> bool:
+        """Whether a claim outside the loop may go now: nothing the loop would hold back (a
+        drain, an open breaker, settles owed, a pause, a limit decided in the claim, refused
+        job connections) stands in its way."""
+        if self._draining.is_set() or self._guard.retrying.is_set():
+            return False
+        if self._breaker.wait() > 0 or queue in self._paused.now:
+            return False
+        if self._limits.for_queues([queue], False) is not None:
+            return False  # a limited queue's claim takes its slots: the loop's alone
+        room = self._window.room(len(self.runs))
+        return room is None or room > 0
+
     def on_control(self) -> None:
         """The listener's control callback: an operator paused or resumed a queue."""
         self._paused.changed()
@@ -309,14 +345,16 @@ class ClaimLoop:
             claims.append((lane, free, claimed, sent))
         return None
 
-    def _start(self, claims: Sequence[Claim]) -> int:
+    def _start(self, claims: Sequence[Claim], *, urgent: bool = False) -> int:
         """Admit every claimed job (or shed it back), then queue the admitted for their pools'
-        threads: the whole batch is decided before any of it starts. How many it queued."""
+        threads: the whole batch is decided before any of it starts. How many it queued.
+        ``urgent``: an urgent claim's, on the listener's thread (its own watchdog section)."""
         admitted = []
+        section = "urgent admit" if urgent else "admit"
         for _, _, claimed, sent in claims:
-            admitted += self.admission.admit_all(claimed, sent)[0]
+            admitted += self.admission.admit_all(claimed, sent, section=section)[0]
         for run in admitted:
-            self.runs.lane_of[run.job.queue].ready.put(run)
+            self.runs.lane_of[run.job.queue].queue_run(run, urgent=urgent)
         return len(admitted)
 
     def _claim_failed(self, error: Exception) -> None:

@@ -9,6 +9,7 @@ WORK-04). A plain number keeps one pool that every queue shares.
 from __future__ import annotations
 
 import queue as queue_module
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -55,10 +56,48 @@ class Lane:
     queues: tuple[str, ...]
     size: int
     prefetch: Prefetch
-    #: runs waiting for one of this lane's threads; None tells them to stop
-    ready: queue_module.SimpleQueue[Run | None] = field(default_factory=queue_module.SimpleQueue)
+    #: runs waiting for one of this lane's threads; None tells them to stop, ``URGENT`` that a
+    #: run waits in ``urgent``
+    ready: queue_module.SimpleQueue[Run | Urgent | None] = field(
+        default_factory=queue_module.SimpleQueue
+    )
     #: admitted runs whose handler has not returned yet (queued for a thread, or running)
     held: int = 0
+    #: runs above the priority of those queued ahead in ``ready``: a thread takes these first,
+    #: so a run claimed behind a backlog of lower priority does not wait its turn (SPEC PRIO-01)
+    urgent: deque[Run] = field(default_factory=deque)
+    #: the priority of the run last queued in ``ready``: what an urgent run must be above
+    #: (written by the claim loop's thread and the listener's; a stale read costs a claim)
+    floor: int = 0
+
+    def queue_run(self, run: Run, *, urgent: bool = False) -> None:
+        """Queue ``run`` for a thread: behind the others, or, above the priority of what is
+        already queued, in ``urgent`` (with a marker in ``ready`` so a waiting thread wakes).
+        An ``urgent`` claim's run leaves ``floor`` as the bulk claims set it."""
+        priority = run.job.priority
+        if priority > self.floor and not self.ready.empty():
+            self.urgent.append(run)
+            self.ready.put(URGENT)
+        else:
+            if not urgent:
+                self.floor = priority
+            self.ready.put(run)
+
+    def take_urgent(self) -> Run | None:
+        """The first urgent run, if one waits (threads race for it: one gets it)."""
+        try:
+            return self.urgent.popleft()
+        except IndexError:
+            return None
+
+
+class Urgent:
+    """The marker queued in ``Lane.ready`` for each run queued in ``Lane.urgent``."""
+
+    __slots__ = ()
+
+
+URGENT = Urgent()
 
 
 def lanes(

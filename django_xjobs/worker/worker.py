@@ -35,7 +35,7 @@ from .inflight import InFlight
 from .isolation import Isolation
 from .loop import ClaimLoop
 from .paused import PausedQueues
-from .pools import Lane, describe
+from .pools import Lane, Urgent, describe
 from .prefetch import Prefetch
 from .presence import WorkerPresence
 from .retention import Retention
@@ -412,20 +412,32 @@ class Worker:
             while True:
                 if ready.empty():
                     close_stale_connections()  # idle: hand back what the last run left open
-                run = ready.get()
-                if run is None:
+                taken = ready.get()
+                if taken is None:
                     ready.put(None)  # one marker stops every thread of the lane
                     return
-                if self._draining.is_set():
-                    self._drainer.hand_back([run])  # SPEC WORK-12: a drain starts nothing new
-                    continue
-                if run.job.queue in self._paused.now:  # CTRL-02: claimed ahead, then paused
-                    self._drainer.hand_back([run], reason="queue paused")
-                    continue
-                if self._execute(run):
-                    return  # its body still runs past its timeout: it holds this thread's place
+                run = None if isinstance(taken, Urgent) else taken
+                # a run queued above the priority of those ahead of it goes first (PRIO-01)
+                first = lane.take_urgent() if lane.urgent or run is None else None
+                if first is not None and self._take(first):
+                    if run is not None:  # this thread stays with the body: back unstarted
+                        self._drainer.hand_back([run], reason="thread held past a timeout")
+                    return
+                if run is not None and self._take(run):
+                    return
         finally:
             connections.close_all()  # this thread's connections only
+
+    def _take(self, run: Run) -> bool:
+        """Start ``run`` on this thread, or hand it back if it may not start; True when its
+        body was left running past its timeout, so it holds this thread's place."""
+        if self._draining.is_set():
+            self._drainer.hand_back([run])  # SPEC WORK-12: a drain starts nothing new
+            return False
+        if run.job.queue in self._paused.now:  # CTRL-02: claimed ahead, then paused
+            self._drainer.hand_back([run], reason="queue paused")
+            return False
+        return self._execute(run)
 
     def _execute(self, run: Run) -> bool:
         """Run ``run`` and queue its result to settle; True when its body was left running."""
@@ -496,6 +508,7 @@ class Worker:
         # a past run's drain left its stop marker queued: fresh threads would take it and quit
         for lane in self._lanes:
             lane.ready = queue_module.SimpleQueue()
+            lane.floor = 0  # the drain handed back every urgent run
         self._threads = []
         settler = threading.Thread(target=self.settler.loop, name="xjobs-settler", daemon=True)
         presence = self._present()
@@ -515,7 +528,10 @@ class Worker:
             None
             if self.burst
             else self.driver.runs().notify_on_ready(
-                self.queues, self._claims.on_ready, on_control=self._claims.on_control
+                self.queues,
+                self._claims.on_ready,
+                on_control=self._claims.on_control,
+                on_urgent=self._claims.on_urgent,
             )
         )
         settler.start()

@@ -90,7 +90,10 @@ class RunStore(Protocol):
         queues: Iterable[str],
         callback: Callable[[], None],
         on_control: Callable[[], None] | None = None,
+        on_urgent: Callable[[str, int], None] | None = None,
     ) -> Notifier:
         """Call ``callback`` (ids never payloads) when a row becomes ready on ``queues``, and
         ``on_control`` when an operator paused or resumed a queue (and once on listening, for
-        what it missed); polling stays the fallback, so a lost notification only delays."""
+        what it missed); polling stays the fallback, so a lost notification only delays.
+        ``on_urgent(queue, priority)`` is told of a row enqueued ready above priority 0, besides
+        ``callback`` (SPEC PRIO-01)."""

@@ -91,10 +91,10 @@ class MemoryJobs(MemoryState):
             limit_key = key_of(request.name, row.input, request.tenant_id)
             if limit_key is not None:
                 self._limit_keys[row.id] = limit_key
-            waiting = [s.callback for s in self._subscriptions if row.queue in s.queues]
+            waiting = [s for s in self._subscriptions if row.queue in s.queues]
         if row.state == "ready":
-            for callback in waiting:
-                callback()
+            for sub in waiting:
+                sub.woken(row.queue, row.priority)
         return EnqueueResult(row.id, row.run_id, deduped=replaced, replaced=replaced)
 
     def _enqueue_after(self, request: EnqueueRequest) -> EnqueueResult:
@@ -154,10 +154,10 @@ class MemoryJobs(MemoryState):
             if row.waiting_on:
                 for dep in live:
                     self._rows[dep.id] = replace(dep, dependants=(*(dep.dependants or ()), row.id))
-            waiting = [s.callback for s in self._subscriptions if row.queue in s.queues]
+            waiting = [s for s in self._subscriptions if row.queue in s.queues]
         if row.state == "ready":
-            for callback in waiting:
-                callback()
+            for sub in waiting:
+                sub.woken(row.queue, row.priority)
         return EnqueueResult(row.id, row.run_id)
 
     def _live_holder(self, request: EnqueueRequest) -> JobSnapshot | None:

@@ -375,8 +375,9 @@ class MemoryRuns(MemoryState):
         queues: Iterable[str],
         callback: Callable[[], None],
         on_control: Callable[[], None] | None = None,
+        on_urgent: Callable[[str, int], None] | None = None,
     ) -> _Subscription:
-        subscription = _Subscription(set(queues), callback, self, on_control)
+        subscription = _Subscription(set(queues), callback, self, on_control, on_urgent)
         with self._lock:
             self._subscriptions.append(subscription)
         return subscription

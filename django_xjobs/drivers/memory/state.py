@@ -42,6 +42,15 @@ class _Subscription:
     callback: Callable[[], None]
     owner: MemoryState
     on_control: Callable[[], None] | None = None
+    #: told the queue and priority of a row enqueued ready above priority 0 (SPEC PRIO-01)
+    on_urgent: Callable[[str, int], None] | None = None
+
+    def woken(self, queue: str, priority: int) -> None:
+        """What a ready row of ``queue`` at ``priority`` tells this subscriber, as the
+        PostgreSQL driver's enqueue notifies: its queue, and above priority 0 the urgent form."""
+        self.callback()
+        if priority > 0 and self.on_urgent is not None:
+            self.on_urgent(queue, priority)
 
     def stop(self) -> None:
         with self.owner._lock:

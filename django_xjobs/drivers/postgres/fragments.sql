@@ -311,3 +311,14 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
         ORDER BY n DESC
         LIMIT %(keep)s
     ) AS kept
+
+-- fragment: woken_by_priority
+-- A bulk insert's wake-ups, from its `ins` rows (id, run_id, state, queue, priority): each queue
+-- that got a ready row once, by its name, and once more as "<queue> <priority>" for each
+-- priority above 0 it got (SPEC PRIO-01). A queue's plain name repeated across priorities is
+-- one notification: PostgreSQL folds identical ones within a transaction.
+    SELECT count(pg_notify('xjobs', note)) AS queues
+    FROM (SELECT DISTINCT queue, priority FROM ins WHERE state = 'ready') AS ready,
+         LATERAL (SELECT ready.queue
+                  UNION ALL
+                  SELECT ready.queue || ' ' || ready.priority WHERE ready.priority > 0) AS n(note)

@@ -13,7 +13,10 @@
 
 -- name: enqueue
 -- Insert one job unless a live row holds (name, tenant, key) (SPEC ENQ-06/10). A ready row
--- wakes listening workers; NOTIFY carries the queue name only, never the payload.
+-- wakes listening workers; NOTIFY carries the queue name only, never the payload, and for a
+-- row above priority 0 a second one, "<queue> <priority>", so a worker whose threads have a
+-- backlog queued ahead claims it at once and runs it first (SPEC PRIO-01). A listener that
+-- does not know the second form ignores it and wakes on the first.
 WITH due AS (
     SELECT COALESCE(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay)s)) AS run_at
 ), ins AS (
@@ -30,9 +33,11 @@ WITH due AS (
     -- No conflict target: the live-key index dedupes, and the primary key makes a second
     -- publish of a staged id (whose job was already inserted) a no-op (SPEC OUTBOX-12).
     ON CONFLICT DO NOTHING
-    RETURNING id, run_id, state, queue
+    RETURNING id, run_id, state, queue, priority
 )
-SELECT id, run_id, CASE WHEN state = 'ready' THEN pg_notify('xjobs', queue) END FROM ins;
+SELECT id, run_id, CASE WHEN state = 'ready' THEN pg_notify('xjobs', queue) END,
+       CASE WHEN state = 'ready' AND priority > 0 THEN pg_notify('xjobs', queue || ' ' || priority) END
+FROM ins;
 
 -- name: enqueue_after
 -- enqueue for a job with dependencies (issue 32; the plain enqueue above stays as it was). The
@@ -97,7 +102,7 @@ WITH given AS (
            %(run_anyway)s
     FROM decided c
     ON CONFLICT DO NOTHING
-    RETURNING id, run_id, state, queue, waiting_on
+    RETURNING id, run_id, state, queue, waiting_on, priority
 ), registered AS (
     -- each dependency still live names this job among its dependants, in this transaction
     UPDATE x_jobs j
@@ -108,7 +113,9 @@ WITH given AS (
       AND ins.waiting_on > 0
 )
 SELECT ins.id, ins.run_id, CASE WHEN ins.state = 'ready' THEN pg_notify('xjobs', ins.queue) END,
-       v.unknown, v.full
+       v.unknown, v.full,
+       CASE WHEN ins.state = 'ready' AND ins.priority > 0
+            THEN pg_notify('xjobs', ins.queue || ' ' || ins.priority) END
 FROM verdict v
 LEFT JOIN ins ON true;
 
@@ -133,9 +140,11 @@ WITH due AS (
       AND j.idempotency_key = %(idempotency_key)s
       AND j.state IN ('ready', 'delayed')
       AND j.started_at IS NULL
-    RETURNING j.id, j.run_id, j.state, j.queue
+    RETURNING j.id, j.run_id, j.state, j.queue, j.priority
 )
-SELECT id, run_id, CASE WHEN state = 'ready' THEN pg_notify('xjobs', queue) END FROM upd;
+SELECT id, run_id, CASE WHEN state = 'ready' THEN pg_notify('xjobs', queue) END,
+       CASE WHEN state = 'ready' AND priority > 0 THEN pg_notify('xjobs', queue || ' ' || priority) END
+FROM upd;
 
 -- name: find_live
 -- The live row an enqueue collided with; same namespace expression as the unique index.
@@ -154,7 +163,8 @@ SELECT id, run_id FROM x_jobs WHERE id = %(id)s;
 -- name: enqueue_many
 -- enqueue for many rows in one statement, one array per column in request order. A key that
 -- an earlier row of the same batch inserted is suppressed like a live one (the insert runs in
--- `n` order, so the first wins); NOTIFY once per queue that got a ready row, not per row.
+-- `n` order, so the first wins); NOTIFY once per queue that got a ready row, not per row, and
+-- once per priority above 0 it got one of (the single enqueue's second form).
 -- The answer: how many rows went in and, when not all, the ids of those that did.
 -- The inputs come as one JSON array (a text array of JSON would be quoted element by element).
 WITH given AS (
@@ -182,10 +192,9 @@ WITH given AS (
     FROM due
     ORDER BY n
     ON CONFLICT DO NOTHING
-    RETURNING id, run_id, state, queue
+    RETURNING id, run_id, state, queue, priority
 ), woken AS (
-    SELECT count(pg_notify('xjobs', queue)) AS queues
-    FROM (SELECT DISTINCT queue FROM ins WHERE state = 'ready') AS ready
+-- include: woken_by_priority
 )
 -- how many rows went in, and their ids only when some did not: a row per job (two uuids to
 -- send and parse each) cost more than the insert when every row of a large batch went in
@@ -216,10 +225,9 @@ WITH given AS (
     FROM given, due
     ORDER BY n
     ON CONFLICT DO NOTHING
-    RETURNING id, run_id, state, queue
+    RETURNING id, run_id, state, queue, priority
 ), woken AS (
-    SELECT count(pg_notify('xjobs', queue)) AS queues
-    FROM (SELECT DISTINCT queue FROM ins WHERE state = 'ready') AS ready
+-- include: woken_by_priority
 )
 -- how many rows went in, and their ids only when some did not: a row per job (two uuids to
 -- send and parse each) cost more than the insert when every row of a large batch went in

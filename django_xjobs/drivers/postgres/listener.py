@@ -51,7 +51,9 @@ class Listener(threading.Thread):
     """LISTEN to ``channel`` on a connection of its own; call ``callback`` for each notification
     whose payload is in ``payloads`` (any payload when None), and once when it starts listening.
     ``controls``, a (channel, callback) pair, is listened to on the same connection: its
-    callback runs for each of its notifications, and once on listening too.
+    callback runs for each of its notifications, and once on listening too. ``urgent`` is called
+    with the queue and the priority of each ``"<queue> <priority>"`` payload of a queue in
+    ``payloads`` (a ready job above priority 0, SPEC PRIO-01); without it those are ignored.
 
     Polling stays the safety net: a lost notification only costs one poll interval.
     """
@@ -64,10 +66,11 @@ class Listener(threading.Thread):
         payloads: set[str] | None = None,
         *,
         controls: tuple[str, Callable[[], None]] | None = None,
+        urgent: Callable[[str, int], None] | None = None,
     ) -> None:
         super().__init__(name=f"xjobs-listen-{channel}", daemon=True)
         self.using, self.channel, self.callback, self.payloads = using, channel, callback, payloads
-        self.controls = controls
+        self.controls, self.urgent = controls, urgent
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -88,6 +91,8 @@ class Listener(threading.Thread):
                             self.controls[1]()
                         elif self.payloads is None or note.payload in self.payloads:
                             self.callback()
+                        elif self.urgent is not None and " " in note.payload:
+                            self._urgent(note.payload)
             except Exception as error:  # raw psycopg errors too: this is not a Django cursor
                 events.throttled(  # it retries every second: once per kind of error
                     logging.WARNING,
@@ -99,6 +104,15 @@ class Listener(threading.Thread):
             finally:
                 wrapper.close()
             self._halt.wait(1.0)
+        # what a callback opened on this thread (a worker's urgent claim, SPEC PRIO-01) closes
+        # with it, not when the interpreter gets round to it
+        connections.close_all()
+
+    def _urgent(self, payload: str) -> None:
+        assert self.urgent is not None
+        queue, _, priority = payload.partition(" ")
+        if (self.payloads is None or queue in self.payloads) and priority.lstrip("-").isdigit():
+            self.urgent(queue, int(priority))
 
     def stop(self) -> None:
         self._halt.set()

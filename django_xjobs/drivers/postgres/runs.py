@@ -242,11 +242,14 @@ class PostgresRuns(PostgresState):
         queues: Iterable[str],
         callback: Callable[[], None],
         on_control: Callable[[], None] | None = None,
+        on_urgent: Callable[[str, int], None] | None = None,
     ) -> Listener | Polling:
         alias = listen_alias(self.using, CHANNEL)  # behind a transaction pooler: maybe none
         if alias is None:
             return Polling()
         controls = None if on_control is None else (CONTROL_CHANNEL, on_control)
-        listener = Listener(alias, CHANNEL, callback, set(queues), controls=controls)
+        listener = Listener(
+            alias, CHANNEL, callback, set(queues), controls=controls, urgent=on_urgent
+        )
         listener.start()
         return listener
