@@ -55,6 +55,8 @@ class JobHandle:
     #: the events that start a run of it, and those that cancel its live runs (set by @job)
     on_event: tuple[str, ...] = ()
     cancel_on: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+    #: its input and result are encrypted at rest under XJOBS["ENCRYPTION_KEYS"] (set by @job)
+    encrypt = True
 
     def __init__(
         self,
@@ -363,6 +365,7 @@ def job(
     old_runs: OldRuns = ...,
     on_event: str | Sequence[str] | None = ...,
     cancel_on: Mapping[str, Sequence[str]] | None = ...,
+    encrypt: bool = ...,
 ) -> JobHandle: ...
 
 
@@ -388,6 +391,7 @@ def job(
     old_runs: OldRuns = ...,
     on_event: str | Sequence[str] | None = ...,
     cancel_on: Mapping[str, Sequence[str]] | None = ...,
+    encrypt: bool = ...,
 ) -> Callable[[Callable[..., object]], JobHandle]: ...
 
 
@@ -412,6 +416,7 @@ def job(
     old_runs: OldRuns = "replay",
     on_event: str | Sequence[str] | None = None,
     cancel_on: Mapping[str, Sequence[str]] | None = None,
+    encrypt: bool = True,
 ) -> JobHandle | Callable[[Callable[..., object]], JobHandle]:
     """Declare a durable job. Put it in ``<app>/jobs.py``; it is imported at startup.
 
@@ -450,6 +455,10 @@ def job(
 
         @job(idempotency_key="welcome:{user_id}", on_event="user.created")
         def welcome(ctx, user_id: int, email: str): ...
+
+    ``encrypt=False`` keeps its input and result in clear when ``XJOBS["ENCRYPTION_KEYS"]`` is
+    set, so the admin's input filter, bulk filters and ``cancel_on`` can look inside them
+    (docs/howto/data.md).
     """
 
     def declare(handler: Callable[..., object]) -> JobHandle:
@@ -503,6 +512,8 @@ def job(
                 hint="omit it for no cap; concurrency=0 would never run",
             )
         check_priority(priority)
+        if not isinstance(encrypt, bool):
+            raise InvariantError(f"encrypt={encrypt!r} must be True or False")
         declared_version, policy_old = check_version(version), check_old_runs(old_runs)
         limits = declared(limit_key, concurrency, rate_limit, signature)
         starts, cancels = on_event_names(on_event), cancel_on_fields(cancel_on, signature)
@@ -525,6 +536,7 @@ def job(
             old_runs=policy_old,
         )
         handle.on_event, handle.cancel_on = starts, cancels
+        handle.encrypt = encrypt
         return handle
 
     return declare if fn is None else declare(fn)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from .audit import inspect_audit, prune_audit
 from .bulk import cancel_jobs, delete_jobs, requeue_jobs, retry_jobs
+from .encryption import KeyRotation, rotate_keys
 from .events import inspect_event, list_events
 from .filters import job_filter
 from .fleet import (
@@ -50,6 +51,7 @@ __all__ = [
     "PREFIX_CANDIDATES",
     "PRUNE_DEFAULT_STATES",
     "RETRY_COMMAND",
+    "KeyRotation",
     "cancel_job",
     "cancel_jobs",
     "check_by",
@@ -77,6 +79,7 @@ __all__ = [
     "retry_job",
     "retry_jobs",
     "retry_outbox_entry",
+    "rotate_keys",
     "run_job_now",
     "worker_state",
 ]

@@ -36,6 +36,7 @@ from .features import DriverFeatures
 from .jobs import JobStore, ReadStore
 from .limits import LimitStore
 from .outbox import OutboxStore, PublishTarget, QuarantineStore
+from .payloads import PAYLOAD_PLACES, PayloadStore, StoredPayload
 from .records import (
     AGED,
     STEP_STATUSES,
@@ -85,6 +86,7 @@ __all__ = [
     "LEADER_KEY",
     "LIVE_STATES",
     "NO_VERSIONS",
+    "PAYLOAD_PLACES",
     "STEP_STATUSES",
     "AuditStore",
     "BackfillLedger",
@@ -119,6 +121,7 @@ __all__ = [
     "OperatorRecord",
     "OutboxRow",
     "OutboxStore",
+    "PayloadStore",
     "Presence",
     "PublishTarget",
     "QuarantineStore",
@@ -134,6 +137,7 @@ __all__ = [
     "Standing",
     "StepRecord",
     "StepStore",
+    "StoredPayload",
     "SuspendUntil",
     "VersionCount",
     "WorkerLoad",

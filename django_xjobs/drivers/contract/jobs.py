@@ -9,6 +9,7 @@ from uuid import UUID
 
 from ...payload import JSONValue
 from .bulk import AuditStore, BulkStore
+from .payloads import PayloadStore
 from .records import AGED, JobSnapshot, QueueStats, Standing, VersionCount, WorkerSnapshot
 from .requests import EnqueueRequest, EnqueueResult
 
@@ -53,6 +54,9 @@ class JobStore(Protocol):
 
     def audit(self) -> AuditStore:
         """The audit trail of operator actions beside these jobs (issue 45)."""
+
+    def payloads(self) -> PayloadStore:
+        """These jobs' stored payloads, rewritten in place by key rotation (issue 46)."""
 
     def preflight(self, alias: str, table: str = "x_jobs") -> None:
         """Before a role starts: raise one clear ``DriverUnavailableError`` when database

@@ -24,6 +24,7 @@ from ..contract import (
     JobStore,
     KeyUse,
     LimitStore,
+    PayloadStore,
     QueueState,
     ReadStore,
     RunStore,
@@ -37,6 +38,7 @@ from .bulk import MemoryAuditStore, MemoryBulkStore
 from .depth import MemoryDepthStore
 from .jobs import MemoryJobs
 from .leases import MemoryLeaseStore
+from .payloads import MemoryPayloadStore
 from .reads import MemoryReads
 from .rollup import MemoryRollupStore
 from .runs import MemoryRuns
@@ -67,6 +69,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self._batch_store = MemoryBatchStore(self, self)
         self._bulk_store = MemoryBulkStore(self)
         self._audit_store = MemoryAuditStore(self)
+        self._payload_store = MemoryPayloadStore(self)
         self._history = History(self._rollup_store, self._depth_store)
 
     # --- the stores: each built once, the same object at every call -----------------------
@@ -79,6 +82,9 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
 
     def audit(self) -> AuditStore:
         return self._audit_store
+
+    def payloads(self) -> PayloadStore:
+        return self._payload_store
 
     def runs(self) -> RunStore:
         return self

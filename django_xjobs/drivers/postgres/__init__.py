@@ -25,6 +25,7 @@ from ..contract import (
     JobStore,
     KeyUse,
     LimitStore,
+    PayloadStore,
     QueueState,
     ReadStore,
     RunStore,
@@ -40,6 +41,7 @@ from .depth import PostgresDepthStore
 from .jobs import PostgresJobs
 from .leases import PostgresLeaseStore
 from .listener import Listener, Polling
+from .payloads import PostgresPayloadStore
 from .rollup import PostgresRollupStore
 from .runs import _EXITED_JSON, _LAPSED_JSON, _LAPSED_PRESENT_JSON, PostgresRuns
 from .state import CHANNEL, CONTROL_CHANNEL, STATEMENTS, snapshot
@@ -91,6 +93,7 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
         self._batch_store = PostgresBatchStore(using)
         self._bulk_store = PostgresBulkStore(using)
         self._audit_store = PostgresAuditStore(using)
+        self._payload_store = PostgresPayloadStore(using)
         self._history = History(self._rollup_store, self._depth_store)
         #: the stores of other aliases, and the scheduler, built at their first call
         self._event_stores: dict[str, EventStore] = {using: self._event_store}
@@ -107,6 +110,9 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
 
     def audit(self) -> AuditStore:
         return self._audit_store
+
+    def payloads(self) -> PayloadStore:
+        return self._payload_store
 
     def runs(self) -> RunStore:
         return self
