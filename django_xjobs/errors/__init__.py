@@ -66,6 +66,7 @@ from .operator import (
     JobNotWaitingError,
     ManifestDriftError,
     ManifestInvalidError,
+    TenantRunningError,
 )
 from .runtime import (
     BatchClosedError,
@@ -178,6 +179,7 @@ __all__ = [
     "StepPatchError",
     "StepReplayMismatchError",
     "StepSuspension",
+    "TenantRunningError",
     "TerminalError",
     "ValueRefusedError",
     "XJobsError",
@@ -277,6 +279,7 @@ CODES: dict[str, type[_Coded]] = {
         JobFilterError,
         InputEncryptedError,
         EncryptionKeyMissingError,
+        TenantRunningError,
         BulkDeleteLiveError,
         ConfirmationRequiredError,
     )

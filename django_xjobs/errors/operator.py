@@ -138,3 +138,15 @@ class InputEncryptedError(JobFilterError):
         "filter on a job declared with @job(..., encrypt=False) (name it), or on the job's name, "
         "state, queue or tenant instead"
     )
+
+
+class TenantRunningError(XJobsError):
+    """``erase_tenant`` found jobs of the tenant running, and was not told ``force``: nothing
+    was erased."""
+
+    code = "X_TENANT_RUNNING"
+    retry = "terminal"
+    default_hint = (
+        "wait for them to finish (or cancel them), or pass force=True (--force): a running job "
+        "erased under its worker has every later write refused, as a lost lease's is"
+    )

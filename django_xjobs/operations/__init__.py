@@ -43,6 +43,7 @@ from .jobs import (
 from .manifest import inspect_manifest
 from .outbox import discard_outbox_entry, inspect_outbox, retry_outbox_entry
 from .shared import HEX_DIGITS, MIN_PREFIX, PREFIX_CANDIDATES, check_by
+from .tenants import TenantErasure, erase_tenant
 from .versions import inspect_versions
 
 __all__ = [
@@ -52,12 +53,14 @@ __all__ = [
     "PRUNE_DEFAULT_STATES",
     "RETRY_COMMAND",
     "KeyRotation",
+    "TenantErasure",
     "cancel_job",
     "cancel_jobs",
     "check_by",
     "collapsed_into",
     "delete_jobs",
     "discard_outbox_entry",
+    "erase_tenant",
     "inspect_audit",
     "inspect_dead_letters",
     "inspect_event",

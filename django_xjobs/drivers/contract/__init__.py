@@ -78,6 +78,7 @@ from .stores import (
     Notifier,
     StepStore,
 )
+from .tenants import TenantRows, TenantStore
 
 __all__ = [
     "AGED",
@@ -139,6 +140,8 @@ __all__ = [
     "StepStore",
     "StoredPayload",
     "SuspendUntil",
+    "TenantRows",
+    "TenantStore",
     "VersionCount",
     "WorkerLoad",
     "WorkerSnapshot",

@@ -12,6 +12,7 @@ from .bulk import AuditStore, BulkStore
 from .payloads import PayloadStore
 from .records import AGED, JobSnapshot, QueueStats, Standing, VersionCount, WorkerSnapshot
 from .requests import EnqueueRequest, EnqueueResult
+from .tenants import TenantStore
 
 
 class JobStore(Protocol):
@@ -57,6 +58,9 @@ class JobStore(Protocol):
 
     def payloads(self) -> PayloadStore:
         """These jobs' stored payloads, rewritten in place by key rotation (issue 46)."""
+
+    def tenants(self) -> TenantStore:
+        """A tenant's jobs, steps, events and outbox rows, counted and erased (issue 46)."""
 
     def preflight(self, alias: str, table: str = "x_jobs") -> None:
         """Before a role starts: raise one clear ``DriverUnavailableError`` when database

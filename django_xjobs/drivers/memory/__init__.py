@@ -10,6 +10,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from ...clock import Clock
 from ..contract import (
@@ -24,11 +25,13 @@ from ..contract import (
     JobStore,
     KeyUse,
     LimitStore,
+    OutboxRow,
     PayloadStore,
     QueueState,
     ReadStore,
     RunStore,
     StepStore,
+    TenantStore,
 )
 from ..history import History
 from . import limits as memory_limits
@@ -43,6 +46,7 @@ from .reads import MemoryReads
 from .rollup import MemoryRollupStore
 from .runs import MemoryRuns
 from .steps import MemoryEventStore, MemoryStepStore
+from .tenants import MemoryTenantStore
 
 if TYPE_CHECKING:
     from ..contract import OutboxStore, SchedulerStore
@@ -70,6 +74,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self._bulk_store = MemoryBulkStore(self)
         self._audit_store = MemoryAuditStore(self)
         self._payload_store = MemoryPayloadStore(self)
+        self._tenant_store = MemoryTenantStore(self, self._event_store, self._outbox_rows)
         self._history = History(self._rollup_store, self._depth_store)
 
     # --- the stores: each built once, the same object at every call -----------------------
@@ -85,6 +90,16 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
 
     def payloads(self) -> PayloadStore:
         return self._payload_store
+
+    def tenants(self) -> TenantStore:
+        return self._tenant_store
+
+    def _outbox_rows(self) -> dict[UUID, OutboxRow]:
+        """The staged rows of the one in-process outbox (none before its first use)."""
+        from .outbox import MemoryOutboxStore
+
+        store = self._outbox
+        return store._rows if isinstance(store, MemoryOutboxStore) else {}
 
     def runs(self) -> RunStore:
         return self

@@ -30,6 +30,7 @@ from ..contract import (
     ReadStore,
     RunStore,
     StepStore,
+    TenantStore,
 )
 from ..history import History
 from . import limits as postgres_limits
@@ -46,6 +47,7 @@ from .rollup import PostgresRollupStore
 from .runs import _EXITED_JSON, _LAPSED_JSON, _LAPSED_PRESENT_JSON, PostgresRuns
 from .state import CHANNEL, CONTROL_CHANNEL, STATEMENTS, snapshot
 from .steps import PostgresEventStore, PostgresStepStore
+from .tenants import PostgresTenantStore
 
 if TYPE_CHECKING:
     from ..contract import OutboxStore, SchedulerStore
@@ -94,6 +96,7 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
         self._bulk_store = PostgresBulkStore(using)
         self._audit_store = PostgresAuditStore(using)
         self._payload_store = PostgresPayloadStore(using)
+        self._tenant_store = PostgresTenantStore(using)
         self._history = History(self._rollup_store, self._depth_store)
         #: the stores of other aliases, and the scheduler, built at their first call
         self._event_stores: dict[str, EventStore] = {using: self._event_store}
@@ -113,6 +116,9 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
 
     def payloads(self) -> PayloadStore:
         return self._payload_store
+
+    def tenants(self) -> TenantStore:
+        return self._tenant_store
 
     def runs(self) -> RunStore:
         return self
