@@ -27,6 +27,8 @@ class Keyring:
     fingerprints: tuple[str, ...]
     #: the first key alone: what ``current`` asks
     primary: Fernet
+    #: ``cryptography``'s InvalidToken, kept here so a decrypt on the claim path imports nothing
+    invalid: type[Exception]
 
     def encrypt(self, text: str) -> str:
         """``text`` sealed with the first key: a Fernet token (AES-128-CBC, HMAC-SHA256)."""
@@ -34,30 +36,24 @@ class Keyring:
 
     def decrypt(self, token: str) -> str | None:
         """The text of a token any key opens; None when no key does (or it was tampered with)."""
-        from cryptography.fernet import InvalidToken
-
         try:
             return self.fernet.decrypt(token.encode("ascii")).decode()
-        except (InvalidToken, UnicodeError):
+        except (self.invalid, UnicodeError):
             return None
 
     def current(self, token: str) -> bool:
         """Whether the first key opens ``token``: rotation leaves such a payload as it is."""
-        from cryptography.fernet import InvalidToken
-
         try:
             self.primary.decrypt(token.encode("ascii"))
-        except (InvalidToken, UnicodeError):
+        except (self.invalid, UnicodeError):
             return False
         return True
 
     def rotate(self, token: str) -> str | None:
         """The token re-encrypted with the first key; None when no key opens it."""
-        from cryptography.fernet import InvalidToken
-
         try:
             return self.fernet.rotate(token.encode("ascii")).decode("ascii")
-        except (InvalidToken, UnicodeError):
+        except (self.invalid, UnicodeError):
             return None
 
 
@@ -72,7 +68,7 @@ def keyring(raw: object) -> Keyring | None:
             'import Fernet; print(Fernet.generate_key().decode())"',
         )
     try:
-        from cryptography.fernet import Fernet, MultiFernet
+        from cryptography.fernet import Fernet, InvalidToken, MultiFernet
     except ImportError:
         raise ConfigInvalidError(
             'XJOBS["ENCRYPTION_KEYS"] is set but the cryptography package is not installed',
@@ -92,4 +88,4 @@ def keyring(raw: object) -> Keyring | None:
     prints = tuple(
         hashlib.sha256(k if isinstance(k, bytes) else str(k).encode()).hexdigest()[:8] for k in raw
     )
-    return Keyring(MultiFernet(fernets), prints, fernets[0])
+    return Keyring(MultiFernet(fernets), prints, fernets[0], InvalidToken)
