@@ -227,3 +227,35 @@ def test_crypt_06_cancel_on_beside_encrypted_inputs_fails_the_settings_check(mon
     mine = [m for m in found if "tests.jobs.sealed" in m.msg or "tests.jobs.clear_input" in m.msg]
     assert [(m.id, repr(jobs.sealed.name) in m.msg) for m in mine] == [("django_xjobs.E040", True)]
     assert all(isinstance(m, checks.Error) for m in found)
+
+
+# --- the cost -------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_crypt_02_encryption_adds_no_statement_to_a_run():
+    """A sealed job's enqueue and run cost the statements a clear one costs on PostgreSQL (the
+    outbox read, the claim, the settle, then the idle pass's two: tests/run/test_settle.py pins
+    the same 5): the sealing and opening happen in the process."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from django_xjobs.drivers import install, uninstall
+    from django_xjobs.drivers.postgres import PostgresDriver
+
+    counts = []
+    for given in ((), (NEW,)):
+        driver = PostgresDriver("default")
+        install(driver)
+        try:
+            with keys(*given):
+                with CaptureQueriesContext(connection) as enqueued:
+                    job_id = jobs.clear_input.enqueue(token=token()).id
+                    jobs.ok.enqueue(n=len(given) + 100)
+                with CaptureQueriesContext(connection) as ran:
+                    run_until_idle(driver=driver)
+                assert driver.reads().get_job(job_id).state == "done"
+        finally:
+            uninstall(driver)
+        counts.append((len(enqueued), len(ran)))
+    assert counts[0] == counts[1]
