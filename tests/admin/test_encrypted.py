@@ -65,3 +65,13 @@ def test_crypt_04_xjobs_show_says_encrypted_without_the_key(sealed_job):
     with keys(NEW, OLD):
         call_command("xjobs", "show", str(sealed_job), "--json", "--reveal", stdout=out)
     assert json.loads(out.getvalue())["input"]["email"] == EMAIL
+
+
+def test_crypt_06_the_admins_input_filter_on_encrypted_inputs_says_why_it_lists_nothing(sealed_job):
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    with keys(NEW, OLD):
+        page = client.get("/admin/django_xjobs/job/", {"input": json.dumps({"email": EMAIL})})
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "X_INPUT_ENCRYPTED" in text and str(sealed_job) not in text
