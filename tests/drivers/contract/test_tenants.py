@@ -4,7 +4,7 @@ tenant's rows and untenanted ones stay; a running job is erased only when asked 
 
 from __future__ import annotations
 
-from django_xjobs.drivers.contract import StepRecord, TenantRows
+from django_xjobs.drivers.contract import Complete, StepRecord, TenantRows
 from django_xjobs.ids import uuid7
 from tests.drivers.contract.support import claim, request
 
@@ -48,5 +48,10 @@ def test_erase_01_02_a_tenants_rows_go_in_batches_and_running_ones_only_when_ask
     assert gone == TenantRows(jobs=1, running=1, steps=1)
     assert store.count("acme") == TenantRows()
     assert harness.row(run.id) is None
+    # the run's worker writes on: each write is refused by its fence, nothing comes back
+    late = StepRecord(run_id=run.run_id, name="b", status="completed", output={"x": 2})
+    assert driver.steps().put(late, job_id=run.id, lease_token=run.lease_token) is False
+    assert driver.runs().complete([Complete(run.id, run.lease_token, None)]) == set()
+    assert store.count("acme") == TenantRows() and harness.row(run.id) is None
     assert store.count("other") == TenantRows(jobs=2, events=1)
     assert len(driver.reads().list_jobs(limit=100)) == 3  # other's two and the untenanted one
