@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from cryptography.fernet import Fernet, MultiFernet
 
 #: what to install for ``ENCRYPTION_KEYS``
-INSTALL = "pip install 'django-xjobs[encryption]' (cryptography>=42)"
+INSTALL = "pip install 'cryptography>=42' (the encryption extra)"
 
 
 @dataclass(frozen=True)
