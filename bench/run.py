@@ -185,6 +185,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="run even though x_jobs already holds rows (they are deleted)",
     )
+    parser.add_argument(
+        "--encrypt",
+        action="store_true",
+        help='payloads encrypted at rest (XJOBS["ENCRYPTION_KEYS"] with one key): W1 seals each '
+        "input, W2 fills sealed inputs and opens each at its claim",
+    )
     args = parser.parse_args(argv)
     if (
         args.jobs < 1
@@ -258,12 +264,21 @@ def fill_ready(count: int, *, analyze: bool = True) -> None:
     keeps the statistics of what it held before (see ``drain_backlog``).
     """
     from bench.jobs import noop
+    from django_xjobs import conf, crypt
 
+    # with --encrypt each input is sealed as noop.enqueue seals it, here in the process: the
+    # statement picks each row's from one JSON array (jsonb indexes an array in constant time)
+    sealed = (
+        "[" + ",".join(crypt.seal(f'{{"n":{g}}}') for g in range(1, count + 1)) + "]"
+        if conf.get().encryption is not None
+        else None
+    )
     sql(
         """
         INSERT INTO x_jobs (id, name, queue, input, idempotency_key, run_id, attempt,
                             max_attempts, state, priority, run_at, created_at, updated_at)
-        SELECT gen_random_uuid(), %(name)s, %(queue)s, jsonb_build_object('n', g),
+        SELECT gen_random_uuid(), %(name)s, %(queue)s,
+               COALESCE(%(sealed)s::jsonb -> (g - 1), jsonb_build_object('n', g)),
                'noop:' || g, gen_random_uuid(), 0, %(max_attempts)s, 'ready', %(priority)s,
                t.at, t.at, t.at
         FROM generate_series(1, %(count)s) AS g,
@@ -275,6 +290,7 @@ def fill_ready(count: int, *, analyze: bool = True) -> None:
             "max_attempts": noop.retry.attempts,
             "priority": noop.priority,
             "count": count,
+            "sealed": sealed,
         },
     )
     if analyze:
@@ -630,6 +646,8 @@ def drain_workloads(report: Report, args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    if args.encrypt:  # read by bench/settings.py, here and in the worker processes it starts
+        os.environ["XJOBS_BENCH_ENCRYPT"] = "1"
     from bench.measure import COUNTER
 
     COUNTER.install()

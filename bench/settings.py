@@ -1,5 +1,7 @@
 """Settings for the benchmark: PostgreSQL from DATABASE_URL, or an embedded throwaway server."""
 
+import os
+
 from django_xjobs.testing.postgres import database_config, database_url
 
 SECRET_KEY = "bench-only"
@@ -14,4 +16,6 @@ INSTALLED_APPS = [
     "bench",
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-XJOBS = {"POLL_INTERVAL": 0.05}
+XJOBS: dict[str, object] = {"POLL_INTERVAL": 0.05}
+if os.environ.get("XJOBS_BENCH_ENCRYPT"):  # python -m bench.run --encrypt (issue 46)
+    XJOBS["ENCRYPTION_KEYS"] = ["IyAVGb74KSM4V7OAxMkA2luUHarE32uaq6xCUOU2ovc="]  # bench-only

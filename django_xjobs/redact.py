@@ -18,7 +18,7 @@ import string
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from . import conf
+from . import conf, crypt
 from .payload import MAX_DEPTH
 
 #: what a masked value reads as, in inputs and in text
@@ -54,7 +54,10 @@ def _is_secret(key: str, keys: tuple[str, ...]) -> bool:
 
 
 def mask(value: object, keys: Iterable[str] | None = None) -> Any:
-    """``value`` with everything under a secret key, at any depth, replaced by ``MASK``."""
+    """``value`` with everything under a secret key, at any depth, replaced by ``MASK``. A sealed
+    payload is opened first, or read as ``crypt.NO_KEY`` when no key opens it (SPEC CRYPT-04)."""
+    if crypt.is_sealed(value):
+        value = crypt.shown(value)
     keys = tuple(conf.get().redact_keys if keys is None else keys)
     if not keys:
         return value

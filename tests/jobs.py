@@ -948,3 +948,18 @@ async def where_it_runs_async(ctx, n: int = 0):
 
 # jobs declared at a version of their code (issue 44): discovered with these
 from . import versioned  # noqa: E402, F401
+
+
+@job(idempotency_key="sealed:{token}", retry=FAST)
+def sealed(ctx, token: str, email: str):
+    """Issue 46: a step's output replayed from storage after the next step fails once; under
+    XJOBS["ENCRYPTION_KEYS"] its input, the step output and its result are stored encrypted."""
+    found = ctx.step.run("lookup", lambda: {"email": email, "attempt": ctx.attempt})
+    ctx.step.run("send", lambda: _fail_first(token, ctx.attempt))
+    return {"sent_to": found["email"], "looked_up_on": found["attempt"]}
+
+
+@job(idempotency_key="clear:{token}", encrypt=False)
+def clear_input(ctx, token: str):
+    """Issue 46: a job that keeps its input and result in clear, so filters can look inside."""
+    return {"token": token}

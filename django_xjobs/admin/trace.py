@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
-from .. import operations, redact
+from .. import crypt, operations, redact
 from ..durations import format_time
 from ..models import Job
 from ..payload import JSONValue
@@ -187,6 +187,8 @@ def key_text(name: str, key: str) -> str:
 
 def shape(value: object, depth: int = 0) -> JSONValue:
     """What a payload holds without what it says: its keys, each value's type and size."""
+    if crypt.is_sealed(value):  # its shape is that of what it seals (SPEC CRYPT-04)
+        value = crypt.shown(value)
     if depth >= redact.MAX_WALK and isinstance(value, dict):
         return redact.TOO_DEEP  # a row no enqueue accepted: it must not recurse past the limit
     if isinstance(value, dict):

@@ -162,6 +162,9 @@ class TaskJob:
     #: a task has no steps, so no version of its code confuses a run of another
     version = 1
     old_runs = "replay"
+    #: Django's TaskResult API reads a task's call and return value back from its row, so a
+    #: task's row stays clear under XJOBS["ENCRYPTION_KEYS"] (docs/howto/data.md)
+    encrypt = False
 
     def __init__(self, task: Any, options: TaskOptions) -> None:
         self.task = task

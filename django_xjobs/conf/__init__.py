@@ -19,6 +19,7 @@ from ..text import did_you_mean
 from .concurrency import MAX_THREADS as MAX_THREADS
 from .concurrency import QUEUE_NAME as QUEUE_NAME
 from .concurrency import parse_concurrency
+from .encryption import Keyring, keyring
 from .limits import Limits, parse_limits
 
 DEFAULTS: dict[str, Any] = {
@@ -135,6 +136,9 @@ DEFAULTS: dict[str, Any] = {
     # "tenant" or a template over the inputs ("{customer_id}"): claims take work round-robin
     # across those groups, so one that enqueued 50,000 runs does not hold back one with 100
     "FAIR_SHARE": None,
+    # keys that inputs, results, step outputs and outbox copies are encrypted at rest with: the
+    # first encrypts, every one decrypts (docs/howto/data.md); needs the encryption extra
+    "ENCRYPTION_KEYS": None,
 }
 
 #: the bounds of the numeric settings (docs/reference/settings.md): far past any real use, so
@@ -185,6 +189,7 @@ class XJobsSettings:
     redact_keys: tuple[str, ...] = tuple(DEFAULTS["REDACT_KEYS"])
     redact: Callable[[str], str] | None = None
     fair_share: str | None = None
+    encryption: Keyring | None = None
 
 
 def validate(raw: object) -> XJobsSettings:
@@ -326,6 +331,7 @@ def validate(raw: object) -> XJobsSettings:
         redact_keys=_redact_keys(merged["REDACT_KEYS"]),
         redact=_redact(merged["REDACT"]),
         fair_share=_fair_share(merged["FAIR_SHARE"]),
+        encryption=keyring(merged["ENCRYPTION_KEYS"]),
     )
 
 

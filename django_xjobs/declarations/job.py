@@ -5,16 +5,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, cast, overload
-from uuid import UUID
 
 from asgiref.sync import async_to_sync
 
 from .. import conf
 from ..drivers.contract import EnqueueRequest, EnqueueResult
-from ..durations import Duration, parse_duration, parse_optional
+from ..durations import Duration, parse_optional
 from ..errors import (
     InputInvalidError,
     InvariantError,
@@ -26,6 +25,7 @@ from ..run import enqueue
 from ..run.enqueue import REQUIRED, EnqueueOptions, OnConflict
 from . import registry
 from .actors import Actor
+from .options import after_ids, check_after_options, check_priority, delay_seconds
 from .signatures import Binder, check_handler, check_key, check_stored, input_schema, signature_of
 from .triggers import cancel_on_fields, on_event_names
 from .versions import FIRST_VERSION, OldRuns, check_old_runs, check_version
@@ -55,6 +55,8 @@ class JobHandle:
     #: the events that start a run of it, and those that cancel its live runs (set by @job)
     on_event: tuple[str, ...] = ()
     cancel_on: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+    #: its input and result are encrypted at rest under XJOBS["ENCRYPTION_KEYS"] (set by @job)
+    encrypt = True
 
     def __init__(
         self,
@@ -168,7 +170,7 @@ class JobHandle:
         if queue is not None:
             conf.check_queue_name(queue, error=InvariantError)
         if priority is not None:
-            _check_priority(priority)
+            check_priority(priority)
         if on_conflict is not None and on_conflict not in ("dedupe", "error", "replace"):
             raise InvariantError(
                 f"on_conflict={on_conflict!r} is not an option",
@@ -177,7 +179,7 @@ class JobHandle:
         for field, value in (("tenant_id", tenant_id), ("enqueued_by", enqueued_by)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise InvariantError(f"{field}={value!r} must be a non-empty string")
-        waits_for = _after_ids(after)
+        waits_for = after_ids(after)
         if run_anyway is not None and not isinstance(run_anyway, bool):
             raise InvariantError(f"run_anyway={run_anyway!r} must be True or False")
         changes: dict[str, Any] = {
@@ -185,7 +187,7 @@ class JobHandle:
             "run_anyway": run_anyway,
             "queue": queue,
             "run_at": run_at,
-            "delay": _delay_seconds(delay),
+            "delay": delay_seconds(delay),
             "priority": priority,
             "on_conflict": on_conflict,
             "tenant_id": tenant_id,
@@ -198,7 +200,7 @@ class JobHandle:
             options = replace(options, delay=None)
         if delay is not None:
             options = replace(options, run_at=None)
-        _check_after_options(self, options)
+        check_after_options(self, options)
         clone = object.__new__(JobHandle)
         clone.__dict__.update(self.__dict__)
         clone.options = options
@@ -363,6 +365,7 @@ def job(
     old_runs: OldRuns = ...,
     on_event: str | Sequence[str] | None = ...,
     cancel_on: Mapping[str, Sequence[str]] | None = ...,
+    encrypt: bool = ...,
 ) -> JobHandle: ...
 
 
@@ -388,6 +391,7 @@ def job(
     old_runs: OldRuns = ...,
     on_event: str | Sequence[str] | None = ...,
     cancel_on: Mapping[str, Sequence[str]] | None = ...,
+    encrypt: bool = ...,
 ) -> Callable[[Callable[..., object]], JobHandle]: ...
 
 
@@ -412,6 +416,7 @@ def job(
     old_runs: OldRuns = "replay",
     on_event: str | Sequence[str] | None = None,
     cancel_on: Mapping[str, Sequence[str]] | None = None,
+    encrypt: bool = True,
 ) -> JobHandle | Callable[[Callable[..., object]], JobHandle]:
     """Declare a durable job. Put it in ``<app>/jobs.py``; it is imported at startup.
 
@@ -450,6 +455,10 @@ def job(
 
         @job(idempotency_key="welcome:{user_id}", on_event="user.created")
         def welcome(ctx, user_id: int, email: str): ...
+
+    ``encrypt=False`` keeps its input and result in clear when ``XJOBS["ENCRYPTION_KEYS"]`` is
+    set, so the admin's input filter, bulk filters and ``cancel_on`` can look inside them
+    (docs/howto/data.md).
     """
 
     def declare(handler: Callable[..., object]) -> JobHandle:
@@ -502,7 +511,9 @@ def job(
                 f"concurrency={concurrency!r} must be an integer from 1 to {MAX_CONCURRENCY:,}",
                 hint="omit it for no cap; concurrency=0 would never run",
             )
-        _check_priority(priority)
+        check_priority(priority)
+        if not isinstance(encrypt, bool):
+            raise InvariantError(f"encrypt={encrypt!r} must be True or False")
         declared_version, policy_old = check_version(version), check_old_runs(old_runs)
         limits = declared(limit_key, concurrency, rate_limit, signature)
         starts, cancels = on_event_names(on_event), cancel_on_fields(cancel_on, signature)
@@ -525,6 +536,7 @@ def job(
             old_runs=policy_old,
         )
         handle.on_event, handle.cancel_on = starts, cancels
+        handle.encrypt = encrypt
         return handle
 
     return declare if fn is None else declare(fn)
@@ -541,60 +553,3 @@ def registered_jobs() -> list[JobHandle]:
     # only @job registers there; the registry types them as DeclaredJob so it never names this
     # module, which imports it
     return cast("list[JobHandle]", registry.registered_jobs())
-
-
-def _check_priority(priority: object) -> None:
-    if isinstance(priority, bool) or not isinstance(priority, int) or not -1000 <= priority <= 1000:
-        raise InvariantError(
-            f"priority={priority!r} must be an integer from -1000 to 1000",
-            hint="higher runs first; the default is 0",
-        )
-
-
-def _after_ids(after: Iterable[object] | None) -> tuple[UUID, ...] | None:
-    """``using(after=...)`` as job ids: each a UUID, its text, or an enqueue's result."""
-    if after is None:
-        return None
-    if isinstance(after, str | bytes | UUID) or not isinstance(after, Iterable):
-        raise InvariantError(
-            f"after={after!r} must be a list of job ids", hint="after=[result.id, ...]"
-        )
-    ids = []
-    for given in after:
-        value = getattr(given, "id", given)
-        try:
-            ids.append(value if isinstance(value, UUID) else UUID(str(value)))
-        except ValueError:
-            raise InvariantError(
-                f"after: {given!r} is not a job id", hint="pass the ids enqueue returned"
-            ) from None
-    return tuple(ids) or None  # an empty list waits for nothing
-
-
-def _check_after_options(handle: JobHandle, options: EnqueueOptions) -> None:
-    """A dependant falls due when its last dependency is done: a run time of its own, or a
-    waiting holder replaced by a later enqueue, would contradict that (issue 32)."""
-    if options.after is None:
-        return
-    if options.run_at is not None or options.delay is not None:
-        raise InvariantError(
-            "after cannot be given with run_at or delay",
-            hint="a job with dependencies runs when the last of them is done",
-        )
-    if options.on_conflict == "replace" or (
-        options.on_conflict is None and handle.debounce is not None
-    ):
-        raise InvariantError(
-            f"job {handle.name!r}: after cannot be given with on_conflict='replace' or debounce",
-            hint="a live job of the same key is returned as it is",
-        )
-
-
-def _delay_seconds(delay: Duration | None) -> float | None:
-    if delay is None:
-        return None
-    if isinstance(delay, bool):
-        raise InvariantError(f"delay={delay!r} is a bool, not a duration")
-    if delay == 0 or delay == timedelta(0):
-        return 0.0
-    return parse_duration(delay, field="delay")

@@ -53,6 +53,8 @@ class DeclaredJob(Declared, Protocol):
     backfill: DeclaredBackfill | None
     #: the version of its code (``@job(version=...)``)
     version: int
+    #: its input and result are sealed under XJOBS["ENCRYPTION_KEYS"] (``@job(encrypt=...)``)
+    encrypt: bool
 
     #: what a run started under an older version does here (``@job(old_runs=...)``)
     @property

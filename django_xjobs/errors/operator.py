@@ -126,3 +126,27 @@ class ConfirmationRequiredError(XJobsError):
     ask on: nothing was changed."""
 
     code = "X_CONFIRMATION_REQUIRED"
+
+
+class InputEncryptedError(JobFilterError):
+    """A filter on job inputs was given while inputs are encrypted at rest: the database cannot
+    look inside an encrypted input, so the filter would match nothing."""
+
+    code = "X_INPUT_ENCRYPTED"
+    retry = "terminal"
+    default_hint = (
+        "filter on a job declared with @job(..., encrypt=False) (name it), or on the job's name, "
+        "state, queue or tenant instead"
+    )
+
+
+class TenantRunningError(XJobsError):
+    """``erase_tenant`` found jobs of the tenant running, and was not told ``force``: nothing
+    was erased."""
+
+    code = "X_TENANT_RUNNING"
+    retry = "terminal"
+    default_hint = (
+        "wait for them to finish (or cancel them), or pass force=True (--force): a running job "
+        "erased under its worker has every later write refused, as a lost lease's is"
+    )

@@ -218,3 +218,16 @@ class DependencyCycleError(XJobsError):
 
     code = "X_DEPENDENCY_CYCLE"
     default_hint = "a job waits for jobs enqueued before it; drop its own id from after"
+
+
+class EncryptionKeyMissingError(XJobsError):
+    """A stored payload is encrypted with a key none of ``XJOBS["ENCRYPTION_KEYS"]`` holds."""
+
+    code = "X_ENCRYPTION_KEY_MISSING"
+    # a missing key is a deploy's fault, not the job's: the run is parked unrun, its attempt
+    # given back, until a worker that holds the key claims it
+    retry = "retryable"
+    default_hint = (
+        'add the key the row was written with to XJOBS["ENCRYPTION_KEYS"] (any place but the '
+        "first decrypts); once every row is re-encrypted (xjobs rotate-keys) the old key can go"
+    )

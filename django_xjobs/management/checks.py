@@ -118,6 +118,8 @@ def _check_jobs() -> list[checks.CheckMessage]:
                     id="django_xjobs.W002",
                 )
             )
+    if conf.get().encryption is not None:
+        found += _check_cancel_on_sealed()
     capped = [h.name for h in registry.registered_jobs() if h.concurrency]
     if capped:
         from ..drivers import get_driver
@@ -131,6 +133,22 @@ def _check_jobs() -> list[checks.CheckMessage]:
                 )
             )
     return found + _check_cron_schedules() + _check_cron_tasks()
+
+
+def _check_cancel_on_sealed() -> list[checks.CheckMessage]:
+    """SPEC CRYPT-06: ``cancel_on`` matches an event's data against a job's stored input in the
+    database, which cannot look inside an encrypted one: such a declaration would cancel
+    nothing, so it is refused until the job keeps its input in clear."""
+    return [
+        checks.Error(
+            f"job {handle.name!r} declares cancel_on, and its inputs are encrypted "
+            "(XJOBS['ENCRYPTION_KEYS'] is set): no event could match them",
+            hint="declare it with @job(..., encrypt=False), or cancel its runs with cancel_job()",
+            id="django_xjobs.E040",
+        )
+        for handle in registry.registered_jobs()
+        if handle.cancel_on and handle.encrypt
+    ]
 
 
 def _check_cron_schedules() -> list[checks.CheckMessage]:

@@ -110,6 +110,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "same way again, by SQLSTATE or error code",
         ("code",),
     ),
+    "xjobs_decrypt_failures_total": (
+        "Claimed runs whose input no key in XJOBS['ENCRYPTION_KEYS'] opens: each parked unrun, "
+        "its attempt given back",
+        ("queue",),
+    ),
     # counted by metrics/events.py, which bounds the event label's values
     "xjobs_events_published_total": (
         "Events published by this process and committed, by event name",

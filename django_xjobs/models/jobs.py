@@ -234,6 +234,12 @@ class Job(models.Model):
                 condition=Q(batch_id__isnull=False),
                 name="x_jobs_batch_idx",
             ),
+            # A tenant's jobs, for erase_tenant (issue 46); a job with no tenant adds no entry.
+            models.Index(
+                fields=["tenant_id"],
+                condition=Q(tenant_id__isnull=False),
+                name="x_jobs_tenant_idx",
+            ),
         ]
 
     def __str__(self) -> str:

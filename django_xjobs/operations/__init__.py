@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from .audit import inspect_audit, prune_audit
 from .bulk import cancel_jobs, delete_jobs, requeue_jobs, retry_jobs
+from .encryption import KeyRotation, rotate_keys
 from .events import inspect_event, list_events
 from .filters import job_filter
 from .fleet import (
@@ -42,6 +43,7 @@ from .jobs import (
 from .manifest import inspect_manifest
 from .outbox import discard_outbox_entry, inspect_outbox, retry_outbox_entry
 from .shared import HEX_DIGITS, MIN_PREFIX, PREFIX_CANDIDATES, check_by
+from .tenants import TenantErasure, erase_tenant
 from .versions import inspect_versions
 
 __all__ = [
@@ -50,12 +52,15 @@ __all__ = [
     "PREFIX_CANDIDATES",
     "PRUNE_DEFAULT_STATES",
     "RETRY_COMMAND",
+    "KeyRotation",
+    "TenantErasure",
     "cancel_job",
     "cancel_jobs",
     "check_by",
     "collapsed_into",
     "delete_jobs",
     "discard_outbox_entry",
+    "erase_tenant",
     "inspect_audit",
     "inspect_dead_letters",
     "inspect_event",
@@ -77,6 +82,7 @@ __all__ = [
     "retry_job",
     "retry_jobs",
     "retry_outbox_entry",
+    "rotate_keys",
     "run_job_now",
     "worker_state",
 ]

@@ -8,8 +8,10 @@ import json
 from collections.abc import Mapping
 from datetime import datetime
 
+from .. import conf
+from ..declarations import registry
 from ..drivers.contract import FILTER_FIELDS, JobFilter
-from ..errors import JobFilterError
+from ..errors import InputEncryptedError, JobFilterError
 from ..payload import JSONValue, NotJSON, check_json
 from ..states import JOB_STATES
 from ..text import check_label, did_you_mean
@@ -69,6 +71,9 @@ def job_filter(
             f"stop_reason={reason!r} is not a stop reason",
             hint=f"one of {', '.join(STOP_REASONS)}",
         )
+    inputs = _input(given.get("input"))
+    if inputs is not None:
+        _check_clear(text["name"])
     return JobFilter(
         state=_states(given.get("state")),
         queue=text["queue"],
@@ -80,8 +85,23 @@ def job_filter(
         created_before=times["created_before"],
         updated_after=times["updated_after"],
         updated_before=times["updated_before"],
-        input=_input(given.get("input")),
+        input=inputs,
     )
+
+
+def _check_clear(name: str | None) -> None:
+    """SPEC CRYPT-06: under ``XJOBS["ENCRYPTION_KEYS"]`` an input filter must name a job whose
+    inputs are stored in clear (``@job(encrypt=False)``): the database cannot look inside a
+    sealed one, and a filter that silently matched nothing would read as "no such jobs"."""
+    if conf.get().encryption is None:
+        return
+    handle = None if name is None else registry.get_job(name)
+    if handle is None or handle.encrypt:
+        what = "no job name" if name is None else f"job {name!r}, whose inputs are encrypted"
+        raise InputEncryptedError(
+            f"an input filter cannot match encrypted inputs (XJOBS['ENCRYPTION_KEYS'] is set), "
+            f"and the filter names {what}"
+        )
 
 
 def _states(value: object) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
-from .. import conf, log, metrics, redact
+from .. import conf, crypt, log, metrics, redact
 from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import JobDriver, JobSnapshot, StepRecord
@@ -380,7 +380,8 @@ def _failed_attempt(entry: FailedAttempt) -> AttemptTrace:
 
 
 def _as_stored(value: JSONValue) -> JSONValue:
-    return value
+    """A payload as stored, for a viewer who may see it whole: opened when sealed (CRYPT-04)."""
+    return crypt.shown(value)
 
 
 def _step(record: StepRecord, shown: Callable[[JSONValue], JSONValue]) -> StepTrace:

@@ -19,7 +19,7 @@ from uuid import UUID
 
 from django.db import connections, transaction
 
-from .. import conf, log
+from .. import conf, crypt, log
 from ..declarations import registry
 from ..declarations.workflows import current_batch
 from ..drivers import get_driver
@@ -87,6 +87,8 @@ class Enqueueable(Protocol):
     options: EnqueueOptions
     signature: inspect.Signature
     undiscovered: bool
+    #: its input is sealed under XJOBS["ENCRYPTION_KEYS"] (``@job(encrypt=False)``: clear)
+    encrypt: bool
 
     @property
     def on_conflict(self) -> OnConflict: ...
@@ -209,8 +211,11 @@ def _checked(handle: Enqueueable, inputs: Mapping[str, object]) -> tuple[dict[st
             f"job {handle.name!r}: {error.path}: {error.reason}",
             hint="job inputs are stored as JSON; pass ids and plain values",
         ) from None
-    limit = conf.get().max_payload_bytes
-    return bound, encode(bound, limit=limit, what=f"the input of job {handle.name!r}")
+    settings = conf.get()
+    text = encode(bound, limit=settings.max_payload_bytes, what=f"the input of job {handle.name!r}")
+    if settings.encryption is not None and handle.encrypt:  # SPEC CRYPT-01; the outbox copies it
+        text = crypt.seal(text)
+    return bound, text
 
 
 def _per_call(handle: Enqueueable) -> tuple[EnqueueRequest, str | None]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import connections
 
-from .. import conf, history, log, redact
+from .. import conf, crypt, history, log, redact
 from ..clock import Clock
 from ..drivers.connections import borrowed, open_transactions
 from ..drivers.contract import (
@@ -130,7 +130,7 @@ def _execute(
             _current.reset(ambient)  # never into the next run on this thread
             # the throttled last value, written while the run still holds its lease
             controls.flush()
-        result_json = _result_json(value, job.name)
+        result_json = _result_json(value, job.name, sealed=handle.encrypt)
     except JobSnooze as snooze:
         return _snoozed(job, snooze, time.monotonic() - started)
     except StepSuspension as suspension:
@@ -219,14 +219,16 @@ def _abandoned(job: ClaimedJob, timeout: float, error: BaseException | None) -> 
     )
 
 
-def _result_json(value: object, name: str) -> str | None:
+def _result_json(value: object, name: str, *, sealed: bool) -> str | None:
     if value is None:
         return None
     try:
         check_json(value, "result")
     except NotJSON as error:
         raise ResultInvalidError(f"job {name!r} returned {error.path}: {error.reason}") from None
-    return encode(value, limit=conf.get().max_payload_bytes, what=f"the result of job {name!r}")
+    settings = conf.get()
+    text = encode(value, limit=settings.max_payload_bytes, what=f"the result of job {name!r}")
+    return text if settings.encryption is None or not sealed else crypt.seal(text)  # CRYPT-02
 
 
 def _suspended(

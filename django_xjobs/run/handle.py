@@ -54,5 +54,9 @@ class Runnable(Protocol):
     @property
     def old_runs(self) -> str: ...
 
+    #: its result is sealed under XJOBS["ENCRYPTION_KEYS"] (``@job(encrypt=False)``: clear)
+    @property
+    def encrypt(self) -> bool: ...
+
     def invoke(self, ctx: JobContext, inputs: Mapping[str, object]) -> object:
         """Call the body for one run."""

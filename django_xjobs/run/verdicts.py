@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
-from .. import conf, history, log, redact
+from .. import conf, crypt, history, log, metrics, redact
 from ..declarations import registry
 from ..drivers import failures
 from ..drivers.contract import (
@@ -24,6 +24,7 @@ from ..drivers.contract import (
 )
 from ..errors import (
     DependencyFailedError,
+    EncryptionKeyMissingError,
     JobAbortedError,
     JobCancelledError,
     JobCrashedError,
@@ -260,6 +261,8 @@ def crash_looping(job: ClaimedJob, policy: Retry, counted: int = 0) -> Execution
 def undecodable(job: ClaimedJob) -> Execution:
     """A row whose stored input this process cannot decode: no attempt of it can run, so it
     goes dead at once with the reason, and no batch-mate shares its fate (issue 24)."""
+    if job.undecodable == crypt.KEY_MISSING:
+        return key_missing(job)
     error = JobUndecodableError(f"job {job.name!r} {job.undecodable}; not run")
     message = redact.redact(str(error))  # XJOBS["REDACT"] sees every stored text (issue 26)
     finish = Finish(
@@ -274,6 +277,25 @@ def undecodable(job: ClaimedJob) -> Execution:
         logging.ERROR, "xjobs.job.undecodable", job=job.name, id=job.id, reason=job.undecodable
     )
     return Execution(Outcome.DEAD_LETTERED, job, 0.0, finish, message, "terminal")
+
+
+def key_missing(job: ClaimedJob) -> Execution:
+    """SPEC CRYPT-05: a row whose input is encrypted with a key this worker lacks is a deploy's
+    fault, not the job's: it is parked unrun, its attempt given back, and claimed again after
+    ``UNKNOWN_JOB_DELAY`` — by then, or by a worker that holds the key, it runs as written."""
+    delay = conf.get().unknown_job_delay
+    error = EncryptionKeyMissingError(f"job {job.name!r} {crypt.KEY_MISSING}; not run")
+    park = SuspendUntil(job.id, job.lease_token, delay=delay, error=f"{error.code}: {error}")
+    metrics.inc("xjobs_decrypt_failures_total", queue=job.queue)
+    log.event(
+        logging.ERROR,
+        "xjobs.job.key_missing",
+        job=job.name,
+        id=job.id,
+        queue=job.queue,
+        retry_in=f"{delay:g}s",
+    )
+    return Execution(Outcome.SUSPENDED, job, 0.0, park, str(error))
 
 
 def expired(job: ClaimedJob, driver: JobDriver) -> Execution:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from .. import conf, log
+from .. import conf, crypt, log
 from ..drivers.contract import ClaimedJob, EventStore, StepRecord, StepStore
 from ..errors import (
     InvariantError,
@@ -33,6 +33,7 @@ from ..errors import (
     StepLimitError,
     describe_error,
 )
+from ..payload import JSONValue
 from ..redact import redact
 from ..run.stop import StopSignal
 from ..text import check_name, storable
@@ -104,7 +105,7 @@ class StepRecorder:
         record = self._records.get(name)
         if record is not None and record.status == "completed":
             self._replayed.append(name)  # SPEC STEP-01
-            return True, record.output
+            return True, _opened(record.output)
         self._began[name] = time.monotonic()
         return False, None
 
@@ -125,7 +126,7 @@ class StepRecorder:
                 run_id=self.job.run_id,
                 name=name,
                 status="completed",
-                output=value,
+                output=crypt.seal_value(value),  # SPEC CRYPT-03: clear with no keys set
                 attempts=(previous.attempts + 1) if previous else 1,
                 position=self._position,
                 ran_for=self._ran_for(name),
@@ -220,3 +221,9 @@ def _seconds(delta: timedelta) -> float:
 
 def _ignore(seconds: float) -> None:
     """What a ``StepRecorder`` built without a ``received`` does with a wait's latency."""
+
+
+def _opened(output: JSONValue) -> JSONValue:
+    """A replayed step's stored output as its value: opened when sealed (SPEC CRYPT-03); a key
+    missing here fails the attempt with ``X_ENCRYPTION_KEY_MISSING``."""
+    return crypt.unseal(output) if crypt.is_sealed(output) else output

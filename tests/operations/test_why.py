@@ -173,6 +173,14 @@ def _unknown_job(harness):
     return result.id
 
 
+def _key_missing(harness):
+    result = jobs.ok.enqueue(n=77)
+    [held] = claim(harness.driver)
+    parked = SuspendUntil(held.id, held.lease_token, delay=30, error="X_ENCRYPTION_KEY_MISSING: x")
+    assert harness.driver.runs().suspend(parked)
+    return result.id
+
+
 def _expiry(harness):
     return jobs.expiring.enqueue(token="why").id
 
@@ -297,6 +305,7 @@ GATES: dict[str, tuple[Callable[[Any], Any], dict[str, Any]]] = {
     "waiting_for_jobs": (_waiting_for_jobs, {}),
     "dependency_failed": (_dependency_failed, {}),
     "unknown_job": (_unknown_job, {}),
+    "key_missing": (_key_missing, {}),
     "expiry": (_expiry, {}),
     "version_parked": (_version_parked, {}),
     "newer_version": (_newer_version, {}),
@@ -659,6 +668,8 @@ JOB_OPTIONS: dict[str, tuple[str, ...] | None] = {
     # an event starts a run or ends it; neither holds one back
     "on_event": None,
     "cancel_on": None,
+    # a run whose input no worker's key opens is parked unrun (SPEC CRYPT-05)
+    "encrypt": ("key_missing",),
 }
 USING_OPTIONS: dict[str, tuple[str, ...] | None] = {
     "self": None,
@@ -732,6 +743,7 @@ STATES = {
         "waiting_for_jobs",
         "version_parked",
         "newer_version",
+        "key_missing",
     ),
     "done": ("finished",),
     "failed": ("finished",),

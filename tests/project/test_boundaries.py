@@ -86,6 +86,7 @@ LAYERS: dict[str, list[str]] = {
         "classify",
         "clock",
         "conf",
+        "crypt",
         "durations",
         "errors",
         "history",

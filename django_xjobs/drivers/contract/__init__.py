@@ -36,6 +36,7 @@ from .features import DriverFeatures
 from .jobs import JobStore, ReadStore
 from .limits import LimitStore
 from .outbox import OutboxStore, PublishTarget, QuarantineStore
+from .payloads import PAYLOAD_PLACES, PayloadStore, StoredPayload
 from .records import (
     AGED,
     STEP_STATUSES,
@@ -77,6 +78,7 @@ from .stores import (
     Notifier,
     StepStore,
 )
+from .tenants import TenantRows, TenantStore
 
 __all__ = [
     "AGED",
@@ -85,6 +87,7 @@ __all__ = [
     "LEADER_KEY",
     "LIVE_STATES",
     "NO_VERSIONS",
+    "PAYLOAD_PLACES",
     "STEP_STATUSES",
     "AuditStore",
     "BackfillLedger",
@@ -119,6 +122,7 @@ __all__ = [
     "OperatorRecord",
     "OutboxRow",
     "OutboxStore",
+    "PayloadStore",
     "Presence",
     "PublishTarget",
     "QuarantineStore",
@@ -134,7 +138,10 @@ __all__ = [
     "Standing",
     "StepRecord",
     "StepStore",
+    "StoredPayload",
     "SuspendUntil",
+    "TenantRows",
+    "TenantStore",
     "VersionCount",
     "WorkerLoad",
     "WorkerSnapshot",

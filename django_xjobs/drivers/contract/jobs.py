@@ -9,8 +9,10 @@ from uuid import UUID
 
 from ...payload import JSONValue
 from .bulk import AuditStore, BulkStore
+from .payloads import PayloadStore
 from .records import AGED, JobSnapshot, QueueStats, Standing, VersionCount, WorkerSnapshot
 from .requests import EnqueueRequest, EnqueueResult
+from .tenants import TenantStore
 
 
 class JobStore(Protocol):
@@ -53,6 +55,12 @@ class JobStore(Protocol):
 
     def audit(self) -> AuditStore:
         """The audit trail of operator actions beside these jobs (issue 45)."""
+
+    def payloads(self) -> PayloadStore:
+        """These jobs' stored payloads, rewritten in place by key rotation (issue 46)."""
+
+    def tenants(self) -> TenantStore:
+        """A tenant's jobs, steps, events and outbox rows, counted and erased (issue 46)."""
 
     def preflight(self, alias: str, table: str = "x_jobs") -> None:
         """Before a role starts: raise one clear ``DriverUnavailableError`` when database

@@ -11,7 +11,8 @@ from functools import cached_property
 from typing import Any
 from uuid import UUID
 
-from ...errors import InputInvalidError
+from ...crypt import KEY_MISSING, is_sealed, unseal
+from ...errors import EncryptionKeyMissingError, InputInvalidError
 from ...payload import NotJSON, decode
 from ...text import check_name
 from ..values import quick_init
@@ -181,6 +182,11 @@ def claimed_input(stored: object) -> tuple[dict[str, Any], str | None]:
         value = decode(stored)
     except NotJSON as error:
         return {}, f"its stored input {error.reason}"
+    if is_sealed(value):  # XJOBS["ENCRYPTION_KEYS"]: opened here, row by row, as it is decoded
+        try:
+            value = unseal(value)
+        except EncryptionKeyMissingError:
+            return {}, KEY_MISSING
     return value, None
 
 

@@ -10,6 +10,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from ...clock import Clock
 from ..contract import (
@@ -24,10 +25,13 @@ from ..contract import (
     JobStore,
     KeyUse,
     LimitStore,
+    OutboxRow,
+    PayloadStore,
     QueueState,
     ReadStore,
     RunStore,
     StepStore,
+    TenantStore,
 )
 from ..history import History
 from . import limits as memory_limits
@@ -37,10 +41,12 @@ from .bulk import MemoryAuditStore, MemoryBulkStore
 from .depth import MemoryDepthStore
 from .jobs import MemoryJobs
 from .leases import MemoryLeaseStore
+from .payloads import MemoryPayloadStore
 from .reads import MemoryReads
 from .rollup import MemoryRollupStore
 from .runs import MemoryRuns
 from .steps import MemoryEventStore, MemoryStepStore
+from .tenants import MemoryTenantStore
 
 if TYPE_CHECKING:
     from ..contract import OutboxStore, SchedulerStore
@@ -67,6 +73,8 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self._batch_store = MemoryBatchStore(self, self)
         self._bulk_store = MemoryBulkStore(self)
         self._audit_store = MemoryAuditStore(self)
+        self._payload_store = MemoryPayloadStore(self)
+        self._tenant_store = MemoryTenantStore(self, self._event_store, self._outbox_rows)
         self._history = History(self._rollup_store, self._depth_store)
 
     # --- the stores: each built once, the same object at every call -----------------------
@@ -79,6 +87,19 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
 
     def audit(self) -> AuditStore:
         return self._audit_store
+
+    def payloads(self) -> PayloadStore:
+        return self._payload_store
+
+    def tenants(self) -> TenantStore:
+        return self._tenant_store
+
+    def _outbox_rows(self) -> dict[UUID, OutboxRow]:
+        """The staged rows of the one in-process outbox (none before its first use)."""
+        from .outbox import MemoryOutboxStore
+
+        store = self._outbox
+        return store._rows if isinstance(store, MemoryOutboxStore) else {}
 
     def runs(self) -> RunStore:
         return self

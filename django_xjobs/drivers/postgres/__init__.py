@@ -25,10 +25,12 @@ from ..contract import (
     JobStore,
     KeyUse,
     LimitStore,
+    PayloadStore,
     QueueState,
     ReadStore,
     RunStore,
     StepStore,
+    TenantStore,
 )
 from ..history import History
 from . import limits as postgres_limits
@@ -40,10 +42,12 @@ from .depth import PostgresDepthStore
 from .jobs import PostgresJobs
 from .leases import PostgresLeaseStore
 from .listener import Listener, Polling
+from .payloads import PostgresPayloadStore
 from .rollup import PostgresRollupStore
 from .runs import _EXITED_JSON, _LAPSED_JSON, _LAPSED_PRESENT_JSON, PostgresRuns
 from .state import CHANNEL, CONTROL_CHANNEL, STATEMENTS, snapshot
 from .steps import PostgresEventStore, PostgresStepStore
+from .tenants import PostgresTenantStore
 
 if TYPE_CHECKING:
     from ..contract import OutboxStore, SchedulerStore
@@ -91,6 +95,8 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
         self._batch_store = PostgresBatchStore(using)
         self._bulk_store = PostgresBulkStore(using)
         self._audit_store = PostgresAuditStore(using)
+        self._payload_store = PostgresPayloadStore(using)
+        self._tenant_store = PostgresTenantStore(using)
         self._history = History(self._rollup_store, self._depth_store)
         #: the stores of other aliases, and the scheduler, built at their first call
         self._event_stores: dict[str, EventStore] = {using: self._event_store}
@@ -107,6 +113,12 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
 
     def audit(self) -> AuditStore:
         return self._audit_store
+
+    def payloads(self) -> PayloadStore:
+        return self._payload_store
+
+    def tenants(self) -> TenantStore:
+        return self._tenant_store
 
     def runs(self) -> RunStore:
         return self

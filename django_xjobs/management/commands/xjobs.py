@@ -31,6 +31,7 @@ from .. import bulk_text as bulk_commands
 from .. import cron_text as cron_commands
 from .. import events_text, show_text, versions_text
 from ..command import XJobsCommand, accept_global_options, sentences_only
+from ..data_text import erase_tenant_action
 
 
 class _Options(TypedDict, total=False):
@@ -86,11 +87,18 @@ class _PruneOptions(_Options, total=False):
     state: list[str] | None  # repeatable (prune)
 
 
+class _RotateOptions(_Options, total=False):
+    batch: int  # rotate-keys, erase-tenant
+    tenant: str  # erase-tenant
+    yes: bool
+    force: bool
+
+
 class Command(XJobsCommand):
     help = (
         "Inspect and operate jobs: ls, show, why, cancel, retry, delete, requeue, run-now, dead, "
         "queues, pause, pause-jobs, resume, crons, cron, limit, outbox, workers, versions, "
-        "manifest, prune, batch, audit, events."
+        "manifest, prune, batch, audit, events, rotate-keys, erase-tenant."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -213,6 +221,22 @@ class Command(XJobsCommand):
         prune.add_argument(
             "--dry-run", action="store_true", help="print what would be deleted; delete nothing"
         )
+
+        rotate = action(
+            "rotate-keys",
+            "re-encrypt payloads sealed with an older key under the first of ENCRYPTION_KEYS",
+        )
+        rotate.add_argument("--batch", type=int, default=500, help="payloads per statement")
+        rotate.add_argument(
+            "--dry-run", action="store_true", help="count what would be rotated; change nothing"
+        )
+
+        erase = action("erase-tenant", "delete every job, step, event and outbox row of a tenant")
+        erase.add_argument("tenant")
+        erase.add_argument("--batch", type=int, default=1000, help="rows per statement")
+        erase.add_argument("--dry-run", action="store_true", help="count; delete nothing")
+        erase.add_argument("--yes", action="store_true", help="do not ask first")
+        erase.add_argument("--force", action="store_true", help="erase running jobs too")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] != "manifest":  # the manifest is code, not rows
@@ -478,6 +502,23 @@ class Command(XJobsCommand):
             result["audit_pruned"] = operations.prune_audit()
             text += f"\ndeleted {result['audit_pruned']} audit record(s) past AUDIT_RETENTION"
         return result, text
+
+    def _rotate_keys(self, o: _RotateOptions) -> tuple[object, str]:
+        from ...operations.encryption import rotate_keys
+
+        done = rotate_keys(batch=o["batch"], by=_operator(), dry_run=o["dry_run"])
+        verb = "would re-encrypt" if done.dry_run else "re-encrypted"
+        text = (
+            f"{verb} {done.rotated} of {done.checked} encrypted payload(s) under the first key; "
+            f"{done.current} already under it, {done.unreadable} no key opens, "
+            f"{done.skipped} changed meanwhile"
+        )
+        if not done.dry_run and not done.unreadable and not done.skipped:
+            text += "\nno payload needs an older key: it can leave XJOBS['ENCRYPTION_KEYS']"
+        return done.to_json(), text
+
+    def _erase_tenant(self, o: _RotateOptions) -> tuple[object, str]:
+        return erase_tenant_action(o)
 
 
 def _json_default(value: object) -> object:

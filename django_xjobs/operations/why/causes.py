@@ -50,6 +50,7 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause("dependency_failed", "a dependency ended otherwise", ("after_failed", "state")),
     Cause("unknown_job", "no worker registers its name (parked)", ("name", "until")),
+    Cause("key_missing", "its input is encrypted with a key the worker lacks (parked)", ("until",)),
     Cause("expiry", "not started by its expiry, it never runs", ("expires_at", "expired")),
     Cause(
         "version_parked",

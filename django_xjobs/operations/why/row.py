@@ -83,6 +83,17 @@ def _parked(driver: JobDriver, row: JobSnapshot, now: datetime) -> list[Reason]:
                 until=row.run_at,
             )
         ]
+    if (row.last_error or "").startswith("X_ENCRYPTION_KEY_MISSING"):
+        # SPEC CRYPT-05: a worker without the key gave it back unrun
+        return [
+            because(
+                "key_missing",
+                "its input is encrypted with a key the worker that claimed it lacks: parked "
+                f"until {format_time(row.run_at)}, its attempt given back; add the key to "
+                "XJOBS['ENCRYPTION_KEYS']",
+                until=row.run_at,
+            )
+        ]
     waiting = [s for s in driver.steps().list(row.run_id) if s.status in ("waiting", "sleeping")]
     for step in waiting[-1:]:
         output = step.output if isinstance(step.output, dict) else {}

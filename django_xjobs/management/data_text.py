@@ -1,0 +1,52 @@
+"""``xjobs erase-tenant``: the erasure asked for first (it cannot be undone), then done and told
+in a line (issue 46)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+
+from ..errors import ConfirmationRequiredError
+from ..operations.tenants import TenantErasure, erase_tenant
+from .bulk_text import operator
+
+
+def erase_tenant_action(
+    options: Mapping[str, object],
+    *,
+    ask: Callable[[str], str] = input,
+    interactive: Callable[[], bool] = lambda: sys.stdin.isatty(),
+) -> tuple[object, str]:
+    """Count the tenant's rows; unless ``--dry-run`` or ``--yes``, ask on a terminal (and refuse
+    without one: ``X_CONFIRMATION_REQUIRED``, nothing erased); then erase them (SPEC ERASE-03)."""
+    tenant = str(options["tenant"])
+    batch = options.get("batch")
+    size = batch if isinstance(batch, int) else 1000
+    force = bool(options.get("force"))
+    held = erase_tenant(tenant, dry_run=True, batch=size)
+    if options.get("dry_run"):
+        return held, _text(held)
+    if not options.get("yes") and (held.jobs or held.events or held.outbox):
+        if not interactive():
+            raise ConfirmationRequiredError(
+                f"xjobs erase-tenant would delete {_rows(held)} of tenant {tenant!r} and there is "
+                "no terminal to ask on: nothing was erased",
+                hint="look first with --dry-run, then add --yes",
+            )
+        question = f"erase {_rows(held)} of tenant {tenant!r}? This cannot be undone. [y/N] "
+        if ask(question).strip().lower() not in ("y", "yes"):
+            return {"tenant_id": tenant, "confirmed": False}, "nothing erased"
+    done = erase_tenant(tenant, by=operator(), force=force, batch=size)
+    return done, _text(done)
+
+
+def _rows(rows: TenantErasure) -> str:
+    return (
+        f"{rows.jobs} job(s) ({rows.running} running), {rows.steps} step(s), "
+        f"{rows.events} event(s) and {rows.outbox} outbox row(s)"
+    )
+
+
+def _text(rows: TenantErasure) -> str:
+    verb = "holds" if rows.dry_run else "erased"
+    return f"tenant {rows.tenant_id!r} {verb} {_rows(rows)}"
