@@ -45,10 +45,10 @@ def seed_replica() -> tuple[UUID, UUID]:
 
 
 @contextmanager
-def gone_alias() -> Iterator[str]:
-    """An alias in DATABASES whose server is not there: a replica that is down."""
-    alias = "xjobs_gone"
-    settings.DATABASES[alias] = {**settings.DATABASES["default"], "PORT": str(free_port())}
+def alias_for(alias: str, **entry: object) -> Iterator[str]:
+    """A DATABASES alias added for one test: the suite's ``default`` entry (every key Django
+    fills in) with ``entry`` over it; its connection closed and the alias removed after."""
+    settings.DATABASES[alias] = {**settings.DATABASES["default"], **entry}
     try:
         yield alias
     finally:
@@ -56,3 +56,10 @@ def gone_alias() -> Iterator[str]:
             connections[alias].close()
             del connections[alias]
         del settings.DATABASES[alias]
+
+
+@contextmanager
+def gone_alias() -> Iterator[str]:
+    """An alias in DATABASES whose server is not there: a replica that is down."""
+    with alias_for("xjobs_gone", PORT=str(free_port())) as alias:
+        yield alias
