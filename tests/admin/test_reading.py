@@ -12,6 +12,8 @@ from django.contrib.messages import get_messages
 from django.contrib.messages.storage.cookie import CookieStorage
 from django.test import RequestFactory
 
+from django_xjobs.admin.rows import LAG_WORTH_SAYING, said
+from django_xjobs.drivers.reading import ReadSource
 from django_xjobs.models import Job
 from tests import jobs
 from tests.support.reads import BOTH, MIRRORED, REPLICA, gone_alias, reading_from, seed_replica
@@ -104,3 +106,22 @@ def test_read_04_a_read_database_that_is_down_is_said_on_the_page(
         assert "X_READ_DATABASE_UNAVAILABLE" in overview.context_data["read_note"]
         overview.render()
         assert 'class="errornote"' in overview.content.decode()
+
+
+def test_read_02_a_list_says_a_lag_worth_saying():
+    def told(source: ReadSource) -> list[str]:
+        request = RequestFactory().get(LIST)
+        request._messages = CookieStorage(request)
+        said(request, source)
+        return [str(m) for m in get_messages(request)]
+
+    behind = LAG_WORTH_SAYING + 2
+    assert told(ReadSource(REPLICA, replica=True, standby=True, lag_seconds=behind)) == [
+        f"read from {REPLICA!r}, {behind:.1f} s behind the jobs database"
+    ]
+    assert told(ReadSource(REPLICA, replica=True, standby=True, lag_seconds=None)) == [
+        f"read from {REPLICA!r}, a standby that has replayed nothing yet"
+    ]
+    # a standby close behind, or the jobs database itself: nothing to say
+    assert told(ReadSource(REPLICA, replica=True, standby=True, lag_seconds=0.4)) == []
+    assert told(ReadSource("default")) == []
