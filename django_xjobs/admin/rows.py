@@ -29,7 +29,8 @@ else:  # ModelAdmin is generic to the type checker only
 
 
 class LibraryRows(Navigated, _ModelAdmin):
-    """Rows the library writes: shown, never added or deleted by hand, read from
+    """Rows the library writes: shown, never added or deleted by hand; the list read from
+    ``XJOBS["READ_DATABASE"]`` when one is set, a row's page and an action's selection from
     ``XJOBS["DATABASE"]`` (where the driver, and so retry and cancel, reads and writes)."""
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
