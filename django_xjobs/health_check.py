@@ -29,6 +29,7 @@ from health_check.exceptions import (
 
 from . import conf, operations
 from .declarations import registry
+from .drivers.reading import reading_primary
 
 
 @dataclasses.dataclass
@@ -42,9 +43,10 @@ class Queues(HealthCheck):
     def run(self) -> None:
         try:
             watched = sorted(self.queues or registry.known_queues(conf.get().queues))
-            try:
-                depth = {q["queue"]: q for q in operations.inspect_queues()["queues"]}
-                workers = [w for w in operations.inspect_workers() if w["alive"]]
+            try:  # the jobs database's health, not a replica's (SPEC READ-01)
+                with reading_primary():
+                    depth = {q["queue"]: q for q in operations.inspect_queues()["queues"]}
+                    workers = [w for w in operations.inspect_workers() if w["alive"]]
             except Exception as error:  # the message names no host or credential
                 raise ServiceUnavailable(
                     f"the jobs database does not answer ({type(error).__name__})"

@@ -67,12 +67,14 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -
     names with the worker's id, ``test_postgres_gw0``) and its own embedded server. The
     ``orders`` database is named after the default one as a child process's settings name it
     (``<default>_orders``, tests/settings.py), so a worker started on ``test_postgres_gw0``
-    finds ``test_postgres_gw0_orders`` rather than pytest-django's ``test_postgres_orders_gw0``.
+    finds ``test_postgres_gw0_orders`` rather than pytest-django's ``test_postgres_orders_gw0``;
+    the ``replica`` database (``READ_DATABASE``'s tests) likewise.
     """
     start_lazily(settings.DATABASES)
     default = settings.DATABASES["default"]
     test_name = default.get("TEST", {}).get("NAME") or f"test_{default['NAME']}"
     settings.DATABASES["orders"].setdefault("TEST", {})["NAME"] = f"{test_name}_orders"
+    settings.DATABASES["replica"].setdefault("TEST", {})["NAME"] = f"{test_name}_replica"
 
 
 class Harness:

@@ -17,6 +17,13 @@ DATABASES["orders"] = {
     "NAME": f"{DATABASES['default']['NAME']}_orders",
     "TEST": {"NAME": f"test_{DATABASES['default']['NAME']}_orders"},
 }
+# A third, standing in for a streaming replica (XJOBS["READ_DATABASE"], issue 46 item 2): the
+# tests give it rows the jobs database does not hold, so each read surface shows where it read.
+DATABASES["replica"] = {
+    **DATABASES["default"],
+    "NAME": f"{DATABASES['default']['NAME']}_replica",
+    "TEST": {"NAME": f"test_{DATABASES['default']['NAME']}_replica"},
+}
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from .. import conf, operations
+from ..drivers.reading import ReadSource, reading
 from ..metrics.overview import DEPTH, WINDOWS, Figures, chart, overview, seconds_text
 from ..models import Job, Overview
 from .pages import OverviewPages, admin_url
@@ -33,6 +34,12 @@ class FleetOverview(OverviewPages):
 
     def overview_view(self, request: HttpRequest) -> TemplateResponse:
         self._viewable(request)  # before any read (issue 40)
+        # every figure of the page from one database, the read one when set, and how old they
+        # are (SPEC READ-01, READ-02)
+        with reading(fallback=True) as source:
+            return self._overview(request, source)
+
+    def _overview(self, request: HttpRequest, source: ReadSource) -> TemplateResponse:
         window = request.GET.get("window", "1h")
         window = window if window in WINDOWS else "1h"
         refresh = request.GET.get("refresh") != "off"
@@ -53,7 +60,7 @@ class FleetOverview(OverviewPages):
         failing = sorted(
             (f for f in figures.jobs if f.total - f.done), key=lambda f: f.done - f.total
         )[:TOP_FAILING]
-        alias = conf.get().database
+        alias = source.database or conf.get().database
         top = [
             {
                 **_row(f, jobs_url, None),
@@ -89,8 +96,19 @@ class FleetOverview(OverviewPages):
             workers=workers,
             workers_url=admin_url(self.admin_site, "django_xjobs_worker_changelist"),
             in_flight=sum(w["in_flight"] for w in workers),
+            read_note=_read_note(source),
+            read_problem=source.problem is not None,
         )
         return TemplateResponse(request, "django_xjobs/admin/overview.html", context)
+
+
+def _read_note(source: ReadSource) -> str:
+    """How old the page's figures are: current from the jobs database, or a standby's lag."""
+    return source.note() or (
+        f"Figures current: read from the jobs database {source.database!r}."
+        if source.database
+        else "Figures current."
+    )
 
 
 def _row(

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from .. import conf, operations, redact
 from ..drivers import get_driver
+from ..drivers.reading import reading_primary
 from ..durations import format_span
 from ..errors import JobUnknownError, XJobsError
 from ..limits.operator import inspect_limits, parse_cap, set_queue_limit
@@ -57,9 +58,12 @@ class OverviewPages(_ModelAdmin):
         }
 
     def queues_view(self, request: HttpRequest) -> TemplateResponse:
-        """Depth per queue (``inspect_queues()``), each number a link to the matching jobs."""
+        """Depth per queue (``inspect_queues()``), each number a link to the matching jobs.
+        Read from the jobs database, not ``READ_DATABASE``: its buttons pause and resume by
+        what it shows, and an operator lands on it right after pressing one (SPEC READ-01)."""
         self._viewable(request)
-        overview = operations.inspect_queues()
+        with reading_primary():
+            overview = operations.inspect_queues()
         jobs_url = admin_url(self.admin_site, "django_xjobs_job_changelist")
         alias = conf.get().database
         # of the suspended rows, those parked because no process registers their job name

@@ -110,6 +110,9 @@ DEFAULTS: dict[str, Any] = {
     # the alias of a direct (unpooled) connection to the jobs database that workers and relays
     # LISTEN on; without it, behind a transaction pooler they poll every POLL_INTERVAL
     "LISTEN_DATABASE": None,
+    # the alias the read surfaces (the admin's lists and overview, xjobs ls/queues/show/why, the
+    # metrics) read from, e.g. a streaming replica; None: the jobs database (issue 46 item 2)
+    "READ_DATABASE": None,
     # the name of this deployment ("production", "staging"...): a backfill declared for some
     # environments runs only in those, and its ledger records where each pass ran
     "ENVIRONMENT": None,
@@ -186,6 +189,8 @@ class XJobsSettings:
     environment: str | None = None
     pooler: str | None = None
     listen_database: str | None = None
+    #: the alias the read surfaces read from; None: ``database`` (drivers/reading.py)
+    read_database: str | None = None
     redact_keys: tuple[str, ...] = tuple(DEFAULTS["REDACT_KEYS"])
     redact: Callable[[str], str] | None = None
     fair_share: str | None = None
@@ -328,6 +333,7 @@ def validate(raw: object) -> XJobsSettings:
         environment=_environment(merged["ENVIRONMENT"]),
         pooler=_pooler(merged["POOLER"]),
         listen_database=_listen_database(merged),
+        read_database=_read_database(merged),
         redact_keys=_redact_keys(merged["REDACT_KEYS"]),
         redact=_redact(merged["REDACT"]),
         fair_share=_fair_share(merged["FAIR_SHARE"]),
@@ -419,6 +425,19 @@ def _listen_database(merged: Mapping[str, object]) -> str | None:
             f'XJOBS["LISTEN_DATABASE"]={raw!r} is the pooled jobs database: a LISTEN there '
             "ends with its transaction and no notification arrives",
             hint="name an alias that reaches PostgreSQL directly, or leave it None to poll",
+        )
+    return raw
+
+
+def _read_database(merged: Mapping[str, object]) -> str | None:
+    raw = merged["READ_DATABASE"]
+    if raw is None or raw == merged["DATABASE"]:
+        return None
+    if not isinstance(raw, str) or raw not in settings.DATABASES:
+        raise ConfigInvalidError(
+            f'XJOBS["READ_DATABASE"]={raw!r} is not an alias in DATABASES',
+            hint="add an alias for the replica (its HOST and PORT, the jobs database's NAME) "
+            f"or leave it None to read the jobs database; aliases: {', '.join(settings.DATABASES)}",
         )
     return raw
 

@@ -16,6 +16,13 @@ class DriverUnavailableError(XJobsError):
     retry = "retryable"
 
 
+class ReadDatabaseUnavailableError(DriverUnavailableError):
+    """``XJOBS["READ_DATABASE"]`` did not answer: a read surface that must not quietly read the
+    primary instead says so (the admin reads the primary and says it on the page)."""
+
+    code = "X_READ_DATABASE_UNAVAILABLE"
+
+
 class ValueRefusedError(XJobsError):
     """The database refused a value a statement carried (SQLSTATE class 22 or 54): too large for
     an index, out of range, not storable. Sending it again fails again; the message names the

@@ -12,6 +12,7 @@ from .. import conf, log, redact
 from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import QueueState
+from ..drivers.reading import read_driver, reading_primary
 from ..durations import Duration
 from ..errors import InvariantError
 from ..operations import audit
@@ -94,9 +95,11 @@ def pause_jobs(
     driver.limits().pause_key(key, (ends - now).total_seconds())
     shown = limit_key or ""
     audit.record("pause_jobs", by=by, target=f"{name}[{shown}]", reason=f"until {ends.isoformat()}")
+    with reading_primary():  # the answer to a write reads where it was written (SPEC READ-01)
+        used = inspect_limits()
     found = [
         k
-        for k in inspect_limits()
+        for k in used
         if k.job == name and k.key == redact.key_shown(shown, limits.key, values=True)
     ]
     return (
@@ -128,7 +131,7 @@ def inspect_limits(limit: int = 500) -> list[KeyUseReport]:
     """
     now = datetime.now(UTC)
     rows = []
-    for key, paused_until, running, starts in get_driver().limits().key_usage(limit):
+    for key, paused_until, running, starts in read_driver()[0].limits().key_usage(limit):
         name, _, rendered = key.partition(SEPARATOR)
         handle = registry.jobs.get(name)
         limits = None if handle is None else handle.limits

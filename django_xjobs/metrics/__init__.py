@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import conf, log
-from ..drivers import get_driver
 from ..drivers.contract import LEADER_KEY, JobDriver
+from ..drivers.reading import ReadSource, read_driver, reading
 from ..limits.keys import SEPARATOR
 from ..rollup import BOUNDS
 
@@ -227,6 +227,8 @@ class DatabaseStats:
     #: limit keys used within a day (``key_use``)
     limits: list[dict[str, Any]] | None = None
     batches_open: int | None = None
+    #: where the figures above were read, and how old they are (SPEC READ-03)
+    source: ReadSource | None = None
     read_at: float = field(default=0.0)
 
 
@@ -263,10 +265,19 @@ def clear_cache() -> None:
 
 
 def _read_database(now: float) -> DatabaseStats:
+    stats = DatabaseStats(read_at=now)
+    try:  # one database for every figure of the scrape: the read database's, or said why not
+        with reading(fallback=True) as stats.source:
+            return _read_figures(stats)
+    except Exception as error:
+        log.event(logging.WARNING, "xjobs.metrics.depth_failed", error=error)
+        return stats
+
+
+def _read_figures(stats: DatabaseStats) -> DatabaseStats:
     from ..errors import DriverUnavailableError
 
-    driver = get_driver()
-    stats = DatabaseStats(read_at=now)
+    driver = read_driver()[0]
     try:
         stats.queues = queue_depths(driver)
     except Exception as error:
@@ -290,7 +301,7 @@ def _read_database(now: float) -> DatabaseStats:
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.crons_failed", error=error)
     try:
-        stats.batches_open = get_driver().batches().open_count()
+        stats.batches_open = driver.batches().open_count()
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.batches_failed", error=error)
     return stats
@@ -361,8 +372,9 @@ def _iso(value: datetime | None) -> str | None:
 
 def _outbox_totals(driver: JobDriver) -> dict[str, Any]:
     pending, oldest, quarantined = 0, 0.0, 0
-    for alias in conf.get().outbox_databases:
-        store = driver.outbox(alias)
+    jobs_database = conf.get().database
+    for alias in conf.get().outbox_databases:  # the jobs database's own: where driver reads
+        store = driver.outbox(None if alias == jobs_database else alias)
         count, age = store.pending()
         pending, oldest = pending + count, max(oldest, age)
         quarantined += store.quarantine.count()
@@ -375,7 +387,7 @@ def scheduler_leaders() -> list[str]:
     Read from the driver's scheduler store, on its clock (on PostgreSQL the database's, the
     one the scheduler's lease is judged by).
     """
-    holder = get_driver().scheduler().leader(LEADER_KEY)
+    holder = read_driver()[0].scheduler().leader(LEADER_KEY)
     return [] if holder is None else [holder]
 
 
@@ -383,7 +395,7 @@ def cron_pauses() -> list[tuple[str, bool]]:
     """Each declared cron, by name, with whether it is paused (``xjobs_cron_paused``)."""
     from ..declarations import registry
 
-    paused = get_driver().scheduler().paused_crons()
+    paused = read_driver()[0].scheduler().paused_crons()
     return [(c.name, c.name in paused) for c in registry.crons.all()]
 
 
@@ -417,6 +429,14 @@ LIMIT_GAUGES = (
     ("xjobs_limit_running", "Runs of a limited job now, over all its keys", "running"),
     ("xjobs_limit_keys", "Limit keys of a job used within a day", None),
     ("xjobs_limit_keys_paused", "Limit keys of a job paused by RateLimited now", "paused_until"),
+)
+
+
+#: Where a scrape's database figures came from (SPEC READ-03): their age, and whether
+#: ``XJOBS["READ_DATABASE"]`` answered (a scrape reads the primary instead when it did not).
+READ_GAUGES = (
+    ("xjobs_read_lag_seconds", "Age of the scrape's database figures: a standby's replay lag"),
+    ("xjobs_read_database_up", "1 while READ_DATABASE answers; 0 when the primary was read"),
 )
 
 
@@ -494,6 +514,14 @@ class XJobsCollector:
                 "still to end (docs/concepts/workflows.md)",
                 value=float(stats.batches_open),
             )
+        source, alias = stats.source, conf.get().read_database  # SPEC READ-03
+        lag = GaugeMetricFamily(*READ_GAUGES[0])
+        if source is not None and source.lag_seconds is not None:
+            lag.add_metric([], source.lag_seconds)
+        up = GaugeMetricFamily(*READ_GAUGES[1], labels=["database"])
+        if alias is not None and source is not None:  # no sample without READ_DATABASE
+            up.add_metric([alias], 0.0 if source.problem else 1.0)
+        yield from (lag, up)
         counted, gauges, histograms = self.local()
         for name, text in HISTOGRAMS.items():
             family = HistogramMetricFamily(name, text, labels=["queue"])

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from ..drivers import get_driver
 from ..drivers.contract import DepthSample
+from ..drivers.reading import read_driver
 from ..rollup import BOUNDS, RollupRow, merged, quantile
 
 #: the windows the page offers: label -> (span, slot width)
@@ -74,12 +74,13 @@ class Overview:
 
 
 def overview(window: str, now: datetime) -> Overview:
-    """The figures of the last ``window`` ("1h" or "1d") before ``now``."""
+    """The figures of the last ``window`` ("1h" or "1d") before ``now``, from the read database
+    (``XJOBS["READ_DATABASE"]``, SPEC READ-01)."""
     span, width = WINDOWS[window]
     start = _floor(now - span, width) + width
     count = int(span / width)
     starts = [start + width * i for i in range(count)]
-    rows = get_driver().history().read_rollups(start)
+    rows = read_driver()[0].history().read_rollups(start)
     by_queue: dict[str, list[RollupRow]] = {}
     by_job: dict[tuple[str, str], list[RollupRow]] = {}
     for row in rows:
@@ -92,7 +93,7 @@ def overview(window: str, now: datetime) -> Overview:
 
 def _depth(start: datetime, width: timedelta, n: int) -> list[Depth]:
     by_queue: dict[str, list[DepthSample]] = {}
-    samples = get_driver().history().read_depths(start)  # in minute order
+    samples = read_driver()[0].history().read_depths(start)  # in minute order
     for sample in samples:
         by_queue.setdefault(sample.queue, []).append(sample)
     depth = []

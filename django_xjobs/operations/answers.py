@@ -252,13 +252,16 @@ class QueueDepthRow(Answer):
 
 @dataclass(frozen=True, eq=False)
 class QueuesReport(Answer):
-    """``inspect_queues``: the driver's name, a row per queue, totals by state, and the oldest
-    ready job's age across them."""
+    """``inspect_queues``: the driver's name, a row per queue, totals by state, the oldest
+    ready job's age across them, and where they were read (``read_from``)."""
 
     driver: str
     queues: list[QueueDepthRow]
     totals: dict[str, int]
     oldest_ready_seconds: float
+    #: where the figures were read and how old they are (``drivers/reading.py``'s
+    #: ``ReadSource``: database, replica, standby, lag_seconds, problem; SPEC READ-02)
+    read_from: dict[str, object] | None = None
 
 
 @dataclass(frozen=True, eq=False)

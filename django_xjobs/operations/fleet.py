@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from .. import conf, log, metrics
 from ..drivers import get_driver
 from ..drivers.contract import QueueState
+from ..drivers.reading import read_driver
 from ..durations import Duration, parse_duration
 from ..errors import (
     InvariantError,
@@ -27,8 +28,12 @@ def inspect_queues() -> QueuesReport:
     ``queues`` holds the same counts per queue, with the age of each queue's oldest ready job,
     ``paused`` (``pause_queue``) and ``limit`` (``set_queue_limit``, None: no cap); a paused or
     capped queue with no jobs is listed too, with zeros.
+
+    Read from ``XJOBS["READ_DATABASE"]`` when one is set; ``read_from`` says where and how old
+    the figures are (``lag_seconds``: 0.0 from a primary, SPEC READ-02). A read database that
+    does not answer raises ``ReadDatabaseUnavailableError``.
     """
-    driver = get_driver()
+    driver, source = read_driver()  # SPEC READ-01
     queues = [QueueDepthRow(**q) for q in metrics.queue_depths(driver)]
     buckets = ("ready", "delayed", "running", "suspended", "dead")
     return QueuesReport(
@@ -36,6 +41,7 @@ def inspect_queues() -> QueuesReport:
         queues=queues,
         totals={b: sum(q[b] for q in queues) for b in buckets},
         oldest_ready_seconds=max((q.oldest_ready_seconds for q in queues), default=0.0),
+        read_from=source.to_json(),
     )
 
 
@@ -128,7 +134,7 @@ def inspect_workers() -> list[WorkerReport]:
             stopped_at=iso(w.stopped_at),
             state=worker_state(w.alive, w.stopped_at),
         )
-        for w in get_driver().reads().workers()
+        for w in read_driver()[0].reads().workers()
     ]
 
 

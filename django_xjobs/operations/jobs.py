@@ -15,6 +15,7 @@ from .. import conf, crypt, log, metrics, redact
 from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.contract import JobDriver, JobSnapshot, StepRecord
+from ..drivers.reading import read_driver
 from ..durations import Duration, parse_duration
 from ..errors import (
     InvariantError,
@@ -76,10 +77,17 @@ def inspect_job(job_id: UUID | str, *, reveal: bool = False) -> JobTrace | None:
 
     Values under ``XJOBS["REDACT_KEYS"]`` in the input, the result and step outputs read
     ``[redacted]`` unless ``reveal=True``.
+
+    Read from ``XJOBS["READ_DATABASE"]`` when one is set (a job it has not replayed yet is
+    read from the jobs database), as ``list_jobs`` is (SPEC READ-01).
     """
-    driver = get_driver()
-    wanted = job_id_of(job_id)
+    driver, wanted = read_driver()[0], job_id_of(job_id)
     row = driver.reads().get_job(wanted)
+    if row is None and driver is not get_driver():
+        # SPEC READ-01: a job the read database has not replayed yet (just enqueued) is read
+        # where it was written
+        driver = get_driver()
+        row = driver.reads().get_job(wanted)
     if row is not None:
         return _trace(driver, row, reveal)
     target = collapsed_into(wanted)
@@ -239,7 +247,7 @@ def list_jobs(
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvariantError(f"limit={limit!r} must be a positive integer")
     where = job_filter(error_code=error_code, input=input)
-    driver = get_driver()
+    driver = read_driver()[0]  # SPEC READ-01
     rows = driver.reads().list_jobs(
         queue=queue,
         name=name,

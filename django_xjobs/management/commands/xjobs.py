@@ -13,6 +13,7 @@ from django.core.management.base import CommandParser
 
 from ... import conf, operations
 from ...drivers.contract import QueueState
+from ...drivers.reading import reading
 from ...durations import format_seconds, format_time, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
 from ...limits.operator import inspect_limits, limit_lines, parse_cap, set_queue_limit
@@ -329,7 +330,8 @@ class Command(XJobsCommand):
         return rows, "\n".join(lines)
 
     def _queues(self, o: Mapping[str, object]) -> tuple[object, str]:
-        report = operations.inspect_queues()
+        with reading() as source:  # the depths and the keys from one database (SPEC READ-02)
+            report, limits = operations.inspect_queues(), inspect_limits()
         header = f"{'queue':<20} {'ready':>7} {'delayed':>8} {'running':>8} {'suspended':>10} {'dead':>6}  oldest ready  limit  paused"
         lines = [header]
         for q in report["queues"]:
@@ -338,8 +340,8 @@ class Command(XJobsCommand):
                 f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:>11.1f}s  "
                 f"{q['limit'] or '-':>5}  {_paused(q)}"
             )
-        limits = inspect_limits()
         lines += limit_lines(limits)
+        lines += [] if source.note() is None else [f"({source.note()})"]
         return {**report.to_json(), "limits": [k.to_json() for k in limits]}, "\n".join(lines)
 
     def _why(self, o: _Options) -> tuple[object, str]:

@@ -16,6 +16,7 @@ from uuid import UUID
 from ... import conf
 from ...drivers import get_driver
 from ...drivers.contract import JobDriver, JobSnapshot, Standing
+from ...drivers.reading import read_driver
 from ...durations import format_time
 from ...errors import JobNotFoundError
 from ...states import FINISHED_STATES, WAITING_STATES, shown_state
@@ -82,9 +83,11 @@ def why_job(job_id: UUID | str) -> JobWhy:
     """
     from ..shared import job_id_of
 
-    driver = get_driver()
-    wanted = job_id_of(job_id)
+    driver, wanted = read_driver()[0], job_id_of(job_id)  # SPEC READ-01
     row = driver.reads().get_job(wanted)
+    if row is None and driver is not get_driver():  # not replayed yet: where it was written
+        driver = get_driver()
+        row = driver.reads().get_job(wanted)
     if row is None:
         raise JobNotFoundError(
             f"no job {job_id} exists",
