@@ -719,11 +719,13 @@ SHEDS: dict[str, tuple[str, ...] | None] = {
     "queue paused": ("queue_paused",),
     # a run of a newer version than the worker's: its claim never takes one (SPEC VER-05)
     "a newer version (": ("newer_version",),
-    # a read of the slot table failed, a drain, a run cancelled or lost before it started:
+    # a read of the slot table failed, a drain, a run cancelled or lost before it started, a
+    # run taken by a thread that an urgent run's body then held past its timeout (PRIO-01):
     # handed back at once in its place, held by nothing
     "the concurrency slot could not be taken": None,
     "draining": None,
     "never started": None,
+    "thread held past a timeout": None,
 }
 #: how a run parks (StepSuspension kinds)
 PARKINGS = {
