@@ -46,6 +46,7 @@ from .interrupts import (
     StepSuspension,
 )
 from .operator import (
+    AuditRecordNotFoundError,
     BackfillAppliedError,
     BackfillEnvironmentError,
     BackfillMigrationPendingError,
@@ -103,6 +104,7 @@ from .steps import (
 )
 
 __all__ = [
+    "AuditRecordNotFoundError",
     "BackfillAppliedError",
     "BackfillEnvironmentError",
     "BackfillMigrationPendingError",
@@ -267,6 +269,7 @@ CODES: dict[str, type[_Coded]] = {
         BackfillUnknownError,
         CronUnknownError,
         EventNotFoundError,
+        AuditRecordNotFoundError,
         ManifestInvalidError,
         ManifestDriftError,
         JobRowStatusUnknownError,

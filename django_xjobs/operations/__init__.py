@@ -15,7 +15,8 @@ too, so ``from django_xjobs.operations import inspect_job`` keeps working.
 
 from __future__ import annotations
 
-from .audit import inspect_audit, prune_audit
+from .audit import inspect_action, inspect_audit, prune_audit
+from .background import BulkStarted, act_on_matching
 from .bulk import cancel_jobs, delete_jobs, requeue_jobs, retry_jobs
 from .events import inspect_event, list_events
 from .filters import job_filter
@@ -50,12 +51,15 @@ __all__ = [
     "PREFIX_CANDIDATES",
     "PRUNE_DEFAULT_STATES",
     "RETRY_COMMAND",
+    "BulkStarted",
+    "act_on_matching",
     "cancel_job",
     "cancel_jobs",
     "check_by",
     "collapsed_into",
     "delete_jobs",
     "discard_outbox_entry",
+    "inspect_action",
     "inspect_audit",
     "inspect_dead_letters",
     "inspect_event",
