@@ -19,6 +19,7 @@ from .declarations.registry import get_job
 from .declarations.workflows import Batch
 from .drivers.contract import CronState, EnqueueResult, JobFilter, QueueState
 from .errors import (
+    AuditRecordNotFoundError,
     BackfillAppliedError,
     BackfillEnvironmentError,
     BackfillMigrationPendingError,
@@ -73,10 +74,12 @@ from .errors import (
 )
 from .limits.operator import inspect_limits, pause_jobs, set_queue_limit
 from .operations import (
+    act_on_matching,
     cancel_job,
     cancel_jobs,
     delete_jobs,
     discard_outbox_entry,
+    inspect_action,
     inspect_audit,
     inspect_dead_letters,
     inspect_event,
@@ -104,6 +107,7 @@ from .steps.events import publish_event
 
 __all__ = [
     "Actor",
+    "AuditRecordNotFoundError",
     "BackfillAppliedError",
     "BackfillEnvironmentError",
     "BackfillMigrationPendingError",
@@ -168,6 +172,7 @@ __all__ = [
     "TerminalError",
     "ValueRefusedError",
     "XJobsError",
+    "act_on_matching",
     "backfill",
     "cancel_batch",
     "cancel_job",
@@ -178,6 +183,7 @@ __all__ = [
     "delete_jobs",
     "discard_outbox_entry",
     "get_job",
+    "inspect_action",
     "inspect_audit",
     "inspect_batch",
     "inspect_crons",

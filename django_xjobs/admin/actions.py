@@ -1,9 +1,10 @@
 """The operator's hands on jobs in the admin: the Retry, Cancel and Run now buttons of a job page,
-the views they post to (each checks the change permission again) and the job list's bulk
-actions, all through ``django_xjobs.operations``; a refused call says why in the admin's terms."""
+the views they post to (each checks the change permission again) and the job list's actions on
+the selected rows (one bulk call over their ids), all through ``django_xjobs.operations``; a refused call says why in the admin's terms."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
@@ -14,8 +15,10 @@ from django.utils import timezone
 from django.utils.html import format_html_join
 
 from .. import operations
-from ..errors import XJobsError
+from ..drivers.contract import BulkVerb
+from ..errors import JobNotCancellableError, JobNotRetryableError, XJobsError
 from ..models import Job
+from ..operations.bulk import VERB_STATES
 from ..states import WAITING_STATES
 from .pages import admin_url
 from .permissions import VIEWER as _viewer
@@ -139,58 +142,91 @@ class JobActions(_ModelAdmin):
     # posts it by hand
     @admin.action(description="Retry selected jobs (dead or failed)", permissions=["change"])
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        by = f"admin:{request.user}"
-        self._act_many(
-            request, queryset, "retry", "Queued again", lambda pk: operations.retry_job(pk, by=by)
-        )
+        self._act_many(request, queryset, "retry", "Queued again")
 
     @admin.action(description="Cancel selected jobs", permissions=["change"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        reason, by = f"cancelled from the admin by {request.user}", f"admin:{request.user}"
-        self._act_many(
-            request,
-            queryset,
-            "cancel",
-            "Cancelled",
-            lambda pk: operations.cancel_job(pk, reason, by=by),
-        )
+        self._act_many(request, queryset, "cancel", "Cancelled")
 
     @admin.action(
         description="Run selected jobs now (delayed or scheduled)", permissions=["change"]
     )
     def run_now_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        """One ``run_job_now`` per selected job: there is no bulk verb for it."""
         by = f"admin:{request.user}"
-        self._act_many(
-            request, queryset, "run", "Made due now", lambda pk: operations.run_job_now(pk, by=by)
-        )
-
-    def _act_many(
-        self, request: HttpRequest, queryset: QuerySet[Job], verb: str, done: str, act: Any
-    ) -> None:
-        """One operator call per selected job, and one message for them all (issue 42): how
-        many went through, and how many were refused by code, with the fix."""
         went: list[Job] = []
         refused: dict[tuple[str, str], list[Job]] = {}
         for job in queryset:
             try:
-                act(job.pk)
+                operations.run_job_now(job.pk, by=by)
             except XJobsError as error:
                 refused.setdefault((error.code, _admin_hint(error, job.state)), []).append(job)
             else:
-                self.log_change(request, job, f"{done} from the admin.")
+                self.log_change(request, job, "Made due now from the admin.")
                 went.append(job)
-        total = len(went) + sum(len(jobs) for jobs in refused.values())
+        self._summary(request, "run", "Made due now", went, refused, 0)
+
+    def _act_many(
+        self, request: HttpRequest, queryset: QuerySet[Job], verb: BulkVerb, done: str
+    ) -> None:
+        """One bulk call over the selected ids (``retry_jobs``/``cancel_jobs`` with ``ids=``,
+        SPEC BULK-13), one audit record, and one message for them all (issue 42): how many
+        went through, and the rows the verb does not act on refused by the code its single-job
+        verb gives, with the fix."""
+        selected = list(queryset)
+        acts_on = VERB_STATES[verb]
+        refusal = JobNotRetryableError if verb == "retry" else JobNotCancellableError
+        refused: dict[tuple[str, str], list[Job]] = {}
+        for job in selected:
+            if job.state not in acts_on:
+                error = refusal("", hint="")
+                refused.setdefault((error.code, _admin_hint(error, job.state)), []).append(job)
+        eligible = [job for job in selected if job.state in acts_on]
+        skipped = 0
+        if eligible:
+            by = f"admin:{request.user}"
+            ids = [job.pk for job in eligible]
+            if verb == "retry":
+                result = operations.retry_jobs(ids=ids, by=by)
+            else:
+                reason = f"cancelled from the admin by {request.user}"
+                result = operations.cancel_jobs(ids=ids, reason=reason, by=by)
+            skipped = result.skipped
+        now = dict(Job.objects.filter(pk__in=[j.pk for j in eligible]).values_list("pk", "state"))
+        ended = "ready" if verb == "retry" else "cancelled"
+        went = [job for job in eligible if now.get(job.pk) == ended]
+        for job in went:
+            self.log_change(request, job, f"{done} from the admin.")
+        self._summary(request, verb, done, went, refused, skipped)
+
+    def _summary(
+        self,
+        request: HttpRequest,
+        verb: str,
+        done: str,
+        went: list[Job],
+        refused: dict[tuple[str, str], list[Job]],
+        skipped: int,
+    ) -> None:
+        total = len(went) + skipped + sum(len(jobs) for jobs in refused.values())
         parts = [f"{done} {len(went)} of {total} selected job{'s' if total != 1 else ''}"]
         if went and len(went) <= SUMMARY_NAMES:
             parts[0] += ": " + _named(went)
+        if skipped:
+            parts.append(
+                f"Skipped {skipped}: they moved on meanwhile, or a live job holds their key"
+            )
         parts += [
             f"Could not {verb} {len(jobs)}: {code} ({_named(jobs)}) — {hint}"
             for (code, hint), jobs in refused.items()
         ]
         text = ". ".join(parts)
-        self.message_user(request, text, messages.WARNING if refused else messages.SUCCESS)
+        bad = refused or skipped
+        self.message_user(request, text, messages.WARNING if bad else messages.SUCCESS)
 
-    def _act(self, request: HttpRequest, job: Job, verb: str, done: str, act: Any) -> None:
+    def _act(
+        self, request: HttpRequest, job: Job, verb: str, done: str, act: Callable[[], object]
+    ) -> None:
         """Run one operator call; say what happened (job names as written: the message starts
         with a verb, so the admin's capfirst leaves the name alone) and record it in the
         admin's history with the user who did it."""

@@ -1,7 +1,8 @@
 """The job list and a job's page: its columns, the state and unknown-name filters, the page's
 header block and fieldsets, and the URLs of the overview pages and the operator views.
 ``JobAdmin`` is put together from ``JobActions`` (actions.py), ``JobTrace`` (trace.py),
-``JobExplained`` (job.py) and ``FleetOverview`` (overview.py)."""
+``JobExplained`` (job.py), ``MatchingActions`` (matching.py) and ``FleetOverview``
+(overview.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from .actions import JobActions
 from .batches import batch_link as _batch_link
 from .filters import ErrorCodeFilter, InputFilter, searched
 from .job import TIMES, JobExplained, badge
+from .matching import MatchingActions
 from .overview import FleetOverview
 from .pages import UNKNOWN_CODE, admin_url, parked_unknown
 from .rows import LibraryRows
@@ -81,7 +83,7 @@ class StateFilter(admin.SimpleListFilter):
         return queryset if value is None else queryset.filter(state_filter(value))
 
 
-class JobAdmin(JobActions, JobTrace, JobExplained, FleetOverview, LibraryRows):
+class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOverview, LibraryRows):
     # what an operator scans for first, left, where a 1400 px screen with the admin's sidebar
     # open shows it without scrolling (issue 42): the state, the stop reason, the last error
     list_display = (
@@ -241,6 +243,12 @@ class JobAdmin(JobActions, JobTrace, JobExplained, FleetOverview, LibraryRows):
         # before the default patterns: "<path:object_id>/" would take "queues/" for a job id
         view = self.admin_site.admin_view
         return [
+            # before "<path:object_id>/retry/", which would take "matching/retry/" for a job's
+            path(
+                "matching/<str:verb>/",
+                view(self.matching_view),
+                name="django_xjobs_job_matching",
+            ),
             path("queues/", view(self.queues_view), name="django_xjobs_job_queues"),
             path("overview/", view(self.overview_view), name="django_xjobs_job_overview"),
             path("crons/", view(self.crons_view), name="django_xjobs_job_crons"),

@@ -46,6 +46,7 @@ from .interrupts import (
     StepSuspension,
 )
 from .operator import (
+    AuditRecordNotFoundError,
     BackfillAppliedError,
     BackfillEnvironmentError,
     BackfillMigrationPendingError,
@@ -107,6 +108,7 @@ from .steps import (
 )
 
 __all__ = [
+    "AuditRecordNotFoundError",
     "BackfillAppliedError",
     "BackfillEnvironmentError",
     "BackfillMigrationPendingError",
@@ -276,6 +278,7 @@ CODES: dict[str, type[_Coded]] = {
         BackfillUnknownError,
         CronUnknownError,
         EventNotFoundError,
+        AuditRecordNotFoundError,
         ManifestInvalidError,
         ManifestDriftError,
         JobRowStatusUnknownError,

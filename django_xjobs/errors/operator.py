@@ -76,6 +76,13 @@ class JobNotFoundError(XJobsError):
     code = "X_JOB_NOT_FOUND"
 
 
+class AuditRecordNotFoundError(XJobsError):
+    """No operator action of the audit trail has this id (or it is not a UUID)."""
+
+    code = "X_AUDIT_NOT_FOUND"
+    default_hint = "python manage.py xjobs audit lists the records with their ids"
+
+
 class EventNotFoundError(XJobsError):
     """No live event has this id: it was never published, or it expired (its ``ttl``)."""
 

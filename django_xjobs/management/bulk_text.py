@@ -12,7 +12,7 @@ from argparse import ArgumentParser
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from ..errors import ConfirmationRequiredError, InvariantError
+from ..errors import AuditRecordNotFoundError, ConfirmationRequiredError, InvariantError
 from ..limits.operator import pause_jobs
 from ..operations import audit, bulk, filters
 from ..operations.answers import BulkResult
@@ -197,5 +197,28 @@ def audit_report(limit: int, verb: str | None) -> tuple[object, str]:
             else f"  matched {a.matched} changed {a.changed} skipped {a.skipped}"
         )
         why = f"  ({a.reason})" if a.reason else ""
-        lines.append(f"{a.at}  {a.actor:<28} {a.verb:<20} {on}{counts}{why}")
+        where = f"  [{a.status}]" if a.status else ""
+        lines.append(f"{a.at}  {a.actor:<28} {a.verb:<20} {on}{counts}{why}{where}")
     return rows, "\n".join(lines)
+
+
+def audit_one(action_id: str) -> tuple[object, str]:
+    """``xjobs audit ID``: one record, and a background bulk action's progress (SPEC BULK-15)."""
+    a = audit.inspect_action(action_id)
+    if a is None:
+        raise AuditRecordNotFoundError(f"no audit record {action_id} exists")
+    on = a.job_id or a.target or (json.dumps(a.filter) if a.filter is not None else "-")
+    lines = [f"{a.verb} by {a.actor} at {a.at} on {on}"]
+    if a.reason:
+        lines.append(f"reason: {a.reason}")
+    if a.status is not None:
+        lines.append(
+            f"{a.status}: {a.matched or 0:,} of {a.expected or 0:,} matched, "
+            f"{a.changed or 0:,} changed, {a.skipped or 0:,} skipped (job {a.by_job or '-'})"
+        )
+        lines.append(f"started {a.started_at or '-'}, finished {a.finished_at or '-'}")
+        if a.error:
+            lines.append(f"error: {a.error}")
+    elif a.matched is not None:
+        lines.append(f"matched {a.matched:,}, changed {a.changed:,}, skipped {a.skipped:,}")
+    return a, "\n".join(lines)

@@ -164,6 +164,16 @@ class OperatorAction(models.Model):
     matched = models.IntegerField(null=True, blank=True)
     changed = models.IntegerField(null=True, blank=True)
     skipped = models.IntegerField(null=True, blank=True)
+    # a bulk action done by a background job (issue 45, the admin's "all N matching"): where
+    # it is, and the counts above kept as its batches commit
+    status = models.TextField(
+        null=True, blank=True, help_text="queued, running, done or failed; null: done at once."
+    )
+    expected = models.IntegerField(null=True, blank=True, help_text="Matched when it was asked.")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True, help_text="Why its last run failed.")
+    by_job = models.TextField(null=True, blank=True, help_text="The background job doing it.")
 
     class Meta:
         db_table = "x_operator_actions"

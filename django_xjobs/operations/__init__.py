@@ -15,7 +15,8 @@ too, so ``from django_xjobs.operations import inspect_job`` keeps working.
 
 from __future__ import annotations
 
-from .audit import inspect_audit, prune_audit
+from .audit import inspect_action, inspect_audit, prune_audit
+from .background import BulkStarted, act_on_matching
 from .bulk import cancel_jobs, delete_jobs, requeue_jobs, retry_jobs
 from .encryption import KeyRotation, rotate_keys
 from .events import inspect_event, list_events
@@ -52,8 +53,10 @@ __all__ = [
     "PREFIX_CANDIDATES",
     "PRUNE_DEFAULT_STATES",
     "RETRY_COMMAND",
+    "BulkStarted",
     "KeyRotation",
     "TenantErasure",
+    "act_on_matching",
     "cancel_job",
     "cancel_jobs",
     "check_by",
@@ -61,6 +64,7 @@ __all__ = [
     "delete_jobs",
     "discard_outbox_entry",
     "erase_tenant",
+    "inspect_action",
     "inspect_audit",
     "inspect_dead_letters",
     "inspect_event",

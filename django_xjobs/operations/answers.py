@@ -461,11 +461,15 @@ class BulkResult(Answer):
     batches: int
     sample: list[JobSummary]
     note: str | None
+    #: the audit record of a call that acted (``inspect_action`` reads it back)
+    audit_id: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
 class AuditEntry(Answer):
-    """One operator action of the audit trail, newest first in ``inspect_audit``."""
+    """One operator action of the audit trail, newest first in ``inspect_audit``; a bulk
+    action a background job does also says where it is (``status``: queued, running, done,
+    failed; None for an action done at once) and how far of the ``expected`` count."""
 
     id: str
     at: str | None
@@ -478,6 +482,12 @@ class AuditEntry(Answer):
     matched: int | None
     changed: int | None
     skipped: int | None
+    status: str | None = None
+    expected: int | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: str | None = None
+    by_job: str | None = None
 
 
 # --- events -------------------------------------------------------------------------------

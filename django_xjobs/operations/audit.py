@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from uuid import UUID
 
 from .. import conf, metrics, redact
 from ..drivers import get_driver
 from ..drivers.contract import OperatorRecord
 from ..durations import Duration, parse_duration
-from ..errors import InvariantError
+from ..errors import AuditRecordNotFoundError, InvariantError
 from ..ids import uuid7
 from ..text import check_label, storable
 from .answers import AuditEntry
@@ -32,9 +33,13 @@ def record(
     filter: Mapping[str, object] | None = None,
     reason: str | None = None,
     counts: tuple[int, int, int] | None = None,
-) -> None:
-    """Keep one action in ``x_operator_actions`` (SPEC AUDIT-01) and count it in
-    ``xjobs_operator_actions_total{verb}``. The filter's ``input`` values go through the
+    status: str | None = None,
+    expected: int | None = None,
+) -> UUID:
+    """Keep one action in ``x_operator_actions`` (SPEC AUDIT-01), count it in
+    ``xjobs_operator_actions_total{verb}`` and answer its id. A bulk action a background job
+    does is recorded ``status="queued"`` with the ``expected`` count, and its job reports its
+    progress to the same row (SPEC BULK-15). The filter's ``input`` values go through the
     redaction rules (``XJOBS["REDACT_KEYS"]``) and the reason through ``XJOBS["REDACT"]``
     before they are stored (SPEC AUDIT-03)."""
     shown = None
@@ -43,9 +48,10 @@ def record(
         if shown.get("input") is not None:
             shown["input"] = redact.mask(shown["input"])
     matched, changed, skipped = counts if counts is not None else (None, None, None)
+    record_id = uuid7()
     get_driver().jobs().audit().record(
         OperatorRecord(
-            id=uuid7(),
+            id=record_id,
             at=_EPOCH,  # the store's clock sets it
             actor=by or API_ACTOR,
             verb=verb,
@@ -56,9 +62,12 @@ def record(
             matched=matched,
             changed=changed,
             skipped=skipped,
+            status=status,
+            expected=expected,
         )
     )
     metrics.inc("xjobs_operator_actions_total", verb=verb)
+    return record_id
 
 
 def inspect_audit(*, limit: int = 100, verb: str | None = None) -> list[AuditEntry]:
@@ -71,22 +80,48 @@ def inspect_audit(*, limit: int = 100, verb: str | None = None) -> list[AuditEnt
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvariantError(f"limit={limit!r} must be a positive integer")
     check_label(verb, "verb")
-    return [
-        AuditEntry(
-            id=str(r.id),
-            at=iso(r.at),
-            actor=r.actor,
-            verb=r.verb,
-            job_id=r.job_id,
-            target=r.target,
-            filter=None if r.filter is None else dict(r.filter),
-            reason=r.reason,
-            matched=r.matched,
-            changed=r.changed,
-            skipped=r.skipped,
-        )
-        for r in get_driver().jobs().audit().recent(limit=limit, verb=verb)
-    ]
+    return [entry(r) for r in get_driver().jobs().audit().recent(limit=limit, verb=verb)]
+
+
+def inspect_action(action_id: str | UUID) -> AuditEntry | None:
+    """One operator action by its id, or None: a background bulk action's progress — its
+    ``status`` (queued, running, done, failed), ``matched``/``changed``/``skipped`` so far of
+    the ``expected`` count, ``started_at``/``finished_at`` and the ``error`` of a failed run
+    (SPEC BULK-15)::
+
+        >>> a = inspect_action("0193a1c2-...")
+        >>> (a["status"], a["changed"], a["expected"])
+        ('running', 12000, 50000)
+    """
+    try:
+        wanted = action_id if isinstance(action_id, UUID) else UUID(str(action_id))
+    except ValueError:
+        raise AuditRecordNotFoundError(f"{action_id!r} is not an audit record's id") from None
+    found = get_driver().jobs().audit().get(wanted)
+    return None if found is None else entry(found)
+
+
+def entry(r: OperatorRecord) -> AuditEntry:
+    """A stored record as the trail's answer."""
+    return AuditEntry(
+        id=str(r.id),
+        at=iso(r.at),
+        actor=r.actor,
+        verb=r.verb,
+        job_id=r.job_id,
+        target=r.target,
+        filter=None if r.filter is None else dict(r.filter),
+        reason=r.reason,
+        matched=r.matched,
+        changed=r.changed,
+        skipped=r.skipped,
+        status=r.status,
+        expected=r.expected,
+        started_at=iso(r.started_at) if r.started_at else None,
+        finished_at=iso(r.finished_at) if r.finished_at else None,
+        error=r.error,
+        by_job=r.by_job,
+    )
 
 
 def prune_audit(older_than: Duration | None = None) -> int:

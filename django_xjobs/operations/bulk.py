@@ -11,7 +11,7 @@ sample, and changes nothing. Every call that acts is recorded in the audit trail
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from uuid import UUID
 
 from .. import conf, redact
@@ -56,7 +56,7 @@ def retry_jobs(
         >>> retry_jobs(input={"order_id": 4711}, dry_run=True)["matched"]
         3
     """
-    states = VERB_STATES["retry"] + (("cancelled",) if force else ())
+    states = verb_states("retry", force=force)
     return _bulk("retry", job_filter(filter, **fields), states, dry_run=dry_run, by=by)
 
 
@@ -138,6 +138,14 @@ def requeue_jobs(
     return _bulk("requeue", where, VERB_STATES["requeue"], dry_run=dry_run, by=by, queue=queue)
 
 
+def preview(verb: BulkVerb, where: JobFilter, *, force: bool = False) -> BulkResult:
+    """A dry run of ``verb`` that needs none of its other arguments (``requeue``'s target
+    queue): the count and sample the admin's confirmation page shows (SPEC BULK-16)."""
+    if verb == "delete":  # refuses a filter that admits live jobs, as the verb does
+        return delete_jobs(where, dry_run=True)
+    return _bulk(verb, where, verb_states(verb, force=force), dry_run=True, by=None)
+
+
 def _known_queues(driver: JobDriver) -> set[str]:
     """What ``requeue_jobs`` may move jobs to: a queue the code or settings declare, one an
     operator set (paused, capped), or one that holds jobs (SPEC BULK-09)."""
@@ -145,6 +153,30 @@ def _known_queues(driver: JobDriver) -> set[str]:
     known |= {state.queue for state in driver.limits().queue_controls()}
     known |= {stats.queue for stats in driver.reads().stats()}
     return known
+
+
+def verb_states(verb: BulkVerb, *, force: bool = False) -> tuple[str, ...]:
+    """The stored states ``verb`` acts on (``retry`` with ``force``: cancelled ones too)."""
+    return VERB_STATES[verb] + (("cancelled",) if force and verb == "retry" else ())
+
+
+def action_for(
+    verb: BulkVerb,
+    where: JobFilter,
+    states: Sequence[str],
+    *,
+    reason: str | None = None,
+    queue: str | None = None,
+) -> BulkAction | None:
+    """What ``verb`` does to each job ``where`` admits, fenced on the verb's states the
+    filter's states allow; None when they allow none."""
+    wanted = _stored(where.state)
+    acting = tuple(s for s in states if not wanted or s in wanted)
+    if not acting:
+        return None
+    # stored as last_error: through XJOBS["REDACT"], then the one sanitiser, as cancel_job
+    stored_reason = storable(redact.redact(reason)) if reason else None
+    return BulkAction(verb=verb, states=acting, reason=stored_reason, queue=queue)
 
 
 def _bulk(
@@ -162,28 +194,24 @@ def _bulk(
     check_label(by, "by")
     driver = get_driver()
     store = driver.jobs().bulk()
-    wanted = _stored(where.state)
-    acting = tuple(s for s in states if not wanted or s in wanted)
+    action = action_for(verb, where, states, reason=reason, queue=queue)
     shown = where.to_json()
-    if not acting:
+    if action is None:
         note = (
             f"{verb} acts on {', '.join(states)} jobs, and the filter's states "
             f"({', '.join(where.state)}) admit none: nothing to do"
         )
         return BulkResult(verb, shown, bool(dry_run), 0, 0, 0, 0, [], note)
     if dry_run:  # SPEC BULK-02: counted and shown, nothing changed, nothing recorded
-        matched = store.count(where, states=acting)
-        ids = store.match(where, states=acting, after=None, limit=SAMPLE)
+        matched = store.count(where, states=action.states)
+        ids = store.match(where, states=action.states, after=None, limit=SAMPLE)
         sample = _sample(driver, ids)
         return BulkResult(verb, shown, True, matched, 0, 0, 0, sample, _nothing(matched))
-    # stored as last_error: through XJOBS["REDACT"], then the one sanitiser, as cancel_job
-    stored_reason = storable(redact.redact(reason)) if reason else None
-    action = BulkAction(verb=verb, states=acting, reason=stored_reason, queue=queue)
     counts = [0, 0, 0]  # matched, changed, batches: what the batches that committed did
 
-    def record() -> None:
+    def record() -> UUID:
         matched, changed, _ = counts
-        audit.record(
+        return audit.record(
             f"{verb}_jobs",
             by=by,
             target=queue,
@@ -193,22 +221,39 @@ def _bulk(
         )
 
     try:
-        _walk(driver, action, where, counts)
+        walk(driver, action, where, counts)
     except BaseException:
         # a batch failed (the database went away, the call was interrupted): the batches
         # before it committed, and the trail keeps what they did when it can be written
         with contextlib.suppress(Exception):
             record()
         raise
-    record()
+    record_id = record()
     matched, changed, batches = counts
     skipped = matched - changed
-    return BulkResult(verb, shown, False, matched, changed, skipped, batches, [], _nothing(matched))
+    return BulkResult(
+        verb,
+        shown,
+        False,
+        matched,
+        changed,
+        skipped,
+        batches,
+        [],
+        _nothing(matched),
+        str(record_id),
+    )
 
 
-def _walk(driver: JobDriver, action: BulkAction, where: JobFilter, counts: list[int]) -> None:
+def walk(
+    driver: JobDriver,
+    action: BulkAction,
+    where: JobFilter,
+    counts: list[int],
+    on_batch: Callable[[], None] | None = None,
+) -> None:
     """Each batch of ids in turn, acted on; ``counts`` (matched, changed, batches) kept as the
-    batches commit."""
+    batches commit, and ``on_batch`` told after each (a background action's progress)."""
     store = driver.jobs().bulk()
     after: UUID | None = None
     while True:  # SPEC BULK-03: a batch of ids per statement, each from where the last stopped
@@ -221,6 +266,8 @@ def _walk(driver: JobDriver, action: BulkAction, where: JobFilter, counts: list[
             row = driver.reads().get_job(parent)
             if row is not None:
                 cancel_children(driver, row.id, row.run_id)
+        if on_batch is not None:
+            on_batch()
         if len(ids) < BATCH:
             return
         after = ids[-1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
+from uuid import UUID
 
 from .. import conf
 from ..declarations import registry
@@ -35,7 +36,8 @@ def job_filter(
     filter: JobFilter | Mapping[str, object] | None = None, **fields: object
 ) -> JobFilter:
     """A checked ``JobFilter`` from a filter, a dict of its fields, keyword fields, or both
-    (SPEC BULK-01). An unknown field, a value of the wrong kind, an ``input`` that is not a
+    (SPEC BULK-01). ``ids`` names the jobs themselves (ids or their text; SPEC BULK-13). An
+    unknown field, a value of the wrong kind, an ``input`` that is not a
     JSON object (or JSON text of one) and a time without a timezone raise ``JobFilterError``::
 
         job_filter(state="dead", queue="emails", input='{"order_id": 4711}')
@@ -86,6 +88,7 @@ def job_filter(
         updated_after=times["updated_after"],
         updated_before=times["updated_before"],
         input=inputs,
+        ids=_ids(given.get("ids")),
     )
 
 
@@ -173,3 +176,35 @@ def _input(value: object) -> dict[str, JSONValue] | None:
     except NotJSON as error:
         raise JobFilterError(f"input is not plain JSON at {error}") from None
     return {str(key): item for key, item in value.items()}  # checked JSON above
+
+
+#: ids one filter may name: the admin's selected rows, a command line's ids (a batch's worth)
+MAX_IDS = 1000
+
+
+def _ids(value: object) -> tuple[UUID, ...]:
+    if value is None or value == () or value == []:
+        return ()
+    items = [value] if isinstance(value, str | UUID) else value
+    if not isinstance(items, list | tuple | set | frozenset):
+        raise JobFilterError(
+            f"ids={value!r} must be a job id or a list of them",
+            hint="e.g. ids=['0193a1c2-...'] (python manage.py xjobs ls lists ids)",
+        )
+    if len(items) > MAX_IDS:
+        raise JobFilterError(
+            f"ids names {len(items):,} jobs; a filter names at most {MAX_IDS:,}",
+            hint="filter by what the jobs share instead (state, queue, name, error_code, input)",
+        )
+    ids: list[UUID] = []
+    for item in items:
+        try:
+            job_id = item if isinstance(item, UUID) else UUID(str(item))
+        except ValueError:
+            raise JobFilterError(
+                f"ids holds {item!r}, which is not a job id",
+                hint="a job's full id, e.g. 0193a1c2-7d4e-7b8a-9c1d-2e3f4a5b6c7d",
+            ) from None
+        if job_id not in ids:
+            ids.append(job_id)
+    return tuple(sorted(ids))

@@ -60,10 +60,12 @@ def test_audit_05_an_admin_action_is_recorded_with_its_user_after_the_csrf_check
         },
     )
     latest = OperatorAction.objects.order_by("-id").first()
-    assert (latest.actor, latest.verb, latest.reason) == (
+    # the selected rows are one bulk call over their ids (SPEC BULK-13): one record for them
+    assert (latest.actor, latest.verb, latest.reason, latest.filter) == (
         "admin:alice",
-        "cancel_job",
+        "cancel_jobs",
         "cancelled from the admin by alice",
+        {"ids": [str(job.id)]},
     )
 
 

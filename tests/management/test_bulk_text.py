@@ -134,3 +134,29 @@ def test_audit_06_the_command_line_records_its_login_and_host(db):
     assert text.index("retry_jobs") < text.index("pause_queue") < text.index("retry_job ")
     rows = json.loads(xjobs("audit", "--json", "--verb", "retry_job"))
     assert [(r["verb"], r["job_id"], r["actor"]) for r in rows] == [("retry_job", str(job.id), who)]
+
+
+def test_bulk_15_xjobs_audit_id_shows_a_background_actions_progress(db, monkeypatch):
+    from django_xjobs.operations import act_on_matching, background, bulk
+    from django_xjobs.testing import run_until_idle
+
+    for _ in range(3):
+        DeadJobFactory()
+    monkeypatch.setattr(bulk, "BATCH", 2)
+    started = act_on_matching("retry", {"state": "dead"}, by="admin:alice")
+    queued = json.loads(xjobs("audit", started.audit_id, "--json"))
+    assert (queued["status"], queued["expected"], queued["changed"], queued["by_job"]) == (
+        "queued",
+        3,
+        0,
+        started.job_id,
+    )
+    run_until_idle(queues=[background.QUEUE])
+    text = xjobs("audit", started.audit_id)
+    assert "retry_jobs by admin:alice" in text
+    assert f"done: 3 of 3 matched, 3 changed, 0 skipped (job {started.job_id})" in text
+    assert "[done]" in xjobs("audit")
+    with pytest.raises(CommandError, match="X_AUDIT_NOT_FOUND"):
+        xjobs("audit", "01a24ee1-6928-7449-bb72-4e1d2b214a37")
+    with pytest.raises(CommandError, match="X_AUDIT_NOT_FOUND"):
+        xjobs("audit", "nope")

@@ -71,3 +71,21 @@ def test_bulk_01_an_unknown_field_is_refused_by_every_verb_with_a_guess():
 def test_the_filter_knows_every_stop_reason_and_field():
     assert set(filters.STOP_REASONS) == set(StopReason.values)
     assert set(FILTER_FIELDS) == set(JobFilter.__dataclass_fields__)
+
+
+def test_bulk_13_a_filter_names_jobs_by_their_ids():
+    from uuid import UUID
+
+    a, b = "01a24ee1-6928-7449-bb72-4e1d2b214a37", UUID("01a24ee1-6928-7449-bb72-4e1d2b214a36")
+    where = job_filter(ids=[a, b, a])
+    assert where.ids == (b, UUID(a))  # checked, once each, in order
+    assert where.to_json() == {"ids": [str(b), a]}
+    assert job_filter(ids=a).ids == (UUID(a),) and job_filter(ids=[]).ids == ()
+    for wrong, says in (
+        (["not-an-id"], "not a job id"),
+        (3, "a job id or a list of them"),
+        ([str(UUID(int=i)) for i in range(filters.MAX_IDS + 1)], "at most 1,000"),
+    ):
+        with pytest.raises(JobFilterError, match=says) as caught:
+            job_filter(ids=wrong)
+        assert caught.value.code == "X_FILTER_INVALID"

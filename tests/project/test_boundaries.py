@@ -110,6 +110,7 @@ LAYERS: dict[str, list[str]] = {
         "admin",
         "apps",
         "health_check",
+        "jobs",
         "limits.operator",
         "management",
         "operations",
@@ -121,8 +122,9 @@ LAYERS: dict[str, list[str]] = {
 #: layers (limits) lists every module of it, and its ``__init__`` imports nothing (importing any
 #: of its modules runs the ``__init__`` first, whatever layer the importer is in)
 #: what the package root holds besides the base: the public face (the package, its app config, and
-#: the two paths users write into their settings and urls)
-PUBLIC_FACE = {"__init__", "apps", "health_check", "views"}
+#: the two paths users write into their settings and urls, and the jobs the library declares,
+#: found where every app's are)
+PUBLIC_FACE = {"__init__", "apps", "health_check", "jobs", "views"}
 RANK = {name: rank for rank, names in enumerate(LAYERS.values()) for name in names}
 #: what only drivers/ may name: the concrete drivers, their stores and the listener
 CONCRETE = re.compile(r"^(Postgres|Memory)[A-Z]\w*$|^(Listener|Polling)$")

@@ -29,6 +29,7 @@ FILTER_FIELDS = (
     "updated_after",
     "updated_before",
     "input",
+    "ids",
 )
 
 
@@ -40,7 +41,7 @@ class JobFilter:
     of ``last_error`` (``X_TERMINAL`` of ``"X_TERMINAL: ..."``, ``ValueError`` of
     ``"ValueError: ..."``); ``created_*``/``updated_*`` bound a time range (after: at or after,
     before: strictly before); ``input`` is a JSON object the job's input must contain (as
-    PostgreSQL's ``@>``)::
+    PostgreSQL's ``@>``); ``ids`` names the jobs themselves (the admin's selected rows)::
 
         JobFilter(state=("dead",), queue="emails", input={"order_id": 4711})
     """
@@ -56,6 +57,7 @@ class JobFilter:
     updated_after: datetime | None = None
     updated_before: datetime | None = None
     input: Mapping[str, JSONValue] | None = field(default=None, hash=False)
+    ids: tuple[UUID, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         """The fields given, as JSON (times as ISO text); the empty filter is ``{}``."""
@@ -67,7 +69,7 @@ class JobFilter:
             if isinstance(value, datetime):
                 value = value.isoformat()
             elif isinstance(value, tuple):
-                value = list(value)
+                value = [str(item) for item in value] if name == "ids" else list(value)
             shown[name] = value
         return shown
 
@@ -125,6 +127,14 @@ class OperatorRecord:
     matched: int | None = None
     changed: int | None = None
     skipped: int | None = None
+    #: a bulk action done by a background job: queued, running, done or failed (None: done at
+    #: once), the count asked about, when its run started and finished, why it failed, the job
+    status: str | None = None
+    expected: int | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+    by_job: str | None = None
 
 
 class AuditStore(Protocol):
@@ -136,6 +146,23 @@ class AuditStore(Protocol):
 
     def recent(self, *, limit: int = 100, verb: str | None = None) -> list[OperatorRecord]:
         """The newest ``limit`` records (of ``verb`` only, when given), newest first; reads only."""
+
+    def get(self, record_id: UUID) -> OperatorRecord | None:
+        """One record by its id; reads only."""
+
+    def progress(
+        self,
+        record_id: UUID,
+        *,
+        status: str,
+        counts: tuple[int, int, int],
+        error: str | None = None,
+        by_job: str | None = None,
+    ) -> None:
+        """A background action's progress: its ``status``, its (matched, changed, skipped) so
+        far, the error of a failed run (cleared by a later one); ``started_at`` is stamped
+        by the store's clock at the first ``running``, ``finished_at`` at ``done`` or
+        ``failed`` (cleared while it runs again); ``by_job`` once given is kept."""
 
     def prune(self, older_than: float) -> int:
         """Delete the records older than ``older_than`` seconds; how many went."""

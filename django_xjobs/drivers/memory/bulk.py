@@ -41,7 +41,7 @@ def contains(have: object, want: object) -> bool:
 def admits(where: JobFilter, row: JobSnapshot, states: Sequence[str], now: datetime) -> bool:
     """Whether ``row`` is one the filter admits, in one of the stored ``states`` (bulk.sql's
     ``admits`` fragment)."""
-    if row.state not in states:
+    if row.state not in states or (where.ids and row.id not in where.ids):
         return False
     if where.state and shown_state(row.state, row.run_at, now) not in where.state:
         return False
@@ -165,6 +165,36 @@ class MemoryAuditStore:
         with self._state._lock:
             kept = [r for r in self._records if verb is None or r.verb == verb]
         return sorted(kept, key=lambda r: (r.at, r.id), reverse=True)[:limit]
+
+    def get(self, record_id: UUID) -> OperatorRecord | None:
+        with self._state._lock:
+            return next((r for r in self._records if r.id == record_id), None)
+
+    def progress(
+        self,
+        record_id: UUID,
+        *,
+        status: str,
+        counts: tuple[int, int, int],
+        error: str | None = None,
+        by_job: str | None = None,
+    ) -> None:
+        with self._state._lock:
+            now = self._state._now()
+            for i, r in enumerate(self._records):
+                if r.id != record_id:
+                    continue
+                self._records[i] = replace(
+                    r,
+                    status=status,
+                    matched=counts[0],
+                    changed=counts[1],
+                    skipped=counts[2],
+                    error=error,
+                    by_job=by_job if by_job is not None else r.by_job,
+                    started_at=r.started_at or (now if status == "running" else None),
+                    finished_at=now if status in ("done", "failed") else None,
+                )
 
     def shift(self, seconds: float) -> None:
         """Test support: every record ``seconds`` earlier (``age``'s jobs family)."""

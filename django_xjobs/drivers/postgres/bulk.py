@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from uuid import UUID
 
@@ -43,6 +44,7 @@ def filter_params(where: JobFilter, states: Sequence[str]) -> dict[str, object]:
         "updated_after": where.updated_after,
         "updated_before": where.updated_before,
         "input": None if where.input is None else dumps(dict(where.input)),
+        "only_ids": list(where.ids) if where.ids else None,
     }
 
 
@@ -127,27 +129,42 @@ class PostgresAuditStore:
             "matched": entry.matched,
             "changed": entry.changed,
             "skipped": entry.skipped,
+            "status": entry.status,
+            "expected": entry.expected,
+            "error": entry.error,
+            "by_job": entry.by_job,
         }
         sql.fetch(self.using, AUDIT["audit_record"], params)
 
     def recent(self, *, limit: int = 100, verb: str | None = None) -> list[OperatorRecord]:
         rows = sql.fetch(self.using, AUDIT["audit_recent"], {"limit": limit, "verb": verb})
-        return [
-            OperatorRecord(
-                id=r[0],
-                at=r[1],
-                actor=r[2],
-                verb=r[3],
-                job_id=r[4],
-                target=r[5],
-                filter=json.loads(r[6]) if isinstance(r[6], str | bytes) else r[6],
-                reason=r[7],
-                matched=r[8],
-                changed=r[9],
-                skipped=r[10],
-            )
-            for r in rows
-        ]
+        # the columns in OperatorRecord's order; the filter decoded
+        return [replace(OperatorRecord(*r), filter=_decoded(r[6])) for r in rows]
+
+    def get(self, record_id: UUID) -> OperatorRecord | None:
+        rows = sql.fetch(self.using, AUDIT["audit_get"], {"id": record_id})
+        return next((replace(OperatorRecord(*r), filter=_decoded(r[6])) for r in rows), None)
+
+    def progress(
+        self,
+        record_id: UUID,
+        *,
+        status: str,
+        counts: tuple[int, int, int],
+        error: str | None = None,
+        by_job: str | None = None,
+    ) -> None:
+        matched, changed, skipped = counts
+        params = {
+            "id": record_id,
+            "status": status,
+            "matched": matched,
+            "changed": changed,
+            "skipped": skipped,
+            "error": error,
+            "by_job": by_job,
+        }
+        sql.fetch(self.using, AUDIT["audit_progress"], params)
 
     def prune(self, older_than: float) -> int:
         params = {"older_than": older_than, "batch": _PRUNE_BATCH}
@@ -157,3 +174,11 @@ class PostgresAuditStore:
             total += gone
             if gone < _PRUNE_BATCH:
                 return total
+
+
+def _decoded(value: object) -> Mapping[str, object] | None:
+    """A record's filter as the driver hands jsonb back (decoded, or its text)."""
+    if isinstance(value, str | bytes):
+        loaded: Mapping[str, object] = json.loads(value)
+        return loaded
+    return value if isinstance(value, Mapping) else None

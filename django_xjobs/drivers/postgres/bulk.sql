@@ -27,6 +27,7 @@
     AND (%(updated_after)s::timestamptz IS NULL OR j.updated_at >= %(updated_after)s::timestamptz)
     AND (%(updated_before)s::timestamptz IS NULL OR j.updated_at < %(updated_before)s::timestamptz)
     AND (%(input)s::jsonb IS NULL OR j.input @> %(input)s::jsonb)
+    AND (%(only_ids)s::uuid[] IS NULL OR j.id = ANY(%(only_ids)s::uuid[]))
 
 -- name: bulk_match
 -- The next batch of ids the filter admits, in the primary key's order from where the last one

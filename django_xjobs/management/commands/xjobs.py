@@ -51,6 +51,7 @@ class _Options(TypedDict, total=False):
     key: str | None
     concurrency: str
     batch_id: str | None
+    action_id: str | None
     cancel: bool
     write: str | None
     check: str | None
@@ -145,7 +146,8 @@ class Command(XJobsCommand):
         requeue.add_argument("--to", required=True, help="the queue to move them to")
         for sub in (cancel, retry, delete, requeue):
             bulk_commands.add_filter_flags(sub)
-        audit = action("audit", "the operators' audit trail, newest first")
+        audit = action("audit", "the operators' audit trail, newest first (ID: one, its progress)")
+        audit.add_argument("action_id", nargs="?", help="one record: a bulk action's progress")
         audit.add_argument("--limit", type=int, default=50)
         audit.add_argument("--verb", help="only this verb, e.g. retry_jobs")
         run_now = action("run-now", "make a delayed or scheduled job due now (it keeps its place)")
@@ -286,6 +288,8 @@ class Command(XJobsCommand):
         return bulk_commands.bulk_action("requeue", o)
 
     def _audit(self, o: _Options) -> tuple[object, str]:
+        if o["action_id"]:
+            return bulk_commands.audit_one(o["action_id"])
         return bulk_commands.audit_report(o["limit"], o["verb"])
 
     def _retry(self, o: _Options) -> tuple[object, str]:

@@ -337,3 +337,15 @@ def test_bulk_11_list_jobs_filters_by_input_and_error_code_alike(harness):
     assert [j.id for j in nested] == [str(order)]
     assert [j.id for j in operations.list_jobs(error_code="X_TERMINAL")] == [str(order)]
     assert operations.list_jobs(error_code="X_TERMINAL", input={"order_id": 5}) == []
+
+
+def test_bulk_13_a_filter_of_ids_admits_those_jobs_only(harness):
+    d = harness.driver
+    ids = [_dead(d, f"k{i}") for i in range(4)]
+    live = _enqueue(d, "live")
+    answer = operations.retry_jobs(ids=[ids[0], str(ids[2]), live], state="dead")
+    assert (answer.matched, answer.changed) == (2, 2)
+    assert [harness.row(i).state for i in ids] == ["ready", "dead", "ready", "dead"]
+    assert harness.row(live).state == "ready"
+    assert operations.cancel_jobs(ids=[live, ids[1]]).changed == 1  # ids[1] is dead: not live
+    assert (harness.row(live).state, harness.row(ids[1]).state) == ("cancelled", "dead")
