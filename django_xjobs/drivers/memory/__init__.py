@@ -31,6 +31,7 @@ from ..contract import (
 )
 from ..history import History
 from . import limits as memory_limits
+from .archive import MemoryArchive
 from .backfills import MemoryBackfillLedger
 from .batches import MemoryBatchStore
 from .bulk import MemoryAuditStore, MemoryBulkStore
@@ -67,7 +68,8 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self._batch_store = MemoryBatchStore(self, self)
         self._bulk_store = MemoryBulkStore(self)
         self._audit_store = MemoryAuditStore(self)
-        self._history = History(self._rollup_store, self._depth_store)
+        self._archive = MemoryArchive(self)
+        self._history = History(self._rollup_store, self._depth_store, self._archive)
 
     # --- the stores: each built once, the same object at every call -----------------------
 
