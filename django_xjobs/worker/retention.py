@@ -19,7 +19,7 @@ import time
 
 from django.db import connections
 
-from .. import conf, log
+from .. import conf, log, metrics
 from ..drivers.contract import JobDriver
 from ..limits.claims import KEY_SHOWN_FOR
 from ..limits.worker import declared_limits
@@ -74,6 +74,7 @@ class Retention:
         history.ensure_partitions(settings.history_ahead)
         moved = history.move_finished(grace=settings.history_grace, batches=_MOVE_BATCHES)
         if moved:
+            metrics.inc("xjobs_history_moved_total", moved)
             log.event(logging.INFO, "xjobs.worker.history_moved", moved=moved)
         return moved
 
@@ -100,6 +101,7 @@ class Retention:
             if conf.get().history:
                 self.move_to_history()
                 for day in self.driver.history().drop_partitions(retention):
+                    metrics.inc("xjobs_history_dropped_total", state=day.state)
                     log.event(logging.INFO, "xjobs.worker.history_dropped", partition=day.name)
             for state, older_than in retention.items():
                 deleted = self.driver.jobs().prune(older_than=older_than, states=[state])[state]

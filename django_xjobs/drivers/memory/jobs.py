@@ -110,7 +110,7 @@ class MemoryJobs(MemoryState):
             existing = self._rows.get(job_id) if request.id is not None else None
             if existing is not None:
                 return EnqueueResult(id=existing.id, run_id=existing.run_id)
-            deps = [self._rows.get(a) for a in given]
+            deps = [self._rows.get(a) or self._archived.get(a) for a in given]  # HIST-04
             unknown = sorted(a for a, d in zip(given, deps, strict=True) if d is None)
             if unknown and strict:
                 raise unknown_dependency(request.name, unknown[0])

@@ -29,7 +29,7 @@ from ...text import printable
 from ...worker.preflight import preflight
 from .. import bulk_text as bulk_commands
 from .. import cron_text as cron_commands
-from .. import events_text, show_text, versions_text
+from .. import events_text, history_text, show_text, versions_text
 from ..command import XJobsCommand, accept_global_options, sentences_only
 
 
@@ -82,6 +82,12 @@ class _EventsOptions(TypedDict):
     reveal: bool
 
 
+class _PartitionsOptions(TypedDict):
+    ahead: str | None  # checked by history_text, for a coded line
+    move: bool
+    drop: bool
+
+
 class _PruneOptions(_Options, total=False):
     state: list[str] | None  # repeatable (prune)
 
@@ -90,7 +96,7 @@ class Command(XJobsCommand):
     help = (
         "Inspect and operate jobs: ls, show, why, cancel, retry, delete, requeue, run-now, dead, "
         "queues, pause, pause-jobs, resume, crons, cron, limit, outbox, workers, versions, "
-        "manifest, prune, batch, audit, events."
+        "manifest, prune, partitions, batch, audit, events."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -197,6 +203,9 @@ class Command(XJobsCommand):
             "--check",
             metavar="FILE",
             help="exit 1 with a diff when the code no longer matches FILE (the CI step)",
+        )
+        history_text.add_arguments(
+            action("partitions", "the finished jobs' history by day; --move, --drop on demand")
         )
         prune = action(
             "prune", "delete finished jobs and their steps (dead ones only with --state dead)"
@@ -463,6 +472,9 @@ class Command(XJobsCommand):
         else:
             self.stdout.write("\n".join(lines) + "\n\n" + diff)
         raise manifest.drift_error(path, lines)  # exit 1: CommandError, after the diff
+
+    def _partitions(self, o: _PartitionsOptions) -> tuple[object, str]:
+        return history_text.partitions_report(o["ahead"], move=o["move"], drop=o["drop"])
 
     def _prune(self, o: _PruneOptions) -> tuple[object, str]:
         seconds = parse_command_line(o["older_than"], flag="--older-than") or 0.0  # required

@@ -117,3 +117,16 @@ def test_hist_03_retention_drops_whole_days_with_their_steps(harness):
     assert harness.driver.reads().list_jobs() == []
     assert harness.driver.steps().list(stepped.run_id) == []
     assert history.drop_partitions({"done": 2 * DAY}) == []
+
+
+def test_hist_04_a_job_may_wait_for_one_in_the_history(harness):
+    """A dependency moved to the history has ended: done lets the new job run at once, dead
+    ends it dependency_failed, as if it were still in the jobs table (SPEC DEP-03)."""
+    done, dead, _ = finished(harness)
+    harness.advance(120)
+    harness.driver.history().move_finished(grace=60)
+    after_done = jobs.ok.using(after=[done]).enqueue(n=10).id
+    after_dead = jobs.ok.using(after=[dead]).enqueue(n=11).id
+    assert harness.row(after_done).state == "ready"
+    assert harness.row(after_done).after_failed is None
+    assert harness.row(after_dead).after_failed == dead
