@@ -59,6 +59,7 @@ def test_hist_04_hist_05_move_then_show_ls_and_retry_find_the_job(db):
     assert json.loads(xjobs("show", str(dead.id), "--json"))["state"] == "dead"
     assert str(dead.id) in xjobs("ls", "--state", "dead")
     assert str(dead.id) in xjobs("dead")
+    assert json.loads(xjobs("why", str(dead.id)[:13], "--json"))["state"] == "dead"  # a prefix
     xjobs("retry", str(dead.id))
     assert Job.objects.get(pk=dead.pk).state == "ready"
     assert not JobHistory.objects.exists()

@@ -20,7 +20,6 @@ from . import sql
 STATEMENTS = sql.load(Path(__file__).with_name("archive.sql"))
 #: a day's partition: x_job_history_<state>_pYYYYMMDD (the name says its state and day)
 _NAME = re.compile(r"^x_job_history_([a-z]+)_p(\d{8})$")
-_ZERO = UUID(int=0)
 
 
 @cache
@@ -95,9 +94,9 @@ class PostgresArchive:
         transaction); whether it was there."""
         return bool(sql.fetch(self.using, _statement("restore"), {"id": job_id}))
 
-    def drop(self, retention: Mapping[str, float], *, batch: int = 1000) -> list[HistoryPartition]:
+    def drop(self, retention: Mapping[str, float]) -> list[HistoryPartition]:
         """HIST-03: every day of a state whose end is over its retention ago, dropped whole,
-        after its jobs' step records (a batch of jobs at a time); the ones dropped."""
+        after its jobs' step records; the ones dropped."""
         [(now,)] = sql.fetch(self.using, STATEMENTS["now"], {})
         dropped = []
         for part in self.partitions():
@@ -105,17 +104,9 @@ class PostgresArchive:
             end = datetime.combine(part.day + timedelta(days=1), time(0), UTC)
             if kept is None or end > now - timedelta(seconds=kept):
                 continue
-            after = _ZERO
-            while True:
-                with transaction.atomic(using=self.using):
-                    statement = STATEMENTS["partition_steps"].replace("{partition}", part.name)
-                    [(last, count)] = sql.fetch(
-                        self.using, statement, {"after": after, "batch": batch}
-                    )
-                if last is None or count < batch:
-                    break
-                after = last
             with transaction.atomic(using=self.using):
+                statement = STATEMENTS["partition_steps"].replace("{partition}", part.name)
+                sql.count(self.using, statement, {})
                 sql.fetch(self.using, STATEMENTS["lock_partitions"], {})
                 with connections[self.using].cursor() as cursor:
                     cursor.execute(f"DROP TABLE IF EXISTS {part.name}")
