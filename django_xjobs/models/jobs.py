@@ -253,12 +253,13 @@ class Job(JobColumns):
 class JobHistory(JobColumns):
     """A finished job moved out of x_jobs (issue 46, HIST-01): the same columns and when it
     finished. ``x_job_history`` is partitioned by state, then by day of ``finished_at``
-    (drivers/postgres/archive.py creates and drops the days); Django only reads it."""
+    (drivers/postgres/archive.py creates and drops the days); Django only reads it, and
+    empties it with the other tables (``flush``, a transactional test's teardown): its
+    migration creates the partitioned table itself and tells Django it is this model."""
 
     finished_at = models.DateTimeField()
 
     class Meta:
-        managed = False
         db_table = "x_job_history"
         ordering = ["-finished_at"]
         verbose_name = "finished job (history)"

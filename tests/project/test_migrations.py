@@ -13,7 +13,8 @@ Django keeps out of the database changed: ``choices``, ``help_text``...) is allo
 stop reason can gain a choice (``expired``) that the admin then shows and filters by.
 
 Changed on purpose for 0033: a ``RunSQL`` may create a new table or index (``x_job_history``, a
-partitioned table Django cannot declare) — never alter or drop one that exists.
+partitioned table Django cannot declare) — never alter or drop one that exists — and a
+``SeparateDatabaseAndState`` is judged by the operations it holds.
 """
 
 from __future__ import annotations
@@ -77,7 +78,11 @@ def violations(migration: migrations.Migration) -> list[str]:
     }
     for op in migration.operations:
         where = f"{migration.name}: {op.describe()}"
-        if isinstance(op, migrations.AddField):
+        if isinstance(op, migrations.SeparateDatabaseAndState):
+            held = [*op.database_operations, *op.state_operations]
+            inner = type("Migration", (migrations.Migration,), {"operations": held})
+            found += violations(inner(migration.name, APP))
+        elif isinstance(op, migrations.AddField):
             field = op.field
             fills = field.null or field.has_default() or field.db_default is not models.NOT_PROVIDED
             if not fills:
@@ -105,11 +110,24 @@ def violations(migration: migrations.Migration) -> list[str]:
     return found
 
 
+def _flat(operations) -> list:
+    """The operations, those a ``SeparateDatabaseAndState`` holds in their place (0033)."""
+    return [
+        inner
+        for op in operations
+        for inner in (
+            [*op.database_operations, *op.state_operations]
+            if isinstance(op, migrations.SeparateDatabaseAndState)
+            else [op]
+        )
+    ]
+
+
 def test_db_01_every_table_is_created_by_this_apps_migrations():
     created = {
         op.options.get("db_table")
         for migration in app_migrations()
-        for op in migration.operations
+        for op in _flat(migration.operations)
         if isinstance(op, migrations.CreateModel)
     }
     tables = {model._meta.db_table for model in apps.get_app_config(APP).get_models()}

@@ -27,8 +27,9 @@ def _statement(name: str) -> str:
     """A statement with every column of a job named (``JobColumns``: what both tables hold)."""
     from ...models import Job  # the app registry is ready by the first move
 
-    columns = ", ".join(str(f.column) for f in Job._meta.concrete_fields)
-    return STATEMENTS[name].replace("{columns}", columns)
+    names = [str(f.column) for f in Job._meta.concrete_fields]
+    statement = STATEMENTS[name].replace("{j_columns}", ", ".join(f"j.{n}" for n in names))
+    return statement.replace("{columns}", ", ".join(names))
 
 
 def partition_name(state: str, day: date) -> str:

@@ -1,6 +1,7 @@
 -- The history of finished jobs (x_job_history, issue 46, HIST-01..), by name. Loaded by
--- drivers/postgres/archive.py, which names the columns a move copies (``{columns}``: every
--- column of JobColumns, so x_jobs's column order does not matter) and a day's partition.
+-- drivers/postgres/archive.py, which names the columns a move copies (``{columns}``, and
+-- ``{j_columns}`` each as j.<column>: every column of JobColumns, so x_jobs's column order does
+-- not matter and no statement reads ``*``, SPEC DB-04) and a day's partition.
 
 -- name: now
 -- The database's clock, which retention measures a day's age by.
@@ -43,7 +44,7 @@ WITH picked AS (
     FOR UPDATE SKIP LOCKED
 ), moved AS (
     DELETE FROM x_jobs j USING picked WHERE j.id = picked.id
-    RETURNING j.*
+    RETURNING {j_columns}
 )
 INSERT INTO x_job_history ({columns}, finished_at)
 SELECT {columns}, updated_at FROM moved;
@@ -52,7 +53,7 @@ SELECT {columns}, updated_at FROM moved;
 -- HIST-05: an operator's retry of a finished job that lives in the history brings its row
 -- back to x_jobs as it was, in the retry's transaction; the retry then runs as on any row.
 WITH back AS (
-    DELETE FROM x_job_history WHERE id = %(id)s RETURNING *
+    DELETE FROM x_job_history WHERE id = %(id)s RETURNING {columns}
 )
 INSERT INTO x_jobs ({columns})
 SELECT {columns} FROM back
