@@ -31,7 +31,7 @@ LATENCY_TIMEOUT = 30.0  # seconds W3 waits for the worker to be ready, and for t
 JOIN_TIMEOUT = 30.0  # seconds to wait for a stopped worker thread to return
 LATENCY_CONCURRENCY = 4  # threads of the W3 worker
 POLL = 0.05  # seconds between the progress checks of a drain by worker processes
-WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5", "SOAK", "LIMITS", "BULK")
+WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5", "SOAK", "LIMITS", "BULK", "HISTORY")
 # SOAK, LIMITS and BULK run only when asked for: they take minutes
 DEFAULT_WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5")
 
@@ -112,7 +112,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=WORKLOADS,
         default=list(DEFAULT_WORKLOADS),
         metavar="W",
-        help="the workloads to run, of W1 W2 FLOOR W3 W4 W5 SOAK LIMITS BULK (all but SOAK, "
+        help="the workloads to run, of W1 W2 FLOOR W3 W4 W5 SOAK LIMITS BULK HISTORY (all but SOAK, "
         "LIMITS and BULK)",
     )
     parser.add_argument(
@@ -123,6 +123,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=100_000,
         help="BULK: no-op runs drained alone, then during the retry (100000)",
+    )
+    parser.add_argument(
+        "--history-rows",
+        type=int,
+        default=1_000_000,
+        help="HISTORY: finished jobs moved, dropped and deleted (1000000)",
+    )
+    parser.add_argument(
+        "--history-parts",
+        nargs="+",
+        choices=("move", "delete"),
+        default=["move", "delete"],
+        help="HISTORY: the claims, move and drop; the DELETE it replaces (both)",
+    )
+    parser.add_argument(
+        "--history-claims", type=int, default=500, help="HISTORY: claims timed per case (500)"
     )
     parser.add_argument(
         "--floor-batch", type=int, default=100, help="FLOOR: rows per claim and per ack (100)"
@@ -708,6 +724,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.bulk import bulk_retry
 
         bulk_retry(report, args)
+    if "HISTORY" in args.workloads:
+        from bench.history import history
+
+        history(report, args)
     truncate()
 
     print(render(report, env))

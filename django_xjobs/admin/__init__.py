@@ -14,9 +14,10 @@ Rows are read-only; retry and cancel go through ``django_xjobs.operations``, the
 * ``backfill/``: every backfill pass in the ledger, its progress and its name's history;
 * ``operatoraction/``: the operators' audit trail, read-only (its own view permission).
 * ``jobevent/``: every stored event and what its publish did, its data as a payload.
+* ``jobhistory/``: the finished jobs ``XJOBS["HISTORY"]`` moved out of x_jobs (issue 46).
 
 Each page lives in its own module (``jobs``, ``actions``, ``trace``, ``outbox``, ``leases``,
-``workers``, ``backfill``, ``batches``, ``events``, ``overview``, ``audit``); this one registers
+``workers``, ``backfill``, ``batches``, ``events``, ``overview``, ``audit``, ``history``); this one registers
 them on the site.
 """
 
@@ -29,6 +30,7 @@ from ..models import (
     Job,
     JobBatch,
     JobEvent,
+    JobHistory,
     JobLease,
     OperatorAction,
     OutboxEntry,
@@ -40,6 +42,7 @@ from .audit import OperatorActionAdmin
 from .backfill import BackfillAdmin
 from .batches import JobBatchAdmin
 from .events import JobEventAdmin
+from .history import JobHistoryAdmin
 from .jobs import SHORT_ERROR, JobAdmin, StateFilter, UnknownJobFilter
 from .leases import JobLeaseAdmin, LeaseLiveFilter, SchedulerStateAdmin
 from .outbox import OutboxEntryAdmin, OutboxStatusFilter
@@ -52,6 +55,7 @@ __all__ = [
     "JobAdmin",
     "JobBatchAdmin",
     "JobEventAdmin",
+    "JobHistoryAdmin",
     "JobLeaseAdmin",
     "LeaseLiveFilter",
     "OperatorActionAdmin",
@@ -74,3 +78,4 @@ admin.site.register(Backfill, BackfillAdmin)
 admin.site.register(JobBatch, JobBatchAdmin)  # issue 32
 admin.site.register(OperatorAction, OperatorActionAdmin)  # issue 45
 admin.site.register(JobEvent, JobEventAdmin)  # issue 43
+admin.site.register(JobHistory, JobHistoryAdmin)  # issue 46

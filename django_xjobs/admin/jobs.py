@@ -19,7 +19,7 @@ from django.utils.html import format_html
 
 from .. import conf, operations
 from ..errors import JobFilterError
-from ..models import Job, JobState
+from ..models import Job, JobHistory, JobState
 from ..run.controls import fraction, progress_text
 from ..states import WAITING_STATES, shown_attempt
 from ..text import MESSAGE_LIMIT, cap
@@ -192,6 +192,10 @@ class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOvervie
             return HttpResponseRedirect(
                 admin_url(self.admin_site, "django_xjobs_job_change", moved)
             )
+        if self._moved_to_history(object_id):  # HIST-08: its page is the history's now
+            return HttpResponseRedirect(
+                admin_url(self.admin_site, "django_xjobs_jobhistory_change", object_id)
+            )
         buttons = {
             "title": f"Job {self._job_name(object_id) or ''}".strip(),
             "show_save": False,
@@ -220,6 +224,17 @@ class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOvervie
         if Job.objects.filter(pk=wanted).exists():
             return None
         return operations.collapsed_into(wanted)
+
+    def _moved_to_history(self, object_id: str) -> bool:
+        """Whether the id names no live row but a job moved to the history (issue 46)."""
+        try:
+            wanted = UUID(str(object_id))
+        except ValueError:
+            return False
+        database = conf.get().database
+        if Job.objects.using(database).filter(pk=wanted).exists():
+            return False
+        return JobHistory.objects.using(database).filter(pk=wanted).exists()
 
     def get_readonly_fields(self, request: HttpRequest, obj: object = None) -> list[str]:
         return [f.name for f in Job._meta.fields] + [

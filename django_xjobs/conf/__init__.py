@@ -71,6 +71,13 @@ DEFAULTS: dict[str, Any] = {
     # finished jobs older than this, per state, are deleted by workers (hourly, in batches);
     # e.g. {"done": "7d", "cancelled": "7d", "dead": "90d"}; {} keeps everything
     "RETENTION": {},
+    # finished jobs leave x_jobs for the day-partitioned x_job_history (issue 46, HIST-01),
+    # moved in batches by workers HISTORY_GRACE after they finished; RETENTION then drops whole
+    # days of it. Off: finished rows stay in x_jobs and RETENTION deletes them row by row
+    "HISTORY": False,
+    "HISTORY_GRACE": 3600,
+    # days of partitions kept created ahead of today
+    "HISTORY_AHEAD": 3,
     # the overview's per-minute rollup (rollup.py) and queue depth samples (worker/depth.py)
     # are kept this long, then pruned by the same hourly pass as RETENTION
     "ROLLUP_RETENTION": 3 * 86400,
@@ -151,6 +158,11 @@ MAX_PAYLOAD_CAP = 64 * 1024 * 1024  # MAX_PAYLOAD_BYTES: PostgreSQL's jsonb stop
 MAX_COUNT = 1000  # MAX_LEASE_EXPIRIES and OUTAGE_RETRIES
 MAX_STEPS = 1_000_000  # MAX_STEPS_PER_RUN
 MAX_SNOOZE_COUNT = 1_000_000  # MAX_SNOOZES
+MAX_AHEAD_DAYS = 366  # HISTORY_AHEAD
+#: HISTORY_GRACE's floor: a relay that published a staged job and died before marking it
+#: published publishes it again once its claim lapses; the job must still be in x_jobs then,
+#: where the id's second insert finds it (SPEC OUTBOX-*, HIST-04)
+MIN_HISTORY_GRACE = 60.0
 
 
 @dataclass(frozen=True)
@@ -195,6 +207,9 @@ class XJobsSettings:
     redact: Callable[[str], str] | None = None
     fair_share: str | None = None
     encryption: Keyring | None = None
+    history: bool = False
+    history_grace: float = 3600.0
+    history_ahead: int = 3
 
 
 def validate(raw: object) -> XJobsSettings:
@@ -338,6 +353,9 @@ def validate(raw: object) -> XJobsSettings:
         redact=_redact(merged["REDACT"]),
         fair_share=_fair_share(merged["FAIR_SHARE"]),
         encryption=keyring(merged["ENCRYPTION_KEYS"]),
+        history=_history(merged["HISTORY"]),
+        history_grace=_history_grace(duration("HISTORY_GRACE"), merged),
+        history_ahead=positive_int("HISTORY_AHEAD", MAX_AHEAD_DAYS),
     )
 
 
@@ -475,6 +493,25 @@ def _retention(raw: object) -> dict[str, float]:
         except XJobsError as error:
             raise ConfigInvalidError(error.message, hint=error.hint) from None
     return kept
+
+
+def _history(raw: object) -> bool:
+    if not isinstance(raw, bool):
+        raise ConfigInvalidError(
+            f'XJOBS["HISTORY"]={raw!r} must be True or False',
+            hint="True moves finished jobs to x_job_history (docs/howto/data.md)",
+        )
+    return raw
+
+
+def _history_grace(grace: float, merged: Mapping[str, object]) -> float:
+    lease = claim_lease(merged["OUTBOX_CLAIM_LEASE"], error=ConfigInvalidError)
+    if grace < max(MIN_HISTORY_GRACE, 2 * lease):
+        raise ConfigInvalidError(
+            f'XJOBS["HISTORY_GRACE"]={grace:g}s is shorter than a finished job must stay in x_jobs',
+            hint=f"at least {MIN_HISTORY_GRACE:g}s and twice OUTBOX_CLAIM_LEASE ({2 * lease:g}s)",
+        )
+    return grace
 
 
 def _concurrency(raw: object) -> int | dict[str, int]:

@@ -4,11 +4,31 @@ in a line (issue 46)."""
 from __future__ import annotations
 
 import sys
+from argparse import ArgumentParser
 from collections.abc import Callable, Mapping
 
 from ..errors import ConfirmationRequiredError
 from ..operations.tenants import TenantErasure, erase_tenant
 from .bulk_text import operator
+
+
+def add_arguments(action: Callable[[str, str], ArgumentParser]) -> None:
+    """``xjobs rotate-keys`` and ``xjobs erase-tenant``: their arguments, each verb made by
+    ``action`` (which adds ``--json`` and the global options)."""
+    rotate = action(
+        "rotate-keys",
+        "re-encrypt payloads sealed with an older key under the first of ENCRYPTION_KEYS",
+    )
+    rotate.add_argument("--batch", type=int, default=500, help="payloads per statement")
+    rotate.add_argument(
+        "--dry-run", action="store_true", help="count what would be rotated; change nothing"
+    )
+    erase = action("erase-tenant", "delete every job, step, event and outbox row of a tenant")
+    erase.add_argument("tenant")
+    erase.add_argument("--batch", type=int, default=1000, help="rows per statement")
+    erase.add_argument("--dry-run", action="store_true", help="count; delete nothing")
+    erase.add_argument("--yes", action="store_true", help="do not ask first")
+    erase.add_argument("--force", action="store_true", help="erase running jobs too")
 
 
 def erase_tenant_action(

@@ -116,6 +116,14 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "its attempt given back",
         ("queue",),
     ),
+    "xjobs_history_moved_total": (
+        "Finished jobs this process moved from x_jobs to the history (XJOBS HISTORY)",
+        (),
+    ),
+    "xjobs_history_dropped_total": (
+        "Days of the history this process dropped past RETENTION, by state",
+        ("state",),
+    ),
     # counted by metrics/events.py, which bounds the event label's values
     "xjobs_events_published_total": (
         "Events published by this process and committed, by event name",

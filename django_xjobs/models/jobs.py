@@ -48,7 +48,10 @@ NOT_RUNNING = [s for s in JobState if s != JobState.RUNNING]
 FINISHED = [s for s in JobState if s not in LIVE]
 
 
-class Job(models.Model):
+class JobColumns(models.Model):
+    """A job's columns, shared by its live row (``Job``, x_jobs) and its row in the history
+    (``JobHistory``, x_job_history): a column added to one is added to both (HIST-01)."""
+
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     name = models.TextField()
     queue = models.TextField(db_default="default")
@@ -176,6 +179,11 @@ class Job(models.Model):
     )
 
     class Meta:
+        abstract = True
+
+
+class Job(JobColumns):
+    class Meta:
         db_table = "x_jobs"
         ordering = ["-created_at"]
         # view_job shows a payload's shape only; this shows its values (admin/permissions.py)
@@ -246,6 +254,26 @@ class Job(models.Model):
         # the one state word every screen shows: a waiting row is ready or delayed by its run_at
         # (the page title and the badge agree, issue 42)
         return f"{self.name} [{shown_state(self.state, self.run_at, timezone.now())}] {self.id}"
+
+
+class JobHistory(JobColumns):
+    """A finished job moved out of x_jobs (issue 46, HIST-01): the same columns and when it
+    finished. ``x_job_history`` is partitioned by state, then by day of ``finished_at``
+    (drivers/postgres/archive.py creates and drops the days); Django only reads it, and
+    empties it with the other tables (``flush``, a transactional test's teardown): its
+    migration creates the partitioned table itself and tells Django it is this model."""
+
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "x_job_history"
+        ordering = ["-finished_at"]
+        verbose_name = "finished job (history)"
+        verbose_name_plural = "job history"
+        default_permissions = ("view",)
+
+    def __str__(self) -> str:
+        return f"{self.name} [{self.state}] {self.id}"
 
 
 def state_filter(state: str) -> Q:

@@ -9,7 +9,8 @@ the document, ids and times as strings, durations in seconds.
 The calls live by what they act on: ``jobs`` (a job's trace, cancel, retry, run now, the dead
 letters, prune), ``bulk`` (retry, cancel, delete and requeue every job a filter admits),
 ``audit`` (the trail every action leaves), ``fleet`` (queues and workers), ``outbox``,
-``events``, ``cron_controls``, ``manifest``, ``why`` and ``versions``; every public name is here
+``events``, ``cron_controls``, ``manifest``, ``why``, ``versions`` and ``history`` (the
+finished jobs' days); every public name is here
 too, so ``from django_xjobs.operations import inspect_job`` keeps working.
 """
 
@@ -28,6 +29,7 @@ from .fleet import (
     resume_queue,
     worker_state,
 )
+from .history import history_partitions
 from .jobs import (
     PRUNE_DEFAULT_STATES,
     RETRY_COMMAND,
@@ -64,6 +66,7 @@ __all__ = [
     "delete_jobs",
     "discard_outbox_entry",
     "erase_tenant",
+    "history_partitions",
     "inspect_action",
     "inspect_audit",
     "inspect_dead_letters",

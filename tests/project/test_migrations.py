@@ -11,6 +11,10 @@ test until the rule is changed on purpose, next to this docstring.
 Changed on purpose for 0015: an ``AlterField`` that leaves the column as it was (only what
 Django keeps out of the database changed: ``choices``, ``help_text``...) is allowed, so a
 stop reason can gain a choice (``expired``) that the admin then shows and filters by.
+
+Changed on purpose for 0032: a ``RunSQL`` may create a new table or index (``x_job_history``, a
+partitioned table Django cannot declare) — never alter or drop one that exists — and a
+``SeparateDatabaseAndState`` is judged by the operations it holds.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ INITIAL = "0001_initial"
 
 #: RunSQL may only change a table's storage parameters (autovacuum and the like: 0006, 0010)
 STORAGE_ONLY = re.compile(r"^\s*ALTER\s+TABLE\s+\w+\s+(SET|RESET)\s*\([^;]*\)\s*$", re.I | re.S)
+#: ... or create a new table or index (0032: the history's partitioned parents)
+CREATES = re.compile(r"^\s*CREATE\s+(TABLE|INDEX)\s+x_\w+\s", re.I)
 
 
 def app_migrations() -> list[migrations.Migration]:
@@ -72,7 +78,11 @@ def violations(migration: migrations.Migration) -> list[str]:
     }
     for op in migration.operations:
         where = f"{migration.name}: {op.describe()}"
-        if isinstance(op, migrations.AddField):
+        if isinstance(op, migrations.SeparateDatabaseAndState):
+            held = [*op.database_operations, *op.state_operations]
+            inner = type("Migration", (migrations.Migration,), {"operations": held})
+            found += violations(inner(migration.name, APP))
+        elif isinstance(op, migrations.AddField):
             field = op.field
             fills = field.null or field.has_default() or field.db_default is not models.NOT_PROVIDED
             if not fills:
@@ -85,7 +95,7 @@ def violations(migration: migrations.Migration) -> list[str]:
                 found.append(f"{where} alters a column: tables only gain columns (DB-01)")
         elif isinstance(op, migrations.RunSQL):
             for sql in statements(op.sql):
-                if not STORAGE_ONLY.match(sql):
+                if not (STORAGE_ONLY.match(sql) or CREATES.match(sql)):
                     found.append(f"{where} runs SQL that is not a storage setting: {sql.strip()}")
         # model options (permissions, ordering, names) live in Django's state, not the table:
         # 0012 adds the payload permission this way
@@ -100,11 +110,24 @@ def violations(migration: migrations.Migration) -> list[str]:
     return found
 
 
+def _flat(operations) -> list:
+    """The operations, those a ``SeparateDatabaseAndState`` holds in their place (0032)."""
+    return [
+        inner
+        for op in operations
+        for inner in (
+            [*op.database_operations, *op.state_operations]
+            if isinstance(op, migrations.SeparateDatabaseAndState)
+            else [op]
+        )
+    ]
+
+
 def test_db_01_every_table_is_created_by_this_apps_migrations():
     created = {
         op.options.get("db_table")
         for migration in app_migrations()
-        for op in migration.operations
+        for op in _flat(migration.operations)
         if isinstance(op, migrations.CreateModel)
     }
     tables = {model._meta.db_table for model in apps.get_app_config(APP).get_models()}
@@ -149,6 +172,7 @@ def test_db_01_the_rule_refuses_what_narrows_or_edits_a_table(db):
                     model_name="job", name="lane", field=models.IntegerField(db_default=0)
                 ),
                 migrations.RunSQL("ALTER TABLE x_jobs SET (fillfactor = 90)"),
+                migrations.RunSQL("CREATE TABLE x_jobs_more (id uuid) PARTITION BY HASH (id)"),
                 # a choice more, the column as it was (0015)
                 migrations.AlterField(
                     model_name="job",
@@ -159,6 +183,53 @@ def test_db_01_the_rule_refuses_what_narrows_or_edits_a_table(db):
         },
     )
     assert violations(allowed("0099_synthetic", APP)) == []
+
+
+def test_hist_01_the_history_migration_moves_no_row_and_the_mover_moves_them_all(
+    transactional_db,
+):
+    """SPEC HIST-01: from a table holding finished rows, migration 0032 creates the empty
+    history and leaves every row where it is; the batched mover then moves every finished one."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    from django_xjobs.drivers import get_driver
+    from django_xjobs.testing.factories import DeadJobFactory, DoneJobFactory, JobFactory
+
+    before, after = [(APP, "0031_operator_progress")], [(APP, "0032_job_history")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('x_job_history')")
+            assert cursor.fetchone() == (None,)
+        done = DoneJobFactory.create_batch(3)
+        dead = DeadJobFactory()
+        live = JobFactory()
+        with connection.cursor() as cursor:  # finished two and forty days ago
+            cursor.execute(
+                "UPDATE x_jobs SET updated_at = now() - interval '1 day' * "
+                "CASE state WHEN 'done' THEN 2 ELSE 40 END WHERE state <> 'ready'"
+            )
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(after)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM x_jobs")
+        assert cursor.fetchone() == (5,)
+        cursor.execute("SELECT count(*) FROM x_job_history")
+        assert cursor.fetchone() == (0,)
+    history = get_driver().history()
+    assert history.move_finished(grace=3600, batch=2) == 4
+    reads = get_driver().reads()
+    assert {reads.get_job(j.id).state for j in done} == {"done"}
+    assert reads.get_job(dead.id).state == "dead"
+    assert reads.get_job(live.id).state == "ready"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM x_jobs")
+        assert cursor.fetchone() == (1,)
+        cursor.execute("SELECT count(DISTINCT tableoid) FROM x_job_history")
+        assert cursor.fetchone() == (2,)  # two days of done and dead: one partition each
 
 
 def unique_indexes() -> dict[str, str]:

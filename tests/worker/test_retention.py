@@ -5,11 +5,14 @@ boundary are all deleted. Both drivers."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import connection
 from django.test import override_settings
 
 from django_xjobs.drivers.memory import MemoryDriver
 from django_xjobs.operations import inspect_audit, pause_queue
+from django_xjobs.states import FINISHED_STATES
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.retention import Retention
 from tests import jobs
@@ -48,3 +51,40 @@ def test_audit_04_the_hourly_upkeep_pass_prunes_the_audit_trail(live_harness):
         retention.maybe_prune()
         wait_for(lambda: not retention.running.is_set(), what="the upkeep pass to end")
     assert [a.actor for a in inspect_audit()] == ["ops:new"]
+
+
+def test_hist_02_hist_03_with_history_on_the_upkeep_pass_moves_then_drops_days(live_harness):
+    """SPEC HIST-02, HIST-03: the worker's upkeep pass moves finished jobs past the grace to
+    the history and drops each day past RETENTION there; with HISTORY off (the default)
+    nothing moves."""
+    driver = live_harness.driver
+    jobs.ok.enqueue(n=1)
+    run_until_idle()
+    driver.jobs().age(3 * 86400, only={"jobs"})  # finished three days ago
+    jobs.ok.enqueue(n=2)
+    run_until_idle()
+    driver.jobs().age(2 * 3600, only={"jobs"})  # both past the default grace of an hour
+
+    def upkeep() -> None:
+        retention = Retention(driver)
+        retention.maybe_prune()
+        wait_for(lambda: not retention.running.is_set(), what="the upkeep pass to end")
+
+    upkeep()
+    assert driver.history().partitions() == []  # off: the history is not touched
+    try:
+        with override_settings(XJOBS={"HISTORY": True, "RETENTION": {"dead": "90d", "done": "2d"}}):
+            upkeep()
+        _kept_and_dropped(driver)
+    finally:  # committed days outlive the test's flush, which empties the rows only
+        driver.history().drop_partitions(dict.fromkeys(FINISHED_STATES, -30 * 86400))
+
+
+def _kept_and_dropped(driver) -> None:
+    left = driver.jobs().prune(older_than=-86400, states=["done"], dry_run=True)
+    assert left == {"done": 0}  # both left x_jobs; the older one's day is gone with it
+    assert [r.input for r in driver.reads().list_jobs()] == [{"n": 2}]
+    # the days kept: two back (RETENTION), today, and HISTORY_AHEAD's three ahead
+    days = [p.day for p in driver.history().partitions() if p.state == "done"]
+    assert len(days) == 6
+    assert days[-1] - days[0] == timedelta(days=5)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
@@ -288,6 +288,16 @@ class DepthSample:
     ready: int
     delayed: int
     running: int
+
+
+@dataclass(frozen=True)
+class HistoryPartition:
+    """One day of one finished state's history (``x_job_history``, issue 46): the jobs that
+    finished that UTC day in that state, dropped whole by retention (HIST-03)."""
+
+    state: str
+    day: date
+    name: str
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from .records import (
     BatchRecord,
     DepthSample,
     EventRecord,
+    HistoryPartition,
     StepRecord,
 )
 from .requests import EnqueueRequest, EnqueueResult
@@ -154,6 +155,23 @@ class HistoryStore(Protocol):
 
     def prune_depths(self, older_than: float) -> int:
         """Delete the depth samples older than ``older_than`` seconds; how many rows went."""
+
+    # the finished jobs' history (issue 46, HIST-*): x_job_history, a partition per state a day
+    def partitions(self) -> list[HistoryPartition]:
+        """Every day's partition of the history, by state then day; reads only."""
+
+    def ensure_partitions(self, ahead: int) -> list[HistoryPartition]:
+        """A partition for each finished state and day from its oldest row still in the jobs
+        table (or today) to ``ahead`` days after today, on the store's clock; those created."""
+
+    def move_finished(self, *, grace: float, batch: int = 1000, batches: int | None = None) -> int:
+        """Move finished jobs last updated over ``grace`` seconds ago from the jobs table to
+        the history, ``batch`` at a time (each batch one write), until a batch is short or
+        ``batches`` were moved; how many moved. Their partitions are made first."""
+
+    def drop_partitions(self, retention: Mapping[str, float]) -> list[HistoryPartition]:
+        """Drop each day of a state whose end is over ``retention[state]`` seconds ago (a state
+        not named is kept), with its jobs' step records; those dropped."""
 
 
 class BatchStore(Protocol):

@@ -35,6 +35,7 @@ from ..contract import (
 )
 from ..history import History
 from . import limits as memory_limits
+from .archive import MemoryArchive
 from .backfills import MemoryBackfillLedger
 from .batches import MemoryBatchStore
 from .bulk import MemoryAuditStore, MemoryBulkStore
@@ -75,7 +76,8 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self._audit_store = MemoryAuditStore(self)
         self._payload_store = MemoryPayloadStore(self)
         self._tenant_store = MemoryTenantStore(self, self._event_store, self._outbox_rows)
-        self._history = History(self._rollup_store, self._depth_store)
+        self._archive = MemoryArchive(self)
+        self._history = History(self._rollup_store, self._depth_store, self._archive)
 
     # --- the stores: each built once, the same object at every call -----------------------
 

@@ -110,7 +110,7 @@ class MemoryJobs(MemoryState):
             existing = self._rows.get(job_id) if request.id is not None else None
             if existing is not None:
                 return EnqueueResult(id=existing.id, run_id=existing.run_id)
-            deps = [self._rows.get(a) for a in given]
+            deps = [self._rows.get(a) or self._archived.get(a) for a in given]  # HIST-04
             unknown = sorted(a for a, d in zip(given, deps, strict=True) if d is None)
             if unknown and strict:
                 raise unknown_dependency(request.name, unknown[0])
@@ -215,7 +215,7 @@ class MemoryJobs(MemoryState):
 
     def cancel(self, job_id: UUID, reason: str | None) -> JobSnapshot:
         with self._lock:
-            row = self._rows.get(job_id)
+            row = self._rows.get(job_id) or self._archived.get(job_id)  # HIST-04: refused
             if row is None:
                 raise not_found(job_id)
             refusal = cancel_refusal(job_id, row.state)
@@ -246,7 +246,7 @@ class MemoryJobs(MemoryState):
 
     def run_now(self, job_id: UUID) -> JobSnapshot:
         with self._lock:
-            row = self._rows.get(job_id)
+            row = self._rows.get(job_id) or self._archived.get(job_id)  # HIST-04: refused
             if row is None:
                 raise not_found(job_id)
             refusal = run_now_refusal(job_id, row.state)
@@ -264,7 +264,8 @@ class MemoryJobs(MemoryState):
         self, job_id: UUID, *, from_step: str | None, force: bool, restart: bool = False
     ) -> JobSnapshot:
         with self._lock:
-            row = self._rows.get(job_id)
+            # HIST-05: a finished job in the history comes back (archive.sql's restore)
+            row = self._rows.get(job_id) or self._archived.get(job_id)
             if row is None:
                 raise not_found(job_id)
             refusal = requeue_refusal(job_id, row.state, force, restart, row.parked)
@@ -311,6 +312,7 @@ class MemoryJobs(MemoryState):
                 lease_token=None,
                 updated_at=now,
             )
+            self._archived.pop(row.id, None)
             self._rows[row.id] = row
             waiting = [s.callback for s in self._subscriptions if row.queue in s.queues]
         for callback in waiting:

@@ -35,7 +35,7 @@ class MemoryReads(MemoryState):
         with self._lock:
             now = self._now()
             buckets: dict[str, dict[str, Any]] = {}
-            for row in self._rows.values():
+            for row in [*self._rows.values(), *self._archived.values()]:  # HIST-04
                 b = buckets.setdefault(
                     row.queue,
                     {
@@ -70,7 +70,7 @@ class MemoryReads(MemoryState):
 
     def get_job(self, job_id: UUID) -> JobSnapshot | None:
         with self._lock:
-            row = self._rows.get(job_id)
+            row = self._rows.get(job_id) or self._archived.get(job_id)  # HIST-04
         return None if row is None else _read(row)
 
     def list_jobs(
@@ -88,7 +88,7 @@ class MemoryReads(MemoryState):
             now = self._now()
             rows = [
                 r
-                for r in self._rows.values()
+                for r in [*self._rows.values(), *self._archived.values()]  # HIST-04
                 if (queue is None or r.queue == queue)
                 and (name is None or r.name == name)
                 # as the database's filter: by the state shown (DESIGN Q-05)
@@ -104,16 +104,21 @@ class MemoryReads(MemoryState):
 
     def job_states(self, ids: Sequence[UUID]) -> dict[UUID, str]:
         with self._lock:
-            return memory_standing.job_states(self, ids)
+            states = memory_standing.job_states(self, ids)
+            states.update({i: self._archived[i].state for i in ids if i in self._archived})
+            return states
 
     def job_ids_between(self, low: UUID, high: UUID, *, limit: int) -> list[UUID]:
         with self._lock:
             # PostgreSQL orders uuids by their bytes, as Python's UUID compares them
-            return sorted(i for i in self._rows if low <= i <= high)[:limit]
+            ids = [*self._rows, *self._archived]  # HIST-04
+            return sorted(i for i in ids if low <= i <= high)[:limit]
 
     def dead_letters(self, *, limit: int = 100) -> list[JobSnapshot]:
         with self._lock:
-            rows = [r for r in self._rows.values() if r.state == "dead"]
+            rows = [
+                r for r in [*self._rows.values(), *self._archived.values()] if r.state == "dead"
+            ]
         rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
         return [_read(r) for r in rows[:limit]]
 

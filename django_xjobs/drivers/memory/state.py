@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -84,6 +84,9 @@ class MemoryState:
         # run_id -> step name -> record, in the order the steps were first written
         self._steps: dict[UUID, dict[str, StepRecord]] = {}
         self._presence = MemoryPresence()
+        #: finished jobs moved out of the rows (x_job_history, issue 46), and its partitions
+        self._archived: dict[UUID, JobSnapshot] = {}
+        self._partitions: set[tuple[str, date]] = set()
         self._outbox: OutboxStore | None = None
         self._scheduler: SchedulerStore | None = None
 

@@ -35,6 +35,7 @@ from ..contract import (
 from ..history import History
 from . import limits as postgres_limits
 from . import sql
+from .archive import PostgresArchive
 from .backfills import PostgresBackfillLedger
 from .batches import PostgresBatchStore
 from .bulk import PostgresAuditStore, PostgresBulkStore
@@ -97,7 +98,8 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
         self._audit_store = PostgresAuditStore(using)
         self._payload_store = PostgresPayloadStore(using)
         self._tenant_store = PostgresTenantStore(using)
-        self._history = History(self._rollup_store, self._depth_store)
+        self._archive = PostgresArchive(using)
+        self._history = History(self._rollup_store, self._depth_store, self._archive)
         #: the stores of other aliases, and the scheduler, built at their first call
         self._event_stores: dict[str, EventStore] = {using: self._event_store}
         self._outboxes: dict[tuple[str, Any], OutboxStore] = {}

@@ -224,6 +224,8 @@ class PostgresJobs(PostgresReads):
             # all, and the wake-up is only sent on commit.
             with transaction.atomic(using=self.using):
                 rows = self._snapshots("requeue", params)
+                if not rows and self._archive.restore(job_id):  # HIST-05: back from history
+                    rows = self._snapshots("requeue", params)  # a refusal rolls it back
                 if not rows:
                     row = self.get_job(job_id)
                     if row is None:

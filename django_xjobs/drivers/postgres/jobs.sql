@@ -59,12 +59,18 @@ WITH given AS (
     WHERE j.id IN (SELECT id FROM given)
     ORDER BY j.id
     FOR UPDATE
+), ended AS (
+    -- HIST-04: a dependency moved to the history has ended; its final state is read there
+    SELECT h.id, h.state, 0 AS held FROM x_job_history h
+    WHERE h.id IN (SELECT id FROM given) AND h.id NOT IN (SELECT id FROM deps)
+), known AS (
+    SELECT id, state, held FROM deps UNION ALL SELECT id, state, held FROM ended
 ), verdict AS (
     SELECT (SELECT count(*) FROM deps
             WHERE state IN ('ready', 'delayed', 'running', 'suspended'))::int AS waiting,
            (SELECT min(g.id::text) FROM given g
-            WHERE g.id NOT IN (SELECT id FROM deps))::uuid AS unknown,
-           (SELECT min(d.id::text) FROM deps d
+            WHERE g.id NOT IN (SELECT id FROM known))::uuid AS unknown,
+           (SELECT min(d.id::text) FROM known d
             WHERE d.state IN ('dead', 'failed', 'cancelled'))::uuid AS failed,
            -- a live dependency that as many jobs wait for as one may (rules.MAX_DEPENDANTS)
            (SELECT min(d.id::text) FROM deps d

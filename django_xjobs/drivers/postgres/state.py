@@ -18,6 +18,7 @@ from ..rules import (
     known_state,
 )
 from . import sql
+from .archive import PostgresArchive
 from .backfills import PostgresBackfillLedger
 from .batches import PostgresBatchStore
 from .depth import PostgresDepthStore
@@ -104,6 +105,7 @@ class PostgresState:
     _rollup_store: PostgresRollupStore
     _depth_store: PostgresDepthStore
     _batch_store: PostgresBatchStore
+    _archive: PostgresArchive
 
     def __init__(self, using: str = "default") -> None:
         self.using = using

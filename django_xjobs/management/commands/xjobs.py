@@ -30,7 +30,7 @@ from ...text import printable
 from ...worker.preflight import preflight
 from .. import bulk_text as bulk_commands
 from .. import cron_text as cron_commands
-from .. import events_text, show_text, versions_text
+from .. import data_text, events_text, history_text, show_text, versions_text
 from ..command import XJobsCommand, accept_global_options, sentences_only
 from ..data_text import erase_tenant_action
 
@@ -85,6 +85,12 @@ class _EventsOptions(TypedDict):
     reveal: bool
 
 
+class _PartitionsOptions(TypedDict):
+    ahead: str | None  # checked by history_text, for a coded line
+    move: bool
+    drop: bool
+
+
 class _PruneOptions(_Options, total=False):
     state: list[str] | None  # repeatable (prune)
 
@@ -100,7 +106,7 @@ class Command(XJobsCommand):
     help = (
         "Inspect and operate jobs: ls, show, why, cancel, retry, delete, requeue, run-now, dead, "
         "queues, pause, pause-jobs, resume, crons, cron, limit, outbox, workers, versions, "
-        "manifest, prune, batch, audit, events, rotate-keys, erase-tenant."
+        "manifest, prune, partitions, batch, audit, events, rotate-keys, erase-tenant."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -209,6 +215,9 @@ class Command(XJobsCommand):
             metavar="FILE",
             help="exit 1 with a diff when the code no longer matches FILE (the CI step)",
         )
+        history_text.add_arguments(
+            action("partitions", "the finished jobs' history by day; --move, --drop on demand")
+        )
         prune = action(
             "prune", "delete finished jobs and their steps (dead ones only with --state dead)"
         )
@@ -224,22 +233,7 @@ class Command(XJobsCommand):
         prune.add_argument(
             "--dry-run", action="store_true", help="print what would be deleted; delete nothing"
         )
-
-        rotate = action(
-            "rotate-keys",
-            "re-encrypt payloads sealed with an older key under the first of ENCRYPTION_KEYS",
-        )
-        rotate.add_argument("--batch", type=int, default=500, help="payloads per statement")
-        rotate.add_argument(
-            "--dry-run", action="store_true", help="count what would be rotated; change nothing"
-        )
-
-        erase = action("erase-tenant", "delete every job, step, event and outbox row of a tenant")
-        erase.add_argument("tenant")
-        erase.add_argument("--batch", type=int, default=1000, help="rows per statement")
-        erase.add_argument("--dry-run", action="store_true", help="count; delete nothing")
-        erase.add_argument("--yes", action="store_true", help="do not ask first")
-        erase.add_argument("--force", action="store_true", help="erase running jobs too")
+        data_text.add_arguments(action)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] != "manifest":  # the manifest is code, not rows
@@ -493,6 +487,9 @@ class Command(XJobsCommand):
         else:
             self.stdout.write("\n".join(lines) + "\n\n" + diff)
         raise manifest.drift_error(path, lines)  # exit 1: CommandError, after the diff
+
+    def _partitions(self, o: _PartitionsOptions) -> tuple[object, str]:
+        return history_text.partitions_report(o["ahead"], move=o["move"], drop=o["drop"])
 
     def _prune(self, o: _PruneOptions) -> tuple[object, str]:
         seconds = parse_command_line(o["older_than"], flag="--older-than") or 0.0  # required

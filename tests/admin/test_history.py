@@ -1,0 +1,72 @@
+"""The history in the admin (issue 46): the moved jobs' read-only list and page, seen with
+``view_jobhistory``; a moved job's old address sends to its page; "Retry selected" brings a
+dead job back for a user holding ``change_job`` only, after the CSRF check. Driven through the
+real admin by real users holding real permission rows."""
+
+from __future__ import annotations
+
+import re
+
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+
+from django_xjobs.drivers import get_driver
+from django_xjobs.models import Job, JobHistory
+from django_xjobs.testing.factories import DeadJobFactory
+
+TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+HISTORY = "/admin/django_xjobs/jobhistory/"
+
+
+def _client(name: str, *perms: str) -> Client:
+    user = User.objects.create_user(name, password="pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="django_xjobs", codename__in=perms)
+    )
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    return client
+
+
+def _moved() -> Job:
+    job = DeadJobFactory(input={"email": "a@example.com"})
+    get_driver().jobs().age(2 * 3600, only={"jobs"})
+    assert get_driver().history().move_finished(grace=3600) == 1
+    return job
+
+
+def test_hist_08_the_history_list_and_page_are_read_only_and_need_their_permission(db):
+    job = _moved()
+    assert _client("nobody", "view_job").get(HISTORY).status_code == 403
+    viewer = _client("viewer", "view_job", "view_jobhistory")
+    page = viewer.get(HISTORY)
+    assert page.status_code == 200 and str(job.id) in page.content.decode()
+    # the job's old address sends to its page in the history
+    moved = viewer.get(f"/admin/django_xjobs/job/{job.id}/change/")
+    assert moved.status_code == 302
+    assert moved["Location"] == f"{HISTORY}{job.id}/change/"
+    shown = viewer.get(moved["Location"]).content.decode()
+    assert job.name in shown
+    assert "a@example.com" not in shown  # the payload's shape only, without view_job_payload
+    assert 'name="_save"' not in shown  # nothing to save
+
+
+def test_hist_08_retry_selected_brings_a_job_back_for_who_may_change_jobs(db):
+    job = _moved()
+    for name, perms in (("viewer", ()), ("operator", ("change_job",))):
+        client = _client(name, "view_job", "view_jobhistory", *perms)
+        token = TOKEN.search(client.get(HISTORY).content.decode()).group(1)
+        client.post(
+            HISTORY,
+            {
+                "action": "retry_selected",
+                "_selected_action": [str(job.id)],
+                "csrfmiddlewaretoken": token,
+            },
+        )
+        back = Job.objects.filter(pk=job.id).first()
+        if name == "viewer":  # the action is not offered, and a forged post does nothing
+            assert back is None and JobHistory.objects.filter(pk=job.id).exists()
+        else:
+            assert back is not None and back.state == "ready"
+            assert not JobHistory.objects.filter(pk=job.id).exists()

@@ -1,0 +1,65 @@
+"""``manage.py xjobs partitions`` (issue 46): the history's days made ahead and listed, the
+mover and retention on demand with ``--move`` and ``--drop``, ``--json``, the coded refusals;
+and the verbs that read or retry a job finding it in the history."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from django_xjobs import metrics
+from django_xjobs.drivers import get_driver
+from django_xjobs.models import Job, JobHistory
+from django_xjobs.testing.factories import DeadJobFactory, DoneJobFactory
+
+ON = {"HISTORY": True, "RETENTION": {"done": "1d"}}
+
+
+def xjobs(*args: str) -> str:
+    out = StringIO()
+    call_command("xjobs", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_hist_06_partitions_are_made_ahead_and_listed(db):
+    made = json.loads(xjobs("partitions", "--ahead", "1", "--json"))
+    assert len(made["created"]) == 4 * 2  # each finished state: today and tomorrow
+    assert (made["enabled"], made["moved"], made["dropped"]) == (False, 0, [])
+    again = json.loads(xjobs("partitions", "--ahead", "1", "--json"))
+    assert again["created"] == [] and again["partitions"] == made["partitions"]
+    text = xjobs("partitions", "--ahead", "0")
+    assert "history: off" in text
+    assert "dead       " in text and "2 day(s), kept" in text
+
+
+@pytest.mark.parametrize(
+    "args", [("--ahead", "x"), ("--ahead", "-1"), ("--ahead", "400"), ("--move",), ("--drop",)]
+)
+def test_hist_06_a_bad_ahead_or_a_move_with_history_off_is_one_coded_line(db, args):
+    with pytest.raises(CommandError, match="X_INVARIANT"):
+        xjobs("partitions", *args)
+
+
+def test_hist_04_hist_05_move_then_show_ls_and_retry_find_the_job(db):
+    dead = DeadJobFactory()
+    done = DoneJobFactory()
+    get_driver().jobs().age(2 * 86400, only={"jobs"})
+    before = metrics.value("xjobs_history_moved_total")
+    with override_settings(XJOBS=ON):
+        text = xjobs("partitions", "--move", "--drop")
+    assert "moved 2 finished job(s)" in text
+    assert metrics.value("xjobs_history_moved_total") == before + 2
+    assert "(past RETENTION)" in text  # the done job's day, two days back
+    assert not Job.objects.filter(pk__in=[dead.pk, done.pk]).exists()
+    assert list(JobHistory.objects.values_list("id", flat=True)) == [dead.id]
+    assert json.loads(xjobs("show", str(dead.id), "--json"))["state"] == "dead"
+    assert str(dead.id) in xjobs("ls", "--state", "dead")
+    assert str(dead.id) in xjobs("dead")
+    assert json.loads(xjobs("why", str(dead.id)[:13], "--json"))["state"] == "dead"  # a prefix
+    xjobs("retry", str(dead.id))
+    assert Job.objects.get(pk=dead.pk).state == "ready"
+    assert not JobHistory.objects.exists()
