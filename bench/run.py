@@ -125,6 +125,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="BULK: no-op runs drained alone, then during the retry (100000)",
     )
     parser.add_argument(
+        "--bulk-route",
+        choices=("cli", "thread"),
+        default="cli",
+        help="BULK: the retry as `manage.py xjobs retry --yes` in its own process (cli), or "
+        "retry_jobs on a thread of the benchmark (thread)",
+    )
+    parser.add_argument(
         "--floor-batch", type=int, default=100, help="FLOOR: rows per claim and per ack (100)"
     )
     parser.add_argument(
