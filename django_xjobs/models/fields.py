@@ -4,11 +4,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
 if TYPE_CHECKING:  # Django's Field takes no type arguments at run time; django-stubs' does
+    from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+    from django.db.backends.ddl_references import Statement
+
     _Field = models.Field[Any, Any]
 else:
     _Field = models.Field
@@ -60,3 +64,23 @@ class StoredJSONField(models.JSONField):
     def deconstruct(self) -> Any:
         name, _, args, kwargs = super().deconstruct()
         return name, "django.db.models.JSONField", args, kwargs
+
+
+class GinIndex(models.Index):
+    """A GIN index (``x_jobs_input_idx``: an input's containment, issue 45). Not
+    ``django.contrib.postgres``'s ``GinIndex``, for ``PgArrayField``'s reason: the app asks its
+    users for one entry in ``INSTALLED_APPS``. A migration names it by its public path,
+    ``django_xjobs.models.GinIndex``."""
+
+    def deconstruct(self) -> tuple[str, Sequence[object], dict[str, object]]:
+        _, args, kwargs = super().deconstruct()
+        return "django_xjobs.models.GinIndex", args, kwargs
+
+    def create_sql(
+        self,
+        model: type[models.Model],
+        schema_editor: BaseDatabaseSchemaEditor,
+        using: str = "",
+        **kwargs: bool,
+    ) -> Statement:
+        return super().create_sql(model, schema_editor, using=" USING gin", **kwargs)

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from ..ids import uuid7
 from ..states import WAITING_STATES, shown_state
-from .fields import PgArrayField, StoredJSONField
+from .fields import GinIndex, PgArrayField, StoredJSONField
 
 
 class JobState(models.TextChoices):
@@ -234,6 +234,11 @@ class Job(models.Model):
                 condition=Q(batch_id__isnull=False),
                 name="x_jobs_batch_idx",
             ),
+            # Jobs found by what they carry (issue 45): ``input @> {...}`` in the admin's list,
+            # ``xjobs ls --input`` and the bulk verbs' filter. jsonb_path_ops: a hash of each
+            # path to a value, smaller than jsonb_ops's keys and values, and containment is the
+            # one operator asked of it (docs/howto/incidents.md, bench/README.md).
+            GinIndex(fields=["input"], opclasses=["jsonb_path_ops"], name="x_jobs_input_idx"),
         ]
 
     def __str__(self) -> str:
