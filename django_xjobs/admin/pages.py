@@ -332,7 +332,7 @@ def nav_links(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
     jobs = admin_url(site, "django_xjobs_job_changelist")
     # counted up to a bound: every page shows it, and 500,000 dead rows took 0.1-0.2 s to count
     rows = Job.objects.using(conf.get().database).filter(state=JobState.DEAD)
-    dead = rows.values("pk")[: DEAD_SHOWN + 1].count()
+    dead = rows.order_by().values("pk")[: DEAD_SHOWN + 1].count()  # unsorted: any 10,001
     shown = f"{DEAD_SHOWN:,}+" if dead > DEAD_SHOWN else str(dead)
     links = [
         (Job, "Jobs", jobs),
