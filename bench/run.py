@@ -31,7 +31,7 @@ LATENCY_TIMEOUT = 30.0  # seconds W3 waits for the worker to be ready, and for t
 JOIN_TIMEOUT = 30.0  # seconds to wait for a stopped worker thread to return
 LATENCY_CONCURRENCY = 4  # threads of the W3 worker
 POLL = 0.05  # seconds between the progress checks of a drain by worker processes
-WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5", "SOAK", "LIMITS", "BULK", "HISTORY")
+WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5", "SOAK", "LIMITS", "BULK", "HISTORY", "INPUT10M")
 # SOAK, LIMITS and BULK run only when asked for: they take minutes
 DEFAULT_WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5")
 
@@ -112,8 +112,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=WORKLOADS,
         default=list(DEFAULT_WORKLOADS),
         metavar="W",
-        help="the workloads to run, of W1 W2 FLOOR W3 W4 W5 SOAK LIMITS BULK HISTORY (all but SOAK, "
-        "LIMITS and BULK)",
+        help="the workloads to run, of W1 W2 FLOOR W3 W4 W5 SOAK LIMITS BULK HISTORY INPUT10M "
+        "(all but SOAK, LIMITS, BULK, HISTORY and INPUT10M)",
     )
     parser.add_argument(
         "--bulk-dead", type=int, default=100_000, help="BULK: dead jobs retried by filter (100000)"
@@ -139,6 +139,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--history-claims", type=int, default=500, help="HISTORY: claims timed per case (500)"
+    )
+    parser.add_argument(
+        "--bulk-route",
+        choices=("cli", "thread"),
+        default="cli",
+        help="BULK: the retry as `manage.py xjobs retry --yes` in its own process (cli), or "
+        "retry_jobs on a thread of the benchmark (thread)",
+    )
+    parser.add_argument(
+        "--input-rows",
+        type=int,
+        default=10_000_000,
+        help="INPUT10M: rows x_jobs is filled with (10000000)",
+    )
+    parser.add_argument(
+        "--input-repeat",
+        type=int,
+        default=10,
+        help="INPUT10M: timed requests after the first, of which the median is shown (10)",
+    )
+    parser.add_argument(
+        "--input-reuse",
+        action="store_true",
+        help="INPUT10M: keep the rows of an earlier run with --input-reuse (x_jobs holding "
+        "exactly --input-rows rows), and keep them at the end",
     )
     parser.add_argument(
         "--floor-batch", type=int, default=100, help="FLOOR: rows per claim and per ack (100)"
@@ -677,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
 
     call_command("migrate", verbosity=0)
     existing = sql("SELECT count(*) FROM x_jobs")[0][0]
-    if existing and not args.force:
+    if existing and not args.force and not args.input_reuse:
         say(f"x_jobs is not empty ({existing} rows) and the benchmark truncates it:")
         say("point DATABASE_URL at a scratch database, or pass --force to delete them")
         return 2
@@ -728,7 +753,12 @@ def main(argv: list[str] | None = None) -> int:
         from bench.history import history
 
         history(report, args)
-    truncate()
+    if "INPUT10M" in args.workloads:
+        from bench.inputs import input_filter
+
+        input_filter(report, args)
+    if not args.input_reuse:
+        truncate()
 
     print(render(report, env))
     return 1 if report.problems else 0

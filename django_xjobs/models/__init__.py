@@ -4,7 +4,7 @@
 A module per concern, every name re-exported here (``django_xjobs.models.<Name>``): ``jobs``
 (a job, its states, step records, events and batches), ``fleet`` (workers, slots, the
 scheduler, an operator's standing orders, limit keys), ``records`` (the outbox, the backfills'
-ledger, the overview's figures, the operators' audit trail) and ``fields`` (the two field classes).
+ledger, the overview's figures, the operators' audit trail) and ``fields`` (the two field classes and the GIN index class).
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ from .jobs import cancel_children, summary_of
 
 #: ids a batch names: one statement locks at most this many rows (SPEC BULK-03)
 BATCH = 1000
+#: ids one read of the walk names (SPEC BULK-20): a read locks nothing, and each read scans
+#: what the filter still admits past the last id, so ten batches a read scan a tenth as often
+WALK = 10 * BATCH
 #: the jobs a dry run shows
 SAMPLE = 5
 #: the stored states each verb acts on (a filter narrows them, never widens them)
@@ -256,19 +259,21 @@ def walk(
     batches commit, and ``on_batch`` told after each (a background action's progress)."""
     store = driver.jobs().bulk()
     after: UUID | None = None
-    while True:  # SPEC BULK-03: a batch of ids per statement, each from where the last stopped
-        ids = store.match(where, states=action.states, after=after, limit=BATCH)
-        if not ids:
-            return
-        done, parked = store.act(action, ids, where)
-        counts[0], counts[1], counts[2] = counts[0] + len(ids), counts[1] + done, counts[2] + 1
-        for parent in parked:  # SPEC CHILD-06, as cancel_job does it
-            row = driver.reads().get_job(parent)
-            if row is not None:
-                cancel_children(driver, row.id, row.run_id)
-        if on_batch is not None:
-            on_batch()
-        if len(ids) < BATCH:
+    while True:  # SPEC BULK-03, BULK-20: ids read a walk's worth at a time, from where the
+        # last read stopped, and acted on a batch per statement
+        ids = store.match(where, states=action.states, after=after, limit=WALK)
+        for start in range(0, len(ids), BATCH):
+            batch = ids[start : start + BATCH]
+            done, parked = store.act(action, batch, where)
+            counts[0], counts[1] = counts[0] + len(batch), counts[1] + done
+            counts[2] += 1
+            for parent in parked:  # SPEC CHILD-06, as cancel_job does it
+                row = driver.reads().get_job(parent)
+                if row is not None:
+                    cancel_children(driver, row.id, row.run_id)
+            if on_batch is not None:  # a background action's progress, a batch at a time
+                on_batch()
+        if len(ids) < WALK:
             return
         after = ids[-1]
 

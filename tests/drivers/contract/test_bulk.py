@@ -193,6 +193,38 @@ def test_bulk_03_a_bulk_action_goes_a_bounded_batch_at_a_time(harness, monkeypat
     assert {harness.row(i).state for i in ids} == {"ready"}
 
 
+def test_bulk_20_the_walk_reads_several_batches_of_ids_at_once_and_acts_a_batch_at_a_time(
+    harness, monkeypatch
+):
+    d = harness.driver
+    ids = [_dead(d, f"k{i}") for i in range(13)]
+    monkeypatch.setattr(bulk, "BATCH", 2)
+    monkeypatch.setattr(bulk, "WALK", 6)
+    store = d.jobs().bulk()
+    match, act = store.match, store.act
+    reads, acts = [], []
+
+    def reading(where, *, states, after, limit):
+        found = match(where, states=states, after=after, limit=limit)
+        reads.append((after, limit, len(found)))
+        return found
+
+    def acting(action, batch, where):
+        acts.append(len(batch))
+        return act(action, batch, where)
+
+    monkeypatch.setattr(store, "match", reading)
+    monkeypatch.setattr(store, "act", acting)
+    answer = operations.retry_jobs(state="dead")
+    # three reads of up to six ids, each past the last id the one before read; no statement
+    # acts on more than a batch
+    assert [(limit, n) for _, limit, n in reads] == [(6, 6), (6, 6), (6, 1)]
+    assert reads[0][0] is None and reads[1][0] == sorted(ids)[5] and reads[2][0] == sorted(ids)[11]
+    assert acts == [2, 2, 2, 2, 2, 2, 1]
+    assert (answer.batches, answer.matched, answer.changed) == (7, 13, 13)
+    assert {harness.row(i).state for i in ids} == {"ready"}
+
+
 def test_audit_01_a_bulk_action_cut_short_keeps_what_its_committed_batches_did(
     harness, monkeypatch
 ):
