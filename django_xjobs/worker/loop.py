@@ -189,7 +189,9 @@ class ClaimLoop:
         job connections) stands in its way."""
         if self._draining.is_set() or self._guard.retrying.is_set():
             return False
-        if self._breaker.wait() > 0 or queue in self._paused.now:
+        # the breaker's own state, read, not waited on: wait() may move it to half-open, a
+        # change only the claim loop's thread makes
+        if self._breaker.state != "closed" or queue in self._paused.now:
             return False
         if self._limits.for_queues([queue], False) is not None:
             return False  # a limited queue's claim takes its slots: the loop's alone
