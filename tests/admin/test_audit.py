@@ -8,25 +8,15 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from django_xjobs.models import Job, OperatorAction
 from django_xjobs.operations import cancel_job, retry_jobs
 from django_xjobs.testing.factories import DeadJobFactory
+from tests.support.admin import TOKEN, staff_client
 
-TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 AUDIT = "/admin/django_xjobs/operatoraction/"
-
-
-def _client(name: str, *perms: str) -> Client:
-    user = User.objects.create_user(name, password="pw", is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="django_xjobs", codename__in=perms)
-    )
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(user)
-    return client
 
 
 def _token(client: Client, job_id) -> str:
@@ -40,7 +30,7 @@ def _token(client: Client, job_id) -> str:
 
 def test_audit_05_an_admin_action_is_recorded_with_its_user_after_the_csrf_check(db):
     job = DeadJobFactory()
-    alice = _client("alice", "view_job", "change_job")
+    alice = staff_client("alice", "view_job", "change_job")
     refused = alice.post(f"/admin/django_xjobs/job/{job.id}/retry/", {})  # no CSRF token
     assert refused.status_code == 403
     assert not OperatorAction.objects.exists()
@@ -71,7 +61,7 @@ def test_audit_05_an_admin_action_is_recorded_with_its_user_after_the_csrf_check
 
 def test_audit_05_a_user_without_change_job_acts_on_nothing_and_leaves_no_row(db):
     job = DeadJobFactory()
-    bob = _client("bob", "view_job")
+    bob = staff_client("bob", "view_job")
     response = bob.post(
         f"/admin/django_xjobs/job/{job.id}/retry/", {"csrfmiddlewaretoken": _token(bob, job.id)}
     )
@@ -85,8 +75,8 @@ def test_audit_05_the_trail_is_read_only_and_needs_its_own_view_permission(db):
     retry_jobs(state="dead", input={"order_id": 4711}, by="ops:carol")
     [row] = OperatorAction.objects.all()
     # change_job alone does not show the trail: it has its own permission
-    assert _client("dave", "view_job", "change_job").get(AUDIT).status_code == 403
-    auditor = _client("erin", "view_operatoraction")
+    assert staff_client("dave", "view_job", "change_job").get(AUDIT).status_code == 403
+    auditor = staff_client("erin", "view_operatoraction")
     page = auditor.get(AUDIT)
     assert page.status_code == 200
     text = page.content.decode()
@@ -110,6 +100,6 @@ def test_audit_05_the_trail_filters_by_verb(db, verb):
     job = DeadJobFactory()
     retry_jobs(state="dead")
     cancel_job(job.id)
-    auditor = _client("frank", "view_operatoraction")
+    auditor = staff_client("frank", "view_operatoraction")
     page = auditor.get(f"{AUDIT}?verb={verb}").content.decode()
     assert re.findall(r'class="field-verb">([^<]+)<', page) == [verb]

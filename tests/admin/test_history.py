@@ -5,27 +5,12 @@ real admin by real users holding real permission rows."""
 
 from __future__ import annotations
 
-import re
-
-from django.contrib.auth.models import Permission, User
-from django.test import Client
-
 from django_xjobs.drivers import get_driver
 from django_xjobs.models import Job, JobHistory
 from django_xjobs.testing.factories import DeadJobFactory
+from tests.support.admin import TOKEN, staff_client
 
-TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 HISTORY = "/admin/django_xjobs/jobhistory/"
-
-
-def _client(name: str, *perms: str) -> Client:
-    user = User.objects.create_user(name, password="pw", is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="django_xjobs", codename__in=perms)
-    )
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(user)
-    return client
 
 
 def _moved() -> Job:
@@ -37,8 +22,8 @@ def _moved() -> Job:
 
 def test_hist_08_the_history_list_and_page_are_read_only_and_need_their_permission(db):
     job = _moved()
-    assert _client("nobody", "view_job").get(HISTORY).status_code == 403
-    viewer = _client("viewer", "view_job", "view_jobhistory")
+    assert staff_client("nobody", "view_job").get(HISTORY).status_code == 403
+    viewer = staff_client("viewer", "view_job", "view_jobhistory")
     page = viewer.get(HISTORY)
     assert page.status_code == 200 and str(job.id) in page.content.decode()
     # the job's old address sends to its page in the history
@@ -54,7 +39,7 @@ def test_hist_08_the_history_list_and_page_are_read_only_and_need_their_permissi
 def test_hist_08_retry_selected_brings_a_job_back_for_who_may_change_jobs(db):
     job = _moved()
     for name, perms in (("viewer", ()), ("operator", ("change_job",))):
-        client = _client(name, "view_job", "view_jobhistory", *perms)
+        client = staff_client(name, "view_job", "view_jobhistory", *perms)
         token = TOKEN.search(client.get(HISTORY).content.decode()).group(1)
         client.post(
             HISTORY,

@@ -7,11 +7,9 @@ holding real permission rows."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.http import QueryDict
 from django.test import Client
 from django.utils import timezone
@@ -22,20 +20,10 @@ from django_xjobs.models import Job, OperatorAction
 from django_xjobs.operations import background, bulk
 from django_xjobs.testing import run_until_idle
 from django_xjobs.testing.factories import DeadJobFactory
+from tests.support.admin import staff_client
 
-TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 LIST = "/admin/django_xjobs/job/"
 MATCHING = "/admin/django_xjobs/job/matching/"
-
-
-def _client(name: str, *perms: str) -> Client:
-    user = User.objects.create_user(name, password="pw", is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="django_xjobs", codename__in=perms)
-    )
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(user)
-    return client
 
 
 def _token(client: Client) -> str:
@@ -49,7 +37,7 @@ def _dead(n: int, **fields) -> list[Job]:
 
 def test_bulk_16_the_list_offers_all_matching_only_with_a_filter_and_the_permission(db):
     _dead(2, queue="emails")
-    alice = _client("alice", "view_job", "change_job")
+    alice = staff_client("alice", "view_job", "change_job")
     text = alice.get(f"{LIST}?state__exact=dead&queue=emails").content.decode()
     assert "Act on all 2 matching this filter" in text
     assert f"{MATCHING}retry/?state__exact=dead&amp;queue=emails" in text
@@ -57,14 +45,14 @@ def test_bulk_16_the_list_offers_all_matching_only_with_a_filter_and_the_permiss
     assert "matching this filter" not in alice.get(LIST).content.decode()  # no filter: no offer
     searched = alice.get(f"{LIST}?state__exact=dead&q=emails").content.decode()
     assert "matching this filter" not in searched  # a free-text search maps onto no field
-    viewer = _client("vera", "view_job")
+    viewer = staff_client("vera", "view_job")
     assert "matching this filter" not in viewer.get(f"{LIST}?state__exact=dead").content.decode()
 
 
 def test_bulk_14_the_confirmation_shows_the_verbs_count_and_a_sample(db):
     dead = _dead(3, queue="emails")
     DeadJobFactory(queue="other")
-    alice = _client("alice", "view_job", "change_job")
+    alice = staff_client("alice", "view_job", "change_job")
     page = alice.get(f"{MATCHING}retry/?queue=emails")
     text = page.content.decode()
     assert page.status_code == 200
@@ -73,17 +61,17 @@ def test_bulk_14_the_confirmation_shows_the_verbs_count_and_a_sample(db):
     assert 'name="csrfmiddlewaretoken"' in text and 'name="query" value="queue=emails"' in text
     assert {j.state for j in Job.objects.all()} == {"dead"}  # a dry run changes nothing
     assert not OperatorAction.objects.exists()
-    assert _client("vera", "view_job").get(f"{MATCHING}retry/?queue=emails").status_code == 403
+    assert staff_client("vera", "view_job").get(f"{MATCHING}retry/?queue=emails").status_code == 403
     assert alice.get(f"{MATCHING}delete/?state__exact=dead").status_code == 403
     assert alice.get(f"{MATCHING}explode/?queue=emails").status_code == 404
 
 
 def test_bulk_16_acting_needs_the_csrf_token_and_the_verbs_permission(db):
     dead = _dead(2)
-    alice = _client("alice", "view_job", "change_job", "view_operatoraction")
+    alice = staff_client("alice", "view_job", "change_job", "view_operatoraction")
     form = {"query": "state__exact=dead"}
     assert alice.post(f"{MATCHING}retry/", form).status_code == 403  # no CSRF token
-    vera = _client("vera", "view_job")
+    vera = staff_client("vera", "view_job")
     assert (
         vera.post(f"{MATCHING}retry/", {**form, "csrfmiddlewaretoken": _token(vera)}).status_code
         == 403
@@ -111,7 +99,7 @@ def test_bulk_15_more_than_a_batch_is_done_in_the_background_with_its_progress_s
     dead = _dead(5, queue="emails")
     DeadJobFactory(queue="other")
     monkeypatch.setattr(bulk, "BATCH", 2)
-    alice = _client("alice", "view_job", "change_job", "view_operatoraction")
+    alice = staff_client("alice", "view_job", "change_job", "view_operatoraction")
     form = {"query": "queue=emails"}
     asked = alice.get(f"{MATCHING}retry/?queue=emails")
     assert "Retry all 5 matching jobs" in asked.content.decode()
@@ -165,7 +153,7 @@ def test_bulk_16_the_lists_filters_map_onto_a_job_filter():
 
 def test_bulk_13_the_selected_rows_are_one_bulk_call_over_their_ids(db):
     dead = _dead(3)
-    alice = _client("alice", "view_job", "change_job")
+    alice = staff_client("alice", "view_job", "change_job")
     alice.post(
         LIST,
         {
