@@ -224,7 +224,7 @@ class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOvervie
             wanted = UUID(str(object_id))
         except ValueError:
             return None
-        if Job.objects.filter(pk=wanted).exists():
+        if Job.objects.using(conf.get().database).filter(pk=wanted).exists():
             return None
         return operations.collapsed_into(wanted)
 
