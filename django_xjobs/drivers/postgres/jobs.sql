@@ -267,6 +267,9 @@ SELECT id, run_id FROM x_jobs WHERE id = ANY(%(ids)s::uuid[]);
 -- version is never taken, nor one this worker's own old_runs="park" parked already (a worker of
 -- the run's version, or one that replays or restarts old runs, takes it). A job it does not
 -- declare is taken as ever. The map is read once a statement (an InitPlan), not once a row.
+-- Nor a run of a job or a limit key an operator paused (`paused`: the names and rendered keys
+-- of the pauses in force, which the worker reads once a poll; issue 45, SPEC PAUSE-04/05): with
+-- none, both tests are an empty array's, true at once.
     FROM unnest(%(queues)s::text[]) AS q(name)
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM x_jobs
@@ -280,6 +283,8 @@ SELECT id, run_id FROM x_jobs WHERE id = ANY(%(ids)s::uuid[]);
                            AND ((SELECT %(versions)s::jsonb) -> x_jobs.name ->> 1)::bool
                            AND x_jobs.version
                                < ((SELECT %(versions)s::jsonb) -> x_jobs.name ->> 0)::int))
+          AND x_jobs.name <> ALL(%(paused)s::text[])
+          AND COALESCE(x_jobs.limit_key, '') <> ALL(%(paused)s::text[])
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
@@ -859,7 +864,7 @@ RETURNING state, updated_at;
 
 -- name: age_jobs
 -- Test support (JobDriver.age): every stored time of the jobs, their limit keys, the
--- operators' audit trail, the queues' pauses and the workers' presence made
+-- operators' audit trail, the queues', jobs' and keys' pauses and the workers' presence made
 -- %(d)s earlier, the same as that much time passing. Never run by a worker.
 WITH jobs AS (
     UPDATE x_jobs SET run_at = run_at - %(d)s, visible_at = visible_at - %(d)s,
@@ -873,6 +878,9 @@ WITH jobs AS (
     UPDATE x_operator_actions SET at = at - %(d)s
 ), controls AS (  -- a queue's pause and its end (issue 45)
     UPDATE x_queue_controls SET paused_at = paused_at - %(d)s,
+        paused_until = paused_until - %(d)s, updated_at = updated_at - %(d)s
+), job_controls AS (  -- a job's or a key's pause and its end (issue 45)
+    UPDATE x_job_controls SET paused_at = paused_at - %(d)s,
         paused_until = paused_until - %(d)s, updated_at = updated_at - %(d)s
 )
 UPDATE x_workers SET started_at = started_at - %(d)s, last_seen = last_seen - %(d)s,

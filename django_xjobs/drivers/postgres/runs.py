@@ -88,18 +88,21 @@ class PostgresRuns(PostgresState):
         lapsed: bool = True,
         limits: ClaimLimits | None = None,
         versions: DeclaredVersions | None = None,
+        paused: frozenset[str] = frozenset(),
     ) -> list[ClaimedJob]:
         check_claim_args(queues, limit, visibility_timeout)
         declared = (versions or NO_VERSIONS).json
+        stepped = sorted(paused)  # SPEC PAUSE-04/05: none, an empty array
         if limits is not None:  # declared limits: decided in their own statements
             args = (queues, limit, visibility_timeout, worker_id, lapsed)
-            return [_claimed(r) for r in self._claim_limited(*args, limits, declared)]
+            return [_claimed(r) for r in self._claim_limited(*args, limits, declared, stepped)]
         params: dict[str, Any] = {
             "queues": list(queues),
             "limit": limit,
             "worker_id": worker_id,
             "visibility_timeout": visibility_timeout,
             "versions": declared,
+            "paused": stepped,
         }
         if lapsed:
             params.update(
@@ -121,6 +124,7 @@ class PostgresRuns(PostgresState):
         lapsed: bool,
         limits: ClaimLimits,
         versions: str,
+        paused: list[str],
     ) -> list[tuple[Any, ...]]:
         return postgres_limits.claim(
             self.using,
@@ -132,6 +136,7 @@ class PostgresRuns(PostgresState):
             limits=limits,
             versions=versions,
             cursor=self._limit_cursor,
+            paused=paused,
         )
 
     def complete(self, completes: Sequence[Complete]) -> set[UUID]:

@@ -49,6 +49,7 @@ PARAMS = {
     "limit": LIMIT,
     "worker_id": "buffers",
     "versions": "{}",  # no declarations: every run honoured (SPEC VER-05)
+    "paused": [],  # no operator's pause (SPEC PAUSE-04)
     "visibility_timeout": 30.0,
     "lapsed": _LAPSED_JSON,
     "lapsed_present": _LAPSED_PRESENT_JSON,
