@@ -195,7 +195,8 @@ WITH jobs AS (
                OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
                   AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
                            AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
-          AND name <> ALL(%(paused)s::text[])  -- an operator's pause (SPEC PAUSE-04)
+          -- an operator's pause (SPEC PAUSE-04), weighed as jobs.sql's paused_rows says
+          AND NOT (ARRAY[name] && %(paused)s::text[])
         ORDER BY priority DESC, run_at, id
         LIMIT GREATEST(b.room, 0)
         FOR UPDATE SKIP LOCKED
@@ -223,7 +224,8 @@ WITH jobs AS (
                OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
                   AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
                            AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
-          AND name <> ALL(%(paused)s::text[])  -- an operator's pause (SPEC PAUSE-04)
+          -- an operator's pause (SPEC PAUSE-04), weighed as jobs.sql's paused_rows says
+          AND NOT (ARRAY[name] && %(paused)s::text[])
           AND limit_key IS NULL
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
@@ -248,7 +250,8 @@ WITH jobs AS (
                OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
                   AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
                            AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
-          AND name <> ALL(%(paused)s::text[])  -- an operator's pause (SPEC PAUSE-04)
+          -- an operator's pause (SPEC PAUSE-04), weighed as jobs.sql's paused_rows says
+          AND NOT (ARRAY[name] && %(paused)s::text[])
               ORDER BY priority DESC, run_at, id
               LIMIT %(scan)s) AS ahead
         WHERE ahead.limit_key IS NULL

@@ -111,7 +111,9 @@ class PostgresRuns(PostgresState):
                 exited=_EXITED_JSON,
                 keep=history.KEEP,
             )
-        rows = self._run("claim_lapsed" if lapsed else "claim", params)
+        statement = "claim_lapsed" if lapsed else "claim"
+        # only a claim told of a pause tests its rows against one (jobs.sql's paused_rows)
+        rows = self._run(statement + "_paused" if stepped else statement, params)
         # already in claim order: the statement sorts
         return [_claimed(r) for r in rows]
 
