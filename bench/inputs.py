@@ -58,23 +58,40 @@ CROSS JOIN LATERAL (SELECT (ARRAY['default', 'emails', 'partner-sync'])[g %% 3 +
 CROSS JOIN LATERAL (SELECT now() - make_interval(secs => (%(high)s - g) * 0.26) AS at) AS t
 """
 INDEX = "CREATE INDEX CONCURRENTLY x_jobs_input_idx ON x_jobs USING gin (input jsonb_path_ops)"
+#: ``--input-index problem``: migration 0033's partial index, timed by input and state=dead,
+#: with an order, a customer and a kind whose rows are dead (the fill's g % 100 in 85..89)
+PROBLEM_INDEX = (
+    "CREATE INDEX CONCURRENTLY x_jobs_problem_input_idx ON x_jobs USING gin "
+    "(input jsonb_path_ops) WHERE state IN ('dead', 'failed', 'cancelled')"
+)
+PROBLEM_CASES = (
+    ("one order, dead (2 of its 3 jobs)", {"order_id": 4728}),
+    ("one customer, dead (100 jobs)", {"customer": "c4785"}),
+    ("one kind, dead (a third of the dead)", {"kind": "email"}),
+)
 CHUNK = 1_000_000
 
 
 def input_filter(report: Report, args: Any) -> None:
     rows = args.input_rows
     held = sql("SELECT count(*) FROM x_jobs")[0][0]
+    problem = args.input_index == "problem"
     if args.input_reuse and held == rows:
         say(f"INPUT10M: reusing the {rows:,} rows x_jobs holds")
     else:
-        _fill(report, rows)
-    _time_admin(report, args.input_repeat)
-    _time_ls(report, args.input_repeat)
+        _fill(report, rows, problem)
+    if problem:
+        sql("DROP INDEX IF EXISTS x_jobs_input_idx")  # the partial index alone answers
+    cases = PROBLEM_CASES if problem else CASES
+    state = "dead" if problem else None
+    _time_admin(report, args.input_repeat, cases, state)
+    _time_ls(report, args.input_repeat, cases, state)
 
 
-def _fill(report: Report, rows: int) -> None:
+def _fill(report: Report, rows: int, problem: bool = False) -> None:
     sql("TRUNCATE x_jobs")
     sql("DROP INDEX IF EXISTS x_jobs_input_idx")
+    sql("DROP INDEX IF EXISTS x_jobs_problem_input_idx")  # built after the fill, as INDEX is
     started = time.perf_counter()
     for low in range(1, rows + 1, CHUNK):
         high = min(low + CHUNK - 1, rows)
@@ -82,18 +99,24 @@ def _fill(report: Report, rows: int) -> None:
         say(f"INPUT10M: {high:,} of {rows:,} rows inserted ({time.perf_counter() - started:.0f}s)")
     filled = time.perf_counter() - started
     report.add("INPUT10M fill", f"{filled:.0f}", "s", f"{rows:,} rows, no input index")
-    say("INPUT10M: building x_jobs_input_idx CONCURRENTLY ...")
-    started = time.perf_counter()
-    sql(INDEX)
-    built = time.perf_counter() - started
-    (size,) = sql("SELECT pg_size_pretty(pg_relation_size('x_jobs_input_idx'))")[0]
-    (table,) = sql("SELECT pg_size_pretty(pg_relation_size('x_jobs'))")[0]
-    report.add(
-        "INPUT10M index build (CONCURRENTLY)",
-        f"{built:.0f}",
-        "s",
-        f"x_jobs_input_idx {size} on {rows:,} rows (heap {table})",
-    )
+    for name, statement in (
+        ("x_jobs_problem_input_idx", PROBLEM_INDEX),
+        ("x_jobs_input_idx", INDEX),
+    ):
+        if name == "x_jobs_input_idx" and problem:
+            continue
+        say(f"INPUT10M: building {name} CONCURRENTLY ...")
+        started = time.perf_counter()
+        sql(statement)
+        built = time.perf_counter() - started
+        (size,) = sql(f"SELECT pg_size_pretty(pg_relation_size('{name}'))")[0]
+        (table,) = sql("SELECT pg_size_pretty(pg_relation_size('x_jobs'))")[0]
+        report.add(
+            f"INPUT10M {name} build (CONCURRENTLY)",
+            f"{built:.0f}",
+            "s",
+            f"{name} {size} on {rows:,} rows (heap {table})",
+        )
     started = time.perf_counter()
     sql("VACUUM ANALYZE x_jobs")
     say(f"INPUT10M: VACUUM ANALYZE {time.perf_counter() - started:.0f}s")
@@ -131,7 +154,7 @@ def _timed(call: Any, repeat: int) -> tuple[float, float, list[tuple[float, str]
     return first, statistics.median(times), statements
 
 
-def _time_admin(report: Report, repeat: int) -> None:
+def _time_admin(report: Report, repeat: int, cases: Any = CASES, state: str | None = None) -> None:
     import json
     from urllib.parse import urlencode
 
@@ -144,8 +167,9 @@ def _time_admin(report: Report, repeat: int) -> None:
     client = Client()
     client.force_login(user)
     try:
-        for label, wanted in CASES:
-            url = "/admin/django_xjobs/job/?" + urlencode({"input": json.dumps(wanted)})
+        for label, wanted in cases:
+            query = {"input": json.dumps(wanted)} | ({"state__exact": state} if state else {})
+            url = "/admin/django_xjobs/job/?" + urlencode(query)
 
             def get(url: str = url) -> None:
                 response = client.get(url)
@@ -166,12 +190,13 @@ def _time_admin(report: Report, repeat: int) -> None:
         user.delete()
 
 
-def _time_ls(report: Report, repeat: int) -> None:
+def _time_ls(report: Report, repeat: int, cases: Any = CASES, state: str | None = None) -> None:
     from django_xjobs import operations
 
-    for label, wanted in CASES:
+    for label, wanted in cases:
         first, warm, statements = _timed(
-            lambda wanted=wanted: operations.list_jobs(input=wanted, limit=100), repeat
+            lambda wanted=wanted: operations.list_jobs(input=wanted, state=state, limit=100),
+            repeat,
         )
         say(f"INPUT10M ls {label}: first {first:.0f} ms, warm {warm:.0f} ms")
         report.add(

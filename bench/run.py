@@ -166,6 +166,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "exactly --input-rows rows), and keep them at the end",
     )
     parser.add_argument(
+        "--input-index",
+        choices=["full", "problem"],
+        default="full",
+        help="INPUT10M: the opt-in index over every row, timed by input alone (full), or "
+        "migration 0033's partial index of the dead, failed and cancelled rows, timed by input "
+        "and state=dead (problem)",
+    )
+    parser.add_argument(
         "--floor-batch", type=int, default=100, help="FLOOR: rows per claim and per ack (100)"
     )
     parser.add_argument(

@@ -46,6 +46,7 @@ def claim_buffers(limit: int = CLAIM_LIMIT) -> int:
     params = {"queues": ["default"], "limit": limit, "worker_id": "soak-explain"}
     params["visibility_timeout"] = 60
     params["versions"] = "{}"
+    params["paused"] = []
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + STATEMENTS["claim"], params)

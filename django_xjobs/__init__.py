@@ -72,7 +72,13 @@ from .errors import (
     ValueRefusedError,
     XJobsError,
 )
-from .limits.operator import inspect_limits, pause_jobs, set_queue_limit
+from .limits.operator import (
+    inspect_job_pauses,
+    inspect_limits,
+    pause_jobs,
+    resume_jobs,
+    set_queue_limit,
+)
 from .operations import (
     act_on_matching,
     cancel_job,
@@ -190,6 +196,7 @@ __all__ = [
     "inspect_dead_letters",
     "inspect_event",
     "inspect_job",
+    "inspect_job_pauses",
     "inspect_limits",
     "inspect_manifest",
     "inspect_outbox",
@@ -207,6 +214,7 @@ __all__ = [
     "registered_jobs",
     "requeue_jobs",
     "resume_cron",
+    "resume_jobs",
     "resume_queue",
     "retry_class",
     "retry_job",

@@ -273,6 +273,11 @@ class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOvervie
             # path, not str: a name the pages link to may hold a "/" (a cron's name, a queue
             # name written by another version), and a link that cannot be made is a 500
             path(
+                "paused-jobs/<str:action>/",
+                view(self.job_pause_view),
+                name="django_xjobs_job_pause_control",
+            ),
+            path(
                 "queues/<path:queue>/<str:action>/",
                 view(self.queue_control_view),
                 name="django_xjobs_job_queue_control",

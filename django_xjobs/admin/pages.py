@@ -19,11 +19,19 @@ from django.urls import reverse
 from django.utils import timezone
 
 from .. import conf, operations, redact
+from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.reading import reading_primary
 from ..durations import format_span
 from ..errors import JobUnknownError, XJobsError
-from ..limits.operator import inspect_limits, parse_cap, set_queue_limit
+from ..limits.operator import (
+    inspect_job_pauses,
+    inspect_limits,
+    parse_cap,
+    pause_jobs,
+    resume_jobs,
+    set_queue_limit,
+)
 from ..models import Job, JobLease, JobState, SchedulerLeader, SchedulerState
 from ..operations.answers import KeyUseReport
 from .permissions import has_permission, require_permission, sees_payloads
@@ -122,9 +130,39 @@ class OverviewPages(_ModelAdmin):
             outbox_quarantined=outbox["quarantined"],
             slots_held=JobLease.objects.using(alias).filter(expires_at__gt=Now()).count(),
             limit_keys=limit_keys_shown(request),
+            # SPEC PAUSE-08: the jobs and keys paused, each with its Resume button
+            job_pauses=job_pauses_shown(request),
+            declared_jobs=sorted(h.name for h in registry.registered_jobs()),
+            job_pause_url=admin_url(self.admin_site, "django_xjobs_job_pause_control", "pause"),
+            job_resume_url=admin_url(self.admin_site, "django_xjobs_job_pause_control", "resume"),
             leader=leader_row(alias),
         )
         return TemplateResponse(request, "django_xjobs/admin/queues.html", context)
+
+    def job_pause_view(self, request: HttpRequest, action: str) -> HttpResponseRedirect:
+        """The queues page's Pause job / Resume buttons: the calls ``xjobs pause-jobs`` and
+        ``xjobs resume-jobs`` make, by a CSRF-protected POST from a user holding ``change_job``
+        (SPEC PAUSE-08). The form's ``name``, ``key`` (empty: the whole job) and ``for`` (a
+        duration; empty: until resumed)."""
+        if action not in ("pause", "resume"):
+            raise Http404
+        require_permission(self, request, "change")
+        name = str(request.POST.get("name", "")).strip()
+        key = str(request.POST.get("key", "")).strip() or None
+        shown = name if key is None else f"{name}[{key}]"
+        by = f"admin:{request.user}"
+        try:
+            if action == "pause":
+                ends = str(request.POST.get("for", "")).strip() or None
+                pause_jobs(name=name, limit_key=key, until=ends, by=by)
+            else:
+                resume_jobs(name=name, limit_key=key, by=by)
+        except XJobsError as error:
+            messages.error(request, f"{action} {shown}: {error}")
+        else:
+            done = "Paused" if action == "pause" else "Resumed"
+            messages.success(request, f"{done} {shown} for every worker.")
+        return HttpResponseRedirect(admin_url(self.admin_site, "django_xjobs_job_queues"))
 
     def queue_control_view(
         self, request: HttpRequest, queue: str, action: str
@@ -260,8 +298,6 @@ def limit_keys_shown(request: HttpRequest) -> list[KeyUseReport]:
     """``inspect_limits()`` as the viewer may see it: a key is made from a run's inputs, so
     without ``view_job_payload`` it shows the template it was rendered from, never the values
     (``redact.key_shown``, as the job page shows an idempotency key)."""
-    from ..declarations import registry
-
     rows = inspect_limits()
     if sees_payloads(request):
         return rows
@@ -270,6 +306,20 @@ def limit_keys_shown(request: HttpRequest) -> list[KeyUseReport]:
         declared = registry.jobs.get(row.job)
         template = None if declared is None or declared.limits is None else declared.limits.key
         shown.append(replace(row, key=redact.key_shown(row.key, template, values=False)))
+    return shown
+
+
+def job_pauses_shown(request: HttpRequest) -> list[dict[str, Any]]:
+    """``inspect_job_pauses()`` for the queues page: a key is made from a run's inputs, so
+    without ``view_job_payload`` it shows its template, and no Resume button carries it."""
+    shown = []
+    for pause in inspect_job_pauses():
+        key, resumable = pause.key, True
+        if key is not None and not sees_payloads(request):
+            declared = registry.jobs.get(pause.job)
+            template = None if declared is None or declared.limits is None else declared.limits.key
+            key, resumable = redact.key_shown(key, template, values=False), False
+        shown.append({**pause.to_json(), "key": key, "resumable": resumable})
     return shown
 
 

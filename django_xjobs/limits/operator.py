@@ -6,21 +6,39 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from .. import conf, log, redact
 from ..declarations import registry
 from ..drivers import get_driver
-from ..drivers.contract import QueueState
+from ..drivers.contract import JobPause, QueueState
 from ..drivers.reading import read_driver, reading_primary
 from ..durations import Duration
 from ..errors import InvariantError
 from ..operations import audit
-from ..operations.answers import KeyUseReport
+from ..operations.answers import Answer, KeyUseReport
 from ..operations.fleet import pause_end
 from ..text import check_label
 from .claims import in_window
-from .keys import SEPARATOR
+from .keys import SEPARATOR, JobLimits
+
+
+@dataclass(frozen=True, eq=False)
+class JobPauseReport(Answer):
+    """An operator's pause of a job, or of one of its limit keys (``pause_jobs``,
+    ``resume_jobs``, ``inspect_job_pauses``): the job, the key as its template renders it (None:
+    the whole job), whether it is paused, since when and by whom, and when it ends by itself
+    (ISO times; ``paused_until`` None while paused: until ``resume_jobs``). ``lifted``: a
+    ``resume_jobs`` that found a pause in force."""
+
+    job: str
+    key: str | None
+    paused: bool
+    paused_at: str | None = None
+    paused_by: str | None = None
+    paused_until: str | None = None
+    lifted: bool = False
 
 
 def set_queue_limit(name: str, concurrency: int | None, *, by: str | None = None) -> QueueState:
@@ -52,74 +70,130 @@ def pause_jobs(
     *,
     name: str,
     limit_key: str | None = None,
-    until: datetime | Duration,
+    until: datetime | Duration | None = None,
     by: str | None = None,
-) -> KeyUseReport:
-    """Start no run of job ``name`` — of its one limit key ``limit_key``, as its template
-    renders it — until ``until`` (an aware time, or a duration from now), fleet-wide; the pause
-    ends by itself then (SPEC PAUSE-03). The same pause a run's ``RateLimited`` takes, in the
-    key's row: a later pause wins over an earlier one, so the answer's ``paused_until`` may be
-    later than asked. Runs in flight finish; ``why`` names the pause (``key_paused``).
+) -> JobPauseReport:
+    """Start no run of job ``name`` — or of its one limit key ``limit_key``, as its template
+    renders it — fleet-wide, until ``until`` (an aware time, or a duration from now), when the
+    pause ends by itself, or, with no ``until``, until ``resume_jobs`` (SPEC PAUSE-03..05). Runs
+    in flight finish; enqueues still land and wait; ``why`` names the pause.
 
-    The job must declare a key (``limit_key=`` or ``rate_limit=``): a job that declares none has
-    no key to pause (pause its queue instead), and ``limit_key`` is given exactly when its
-    declaration has a template::
+    Without ``limit_key`` the whole job is paused, whatever it declares: each worker reads the
+    pauses once a poll (woken by a notification) and its claims step over the job's runs.
+    Pausing a paused job keeps its first pause and takes the new end. ``limit_key`` is given
+    only for a job whose declaration has a key template (``limit_key=``); a key's pause with an
+    end is the pause a run's ``RateLimited`` takes, in the key's row (a later one wins), and one
+    with none holds the key until resumed::
 
         >>> pause_jobs(name="billing.jobs.sync", limit_key="acme", until="2h")["paused_until"]
         '2026-12-07T05:00:00+00:00'
+        >>> pause_jobs(name="shop.jobs.send_receipt", by="ops:alice")["paused_until"] is None
+        True
     """
     check_label(by, "by")
-    handle = registry.jobs.get(name) if isinstance(name, str) else None
-    limits = None if handle is None else handle.limits
-    if limits is None:
-        raise InvariantError(
-            f"job {name!r} declares no limit key, so no key of it can be paused",
-            hint="pause_jobs pauses a job declared with limit_key= or rate_limit=; pause its "
-            "queue instead: pause_queue(queue, until=...)",
-        )
-    if (limits.key is None) != (limit_key is None) or (
-        limit_key is not None and not isinstance(limit_key, str)
-    ):
-        wanted = f"its limit_key={limits.key!r} rendered" if limits.key else "no limit_key"
-        raise InvariantError(
-            f"job {name!r} is paused by {wanted}, not limit_key={limit_key!r}",
-            hint="give limit_key exactly when the job's declaration has a template, as "
-            "xjobs queues lists its keys",
-        )
-    key = name + SEPARATOR + (limit_key or "")  # keys.render's form
+    limits = _paused_job(name, limit_key)
     driver = get_driver()
+    ends = pause_end(driver.steps().now(), until)
+    shown = name if limit_key is None else f"{name}[{limit_key}]"
+    reason = "until resumed" if ends is None else f"until {ends.isoformat()}"
+    if limit_key is None or ends is None:
+        pause = driver.limits().pause_job(name, limit_key, by, ends)
+        log.event(logging.WARNING, "xjobs.job.paused", job=shown, by=by, until=ends)
+        audit.record("pause_jobs", by=by, target=f"{name}[{limit_key or ''}]", reason=reason)
+        return _report(pause)
+    key = name + SEPARATOR + limit_key  # keys.render's form
     now = driver.steps().now()
-    ends = pause_end(now, until)
-    if ends is None:
-        raise InvariantError("pause_jobs needs until=", hint='a time, or a duration: "2h"')
     driver.limits().pause_key(key, (ends - now).total_seconds())
-    shown = limit_key or ""
-    audit.record("pause_jobs", by=by, target=f"{name}[{shown}]", reason=f"until {ends.isoformat()}")
+    log.event(logging.WARNING, "xjobs.job.paused", job=shown, by=by, until=ends)
+    audit.record("pause_jobs", by=by, target=f"{name}[{limit_key}]", reason=reason)
     with reading_primary():  # the answer to a write reads where it was written (SPEC READ-01)
         used = inspect_limits()
-    found = [
-        k
-        for k in used
-        if k.job == name and k.key == redact.key_shown(shown, limits.key, values=True)
-    ]
-    return (
-        found[0]
-        if found
-        else KeyUseReport(
-            job=name,
-            key=shown,
-            running=0,
-            concurrency=limits.concurrency,
-            rate_limit=None if limits.rate is None else str(limits.rate),
-            starts_in_window=0,
-            paused_until=ends.isoformat(),
-        )
+    rendered = redact.key_shown(limit_key, None if limits is None else limits.key, values=True)
+    found = [k.paused_until for k in used if k.job == name and k.key == rendered]
+    return JobPauseReport(
+        job=name,
+        key=limit_key,
+        paused=True,
+        paused_by=by,
+        paused_until=found[0] if found and found[0] else ends.isoformat(),
     )
+
+
+def resume_jobs(
+    *, name: str, limit_key: str | None = None, by: str | None = None
+) -> JobPauseReport:
+    """Lift an operator's pause of job ``name`` (or of its limit key ``limit_key``: a key's
+    pause with an end too, its ``RateLimited`` one included): its waiting runs start again in
+    their usual order, every worker told at once (SPEC PAUSE-06). Resuming what is not paused
+    changes nothing (``lifted`` False)::
+
+        >>> resume_jobs(name="shop.jobs.send_receipt", by="ops:alice")["lifted"]
+        True
+    """
+    check_label(by, "by")
+    _paused_job(name, limit_key)
+    lifted = get_driver().limits().resume_job(name, limit_key)
+    shown = name if limit_key is None else f"{name}[{limit_key}]"
+    log.event(logging.INFO, "xjobs.job.resumed", job=shown, by=by, lifted=lifted)
+    audit.record("resume_jobs", by=by, target=f"{name}[{limit_key or ''}]")
+    return JobPauseReport(job=name, key=limit_key, paused=False, lifted=lifted)
+
+
+def inspect_job_pauses() -> list[JobPauseReport]:
+    """The operators' pauses of jobs and keys in force, by job; one past its end is over, and
+    a key's pause with an end is listed by ``inspect_limits`` (SPEC PAUSE-06). Each is what
+    ``pause_jobs`` answered::
+
+        >>> [(p["job"], p["key"], p["paused_until"]) for p in inspect_job_pauses()]
+        [('shop.jobs.send_receipt', None, None)]
+    """
+    return [_report(p) for p in read_driver()[0].limits().job_pauses()]
+
+
+def _report(pause: JobPause) -> JobPauseReport:
+    ends = pause.paused_until
+    return JobPauseReport(
+        job=pause.name,
+        key=pause.key,
+        paused=True,
+        paused_at=pause.paused_at.isoformat(),
+        paused_by=pause.paused_by,
+        paused_until=None if ends is None else ends.isoformat(),
+    )
+
+
+def _paused_job(name: str, limit_key: str | None) -> JobLimits | None:
+    """The declared limits of job ``name``, checked for a pause of it or of its key
+    ``limit_key``: the job must be one this code declares, and a key is given only for a job
+    whose declaration has a key template; else ``X_INVARIANT``."""
+    handle = registry.get_job(name) if isinstance(name, str) else None
+    if handle is None:
+        raise InvariantError(
+            f"no job named {name!r} is declared, so there is nothing of it to pause",
+            hint="give a declared job's dotted name, as xjobs ls shows it; pause a queue with "
+            "pause_queue(queue, until=...)",
+        )
+    declared = registry.jobs.get(name)
+    limits = None if declared is None else declared.limits
+    if limit_key is not None and (
+        not isinstance(limit_key, str) or limits is None or limits.key is None
+    ):
+        wanted = (
+            "declares no limit key"
+            if limits is None
+            else f"has no key template (limit_key={limits.key!r})"
+        )
+        raise InvariantError(
+            f"job {name!r} {wanted}, so limit_key={limit_key!r} names nothing to pause",
+            hint="leave limit_key out to pause the whole job; give it only for a job declared "
+            "with a limit_key template, as xjobs queues lists its keys",
+        )
+    return limits
 
 
 def queue_limits() -> dict[str, int]:
     """The caps operators set, by queue."""
-    return get_driver().limits().queue_limits()
+    return {c.queue: c.limit for c in get_driver().limits().queue_controls() if c.limit is not None}
 
 
 def inspect_limits(limit: int = 500) -> list[KeyUseReport]:

@@ -329,7 +329,9 @@ class LimitPlan:
         self._told.clear()
         try:
             caps = {
-                q: n for q, n in self._driver.limits().queue_limits().items() if q in self._watched
+                c.queue: c.limit
+                for c in self._driver.limits().queue_controls()
+                if c.limit is not None and c.queue in self._watched
             }
         except Exception:
             self._told.set()

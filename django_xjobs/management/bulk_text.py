@@ -9,11 +9,11 @@ import json
 import socket
 import sys
 from argparse import ArgumentParser
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from ..errors import AuditRecordNotFoundError, ConfirmationRequiredError, InvariantError
-from ..limits.operator import pause_jobs
+from ..limits.operator import JobPauseReport, pause_jobs, resume_jobs
 from ..operations import audit, bulk, filters
 from ..operations.answers import BulkResult
 from ..states import JOB_STATES
@@ -157,26 +157,54 @@ def pause_end(until: str | None, duration: str | None) -> datetime | str | None:
 
 
 def add_pause_jobs(sub: ArgumentParser) -> None:
-    """``xjobs pause-jobs NAME [--key K] --until TIME | --for D``."""
+    """``xjobs pause-jobs NAME [--key K] [--until TIME | --for D]``."""
     sub.add_argument("name", help="the job's name")
     sub.add_argument("--key", help="the limit key, as its template renders it (xjobs queues)")
-    ends = sub.add_mutually_exclusive_group(required=True)
+    ends = sub.add_mutually_exclusive_group()
     ends.add_argument("--until", help="ISO 8601 with its zone: the pause ends by itself then")
     ends.add_argument("--for", dest="for_", metavar="D", help='a duration: "30m", "2h"')
 
 
+def add_resume_jobs(sub: ArgumentParser) -> None:
+    """``xjobs resume-jobs NAME [--key K]``."""
+    sub.add_argument("name", help="the job's name")
+    sub.add_argument("--key", help="the limit key, as its template renders it (xjobs queues)")
+
+
 def pause_jobs_action(options: Mapping[str, object]) -> tuple[object, str]:
-    """``xjobs pause-jobs``: the key paused, and until when (SPEC PAUSE-03)."""
+    """``xjobs pause-jobs``: the job or key paused, and until when (SPEC PAUSE-03, PAUSE-06)."""
     until = pause_end(_text(options.get("until")), _text(options.get("for_")))
-    if until is None:  # argparse requires one of the two
-        raise InvariantError("xjobs pause-jobs needs --until or --for")
     name, key = str(options["name"]), _text(options.get("key"))
     report = pause_jobs(name=name, limit_key=key, until=until, by=operator())
     shown = f"{name}[{key}]" if key else name
+    resume = f"python manage.py xjobs resume-jobs {name}" + (f" --key {key}" if key else "")
+    if report.paused_until is None:
+        return report, f"paused {shown}: no run of it starts, fleet-wide, until {resume}"
     return report, (
         f"paused {shown} until {report.paused_until}: no run of it starts before then, "
-        "fleet-wide; it resumes by itself"
+        f"fleet-wide; it resumes by itself (or {resume})"
     )
+
+
+def resume_jobs_action(options: Mapping[str, object]) -> tuple[object, str]:
+    """``xjobs resume-jobs``: the job's or key's pause lifted (SPEC PAUSE-06)."""
+    name, key = str(options["name"]), _text(options.get("key"))
+    report = resume_jobs(name=name, limit_key=key, by=operator())
+    shown = f"{name}[{key}]" if key else name
+    if not report.lifted:
+        return report, f"{shown} was not paused: nothing changed"
+    return report, f"resumed {shown}: workers start its runs again"
+
+
+def pause_lines(pauses: Sequence[JobPauseReport]) -> list[str]:
+    """The paused jobs and keys below ``xjobs queues``' table, when any is (SPEC PAUSE-06)."""
+    if not pauses:
+        return []
+    lines = ["", f"{'paused job':<48} {'by':<20} paused until"]
+    for p in pauses:
+        name = f"{p.job}[{p.key}]" if p.key is not None else p.job
+        lines.append(f"{name:<48} {p.paused_by or '-':<20} {p.paused_until or 'resumed'}")
+    return lines
 
 
 def _text(value: object) -> str | None:

@@ -233,6 +233,8 @@ class DatabaseStats:
     leaders: list[str] | None = None
     #: each declared cron's name and whether an operator paused it (``pause_cron``)
     crons: list[tuple[str, bool]] | None = None
+    #: the operators' pauses in force per job, its name's and its keys' (``pause_jobs``)
+    job_pauses: dict[str, int] | None = None
     #: limit keys used within a day (``key_use``)
     limits: list[dict[str, Any]] | None = None
     batches_open: int | None = None
@@ -309,6 +311,11 @@ def _read_figures(stats: DatabaseStats) -> DatabaseStats:
         stats.crons = cron_pauses()
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.crons_failed", error=error)
+    try:
+        names = [pause.name for pause in driver.limits().job_pauses()]  # SPEC PAUSE-08
+        stats.job_pauses = {name: names.count(name) for name in names}
+    except Exception as error:
+        log.event(logging.WARNING, "xjobs.metrics.pauses_failed", error=error)
     try:
         stats.batches_open = driver.batches().open_count()
     except Exception as error:
@@ -470,6 +477,16 @@ class XJobsCollector:
             for cron_name, is_paused in stats.crons:
                 cron_paused.add_metric([cron_name], 1.0 if is_paused else 0.0)
             yield cron_paused
+        if stats.job_pauses is not None:
+            job_paused = GaugeMetricFamily(
+                "xjobs_job_paused",
+                "An operator's pauses in force on the job: its name's, and its limit keys' "
+                "until resumed (pause_jobs); no sample for a job not paused",
+                labels=["job"],
+            )
+            for job_name, count in sorted(stats.job_pauses.items()):
+                job_paused.add_metric([job_name], float(count))
+            yield job_paused
         if stats.batches_open is not None:
             yield GaugeMetricFamily(
                 "xjobs_batches_open",

@@ -15,10 +15,11 @@ def queue_depths(driver: JobDriver) -> list[dict[str, Any]]:
     the driver, with the fleet-wide cap ``set_queue_limit`` set (``inspect_queues`` answers the
     same rows to the admin and the CLI)."""
     # a pause past its end reads as none (SPEC PAUSE-01); one with an end says when
-    ends = {c.queue: c.paused_until for c in driver.limits().queue_controls() if c.paused}
+    controls = driver.limits().queue_controls()
+    ends = {c.queue: c.paused_until for c in controls if c.paused}
     paused = frozenset(ends)
     # set_queue_limit: shown beside the pause, with the running
-    caps = driver.limits().queue_limits()
+    caps = {c.queue: c.limit for c in controls if c.limit is not None}
     queues: list[dict[str, Any]] = [
         {
             "queue": s.queue,

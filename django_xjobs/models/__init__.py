@@ -12,6 +12,7 @@ from __future__ import annotations
 from .fields import PgArrayField, StoredJSONField
 from .fleet import (
     CronControl,
+    JobControl,
     JobLease,
     LimitKey,
     QueueControl,
@@ -47,6 +48,7 @@ __all__ = [
     "CronControl",
     "Job",
     "JobBatch",
+    "JobControl",
     "JobEvent",
     "JobHistory",
     "JobLease",

@@ -105,6 +105,37 @@ class QueueControl(models.Model):
         return f"{self.queue} ({'paused' if self.paused_at else 'running'})"
 
 
+class JobControl(models.Model):
+    """An operator's pause of one job name, or of one of its limit keys (``pause_jobs``): stored,
+    so a restart or a deploy keeps it. Workers read the pauses in force when told they changed
+    and once a poll, and their claims step over the runs they hold back; a worker never writes
+    here. A key's pause with an end is the key's own (``x_limit_keys.paused_until``, the pause a
+    ``RateLimited`` takes); a row here is the pause of a whole job, with or without an end, or
+    of a key until resumed."""
+
+    #: the job name, or the key as ``limits/keys.py`` renders it (name, separator, key)
+    target = models.TextField(primary_key=True)
+    name = models.TextField(help_text="The job paused.")
+    limit_key = models.TextField(
+        null=True, blank=True, help_text="Its rendered limit key paused; null: the whole job."
+    )
+    paused_at = models.DateTimeField(db_default=Now(), help_text="Paused since.")
+    paused_by = models.TextField(null=True, blank=True, help_text="Who paused it, when known.")
+    paused_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The pause ends by itself then (pause_jobs(until=)); null: until resumed.",
+    )
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "x_job_controls"
+        ordering = ["target"]
+
+    def __str__(self) -> str:
+        return self.name if self.limit_key is None else f"{self.name}[{self.limit_key}]"
+
+
 class CronControl(models.Model):
     """An operator's standing orders for one cron: stored, so a restart or a deploy keeps them.
     The scheduler's leader reads the paused set once a round; a paused cron's watermark stays

@@ -178,6 +178,7 @@ class ClaimLoop:
                     worker_id=self.worker_id,
                     lapsed=False,
                     versions=registry.declared_versions(),
+                    paused=self._paused.jobs,
                 )
         except Exception:  # the claim loop meets the same fault and reports it; this waits
             return
@@ -199,7 +200,8 @@ class ClaimLoop:
         return room is None or room > 0
 
     def on_control(self) -> None:
-        """The listener's control callback: an operator paused or resumed a queue."""
+        """The listener's control callback: an operator paused or resumed a queue, a job or a
+        key."""
         self._paused.changed()
         self._limits.changed()
         self._wake.set()
@@ -339,6 +341,7 @@ class ClaimLoop:
                         worker_id=self.worker_id,
                         lapsed=swept,
                         versions=registry.declared_versions(),  # SPEC VER-05
+                        paused=self._paused.jobs,  # SPEC PAUSE-04/05
                         **more,
                     )
             except Exception as error:

@@ -1,7 +1,9 @@
-"""The queues an operator paused, as this worker last read them (``pause_queue``).
+"""The queues an operator paused (``pause_queue``), and the jobs and limit keys
+(``pause_jobs``), as this worker last read them.
 
-Kept in memory and left out of the queues a claim names, so a fleet with nothing paused runs
-the very claim it ran before: no extra SQL per claim. The set is read again when the listener
+Kept in memory: a paused queue is left out of the queues a claim names, and the paused jobs and
+keys are handed to the claim, which steps over their runs (SPEC PAUSE-04/05), so a fleet with
+nothing paused runs the very claim it ran before: no extra SQL per claim. The set is read again when the listener
 says an operator changed it (NOTIFY on ``xjobs_control``) and, as the safety net when no
 notification can come (a transaction pooler, a dropped connection), once a poll interval.
 
@@ -18,6 +20,7 @@ from collections.abc import Callable
 
 from .. import log
 from ..drivers.contract import JobDriver
+from ..limits.keys import shown
 
 
 class PausedQueues:
@@ -36,6 +39,8 @@ class PausedQueues:
         self._read_at = float("-inf")
         #: the paused queues among this worker's, as last read: none until read
         self.now: frozenset[str] = frozenset()
+        #: the paused jobs and keys (``JobPause.target``), as last read: none until read
+        self.jobs: frozenset[str] = frozenset()
 
     def changed(self) -> None:
         """The listener's control callback: read the set again before the next claim."""
@@ -52,10 +57,19 @@ class PausedQueues:
         self._told.clear()
         try:
             paused = self._driver.limits().paused_queues() & self._watched
+            jobs = frozenset(p.target for p in self._driver.limits().job_pauses())
         except Exception:
             self._told.set()  # read again on the next pass
             return self.now
         self._read_at = self._clock()
+        if jobs != self.jobs:
+            log.event(
+                logging.INFO,
+                "xjobs.worker.paused_jobs",
+                worker=self._worker_id,
+                paused=",".join(sorted(shown(t) for t in jobs)) or "-",
+            )
+        self.jobs = jobs
         if paused != self.now:
             log.event(
                 logging.INFO,

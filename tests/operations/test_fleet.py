@@ -137,8 +137,8 @@ def test_pause_03_pause_jobs_pauses_one_limit_key_until_a_time(harness):
 @pytest.mark.parametrize(
     ("fields", "says"),
     [
-        ({"name": "tests.jobs.ok"}, "declares no limit key"),
-        ({"name": "tests.jobs.backs_off"}, "not limit_key=None"),
+        ({"name": "tests.jobs.ok", "limit_key": "x"}, "declares no limit key"),
+        ({"name": "tests.jobs.nope"}, "no job named"),
         ({"name": "tests.jobs.backs_off", "limit_key": "acme", "until": "-1m"}, "duration"),
     ],
 )
@@ -156,4 +156,79 @@ def test_pause_03_xjobs_pause_jobs(db):
     )
     assert out.getvalue().startswith("paused tests.jobs.backs_off[acme] until ")
     with pytest.raises(CommandError, match="X_INVARIANT"):
-        call_command("xjobs", "pause-jobs", "tests.jobs.ok", "--for", "1h", stdout=StringIO())
+        call_command(
+            "xjobs", "pause-jobs", "tests.jobs.ok", "--key", "x", "--for", "1h", stdout=StringIO()
+        )
+
+
+def test_pause_06_pause_jobs_and_resume_jobs_a_whole_job_until_resumed(harness):
+    """SPEC PAUSE-06: pause_jobs with no limit_key and no until pauses the whole job until
+    resume_jobs; both are audited, and inspect_job_pauses lists what is in force."""
+    from django_xjobs import inspect_job_pauses, pause_jobs, resume_jobs
+
+    report = pause_jobs(name="tests.jobs.ok", by="ops:a")
+    assert (report.job, report.key, report.paused, report.paused_until) == (
+        "tests.jobs.ok",
+        None,
+        True,
+        None,
+    )
+    assert [(p.job, p.key, p.paused_by) for p in inspect_job_pauses()] == [
+        ("tests.jobs.ok", None, "ops:a")
+    ]
+    key = pause_jobs(name="tests.jobs.backs_off", limit_key="acme", by="ops:a")
+    assert (key.key, key.paused_until) == ("acme", None)
+    assert resume_jobs(name="tests.jobs.ok", by="ops:b").lifted is True
+    assert resume_jobs(name="tests.jobs.ok", by="ops:b").lifted is False
+    assert [(p.job, p.key) for p in inspect_job_pauses()] == [("tests.jobs.backs_off", "acme")]
+    verbs = [(a.verb, a.actor, a.target) for a in operations.inspect_audit(limit=4)]
+    assert verbs[-1] == ("pause_jobs", "ops:a", "tests.jobs.ok[]")
+    assert ("resume_jobs", "ops:b", "tests.jobs.ok[]") in verbs
+    with pytest.raises(XJobsError, match="no job named"):
+        resume_jobs(name="tests.jobs.nope")
+
+
+def test_pause_06_xjobs_pause_jobs_and_resume_jobs(db):
+    out = StringIO()
+    call_command("xjobs", "pause-jobs", "tests.jobs.ok", stdout=out)
+    assert out.getvalue().startswith("paused tests.jobs.ok: no run of it starts")
+    assert "xjobs resume-jobs tests.jobs.ok" in out.getvalue()
+    out = StringIO()
+    call_command("xjobs", "queues", "--json", stdout=out)
+    [paused] = json.loads(out.getvalue())["paused_jobs"]
+    assert (paused["job"], paused["key"], paused["paused_until"]) == ("tests.jobs.ok", None, None)
+    out = StringIO()
+    call_command("xjobs", "queues", stdout=out)
+    assert "tests.jobs.ok" in out.getvalue() and "paused job" in out.getvalue()
+    out = StringIO()
+    call_command("xjobs", "resume-jobs", "tests.jobs.ok", "--json", stdout=out)
+    assert json.loads(out.getvalue())["lifted"] is True
+    out = StringIO()
+    call_command("xjobs", "resume-jobs", "tests.jobs.ok", stdout=out)
+    assert out.getvalue().startswith("tests.jobs.ok was not paused")
+    out = StringIO()
+    call_command("xjobs", "pause-jobs", "tests.jobs.ok", "--for", "1h", "--json", stdout=out)
+    assert json.loads(out.getvalue())["paused_until"] is not None
+
+
+def test_pause_07_why_names_the_jobs_pause_and_its_end(harness):
+    """SPEC PAUSE-07: why's job_paused cause: who, since when, and until when or until
+    resumed (with the command that resumes it)."""
+    from django_xjobs import pause_jobs
+
+    held = jobs.ok.enqueue(n=1).id
+    pause_jobs(name="tests.jobs.ok", by="ops:a")
+    [reason] = [r for r in why_job(held).reasons if r.code == "job_paused"]
+    assert "paused by ops:a" in reason.text and "xjobs resume-jobs tests.jobs.ok" in reason.text
+    assert (reason.detail["job"], reason.detail["key"], reason.detail["until"]) == (
+        "tests.jobs.ok",
+        None,
+        None,
+    )
+    ends = pause_jobs(name="tests.jobs.ok", until="10m").paused_until
+    [reason] = [r for r in why_job(held).reasons if r.code == "job_paused"]
+    assert reason.detail["until"].isoformat() == ends
+    keyed = jobs.backs_off.enqueue(partner="acme", n=1).id
+    pause_jobs(name="tests.jobs.backs_off", limit_key="acme")
+    [reason] = [r for r in why_job(keyed).reasons if r.code == "job_paused"]
+    assert reason.detail["key"] == "acme" and "--key acme" in reason.text

@@ -191,6 +191,12 @@ def _queue_paused(harness):
     return job.id
 
 
+def _job_paused(harness):
+    job = jobs.ok.enqueue(n=1)
+    django_xjobs.pause_jobs(name="tests.jobs.ok", by="ops:alice")
+    return job.id
+
+
 def _queue_at_cap(harness):
     watched(harness.driver, "capped")
     set_queue_limit("capped", 1)
@@ -310,6 +316,7 @@ GATES: dict[str, tuple[Callable[[Any], Any], dict[str, Any]]] = {
     "version_parked": (_version_parked, {}),
     "newer_version": (_newer_version, {}),
     "queue_paused": (_queue_paused, {}),
+    "job_paused": (_job_paused, {}),
     "queue_at_cap": (_queue_at_cap, {}),
     "job_at_limit": (_job_at_limit, {}),
     "key_at_limit": (_key_at_limit, {}),

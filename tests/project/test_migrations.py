@@ -34,8 +34,11 @@ INITIAL = "0001_initial"
 
 #: RunSQL may only change a table's storage parameters (autovacuum and the like: 0006, 0010)
 STORAGE_ONLY = re.compile(r"^\s*ALTER\s+TABLE\s+\w+\s+(SET|RESET)\s*\([^;]*\)\s*$", re.I | re.S)
-#: ... or create a new table or index (0032: the history's partitioned parents)
-CREATES = re.compile(r"^\s*CREATE\s+(TABLE|INDEX)\s+x_\w+\s", re.I)
+#: ... or create a new table or index (0032: the history's partitioned parents; 0033: an index
+#: built concurrently)
+CREATES = re.compile(
+    r"^\s*CREATE\s+(TABLE|INDEX(\s+CONCURRENTLY)?(\s+IF\s+NOT\s+EXISTS)?)\s+x_\w+\s", re.I
+)
 
 
 def app_migrations() -> list[migrations.Migration]:

@@ -280,3 +280,18 @@ def test_ctrl_02_runs_claimed_ahead_of_a_pause_go_back_unstarted(live_harness):
         thread.join(timeout=10)
     assert [row for n in range(2) for row in ledger(f"ahead-{n}", "start")] == []
     assert {live_harness.row(i).attempt for i in ahead} == {0}  # no attempt spent
+
+
+def test_pause_04_a_worker_steps_over_a_paused_jobs_runs_until_resumed(live_harness):
+    """SPEC PAUSE-04: the worker reads the job pauses with the queues' and hands them to its
+    claims: a paused job's runs wait, its queue's other runs go on, and a resume frees them."""
+    django_xjobs.pause_jobs(name="tests.jobs.emails_ledger", by="ops:a")
+    waiting = jobs.emails_ledger.enqueue(token="held-mail")
+    other = jobs.ledger.enqueue(token="main-run")
+    burst(live_harness)
+    assert live_harness.row(other.id).state == "done"
+    assert live_harness.row(waiting.id).state == "ready"
+    assert ledger("held-mail", "start") == []
+    django_xjobs.resume_jobs(name="tests.jobs.emails_ledger")
+    burst(live_harness)
+    assert live_harness.row(waiting.id).state == "done"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Protocol
 
-from .records import KeyUse, QueueState
+from .records import JobPause, KeyUse, QueueState
 
 
 class LimitStore(Protocol):
@@ -31,8 +31,23 @@ class LimitStore(Protocol):
     def set_queue_limit(self, queue: str, concurrency: int | None) -> QueueState:
         """At most ``concurrency`` runs of ``queue`` at once, fleet-wide (None: no cap)."""
 
-    def queue_limits(self) -> dict[str, int]:
-        """The operators' caps by queue; reads only."""
+    # operators' pauses of a job or a key (``pause_jobs``): read by workers once a poll and
+    # when told, and handed to their claims (``RunStore.claim(paused=)``), never read in one
+    def pause_job(
+        self, name: str, key: str | None, by: str | None, until: datetime | None = None
+    ) -> JobPause:
+        """No run of job ``name`` (of its rendered limit key ``key``, when given) is taken by a
+        claim told of it, from now until resumed or, given ``until``, until then (SPEC PAUSE-04,
+        PAUSE-05); pausing a paused one keeps its first pause and takes the new ``until``. A
+        key's pause with an end is ``pause_key``'s, in the key's own row."""
+
+    def resume_job(self, name: str, key: str | None) -> bool:
+        """The pause of job ``name`` (or of its key ``key``, and the key's ``pause_key`` pause
+        with it) lifted; whether one was in force."""
+
+    def job_pauses(self) -> list[JobPause]:
+        """The pauses of jobs and keys in force, by target (one past its end is over); reads
+        only."""
 
     def pause_key(self, key: str, delay: float) -> None:
         """No run of limit key ``key`` is claimed for ``delay`` seconds (``RateLimited``)."""

@@ -131,6 +131,26 @@ class QueueState:
 
 
 @dataclass(frozen=True)
+class JobPause:
+    """An operator's pause of one job name, or of one of its limit keys until resumed
+    (``pause_jobs``), as ``pause_job`` and ``job_pauses`` return it; times on the database's
+    clock."""
+
+    name: str
+    #: the limit key as the job's template renders it (``limit_key=``); None: the whole job
+    key: str | None
+    paused_at: datetime
+    paused_by: str | None = None
+    #: when the pause ends by itself; None: when it is resumed (``resume_jobs``)
+    paused_until: datetime | None = None
+
+    @property
+    def target(self) -> str:
+        """What a claim is told to step over: the name, or the key as rows carry it."""
+        return self.name if self.key is None else f"{self.name}\x1f{self.key}"
+
+
+@dataclass(frozen=True)
 class Presence:
     """What a worker says about itself on each heartbeat."""
 

@@ -31,6 +31,7 @@ class RunStore(Protocol):
         lapsed: bool = True,
         limits: ClaimLimits | None = None,
         versions: DeclaredVersions | None = None,
+        paused: frozenset[str] = frozenset(),
     ) -> list[ClaimedJob]:
         """Lock and take up to ``limit`` due rows (and, with ``lapsed``, running rows whose
         lease lapsed), each with a fresh lease token that fences every later write; priority,
@@ -40,7 +41,9 @@ class RunStore(Protocol):
         With ``limits``, only runs within them (limits/claims.py): a key's runs at once
         and starts per window, a key's pause, a queue's cap (SPEC LIMIT-10..16). With
         ``versions``, only runs whose version the worker honours, each stamped at its first
-        claim with the version it declares (SPEC VER-02, VER-05, VER-08)."""
+        claim with the version it declares (SPEC VER-02, VER-05, VER-08). ``paused``: the
+        targets of the operators' job pauses (``job_pauses``), a job name or a rendered limit
+        key each: no waiting run of such a job or key is taken (SPEC PAUSE-04, PAUSE-05)."""
 
     # settling a claimed run: one call per settle value, each fenced on 'running' and its token
     def complete(self, completes: Sequence[Complete]) -> set[UUID]:

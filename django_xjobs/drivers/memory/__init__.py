@@ -22,6 +22,7 @@ from ..contract import (
     DriverFeatures,
     EventStore,
     HistoryStore,
+    JobPause,
     JobStore,
     KeyUse,
     LimitStore,
@@ -191,9 +192,38 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self._tell_controls()
         return state
 
-    def queue_limits(self) -> dict[str, int]:
+    def pause_job(
+        self, name: str, key: str | None, by: str | None, until: datetime | None = None
+    ) -> JobPause:
         with self._lock:
-            return {q: s.limit for q, s in self._controls.items() if s.limit is not None}
+            now = self._now()
+            fresh = JobPause(name, key, now, by, until)
+            held = self._job_controls.get(fresh.target)
+            if held is None or not self._in_force(held, now):  # the first pause wins
+                held = fresh
+            held = replace(held, paused_until=until)  # the latest says when it ends
+            self._job_controls[held.target] = held
+        self._tell_controls()
+        return held
+
+    @staticmethod
+    def _in_force(pause: JobPause, now: datetime) -> bool:
+        """A pause past its end is over (controls.sql, SPEC PAUSE-05)."""
+        return pause.paused_until is None or pause.paused_until > now
+
+    def resume_job(self, name: str, key: str | None) -> bool:
+        with self._lock:
+            now = self._now()
+            target = JobPause(name, key, now).target
+            gone = self._job_controls.pop(target, None)
+            lifted = key is not None and memory_limits.lift(self, target, now)
+        self._tell_controls()
+        return (gone is not None and self._in_force(gone, now)) or lifted
+
+    def job_pauses(self) -> list[JobPause]:
+        with self._lock:
+            now = self._now()
+            return [p for _, p in sorted(self._job_controls.items()) if self._in_force(p, now)]
 
     def pause_key(self, key: str, delay: float) -> None:
         with self._lock:
@@ -265,6 +295,13 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
             self._rollup_store.shift(delta)
             self._depth_store.shift(delta)
             memory_limits.shift(self, delta)
+            for target, pause in self._job_controls.items():
+                ends = pause.paused_until
+                self._job_controls[target] = replace(
+                    pause,
+                    paused_at=pause.paused_at - delta,
+                    paused_until=None if ends is None else ends - delta,
+                )
             for name, control in self._controls.items():
                 self._controls[name] = replace(
                     control,

@@ -31,9 +31,11 @@ def pick(
     now: datetime,
     visibility_timeout: float,
     versions: DeclaredVersions = NO_VERSIONS,
+    paused: frozenset[str] = frozenset(),
 ) -> list[JobSnapshot]:
     """The rows a limited claim takes, in the order the PostgreSQL driver returns them: the
-    sweep's lapsed rows first, then the rows within their limits (limits.sql)."""
+    sweep's lapsed rows first, then the rows within their limits (limits.sql), none of a job
+    or a key in ``paused`` (SPEC PAUSE-04/05)."""
     rows, keys = driver._rows, driver._limit_keys
     taken: list[JobSnapshot] = []
     if lapsed:
@@ -55,7 +57,7 @@ def pick(
     running = [r for r in rows.values() if r.state == "running"]
     budget: dict[str, int] = {}
     for queue in queues:
-        for key in walk(driver, queue, limit, limits, running, now):
+        for key in walk(driver, queue, limit, limits, running, now, paused):
             state = driver._key_state.setdefault(key, KeyState(now))
             job = limits.of(key)
             held = sum(1 for r in running if keys.get(r.id) == key)
@@ -69,6 +71,7 @@ def pick(
             and r.state in _WAITING
             and r.run_at <= now
             and versions.honours(r.name, r.version, r.parked)
+            and r.name not in paused
         ),
         key=_order,
     )
@@ -121,6 +124,7 @@ def walk(
     limits: ClaimLimits,
     running: Sequence[JobSnapshot],
     now: datetime,
+    paused: frozenset[str] = frozenset(),
 ) -> list[str]:
     """limits.sql's ``limit_keys``: the keys with work waiting in ``queue``, from the one after
     the last this driver's claim took round to it, stepping over a paused key, a spent rate or
@@ -139,6 +143,8 @@ def walk(
     for key in order:
         if len(found) >= limit:
             break
+        if key in paused or key.partition(SEPARATOR)[0] in paused:
+            continue  # an operator's pause of the key or its job: stepped over
         state = driver._key_state.get(key)
         job = limits.of(key)
         if state is not None:
@@ -190,6 +196,16 @@ def pause(driver: MemoryState, key: str, delay: float, now: datetime) -> None:
     if state.paused_until is None or until > state.paused_until:
         state.paused_until = until
     state.updated_at = now
+
+
+def lift(driver: MemoryState, key: str, now: datetime) -> bool:
+    """``resume_jobs`` of a key: its pause with an end lifted (controls.sql's ``resume_job``);
+    whether one was in force."""
+    state = driver._key_state.get(key)
+    if state is None or state.paused_until is None or state.paused_until <= now:
+        return False
+    state.paused_until, state.updated_at = None, now
+    return True
 
 
 def prune(driver: MemoryState, windows: Mapping[str, float], idle_for: float, now: datetime) -> int:

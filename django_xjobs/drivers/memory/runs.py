@@ -57,6 +57,7 @@ class MemoryRuns(MemoryState):
         lapsed: bool = True,
         limits: ClaimLimits | None = None,
         versions: DeclaredVersions | None = None,
+        paused: frozenset[str] = frozenset(),
     ) -> list[ClaimedJob]:
         check_claim_args(queues, limit, visibility_timeout)
         declared = versions or NO_VERSIONS
@@ -64,7 +65,7 @@ class MemoryRuns(MemoryState):
             now = self._now()
             if limits is not None:  # declared limits: decided as limits.sql decides them
                 picked = memory_limits.pick(
-                    self, queues, limit, lapsed, limits, now, visibility_timeout, declared
+                    self, queues, limit, lapsed, limits, now, visibility_timeout, declared, paused
                 )
                 # a lapsed run taken again is no new start (limits.sql's reclaim_lapsed)
                 starts = [r.id for r in picked if r.state != "running"]
@@ -78,7 +79,12 @@ class MemoryRuns(MemoryState):
                 and row.run_at <= now
                 and declared.honours(row.name, row.version, row.parked)  # SPEC VER-05, VER-08
                 and (
-                    row.state in ("ready", "delayed", "suspended")
+                    (
+                        row.state in ("ready", "delayed", "suspended")
+                        # an operator's pause of its job or key (SPEC PAUSE-04/05)
+                        and row.name not in paused
+                        and self._limit_keys.get(row.id) not in paused
+                    )
                     or (
                         lapsed
                         and row.state == "running"

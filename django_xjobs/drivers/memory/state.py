@@ -12,6 +12,7 @@ from uuid import UUID
 
 from ...clock import Clock, SystemClock
 from ..contract import (
+    JobPause,
     JobSnapshot,
     QueueState,
     StepRecord,
@@ -76,6 +77,8 @@ class MemoryState:
         self._lock = threading.RLock()
         self._subscriptions: list[_Subscription] = []
         self._controls: dict[str, QueueState] = {}
+        #: the operators' pauses of a job or a key (x_job_controls), by target
+        self._job_controls: dict[str, JobPause] = {}
         #: a limited run's key by job id (x_jobs.limit_key), and each key's state (x_limit_keys)
         self._limit_keys: dict[UUID, str] = {}
         self._key_state: dict[str, KeyState] = {}

@@ -22,6 +22,7 @@ from ..contract import (
     DriverFeatures,
     EventStore,
     HistoryStore,
+    JobPause,
     JobStore,
     KeyUse,
     LimitStore,
@@ -192,8 +193,24 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
     def set_queue_limit(self, queue: str, concurrency: int | None) -> QueueState:
         return postgres_limits.set_queue_limit(self.using, queue, concurrency)
 
-    def queue_limits(self) -> dict[str, int]:
-        return postgres_limits.queue_limits(self.using)
+    def pause_job(
+        self, name: str, key: str | None, by: str | None, until: datetime | None = None
+    ) -> JobPause:
+        target = JobPause(name, key, datetime.min).target
+        params = {"target": target, "name": name, "key": key, "by": by, "until": until}
+        with transaction.atomic(using=self.using):  # the NOTIFY goes out with the commit
+            row = sql.fetch(self.using, CONTROLS["pause_job"], params)[0]
+        return JobPause(*row[:5])
+
+    def resume_job(self, name: str, key: str | None) -> bool:
+        target = JobPause(name, key, datetime.min).target
+        params = {"target": target, "name": name, "key": key}
+        with transaction.atomic(using=self.using):
+            row = sql.fetch(self.using, CONTROLS["resume_job"], params)[0]
+        return bool(row[0])
+
+    def job_pauses(self) -> list[JobPause]:
+        return [JobPause(*r) for r in sql.fetch(self.using, CONTROLS["job_pauses"], {})]
 
     def pause_key(self, key: str, delay: float) -> None:
         postgres_limits.pause_key(self.using, key, delay)

@@ -56,3 +56,49 @@ ORDER BY queue
 SELECT queue FROM x_queue_controls
 WHERE paused_at IS NOT NULL
   AND (paused_until IS NULL OR paused_until > now())
+
+-- name: pause_job
+-- An operator's pause of a job name or of a limit key until resumed (issue 45, SPEC PAUSE-04,
+-- PAUSE-05), as pause_queue pauses a queue: the first pause in force wins its paused_at and
+-- paused_by, the new one sets the end (`until`: NULL, until resumed), and one past its end is
+-- over, so the next starts afresh. The NOTIFY tells each worker to read the pauses again.
+WITH upsert AS (
+    INSERT INTO x_job_controls (target, name, limit_key, paused_at, paused_by, paused_until,
+                                updated_at)
+    VALUES (%(target)s, %(name)s, %(key)s, now(), %(by)s, %(until)s::timestamptz, now())
+    ON CONFLICT (target) DO UPDATE
+        SET paused_at = CASE WHEN x_job_controls.paused_until IS NULL
+                                  OR x_job_controls.paused_until > now()
+                             THEN x_job_controls.paused_at ELSE EXCLUDED.paused_at END,
+            paused_by = CASE WHEN x_job_controls.paused_until IS NULL
+                                  OR x_job_controls.paused_until > now()
+                             THEN x_job_controls.paused_by ELSE EXCLUDED.paused_by END,
+            paused_until = EXCLUDED.paused_until,
+            updated_at = now()
+    RETURNING name, limit_key, paused_at, paused_by, paused_until
+)
+SELECT name, limit_key, paused_at, paused_by, paused_until, pg_notify('xjobs_control', name)
+FROM upsert
+
+-- name: resume_job
+-- The pause goes with its row; resuming a key also lifts the pause in its x_limit_keys row (an
+-- operator's with an end, or a RateLimited's): the operator says its runs may start again.
+-- Answers whether a pause was in force.
+WITH gone AS (
+    DELETE FROM x_job_controls WHERE target = %(target)s
+    RETURNING paused_until IS NULL OR paused_until > now() AS active
+), lifted AS (
+    UPDATE x_limit_keys SET paused_until = NULL, updated_at = now()
+    WHERE %(key)s::text IS NOT NULL AND key = %(target)s
+      AND paused_until > statement_timestamp()
+    RETURNING key
+)
+SELECT EXISTS (SELECT 1 FROM gone WHERE active) OR EXISTS (SELECT 1 FROM lifted),
+       pg_notify('xjobs_control', %(name)s)
+
+-- name: job_pauses
+-- Read by every worker once a poll interval and when told: a pause past its end drops out with
+-- no one resuming it (SPEC PAUSE-05).
+SELECT name, limit_key, paused_at, paused_by, paused_until FROM x_job_controls
+WHERE paused_until IS NULL OR paused_until > now()
+ORDER BY target

@@ -28,6 +28,7 @@ def claim(
     limits: ClaimLimits,
     versions: str,
     cursor: dict[str, str],
+    paused: Sequence[str] = (),
 ) -> list[tuple[Any, ...]]:
     """Rows of ``claim`` within ``limits``: one transaction whose first statements lock what
     the last one counts (limits.sql). A queue whose cap another worker's claim holds is left out
@@ -35,6 +36,7 @@ def claim(
     next claim's walk through the keys starts after it (updated here)."""
     taken: list[tuple[Any, ...]] = []
     base: dict[str, Any] = {"limit": limit, "worker_id": worker_id, "versions": versions}
+    base["paused"] = list(paused)  # the operators' job and key pauses (SPEC PAUSE-04/05)
     base["visibility_timeout"] = visibility_timeout
     if lapsed:
         # The sweep alone, in its own transaction: a lapsed run keeps the slot it held.
@@ -66,6 +68,7 @@ def claim(
         keys: list[str] = []
         for queue in open_queues:
             params: dict[str, Any] = {**named, "queue": queue, "limit": base["limit"]}
+            params["paused"] = base["paused"]
             params["after"] = cursor.get(queue, "")
             found = [r[0] for r in sql.fetch(using, LIMITS["limit_keys"], params)]
             if found:  # in the walk's order: the next claim starts after the last
@@ -113,10 +116,6 @@ def set_queue_limit(using: str, queue: str, concurrency: int | None) -> QueueSta
             using, LIMITS["set_queue_limit"], {"queue": queue, "concurrency": concurrency}
         )[0]
     return QueueState(row[0], row[1] is not None, row[1], row[2], row[3])
-
-
-def queue_limits(using: str) -> dict[str, int]:
-    return dict(sql.fetch(using, LIMITS["queue_limits"], {}))
 
 
 def stamp_keys(using: str, ids: Sequence[object]) -> None:

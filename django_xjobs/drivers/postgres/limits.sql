@@ -114,6 +114,9 @@ WITH RECURSIVE walk(key, lap) AS (
     ) AS k
     WHERE w.key IS NOT NULL AND (w.lap = 0 OR w.key <= %(after)s)
       AND k.open IS NOT FALSE
+      -- an operator's pause of the key or of its job (SPEC PAUSE-04/05): stepped over
+      AND w.key <> ALL(%(paused)s::text[])
+      AND split_part(w.key, E'\x1f', 1) <> ALL(%(paused)s::text[])
       -- a hashed set, read once: a count per key stepped over planned onto whichever partial
       -- index of running rows looked cheaper, and after an ANALYZE taken with nothing
       -- running that was the lease index, read whole for every key
@@ -192,6 +195,8 @@ WITH jobs AS (
                OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
                   AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
                            AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
+          -- an operator's pause (SPEC PAUSE-04), weighed as jobs.sql's paused_rows says
+          AND NOT (ARRAY[name] && %(paused)s::text[])
         ORDER BY priority DESC, run_at, id
         LIMIT GREATEST(b.room, 0)
         FOR UPDATE SKIP LOCKED
@@ -219,6 +224,8 @@ WITH jobs AS (
                OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
                   AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
                            AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
+          -- an operator's pause (SPEC PAUSE-04), weighed as jobs.sql's paused_rows says
+          AND NOT (ARRAY[name] && %(paused)s::text[])
           AND limit_key IS NULL
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
@@ -243,6 +250,8 @@ WITH jobs AS (
                OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
                   AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
                            AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
+          -- an operator's pause (SPEC PAUSE-04), weighed as jobs.sql's paused_rows says
+          AND NOT (ARRAY[name] && %(paused)s::text[])
               ORDER BY priority DESC, run_at, id
               LIMIT %(scan)s) AS ahead
         WHERE ahead.limit_key IS NULL
@@ -410,9 +419,6 @@ WITH upsert AS (
     RETURNING queue, paused_at, paused_by, concurrency
 )
 SELECT queue, paused_at, paused_by, concurrency, pg_notify('xjobs_control', queue) FROM upsert;
-
--- name: queue_limits
-SELECT queue, concurrency FROM x_queue_controls WHERE concurrency IS NOT NULL;
 
 -- name: unkeyed
 -- Runs just published from the outbox whose job declares a limit (stamp_keys).

@@ -88,18 +88,21 @@ class PostgresRuns(PostgresState):
         lapsed: bool = True,
         limits: ClaimLimits | None = None,
         versions: DeclaredVersions | None = None,
+        paused: frozenset[str] = frozenset(),
     ) -> list[ClaimedJob]:
         check_claim_args(queues, limit, visibility_timeout)
         declared = (versions or NO_VERSIONS).json
+        stepped = sorted(paused)  # SPEC PAUSE-04/05: none, an empty array
         if limits is not None:  # declared limits: decided in their own statements
             args = (queues, limit, visibility_timeout, worker_id, lapsed)
-            return [_claimed(r) for r in self._claim_limited(*args, limits, declared)]
+            return [_claimed(r) for r in self._claim_limited(*args, limits, declared, stepped)]
         params: dict[str, Any] = {
             "queues": list(queues),
             "limit": limit,
             "worker_id": worker_id,
             "visibility_timeout": visibility_timeout,
             "versions": declared,
+            "paused": stepped,
         }
         if lapsed:
             params.update(
@@ -108,7 +111,9 @@ class PostgresRuns(PostgresState):
                 exited=_EXITED_JSON,
                 keep=history.KEEP,
             )
-        rows = self._run("claim_lapsed" if lapsed else "claim", params)
+        statement = "claim_lapsed" if lapsed else "claim"
+        # only a claim told of a pause tests its rows against one (jobs.sql's paused_rows)
+        rows = self._run(statement + "_paused" if stepped else statement, params)
         # already in claim order: the statement sorts
         return [_claimed(r) for r in rows]
 
@@ -121,6 +126,7 @@ class PostgresRuns(PostgresState):
         lapsed: bool,
         limits: ClaimLimits,
         versions: str,
+        paused: list[str],
     ) -> list[tuple[Any, ...]]:
         return postgres_limits.claim(
             self.using,
@@ -132,6 +138,7 @@ class PostgresRuns(PostgresState):
             limits=limits,
             versions=versions,
             cursor=self._limit_cursor,
+            paused=paused,
         )
 
     def complete(self, completes: Sequence[Complete]) -> set[UUID]:

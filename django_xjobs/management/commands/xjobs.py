@@ -16,6 +16,7 @@ from ...drivers.contract import QueueState
 from ...drivers.reading import reading
 from ...durations import format_seconds, format_time, parse_command_line
 from ...errors import InvariantError, JobNotFoundError
+from ...limits.operator import inspect_job_pauses as paused
 from ...limits.operator import inspect_limits, limit_lines, parse_cap, set_queue_limit
 from ...operations import manifest
 from ...operations.answers import (
@@ -105,7 +106,8 @@ class _RotateOptions(_Options, total=False):
 class Command(XJobsCommand):
     help = (
         "Inspect and operate jobs: ls, show, why, cancel, retry, delete, requeue, run-now, dead, "
-        "queues, pause, pause-jobs, resume, crons, cron, limit, outbox, workers, versions, "
+        "queues, pause, pause-jobs, resume, resume-jobs, crons, cron, limit, outbox, workers, "
+        "versions, "
         "manifest, prune, partitions, batch, audit, events, rotate-keys, erase-tenant."
     )
 
@@ -166,9 +168,8 @@ class Command(XJobsCommand):
         ends = pause.add_mutually_exclusive_group()
         ends.add_argument("--until", help="ISO 8601 with its zone: the pause ends by itself then")
         ends.add_argument("--for", dest="for_", metavar="D", help='a duration: "30m", "2h"')
-        bulk_commands.add_pause_jobs(
-            action("pause-jobs", "start no run of one job's limit key until a time")
-        )
+        bulk_commands.add_pause_jobs(action("pause-jobs", "start no run of a job or its key"))
+        bulk_commands.add_resume_jobs(action("resume-jobs", "lift a job's or its key's pause"))
         resume = action("resume", "let every worker claim from a paused queue again")
         resume.add_argument("queue")
         action("crons", "every cron: schedule, paused or not, last firing, next 5 fire times")
@@ -329,7 +330,7 @@ class Command(XJobsCommand):
 
     def _queues(self, o: Mapping[str, object]) -> tuple[object, str]:
         with reading() as source:  # the depths and the keys from one database (SPEC READ-02)
-            report, limits = operations.inspect_queues(), inspect_limits()
+            report, limits, pauses = operations.inspect_queues(), inspect_limits(), paused()
         header = f"{'queue':<20} {'ready':>7} {'delayed':>8} {'running':>8} {'suspended':>10} {'dead':>6}  oldest ready  limit  paused"
         lines = [header]
         for q in report["queues"]:
@@ -338,9 +339,10 @@ class Command(XJobsCommand):
                 f"{q['suspended']:>10} {q['dead']:>6}  {q['oldest_ready_seconds']:>11.1f}s  "
                 f"{q['limit'] or '-':>5}  {_paused(q)}"
             )
-        lines += limit_lines(limits)
+        lines += limit_lines(limits) + bulk_commands.pause_lines(pauses)
         lines += [] if source.note() is None else [f"({source.note()})"]
-        return {**report.to_json(), "limits": [k.to_json() for k in limits]}, "\n".join(lines)
+        keys, jobs = [k.to_json() for k in limits], [p.to_json() for p in pauses]
+        return {**report.to_json(), "limits": keys, "paused_jobs": jobs}, "\n".join(lines)
 
     def _why(self, o: _Options) -> tuple[object, str]:
         from ...operations.why import why_job
@@ -374,6 +376,9 @@ class Command(XJobsCommand):
 
     def _pause_jobs(self, o: _Options) -> tuple[object, str]:
         return bulk_commands.pause_jobs_action(o)
+
+    def _resume_jobs(self, o: _Options) -> tuple[object, str]:
+        return bulk_commands.resume_jobs_action(o)
 
     def _resume(self, o: _QueueOptions) -> tuple[object, str]:
         state = operations.resume_queue(o["queue"], by=_operator())

@@ -61,6 +61,11 @@ CAUSES: tuple[Cause, ...] = (
     Cause("queue_paused", "an operator paused its queue", ("queue", "paused_at", "by", "until")),
     Cause("queue_at_cap", "its queue's cap (set_queue_limit)", ("queue", "limit", "running")),
     Cause(
+        "job_paused",
+        "an operator paused its job or its key (pause_jobs)",
+        ("job", "key", "paused_at", "by", "until"),
+    ),
+    Cause(
         "job_at_limit",
         "its job's concurrency, per name (job(concurrency=))",
         ("limit", "held", "holders"),

@@ -27,6 +27,7 @@ def fleet_reasons(
     watching = [w for w in alive if row.queue in w.queues]
     return [
         *_queue(driver, row, standing),
+        *_job_paused(driver, row, standing),
         *_job_slots(driver, row, handle, limits),
         *_key(row, limits, standing, now),
         *_worker_caps(row, watching, standing),
@@ -72,6 +73,38 @@ def _queue(driver: JobDriver, row: JobSnapshot, standing: Standing) -> list[Reas
                 queue=row.queue,
                 limit=control.limit,
                 running=standing.queue_running,
+            )
+        )
+    return reasons
+
+
+def _job_paused(driver: JobDriver, row: JobSnapshot, standing: Standing) -> list[Reason]:
+    """An operator's pause of the job's name or of its limit key (``pause_jobs``; SPEC
+    PAUSE-07): who, since when, and until when or until resumed."""
+    reasons = []
+    for pause in driver.limits().job_pauses():
+        if pause.target not in (row.name, standing.key):
+            continue
+        what = row.name if pause.key is None else f"its limit key {shown(pause.target)}"
+        by = f" by {pause.paused_by}" if pause.paused_by else ""
+        resume = f"python manage.py xjobs resume-jobs {row.name}" + (
+            "" if pause.key is None else f" --key {pause.key}"
+        )
+        ends = pause.paused_until
+        until = (
+            f" until {format_time(ends)}: no worker starts it until then (or {resume})"
+            if ends is not None
+            else f": no worker starts it until {resume}"
+        )
+        reasons.append(
+            because(
+                "job_paused",
+                f"{what} is paused{by} since {format_time(pause.paused_at)}{until}",
+                job=pause.name,
+                key=pause.key,
+                paused_at=pause.paused_at,
+                by=pause.paused_by,
+                until=ends,
             )
         )
     return reasons

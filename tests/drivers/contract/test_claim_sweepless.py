@@ -112,6 +112,7 @@ def _plan(statement: str, generic: bool, limit: int) -> dict:
         "limit": limit,
         "worker_id": "w-plan",
         "versions": "{}",
+        "paused": [],
         "visibility_timeout": VIS,
         "lapsed": "{}",
         "lapsed_present": "{}",

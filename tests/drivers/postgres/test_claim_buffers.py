@@ -49,6 +49,7 @@ PARAMS = {
     "limit": LIMIT,
     "worker_id": "buffers",
     "versions": "{}",  # no declarations: every run honoured (SPEC VER-05)
+    "paused": [],  # no operator's pause (SPEC PAUSE-04)
     "visibility_timeout": 30.0,
     "lapsed": _LAPSED_JSON,
     "lapsed_present": _LAPSED_PRESENT_JSON,
@@ -119,3 +120,29 @@ def test_x_jobs_is_vacuumed_by_dead_rows_not_by_share_and_with_its_indexes():
     assert settings["vacuum_index_cleanup"] == "on", settings
     assert settings["autovacuum_vacuum_cost_delay"] == "0", settings
     assert "fillfactor" not in settings, settings  # no update of a job row can be HOT
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pause_09_a_claim_told_of_no_pause_sends_the_claim_it_sent_before():
+    """SPEC PAUSE-09: the claim told of no pause is the statement with no pause in it (an
+    empty array parameter alone moved a generic plan off the claim index's walk); one told of a
+    pause steps over its rows and, for a pause that holds nothing at the head of the queue,
+    reads as many buffers as the plain claim, custom plan and generic alike."""
+    for name in ("claim", "claim_lapsed"):
+        assert "%(paused)s" not in STATEMENTS[name]
+        assert "%(paused)s" in STATEMENTS[name + "_paused"]
+    _fill("ready", READY, age=60)
+    _fill("done", FINISHED // 4, age=86400)
+    params = {**PARAMS, "paused": ["tests.jobs.nothing_of_it_waits"]}
+    for generic in (False, True):
+        plain = _claim_buffers("claim", generic)
+        _vacuum()
+        with transaction.atomic():
+            top = plan(
+                STATEMENTS["claim_paused"], params, generic=generic, analyze=True, buffers=True
+            )
+            transaction.set_rollback(True)
+        assert top["Actual Rows"] == LIMIT, top
+        told = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
+        print("PAUSE BUFFERS", generic, plain, told)
+        assert told <= plain + 5 * LIMIT, (generic, plain, told)

@@ -43,12 +43,12 @@ def poll_buffers() -> int:
         analyze=True,
         buffers=True,
     )
-    params = {**named, "queue": "limited", "limit": 10, "after": ""}
+    params = {**named, "queue": "limited", "limit": 10, "after": "", "paused": []}
     keys = plan(LIMITS["limit_keys"], params, generic=False, analyze=True, buffers=True)
     tops = [queues, keys]
     if keys["Actual Rows"]:  # a key left to take: the claim statement runs too
         claim = {**named, "queues": ["limited"], "keys": [KEY], "plain_queues": [], "limit": 10}
-        claim |= {"worker_id": "cost", "visibility_timeout": 30.0, "versions": "{}"}
+        claim |= {"worker_id": "cost", "visibility_timeout": 30.0, "versions": "{}", "paused": []}
         tops.append(plan(LIMITS["claim_limited"], claim, generic=False, analyze=True, buffers=True))
     return sum(top["Shared Hit Blocks"] + top["Shared Read Blocks"] for top in tops)
 
@@ -157,7 +157,7 @@ def keys_step(limit: int) -> tuple[int, int, int]:
     """limit_keys as a claim of ``limit`` sends it: (keys it locked, keys its walk read, shared
     buffers)."""
     named = ClaimLimits(jobs=declared_limits()[0]).params()
-    params = {**named, "queue": "limited", "limit": limit, "after": ""}
+    params = {**named, "queue": "limited", "limit": limit, "after": "", "paused": []}
     top = plan(LIMITS["limit_keys"], params, generic=False, analyze=True, buffers=True)
     walked = sum(n["Actual Rows"] for n in _nodes(top) if n.get("Subplan Name") == "CTE walk")
     return top["Actual Rows"], walked, top["Shared Hit Blocks"] + top["Shared Read Blocks"]
