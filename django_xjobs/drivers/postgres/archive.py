@@ -24,11 +24,18 @@ _NAME = re.compile(r"^x_job_history_([a-z]+)_p(\d{8})$")
 
 @cache
 def _statement(name: str) -> str:
-    """A statement with every column of a job named (``JobColumns``: what both tables hold)."""
+    return with_columns(STATEMENTS[name])
+
+
+def with_columns(statement: str) -> str:
+    """``statement`` with every column of a job named (``JobColumns``: what both tables hold):
+    ``{columns}``, and ``{j_columns}``/``{h_columns}`` each as ``j.``/``h.<column>``."""
     from ...models import Job  # the app registry is ready by the first move
 
     names = [str(f.column) for f in Job._meta.concrete_fields]
-    statement = STATEMENTS[name].replace("{j_columns}", ", ".join(f"j.{n}" for n in names))
+    for alias in ("j", "h"):
+        columns = ", ".join(f"{alias}.{n}" for n in names)
+        statement = statement.replace(f"{{{alias}_columns}}", columns)
     return statement.replace("{columns}", ", ".join(names))
 
 

@@ -1,0 +1,111 @@
+"""The driver contract, the reads and writes that find a finished job in the history as in the
+jobs table (issue 46): the bulk verbs' filter, a batch's members, the relay's re-publish of a
+moved job, ``after=`` on a moved dependency and the erasure of a tenant. Every case runs on the
+memory driver AND the PostgreSQL driver through the ``harness`` fixture, asserting the same
+answers."""
+
+from __future__ import annotations
+
+import json
+
+from django_xjobs import operations
+from django_xjobs.drivers.contract import EnqueueRequest, Finish
+from tests.drivers.contract.support import claim
+
+FINISHED = ["done", "failed", "dead", "cancelled"]
+
+
+def _enqueue(driver, key, *, queue="default", tenant=None, input=None):
+    payload = {"n": 1} if input is None else input
+    request = EnqueueRequest(
+        name="tests.jobs.ok",
+        queue=queue,
+        input=payload,
+        input_json=json.dumps(payload),
+        idempotency_key=key,
+        max_attempts=3,
+        tenant_id=tenant,
+    )
+    return driver.jobs().enqueue(request).id
+
+
+def _ended(driver, key, state="dead", **kwargs):
+    """A job enqueued, claimed and ended ``state`` (X_TERMINAL its last error)."""
+    job_id = _enqueue(driver, key, **kwargs)
+    [job] = claim(driver, limit=1, queues=(kwargs.get("queue", "default"),))
+    assert job.id == job_id
+    error = "X_TERMINAL: the card was declined"
+    assert driver.runs().finish(Finish(job.id, job.lease_token, state, error=error))
+    return job_id
+
+
+def _moved(harness) -> None:
+    """Every finished job past a minute's grace moved to the history."""
+    harness.advance(120)
+    harness.driver.history().move_finished(grace=60)
+    hot = harness.driver.jobs().prune(older_than=-86400.0, states=FINISHED, dry_run=True)
+    assert sum(hot.values()) == 0
+
+
+def test_hist_09_retry_jobs_finds_and_brings_back_moved_dead_jobs(harness):
+    d = harness.driver
+    wanted = [_ended(d, f"a{i}", input={"order_id": 4711, "n": i}) for i in range(3)]
+    other = _ended(d, "b", input={"order_id": 1})
+    done = _ended(d, "c", state="done", input={"order_id": 4711})
+    _moved(harness)
+    preview = operations.retry_jobs(state="dead", input={"order_id": 4711}, dry_run=True)
+    assert preview["matched"] == 3
+    answer = operations.retry_jobs(state="dead", input={"order_id": 4711})
+    assert (answer["matched"], answer["changed"], answer["skipped"]) == (3, 3, 0)
+    for job_id in wanted:
+        row = harness.row(job_id)
+        assert (row.state, row.attempt) == ("ready", 0)
+    assert harness.row(other).state == "dead" and harness.row(done).state == "done"
+    # back in the jobs table: a claim takes them
+    assert {j.id for j in claim(d, limit=10)} == set(wanted)
+
+
+def test_hist_09_a_moved_job_whose_key_a_live_job_holds_stays_in_the_history(harness):
+    d = harness.driver
+    dead = _ended(d, "same")
+    _moved(harness)
+    live = _enqueue(d, "same")
+    answer = operations.retry_jobs(state="dead")
+    assert (answer["matched"], answer["changed"], answer["skipped"]) == (1, 0, 1)
+    assert harness.row(dead).state == "dead"
+    assert harness.row(live).state == "ready"
+    assert [r.id for r in d.reads().dead_letters()] == [dead]
+
+
+def test_hist_09_requeue_jobs_runs_moved_jobs_again_on_another_queue(harness):
+    d = harness.driver
+    dead = _ended(d, "x", queue="emails")
+    _moved(harness)
+    answer = operations.requeue_jobs({"queue": "emails", "state": ["dead"]}, queue="default")
+    assert answer["changed"] == 1
+    row = harness.row(dead)
+    assert (row.state, row.queue) == ("ready", "default")
+
+
+def test_hist_10_delete_jobs_deletes_moved_jobs_in_the_history(harness):
+    d = harness.driver
+    gone = [_ended(d, f"a{i}") for i in range(2)]
+    kept = _ended(d, "b", state="failed")
+    _moved(harness)
+    assert operations.delete_jobs(state=["dead"], dry_run=True)["matched"] == 2
+    answer = operations.delete_jobs(state=["dead"])
+    assert (answer["matched"], answer["changed"]) == (2, 2)
+    assert [harness.row(i) for i in gone] == [None, None]
+    assert d.reads().dead_letters() == []
+    assert harness.row(kept).state == "failed"
+    assert operations.delete_jobs(state=["dead"])["matched"] == 0
+
+
+def test_hist_09_cancel_jobs_never_matches_a_moved_job(harness):
+    d = harness.driver
+    _ended(d, "a")
+    live = _enqueue(d, "b")
+    _moved(harness)
+    answer = operations.cancel_jobs(queue="default")
+    assert (answer["matched"], answer["changed"]) == (1, 1)
+    assert harness.row(live).state == "cancelled"
