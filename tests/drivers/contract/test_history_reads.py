@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 from django_xjobs import operations
-from django_xjobs.drivers.contract import EnqueueRequest, Finish
+from django_xjobs.drivers.contract import EnqueueRequest, Finish, StepRecord, TenantRows
+from django_xjobs.limits.keys import tenant_key
 from tests.drivers.contract.support import claim
 
 FINISHED = ["done", "failed", "dead", "cancelled"]
@@ -109,3 +110,42 @@ def test_hist_09_cancel_jobs_never_matches_a_moved_job(harness):
     answer = operations.cancel_jobs(queue="default")
     assert (answer["matched"], answer["changed"]) == (1, 1)
     assert harness.row(live).state == "cancelled"
+
+
+def test_erase_04_05_a_tenants_moved_jobs_and_fair_share_key_are_erased(harness):
+    d = harness.driver
+    moved = [_ended(d, f"a{i}", tenant="acme") for i in range(3)]
+    theirs = _ended(d, "b", tenant="other")
+    harness.advance(120)
+    d.history().move_finished(grace=60)
+    live = _enqueue(d, "c", tenant="acme")
+    d.limits().pause_key(tenant_key("acme"), 60)  # the row FAIR_SHARE="tenant" keeps
+    d.limits().pause_key(tenant_key("other"), 60)
+    store = d.jobs().tenants()
+    assert store.count("acme") == TenantRows(jobs=4, limit_keys=1)
+    first = store.erase("acme", batch=2, running=False)
+    assert (first.jobs, first.limit_keys) == (3, 1)  # a batch of each table: 1 live, 2 moved
+    while store.erase("acme", batch=2, running=False).total:
+        pass
+    assert store.count("acme") == TenantRows()
+    assert [harness.row(i) for i in [*moved, live]] == [None] * 4
+    assert harness.row(theirs).state == "dead"
+    assert store.count("other") == TenantRows(jobs=1, limit_keys=1)
+    assert [k[0] for k in d.limits().key_usage()] == [tenant_key("other")]
+
+
+def test_erase_04_the_steps_of_a_moved_job_go_with_it(harness):
+    d = harness.driver
+    job_id = _enqueue(d, "stepped", tenant="acme")
+    [run] = claim(d, limit=1)
+    d.steps().put(
+        StepRecord(run_id=run.run_id, name="a", status="completed", output={"x": 1}),
+        job_id=run.id,
+        lease_token=run.lease_token,
+    )
+    assert d.runs().finish(Finish(run.id, run.lease_token, "dead", error="X_TERMINAL: no"))
+    _moved(harness)
+    assert d.jobs().tenants().count("acme") == TenantRows(jobs=1, steps=1)
+    answer = operations.erase_tenant("acme", by="ops:alice")
+    assert (answer["jobs"], answer["steps"]) == (1, 1)
+    assert harness.row(job_id) is None and d.steps().list(run.run_id) == []
