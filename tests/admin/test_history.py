@@ -55,3 +55,19 @@ def test_hist_08_retry_selected_brings_a_job_back_for_who_may_change_jobs(db):
         else:
             assert back is not None and back.state == "ready"
             assert not JobHistory.objects.filter(pk=job.id).exists()
+
+
+def test_hist_11_the_batch_page_lists_moved_members_and_a_moved_callback_as_queued(db):
+    from django_xjobs import Batch
+    from django_xjobs.testing import run_until_idle
+    from tests import jobs
+
+    with Batch(on_complete=jobs.batch_report) as batch:
+        members = [jobs.ok.enqueue(n=i).id for i in range(2)]
+    run_until_idle(queues=["default"])  # the members, then the callback
+    get_driver().jobs().age(2 * 3600, only={"jobs"})
+    assert get_driver().history().move_finished(grace=3600) == 3
+    client = staff_client("viewer", "view_jobbatch", "view_job")
+    body = client.get(f"/admin/django_xjobs/jobbatch/{batch.id}/change/").content.decode()
+    assert all(f"/admin/django_xjobs/job/{m}/change/" in body for m in members)
+    assert "not queued yet" not in body  # the callback ran, and lives in the history

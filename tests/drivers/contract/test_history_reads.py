@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import json
 
-from django_xjobs import operations
-from django_xjobs.drivers.contract import EnqueueRequest, Finish, StepRecord, TenantRows
+from django_xjobs import Batch, inspect_batch, operations
+from django_xjobs.drivers.contract import (
+    Complete,
+    EnqueueRequest,
+    Finish,
+    StepRecord,
+    TenantRows,
+)
 from django_xjobs.limits.keys import tenant_key
+from tests import jobs
 from tests.drivers.contract.support import claim
 
 FINISHED = ["done", "failed", "dead", "cancelled"]
@@ -149,3 +156,30 @@ def test_erase_04_the_steps_of_a_moved_job_go_with_it(harness):
     answer = operations.erase_tenant("acme", by="ops:alice")
     assert (answer["jobs"], answer["steps"]) == (1, 1)
     assert harness.row(job_id) is None and d.steps().list(run.run_id) == []
+
+
+def test_hist_11_a_batch_whose_members_moved_lists_them_and_completes(harness):
+    """Its counts live on the batch row, so its progress and callbacks hold; its member list
+    and ``inspect_batch`` find the moved members, and a retry of one brings the batch back to
+    waiting for it."""
+    d = harness.driver
+    batch = Batch(on_complete=jobs.batch_report)
+    batch.add(jobs.ok, n=1)
+    batch.add(jobs.ok, n=2)
+    first, second = claim(d, limit=2)
+    d.runs().complete([Complete(first.id, first.lease_token)])
+    assert d.runs().finish(Finish(second.id, second.lease_token, "dead"))
+    _moved(harness)
+    assert d.batches().members(batch.id) == sorted([first.id, second.id])
+    report = inspect_batch(batch.id)
+    assert [(m["id"], m["state"]) for m in report["members"]] == sorted(
+        [(str(first.id), "done"), (str(second.id), "dead")]
+    )
+    assert (report["done"], report["dead"], report["pending"]) == (1, 1, 0)
+    d.jobs().requeue(second.id, from_step=None, force=False)  # back from the history
+    assert d.batches().get(batch.id).pending == 1
+    [again] = claim(d)
+    d.runs().complete([Complete(again.id, again.lease_token)])
+    batch.close()
+    [callback] = d.reads().list_jobs(name="tests.jobs.batch_report")
+    assert callback.input["batch"]["done"] == 2
