@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from functools import cache
 from pathlib import Path
@@ -120,6 +120,14 @@ class PostgresArchive:
                     cursor.execute(f"DROP TABLE IF EXISTS {part.name}")
             dropped.append(part)
         return dropped
+
+
+def moved_ids(using: str, ids: Sequence[UUID]) -> dict[UUID, UUID]:
+    """HIST-13: each of ``ids`` whose job lives in the history, with its run id."""
+    if not ids:
+        return {}
+    rows = sql.fetch(using, STATEMENTS["moved_ids"], {"ids": list(ids)})
+    return {UUID(str(job_id)): UUID(str(run_id)) for job_id, run_id in rows}
 
 
 def _day(moment: datetime) -> date:

@@ -59,6 +59,10 @@ INSERT INTO x_jobs ({columns})
 SELECT {columns} FROM back
 RETURNING id;
 
+-- name: moved_ids
+-- HIST-13: which of these jobs live in the history, with their runs (x_job_history_id_idx).
+SELECT id, run_id FROM x_job_history WHERE id = ANY(%(ids)s::uuid[]);
+
 -- name: partition_steps
 -- HIST-03: the step records of the jobs of a day about to be dropped (x_job_steps holds a
 -- finished run's steps), in one statement: a hash join of the day's run ids against the
