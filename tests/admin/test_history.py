@@ -71,3 +71,22 @@ def test_hist_11_the_batch_page_lists_moved_members_and_a_moved_callback_as_queu
     body = client.get(f"/admin/django_xjobs/jobbatch/{batch.id}/change/").content.decode()
     assert all(f"/admin/django_xjobs/job/{m}/change/" in body for m in members)
     assert "not queued yet" not in body  # the callback ran, and lives in the history
+
+
+def test_hist_14_the_job_list_counts_and_links_what_its_filter_admits_in_the_history(db):
+    job = _moved()
+    DeadJobFactory(queue="emails")  # still in x_jobs
+    viewer = staff_client("viewer2", "view_job", "view_jobhistory", "change_job")
+    body = viewer.get("/admin/django_xjobs/job/?state__exact=dead").content.decode()
+    assert "Dead letters (2)" in body  # the moved one counted with the one still here
+    assert "1 more job(s) this filter admits" in body
+    assert f"{HISTORY}?state__exact=dead" in body
+    assert "and the 1 in the job history" in body  # the "all matching" actions take it too
+    listed = viewer.get(f"{HISTORY}?state__exact=dead&queue__exact={job.queue}")
+    assert str(job.id) in listed.content.decode()
+    # a filter the moved job does not meet says nothing of the history
+    other = viewer.get("/admin/django_xjobs/job/?state__exact=dead&queue=emails")
+    assert "job history</a>" not in other.content.decode()
+    # nor to who may not view the history
+    plain = staff_client("plain", "view_job").get("/admin/django_xjobs/job/?state__exact=dead")
+    assert "more job(s) this filter admits" not in plain.content.decode()

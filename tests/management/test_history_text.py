@@ -63,3 +63,22 @@ def test_hist_04_hist_05_move_then_show_ls_and_retry_find_the_job(db):
     xjobs("retry", str(dead.id))
     assert Job.objects.get(pk=dead.pk).state == "ready"
     assert not JobHistory.objects.exists()
+
+
+def test_hist_09_ls_filters_and_the_bulk_verbs_find_moved_jobs(db):
+    """``xjobs ls --error-code/--input`` and ``xjobs retry``/``delete`` by filter, on jobs that
+    moved: each finds them where they live."""
+    card = DeadJobFactory(terminal=True, input={"order_id": 4711})
+    other = DeadJobFactory(input={"order_id": 1})
+    get_driver().jobs().age(2 * 3600, only={"jobs"})
+    assert get_driver().history().move_finished(grace=3600) == 2
+    listed = xjobs("ls", "--error-code", "X_TERMINAL")
+    assert str(card.id) in listed and str(other.id) not in listed
+    assert str(other.id) in xjobs("ls", "--input", '{"order_id": 1}')
+    looked = json.loads(xjobs("retry", "--state", "dead", "--dry-run", "--json"))
+    assert looked["matched"] == 2
+    xjobs("retry", "--error-code", "X_TERMINAL", "--yes")
+    assert Job.objects.get(pk=card.pk).state == "ready"
+    xjobs("delete", "--state", "dead", "--yes")
+    assert not JobHistory.objects.exists()
+    assert Job.objects.filter(pk=card.pk).exists()  # live again: not deleted
