@@ -141,9 +141,9 @@ class JobBatchAdmin(Navigated, _ModelAdmin):
         columns = ("id", "name", "state", "run_at")
         rows = [  # HIST-11: the members moved to the history too, in the order they joined
             *Job.objects.filter(batch_id=obj.id).order_by("id").values_list(*columns)[:MEMBERS],
-            *JobHistory.objects.filter(batch_id=obj.id).order_by("id").values_list(*columns)[
-                :MEMBERS
-            ],
+            *JobHistory.objects.filter(batch_id=obj.id)
+            .order_by("id")
+            .values_list(*columns)[:MEMBERS],
         ]
         now = timezone.now()
         # the state word every screen shows: a waiting member is ready or delayed (issue 42)

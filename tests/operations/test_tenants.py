@@ -95,7 +95,7 @@ def test_erase_06_the_command_counts_the_history_and_the_fair_share_key(db):
     assert driver.history().move_finished(grace=60) == 1
     driver.limits().pause_key(tenant_key("acme"), 60)
     options = {"tenant": "acme", "dry_run": False, "yes": False, "force": False, "batch": 1000}
-    with pytest.raises(ConfirmationRequiredError, match="1 job.*1 limit key"):
+    with pytest.raises(ConfirmationRequiredError, match=r"1 job.*1 limit key"):
         erase_tenant_action(options, interactive=lambda: False)
     out = StringIO()
     call_command("xjobs", "erase-tenant", "acme", "--dry-run", "--json", stdout=out)

@@ -33,4 +33,3 @@ class PostgresTenantStore:
         with transaction.atomic(using=self.using):
             row = sql.fetch(self.using, STATEMENTS["tenant_erase"], params)[0]
         return TenantRows(*(int(n) for n in row))
-
