@@ -18,6 +18,10 @@ from ..contract import HistoryPartition
 from . import sql
 
 STATEMENTS = sql.load(Path(__file__).with_name("archive.sql"))
+#: how long a day's partition made or dropped waits for the locks it needs: past it the pass
+#: fails (``xjobs.worker.history_failed``) and the next one, a minute later, tries again,
+#: rather than queue every read of the history behind a slow one (HIST-15)
+DDL_WAIT_MS = "5000"
 #: a day's partition: x_job_history_<state>_pYYYYMMDD (the name says its state and day)
 _NAME = re.compile(r"^x_job_history_([a-z]+)_p(\d{8})$")
 
@@ -66,6 +70,7 @@ class PostgresArchive:
         created = []
         with transaction.atomic(using=self.using):
             sql.fetch(self.using, STATEMENTS["lock_partitions"], {})
+            sql.fetch(self.using, STATEMENTS["bound_ddl"], {"ms": DDL_WAIT_MS})
             have = {(p.state, p.day) for p in self.partitions()}
             rows = sql.fetch(
                 self.using, STATEMENTS["oldest_finished"], {"states": list(FINISHED_STATES)}
@@ -77,7 +82,8 @@ class PostgresArchive:
                     while day <= today + timedelta(days=ahead):
                         if (state, day) not in have:
                             name = partition_name(state, day)
-                            cursor.execute(_create(state, name, day))
+                            for statement in _create(state, name, day):
+                                cursor.execute(statement)
                             created.append(HistoryPartition(state=state, day=day, name=name))
                         day += timedelta(days=1)
         return sorted(created, key=lambda p: (p.state, p.day))
@@ -116,6 +122,7 @@ class PostgresArchive:
                 statement = STATEMENTS["partition_steps"].replace("{partition}", part.name)
                 sql.count(self.using, statement, {})
                 sql.fetch(self.using, STATEMENTS["lock_partitions"], {})
+                sql.fetch(self.using, STATEMENTS["bound_ddl"], {"ms": DDL_WAIT_MS})
                 with connections[self.using].cursor() as cursor:
                     cursor.execute(f"DROP TABLE IF EXISTS {part.name}")
             dropped.append(part)
@@ -135,9 +142,15 @@ def _day(moment: datetime) -> date:
     return moment.astimezone(UTC).date()
 
 
-def _create(state: str, name: str, day: date) -> str:
+def _create(state: str, name: str, day: date) -> list[str]:
+    """A day's partition made apart, then attached: ``ATTACH PARTITION`` takes a SHARE UPDATE
+    EXCLUSIVE lock on the state's table, which its readers and the mover's inserts go on
+    beside, where ``CREATE TABLE ... PARTITION OF`` takes an ACCESS EXCLUSIVE one that would
+    queue every read of that state behind the slowest. The history's indexes are made on the
+    new, empty table as it is attached."""
     low, high = day, day + timedelta(days=1)
-    return (
-        f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF x_job_history_{state} "
-        f"FOR VALUES FROM ('{low:%Y-%m-%d} 00:00+00') TO ('{high:%Y-%m-%d} 00:00+00')"
-    )
+    return [
+        f"CREATE TABLE {name} (LIKE x_job_history_{state} INCLUDING DEFAULTS)",
+        f"ALTER TABLE x_job_history_{state} ATTACH PARTITION {name} "
+        f"FOR VALUES FROM ('{low:%Y-%m-%d} 00:00+00') TO ('{high:%Y-%m-%d} 00:00+00')",
+    ]

@@ -31,6 +31,12 @@ ORDER BY child.relname;
 -- day would otherwise race to the same name (held to the end of the transaction).
 SELECT pg_advisory_xact_lock(hashtext('x_job_history'));
 
+-- name: bound_ddl
+-- HIST-15: a day's partition made or dropped waits this long for its locks, then fails: the
+-- DROP takes an ACCESS EXCLUSIVE lock on its state's table, and a lock waiting behind a slow
+-- reader queues every later read of that state behind it (to the end of the transaction).
+SELECT set_config('lock_timeout', %(ms)s, true);
+
 -- name: move_finished
 -- HIST-02: one batch of finished rows older than the grace leaves x_jobs and enters the
 -- history in one statement: nothing is lost or copied twice, whatever fails. The settle is not

@@ -68,3 +68,35 @@ def test_hist_12_a_dependency_moved_while_the_enqueue_waits_on_it_reads_as_ended
         assert driver.reads().get_job(dependency).state == "done"
     finally:
         uninstall(driver)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hist_15_a_day_is_made_beside_a_reader_and_a_drop_gives_up_behind_one(monkeypatch):
+    """A day's partition is attached (SHARE UPDATE EXCLUSIVE on its state's table), so it is
+    made while a reader of that state's history holds its lock, and gets the history's indexes;
+    a drop, which must take ACCESS EXCLUSIVE, waits at most ``DDL_WAIT_MS`` behind such a
+    reader, then fails (the next pass tries again)."""
+    from django.db import OperationalError
+
+    from django_xjobs.drivers.postgres import archive
+
+    monkeypatch.setattr(archive, "DDL_WAIT_MS", "300", raising=False)
+    history = archive.PostgresArchive("default")
+    history.ensure(0)
+    with connection.cursor() as cursor:  # a wait this session would otherwise have no end
+        cursor.execute("SET lock_timeout = '3s'")
+    reader = connection.get_new_connection(connection.get_connection_params())
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM x_job_history_done")  # held to its end
+        made = [p for p in history.ensure(2) if p.state == "done"]
+        assert len(made) == 2  # tomorrow and the day after, beside the reader
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_indexes WHERE tablename = %s", [made[0].name])
+            assert cursor.fetchone()[0] == 4  # id, created, tenant, batch
+        with pytest.raises(OperationalError, match="lock timeout"):
+            history.drop({"done": -10 * 86400.0})  # every day is past: the first waits
+    finally:
+        reader.close()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
