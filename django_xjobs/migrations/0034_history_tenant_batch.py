@@ -4,11 +4,12 @@ of which would otherwise read every day of the history. Partial, so a job with n
 batch adds no entry.
 
 Made on the partitioned parent, so each day's partition gets its own index, now and when it is
-created. PostgreSQL cannot build an index on a partitioned table ``CONCURRENTLY``: each existing
-day is locked against the mover's inserts while its index is built. The history is off by
-default and new, so there is little or nothing to index; a site that already moved many days
-of jobs pays one index build over them, during which only the mover waits (claims and settles
-never write to the history).
+attached. PostgreSQL cannot build an index on a partitioned table ``CONCURRENTLY``: each
+existing day is locked against the mover's inserts while its index is built. The history is
+new (migration 0032, in the same release), so there is little or nothing to index; a site that
+already moved many days of jobs pays one index build over them, during which the history's
+writers wait (the mover, a retry bringing a job back) while its readers go on; claims and
+settles never touch the history.
 """
 
 from django.db import migrations

@@ -15,8 +15,10 @@ from django_xjobs import metrics
 from django_xjobs.drivers import get_driver
 from django_xjobs.models import Job, JobHistory
 from django_xjobs.testing.factories import DeadJobFactory, DoneJobFactory
+from tests.support.database import no_history_days
 
 ON = {"HISTORY": True, "RETENTION": {"done": "1d"}}
+OFF = {"HISTORY": False}  # the way out of the default
 
 
 def xjobs(*args: str) -> str:
@@ -26,12 +28,14 @@ def xjobs(*args: str) -> str:
 
 
 def test_hist_06_partitions_are_made_ahead_and_listed(db):
+    no_history_days(get_driver())
     made = json.loads(xjobs("partitions", "--ahead", "1", "--json"))
     assert len(made["created"]) == 4 * 2  # each finished state: today and tomorrow
-    assert (made["enabled"], made["moved"], made["dropped"]) == (False, 0, [])
+    assert (made["enabled"], made["moved"], made["dropped"]) == (True, 0, [])  # on by default
     again = json.loads(xjobs("partitions", "--ahead", "1", "--json"))
     assert again["created"] == [] and again["partitions"] == made["partitions"]
-    text = xjobs("partitions", "--ahead", "0")
+    with override_settings(XJOBS=OFF):
+        text = xjobs("partitions", "--ahead", "0")
     assert "history: off" in text
     assert "dead       " in text and "2 day(s), kept" in text
 
@@ -40,7 +44,7 @@ def test_hist_06_partitions_are_made_ahead_and_listed(db):
     "args", [("--ahead", "x"), ("--ahead", "-1"), ("--ahead", "400"), ("--move",), ("--drop",)]
 )
 def test_hist_06_a_bad_ahead_or_a_move_with_history_off_is_one_coded_line(db, args):
-    with pytest.raises(CommandError, match="X_INVARIANT"):
+    with override_settings(XJOBS=OFF), pytest.raises(CommandError, match="X_INVARIANT"):
         xjobs("partitions", *args)
 
 

@@ -21,7 +21,7 @@ from django_xjobs.ids import uuid7
 from django_xjobs.testing import run_until_idle
 from tests import jobs
 from tests.drivers.contract import support
-from tests.support.database import lock_waiters
+from tests.support.database import lock_waiters, no_history_days
 from tests.support.process import wait_for
 
 
@@ -82,6 +82,7 @@ def test_hist_15_a_day_is_made_beside_a_reader_and_a_drop_gives_up_behind_one(mo
 
     monkeypatch.setattr(archive, "DDL_WAIT_MS", "300", raising=False)
     history = archive.PostgresArchive("default")
+    no_history_days(PostgresDriver("default"))
     history.ensure(0)
     with connection.cursor() as cursor:  # a wait this session would otherwise have no end
         cursor.execute("SET lock_timeout = '3s'")
@@ -100,3 +101,4 @@ def test_hist_15_a_day_is_made_beside_a_reader_and_a_drop_gives_up_behind_one(mo
         reader.close()
         with connection.cursor() as cursor:
             cursor.execute("RESET lock_timeout")
+        no_history_days(PostgresDriver("default"))  # committed: gone for the tests after
