@@ -10,6 +10,11 @@
 - **retention**: a day of ``--history-rows`` done jobs dropped as a partition (its step delete
   included: it has none), against the batched ``DELETE`` of ``xjobs prune`` it replaces, on the
   same rows put back in ``x_jobs``.
+- **fill**, **claims**, **clear**: the issue's goal at scale, in runs of their own so that only
+  the timing holds the benchmark lock: ``fill`` puts ``--history-fill`` done rows straight into
+  ``x_job_history`` by SQL (ten days of partitions; minutes, and it is kept), ``claims`` times
+  the claim with the history as it is (its row count in the label), ``clear`` empties it. Run
+  against a server of your own (``DATABASE_URL``): the embedded one goes at exit.
 """
 
 from __future__ import annotations
@@ -76,6 +81,15 @@ def history(report: Report, args: Any) -> None:
     """``--history-parts``: ``move`` (the claims, the move, the drop) and ``delete`` (the
     DELETE the drop replaces), each short enough for one run."""
     sql("TRUNCATE x_job_steps")
+    if "clear" in args.history_parts:
+        clear_history()
+    if "fill" in args.history_parts:
+        fill_history(args.history_fill)
+    if "claims" in args.history_parts:
+        truncate()
+        [(held,)] = sql("SELECT count(*) FROM x_job_history")
+        claim_cost(report, f"{held:,} in history", args.history_claims)
+        truncate()
     if "move" in args.history_parts:
         move_and_drop(report, args.history_rows, args.history_claims)
     if "delete" in args.history_parts:
@@ -132,3 +146,54 @@ def delete(report: Report, rows: int) -> None:
     elapsed = time.perf_counter() - started
     _add(report, "HISTORY retention, DELETE", f"{elapsed:.3f}", "s", f"{deleted:,} jobs")
     truncate()
+
+
+#: the days ``fill`` spreads its rows over (a partition each)
+FILL_DAYS = 10
+
+
+def fill_history(count: int) -> None:
+    """``count`` done ``noop`` jobs straight into x_job_history (as the mover leaves them),
+    spread over the ``FILL_DAYS`` days before today, a day's statement at a time; nothing when
+    it already holds that many."""
+    from datetime import timedelta
+
+    from bench.jobs import noop
+    from django_xjobs.drivers.postgres.archive import _create, partition_name
+
+    [(held,)] = sql("SELECT count(*) FROM x_job_history")
+    if held == count:
+        say(f"HISTORY: x_job_history already holds {count:,} rows")
+        return
+    clear_history()
+    [(today,)] = sql("SELECT (now() AT TIME ZONE 'UTC')::date")
+    per_day = count // FILL_DAYS
+    for back in range(FILL_DAYS, 0, -1):
+        day = today - timedelta(days=back)
+        for statement in _create("done", partition_name("done", day), day):
+            sql(statement)
+        rows = per_day if back > 1 else count - per_day * (FILL_DAYS - 1)
+        say(f"HISTORY: {rows:,} done rows into {partition_name('done', day)} ...")
+        sql(
+            """
+            INSERT INTO x_job_history (id, name, queue, input, idempotency_key, run_id, attempt,
+                                       max_attempts, state, priority, run_at, created_at,
+                                       updated_at, result, finished_at)
+            SELECT gen_random_uuid(), %(name)s, 'default', jsonb_build_object('n', g),
+                   'done:' || %(day)s || ':' || g, gen_random_uuid(), 1, 3, 'done', 0,
+                   t.at, t.at, t.at, '{"ok": true}'::jsonb, t.at
+            FROM generate_series(1, %(count)s) AS g,
+                 LATERAL (SELECT %(day)s::timestamptz
+                                 + make_interval(secs => g * 86000.0 / %(count)s)) AS t(at)
+            """,
+            {"name": noop.name, "count": rows, "day": day.isoformat() + " 00:00+00"},
+        )
+    sql("VACUUM ANALYZE x_job_history")
+
+
+def clear_history() -> None:
+    """The history emptied: every day's partition dropped."""
+    from django_xjobs.drivers import get_driver
+
+    for day in get_driver().history().partitions():
+        sql(f"DROP TABLE IF EXISTS {day.name}")

@@ -133,9 +133,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--history-parts",
         nargs="+",
-        choices=("move", "delete"),
+        choices=("move", "delete", "fill", "claims", "clear"),
         default=["move", "delete"],
-        help="HISTORY: the claims, move and drop; the DELETE it replaces (both)",
+        help="HISTORY: the claims, move and drop; the DELETE it replaces (both); or fill the "
+        "history with --history-fill rows, time the claim beside it, clear it",
+    )
+    parser.add_argument(
+        "--history-fill",
+        type=int,
+        default=10_000_000,
+        help="HISTORY fill: done rows put straight into x_job_history (10000000)",
     )
     parser.add_argument(
         "--history-claims", type=int, default=500, help="HISTORY: claims timed per case (500)"

@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 
 from .. import redact
 from ..declarations.workflows import batch_state
-from ..models import Job, JobBatch
+from ..models import Job, JobBatch, JobHistory
 from ..states import shown_state
 from .job import badge
 from .pages import Navigated, admin_url
@@ -125,9 +125,11 @@ class JobBatchAdmin(Navigated, _ModelAdmin):
     def callback_jobs(self, obj: JobBatch) -> str:
         if not obj.callbacks:
             return "none"
-        queued = set(
-            Job.objects.filter(id__in=[c["id"] for c in obj.callbacks]).values_list("id", flat=True)
-        )
+        ids = [c["id"] for c in obj.callbacks]
+        queued = {  # HIST-11: a callback that ran and moved to the history was queued too
+            *Job.objects.filter(id__in=ids).values_list("id", flat=True),
+            *JobHistory.objects.filter(id__in=ids).values_list("id", flat=True),
+        }
         return format_html_join(
             "",
             "<div>on {}: {}</div>",
@@ -136,16 +138,18 @@ class JobBatchAdmin(Navigated, _ModelAdmin):
 
     @admin.display(description="members")
     def member_jobs(self, obj: JobBatch) -> str:
-        rows = (
-            Job.objects.filter(batch_id=obj.id)
+        columns = ("id", "name", "state", "run_at")
+        rows = [  # HIST-11: the members moved to the history too, in the order they joined
+            *Job.objects.filter(batch_id=obj.id).order_by("id").values_list(*columns)[:MEMBERS],
+            *JobHistory.objects.filter(batch_id=obj.id)
             .order_by("id")
-            .values_list("id", "name", "state", "run_at")
-        )
+            .values_list(*columns)[:MEMBERS],
+        ]
         now = timezone.now()
         # the state word every screen shows: a waiting member is ready or delayed (issue 42)
         links = [
             (self._job_link(str(job_id), name, None), badge(shown_state(state, run_at, now)))
-            for job_id, name, state, run_at in rows[:MEMBERS]
+            for job_id, name, state, run_at in sorted(rows)[:MEMBERS]
         ]
         if not links:
             return "none"

@@ -6,23 +6,34 @@ The job page of a moved job's id sends here (admin/jobs.py)."""
 
 from __future__ import annotations
 
+import json
+from urllib.parse import urlencode
+
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from .. import operations
+from .. import conf, operations
+from ..drivers.contract import JobFilter
 from ..errors import XJobsError
 from ..models import JobHistory
+from ..states import FINISHED_STATES
+from .filters import ErrorCodeFilter, InputFilter
+from .pages import admin_url
 from .rows import ViewOnly
 from .trace import key_text, payload_text
+
+#: the moved jobs the job list counts at most, as its dead letters (SPEC BULK-22): past it the
+#: note says "10,000+"
+MOVED_SHOWN = 10_000
 
 
 class JobHistoryAdmin(ViewOnly):
     """SPEC HIST-08: seen with ``view_jobhistory``; nothing is added, changed or deleted."""
 
     list_display = ("id", "name", "queue", "state", "stop_reason", "attempt", "finished_at")
-    list_filter = ("state", "queue")
+    list_filter = ("state", "queue", "name", "stop_reason", InputFilter, ErrorCodeFilter)
     search_fields = ("name", "=idempotency_key", "=tenant_id")
     ordering = ("-finished_at",)
     date_hierarchy = "finished_at"
@@ -61,3 +72,63 @@ class JobHistoryAdmin(ViewOnly):
         if refused:
             text += ". Could not retry: " + "; ".join(refused)
         self.message_user(request, text, messages.WARNING if refused else messages.SUCCESS)
+
+
+def moved_matching(where: JobFilter, database: str) -> QuerySet[JobHistory]:
+    """HIST-14: the moved jobs ``where`` admits, as the bulk verbs' filter admits them."""
+    rows = JobHistory.objects.using(database).all()
+    if where.state:
+        rows = rows.filter(state__in=[s for s in where.state if s in FINISHED_STATES])
+    for name in ("queue", "name", "tenant_id", "stop_reason"):
+        value = getattr(where, name)
+        if value is not None:
+            rows = rows.filter(**{name: value})
+    if where.error_code is not None:
+        code = where.error_code
+        rows = rows.filter(Q(last_error=code) | Q(last_error__startswith=f"{code}:"))
+    for field, low, high in (
+        ("created_at", where.created_after, where.created_before),
+        ("updated_at", where.updated_after, where.updated_before),
+    ):
+        if low is not None:
+            rows = rows.filter(**{f"{field}__gte": low})
+        if high is not None:
+            rows = rows.filter(**{f"{field}__lt": high})
+    if where.input is not None:
+        rows = rows.filter(input__contains=dict(where.input))
+    if where.ids:
+        rows = rows.filter(id__in=where.ids)
+    return rows
+
+
+def moved_note(site: admin.AdminSite, request: HttpRequest, where: JobFilter) -> dict[str, str]:
+    """What the job list says of the jobs its filter admits that moved to the history (HIST-14):
+    how many (up to ``MOVED_SHOWN``) and the history's list narrowed the same way; empty for
+    none, or for a user who may not view the history."""
+    if not request.user.has_perm("django_xjobs.view_jobhistory"):
+        return {}
+    rows = moved_matching(where, conf.get().database)
+    count = rows.order_by().values("pk")[: MOVED_SHOWN + 1].count()  # unsorted: any 10,001
+    if not count:
+        return {}
+    query: dict[str, str] = {}
+    shown = [s for s in where.state if s in FINISHED_STATES]
+    if len(shown) == 1:
+        query["state__exact"] = shown[0]
+    for name in ("queue", "name", "stop_reason", "tenant_id"):
+        value = getattr(where, name)
+        if value is not None:
+            query[f"{name}__exact"] = value
+    if where.input is not None:
+        query["input"] = json.dumps(dict(where.input))
+    if where.error_code is not None:
+        query["error_code"] = where.error_code
+    if where.created_after is not None:
+        query["created_at__gte"] = where.created_after.isoformat()
+    if where.created_before is not None:
+        query["created_at__lt"] = where.created_before.isoformat()
+    url = admin_url(site, "django_xjobs_jobhistory_changelist")
+    return {
+        "count": f"{MOVED_SHOWN:,}+" if count > MOVED_SHOWN else f"{count:,}",
+        "url": f"{url}?{urlencode(query)}" if query else url,
+    }

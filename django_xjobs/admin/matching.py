@@ -26,6 +26,7 @@ from ..drivers.contract import JobFilter
 from ..errors import JobFilterError, XJobsError
 from ..operations import bulk
 from ..operations.background import NAMED, QUEUE, VERBS
+from .history import moved_note
 from .pages import OverviewPages, admin_url
 from .permissions import has_permission, require_permission
 
@@ -140,8 +141,22 @@ class MatchingActions(OverviewPages):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, object] | None = None
     ) -> HttpResponse:
-        context = {"xjobs_matching": self.matching_links(request), **(extra_context or {})}
+        context = {
+            "xjobs_matching": self.matching_links(request),
+            "xjobs_moved": self.moved(request),
+            **(extra_context or {}),
+        }
         return super().changelist_view(request, context)
+
+    def moved(self, request: HttpRequest) -> dict[str, str]:
+        """HIST-14: the jobs the list's filter admits that moved to the history, which the
+        list (x_jobs) does not show and the "all matching" actions act on too; nothing for a
+        list narrowed by what no filter field matches."""
+        try:
+            where = operations.job_filter(list_filter(request.GET))
+        except XJobsError:
+            return {}
+        return moved_note(self.admin_site, request, where)
 
     def matching_view(self, request: HttpRequest, verb: str) -> HttpResponse:
         """The dry run's count and sample, and a form that posts the action (SPEC BULK-16)."""

@@ -73,8 +73,8 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION": {},
     # finished jobs leave x_jobs for the day-partitioned x_job_history (issue 46, HIST-01),
     # moved in batches by workers HISTORY_GRACE after they finished; RETENTION then drops whole
-    # days of it. Off: finished rows stay in x_jobs and RETENTION deletes them row by row
-    "HISTORY": False,
+    # days of it. False: finished rows stay in x_jobs and RETENTION deletes them row by row
+    "HISTORY": True,
     "HISTORY_GRACE": 3600,
     # days of partitions kept created ahead of today
     "HISTORY_AHEAD": 3,

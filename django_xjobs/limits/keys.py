@@ -150,12 +150,18 @@ def key_of(
     if share is None:
         return None
     if share == "tenant":
-        return SEPARATOR + (tenant or "")
+        return tenant_key(tenant)
     try:
         group = share.format(**inputs) if isinstance(inputs, Mapping) else ""
     except _RENDER_ERRORS:
         group = ""  # a job without the input (or of another type) shares the ungrouped turn
     return SEPARATOR + _bounded(name, "fair-share group", group)
+
+
+def tenant_key(tenant: str | None) -> str:
+    """The limit key ``XJOBS["FAIR_SHARE"] = "tenant"`` gives a run of ``tenant``: its
+    x_limit_keys row is named by the tenant id, and goes with its erasure (SPEC ERASE-05)."""
+    return SEPARATOR + (tenant or "")
 
 
 def keyless(name: str) -> bool:

@@ -46,7 +46,7 @@ def erase_tenant_action(
     held = erase_tenant(tenant, dry_run=True, batch=size)
     if options.get("dry_run"):
         return held, _text(held)
-    if not options.get("yes") and (held.jobs or held.events or held.outbox):
+    if not options.get("yes") and (held.jobs or held.events or held.outbox or held.limit_keys):
         if not interactive():
             raise ConfirmationRequiredError(
                 f"xjobs erase-tenant would delete {_rows(held)} of tenant {tenant!r} and there is "
@@ -63,7 +63,8 @@ def erase_tenant_action(
 def _rows(rows: TenantErasure) -> str:
     return (
         f"{rows.jobs} job(s) ({rows.running} running), {rows.steps} step(s), "
-        f"{rows.events} event(s) and {rows.outbox} outbox row(s)"
+        f"{rows.events} event(s), {rows.outbox} outbox row(s) and {rows.limit_keys} "
+        "limit key(s)"
     )
 
 

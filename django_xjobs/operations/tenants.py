@@ -38,6 +38,8 @@ class TenantErasure(Answer):
     events: int
     outbox: int
     batches: int
+    #: the tenant's fair-share limit key row (x_limit_keys), 0 or 1 (SPEC ERASE-05)
+    limit_keys: int = 0
 
 
 def erase_tenant(
@@ -84,5 +86,13 @@ def erase_tenant(
 
 def _answer(tenant_id: str, dry_run: bool, rows: TenantRows, batches: int) -> TenantErasure:
     return TenantErasure(
-        tenant_id, dry_run, rows.jobs, rows.running, rows.steps, rows.events, rows.outbox, batches
+        tenant_id,
+        dry_run,
+        rows.jobs,
+        rows.running,
+        rows.steps,
+        rows.events,
+        rows.outbox,
+        batches,
+        rows.limit_keys,
     )

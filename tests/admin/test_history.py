@@ -55,3 +55,38 @@ def test_hist_08_retry_selected_brings_a_job_back_for_who_may_change_jobs(db):
         else:
             assert back is not None and back.state == "ready"
             assert not JobHistory.objects.filter(pk=job.id).exists()
+
+
+def test_hist_11_the_batch_page_lists_moved_members_and_a_moved_callback_as_queued(db):
+    from django_xjobs import Batch
+    from django_xjobs.testing import run_until_idle
+    from tests import jobs
+
+    with Batch(on_complete=jobs.batch_report) as batch:
+        members = [jobs.ok.enqueue(n=i).id for i in range(2)]
+    run_until_idle(queues=["default"])  # the members, then the callback
+    get_driver().jobs().age(2 * 3600, only={"jobs"})
+    assert get_driver().history().move_finished(grace=3600) == 3
+    client = staff_client("viewer", "view_jobbatch", "view_job")
+    body = client.get(f"/admin/django_xjobs/jobbatch/{batch.id}/change/").content.decode()
+    assert all(f"/admin/django_xjobs/job/{m}/change/" in body for m in members)
+    assert "not queued yet" not in body  # the callback ran, and lives in the history
+
+
+def test_hist_14_the_job_list_counts_and_links_what_its_filter_admits_in_the_history(db):
+    job = _moved()
+    DeadJobFactory(queue="emails")  # still in x_jobs
+    viewer = staff_client("viewer2", "view_job", "view_jobhistory", "change_job")
+    body = viewer.get("/admin/django_xjobs/job/?state__exact=dead").content.decode()
+    assert "Dead letters (2)" in body  # the moved one counted with the one still here
+    assert "1 more job(s) this filter admits" in body
+    assert f"{HISTORY}?state__exact=dead" in body
+    assert "and the 1 in the job history" in body  # the "all matching" actions take it too
+    listed = viewer.get(f"{HISTORY}?state__exact=dead&queue__exact={job.queue}")
+    assert str(job.id) in listed.content.decode()
+    # a filter the moved job does not meet says nothing of the history
+    other = viewer.get("/admin/django_xjobs/job/?state__exact=dead&queue=emails")
+    assert "job history</a>" not in other.content.decode()
+    # nor to who may not view the history
+    plain = staff_client("plain", "view_job").get("/admin/django_xjobs/job/?state__exact=dead")
+    assert "more job(s) this filter admits" not in plain.content.decode()

@@ -10,11 +10,12 @@ from django_xjobs.conf import validate
 from django_xjobs.errors import ConfigInvalidError
 
 
-def test_hist_07_history_is_off_by_default_and_its_grace_an_hour():
+def test_hist_07_history_is_on_by_default_and_its_grace_an_hour():
     settings = validate({})
-    assert (settings.history, settings.history_grace, settings.history_ahead) == (False, 3600, 3)
+    assert (settings.history, settings.history_grace, settings.history_ahead) == (True, 3600, 3)
     on = validate({"HISTORY": True, "HISTORY_GRACE": "10m", "HISTORY_AHEAD": 7})
     assert (on.history, on.history_grace, on.history_ahead) == (True, 600, 7)
+    assert validate({"HISTORY": False}).history is False  # the way out
 
 
 @pytest.mark.parametrize(

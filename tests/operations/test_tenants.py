@@ -80,3 +80,31 @@ def test_erase_03_the_command_asks_first_and_refuses_without_a_terminal(db):
     client.force_login(User.objects.create_superuser("root", password="pw"))
     page = client.get("/admin/django_xjobs/operatoraction/?verb=erase_tenant")
     assert page.status_code == 200 and "erase_tenant" in page.content.decode()
+
+
+def test_erase_06_the_command_counts_the_history_and_the_fair_share_key(db):
+    """A tenant whose only rows are moved jobs and its fair-share key is asked about and erased,
+    and the dry run and the answer name the key."""
+    from django_xjobs.drivers import get_driver
+    from django_xjobs.limits.keys import tenant_key
+
+    jobs.ok.using(tenant_id="acme").enqueue(n=1)
+    run_until_idle()
+    driver = get_driver()
+    driver.jobs().age(120, only={"jobs"})
+    assert driver.history().move_finished(grace=60) == 1
+    driver.limits().pause_key(tenant_key("acme"), 60)
+    options = {"tenant": "acme", "dry_run": False, "yes": False, "force": False, "batch": 1000}
+    with pytest.raises(ConfirmationRequiredError, match=r"1 job.*1 limit key"):
+        erase_tenant_action(options, interactive=lambda: False)
+    out = StringIO()
+    call_command("xjobs", "erase-tenant", "acme", "--dry-run", "--json", stdout=out)
+    assert {k: json.loads(out.getvalue())[k] for k in ("jobs", "limit_keys")} == {
+        "jobs": 1,
+        "limit_keys": 1,
+    }
+    out = StringIO()
+    call_command("xjobs", "erase-tenant", "acme", "--yes", stdout=out)
+    assert "erased 1 job(s)" in out.getvalue() and "1 limit key(s)" in out.getvalue()
+    left = erase_tenant("acme", dry_run=True)
+    assert (left.jobs, left.limit_keys) == (0, 0)

@@ -16,6 +16,7 @@ from django_xjobs.states import FINISHED_STATES
 from django_xjobs.testing import run_until_idle
 from django_xjobs.worker.retention import Retention
 from tests import jobs
+from tests.support.database import no_history_days
 from tests.support.process import wait_for
 
 COUNT = 1_001  # two batches: 1000, then one row that finished at the same instant
@@ -55,9 +56,10 @@ def test_audit_04_the_hourly_upkeep_pass_prunes_the_audit_trail(live_harness):
 
 def test_hist_02_hist_03_with_history_on_the_upkeep_pass_moves_then_drops_days(live_harness):
     """SPEC HIST-02, HIST-03: the worker's upkeep pass moves finished jobs past the grace to
-    the history and drops each day past RETENTION there; with HISTORY off (the default)
-    nothing moves."""
+    the history and drops each day past RETENTION there (HISTORY is on by default); with
+    HISTORY=False nothing moves."""
     driver = live_harness.driver
+    no_history_days(driver)
     jobs.ok.enqueue(n=1)
     run_until_idle()
     driver.jobs().age(3 * 86400, only={"jobs"})  # finished three days ago
@@ -70,10 +72,12 @@ def test_hist_02_hist_03_with_history_on_the_upkeep_pass_moves_then_drops_days(l
         retention.maybe_prune()
         wait_for(lambda: not retention.running.is_set(), what="the upkeep pass to end")
 
-    upkeep()
+    with override_settings(XJOBS={"HISTORY": False}):
+        upkeep()
     assert driver.history().partitions() == []  # off: the history is not touched
+    assert driver.jobs().prune(older_than=-86400, states=["done"], dry_run=True) == {"done": 2}
     try:
-        with override_settings(XJOBS={"HISTORY": True, "RETENTION": {"dead": "90d", "done": "2d"}}):
+        with override_settings(XJOBS={"RETENTION": {"dead": "90d", "done": "2d"}}):
             upkeep()
         _kept_and_dropped(driver)
     finally:  # committed days outlive the test's flush, which empties the rows only

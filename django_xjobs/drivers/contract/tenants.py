@@ -10,13 +10,16 @@ from typing import Protocol
 @dataclass(frozen=True)
 class TenantRows:
     """How many rows of one tenant a store holds (``count``) or deleted (``erase``): its jobs
-    (``running`` of them running), their steps, its events and its staged outbox rows."""
+    (``running`` of them running), their steps, its events, its staged outbox rows and its
+    fair-share limit key's row (``XJOBS["FAIR_SHARE"] = "tenant"``). A job moved to the history
+    counts as a job (SPEC ERASE-04)."""
 
     jobs: int = 0
     running: int = 0
     steps: int = 0
     events: int = 0
     outbox: int = 0
+    limit_keys: int = 0
 
     def __add__(self, other: TenantRows) -> TenantRows:
         return TenantRows(
@@ -25,11 +28,12 @@ class TenantRows:
             self.steps + other.steps,
             self.events + other.events,
             self.outbox + other.outbox,
+            self.limit_keys + other.limit_keys,
         )
 
     @property
     def total(self) -> int:
-        return self.jobs + self.steps + self.events + self.outbox
+        return self.jobs + self.steps + self.events + self.outbox + self.limit_keys
 
 
 class TenantStore(Protocol):

@@ -72,10 +72,8 @@ class MemoryBulkStore:
 
     def _admitted(self, where: JobFilter, states: Sequence[str]) -> list[JobSnapshot]:
         now = self._jobs._now()
-        return sorted(
-            (r for r in self._jobs._rows.values() if admits(where, r, states, now)),
-            key=lambda r: r.id,
-        )
+        rows = [*self._jobs._rows.values(), *self._jobs._archived.values()]  # HIST-09
+        return sorted((r for r in rows if admits(where, r, states, now)), key=lambda r: r.id)
 
     def match(
         self, where: JobFilter, *, states: Sequence[str], after: UUID | None, limit: int
@@ -94,7 +92,11 @@ class MemoryBulkStore:
         jobs = self._jobs
         with jobs._lock:
             now = jobs._now()
-            rows = [r for i in sorted(set(ids)) if (r := jobs._rows.get(i)) is not None]
+            rows = [
+                r
+                for i in sorted(set(ids))
+                if (r := jobs._rows.get(i) or jobs._archived.get(i)) is not None  # HIST-09
+            ]
             rows = [r for r in rows if admits(where, r, action.states, now)]
             if action.verb == "cancel":
                 for row in rows:
@@ -140,7 +142,8 @@ class MemoryBulkStore:
         jobs = self._jobs
         gone = [r for r in rows if r.state in FINISHED_STATES and not jobs._awaited(r)]
         for row in gone:
-            del jobs._rows[row.id]
+            jobs._rows.pop(row.id, None)
+            jobs._archived.pop(row.id, None)  # HIST-10: deleted in the history too
             jobs._steps.pop(row.run_id, None)
             jobs._limit_keys.pop(row.id, None)
         return len(gone)

@@ -54,7 +54,7 @@ class MemoryJobs(MemoryState):
             return self._enqueue_after(request)
         with self._lock:
             now = self._now()
-            existing = self._rows.get(request.id) if request.id is not None else None
+            existing = self._published(request.id)
             if existing is not None:  # a staged id published again: the job it already is
                 return EnqueueResult(id=existing.id, run_id=existing.run_id)
             run_at = request.run_at or now + timedelta(seconds=request.delay or 0.0)
@@ -97,6 +97,14 @@ class MemoryJobs(MemoryState):
                 sub.woken(row.queue, row.priority)
         return EnqueueResult(row.id, row.run_id, deduped=replaced, replaced=replaced)
 
+    def _published(self, staged: UUID | None) -> JobSnapshot | None:
+        """The job a staged id already became, wherever it lives: a relay that published it
+        and died before marking it publishes it again, maybe after it moved to the history
+        (HIST-13)."""
+        if staged is None:
+            return None
+        return self._rows.get(staged) or self._archived.get(staged)
+
     def _enqueue_after(self, request: EnqueueRequest) -> EnqueueResult:
         """As jobs.sql's enqueue_after: registered with its dependencies, or refused (issue 32)."""
         job_id = request.id or uuid7()
@@ -107,7 +115,7 @@ class MemoryJobs(MemoryState):
         strict = request.id is None
         with self._lock:
             now = self._now()
-            existing = self._rows.get(job_id) if request.id is not None else None
+            existing = self._published(request.id)
             if existing is not None:
                 return EnqueueResult(id=existing.id, run_id=existing.run_id)
             deps = [self._rows.get(a) or self._archived.get(a) for a in given]  # HIST-04

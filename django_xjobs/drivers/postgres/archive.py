@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from functools import cache
 from pathlib import Path
@@ -18,17 +18,28 @@ from ..contract import HistoryPartition
 from . import sql
 
 STATEMENTS = sql.load(Path(__file__).with_name("archive.sql"))
+#: how long a day's partition made or dropped waits for the locks it needs: past it the pass
+#: fails (``xjobs.worker.history_failed``) and the next one, a minute later, tries again,
+#: rather than queue every read of the history behind a slow one (HIST-15)
+DDL_WAIT_MS = "5000"
 #: a day's partition: x_job_history_<state>_pYYYYMMDD (the name says its state and day)
 _NAME = re.compile(r"^x_job_history_([a-z]+)_p(\d{8})$")
 
 
 @cache
 def _statement(name: str) -> str:
-    """A statement with every column of a job named (``JobColumns``: what both tables hold)."""
+    return with_columns(STATEMENTS[name])
+
+
+def with_columns(statement: str) -> str:
+    """``statement`` with every column of a job named (``JobColumns``: what both tables hold):
+    ``{columns}``, and ``{j_columns}``/``{h_columns}`` each as ``j.``/``h.<column>``."""
     from ...models import Job  # the app registry is ready by the first move
 
     names = [str(f.column) for f in Job._meta.concrete_fields]
-    statement = STATEMENTS[name].replace("{j_columns}", ", ".join(f"j.{n}" for n in names))
+    for alias in ("j", "h"):
+        columns = ", ".join(f"{alias}.{n}" for n in names)
+        statement = statement.replace(f"{{{alias}_columns}}", columns)
     return statement.replace("{columns}", ", ".join(names))
 
 
@@ -59,6 +70,7 @@ class PostgresArchive:
         created = []
         with transaction.atomic(using=self.using):
             sql.fetch(self.using, STATEMENTS["lock_partitions"], {})
+            sql.fetch(self.using, STATEMENTS["bound_ddl"], {"ms": DDL_WAIT_MS})
             have = {(p.state, p.day) for p in self.partitions()}
             rows = sql.fetch(
                 self.using, STATEMENTS["oldest_finished"], {"states": list(FINISHED_STATES)}
@@ -70,7 +82,8 @@ class PostgresArchive:
                     while day <= today + timedelta(days=ahead):
                         if (state, day) not in have:
                             name = partition_name(state, day)
-                            cursor.execute(_create(state, name, day))
+                            for statement in _create(state, name, day):
+                                cursor.execute(statement)
                             created.append(HistoryPartition(state=state, day=day, name=name))
                         day += timedelta(days=1)
         return sorted(created, key=lambda p: (p.state, p.day))
@@ -109,10 +122,19 @@ class PostgresArchive:
                 statement = STATEMENTS["partition_steps"].replace("{partition}", part.name)
                 sql.count(self.using, statement, {})
                 sql.fetch(self.using, STATEMENTS["lock_partitions"], {})
+                sql.fetch(self.using, STATEMENTS["bound_ddl"], {"ms": DDL_WAIT_MS})
                 with connections[self.using].cursor() as cursor:
                     cursor.execute(f"DROP TABLE IF EXISTS {part.name}")
             dropped.append(part)
         return dropped
+
+
+def moved_ids(using: str, ids: Sequence[UUID]) -> dict[UUID, UUID]:
+    """HIST-13: each of ``ids`` whose job lives in the history, with its run id."""
+    if not ids:
+        return {}
+    rows = sql.fetch(using, STATEMENTS["moved_ids"], {"ids": list(ids)})
+    return {UUID(str(job_id)): UUID(str(run_id)) for job_id, run_id in rows}
 
 
 def _day(moment: datetime) -> date:
@@ -120,9 +142,15 @@ def _day(moment: datetime) -> date:
     return moment.astimezone(UTC).date()
 
 
-def _create(state: str, name: str, day: date) -> str:
+def _create(state: str, name: str, day: date) -> list[str]:
+    """A day's partition made apart, then attached: ``ATTACH PARTITION`` takes a SHARE UPDATE
+    EXCLUSIVE lock on the state's table, which its readers and the mover's inserts go on
+    beside, where ``CREATE TABLE ... PARTITION OF`` takes an ACCESS EXCLUSIVE one that would
+    queue every read of that state behind the slowest. The history's indexes are made on the
+    new, empty table as it is attached."""
     low, high = day, day + timedelta(days=1)
-    return (
-        f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF x_job_history_{state} "
-        f"FOR VALUES FROM ('{low:%Y-%m-%d} 00:00+00') TO ('{high:%Y-%m-%d} 00:00+00')"
-    )
+    return [
+        f"CREATE TABLE {name} (LIKE x_job_history_{state} INCLUDING DEFAULTS)",
+        f"ALTER TABLE x_job_history_{state} ATTACH PARTITION {name} "
+        f"FOR VALUES FROM ('{low:%Y-%m-%d} 00:00+00') TO ('{high:%Y-%m-%d} 00:00+00')",
+    ]

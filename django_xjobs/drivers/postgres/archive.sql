@@ -31,6 +31,12 @@ ORDER BY child.relname;
 -- day would otherwise race to the same name (held to the end of the transaction).
 SELECT pg_advisory_xact_lock(hashtext('x_job_history'));
 
+-- name: bound_ddl
+-- HIST-15: a day's partition made or dropped waits this long for its locks, then fails: the
+-- DROP takes an ACCESS EXCLUSIVE lock on its state's table, and a lock waiting behind a slow
+-- reader queues every later read of that state behind it (to the end of the transaction).
+SELECT set_config('lock_timeout', %(ms)s, true);
+
 -- name: move_finished
 -- HIST-02: one batch of finished rows older than the grace leaves x_jobs and enters the
 -- history in one statement: nothing is lost or copied twice, whatever fails. The settle is not
@@ -58,6 +64,10 @@ WITH back AS (
 INSERT INTO x_jobs ({columns})
 SELECT {columns} FROM back
 RETURNING id;
+
+-- name: moved_ids
+-- HIST-13: which of these jobs live in the history, with their runs (x_job_history_id_idx).
+SELECT id, run_id FROM x_job_history WHERE id = ANY(%(ids)s::uuid[]);
 
 -- name: partition_steps
 -- HIST-03: the step records of the jobs of a day about to be dropped (x_job_steps holds a

@@ -139,8 +139,18 @@ LIMIT %(limit)s;
 SELECT count(*) FROM x_batches WHERE completed_at IS NULL;
 
 -- name: batch_members
--- A batch's members by id (time-ordered: the order they were added), after `after`.
-SELECT id FROM x_jobs
-WHERE batch_id = %(batch)s AND id > %(after)s
+-- A batch's members by id (time-ordered: the order they were added), after `after`, those
+-- moved to the history too (HIST-11; x_job_history_batch_idx finds them).
+SELECT id FROM (
+    (SELECT id FROM x_jobs
+     WHERE batch_id = %(batch)s AND id > %(after)s
+     ORDER BY id
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id FROM x_job_history
+     WHERE batch_id = %(batch)s AND id > %(after)s
+     ORDER BY id
+     LIMIT %(limit)s)
+) AS members
 ORDER BY id
 LIMIT %(limit)s;

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from uuid import UUID
 
@@ -14,6 +15,7 @@ from django.db import IntegrityError, transaction
 from ...payload import dumps
 from ..contract import BulkAction, JobFilter, OperatorRecord
 from . import sql
+from .archive import with_columns
 
 STATEMENTS = sql.load(Path(__file__).with_name("bulk.sql"))
 AUDIT = sql.load(Path(__file__).with_name("audit.sql"))
@@ -98,17 +100,24 @@ class PostgresBulkStore:
         if not ids:
             return 0, []
         try:
-            return len(self._run("bulk_retry", params)), []
+            return self._restored_retry(params), []
         except IntegrityError:
             # a live job took one of these keys after the statement's snapshot: one at a time,
-            # each that still collides left as it is
+            # each that still collides left as it is (in the history, if it was there)
             changed = 0
             for job_id in ids:
                 try:
-                    changed += len(self._run("bulk_retry", {**params, "ids": [job_id]}))
+                    changed += self._restored_retry({**params, "ids": [job_id]})
                 except IntegrityError:
                     continue
             return changed, []
+
+    def _restored_retry(self, params: Mapping[str, object]) -> int:
+        """HIST-09: the batch's jobs moved to the history brought back, then retried, in one
+        transaction: a failure leaves them where they were."""
+        with transaction.atomic(using=self.using):
+            sql.count(self.using, _restore_statement(), params)
+            return len(self._run("bulk_retry", params))
 
 
 class PostgresAuditStore:
@@ -174,6 +183,11 @@ class PostgresAuditStore:
             total += gone
             if gone < _PRUNE_BATCH:
                 return total
+
+
+@cache
+def _restore_statement() -> str:
+    return with_columns(STATEMENTS["bulk_restore"])
 
 
 def _decoded(value: object) -> Mapping[str, object] | None:

@@ -31,21 +31,41 @@
 
 -- name: bulk_match
 -- The next batch of ids the filter admits, in the primary key's order from where the last one
--- stopped (`after`): each batch starts past the previous one, never from the start again.
-SELECT j.id
-FROM x_jobs j
-WHERE j.id > %(after)s::uuid
+-- stopped (`after`): each batch starts past the previous one, never from the start again. The
+-- finished jobs moved to the history are admitted as those still in x_jobs (HIST-09): each
+-- table gives its next batch by its own id index, and the two are merged (one snapshot: a job
+-- the mover moves meanwhile is in exactly one of them).
+SELECT id FROM (
+    (SELECT j.id
+     FROM x_jobs j
+     WHERE j.id > %(after)s::uuid
 -- include: admits
-ORDER BY j.id
+     ORDER BY j.id
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT j.id
+     FROM x_job_history j
+     WHERE j.id > %(after)s::uuid
+-- include: admits
+     ORDER BY j.id
+     LIMIT %(limit)s)
+) AS matched
+ORDER BY id
 LIMIT %(limit)s;
 
 -- name: bulk_count
--- How many jobs the filter admits (a dry run's answer, and the count a command confirms).
-SELECT count(*)
-FROM x_jobs j
-WHERE true
+-- How many jobs the filter admits (a dry run's answer, and the count a command confirms),
+-- wherever they live (HIST-09).
+SELECT (SELECT count(*)
+        FROM x_jobs j
+        WHERE true
 -- include: admits
-;
+       )
+     + (SELECT count(*)
+        FROM x_job_history j
+        WHERE true
+-- include: admits
+       );
 
 -- name: bulk_cancel
 -- Cancel the live jobs of a batch, as jobs.sql's cancel does one (SPEC CANCEL-02, BULK-05):
@@ -141,6 +161,32 @@ SELECT q.id, false AS parked
 FROM requeued q
 CROSS JOIN woken;
 
+-- name: bulk_restore
+-- HIST-09: the finished jobs of a batch that live in the history come back to x_jobs as they
+-- were, in the transaction of the bulk_retry that follows (archive.sql's restore, for a batch):
+-- only those bulk_retry will run again, so a job whose key a live job holds, or all but the
+-- first of the batch's jobs sharing a key, stays in the history. `{columns}` is filled in by
+-- the driver (every column of JobColumns, SPEC DB-04).
+WITH picked AS (
+    SELECT DISTINCT ON (j.name, COALESCE(j.tenant_id, ''), j.idempotency_key) j.id
+    FROM x_job_history j
+    WHERE j.id = ANY(%(ids)s::uuid[])
+-- include: admits
+      AND NOT EXISTS (
+          SELECT 1 FROM x_jobs l
+          WHERE l.name = j.name
+            AND COALESCE(l.tenant_id, '') = COALESCE(j.tenant_id, '')
+            AND l.idempotency_key = j.idempotency_key
+            AND l.state IN ('ready', 'delayed', 'running', 'suspended'))
+    ORDER BY j.name, COALESCE(j.tenant_id, ''), j.idempotency_key, j.id
+), back AS (
+    DELETE FROM x_job_history h
+    WHERE h.id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING {h_columns}
+)
+INSERT INTO x_jobs ({columns})
+SELECT {columns} FROM back;
+
 -- name: bulk_move
 -- Move the waiting jobs of a batch to another queue (requeue_jobs, SPEC BULK-07): each keeps its
 -- run_at, priority and attempt, so it takes the same place among the new queue's jobs; that
@@ -165,7 +211,8 @@ CROSS JOIN woken;
 -- name: bulk_delete
 -- Delete the finished jobs of a batch and their steps (SPEC BULK-08), as prune does: a job a
 -- live job waits for (`after`) is kept until that one settles, and rows a concurrent retry holds
--- are skipped (SKIP LOCKED).
+-- are skipped (SKIP LOCKED). A job of the batch moved to the history is deleted there, with its
+-- steps, in the same statement (HIST-10).
 WITH doomed AS (
     SELECT j.id, j.run_id
     FROM x_jobs j
@@ -177,9 +224,28 @@ WITH doomed AS (
           WHERE l.id = ANY(j.after)
             AND l.state IN ('ready', 'delayed', 'running', 'suspended')))
     FOR UPDATE SKIP LOCKED
+), moved AS (
+    SELECT j.id, j.run_id
+    FROM x_job_history j
+    WHERE j.id = ANY(%(ids)s::uuid[])
+-- include: admits
+      AND (j.after IS NULL OR NOT EXISTS (
+          SELECT 1 FROM x_jobs l
+          WHERE l.id = ANY(j.after)
+            AND l.state IN ('ready', 'delayed', 'running', 'suspended')))
+    FOR UPDATE SKIP LOCKED
 ), steps AS (
-    DELETE FROM x_job_steps WHERE run_id = ANY(ARRAY(SELECT run_id FROM doomed))
+    DELETE FROM x_job_steps
+    WHERE run_id = ANY(ARRAY(SELECT run_id FROM doomed UNION ALL SELECT run_id FROM moved))
+), gone AS (
+    DELETE FROM x_jobs
+    WHERE id = ANY(ARRAY(SELECT id FROM doomed))
+    RETURNING id
+), gone_moved AS (
+    DELETE FROM x_job_history
+    WHERE id = ANY(ARRAY(SELECT id FROM moved))
+    RETURNING id
 )
-DELETE FROM x_jobs
-WHERE id = ANY(ARRAY(SELECT id FROM doomed))
-RETURNING id, false AS parked;
+SELECT id, false AS parked FROM gone
+UNION ALL
+SELECT id, false AS parked FROM gone_moved;

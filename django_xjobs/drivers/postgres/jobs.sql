@@ -83,7 +83,10 @@ WITH given AS (
            CASE WHEN %(run_anyway)s THEN NULL ELSE COALESCE(v.failed, v.unknown) END AS failed,
            d.run_at
     FROM verdict v, due d
-    WHERE NOT (%(strict)s AND v.unknown IS NOT NULL) AND v.full IS NULL
+    -- `recheck`: an unknown id inserts nothing the first time, whatever `strict` says: a
+    -- dependency the mover took to the history while `deps` waited for its row lock is there,
+    -- where only the next statement's snapshot sees it, and the driver asks once more (HIST-12)
+    WHERE NOT ((%(strict)s OR %(recheck)s) AND v.unknown IS NOT NULL) AND v.full IS NULL
 ), ins AS (
     INSERT INTO x_jobs (id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
                         state, priority, run_at, tenant_id, enqueued_by, traceparent,

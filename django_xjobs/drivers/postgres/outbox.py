@@ -13,6 +13,7 @@ from uuid import UUID
 from django.db import transaction
 
 from ... import conf, log
+from ...errors import DriverUnavailableError
 from ...ids import uuid7, uuid7_many
 from ..contract import (
     EnqueueRequest,
@@ -190,7 +191,7 @@ class PostgresOutboxStore(_Statements):
         if not rows:
             return 0
         try:
-            results = self._enqueue(driver, rows, token)
+            results = self._enqueue(driver, rows, token, across=True)
         except Exception:
             self.release([row.id for row in rows], token)  # the claim committed: hand it back
             raise
@@ -202,9 +203,11 @@ class PostgresOutboxStore(_Statements):
         return self._count("mark_published_many", params)
 
     def _enqueue(
-        self, driver: PublishTarget, rows: list[OutboxRow], token: str
+        self, driver: PublishTarget, rows: list[OutboxRow], token: str, *, across: bool = False
     ) -> list[EnqueueResult]:
         try:
+            if across:
+                return enqueue_across(driver, [row.request() for row in rows])
             return driver.jobs().enqueue_many([row.request() for row in rows])
         except Exception as error:
             log.event(
@@ -247,7 +250,10 @@ class PostgresOutboxStore(_Statements):
         with transaction.atomic(using=self.using) if same_database else nullcontext():
             if same_database:
                 self._run("bound_publish", {"ms": str(max(1, int(self.claim_lease * 1000)))})
-            result = driver.jobs().enqueue(row.request())
+            if same_database:
+                result = driver.jobs().enqueue(row.request())
+            else:
+                [result] = enqueue_across(driver, [row.request()])
             return result, self.mark_published(row.id, token, result.id)
 
     def resolve(self, job_id: UUID) -> UUID | None:
@@ -284,6 +290,56 @@ class PostgresQuarantine(_Statements):
 
     def discard(self, row_id: UUID) -> bool:
         return self._count("discard", {"id": row_id}) == 1
+
+
+class _Moved(Exception):
+    """The jobs a publish found in the history: its transaction is rolled back."""
+
+    def __init__(self, moved: dict[UUID, UUID]) -> None:
+        super().__init__(len(moved))
+        self.moved = moved
+
+
+def enqueue_across(driver: PublishTarget, requests: list[EnqueueRequest]) -> list[EnqueueResult]:
+    """The staged jobs inserted into another database than the outbox's. There the insert and
+    the mark commit apart: a relay that died between them leaves the row to publish again, and
+    by then its job may have finished and moved to the history (``XJOBS["HISTORY"]``), where
+    the primary key that makes a second insert a no-op does not reach. So the inserts and a
+    look into the history commit together (HIST-13): a job found there was published before,
+    its insert is rolled back and it answers for itself. After the insert, not before: a move
+    that was in flight has committed by then (the insert waited on the row it deleted)."""
+    if driver.database is None:  # the memory driver answers a moved staged id itself
+        return _enqueue_all(driver, requests)
+    from .archive import moved_ids
+
+    found: dict[UUID, UUID] = {}
+    for _ in range(3):
+        pending = [q for q in requests if q.id is None or q.id not in found]
+        try:
+            with transaction.atomic(using=driver.database):
+                results = _enqueue_all(driver, pending)
+                inserted = [r.id for q, r in zip(pending, results, strict=True) if q.id == r.id]
+                moved = moved_ids(driver.database, inserted)
+                if moved:
+                    raise _Moved(moved)
+        except _Moved as again:
+            found.update(again.moved)
+            continue
+        answered = iter(results)
+        return [
+            EnqueueResult(id=q.id, run_id=found[q.id])
+            if q.id is not None and q.id in found
+            else next(answered)
+            for q in requests
+        ]
+    raise DriverUnavailableError("staged jobs kept moving to the history while published")
+
+
+def _enqueue_all(driver: PublishTarget, requests: list[EnqueueRequest]) -> list[EnqueueResult]:
+    """One request by the single enqueue (as ``enqueue_many`` would), more in one statement."""
+    if len(requests) == 1:
+        return [driver.jobs().enqueue(requests[0])]
+    return driver.jobs().enqueue_many(requests) if requests else []
 
 
 def _row(r: tuple[Any, ...]) -> OutboxRow:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.db import transaction
 
+from ...limits.keys import tenant_key
 from ..contract import TenantRows
 from . import sql
 
@@ -18,11 +19,17 @@ class PostgresTenantStore:
         self.using = using
 
     def count(self, tenant_id: str) -> TenantRows:
-        row = sql.fetch(self.using, STATEMENTS["tenant_count"], {"tenant": tenant_id})[0]
+        params = {"tenant": tenant_id, "fair_key": tenant_key(tenant_id)}
+        row = sql.fetch(self.using, STATEMENTS["tenant_count"], params)[0]
         return TenantRows(*(int(n) for n in row))
 
     def erase(self, tenant_id: str, *, batch: int, running: bool) -> TenantRows:
-        params = {"tenant": tenant_id, "batch": batch, "running": running}
+        params = {
+            "tenant": tenant_id,
+            "batch": batch,
+            "running": running,
+            "fair_key": tenant_key(tenant_id),
+        }
         with transaction.atomic(using=self.using):
             row = sql.fetch(self.using, STATEMENTS["tenant_erase"], params)[0]
         return TenantRows(*(int(n) for n in row))

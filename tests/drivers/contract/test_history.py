@@ -15,6 +15,7 @@ from django_xjobs.errors import JobNotCancellableError
 from django_xjobs.testing import run_until_idle
 from tests import jobs
 from tests.drivers.contract.support import claim
+from tests.support.database import no_history_days
 
 DAY = 86400.0
 FINISHED = ["done", "failed", "dead", "cancelled"]
@@ -92,6 +93,7 @@ def test_hist_05_a_retry_brings_a_dead_job_back(harness):
 
 
 def test_hist_06_partitions_are_made_ahead_once(harness):
+    no_history_days(harness.driver)
     history = harness.driver.history()
     made = history.ensure_partitions(2)
     assert len(made) == 4 * 3  # each finished state: today and two days ahead
@@ -105,6 +107,7 @@ def test_hist_03_retention_drops_whole_days_with_their_steps(harness):
     jobs.five_steps.enqueue(token="hist-03")
     jobs.ok.enqueue(n=1)
     run_until_idle(driver=harness.driver)
+    no_history_days(harness.driver)
     [stepped] = [r for r in harness.driver.reads().list_jobs() if r.name.endswith("five_steps")]
     assert len(harness.driver.steps().list(stepped.run_id)) == 5
     harness.advance(3 * DAY)  # finished three days ago: its day is three days back
