@@ -1,0 +1,283 @@
+"""Jobs routed to several PostgreSQL databases (issue 48, first slice): the settings, enqueue
+straight to the alias and through the outbox, the worker claiming and settling in each, the
+reads across them, an alias that is down. The ``shard`` alias is a second database on the
+suite's server (tests/settings.py); the memory driver routes too, one store per alias."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core import checks
+from django.core.management import call_command
+from django.db import transaction
+from django.test import override_settings
+
+from django_xjobs import Batch, conf, operations
+from django_xjobs.drivers import get_driver
+from django_xjobs.errors import (
+    AliasUnavailableError,
+    ConfigInvalidError,
+    RouteSpansError,
+    RouteUnknownError,
+)
+from django_xjobs.models import Job, JobStep, OutboxEntry
+from django_xjobs.testing import relay_staged, run_until_idle
+from tests import jobs
+from tests.support.reads import alias_for, gone_alias
+
+BOTH = ["default", "shard"]
+ROUTED = {"QUEUES": ["other", "reports"], "QUEUE_DATABASES": {"reports": "shard"}}
+
+
+def routed(**more: object) -> override_settings:
+    from django.conf import settings
+
+    return override_settings(XJOBS={**settings.XJOBS, **ROUTED, **more})
+
+
+def to_shard(queue: str, tenant_id: str | None) -> str:
+    """A ROUTER: tenant ``big`` in ``shard``, everyone else in ``default``."""
+    return "shard" if tenant_id == "big" else "default"
+
+
+def to_nowhere(queue: str, tenant_id: str | None) -> str:
+    return "orders"
+
+
+def xjobs(*args: str) -> str:
+    out = StringIO()
+    call_command("xjobs", *args, stdout=out)
+    return out.getvalue()
+
+
+# --- SHARD-01: the settings -------------------------------------------------------------------
+
+
+def test_shard_01_the_settings_are_read_and_refused_with_a_hint():
+    routing = conf.validate(ROUTED).routing
+    assert routing is not None
+    assert routing.aliases == ("default", "shard")
+    assert routing.alias("reports", None) == "shard" and routing.alias("emails", "t") == "default"
+    with pytest.raises(ConfigInvalidError) as refused:
+        conf.validate({"QUEUE_DATABASES": {"reports": "shrad"}})
+    assert "shrad" in refused.value.message and "aliases: " in refused.value.hint
+    with pytest.raises(ConfigInvalidError):
+        conf.validate({"QUEUE_DATABASES": ["reports"]})
+    with pytest.raises(ConfigInvalidError):
+        conf.validate({"QUEUE_DATABASES": {"bad queue!": "shard"}})
+    with pytest.raises(ConfigInvalidError, match="cannot be imported"):
+        conf.validate({"ROUTER": "tests.drivers.test_routing.no_such_router"})
+    with pytest.raises(ConfigInvalidError, match="READ_DATABASE"):
+        conf.validate({**ROUTED, "READ_DATABASE": "replica"})
+    # none of it set (or every queue named routed to the jobs database): no routing at all
+    assert conf.validate({}).routing is None
+    assert conf.validate({"QUEUE_DATABASES": {"reports": "default"}}).routing is None
+    with_router = conf.validate(
+        {"ROUTER": "tests.drivers.test_routing.to_shard", "JOB_DATABASES": ["shard"]}
+    ).routing
+    assert with_router is not None and with_router.queue_aliases("any") == ("default", "shard")
+
+
+def test_shard_01_without_the_settings_the_driver_is_the_one_it_was():
+    assert get_driver().name == "postgres"
+    with routed():
+        assert get_driver().name == "routing"
+        assert get_driver() is get_driver()  # built once
+    with routed(DRIVER="memory"):
+        assert get_driver().name == "routing"  # the memory driver routes: a store per alias
+
+
+def test_shard_01_the_check_refuses_a_database_that_is_not_migrated(
+    django_db_setup, django_db_blocker
+):
+    with django_db_blocker.unblock(), routed():
+        found = [m for m in checks.run_checks(databases=BOTH) if m.id == "django_xjobs.E048"]
+    assert found == []
+    # the server's own database, never migrated (outside a test transaction, reads only)
+    with (
+        django_db_blocker.unblock(),
+        alias_for("xjobs_bare", NAME="postgres") as bare,
+        routed(QUEUE_DATABASES={"reports": bare}),
+    ):
+        found = [m for m in checks.run_checks(databases=[bare]) if m.id == "django_xjobs.E048"]
+    assert len(found) == 1 and bare in found[0].msg
+    assert f"migrate django_xjobs --database {bare}" in found[0].hint
+
+
+# --- SHARD-02: a router's answer --------------------------------------------------------------
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_02_a_router_places_tenants_and_an_unknown_alias_is_refused():
+    with routed(ROUTER="tests.drivers.test_routing.to_shard"):
+        big = jobs.ok.using(tenant_id="big").enqueue(n=1).id
+        small = jobs.ok.using(tenant_id="small").enqueue(n=2).id
+        assert Job.objects.using("shard").filter(id=big).exists()
+        assert Job.objects.using("default").filter(id=small).exists()
+        assert not Job.objects.using("default").filter(id=big).exists()
+    with (
+        routed(ROUTER="tests.drivers.test_routing.to_nowhere"),
+        pytest.raises(RouteUnknownError) as refused,
+    ):
+        jobs.ok.enqueue(n=3)
+    assert refused.value.code == "X_ROUTE_UNKNOWN" and "'orders'" in refused.value.message
+    assert Job.objects.using("default").count() + Job.objects.using("shard").count() == 2
+
+
+# --- SHARD-03: enqueue, direct and through the outbox -----------------------------------------
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_03_an_enqueue_outside_atomic_goes_straight_to_its_alias():
+    with routed():
+        there = jobs.ok.using(queue="reports").enqueue(n=1)
+        here = jobs.ok.enqueue(n=2)
+        again = jobs.ok.using(queue="reports").enqueue(n=1)  # its key, in its own database
+    assert Job.objects.using("shard").get(id=there.id).queue == "reports"
+    assert Job.objects.using("default").get(id=here.id).queue == "default"
+    assert not Job.objects.using("default").filter(queue="reports").exists()
+    assert again.deduped and again.id == there.id
+
+
+@pytest.mark.django_db(databases=BOTH, transaction=True)
+def test_shard_03_inside_atomic_it_is_staged_beside_the_caller_and_published_once():
+    with routed(OUTBOX="auto"):
+        with transaction.atomic():
+            staged = jobs.ok.using(queue="reports").enqueue(n=1)
+            assert staged.staged
+        assert not Job.objects.using("default").filter(id=staged.id).exists()
+        relay_staged()  # (after the commit's own publish, nothing is left for it)
+        job = Job.objects.using("shard").get(id=staged.id)  # the id minted at staging
+        assert job.queue == "reports"
+        row = OutboxEntry.objects.using("default").get(job_id=staged.id)
+        assert row.published_at is not None
+        # a relay that wrote the job and died before marking its row: the row is published
+        # again, and the job already under that id is the one it finds
+        OutboxEntry.objects.using("default").filter(id=row.id).update(
+            published_at=None, claimed_at=None, claimed_by=None
+        )
+        assert relay_staged() == 1
+        assert Job.objects.using("shard").filter(idempotency_key=job.idempotency_key).count() == 1
+        assert not Job.objects.using("default").filter(queue="reports").exists()
+        assert OutboxEntry.objects.using("default").get(id=row.id).published_at is not None
+
+
+# --- SHARD-04: what would span two databases --------------------------------------------------
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_04_a_dependency_or_batch_across_databases_is_refused():
+    with routed():
+        first = jobs.ok.enqueue(n=1).id  # default
+        with pytest.raises(RouteSpansError) as refused:
+            jobs.ok.using(queue="reports", after=[first]).enqueue(n=2)
+        assert refused.value.code == "X_ROUTE_SPANS" and str(first) in refused.value.message
+        # in the same database, a dependency is as it was
+        there = jobs.ok.using(queue="reports").enqueue(n=3).id
+        jobs.ok.using(queue="reports", after=[there]).enqueue(n=4)
+        with pytest.raises(RouteSpansError), Batch() as batch:
+            batch.add(jobs.ok, n=5)
+            batch.add(jobs.ok.using(queue="reports"), n=6)
+        # a batch whose members all live in one database lives there
+        with Batch() as together:
+            together.add(jobs.ok.using(queue="reports"), n=7)
+            together.add(jobs.ok.using(queue="reports"), n=8)
+    assert Job.objects.using("shard").filter(batch_id=together.id).count() == 2
+    assert not Job.objects.using("default").filter(idempotency_key__in=["ok:2", "ok:6"]).exists()
+    assert not Job.objects.using("shard").filter(idempotency_key__in=["ok:2", "ok:6"]).exists()
+
+
+# --- SHARD-05: the worker claims from each alias and settles where the run came from -----------
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_05_a_worker_drains_both_databases_and_settles_each_run_in_its_own():
+    with routed():
+        there = jobs.ok.using(queue="reports").enqueue(n=1).id
+        here = jobs.ok.enqueue(n=2).id
+        sleeping = jobs.sleeper.using(queue="reports").enqueue(n=3).id
+        done = run_until_idle(queues=["default", "reports"])
+    assert {e.job.id for e in done} == {there, here, sleeping}
+    assert Job.objects.using("shard").get(id=there).state == "done"
+    assert Job.objects.using("default").get(id=here).state == "done"
+    assert Job.objects.using("shard").get(id=sleeping).state == "suspended"
+    # its step record lives beside it
+    assert (
+        JobStep.objects.using("shard")
+        .filter(run_id__in=Job.objects.using("shard").filter(id=sleeping).values("run_id"))
+        .exists()
+    )
+    assert not JobStep.objects.using("default").exists()
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_05_the_memory_driver_routes_the_same_way():
+    with routed(DRIVER="memory"):
+        driver = get_driver()
+        there = jobs.ok.using(queue="reports").enqueue(n=1).id
+        here = jobs.ok.enqueue(n=2).id
+        assert set(operations.inspect_queues()["queues"][i]["queue"] for i in range(2)) == {
+            "default",
+            "reports",
+        }
+        done = run_until_idle(queues=["default", "reports"], driver=driver)
+        assert {e.job.id for e in done} == {there, here}
+        assert operations.inspect_job(there)["state"] == "done"
+        assert operations.inspect_job(here)["state"] == "done"
+    assert not Job.objects.using("shard").exists()  # in memory, nothing reached a database
+
+
+# --- SHARD-06: one surface ---------------------------------------------------------------------
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_06_inspect_ls_show_and_queues_see_every_database():
+    with routed():
+        there = jobs.ok.using(queue="reports").enqueue(n=1).id
+        here = jobs.ok.enqueue(n=2).id
+        assert operations.inspect_job(there)["queue"] == "reports"
+        assert operations.inspect_job(here)["queue"] == "default"
+        assert {r["id"] for r in operations.list_jobs()} == {str(there), str(here)}
+        report = operations.inspect_queues()
+        assert {q["queue"]: q["ready"] for q in report["queues"]} == {"default": 1, "reports": 1}
+        assert report["totals"]["ready"] == 2
+        listed = {r["id"] for r in json.loads(xjobs("ls", "--json"))}
+        assert listed == {str(there), str(here)}
+        assert json.loads(xjobs("show", str(there), "--json"))["queue"] == "reports"
+        queues = json.loads(xjobs("queues", "--json"))
+        assert {q["queue"] for q in queues["queues"]} == {"default", "reports"}
+        # an operator's action finds the job where it lives
+        assert operations.cancel_job(there, "no")["state"] == "cancelled"
+    assert Job.objects.using("shard").get(id=there).state == "cancelled"
+
+
+# --- SHARD-07: a database that does not answer -------------------------------------------------
+
+
+@pytest.fixture
+def down(django_db_setup, django_db_blocker):
+    """Jobs routed to a database whose server is not there. Outside a test transaction (Django's
+    test case refuses an alias it was not set up with)."""
+    with (
+        django_db_blocker.unblock(),
+        gone_alias() as gone,
+        routed(QUEUE_DATABASES={"reports": gone}),
+    ):
+        yield gone
+
+
+def test_shard_07_a_database_that_is_down_is_said_never_counted_as_empty(down):
+    with pytest.raises(AliasUnavailableError) as refused:
+        operations.inspect_queues()
+    assert refused.value.code == "X_ALIAS_UNAVAILABLE" and down in refused.value.message
+    with pytest.raises(AliasUnavailableError):
+        operations.list_jobs()
+    # the claim passes it over: the jobs database's queues keep running
+    claimed = (
+        get_driver()
+        .runs()
+        .claim(queues=["default", "reports"], limit=5, visibility_timeout=30, worker_id="w")
+    )
+    assert claimed == []
