@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.db import transaction
 from django.test import override_settings
 
-from django_xjobs import Batch, conf, operations
+from django_xjobs import Batch, conf, operations, publish_event
 from django_xjobs.drivers import get_driver
 from django_xjobs.errors import (
     AliasUnavailableError,
@@ -281,3 +281,29 @@ def test_shard_07_a_database_that_is_down_is_said_never_counted_as_empty(down):
         .claim(queues=["default", "reports"], limit=5, visibility_timeout=30, worker_id="w")
     )
     assert claimed == []
+
+
+# --- SHARD-08: events reach the runs of every database ----------------------------------------
+
+
+@pytest.mark.django_db(databases=BOTH, transaction=True)
+def test_shard_08_a_publish_releases_and_cancels_the_runs_of_every_database():
+    with routed():
+        waiting = jobs.waiter.using(queue="reports").enqueue(order_id=7).id
+        cancelled = jobs.fulfil.using(queue="reports", delay=3600).enqueue(order_id=8).id
+        run_until_idle(queues=["reports"])
+        assert Job.objects.using("shard").get(id=waiting).state == "suspended"
+        # rolled back with its caller: never published, so nothing is released there
+        with pytest.raises(RuntimeError), transaction.atomic():
+            publish_event("order.shipped", {"order_id": 7})
+            raise RuntimeError("rolled back")
+        assert Job.objects.using("shard").get(id=waiting).state == "suspended"
+        with transaction.atomic():  # told to the other databases when it commits
+            publish_event("order.shipped", {"order_id": 7})
+            assert Job.objects.using("shard").get(id=waiting).state == "suspended"
+        assert Job.objects.using("shard").get(id=waiting).state == "ready"  # at once, no poll
+        [run] = run_until_idle(queues=["reports"])
+        assert run.outcome == "completed"
+        assert Job.objects.using("shard").get(id=waiting).result == {"got": {"order_id": 7}}
+        publish_event("order.cancelled", {"order_id": 8})
+        assert Job.objects.using("shard").get(id=cancelled).state == "cancelled"

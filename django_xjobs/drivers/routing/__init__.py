@@ -23,6 +23,7 @@ from ..contract import (
     SchedulerStore,
     StepStore,
 )
+from .events import RoutedEvents
 from .jobs import RoutedJobs, RoutedReads
 from .place import Placement
 from .runs import RoutedRuns, RoutedSteps
@@ -35,7 +36,8 @@ class RoutingDriver:
     Each job and all it lives by (its steps, its batch, its limit keys' state, its history) is
     in the alias its queue and tenant route to; an action on one job goes to the alias holding
     it; every read asks every alias and merges. The cron scheduler, the backfill ledger, the
-    fleet slots, the events and the outboxes stay in the jobs database (``XJOBS["DATABASE"]``).
+    fleet slots and the outboxes stay in the jobs database (``XJOBS["DATABASE"]``); an event is
+    stored where it is published and copied to every jobs database.
     """
 
     name = "routing"
@@ -53,6 +55,7 @@ class RoutingDriver:
         self._limits = RoutedLimits(self.place)
         self._history = RoutedHistory(self.place)
         self._batches = RoutedBatches(self.place)
+        self._events: dict[str, EventStore] = {}
 
     def jobs(self) -> JobStore:
         return self._jobs
@@ -73,7 +76,14 @@ class RoutingDriver:
         return self._steps
 
     def events(self, alias: str | None = None) -> EventStore:
-        return self.place.primary.events(alias)
+        """The events of ``alias`` (None: the jobs database), each publish told to every jobs
+        database (SPEC SHARD-08)."""
+        alias = self.place.routing.default if alias is None else alias
+        store = self._events.get(alias)
+        if store is None:
+            built = RoutedEvents(self.place, alias, self.place.primary.events(alias))
+            store = self._events.setdefault(alias, built)
+        return store
 
     def outbox(self, alias: str | None = None, claim_lease: object = None) -> OutboxStore:
         return self.place.primary.outbox(alias, claim_lease)

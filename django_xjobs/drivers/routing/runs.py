@@ -27,6 +27,7 @@ from ..contract import (
     StepRecord,
     SuspendUntil,
 )
+from ..rules import check_claim_args
 from .place import Placement, answering, is_down
 
 if TYPE_CHECKING:
@@ -72,8 +73,9 @@ class RoutedRuns:
     ) -> list[ClaimedJob]:
         # each alias in turn goes first, so a busy one never starves the others; one that is
         # down is passed over (its queues wait for it, every other's keep running)
+        check_claim_args(queues, limit, visibility_timeout)  # SPEC DRV-05, before any alias
         per_alias = list(self._queues(queues).items())
-        start = next(self._turn) % len(per_alias) if per_alias else 0
+        start = next(self._turn) % len(per_alias)
         claimed: list[ClaimedJob] = []
         failure: Exception | None = None
         failed = 0
