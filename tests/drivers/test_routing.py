@@ -248,6 +248,8 @@ def test_shard_06_inspect_ls_show_and_queues_see_every_database():
         assert json.loads(xjobs("show", str(there), "--json"))["queue"] == "reports"
         queues = json.loads(xjobs("queues", "--json"))
         assert {q["queue"] for q in queues["queues"]} == {"default", "reports"}
+        why = json.loads(xjobs("why", str(there), "--json"))
+        assert why["queue"] == "reports" and why["state"] == "ready"
         # an operator's action finds the job where it lives
         assert operations.cancel_job(there, "no")["state"] == "cancelled"
     assert Job.objects.using("shard").get(id=there).state == "cancelled"
@@ -307,3 +309,19 @@ def test_shard_08_a_publish_releases_and_cancels_the_runs_of_every_database():
         assert Job.objects.using("shard").get(id=waiting).result == {"got": {"order_id": 7}}
         publish_event("order.cancelled", {"order_id": 8})
         assert Job.objects.using("shard").get(id=cancelled).state == "cancelled"
+
+
+@pytest.mark.django_db(databases=BOTH, transaction=True)
+def test_shard_05_an_atomic_step_opens_its_transaction_in_the_jobs_own_database():
+    """Its record commits with the block's writes in the job's database: a write the block makes
+    on the default database, which would not commit with it, is refused there as anywhere."""
+    with routed():
+        here = jobs.atomic_effects.enqueue(token="here", steps=1).id
+        there = jobs.atomic_effects.using(queue="reports").enqueue(token="there", steps=1).id
+        ran = {e.job.id: e for e in run_until_idle(queues=["default", "reports"])}
+    assert ran[here].outcome == "completed"
+    assert Job.objects.using("default").get(id=here).state == "done"
+    assert ran[there].outcome == "dead_lettered"
+    refused = Job.objects.using("shard").get(id=there)
+    assert refused.state == "dead" and refused.last_error.startswith("X_STEP_ATOMIC_ALIAS")
+    assert "'default'" in refused.last_error

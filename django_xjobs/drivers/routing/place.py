@@ -134,19 +134,38 @@ class Placement:
         return self._runs.get(run_id)
 
     def each_alias(self, write: Callable[[JobDriver], object], *, what: str) -> None:
-        """``write`` on every alias; one that does not answer is logged and passed over (a
-        worker's presence must not stop at a database that is down), unless it is the jobs
-        database."""
+        """``write`` on every alias; one that does not answer is passed over (a worker's
+        presence must not stop at a database that is down), unless it is the jobs database."""
         for alias, driver in self.drivers.items():
             try:
                 write(driver)
             except Exception as error:
                 if alias == self.routing.default or not is_down(error):
                     raise
-                log.event(
-                    logging.WARNING,
-                    "xjobs.route.alias_down",
-                    database=alias,
-                    what=what,
-                    error=first_line(error),
-                )
+                self.passed_over(alias, error, what=what)
+
+    def passed_over(self, alias: str, error: BaseException, *, what: str) -> None:
+        """Alias ``alias`` did not answer ``what``: its connection on this thread is closed (the
+        next call opens a new one, once the server is back) and it is logged, once per alias
+        and ``QUIET`` seconds (SPEC SHARD-07)."""
+        self.drivers[alias].close()
+        log.throttled(
+            logging.WARNING,
+            "xjobs.route.alias_down",
+            kind=f"{alias}:{what}",
+            database=alias,
+            what=what,
+            error=first_line(error),
+        )
+
+    @contextmanager
+    def settling(self, alias: str | None) -> Iterator[None]:
+        """A write of a claimed run in ``alias``: when the database does not answer, this
+        thread's connection to it is closed before the error goes on to the worker's own outage
+        handling (which closes only a single jobs database's)."""
+        try:
+            yield
+        except Exception as error:
+            if alias is not None and is_down(error):
+                self.drivers[alias].close()
+            raise

@@ -5,24 +5,21 @@ listener per alias), and every write of a claimed run sent to the alias it was c
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from ... import log
-from ...errors import first_line
 from ...history import Failure
 from ..contract import (
     ClaimedJob,
     Complete,
     DeclaredVersions,
     Finish,
-    JobDriver,
     Notifier,
     Presence,
     RetryAt,
+    RunStore,
     Shed,
     StepRecord,
     SuspendUntil,
@@ -101,13 +98,7 @@ class RoutedRuns:
                 if not is_down(error):
                     raise
                 failure, failed = failure or error, failed + 1
-                log.event(
-                    logging.WARNING,
-                    "xjobs.route.alias_down",
-                    database=alias,
-                    what="claim",
-                    error=first_line(error),
-                )
+                self.place.passed_over(alias, error, what="claim")
                 continue
             for job in got:
                 self.place.hold(alias, job.id, job.run_id)
@@ -116,8 +107,16 @@ class RoutedRuns:
             raise failure  # nothing answered: the worker's outage handling takes it
         return claimed
 
-    def _runs_of(self, job_id: UUID) -> JobDriver:
-        return self.place.owner(job_id)
+    def _runs_of(self, job_id: UUID) -> RunStore:
+        return self.place.owner(job_id).runs()
+
+    def _settle(self, job_id: UUID, write: Callable[[RunStore], bool]) -> bool:
+        alias = self.place.find(job_id)
+        runs = self.place.primary.runs() if alias is None else self.place.drivers[alias].runs()
+        with self.place.settling(alias):
+            settled = write(runs)
+        self.place.release(job_id)
+        return settled
 
     def complete(self, completes: Sequence[Complete]) -> set[UUID]:
         per_alias: dict[str, list[Complete]] = {}
@@ -126,39 +125,32 @@ class RoutedRuns:
         done: set[UUID] = set()
         for alias, part in per_alias.items():
             driver = self.place.drivers.get(alias, self.place.primary)
-            done |= driver.runs().complete(part)
+            with self.place.settling(alias or None):
+                done |= driver.runs().complete(part)
         for each in completes:
             self.place.release(each.job_id)
         return done
 
     def retry(self, retry: RetryAt) -> bool:
-        settled = self._runs_of(retry.job_id).runs().retry(retry)
-        self.place.release(retry.job_id)
-        return settled
+        return self._settle(retry.job_id, lambda runs: runs.retry(retry))
 
     def suspend(self, suspend: SuspendUntil) -> bool:
-        settled = self._runs_of(suspend.job_id).runs().suspend(suspend)
-        self.place.release(suspend.job_id)
-        return settled
+        return self._settle(suspend.job_id, lambda runs: runs.suspend(suspend))
 
     def shed(self, shed: Shed) -> bool:
-        settled = self._runs_of(shed.job_id).runs().shed(shed)
-        self.place.release(shed.job_id)
-        return settled
+        return self._settle(shed.job_id, lambda runs: runs.shed(shed))
 
     def finish(self, finish: Finish) -> bool:
-        settled = self._runs_of(finish.job_id).runs().finish(finish)
-        self.place.release(finish.job_id)
-        return settled
+        return self._settle(finish.job_id, lambda runs: runs.finish(finish))
 
     def restart(self, job_id: UUID, lease_token: UUID, version: int, entry: Failure) -> bool:
-        return self._runs_of(job_id).runs().restart(job_id, lease_token, version, entry)
+        return self._runs_of(job_id).restart(job_id, lease_token, version, entry)
 
     def progress(self, job_id: UUID, lease_token: UUID, progress: Mapping[str, object]) -> bool:
-        return self._runs_of(job_id).runs().progress(job_id, lease_token, progress)
+        return self._runs_of(job_id).progress(job_id, lease_token, progress)
 
     def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool:
-        return self._runs_of(job_id).runs().heartbeat(job_id, lease_token, visibility_timeout)
+        return self._runs_of(job_id).heartbeat(job_id, lease_token, visibility_timeout)
 
     # a worker's presence is in every alias: a lapsed run there is judged by it (SPEC LEASE-16)
     def renew_presence(self, presence: Presence, ttl: float) -> None:
