@@ -325,3 +325,36 @@ def test_shard_05_an_atomic_step_opens_its_transaction_in_the_jobs_own_database(
     refused = Job.objects.using("shard").get(id=there)
     assert refused.state == "dead" and refused.last_error.startswith("X_STEP_ATOMIC_ALIAS")
     assert "'default'" in refused.last_error
+
+
+# --- SHARD-11: the verbs over many jobs walk every database ------------------------------------
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_11_bulk_verbs_and_tenant_erasure_reach_every_database():
+    with routed():
+        there = [jobs.ok.using(queue="reports", delay=3600).enqueue(n=i).id for i in range(3)]
+        here = [jobs.ok.using(delay=3600).enqueue(n=10 + i).id for i in range(2)]
+        assert operations.cancel_jobs(name="tests.jobs.ok", dry_run=True)["matched"] == 5
+        # requeued within the queues of one database, never out of it
+        with pytest.raises(RouteSpansError):
+            operations.requeue_jobs(queue="other", name="tests.jobs.ok", state="delayed")
+        assert Job.objects.using("shard").filter(queue="reports").count() == 3
+        done = operations.cancel_jobs(name="tests.jobs.ok", reason="maintenance")
+        assert (done["matched"], done["changed"]) == (5, 5)
+        assert set(Job.objects.using("shard").values_list("state", flat=True)) == {"cancelled"}
+        assert set(Job.objects.using("default").values_list("state", flat=True)) == {"cancelled"}
+        assert {*there, *here} == {
+            *Job.objects.using("shard").values_list("id", flat=True),
+            *Job.objects.using("default").values_list("id", flat=True),
+        }
+        # one audit trail, in the jobs database
+        [audited] = operations.inspect_audit(verb="cancel_jobs")
+        assert audited["changed"] == 5
+        # a tenant's rows in both databases, erased from both
+        jobs.ok.using(queue="reports", tenant_id="acme").enqueue(n=20)
+        jobs.ok.using(tenant_id="acme").enqueue(n=21)
+        erased = operations.erase_tenant("acme")
+        assert erased["jobs"] == 2
+    assert not Job.objects.using("shard").filter(tenant_id="acme").exists()
+    assert not Job.objects.using("default").filter(tenant_id="acme").exists()

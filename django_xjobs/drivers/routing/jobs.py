@@ -24,6 +24,7 @@ from ..contract import (
     VersionCount,
     WorkerSnapshot,
 )
+from .operator import RoutedBulk, RoutedPayloads, RoutedTenants
 from .place import Placement, answering
 
 
@@ -32,6 +33,9 @@ class RoutedJobs:
 
     def __init__(self, place: Placement) -> None:
         self.place = place
+        self._bulk = RoutedBulk(place)
+        self._payloads = RoutedPayloads(place)
+        self._tenants = RoutedTenants(place)
 
     def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
         alias = self.place.alias(request)  # SPEC SHARD-03
@@ -73,19 +77,18 @@ class RoutedJobs:
         jobs = self.place.owner(job_id).jobs()
         return jobs.requeue(job_id, from_step=from_step, force=force, restart=restart)
 
-    # the filters' verbs, the audit trail, key rotation and tenant erasure: the jobs database's
-    # for now (docs/howto/sharding.md, "what this release does not route yet")
     def bulk(self) -> BulkStore:
-        return self.place.primary.jobs().bulk()
+        return self._bulk
 
     def audit(self) -> AuditStore:
+        # one trail of the operators' actions, in the jobs database, whichever jobs they touched
         return self.place.primary.jobs().audit()
 
     def payloads(self) -> PayloadStore:
-        return self.place.primary.jobs().payloads()
+        return self._payloads
 
     def tenants(self) -> TenantStore:
-        return self.place.primary.jobs().tenants()
+        return self._tenants
 
     def preflight(self, alias: str, table: str = "x_jobs") -> None:
         self.place.primary.jobs().preflight(alias, table)
