@@ -358,3 +358,21 @@ def test_shard_11_bulk_verbs_and_tenant_erasure_reach_every_database():
         assert erased["jobs"] == 2
     assert not Job.objects.using("shard").filter(tenant_id="acme").exists()
     assert not Job.objects.using("default").filter(tenant_id="acme").exists()
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_06_the_metrics_count_every_database():
+    from django.test import RequestFactory
+
+    from django_xjobs import metrics, views
+
+    metrics.clear_cache()
+    with routed():
+        jobs.ok.using(queue="reports").enqueue(n=1)
+        jobs.ok.using(queue="reports").enqueue(n=2)
+        jobs.ok.enqueue(n=3)
+        response = views.metrics_view(RequestFactory().get("/metrics/"))
+    metrics.clear_cache()
+    text = response.content.decode()
+    assert 'xjobs_queue_depth{queue="reports"} 2.0' in text
+    assert 'xjobs_queue_depth{queue="default"} 1.0' in text

@@ -150,7 +150,10 @@ class RoutedRuns:
         return self._runs_of(job_id).progress(job_id, lease_token, progress)
 
     def heartbeat(self, job_id: UUID, lease_token: UUID, visibility_timeout: float) -> bool:
-        return self._runs_of(job_id).heartbeat(job_id, lease_token, visibility_timeout)
+        held = self._runs_of(job_id).heartbeat(job_id, lease_token, visibility_timeout)
+        if not held:  # lapsed, re-claimed or cancelled: no settle of this run will come
+            self.place.release(job_id)
+        return held
 
     # a worker's presence is in every alias: a lapsed run there is judged by it (SPEC LEASE-16)
     def renew_presence(self, presence: Presence, ttl: float) -> None:
