@@ -22,6 +22,7 @@ from django_xjobs.errors import (
     RouteSpansError,
     RouteUnknownError,
 )
+from django_xjobs.ids import uuid7
 from django_xjobs.models import Job, JobStep, OutboxEntry
 from django_xjobs.testing import relay_staged, run_until_idle
 from tests import jobs
@@ -89,13 +90,17 @@ def test_shard_01_without_the_settings_the_driver_is_the_one_it_was():
         assert get_driver().name == "routing"  # the memory driver routes: a store per alias
 
 
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_01_the_check_passes_the_migrated_databases():
+    with routed():
+        found = [m for m in checks.run_checks(databases=BOTH) if m.id == "django_xjobs.E048"]
+    assert found == []
+
+
 def test_shard_01_the_check_refuses_a_database_that_is_not_migrated(
     django_db_setup, django_db_blocker
 ):
-    with django_db_blocker.unblock(), routed():
-        found = [m for m in checks.run_checks(databases=BOTH) if m.id == "django_xjobs.E048"]
-    assert found == []
-    # the server's own database, never migrated (outside a test transaction, reads only)
+    # the server's own database, never migrated (outside any test database: reads only)
     with (
         django_db_blocker.unblock(),
         alias_for("xjobs_bare", NAME="postgres") as bare,
@@ -259,30 +264,43 @@ def test_shard_06_inspect_ls_show_and_queues_see_every_database():
 
 
 @pytest.fixture
-def down(django_db_setup, django_db_blocker):
-    """Jobs routed to a database whose server is not there. Outside a test transaction (Django's
-    test case refuses an alias it was not set up with)."""
-    with (
-        django_db_blocker.unblock(),
-        gone_alias() as gone,
-        routed(QUEUE_DATABASES={"reports": gone}),
-    ):
-        yield gone
+def down(django_db_blocker):
+    """A routing driver whose jobs database's server is not there, beside a second database
+    that answers (an in-process store): installed, outside any test database."""
+    from types import MappingProxyType
+
+    from django_xjobs.conf.routing import Routing
+    from django_xjobs.drivers import create, install, uninstall
+    from django_xjobs.drivers.routing import RoutingDriver
+
+    with django_db_blocker.unblock(), gone_alias() as gone, routed():
+        routing = Routing(gone, MappingProxyType({"reports": "spare"}), None, (gone, "spare"))
+        driver = RoutingDriver(
+            routing, {gone: create("postgres", using=gone), "spare": create("memory")}
+        )
+        install(driver)
+        try:
+            yield driver, gone
+        finally:
+            uninstall(driver)
 
 
 def test_shard_07_a_database_that_is_down_is_said_never_counted_as_empty(down):
+    driver, gone = down
+    waiting = jobs.ok.using(queue="reports").enqueue(n=1).id  # in the database that answers
     with pytest.raises(AliasUnavailableError) as refused:
         operations.inspect_queues()
-    assert refused.value.code == "X_ALIAS_UNAVAILABLE" and down in refused.value.message
+    assert refused.value.code == "X_ALIAS_UNAVAILABLE" and gone in refused.value.message
+    assert "start it" in refused.value.hint
     with pytest.raises(AliasUnavailableError):
         operations.list_jobs()
-    # the claim passes it over: the jobs database's queues keep running
-    claimed = (
-        get_driver()
-        .runs()
-        .claim(queues=["default", "reports"], limit=5, visibility_timeout=30, worker_id="w")
+    with pytest.raises(AliasUnavailableError):
+        operations.inspect_job(uuid7())  # not found where it answers: never said "no such job"
+    # the claim passes it over: the other database's queues keep running
+    claimed = driver.runs().claim(
+        queues=["default", "reports"], limit=5, visibility_timeout=30, worker_id="w"
     )
-    assert claimed == []
+    assert [job.id for job in claimed] == [waiting]
 
 
 # --- SHARD-08: events reach the runs of every database ----------------------------------------
