@@ -23,7 +23,7 @@ from django_xjobs.errors import (
     RouteUnknownError,
 )
 from django_xjobs.ids import uuid7
-from django_xjobs.models import Job, JobStep, OutboxEntry
+from django_xjobs.models import Job, JobStep, OutboxEntry, SchedulerState
 from django_xjobs.testing import relay_staged, run_until_idle
 from tests import jobs
 from tests.support.reads import alias_for, gone_alias
@@ -394,3 +394,36 @@ def test_shard_06_the_metrics_count_every_database():
     text = response.content.decode()
     assert 'xjobs_queue_depth{queue="reports"} 2.0' in text
     assert 'xjobs_queue_depth{queue="default"} 1.0' in text
+
+
+# --- SHARD-12: a cron occurrence's jobs in another database, once ------------------------------
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_12_a_dispatch_repeated_after_a_crash_finds_its_jobs_in_the_other_database():
+    """The scheduler's watermark is in the jobs database, the occurrence's job in ``shard``:
+    a dispatch whose watermark did not commit (a crash, a lost lease) is made again, and finds
+    the job it wrote by its id, even once it has run."""
+    from datetime import UTC, datetime
+
+    from django_xjobs.clock import FrozenClock
+    from django_xjobs.scheduler.role import Scheduler
+    from tests import crons
+
+    clock = FrozenClock(datetime(2026, 3, 1, 2, 0, tzinfo=UTC))
+    with routed(QUEUE_DATABASES={"default": "shard"}):
+        scheduler = Scheduler(cron_names=[crons.daily.name], clock=clock)
+        assert scheduler.tick() == []  # armed
+        clock.advance(2 * 3600)  # past 03:00
+        [dispatch] = scheduler.tick()
+        made = Job.objects.using("shard").get(name="tests.jobs.ok")
+        assert run_until_idle()[0].job.id == made.id  # ... and it ran
+        # the watermark's transaction never committed (the store only moves it forward: the
+        # row is put back as the rollback would have left it): the occurrence is due again
+        SchedulerState.objects.filter(task_name=crons.daily.name).update(
+            last_fired_at=datetime(2026, 3, 1, 2, 59, tzinfo=UTC)
+        )
+        [again] = scheduler.tick()
+    assert again.occurrence == dispatch.occurrence
+    assert list(Job.objects.using("shard").values_list("id", "state")) == [(made.id, "done")]
+    assert not Job.objects.using("default").exists()
