@@ -13,7 +13,7 @@ from uuid import UUID
 
 from ... import log
 from ...conf.routing import Routing
-from ...errors import AliasUnavailableError, DriverUnavailableError, RouteSpansError, first_line
+from ...errors import AliasUnavailableError, RouteSpansError, first_line
 from ..contract import EnqueueRequest, JobDriver
 from ..failures import connection_failed
 
@@ -21,12 +21,9 @@ T = TypeVar("T")
 
 
 def is_down(error: BaseException) -> bool:
-    """True when ``error`` says a database could not be reached (not that a statement failed)."""
-    if isinstance(error, AliasUnavailableError):
-        return True
-    if isinstance(error, DriverUnavailableError):
-        return "cannot connect" in error.message or connection_failed(error)
-    return connection_failed(error)
+    """True when ``error`` says a database could not be reached, not that a statement failed
+    (by SQLSTATE and class, through what a store translated it into: drivers/failures.py)."""
+    return isinstance(error, AliasUnavailableError) or connection_failed(error)
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from ..contract import (
     SuspendUntil,
 )
 from ..rules import check_claim_args
-from .place import Placement, answering, is_down
+from .place import Placement, is_down
 
 if TYPE_CHECKING:
     from ...limits.claims import ClaimLimits
@@ -212,4 +212,4 @@ class RoutedSteps:
         return steps.put(record, job_id=job_id, lease_token=lease_token)
 
 
-__all__ = ["Listening", "RoutedRuns", "RoutedSteps", "answering"]
+__all__ = ["Listening", "RoutedRuns", "RoutedSteps"]
