@@ -23,6 +23,7 @@ from django_xjobs.errors import (
     RouteUnknownError,
 )
 from django_xjobs.ids import uuid7
+from django_xjobs.limits.operator import set_queue_limit
 from django_xjobs.models import Job, JobStep, OutboxEntry, SchedulerState
 from django_xjobs.testing import relay_staged, run_until_idle
 from tests import jobs
@@ -427,3 +428,21 @@ def test_shard_12_a_dispatch_repeated_after_a_crash_finds_its_jobs_in_the_other_
     assert again.occurrence == dispatch.occurrence
     assert list(Job.objects.using("shard").values_list("id", "state")) == [(made.id, "done")]
     assert not Job.objects.using("default").exists()
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_05_a_queue_is_paused_and_capped_where_its_jobs_are_claimed():
+    from django_xjobs.models import QueueControl
+
+    with routed():
+        operations.pause_queue("reports")
+        set_queue_limit("reports", 3)
+        limits = get_driver().limits()
+        assert limits.paused_queues() == frozenset({"reports"})  # what a worker leaves out
+        assert limits.queue_limits() == {"reports": 3}
+        [control] = limits.queue_controls()
+        assert (control.queue, control.paused, control.limit) == ("reports", True, 3)
+        assert QueueControl.objects.using("shard").get(queue="reports").paused_at is not None
+        assert not QueueControl.objects.using("default").exists()
+        operations.resume_queue("reports")
+        assert limits.paused_queues() == frozenset()
