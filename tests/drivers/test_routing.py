@@ -446,3 +446,25 @@ def test_shard_05_a_queue_is_paused_and_capped_where_its_jobs_are_claimed():
         assert not QueueControl.objects.using("default").exists()
         operations.resume_queue("reports")
         assert limits.paused_queues() == frozenset()
+
+
+@pytest.mark.django_db(databases=BOTH, transaction=True)
+def test_shard_08_11_the_memory_driver_routes_events_and_the_verbs_over_many_alike():
+    with routed(DRIVER="memory"):
+        driver = get_driver()
+        waiting = jobs.waiter.using(queue="reports").enqueue(order_id=7).id
+        run_until_idle(queues=["reports"], driver=driver)
+        assert operations.inspect_job(waiting)["state"] == "suspended"
+        publish_event("order.shipped", {"order_id": 7})
+        assert operations.inspect_job(waiting)["state"] == "ready"  # at once, in its store
+        [run] = run_until_idle(queues=["reports"], driver=driver)
+        assert run.outcome == "completed"
+        there = jobs.ok.using(queue="reports", delay=3600).enqueue(n=1).id
+        here = jobs.ok.using(delay=3600).enqueue(n=2).id
+        done = operations.cancel_jobs(name="tests.jobs.ok", reason="maintenance")
+        assert (done["matched"], done["changed"]) == (2, 2)
+        assert operations.inspect_job(there)["state"] == "cancelled"
+        assert operations.inspect_job(here)["state"] == "cancelled"
+        jobs.ok.using(queue="reports", tenant_id="acme").enqueue(n=3)
+        jobs.ok.using(tenant_id="acme").enqueue(n=4)
+        assert operations.erase_tenant("acme")["jobs"] == 2
