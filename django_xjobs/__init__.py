@@ -19,6 +19,7 @@ from .declarations.registry import get_job
 from .declarations.workflows import Batch
 from .drivers.contract import CronState, EnqueueResult, JobFilter, QueueState
 from .errors import (
+    AliasUnavailableError,
     AuditRecordNotFoundError,
     BackfillAppliedError,
     BackfillEnvironmentError,
@@ -64,6 +65,8 @@ from .errors import (
     ReadDatabaseUnavailableError,
     ResultInvalidError,
     RetryAfterError,
+    RouteSpansError,
+    RouteUnknownError,
     StepAtomicAliasError,
     StepAtomicNestedError,
     StepDuplicateError,
@@ -113,6 +116,7 @@ from .steps.events import publish_event
 
 __all__ = [
     "Actor",
+    "AliasUnavailableError",
     "AuditRecordNotFoundError",
     "BackfillAppliedError",
     "BackfillEnvironmentError",
@@ -170,6 +174,8 @@ __all__ = [
     "ResultInvalidError",
     "Retry",
     "RetryAfterError",
+    "RouteSpansError",
+    "RouteUnknownError",
     "Signal",
     "StepAtomicAliasError",
     "StepAtomicNestedError",

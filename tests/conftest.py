@@ -75,6 +75,7 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -
     test_name = default.get("TEST", {}).get("NAME") or f"test_{default['NAME']}"
     settings.DATABASES["orders"].setdefault("TEST", {})["NAME"] = f"{test_name}_orders"
     settings.DATABASES["replica"].setdefault("TEST", {})["NAME"] = f"{test_name}_replica"
+    settings.DATABASES["shard"].setdefault("TEST", {})["NAME"] = f"{test_name}_shard"
 
 
 class Harness:

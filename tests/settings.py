@@ -24,6 +24,13 @@ DATABASES["replica"] = {
     "NAME": f"{DATABASES['default']['NAME']}_replica",
     "TEST": {"NAME": f"test_{DATABASES['default']['NAME']}_replica"},
 }
+# A fourth, the second jobs database of XJOBS["QUEUE_DATABASES"] (issue 48): jobs routed there
+# live apart from the default database's (tests/drivers/test_routing.py).
+DATABASES["shard"] = {
+    **DATABASES["default"],
+    "NAME": f"{DATABASES['default']['NAME']}_shard",
+    "TEST": {"NAME": f"test_{DATABASES['default']['NAME']}_shard"},
+}
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",

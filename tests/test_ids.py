@@ -44,3 +44,14 @@ def test_single_ids_and_batches_share_one_increasing_order():
     ids = [uuid7(), *uuid7_many(1000), uuid7(), *uuid7_many(3), uuid7()]
     assert ids == sorted(set(ids))
     assert {u.version for u in ids} == {7}
+
+
+def test_shard_12_a_derived_uuid7_is_the_same_for_the_same_arguments():
+    from django_xjobs.ids import uuid7_for
+
+    one = uuid7_for(1_767_225_600_000, "tests.daily", "0")
+    assert one == uuid7_for(1_767_225_600_000, "tests.daily", "0")
+    assert one != uuid7_for(1_767_225_600_000, "tests.daily", "1")
+    assert one != uuid7_for(1_767_225_600_001, "tests.daily", "0")
+    assert (one.version, one.variant) == (7, uuid.RFC_4122)
+    assert one.int >> 80 == 1_767_225_600_000  # its time is the occurrence's

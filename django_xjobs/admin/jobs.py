@@ -210,13 +210,37 @@ class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOvervie
             request, object_id, form_url, {**buttons, **(extra_context or {})}
         )
 
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Job | None:
+        """The job, in the jobs database or, when jobs are routed to several (issue 48), in the
+        one that holds it (SPEC SHARD-06)."""
+        found: Job | None = super().get_object(request, object_id, from_field)
+        routing = conf.get().routing
+        if found is not None or routing is None or from_field is not None:
+            return found
+        try:
+            wanted = UUID(str(object_id))
+        except ValueError:
+            return None
+        for alias in routing.aliases[1:]:
+            row = self.get_queryset(request).using(alias).filter(pk=wanted).first()
+            if row is not None:
+                return row
+        return None
+
     def _job_name(self, object_id: str) -> str | None:
         try:
             wanted = UUID(str(object_id))
         except ValueError:
             return None
-        rows = Job.objects.using(conf.get().database).filter(pk=wanted).values_list("name")
-        return next((name for (name,) in rows), None)
+        routing = conf.get().routing
+        for alias in routing.aliases if routing is not None else (conf.get().database,):
+            rows = Job.objects.using(alias).filter(pk=wanted).values_list("name")
+            name = next((name for (name,) in rows), None)
+            if name is not None:
+                return name
+        return None
 
     def _collapsed_into(self, object_id: str) -> UUID | None:
         """The job a staged id that names no row collapsed into, if it did."""
@@ -224,7 +248,7 @@ class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOvervie
             wanted = UUID(str(object_id))
         except ValueError:
             return None
-        if Job.objects.using(conf.get().database).filter(pk=wanted).exists():
+        if self._job_name(object_id) is not None:
             return None
         return operations.collapsed_into(wanted)
 

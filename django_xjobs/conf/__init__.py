@@ -21,6 +21,7 @@ from .concurrency import QUEUE_NAME as QUEUE_NAME
 from .concurrency import parse_concurrency
 from .encryption import Keyring, keyring
 from .limits import Limits, parse_limits
+from .routing import Routing, parse_routing
 
 DEFAULTS: dict[str, Any] = {
     # the database alias that holds the x_* tables
@@ -120,6 +121,11 @@ DEFAULTS: dict[str, Any] = {
     # the alias the read surfaces (the admin's lists and overview, xjobs ls/queues/show/why, the
     # metrics) read from, e.g. a streaming replica; None: the jobs database (issue 46 item 2)
     "READ_DATABASE": None,
+    # jobs in several databases (issue 48, docs/howto/sharding.md): {"queue": "alias"}, a
+    # dotted path to route(queue, tenant_id) -> alias, and every alias that router may answer
+    "QUEUE_DATABASES": None,
+    "ROUTER": None,
+    "JOB_DATABASES": None,
     # the name of this deployment ("production", "staging"...): a backfill declared for some
     # environments runs only in those, and its ledger records where each pass ran
     "ENVIRONMENT": None,
@@ -210,6 +216,8 @@ class XJobsSettings:
     history: bool = False
     history_grace: float = 3600.0
     history_ahead: int = 3
+    #: where each job lives when jobs are in several databases; None: ``database`` only
+    routing: Routing | None = None
 
 
 def validate(raw: object) -> XJobsSettings:
@@ -356,6 +364,7 @@ def validate(raw: object) -> XJobsSettings:
         history=_history(merged["HISTORY"]),
         history_grace=_history_grace(duration("HISTORY_GRACE"), merged),
         history_ahead=positive_int("HISTORY_AHEAD", MAX_AHEAD_DAYS),
+        routing=parse_routing(merged),
     )
 
 

@@ -7,11 +7,12 @@ from typing import Any
 
 from .. import conf
 from ..clock import Clock
+from ..conf.routing import Routing
 from ..errors import InvariantError
 from .contract import JobDriver
 
 _installed: list[Any] = []
-_default: dict[tuple[str, str], JobDriver] = {}
+_default: dict[tuple[object, ...], JobDriver] = {}
 _lock = threading.Lock()
 
 
@@ -21,10 +22,26 @@ def get_driver() -> JobDriver:
         installed: JobDriver = _installed[-1]
         return installed
     settings = conf.get()
-    key = (settings.driver, settings.database)
+    routing = settings.routing
+    if routing is not None:  # jobs in several databases (issue 48): nothing changes without
+        return _routed(settings.driver, routing)
+    key: tuple[object, ...] = (settings.driver, settings.database)
     with _lock:
         if key not in _default:
             _default[key] = create(settings.driver, using=settings.database)
+        return _default[key]
+
+
+def _routed(kind: str, routing: Routing) -> JobDriver:
+    """One driver of ``kind`` per alias behind the routing driver (the memory driver routes
+    too: one store per alias, SPEC SHARD-01)."""
+    from .routing import RoutingDriver
+
+    key = (kind, routing.default, routing.aliases, tuple(routing.queues.items()), routing.router)
+    with _lock:
+        if key not in _default:
+            drivers = {alias: create(kind, using=alias) for alias in routing.aliases}
+            _default[key] = RoutingDriver(routing, drivers)
         return _default[key]
 
 

@@ -70,6 +70,7 @@ from .operator import (
     TenantRunningError,
 )
 from .runtime import (
+    AliasUnavailableError,
     BatchClosedError,
     BatchNotFoundError,
     ConcurrencyUnenforceableError,
@@ -91,6 +92,8 @@ from .runtime import (
     ReadDatabaseUnavailableError,
     ResultInvalidError,
     RetryAfterError,
+    RouteSpansError,
+    RouteUnknownError,
     SnoozeLimitError,
     TerminalError,
     ValueRefusedError,
@@ -108,6 +111,7 @@ from .steps import (
 )
 
 __all__ = [
+    "AliasUnavailableError",
     "AuditRecordNotFoundError",
     "BackfillAppliedError",
     "BackfillEnvironmentError",
@@ -173,6 +177,8 @@ __all__ = [
     "ResultInvalidError",
     "RetryAfterError",
     "RetryKind",
+    "RouteSpansError",
+    "RouteUnknownError",
     "SlotLostError",
     "SnoozeLimitError",
     "StepAtomicAliasError",
@@ -229,6 +235,9 @@ CODES: dict[str, type[_Coded]] = {
         JobDuplicateError,
         DriverUnavailableError,
         ReadDatabaseUnavailableError,
+        AliasUnavailableError,
+        RouteUnknownError,
+        RouteSpansError,
         ValueRefusedError,
         JobUnknownError,
         ResultInvalidError,

@@ -23,6 +23,33 @@ class ReadDatabaseUnavailableError(DriverUnavailableError):
     code = "X_READ_DATABASE_UNAVAILABLE"
 
 
+class AliasUnavailableError(DriverUnavailableError):
+    """One of the databases jobs are routed to (``XJOBS["QUEUE_DATABASES"]``, ``ROUTER``) did
+    not answer a read that asks every one: its jobs are not there to count, so the answer is
+    refused rather than shown without them (SPEC SHARD-07)."""
+
+    code = "X_ALIAS_UNAVAILABLE"
+
+
+class RouteUnknownError(XJobsError):
+    """``XJOBS["ROUTER"]`` answered an alias that is not one of the jobs' databases: nothing
+    was enqueued (SPEC SHARD-02)."""
+
+    code = "X_ROUTE_UNKNOWN"
+
+
+class RouteSpansError(XJobsError):
+    """A batch, or a job and the jobs it waits for (``using(after=...)``), would live in two
+    databases: each job and all it lives by live in one, so nothing was enqueued
+    (SPEC SHARD-04)."""
+
+    code = "X_ROUTE_SPANS"
+    default_hint = (
+        "route the batch's members and callbacks (or the job and its dependencies) to one "
+        'database: the same queue, or XJOBS["QUEUE_DATABASES"] naming them alike'
+    )
+
+
 class ValueRefusedError(XJobsError):
     """The database refused a value a statement carried (SQLSTATE class 22 or 54): too large for
     an index, out of range, not storable. Sending it again fails again; the message names the

@@ -362,3 +362,45 @@ def check_deploy_versions(
             )
         )
     return found
+
+
+@checks.register(checks.Tags.database)
+def check_routed_databases_migrated(
+    app_configs: object = None, databases: object = None, **kwargs: object
+) -> list[checks.CheckMessage]:
+    """``manage.py check --database <alias>``: every database jobs are routed to
+    (``XJOBS["QUEUE_DATABASES"]``, ``ROUTER``) holds the tables at this release's migration; a
+    job routed to one that does not would fail at its enqueue (SPEC SHARD-01)."""
+    from django.db import DatabaseError, connections
+    from django.db.migrations.loader import MigrationLoader
+
+    try:
+        xjobs = conf.validate(getattr(settings, "XJOBS", {}))
+    except XJobsError:
+        return []
+    asked = databases if isinstance(databases, list | tuple | set) else ()
+    if xjobs.routing is None or xjobs.driver != "postgres":
+        return []
+    found: list[checks.CheckMessage] = []
+    for alias in xjobs.routing.aliases:
+        if alias not in asked:
+            continue
+        try:
+            loader = MigrationLoader(connections[alias], ignore_no_migrations=True)
+        except DatabaseError:
+            continue  # a database that does not answer is W004's (and the preflight's) to say
+        missing = [
+            name
+            for app, name in loader.graph.leaf_nodes("django_xjobs")
+            if (app, name) not in loader.applied_migrations
+        ]
+        if missing:
+            found.append(
+                checks.Error(
+                    f"database {alias!r}, where XJOBS routes jobs, is not migrated: "
+                    f"django_xjobs {', '.join(missing)} is not applied there",
+                    hint=f"run: python manage.py migrate django_xjobs --database {alias}",
+                    id="django_xjobs.E048",
+                )
+            )
+    return found

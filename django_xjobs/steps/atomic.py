@@ -64,7 +64,7 @@ class Atomic:
 
     def __enter__(self) -> AtomicStep:
         steps, name = self._steps, self._name
-        alias = steps.store.using
+        alias = steps.store.alias(steps.job.id)  # SPEC SHARD-05: the job's own database
         _refuse_nested(alias, name)
         done, self._stored = steps.begin(name)
         if done:  # the block's writes already committed, with the record

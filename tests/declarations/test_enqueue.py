@@ -115,7 +115,8 @@ def test_enq_01_a_staged_enqueue_reaches_the_driver_only_through_the_relay(harne
 
 #: where ``driver.jobs().enqueue`` may be called from: the facade, the outbox relay and its stores,
 #: the scheduler's dispatch, and a step's child jobs (their ids are recorded in the step before
-#: they are inserted under them, so they go to the store directly, CHILD-01)
+#: they are inserted under them, so they go to the store directly, CHILD-01), and the routing
+#: driver's job store handing each enqueue to the driver of its database (SHARD-03)
 ENQUEUE_CALLERS = {
     "run/enqueue.py",
     "drivers/memory/outbox.py",
@@ -124,6 +125,7 @@ ENQUEUE_CALLERS = {
     "operations/cron_controls.py",
     "drivers/memory/batches.py",
     "steps/children.py",
+    "drivers/routing/jobs.py",
 }
 
 

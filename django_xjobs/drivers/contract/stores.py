@@ -28,6 +28,11 @@ class StepStore(Protocol):
         """The Django alias of the jobs database. An atomic step opens its transaction there,
         and ``put`` made inside that transaction joins it (issue 17)."""
 
+    def alias(self, job_id: UUID) -> str:
+        """The Django alias job ``job_id``'s steps live in: ``using``, unless jobs are routed to
+        several databases (issue 48): then the job's own. An atomic step opens its transaction
+        there (SPEC SHARD-05)."""
+
     def now(self) -> datetime:
         """The store's clock, the one every step time is written and compared on: the
         database's ``now()`` on PostgreSQL, the driver's clock in memory."""

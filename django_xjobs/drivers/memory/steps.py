@@ -30,6 +30,9 @@ class MemoryStepStore:
         # PostgreSQL driver; its record is put just before that transaction commits
         return conf.get().database
 
+    def alias(self, job_id: UUID) -> str:
+        return self.using
+
     def now(self) -> datetime:
         return self.state.clock.now()  # the driver's one clock, as the database has one
 

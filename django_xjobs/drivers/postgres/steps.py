@@ -29,6 +29,9 @@ class PostgresStepStore:
     def __init__(self, using: str) -> None:
         self.using = using
 
+    def alias(self, job_id: UUID) -> str:
+        return self.using
+
     def now(self) -> datetime:
         [(now,)] = sql.fetch(self.using, STATEMENTS["now"], {})
         return cast(datetime, now)
