@@ -439,11 +439,38 @@ def test_shard_05_a_queue_is_paused_and_capped_where_its_jobs_are_claimed():
         set_queue_limit("reports", 3)
         limits = get_driver().limits()
         assert limits.paused_queues() == frozenset({"reports"})  # what a worker leaves out
-        assert limits.queue_limits() == {"reports": 3}
         [control] = limits.queue_controls()
         assert (control.queue, control.paused, control.limit) == ("reports", True, 3)
         assert QueueControl.objects.using("shard").get(queue="reports").paused_at is not None
         assert not QueueControl.objects.using("default").exists()
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_05_a_paused_job_is_paused_in_every_database_its_runs_may_be_claimed_from():
+    """SPEC SHARD-05, PAUSE-04: a job names no queue of its own, so its pause is kept in every
+    job database and read back once; a routed claim leaves its waiting runs where they are."""
+    from django_xjobs.limits.operator import pause_jobs, resume_jobs
+    from django_xjobs.models import JobControl
+
+    with routed():
+        jobs.ok.using(queue="reports").enqueue()
+        pause_jobs(name="tests.jobs.ok")
+        limits = get_driver().limits()
+        assert [pause.name for pause in limits.job_pauses()] == ["tests.jobs.ok"]
+        assert {alias: JobControl.objects.using(alias).count() for alias in BOTH} == {
+            "default": 1,
+            "shard": 1,
+        }
+        claimed = get_driver().runs().claim(
+            queues=["reports"],
+            limit=10,
+            visibility_timeout=60,
+            worker_id="w",
+            paused=frozenset({"tests.jobs.ok"}),
+        )
+        assert claimed == []
+        assert resume_jobs(name="tests.jobs.ok").lifted
+        assert limits.job_pauses() == []
         operations.resume_queue("reports")
         assert limits.paused_queues() == frozenset()
 

@@ -18,6 +18,7 @@ from ..contract import (
     EnqueueRequest,
     EnqueueResult,
     HistoryPartition,
+    JobPause,
     KeyUse,
     QueueState,
 )
@@ -67,11 +68,22 @@ class RoutedLimits:
         paused = self.place.gather(lambda driver: driver.limits().paused_queues())
         return frozenset().union(*paused)
 
-    def queue_limits(self) -> dict[str, int]:
-        limits: dict[str, int] = {}
-        for each in self.place.gather(lambda driver: driver.limits().queue_limits()):
-            limits.update(each)
-        return limits
+    def pause_job(
+        self, name: str, key: str | None, by: str | None, until: datetime | None = None
+    ) -> JobPause:
+        # everywhere the job's runs may be claimed: a job names no queue of its own here
+        pauses = self.place.gather(lambda driver: driver.limits().pause_job(name, key, by, until))
+        return pauses[0]
+
+    def resume_job(self, name: str, key: str | None) -> bool:
+        return any(self.place.gather(lambda driver: driver.limits().resume_job(name, key)))
+
+    def job_pauses(self) -> list[JobPause]:
+        merged: dict[tuple[str, str | None], JobPause] = {}
+        for pauses in self.place.gather(lambda driver: driver.limits().job_pauses()):
+            for pause in pauses:
+                merged.setdefault((pause.name, pause.key), pause)
+        return sorted(merged.values(), key=lambda pause: pause.target)
 
     def pause_key(self, key: str, delay: float) -> None:
         self.place.gather(lambda driver: driver.limits().pause_key(key, delay))
