@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from uuid import UUID
 
-from .. import redact
+from .. import crypt, redact
 from ..drivers import get_driver
 from ..drivers.contract import EventRecord
 from ..errors import EventNotFoundError, InvariantError
@@ -71,7 +71,8 @@ def inspect_event(event_id: UUID | str, *, reveal: bool = False) -> EventReport:
         raise EventNotFoundError(f"no live event has id {wanted}")
     return EventReport(
         **_summary(row, driver.steps().now()).to_json(),
-        payload=row.payload if reveal else redact.mask(row.payload),
+        # opened when sealed, or "encrypted (no key)" (SPEC CRYPT-10)
+        payload=crypt.shown(row.payload) if reveal else redact.mask(row.payload),
         refusals=[_refusal(r) for r in row.refused],
     )
 

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from .. import log
+from .. import crypt, log
 from ..drivers.contract import StepRecord
 from ..durations import Duration, format_seconds, parse_duration
 from ..errors import InvariantError, JobTimeoutError, StepSuspension
 from ..text import check_name
-from .record import StepRecorder, _seconds
+from .record import StepRecorder, _opened, _seconds
 
 SCALARS = (str, int, float, bool, type(None))
 
@@ -138,7 +138,7 @@ class Waits(StepRecorder):
         record = self._records.get(name)
         if record is not None and record.status == "completed":
             self._replayed.append(name)
-            return record.output
+            return _opened(record.output)  # the event's data, sealed under ENCRYPTION_KEYS
         now = self.store.now()  # SPEC EVT-02/03: the clock the event's published_at is on
         started = record.started_at if record and record.started_at else now
         deadline = started + timedelta(seconds=seconds)
@@ -174,7 +174,8 @@ class Waits(StepRecorder):
                     name=name,
                     status="completed",
                     started_at=started,
-                    output=None if hit is None else hit.payload,
+                    # the event's data is a payload: kept sealed, as its event is (CRYPT-08)
+                    output=None if hit is None else crypt.seal_value(hit.payload),
                     completed_at=now,
                     event=event,
                     correlation_key=correlation_key,
