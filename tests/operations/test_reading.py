@@ -50,7 +50,9 @@ def test_read_07_the_outbox_of_the_jobs_database_reads_the_alias_and_an_action_t
     quarantined = _staged(
         REPLICA, "stuck-there", quarantined_at=timezone.now(), error_code="54000", error="big"
     )
-    here = _staged("default", "stuck-here", quarantined_at=timezone.now(), error_code="X", error="x")
+    here = _staged(
+        "default", "stuck-here", quarantined_at=timezone.now(), error_code="X", error="x"
+    )
     with reading_from():
         report = operations.inspect_outbox()
         assert (report["pending"], report["quarantined"]) == (1, 1)
