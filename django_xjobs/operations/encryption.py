@@ -9,8 +9,9 @@ Each batch is one read of a place's payloads past the last one seen and one fenc
 those that need it: no statement locks more than a batch, and a payload rewritten meanwhile (a
 settle, a replace) is left as it is and counted ``skipped``. A payload no key opens is left as
 it is and counted ``unreadable``: rotation never drops a row it cannot read. The places are a
-staged outbox row's input, a job's input and result, a step's output and an event's data; the
-outbox and the events of each of ``OUTBOX_DATABASES`` as well as the jobs database's.
+staged outbox row's input, a job's input and result (in x_jobs and in the history), a step's
+output and an event's data; the outbox and the events of each of ``OUTBOX_DATABASES`` as well as
+the jobs database's.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from .answers import Answer
 #: payloads read (and at most rewritten) per statement unless ``batch`` says otherwise
 DEFAULT_BATCH = 500
 MAX_BATCH = 10_000
-#: the places whose payload is a job's (its input, its result, its outbox copy): sealed only for
-#: a job declared here without ``encrypt=False``
-JOB_PLACES = ("outbox_input", "job_input", "job_result")
+#: the places whose payload is a job's (its input, its result, in x_jobs or the history, its
+#: outbox copy): sealed only for a job declared here without ``encrypt=False``
+JOB_PLACES = ("outbox_input", "job_input", "job_result", "history_input", "history_result")
 
 
 @dataclass(frozen=True, eq=False)

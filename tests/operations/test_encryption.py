@@ -168,3 +168,33 @@ def test_crypt_14_the_command_encrypts_clear_rows_with_dry_run_and_json(db):
         text = out.getvalue()
     assert "encrypted 1 payload(s) written in clear; 1 kept clear" in text
     assert "would" not in text
+
+
+def test_crypt_12_rotation_and_encrypt_clear_take_the_history_too(harness):
+    with keys(OLD):
+        sealed = jobs.sealed.enqueue(token=f"t-{uuid.uuid4()}", email=EMAIL).id
+        run_until_idle()
+        harness.advance(1)
+        run_until_idle()
+    clear = jobs.clear_input.enqueue(token="in-clear").id
+    written_clear = jobs.sealed.enqueue(token=f"t-{uuid.uuid4()}", email=EMAIL).id
+    run_until_idle()
+    harness.advance(1)
+    run_until_idle()
+    harness.advance(7200)
+    assert harness.driver.history().move_finished(grace=3600) == 3
+    store = harness.driver.jobs().payloads()
+    assert {p.row for p in store.sealed("history_input", after=None, limit=10)} == {sealed}
+    with keys(NEW, OLD):
+        done = rotate_keys(encrypt_clear=True)
+        assert done.skipped == done.unreadable == 0
+        assert done.left_clear == 2  # clear_input's input and result, kept clear
+        assert done.rotated >= 2 and done.encrypted >= 3  # the inputs, results, step outputs
+    with keys(NEW):  # the old key is gone: the moved jobs still open
+        history = {p.row: p for p in store.sealed("history_input", after=None, limit=10)}
+        assert set(history) == {sealed, written_clear}
+        assert all(crypt.unseal(p.value)["email"] == EMAIL for p in history.values())
+        results = store.sealed("history_result", after=None, limit=10)
+        assert {p.row for p in results} == {sealed, written_clear}
+        assert all(crypt.unseal(p.value)["sent_to"] == EMAIL for p in results)
+        assert [p.row for p in store.unsealed("history_input", after=None, limit=10)] == [clear]

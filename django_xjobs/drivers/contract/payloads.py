@@ -13,9 +13,18 @@ from uuid import UUID
 from ...payload import JSONValue
 
 #: where a payload is stored: a staged outbox row's input (first: a row the relay publishes
-#: meanwhile is then met again in x_jobs), a job's input, its result, a step's output, an
-#: event's data
-PAYLOAD_PLACES = ("outbox_input", "job_input", "job_result", "step_output", "event_data")
+#: meanwhile is then met again in x_jobs), a job's input and result, a finished job's in the
+#: history (after x_jobs: a job moved there meanwhile is met again), a step's output, an event's
+#: data
+PAYLOAD_PLACES = (
+    "outbox_input",
+    "job_input",
+    "job_result",
+    "history_input",
+    "history_result",
+    "step_output",
+    "event_data",
+)
 #: the places a database holds that is not the jobs database: an outbox of OUTBOX_DATABASES,
 #: and the events published there (``publish_event(using=...)``)
 ALIAS_PLACES = ("outbox_input", "event_data")
@@ -25,7 +34,8 @@ ALIAS_PLACES = ("outbox_input", "event_data")
 class StoredPayload:
     """One stored payload: its place, its row (a job's, an outbox row's or an event's id, or a
     step's run id and ``name``), its value as stored (a sealed one's wrapper) and, for a job's
-    input and result and an outbox row's input, the ``job`` it belongs to."""
+    input and result (in x_jobs or the history) and an outbox row's input, the ``job`` it
+    belongs to."""
 
     place: str
     row: UUID

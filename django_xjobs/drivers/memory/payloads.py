@@ -64,11 +64,12 @@ class MemoryPayloadStore:
                 StoredPayload(place, r.id, "", r.input, r.job) for r in self._outbox_rows().values()
             ]
         else:
+            held = driver._archived if place.startswith("history_") else driver._rows
             rows = [
                 StoredPayload(
-                    place, r.id, "", r.input if place == "job_input" else r.result, r.name
+                    place, r.id, "", r.input if place.endswith("_input") else r.result, r.name
                 )
-                for r in driver._rows.values()
+                for r in held.values()
             ]
         yield from (p for p in rows if (_clear(p) if clear else _sealed(p.value)))
 
@@ -122,13 +123,16 @@ class MemoryPayloadStore:
                 return False
             staged[payload.row] = replace(entry, input=new)
             return True
-        row = driver._rows.get(payload.row)
+        held = driver._archived if payload.place.startswith("history_") else driver._rows
+        row = held.get(payload.row)
         if row is None:
             return False
-        if payload.place == "job_input" and row.input == payload.value and isinstance(new, dict):
-            driver._rows[payload.row] = replace(row, input=new)
+        if payload.place.endswith("_input"):
+            if row.input != payload.value or not isinstance(new, dict):
+                return False
+            held[payload.row] = replace(row, input=new)
             return True
-        if payload.place == "job_result" and row.result == payload.value:
-            driver._rows[payload.row] = replace(row, result=new)
-            return True
-        return False
+        if row.result != payload.value:
+            return False
+        held[payload.row] = replace(row, result=new)
+        return True
