@@ -99,3 +99,28 @@ def test_crypt_09_a_waiting_run_receives_the_encrypted_event_its_match_names(har
         assert harness.row(other).state == "suspended"
         [step] = harness.driver.steps().list(row.run_id)
         assert crypt.is_sealed(step.output) and crypt.unseal(step.output) == SHIPPED
+
+
+def test_crypt_09_an_event_published_between_the_look_and_the_park_is_received(
+    harness, monkeypatch
+):
+    """The park cannot match an encrypted event (jobs.sql's suspend): the waiter looks once more
+    after writing its waiting record, so one that came in between is not left to event_poll."""
+    store = type(harness.driver.events())
+    looked = store.find
+    seen: list = []
+
+    def find(self, *args, **kwargs):
+        found = looked(self, *args, **kwargs)
+        if not seen:  # the event commits just after the first look, before the record
+            publish_event("order.shipped", SHIPPED)
+        seen.append(found)
+        return found
+
+    monkeypatch.setattr(store, "find", find)
+    with keys(NEW):
+        job_id = jobs.waiter.enqueue(order_id=7).id
+        run_until_idle()
+        row = harness.row(job_id)
+        assert row.state == "done" and crypt.unseal(row.result) == {"got": SHIPPED}
+    assert seen[0] is None and seen[1].payload == SHIPPED
