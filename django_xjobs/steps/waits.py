@@ -191,7 +191,7 @@ class Waits(StepRecorder):
         if match and conf.get().encryption is not None:
             # the park cannot look inside an encrypted event (jobs.sql's suspend): an event
             # committed since the first look, which a publish could not match to this record
-            # before it was written, is looked for once more now that it is (SPEC CRYPT-09)
+            # before it was written, is looked for once more now that it is (SPEC CRYPT-11)
             late = self.events.find(
                 event,
                 after=started,

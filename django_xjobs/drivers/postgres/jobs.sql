@@ -447,7 +447,7 @@ SELECT 1 FROM settled;
 -- marked the row in this attempt (steps.sql's publish_event; the row lock orders the two), or
 -- the event committed after the step's look and before this statement (the same rule as
 -- find_event; a run with no waiting step, a sleep's, reads nothing in x_job_events). An
--- encrypted event's data cannot be matched here (SPEC CRYPT-09): a step with match fields looks
+-- encrypted event's data cannot be matched here (SPEC CRYPT-11): a step with match fields looks
 -- for such an event once more after writing its waiting record (steps/waits.py).
 UPDATE x_jobs
 SET state = CASE WHEN %(snoozed)s THEN 'ready' ELSE 'suspended' END,

@@ -1,4 +1,4 @@
-"""Event data encrypted at rest (issue 46, SPEC CRYPT-08, CRYPT-09): under
+"""Event data encrypted at rest (issue 46, SPEC CRYPT-08, CRYPT-09, CRYPT-11): under
 ``XJOBS["ENCRYPTION_KEYS"]`` an event's stored data is sealed, while a publish still releases
 exactly the waiters its data matches (matched on the data as given) and ``cancel_on`` still
 cancels by it; a waiter that looks after the event opens the candidates of its name in the
@@ -101,7 +101,7 @@ def test_crypt_09_a_waiting_run_receives_the_encrypted_event_its_match_names(har
         assert crypt.is_sealed(step.output) and crypt.unseal(step.output) == SHIPPED
 
 
-def test_crypt_09_an_event_published_between_the_look_and_the_park_is_received(
+def test_crypt_11_an_event_published_between_the_look_and_the_park_is_received(
     harness, monkeypatch
 ):
     """The park cannot match an encrypted event (jobs.sql's suspend): the waiter looks once more
