@@ -6,10 +6,11 @@ timestamped) of the payload's compact JSON text. No column or migration changes,
 written before keys were set (plain JSON) reads as it always did. The key ``xjobs:fernet`` holds a
 colon, so it is never a job's keyword input: an input cannot be mistaken for a sealed one.
 
-What is sealed: a job's input (and so its outbox copy, written from the same text), its result
-and its steps' outputs. What stays clear: the job's name, queue, tenant, idempotency (dedupe)
-key, limit key, state and times, errors (already redacted), progress notes and event data
-(events are matched on their fields in SQL). docs/howto/data.md says so to users.
+What is sealed: a job's input (and so its outbox copy, written from the same text), its result,
+its steps' outputs and event data (a publish matches its waiters on the data as a statement
+parameter; a later waiter opens the candidates in the process). What stays clear: the job's
+name, queue, tenant, idempotency (dedupe) key, limit key, state and times, errors (already
+redacted) and progress notes. docs/howto/data.md says so to users.
 """
 
 from __future__ import annotations

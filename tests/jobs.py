@@ -963,3 +963,14 @@ def sealed(ctx, token: str, email: str):
 def clear_input(ctx, token: str):
     """Issue 46: a job that keeps its input and result in clear, so filters can look inside."""
     return {"token": token}
+
+
+@job(
+    idempotency_key="unsub:{account_id}",
+    encrypt=False,
+    cancel_on={"account.closed": ["account_id"]},
+)
+def unsubscribe(ctx, account_id: int):
+    """Issue 46: cancelled by an ``account.closed`` event of its account; its input is clear, so
+    ``cancel_on`` can compare it under XJOBS["ENCRYPTION_KEYS"] while the event is encrypted."""
+    return {"account_id": account_id}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextvars
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
@@ -19,14 +19,10 @@ from ..declarations.workflows import batch_state
 from ..models import Job, JobBatch, JobHistory
 from ..states import shown_state
 from .job import badge
-from .pages import Navigated, admin_url
+from .pages import admin_url
 from .permissions import VIEWER as job_viewer  # the job page's request (set by its view)
 from .permissions import has_permission, sees_payloads
-
-if TYPE_CHECKING:
-    _ModelAdmin = admin.ModelAdmin[Any]
-else:  # ModelAdmin is generic to the type checker only
-    _ModelAdmin = admin.ModelAdmin
+from .rows import LibraryRows
 
 #: members the batch page lists
 MEMBERS = 200
@@ -50,7 +46,7 @@ def batch_link(model_admin: Any, obj: Job) -> str:
     return format_html('<a href="{}">{}</a>', url, obj.batch_id)
 
 
-class JobBatchAdmin(Navigated, _ModelAdmin):
+class JobBatchAdmin(LibraryRows):
     list_display = (
         "id",
         "state",

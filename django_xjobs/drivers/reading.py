@@ -155,6 +155,21 @@ def reading_primary() -> Iterator[ReadSource]:
         _pinned.reset(token)
 
 
+def figures_database() -> str | None:
+    """The alias a figure shown on every page reads (the admin nav bar's dead count, SPEC
+    READ-10): the read database when one is set and answers, even beside a page that reads the
+    jobs database (a count is not acted on), else the jobs database. A page that already asked
+    the read database is not asked again."""
+    pinned = _pinned.get()
+    if pinned is not None and (pinned[1].replica or pinned[1].problem is not None):
+        return pinned[1].database
+    token = _pinned.set(None)
+    try:
+        return read_driver(fallback=True)[1].database
+    finally:
+        _pinned.reset(token)
+
+
 def pinned_database() -> str | None:
     """The alias a ``reading()`` block reads, or None outside one (or on the memory driver)."""
     pinned = _pinned.get()

@@ -5,7 +5,7 @@ input with the same error (SPEC DRV-04 g/k): the operator actions' refusals and 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -201,3 +201,20 @@ def refuse_row_by_row(requests: Sequence[EnqueueRequest]) -> None:
             f"job {requests[0].name!r}: enqueue_chunks takes plain requests",
             hint="enqueue a replace or an after one by one (enqueue_many)",
         )
+
+
+def event_matches(payload: object, match: Mapping[str, object] | None) -> bool:
+    """Whether an event's data has every field of a waiter's ``match`` equal (the test jsonb
+    ``@>`` makes on scalar fields): both drivers' test of an encrypted event's data, opened in
+    the process because the database cannot look inside it (SPEC CRYPT-09)."""
+    if not match:
+        return True
+    if not isinstance(payload, dict):
+        return False
+    return all(k in payload and _same_scalar(payload[k], v) for k, v in match.items())
+
+
+def _same_scalar(a: object, b: object) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b)

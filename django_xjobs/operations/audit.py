@@ -12,6 +12,7 @@ from uuid import UUID
 from .. import conf, metrics, redact
 from ..drivers import get_driver
 from ..drivers.contract import OperatorRecord
+from ..drivers.reading import read_driver
 from ..durations import Duration, parse_duration
 from ..errors import AuditRecordNotFoundError, InvariantError
 from ..ids import uuid7
@@ -80,7 +81,8 @@ def inspect_audit(*, limit: int = 100, verb: str | None = None) -> list[AuditEnt
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvariantError(f"limit={limit!r} must be a positive integer")
     check_label(verb, "verb")
-    return [entry(r) for r in get_driver().jobs().audit().recent(limit=limit, verb=verb)]
+    rows = read_driver()[0].jobs().audit().recent(limit=limit, verb=verb)  # SPEC READ-10
+    return [entry(r) for r in rows]
 
 
 def inspect_action(action_id: str | UUID) -> AuditEntry | None:
@@ -97,7 +99,11 @@ def inspect_action(action_id: str | UUID) -> AuditEntry | None:
         wanted = action_id if isinstance(action_id, UUID) else UUID(str(action_id))
     except ValueError:
         raise AuditRecordNotFoundError(f"{action_id!r} is not an audit record's id") from None
-    found = get_driver().jobs().audit().get(wanted)
+    driver = read_driver()[0]  # SPEC READ-10
+    found = driver.jobs().audit().get(wanted)
+    if found is None and driver is not get_driver():
+        # an action just recorded (its id was just returned) the read database has not yet
+        found = get_driver().jobs().audit().get(wanted)
     return None if found is None else entry(found)
 
 

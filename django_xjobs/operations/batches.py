@@ -10,6 +10,7 @@ from .. import redact
 from ..declarations.workflows import batch_state
 from ..drivers import get_driver
 from ..drivers.contract import BatchRecord
+from ..drivers.reading import read_driver, reading_primary
 from ..errors import BatchNotFoundError, InvariantError
 from ..text import storable
 from . import audit
@@ -27,8 +28,11 @@ def inspect_batch(batch_id: UUID | str, *, members: int = 100) -> BatchReport:
     ``state`` is ``open`` (members may join), ``closed`` (waiting for ``pending`` members) or
     ``completed`` (its callbacks queued). Raises ``BatchNotFoundError`` for an unknown id.
     """
-    driver = get_driver()
+    driver = read_driver()[0]  # SPEC READ-09
     record = driver.batches().get(_batch_id(batch_id))
+    if record is None and driver is not get_driver():
+        driver = get_driver()  # just made: not on the read database yet
+        record = driver.batches().get(_batch_id(batch_id))
     if record is None:
         raise BatchNotFoundError(f"no batch has id {batch_id}")
     listed = []
@@ -66,14 +70,15 @@ def cancel_batch(
     check_by(by)
     cancelled = driver.batches().cancel(found, stored)
     audit.record("cancel_batch", by=by, target=str(found), reason=reason)
-    return replace(inspect_batch(found, members=0), cancelled_now=cancelled)
+    with reading_primary():  # the answer after its own write (SPEC READ-01)
+        return replace(inspect_batch(found, members=0), cancelled_now=cancelled)
 
 
 def batch_report(batch_id: str | None, *, limit: int = 50) -> tuple[object, str]:
     """``xjobs batch [ID]``: one batch (``inspect_batch``), or the newest batches, as JSON and
     as text."""
     if batch_id is None:
-        rows = [describe(r) for r in get_driver().batches().recent(limit=limit)]
+        rows = [describe(r) for r in read_driver()[0].batches().recent(limit=limit)]
         lines = [f"{'batch':<36}  {'state':<9} {'total':>6} {'pending':>7} {'done':>6} {'dead':>5}"]
         lines += [
             f"{r.id:<36}  {r.state:<9} {r.total:>6} {r.pending:>7} {r.done:>6} {r.dead:>5}"

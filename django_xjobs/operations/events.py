@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from uuid import UUID
 
-from .. import redact
+from .. import crypt, redact
 from ..drivers import get_driver
 from ..drivers.contract import EventRecord
+from ..drivers.reading import read_driver
 from ..errors import EventNotFoundError, InvariantError
 from ..text import check_name
 from .answers import EventRefusal, EventReport, EventSummary
@@ -45,7 +46,7 @@ def list_events(
             f"since={since!r} must be an aware datetime or None",
             hint="use django.utils.timezone.now() - timedelta(...)",
         )
-    driver = get_driver()
+    driver = read_driver()[0]  # SPEC READ-08
     rows = driver.events().recent(name=name, tenant_id=tenant_id, since=since, limit=limit)
     now = driver.steps().now() if rows else None  # the store's clock, as published_at is
     return [_summary(row, now) for row in rows]
@@ -65,13 +66,17 @@ def inspect_event(event_id: UUID | str, *, reveal: bool = False) -> EventReport:
     expired) raises ``EventNotFoundError``.
     """
     wanted = _event_id(event_id)
-    driver = get_driver()
+    driver = read_driver()[0]  # SPEC READ-08
     row = driver.events().get(wanted)
+    if row is None and driver is not get_driver():
+        driver = get_driver()  # just published: not on the read database yet
+        row = driver.events().get(wanted)
     if row is None:
         raise EventNotFoundError(f"no live event has id {wanted}")
     return EventReport(
         **_summary(row, driver.steps().now()).to_json(),
-        payload=row.payload if reveal else redact.mask(row.payload),
+        # opened when sealed, or "encrypted (no key)" (SPEC CRYPT-10)
+        payload=crypt.shown(row.payload) if reveal else redact.mask(row.payload),
         refusals=[_refusal(r) for r in row.refused],
     )
 

@@ -226,7 +226,7 @@ def inspect_dead_letters(limit: int = 100) -> list[DeadLetter]:
             failed_at=row.updated_at.isoformat(),
             retry_command=RETRY_COMMAND.format(id=row.id),
         )
-        for row in get_driver().reads().dead_letters(limit=limit)
+        for row in read_driver()[0].reads().dead_letters(limit=limit)  # SPEC READ-06
     ]
 
 

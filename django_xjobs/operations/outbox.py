@@ -9,6 +9,7 @@ from uuid import UUID
 from .. import conf
 from ..drivers import get_driver
 from ..drivers.contract import OutboxStore, QuarantinedRow
+from ..drivers.reading import read_driver, reading_primary
 from ..errors import (
     JobNotFoundError,
 )
@@ -32,11 +33,14 @@ def inspect_outbox(limit: int = 100) -> OutboxReport:
     ``error``, ``key_bytes``, ``tenant_bytes``, ``name_bytes`` and ``key_start`` (the
     key's first 80 characters).
     """
-    driver = get_driver()
+    driver, read = get_driver(), read_driver()[0]
+    settings = conf.get()
     databases: dict[str, OutboxDatabase] = {}
     entries: list[QuarantinedEntry] = []
-    for alias in conf.get().outbox_databases:
-        store = driver.outbox(alias)
+    for alias in settings.outbox_databases:
+        # the jobs database's outbox read where its other reads are (SPEC READ-07); another
+        # outbox database is its own
+        store = read.outbox() if alias == settings.database else driver.outbox(alias)
         count, oldest = store.pending()
         quarantined = store.quarantine.count()
         databases[alias] = OutboxDatabase(
@@ -84,7 +88,8 @@ def retry_outbox_entry(entry_id: UUID | str, *, by: str | None = None) -> Outbox
     check_by(by)
     wanted = _outbox_act(entry_id, lambda store, wanted: store.quarantine.retry(wanted))
     audit.record("retry_outbox_entry", by=by, target=str(wanted))
-    return inspect_outbox()
+    with reading_primary():  # the answer after its own write (SPEC READ-01)
+        return inspect_outbox()
 
 
 def discard_outbox_entry(entry_id: UUID | str, *, by: str | None = None) -> OutboxAction:
@@ -97,7 +102,8 @@ def discard_outbox_entry(entry_id: UUID | str, *, by: str | None = None) -> Outb
     check_by(by)
     wanted = _outbox_act(entry_id, lambda store, wanted: store.quarantine.discard(wanted))
     audit.record("discard_outbox_entry", by=by, target=str(wanted))
-    return inspect_outbox()
+    with reading_primary():  # the answer after its own write (SPEC READ-01)
+        return inspect_outbox()
 
 
 def _outbox_act(entry_id: UUID | str, act: Callable[[OutboxStore, UUID], bool]) -> UUID:

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from .. import log
-from ..drivers.contract import StepRecord
+from .. import conf, crypt, log
+from ..drivers.contract import EventRecord, StepRecord
 from ..durations import Duration, format_seconds, parse_duration
 from ..errors import InvariantError, JobTimeoutError, StepSuspension
 from ..text import check_name
-from .record import StepRecorder, _seconds
+from .record import StepRecorder, _opened, _seconds
 
 SCALARS = (str, int, float, bool, type(None))
 
@@ -138,7 +138,7 @@ class Waits(StepRecorder):
         record = self._records.get(name)
         if record is not None and record.status == "completed":
             self._replayed.append(name)
-            return record.output
+            return _opened(record.output)  # the event's data, sealed under ENCRYPTION_KEYS
         now = self.store.now()  # SPEC EVT-02/03: the clock the event's published_at is on
         started = record.started_at if record and record.started_at else now
         deadline = started + timedelta(seconds=seconds)
@@ -168,20 +168,7 @@ class Waits(StepRecorder):
                     step=name,
                     event=event,
                 )
-            self._write(
-                StepRecord(
-                    run_id=self.job.run_id,
-                    name=name,
-                    status="completed",
-                    started_at=started,
-                    output=None if hit is None else hit.payload,
-                    completed_at=now,
-                    event=event,
-                    correlation_key=correlation_key,
-                    position=self._position,
-                )
-            )
-            return None if hit is None else hit.payload
+            return self._waited(name, started, now, event, correlation_key, hit)
         wake_at = min(deadline, now + timedelta(seconds=self.event_poll))  # SPEC STEP-12/14
         # what it waits for, kept on the waiting record for `why` (issue 42): wake_at is only the
         # next look, the deadline is the timeout's
@@ -201,7 +188,47 @@ class Waits(StepRecorder):
                 any_tenant=bool(any_tenant),
             )
         )
+        if match and conf.get().encryption is not None:
+            # the park cannot look inside an encrypted event (jobs.sql's suspend): an event
+            # committed since the first look, which a publish could not match to this record
+            # before it was written, is looked for once more now that it is (SPEC CRYPT-11)
+            late = self.events.find(
+                event,
+                after=started,
+                correlation_key=correlation_key,
+                match=match,
+                tenant_id=self.job.tenant_id,
+                any_tenant=bool(any_tenant),
+            )
+            if late is not None:
+                return self._waited(name, started, now, event, correlation_key, late)
         raise StepSuspension(name, wake_at, "event", _seconds(wake_at - now))
+
+    def _waited(
+        self,
+        name: str,
+        started: datetime,
+        now: datetime,
+        event: str,
+        correlation_key: str | None,
+        hit: EventRecord | None,
+    ) -> object:
+        """Complete an event wait with the event it received (None: it timed out); its data."""
+        self._write(
+            StepRecord(
+                run_id=self.job.run_id,
+                name=name,
+                status="completed",
+                started_at=started,
+                # the event's data is a payload: kept sealed, as its event is (CRYPT-08)
+                output=None if hit is None else crypt.seal_value(hit.payload),
+                completed_at=now,
+                event=event,
+                correlation_key=correlation_key,
+                position=self._position,
+            )
+        )
+        return None if hit is None else hit.payload
 
 
 def _check_match(name: str, match: object) -> None:

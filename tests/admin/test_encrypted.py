@@ -1,6 +1,7 @@
 """A row whose payload is encrypted with a key this process lacks (issue 46 item 3, SPEC
-CRYPT-04): the admin's job list, job page and history still render, the payload reading
-``encrypted (no key)``; ``xjobs show`` says the same. With the key, the values show as ever."""
+CRYPT-04, CRYPT-10): the admin's job list, job page and history, and an event's page, still
+render, the payload reading ``encrypted (no key)``; ``xjobs show`` and ``xjobs events`` say the
+same. With the key, the values show as ever."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
-from django_xjobs import crypt
+from django_xjobs import crypt, publish_event
+from django_xjobs.operations import inspect_event
 from tests import jobs
 from tests.test_crypt import EMAIL, NEW, OLD, keys
 
@@ -75,3 +77,46 @@ def test_crypt_06_the_admins_input_filter_on_encrypted_inputs_says_why_it_lists_
     assert page.status_code == 200
     text = page.content.decode()
     assert "X_INPUT_ENCRYPTED" in text and str(sealed_job) not in text
+
+
+# --- event data (SPEC CRYPT-10) -------------------------------------------------------------------
+
+
+@pytest.fixture
+def sealed_event(db):
+    with keys(OLD):
+        return publish_event("user.created", {"user_id": 7, "email": EMAIL}).id
+
+
+def test_crypt_10_an_events_readers_open_its_data_with_the_key(sealed_event):
+    with keys(NEW, OLD):
+        assert inspect_event(sealed_event, reveal=True).payload == {"user_id": 7, "email": EMAIL}
+        assert inspect_event(sealed_event).payload["email"] == EMAIL  # masked only by REDACT_KEYS
+        out = StringIO()
+        call_command("xjobs", "events", str(sealed_event), stdout=out)
+        assert EMAIL in out.getvalue() and crypt.MARK not in out.getvalue()
+        client = Client()
+        client.force_login(User.objects.create_superuser("root", password="pw"))
+        page = client.get(f"/admin/django_xjobs/jobevent/{sealed_event}/change/")
+    assert page.status_code == 200 and EMAIL in page.content.decode()
+
+
+def test_crypt_10_without_the_key_an_event_reads_encrypted_and_the_admin_renders(sealed_event):
+    with keys(NEW):
+        assert inspect_event(sealed_event, reveal=True).payload == crypt.NO_KEY
+        assert inspect_event(sealed_event).payload == crypt.NO_KEY
+        out = StringIO()
+        call_command("xjobs", "events", str(sealed_event), "--json", "--reveal", stdout=out)
+        assert json.loads(out.getvalue())["payload"] == crypt.NO_KEY
+        client = Client()
+        client.force_login(User.objects.create_superuser("root", password="pw"))
+        pages = [
+            client.get(url)
+            for url in (
+                "/admin/django_xjobs/jobevent/",
+                f"/admin/django_xjobs/jobevent/{sealed_event}/change/",
+            )
+        ]
+    assert [p.status_code for p in pages] == [200, 200]
+    change = pages[1].content.decode()
+    assert crypt.NO_KEY in change and EMAIL not in change and crypt.MARK not in change

@@ -1,5 +1,5 @@
-"""The admin and ``XJOBS["READ_DATABASE"]`` (issue 46 item 2): the lists and the overview read the
-alias; a job's page, its buttons and what an action selects read the jobs database; a read
+"""The admin and ``XJOBS["READ_DATABASE"]`` (issue 46 item 2): the lists (the batches' and the
+audit trail's too) and the overview read the alias, and the nav bar's dead count on every page; a job's page, its buttons and what an action selects read the jobs database; a read
 database that is down is said on the page, which reads the jobs database instead, never a 500.
 The ``replica`` alias holds rows the jobs database does not (tests/support/reads.py)."""
 
@@ -13,8 +13,8 @@ from django.contrib.messages.storage.cookie import CookieStorage
 from django.test import RequestFactory
 
 from django_xjobs.admin.rows import LAG_WORTH_SAYING, said
-from django_xjobs.drivers.reading import ReadSource
-from django_xjobs.models import Job
+from django_xjobs.drivers.reading import ReadSource, figures_database
+from django_xjobs.models import Job, JobBatch, OperatorAction
 from tests import jobs
 from tests.support.reads import BOTH, MIRRORED, REPLICA, gone_alias, reading_from, seed_replica
 
@@ -125,3 +125,43 @@ def test_read_02_a_list_says_a_lag_worth_saying():
     # a standby close behind, or the jobs database itself: nothing to say
     assert told(ReadSource(REPLICA, replica=True, standby=True, lag_seconds=0.4)) == []
     assert told(ReadSource("default")) == []
+
+
+# --- READ-09, READ-10: the batches, the audit trail and the nav bar's dead count ---------------
+
+AUDIT = "/admin/django_xjobs/operatoraction/"
+BATCHES = "/admin/django_xjobs/jobbatch/"
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_read_09_10_the_batch_and_audit_lists_and_the_nav_count_read_the_alias(admin_client):
+    seed_replica()  # one dead job, on the replica only
+    there = OperatorAction.objects.using(REPLICA).create(actor="ops:there", verb="cancel")
+    batch = JobBatch.objects.using(REPLICA).create(input={})
+    JobBatch.objects.using("default").create(input={})
+    here = jobs.ok.enqueue(n=1).id
+    with reading_from():
+        page = admin_client.get(AUDIT)
+        assert page.status_code == 200 and listed(page) == {str(there.id)}
+        assert "Dead letters (1)" in page.content.decode()
+        assert listed(admin_client.get(BATCHES)) == {str(batch.id)}
+        # a job's page reads the jobs database; its nav bar's count is a figure, read there too
+        job_page = admin_client.get(f"/admin/django_xjobs/job/{here}/change/")
+        assert job_page.status_code == 200 and "Dead letters (1)" in job_page.content.decode()
+    page = admin_client.get(AUDIT)
+    assert listed(page) == set() and "Dead letters (0)" in page.content.decode()
+
+
+def test_read_10_the_nav_count_reads_the_jobs_database_when_the_alias_is_down(
+    django_db_setup, django_db_blocker
+):
+    operator = User(username="ops", is_staff=True, is_superuser=True, is_active=True)
+    with django_db_blocker.unblock(), gone_alias() as gone, reading_from(gone):
+        assert figures_database() == "default"
+        request = RequestFactory().get(AUDIT)
+        request.user = operator
+        request._messages = CookieStorage(request)
+        page = admin.site._registry[OperatorAction].changelist_view(request)
+        assert page.status_code == 200
+        [said] = [str(m) for m in get_messages(request)]
+        assert said.startswith("X_READ_DATABASE_UNAVAILABLE: ") and gone in said

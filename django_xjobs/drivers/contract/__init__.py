@@ -36,7 +36,7 @@ from .features import DriverFeatures
 from .jobs import JobStore, ReadStore
 from .limits import LimitStore
 from .outbox import OutboxStore, PublishTarget, QuarantineStore
-from .payloads import PAYLOAD_PLACES, PayloadStore, StoredPayload
+from .payloads import ALIAS_PLACES, PAYLOAD_PLACES, PayloadStore, StoredPayload
 from .records import (
     AGED,
     STEP_STATUSES,
@@ -84,6 +84,7 @@ from .tenants import TenantRows, TenantStore
 
 __all__ = [
     "AGED",
+    "ALIAS_PLACES",
     "FILTER_FIELDS",
     "FINISHED_STATES",
     "LEADER_KEY",

@@ -75,7 +75,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self._batch_store = MemoryBatchStore(self, self)
         self._bulk_store = MemoryBulkStore(self)
         self._audit_store = MemoryAuditStore(self)
-        self._payload_store = MemoryPayloadStore(self)
+        self._payload_store = MemoryPayloadStore(self, self._event_store, self._outbox_rows)
         self._tenant_store = MemoryTenantStore(self, self._event_store, self._outbox_rows)
         self._archive = MemoryArchive(self)
         self._history = History(self._rollup_store, self._depth_store, self._archive)

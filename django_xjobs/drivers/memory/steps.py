@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from ... import conf
+from ... import conf, crypt
 from ..contract import EventRecord, JobSnapshot, StepRecord
-from ..rules import known_status
+from ..rules import event_matches, known_status
 
 if TYPE_CHECKING:
     from .state import MemoryState
@@ -110,9 +110,12 @@ class MemoryEventStore:
             now = self.state.clock.now()
             expires = now + timedelta(seconds=ttl)
             event = EventRecord(id, name, _copy(payload), correlation_key, now, expires, tenant_id)
+            # the waiters are matched on the data as given; what is kept is sealed under
+            # ENCRYPTION_KEYS, as publish_event's row is (SPEC CRYPT-08)
             woken, released = self._release(event)
             event = replace(
                 event,
+                payload=crypt.seal_value(event.payload),
                 released=released,
                 started=started,
                 cancelled=cancelled,
@@ -195,9 +198,13 @@ class MemoryEventStore:
                 and e.published_at >= after
                 and (correlation_key is None or e.correlation_key == correlation_key)
                 and (any_tenant or e.tenant_id == tenant_id)
-                and _matches(e.payload, match)
             ]
-        return min(hits, key=lambda e: (e.published_at, e.id), default=None)
+        hits.sort(key=lambda e: (e.published_at, e.id))
+        for e in hits:
+            found = opened(e, match)
+            if found is not None:
+                return found
+        return None
 
     def purge(self) -> int:
         with self.state._lock:
@@ -260,7 +267,7 @@ def _answers(event: EventRecord, step: StepRecord, tenant_id: str | None) -> boo
         and step.started_at <= event.published_at
         and (step.correlation_key is None or step.correlation_key == event.correlation_key)
         and (step.any_tenant or event.tenant_id == tenant_id)
-        and _matches(event.payload, step.match)
+        and event_matches(event.payload, step.match)
     )
 
 
@@ -273,13 +280,22 @@ def _earlier(when: datetime | None, seconds: float) -> datetime | None:
     return None if when is None else when - timedelta(seconds=seconds)
 
 
-def _matches(payload: object, match: Mapping[str, object] | None) -> bool:
-    """Every field of ``match`` equals the payload's (the same test as jsonb ``@>`` on scalars)."""
-    if not match:
-        return True
-    if not isinstance(payload, dict):
-        return False
-    return all(k in payload and _same(payload[k], v) for k, v in match.items())
+def opened(event: EventRecord, match: Mapping[str, object] | None) -> EventRecord | None:
+    """``event`` with its data opened when a waiter with ``match`` takes it, else None: as
+    steps.sql's find_event and the PostgreSQL store's look at an encrypted candidate (SPEC
+    CRYPT-09). Sealed data is opened to be matched only while keys are set (without them the
+    database's ``@>`` cannot match it either); one no key opens raises
+    ``EncryptionKeyMissingError``, which fails the attempt, as a step output no key opens does."""
+    if not crypt.is_sealed(event.payload):
+        return (
+            replace(event, payload=_copy(event.payload))
+            if event_matches(event.payload, match)
+            else None
+        )
+    if match and conf.get().encryption is None:
+        return None
+    value = crypt.unseal(event.payload)
+    return replace(event, payload=value) if event_matches(value, match) else None
 
 
 def _same(a: object, b: object) -> bool:

@@ -511,7 +511,9 @@ SELECT 1 FROM settled;
 -- is due now (issue 43, SPEC EVT-06): a publish that saw the step while the run was running
 -- marked the row in this attempt (steps.sql's publish_event; the row lock orders the two), or
 -- the event committed after the step's look and before this statement (the same rule as
--- find_event; a run with no waiting step, a sleep's, reads nothing in x_job_events).
+-- find_event; a run with no waiting step, a sleep's, reads nothing in x_job_events). An
+-- encrypted event's data cannot be matched here (SPEC CRYPT-11): a step with match fields looks
+-- for such an event once more after writing its waiting record (steps/waits.py).
 UPDATE x_jobs
 SET state = CASE WHEN %(snoozed)s THEN 'ready' ELSE 'suspended' END,
     snoozes = snoozes + CASE WHEN %(snoozed)s THEN 1 ELSE 0 END,

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 from uuid import UUID
 
-from ...payload import dumps
+from ... import conf, crypt
+from ...payload import decode, dumps
 from ..contract import EventRecord, StepRecord
-from ..rules import known_status
+from ..rules import event_matches, known_status
 from . import sql
 
 STATEMENTS = sql.load(Path(__file__).with_name("steps.sql"))
+#: encrypted candidates read per statement by a waiter that matches on their data
+CANDIDATES = 100
 
 
 def _json(value: object) -> Any:
@@ -100,10 +104,14 @@ class PostgresEventStore:
         cancelled: int = 0,
         refused: Sequence[Mapping[str, str]] = (),
     ) -> EventRecord:
+        data = _dumps(payload) or "null"
         params = {
             "id": id,
             "name": name,
-            "payload": _dumps(payload) or "null",
+            # the waiters are matched on the data as given, a statement parameter; the row
+            # keeps it sealed under ENCRYPTION_KEYS (SPEC CRYPT-08)
+            "data": data,
+            "payload": data if payload is None else crypt.seal(data),
             "correlation_key": correlation_key,
             "ttl": ttl,
             "tenant_id": tenant_id,
@@ -112,7 +120,7 @@ class PostgresEventStore:
             "refused": dumps(list(refused)),
         }
         [row] = sql.fetch(self.using, STATEMENTS["publish_event"], params)
-        return _event(row)
+        return replace(_event(row), payload=decode(data))
 
     def cancel(
         self, name: str, *, tenant_id: str | None, match: Mapping[str, object], reason: str
@@ -131,7 +139,7 @@ class PostgresEventStore:
         tenant_id: str | None = None,
         any_tenant: bool = False,
     ) -> EventRecord | None:
-        params = {
+        params: dict[str, Any] = {
             "name": name,
             "after": after,
             "correlation_key": correlation_key,
@@ -139,8 +147,25 @@ class PostgresEventStore:
             "tenant_id": tenant_id,
             "any_tenant": any_tenant,
         }
-        rows = sql.fetch(self.using, STATEMENTS["find_event"], params)
-        return _event(rows[0]) if rows else None
+        if not match or conf.get().encryption is None:
+            rows = sql.fetch(self.using, STATEMENTS["find_event"], params)
+            return _opened(_event(rows[0])) if rows else None
+        # the database cannot look inside an encrypted event's data: the candidates it cannot
+        # rule out (those matching in clear and the sealed ones) are read in order, a page at a
+        # time, and the sealed ones opened and matched here (SPEC CRYPT-09)
+        params.update(from_at=None, from_id=None, limit=CANDIDATES)
+        while True:
+            rows = sql.fetch(self.using, STATEMENTS["find_event_candidates"], params)
+            for row in rows:
+                event = _event(row)
+                if not crypt.is_sealed(event.payload):
+                    return event  # matched by the statement
+                value = crypt.unseal(event.payload)
+                if event_matches(value, match):
+                    return replace(event, payload=value)
+            if len(rows) < CANDIDATES:
+                return None
+            params.update(from_at=rows[-1][4], from_id=rows[-1][0])
 
     def purge(self) -> int:
         return sql.count(self.using, STATEMENTS["purge_events"], {})
@@ -160,6 +185,14 @@ class PostgresEventStore:
     def get(self, event_id: UUID) -> EventRecord | None:
         rows = sql.fetch(self.using, STATEMENTS["get_event"], {"id": event_id})
         return _event(rows[0]) if rows else None
+
+
+def _opened(event: EventRecord) -> EventRecord:
+    """An event as a waiter receives it: its data opened when sealed (``EncryptionKeyMissingError``
+    when no listed key opens it: the attempt fails, as for a step output no key opens)."""
+    if not crypt.is_sealed(event.payload):
+        return event
+    return replace(event, payload=crypt.unseal(event.payload))
 
 
 def _event(row: tuple[Any, ...]) -> EventRecord:

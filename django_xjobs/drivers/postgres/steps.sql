@@ -73,7 +73,9 @@ SET status = EXCLUDED.status,
 -- when it parks if the publisher committed by then, else at its next look (event_poll).
 -- The rows are locked in id order: two publishes releasing the same runs cannot deadlock.
 -- The event row is inserted last, with how many runs it released (parked or marked) and what
--- the publish did before this statement (SPEC EVT-11): still one round trip.
+-- the publish did before this statement (SPEC EVT-11): still one round trip. The steps are
+-- matched on `data`, the event's data as given; the row stores `payload`, the same data sealed
+-- under ENCRYPTION_KEYS when keys are set (SPEC CRYPT-08): only the stored copy is a token.
 WITH waiting AS (
     -- x_job_steps_waiting_idx holds only waiting steps; each names its job, read by its key
     SELECT j.id
@@ -86,7 +88,7 @@ WITH waiting AS (
       AND s.started_at <= now()
       AND (s.correlation_key IS NULL OR s.correlation_key = %(correlation_key)s::text)
       AND (s.any_tenant IS TRUE OR j.tenant_id IS NOT DISTINCT FROM %(tenant_id)s::text)
-      AND (COALESCE(s.match, '{}'::jsonb) = '{}'::jsonb OR %(payload)s::jsonb @> s.match)
+      AND (COALESCE(s.match, '{}'::jsonb) = '{}'::jsonb OR %(data)s::jsonb @> s.match)
     ORDER BY j.id
     FOR UPDATE OF j
 ), released AS (
@@ -176,6 +178,26 @@ WHERE name = %(name)s
   AND (%(match)s::jsonb = '{}'::jsonb OR payload @> %(match)s::jsonb)
 ORDER BY published_at, id
 LIMIT 1;
+
+-- name: find_event_candidates
+-- find_event for a waiter with match fields while ENCRYPTION_KEYS are set (SPEC CRYPT-09): the
+-- events of its name, tenant and key that match in clear, and every sealed one (the database
+-- cannot look inside it: the store opens and matches those in the process), in find_event's
+-- order, a page at a time from past the last row read.
+SELECT id, name, payload, correlation_key, published_at, expires_at, tenant_id, released,
+       started, cancelled, refused
+FROM x_job_events
+WHERE name = %(name)s
+  AND expires_at > now()
+  AND published_at >= %(after)s
+  AND (%(correlation_key)s::text IS NULL OR correlation_key = %(correlation_key)s)
+  AND (%(any_tenant)s OR tenant_id IS NOT DISTINCT FROM %(tenant_id)s::text)
+  AND (payload @> %(match)s::jsonb
+       OR (jsonb_typeof(payload) = 'object' AND payload ? 'xjobs:fernet'))
+  AND (%(from_at)s::timestamptz IS NULL
+       OR (published_at, id) > (%(from_at)s::timestamptz, %(from_id)s::uuid))
+ORDER BY published_at, id
+LIMIT %(limit)s;
 
 -- name: purge_events
 DELETE FROM x_job_events WHERE expires_at <= now();

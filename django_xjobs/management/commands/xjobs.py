@@ -33,7 +33,7 @@ from .. import bulk_text as bulk_commands
 from .. import cron_text as cron_commands
 from .. import data_text, events_text, history_text, show_text, versions_text
 from ..command import XJobsCommand, accept_global_options, sentences_only
-from ..data_text import erase_tenant_action
+from ..data_text import erase_tenant_action, rotate_keys_action
 
 
 class _Options(TypedDict, total=False):
@@ -47,6 +47,7 @@ class _Options(TypedDict, total=False):
     reason: str | None
     from_step: str | None
     force: bool
+    encrypt_clear: bool  # rotate-keys
     restart: bool
     verb: str
     key: str | None
@@ -101,6 +102,7 @@ class _RotateOptions(_Options, total=False):
     tenant: str  # erase-tenant
     yes: bool
     force: bool
+    encrypt_clear: bool  # rotate-keys
 
 
 class Command(XJobsCommand):
@@ -512,18 +514,7 @@ class Command(XJobsCommand):
         return result, text
 
     def _rotate_keys(self, o: _RotateOptions) -> tuple[object, str]:
-        from ...operations.encryption import rotate_keys
-
-        done = rotate_keys(batch=o["batch"], by=_operator(), dry_run=o["dry_run"])
-        verb = "would re-encrypt" if done.dry_run else "re-encrypted"
-        text = (
-            f"{verb} {done.rotated} of {done.checked} encrypted payload(s) under the first key; "
-            f"{done.current} already under it, {done.unreadable} no key opens, "
-            f"{done.skipped} changed meanwhile"
-        )
-        if not done.dry_run and not done.unreadable and not done.skipped:
-            text += "\nno payload needs an older key: it can leave XJOBS['ENCRYPTION_KEYS']"
-        return done.to_json(), text
+        return rotate_keys_action(o, _operator())
 
     def _erase_tenant(self, o: _RotateOptions) -> tuple[object, str]:
         return erase_tenant_action(o)

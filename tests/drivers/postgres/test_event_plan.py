@@ -26,6 +26,7 @@ PARAMS = {
     "id": uuid.uuid4(),
     "name": "order.shipped",
     "payload": '{"order_id": 7}',
+    "data": '{"order_id": 7}',  # what the waiters are matched on (SPEC CRYPT-08)
     "correlation_key": None,
     "ttl": 3600.0,
     "tenant_id": None,

@@ -73,6 +73,7 @@ def _publish_params():
         "id": uuid.uuid4(),
         "name": "order.shipped",
         "payload": dumps({"order_id": 7}),
+        "data": dumps({"order_id": 7}),  # what the waiters are matched on (SPEC CRYPT-08)
         "correlation_key": None,
         "ttl": 3600.0,
         "tenant_id": None,
