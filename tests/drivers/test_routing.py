@@ -461,12 +461,16 @@ def test_shard_05_a_paused_job_is_paused_in_every_database_its_runs_may_be_claim
             "default": 1,
             "shard": 1,
         }
-        claimed = get_driver().runs().claim(
-            queues=["reports"],
-            limit=10,
-            visibility_timeout=60,
-            worker_id="w",
-            paused=frozenset({"tests.jobs.ok"}),
+        claimed = (
+            get_driver()
+            .runs()
+            .claim(
+                queues=["reports"],
+                limit=10,
+                visibility_timeout=60,
+                worker_id="w",
+                paused=frozenset({"tests.jobs.ok"}),
+            )
         )
         assert claimed == []
         assert resume_jobs(name="tests.jobs.ok").lifted
