@@ -60,15 +60,40 @@ class RoutedPayloads:
         self.place = place
 
     def sealed(
-        self, place: str, *, after: tuple[UUID, str] | None, limit: int
+        self, place: str, *, after: tuple[UUID, str] | None, limit: int, alias: str | None = None
     ) -> list[StoredPayload]:
+        if alias is not None:  # an outbox database's place: that database alone holds it
+            return (
+                self.place.primary.jobs()
+                .payloads()
+                .sealed(place, after=after, limit=limit, alias=alias)
+            )
         found = self.place.gather(
             lambda d: d.jobs().payloads().sealed(place, after=after, limit=limit)
         )
         rows = (row for rows in found for row in rows)
         return sorted(rows, key=lambda row: (row.row, row.name))[:limit]
 
-    def reseal(self, changes: Sequence[tuple[StoredPayload, JSONValue]]) -> int:
+    def unsealed(
+        self, place: str, *, after: tuple[UUID, str] | None, limit: int, alias: str | None = None
+    ) -> list[StoredPayload]:
+        if alias is not None:
+            return (
+                self.place.primary.jobs()
+                .payloads()
+                .unsealed(place, after=after, limit=limit, alias=alias)
+            )
+        found = self.place.gather(
+            lambda d: d.jobs().payloads().unsealed(place, after=after, limit=limit)
+        )
+        rows = (row for rows in found for row in rows)
+        return sorted(rows, key=lambda row: (row.row, row.name))[:limit]
+
+    def reseal(
+        self, changes: Sequence[tuple[StoredPayload, JSONValue]], alias: str | None = None
+    ) -> int:
+        if alias is not None:
+            return self.place.primary.jobs().payloads().reseal(changes, alias)
         # each swap is fenced on the value read: only the database holding the row changes it
         return sum(self.place.gather(lambda d: d.jobs().payloads().reseal(changes)))
 
