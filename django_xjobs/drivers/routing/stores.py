@@ -57,15 +57,29 @@ class RoutedLimits:
         return states[0]
 
     def queue_controls(self) -> list[QueueState]:
+        # a queue's state where its jobs are claimed, else where it is stored: a pause left in
+        # a database a queue moved out of (move_queue) does not stop it where it lives now
         merged: dict[str, QueueState] = {}
-        for states in self.place.gather(lambda driver: driver.limits().queue_controls()):
+        found = self.place.gather(lambda driver: driver.limits().queue_controls())
+        for alias, states in zip(self.place.drivers, found, strict=True):
+            for state in states:
+                if alias in self.place.routing.queue_aliases(state.queue):
+                    merged.setdefault(state.queue, state)
+        for states in found:
             for state in states:
                 merged.setdefault(state.queue, state)
         return sorted(merged.values(), key=lambda state: state.queue)
 
     def paused_queues(self) -> frozenset[str]:
+        # a queue is paused for the fleet where its jobs are claimed (SPEC SHARD-33)
         paused = self.place.gather(lambda driver: driver.limits().paused_queues())
-        return frozenset().union(*paused)
+        routing = self.place.routing
+        return frozenset(
+            queue
+            for alias, queues in zip(self.place.drivers, paused, strict=True)
+            for queue in queues
+            if alias in routing.queue_aliases(queue)
+        )
 
     def queue_limits(self) -> dict[str, int]:
         limits: dict[str, int] = {}
