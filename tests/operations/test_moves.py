@@ -8,6 +8,7 @@ one store per alias."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -16,6 +17,7 @@ from io import StringIO
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
+from django.db import connections
 from django.test import override_settings
 
 from django_xjobs import conf, operations
@@ -236,3 +238,29 @@ def test_shard_34_xjobs_move_queue_asks_first_then_moves_and_says_it_in_json(mon
         assert (done["moved"], done["left"], done["sources"]) == (3, 0, ["default"])
         text = xjobs("move-queue", "reports", "--to", "shard", "--yes")
         assert "moved 0 job(s) from default to shard" in text
+
+
+@pytest.mark.django_db(databases=BOTH, transaction=True)
+def test_shard_30_a_claim_in_the_source_passes_over_a_page_on_its_way():
+    with routed("postgres"):
+        source = alias("default")
+        for i in range(3):
+            source.jobs().enqueue(before_reroute("tests.jobs.ok", f"ok:{i}", n=i))
+        target = alias("shard").jobs().moves()
+        seen: list[object] = []
+
+        def claim_meanwhile() -> None:
+            try:  # a worker on the old settings, on its own connection
+                seen.extend(claim(source, limit=10, queues=("reports",)))
+            finally:
+                connections.close_all()
+
+        def into(jobs):
+            target.take(jobs)
+            other = threading.Thread(target=claim_meanwhile)
+            other.start()
+            other.join()
+
+        gone = source.jobs().moves().move_out("reports", limit=10, into=into)
+        assert len(gone) == 3 and seen == []  # locked from the read to the delete
+        assert left_in("default") == 0 and left_in("shard") == 3
