@@ -33,6 +33,7 @@ from django_xjobs.errors import (
 from django_xjobs.operations.moves import MOVER, move_queue
 from django_xjobs.testing import run_until_idle
 from tests.drivers.contract.support import claim
+from tests.metrics.test_metrics import sample, scrape
 from tests.models import Ledger
 
 BOTH = ["default", "shard"]
@@ -234,8 +235,11 @@ def test_shard_34_xjobs_move_queue_asks_first_then_moves_and_says_it_in_json(mon
         with pytest.raises(CommandError, match=r"X_CONFIRMATION_REQUIRED.*nothing was moved"):
             xjobs("move-queue", "reports", "--to", "shard")
         assert left_in("shard") == 0
+        before = sample(scrape()[1], "xjobs_operator_actions_total", verb="move_queue") or 0
         done = json.loads(xjobs("move-queue", "reports", "--to", "shard", "--yes", "--json"))
         assert (done["moved"], done["left"], done["sources"]) == (3, 0, ["default"])
+        after = sample(scrape()[1], "xjobs_operator_actions_total", verb="move_queue")
+        assert after == before + 1  # the move is counted as an operator action
         text = xjobs("move-queue", "reports", "--to", "shard", "--yes")
         assert "moved 0 job(s) from default to shard" in text
 
