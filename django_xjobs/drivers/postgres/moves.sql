@@ -63,9 +63,11 @@ SELECT id FROM gone ORDER BY id;
 -- repeated after a crash between the two databases' commits), or whose live idempotency key a
 -- job here holds, is left as it is (ON CONFLICT DO NOTHING); the steps of the jobs written get
 -- this table's own ids. The workers of each queue written are woken.
+-- The star expands the parameter read back as this table's own row type, so its columns are
+-- the insert's, in its order, whatever a migration added.
 WITH written AS (
     INSERT INTO x_jobs
-    SELECT * FROM jsonb_populate_recordset(NULL::x_jobs, %(rows)s::jsonb)
+    SELECT r.* FROM jsonb_populate_recordset(NULL::x_jobs, %(rows)s::jsonb) AS r
     ON CONFLICT DO NOTHING
     RETURNING id, run_id, queue
 ), steps AS (
