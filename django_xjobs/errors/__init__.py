@@ -67,6 +67,8 @@ from .operator import (
     JobNotWaitingError,
     ManifestDriftError,
     ManifestInvalidError,
+    QueueMoveInvalidError,
+    QueueMoveRunningError,
     TenantRunningError,
 )
 from .runtime import (
@@ -171,6 +173,8 @@ __all__ = [
     "ManifestInvalidError",
     "OutboxNoTxError",
     "PayloadTooLargeError",
+    "QueueMoveInvalidError",
+    "QueueMoveRunningError",
     "QueueUnknownError",
     "RateLimited",
     "ReadDatabaseUnavailableError",
@@ -238,6 +242,8 @@ CODES: dict[str, type[_Coded]] = {
         AliasUnavailableError,
         RouteUnknownError,
         RouteSpansError,
+        QueueMoveInvalidError,
+        QueueMoveRunningError,
         ValueRefusedError,
         JobUnknownError,
         ResultInvalidError,

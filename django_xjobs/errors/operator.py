@@ -157,3 +157,29 @@ class TenantRunningError(XJobsError):
         "wait for them to finish (or cancel them), or pass force=True (--force): a running job "
         "erased under its worker has every later write refused, as a lost lease's is"
     )
+
+
+class QueueMoveInvalidError(XJobsError):
+    """``move_queue`` was asked a move that is not one: to the database the jobs are moved
+    from, with no other jobs database to move from, or for a queue the settings do not route
+    to the target yet (its new jobs would keep landing where it is moved from). Nothing was
+    moved (SPEC SHARD-31)."""
+
+    code = "X_MOVE_INVALID"
+    retry = "terminal"
+    default_hint = (
+        'route the queue first (XJOBS["QUEUE_DATABASES"] = {queue: target}, deployed to every '
+        "process), then move the jobs left where it lived"
+    )
+
+
+class QueueMoveRunningError(XJobsError):
+    """``move_queue`` found runs of the queue running in a database it moves from: the queue
+    is paused there so they drain, and nothing was moved (SPEC SHARD-32)."""
+
+    code = "X_MOVE_RUNNING"
+    retry = "terminal"
+    default_hint = (
+        "run the move again once they end (xjobs ls --queue QUEUE --state running); the queue "
+        "stays paused in that database until the move completes"
+    )

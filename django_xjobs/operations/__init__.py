@@ -44,6 +44,7 @@ from .jobs import (
     run_job_now,
 )
 from .manifest import inspect_manifest
+from .moves import QueueMove, move_queue
 from .outbox import discard_outbox_entry, inspect_outbox, retry_outbox_entry
 from .shared import HEX_DIGITS, MIN_PREFIX, PREFIX_CANDIDATES, check_by
 from .tenants import TenantErasure, erase_tenant
@@ -57,6 +58,7 @@ __all__ = [
     "RETRY_COMMAND",
     "BulkStarted",
     "KeyRotation",
+    "QueueMove",
     "TenantErasure",
     "act_on_matching",
     "cancel_job",
@@ -81,6 +83,7 @@ __all__ = [
     "key_shown",
     "list_events",
     "list_jobs",
+    "move_queue",
     "pause_queue",
     "prune_audit",
     "prune_jobs",

@@ -23,7 +23,7 @@ from django_xjobs.errors import (
     RouteUnknownError,
 )
 from django_xjobs.ids import uuid7
-from django_xjobs.limits.operator import set_queue_limit
+from django_xjobs.limits.operator import queue_limits, set_queue_limit
 from django_xjobs.models import Job, JobStep, OutboxEntry, SchedulerState
 from django_xjobs.testing import relay_staged, run_until_idle
 from tests import jobs
@@ -439,6 +439,7 @@ def test_shard_05_a_queue_is_paused_and_capped_where_its_jobs_are_claimed():
         set_queue_limit("reports", 3)
         limits = get_driver().limits()
         assert limits.paused_queues() == frozenset({"reports"})  # what a worker leaves out
+        assert queue_limits() == {"reports": 3}  # read from the controls, merged
         [control] = limits.queue_controls()
         assert (control.queue, control.paused, control.limit) == ("reports", True, 3)
         assert QueueControl.objects.using("shard").get(queue="reports").paused_at is not None

@@ -35,6 +35,7 @@ from .driver import JobDriver
 from .features import DriverFeatures
 from .jobs import JobStore, ReadStore
 from .limits import LimitStore
+from .moves import MOVED_STATES, MoveHolds, MoveStore, MovingJob
 from .outbox import OutboxStore, PublishTarget, QuarantineStore
 from .payloads import ALIAS_PLACES, PAYLOAD_PLACES, PayloadStore, StoredPayload
 from .records import (
@@ -89,6 +90,7 @@ __all__ = [
     "FINISHED_STATES",
     "LEADER_KEY",
     "LIVE_STATES",
+    "MOVED_STATES",
     "NO_VERSIONS",
     "PAYLOAD_PLACES",
     "STEP_STATUSES",
@@ -122,6 +124,9 @@ __all__ = [
     "JobStore",
     "KeyUse",
     "LimitStore",
+    "MoveHolds",
+    "MoveStore",
+    "MovingJob",
     "NotLeaderError",
     "Notifier",
     "OperatorRecord",

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from ...payload import JSONValue
 from .bulk import AuditStore, BulkStore
+from .moves import MoveStore
 from .payloads import PayloadStore
 from .records import AGED, JobSnapshot, QueueStats, Standing, VersionCount, WorkerSnapshot
 from .requests import EnqueueRequest, EnqueueResult
@@ -61,6 +62,9 @@ class JobStore(Protocol):
 
     def tenants(self) -> TenantStore:
         """A tenant's jobs, steps, events and outbox rows, counted and erased (issue 46)."""
+
+    def moves(self) -> MoveStore:
+        """A queue's waiting jobs moved out of this database or into it (issue 48)."""
 
     def preflight(self, alias: str, table: str = "x_jobs") -> None:
         """Before a role starts: raise one clear ``DriverUnavailableError`` when database

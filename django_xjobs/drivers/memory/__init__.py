@@ -26,6 +26,7 @@ from ..contract import (
     JobStore,
     KeyUse,
     LimitStore,
+    MoveStore,
     OutboxRow,
     PayloadStore,
     QueueState,
@@ -43,6 +44,7 @@ from .bulk import MemoryAuditStore, MemoryBulkStore
 from .depth import MemoryDepthStore
 from .jobs import MemoryJobs
 from .leases import MemoryLeaseStore
+from .moves import MemoryMoveStore
 from .payloads import MemoryPayloadStore
 from .reads import MemoryReads
 from .rollup import MemoryRollupStore
@@ -77,6 +79,7 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
         self._audit_store = MemoryAuditStore(self)
         self._payload_store = MemoryPayloadStore(self, self._event_store, self._outbox_rows)
         self._tenant_store = MemoryTenantStore(self, self._event_store, self._outbox_rows)
+        self._move_store = MemoryMoveStore(self)
         self._archive = MemoryArchive(self)
         self._history = History(self._rollup_store, self._depth_store, self._archive)
 
@@ -96,6 +99,9 @@ class MemoryDriver(MemoryJobs, MemoryRuns, MemoryReads):
 
     def tenants(self) -> TenantStore:
         return self._tenant_store
+
+    def moves(self) -> MoveStore:
+        return self._move_store
 
     def _outbox_rows(self) -> dict[UUID, OutboxRow]:
         """The staged rows of the one in-process outbox (none before its first use)."""

@@ -26,6 +26,7 @@ from ..contract import (
     JobStore,
     KeyUse,
     LimitStore,
+    MoveStore,
     PayloadStore,
     QueueState,
     ReadStore,
@@ -44,6 +45,7 @@ from .depth import PostgresDepthStore
 from .jobs import PostgresJobs
 from .leases import PostgresLeaseStore
 from .listener import Listener, Polling
+from .moves import PostgresMoveStore
 from .payloads import PostgresPayloadStore
 from .rollup import PostgresRollupStore
 from .runs import _EXITED_JSON, _LAPSED_JSON, _LAPSED_PRESENT_JSON, PostgresRuns
@@ -99,6 +101,7 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
         self._audit_store = PostgresAuditStore(using)
         self._payload_store = PostgresPayloadStore(using)
         self._tenant_store = PostgresTenantStore(using)
+        self._move_store = PostgresMoveStore(using)
         self._archive = PostgresArchive(using)
         self._history = History(self._rollup_store, self._depth_store, self._archive)
         #: the stores of other aliases, and the scheduler, built at their first call
@@ -122,6 +125,9 @@ class PostgresDriver(PostgresJobs, PostgresRuns):
 
     def tenants(self) -> TenantStore:
         return self._tenant_store
+
+    def moves(self) -> MoveStore:
+        return self._move_store
 
     def runs(self) -> RunStore:
         return self

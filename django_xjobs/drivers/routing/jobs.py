@@ -17,6 +17,7 @@ from ..contract import (
     EnqueueResult,
     JobSnapshot,
     JobStore,
+    MoveStore,
     PayloadStore,
     QueueStats,
     Standing,
@@ -89,6 +90,11 @@ class RoutedJobs:
 
     def tenants(self) -> TenantStore:
         return self._tenants
+
+    def moves(self) -> MoveStore:
+        # a move is made between two aliases' own stores (operations/moves.py); the routing
+        # driver's answer is its jobs database's
+        return self.place.primary.jobs().moves()
 
     def preflight(self, alias: str, table: str = "x_jobs") -> None:
         self.place.primary.jobs().preflight(alias, table)

@@ -58,31 +58,46 @@ class RoutedLimits:
         return states[0]
 
     def queue_controls(self) -> list[QueueState]:
+        # a queue's state where its jobs are claimed, else where it is stored: a pause left in
+        # a database a queue moved out of (move_queue) does not stop it where it lives now
         merged: dict[str, QueueState] = {}
-        for states in self.place.gather(lambda driver: driver.limits().queue_controls()):
+        found = self.place.gather(lambda driver: driver.limits().queue_controls())
+        for alias, states in zip(self.place.drivers, found, strict=True):
+            for state in states:
+                if alias in self.place.routing.queue_aliases(state.queue):
+                    merged.setdefault(state.queue, state)
+        for states in found:
             for state in states:
                 merged.setdefault(state.queue, state)
         return sorted(merged.values(), key=lambda state: state.queue)
 
     def paused_queues(self) -> frozenset[str]:
+        # a queue is paused for the fleet where its jobs are claimed (SPEC SHARD-33)
         paused = self.place.gather(lambda driver: driver.limits().paused_queues())
-        return frozenset().union(*paused)
+        routing = self.place.routing
+        return frozenset(
+            queue
+            for alias, queues in zip(self.place.drivers, paused, strict=True)
+            for queue in queues
+            if alias in routing.queue_aliases(queue)
+        )
 
+    # a job's or a key's pause (pause_jobs) is kept in every database its runs may be claimed
+    # from: each claim is handed the merged set, and a key's own pause is in each key's row
     def pause_job(
         self, name: str, key: str | None, by: str | None, until: datetime | None = None
     ) -> JobPause:
-        # everywhere the job's runs may be claimed: a job names no queue of its own here
-        pauses = self.place.gather(lambda driver: driver.limits().pause_job(name, key, by, until))
+        pauses = self.place.gather(lambda d: d.limits().pause_job(name, key, by, until))
         return pauses[0]
 
     def resume_job(self, name: str, key: str | None) -> bool:
         return any(self.place.gather(lambda driver: driver.limits().resume_job(name, key)))
 
     def job_pauses(self) -> list[JobPause]:
-        merged: dict[tuple[str, str | None], JobPause] = {}
+        merged: dict[str, JobPause] = {}
         for pauses in self.place.gather(lambda driver: driver.limits().job_pauses()):
             for pause in pauses:
-                merged.setdefault((pause.name, pause.key), pause)
+                merged.setdefault(pause.target, pause)
         return sorted(merged.values(), key=lambda pause: pause.target)
 
     def pause_key(self, key: str, delay: float) -> None:

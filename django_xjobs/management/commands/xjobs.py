@@ -31,7 +31,7 @@ from ...text import printable
 from ...worker.preflight import preflight
 from .. import bulk_text as bulk_commands
 from .. import cron_text as cron_commands
-from .. import data_text, events_text, history_text, show_text, versions_text
+from .. import data_text, events_text, history_text, moves_text, show_text, versions_text
 from ..command import XJobsCommand, accept_global_options, sentences_only
 from ..data_text import erase_tenant_action, rotate_keys_action
 
@@ -110,7 +110,7 @@ class Command(XJobsCommand):
         "Inspect and operate jobs: ls, show, why, cancel, retry, delete, requeue, run-now, dead, "
         "queues, pause, pause-jobs, resume, resume-jobs, crons, cron, limit, outbox, workers, "
         "versions, "
-        "manifest, prune, partitions, batch, audit, events, rotate-keys, erase-tenant."
+        "manifest, prune, partitions, batch, audit, events, rotate-keys, erase-tenant, move-queue."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -237,6 +237,7 @@ class Command(XJobsCommand):
             "--dry-run", action="store_true", help="print what would be deleted; delete nothing"
         )
         data_text.add_arguments(action)
+        moves_text.add_arguments(action)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] != "manifest":  # the manifest is code, not rows
@@ -518,6 +519,9 @@ class Command(XJobsCommand):
 
     def _erase_tenant(self, o: _RotateOptions) -> tuple[object, str]:
         return erase_tenant_action(o)
+
+    def _move_queue(self, o: _RotateOptions) -> tuple[object, str]:
+        return moves_text.move_queue_action(o)
 
 
 def _json_default(value: object) -> object:
