@@ -439,7 +439,7 @@ def test_shard_05_a_queue_is_paused_and_capped_where_its_jobs_are_claimed():
         set_queue_limit("reports", 3)
         limits = get_driver().limits()
         assert limits.paused_queues() == frozenset({"reports"})  # what a worker leaves out
-        assert limits.queue_limits() == {"reports": 3}
+        assert {c.queue: c.limit for c in limits.queue_controls()} == {"reports": 3}
         [control] = limits.queue_controls()
         assert (control.queue, control.paused, control.limit) == ("reports", True, 3)
         assert QueueControl.objects.using("shard").get(queue="reports").paused_at is not None
@@ -468,3 +468,22 @@ def test_shard_08_11_the_memory_driver_routes_events_and_the_verbs_over_many_ali
         jobs.ok.using(queue="reports", tenant_id="acme").enqueue(n=3)
         jobs.ok.using(tenant_id="acme").enqueue(n=4)
         assert operations.erase_tenant("acme")["jobs"] == 2
+
+
+@pytest.mark.django_db(databases=BOTH)
+def test_shard_05_a_paused_job_is_left_by_the_claim_of_every_database():
+    from django_xjobs.limits.operator import inspect_job_pauses, pause_jobs, resume_jobs
+
+    with routed():
+        there = jobs.ok.using(queue="reports").enqueue(n=1).id
+        pause_jobs(name="tests.jobs.ok")  # one control for the fleet, in the jobs database
+        assert [p.job for p in inspect_job_pauses()] == ["tests.jobs.ok"]
+        paused = frozenset(p.name for p in get_driver().limits().job_pauses())
+        runs = get_driver().runs()
+        held = runs.claim(
+            queues=["reports"], limit=5, visibility_timeout=30, worker_id="w", paused=paused
+        )
+        assert held == []
+        resume_jobs(name="tests.jobs.ok")
+        held = runs.claim(queues=["reports"], limit=5, visibility_timeout=30, worker_id="w")
+        assert [job.id for job in held] == [there]

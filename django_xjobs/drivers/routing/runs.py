@@ -67,6 +67,7 @@ class RoutedRuns:
         lapsed: bool = True,
         limits: ClaimLimits | None = None,
         versions: DeclaredVersions | None = None,
+        paused: frozenset[str] = frozenset(),
     ) -> list[ClaimedJob]:
         # each alias in turn goes first, so a busy one never starves the others; one that is
         # down is passed over (its queues wait for it, every other's keep running)
@@ -92,6 +93,7 @@ class RoutedRuns:
                         lapsed=lapsed,
                         limits=limits,
                         versions=versions,
+                        paused=paused,
                     )
                 )
             except Exception as error:

@@ -18,6 +18,7 @@ from ..contract import (
     EnqueueRequest,
     EnqueueResult,
     HistoryPartition,
+    JobPause,
     KeyUse,
     QueueState,
 )
@@ -67,11 +68,18 @@ class RoutedLimits:
         paused = self.place.gather(lambda driver: driver.limits().paused_queues())
         return frozenset().union(*paused)
 
-    def queue_limits(self) -> dict[str, int]:
-        limits: dict[str, int] = {}
-        for each in self.place.gather(lambda driver: driver.limits().queue_limits()):
-            limits.update(each)
-        return limits
+    # an operator's pause of a job or a key is one control for the fleet, kept in the jobs
+    # database like the fleet slots; each worker hands it to its claims in every alias
+    def pause_job(
+        self, name: str, key: str | None, by: str | None, until: datetime | None = None
+    ) -> JobPause:
+        return self.place.primary.limits().pause_job(name, key, by, until)
+
+    def resume_job(self, name: str, key: str | None) -> bool:
+        return self.place.primary.limits().resume_job(name, key)
+
+    def job_pauses(self) -> list[JobPause]:
+        return self.place.primary.limits().job_pauses()
 
     def pause_key(self, key: str, delay: float) -> None:
         self.place.gather(lambda driver: driver.limits().pause_key(key, delay))
