@@ -393,8 +393,16 @@ def test_shard_06_the_metrics_count_every_database():
         response = views.metrics_view(RequestFactory().get("/metrics/"))
     metrics.clear_cache()
     text = response.content.decode()
-    assert 'xjobs_queue_depth{queue="reports"} 2.0' in text
-    assert 'xjobs_queue_depth{queue="default"} 1.0' in text
+    # each queue under the alias it lives in (SPEC SHARD-20: tests/metrics/test_sharding.py)
+    from prometheus_client.parser import text_string_to_metric_families
+
+    depth = {
+        (sample.labels["alias"], sample.labels["queue"]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "xjobs_queue_depth"
+    }
+    assert depth == {("shard", "reports"): 2.0, ("default", "default"): 1.0}
 
 
 # --- SHARD-12: a cron occurrence's jobs in another database, once ------------------------------
