@@ -12,9 +12,11 @@ from typing import Generic, TypeVar
 from ...errors import AliasUnavailableError
 from ..contract import JobDriver
 from . import RoutingDriver
-from .place import answering
+from .place import answering, is_down
 
 T = TypeVar("T")
+
+__all__ = ["AliasAnswer", "is_down", "per_alias"]
 
 
 @dataclass(frozen=True)
