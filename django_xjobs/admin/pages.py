@@ -143,10 +143,10 @@ class OverviewPages(_ModelAdmin):
             outbox_oldest=format_span(outbox["oldest_pending_seconds"]),
             outbox_quarantined=outbox["quarantined"],
             slots_held=JobLease.objects.using(alias).filter(expires_at__gt=Now()).count(),
-            # with a database down, these merged reads are not shown: the page says why above
+            # with a database down, the limit keys (read from every one) are not shown: said above
             limit_keys=[] if down else limit_keys_shown(request),
             # SPEC PAUSE-08: the jobs and keys paused, each with its Resume button
-            job_pauses=[] if down else job_pauses_shown(request),
+            job_pauses=job_pauses_shown(request),
             declared_jobs=sorted(h.name for h in registry.registered_jobs()),
             job_pause_url=admin_url(self.admin_site, "django_xjobs_job_pause_control", "pause"),
             job_resume_url=admin_url(self.admin_site, "django_xjobs_job_pause_control", "resume"),

@@ -119,11 +119,13 @@ def test_shard_24_the_job_list_reads_the_database_picked_the_jobs_database_first
 
 @pytest.mark.django_db(databases=BOTH, transaction=True)
 def test_shard_25_a_database_that_is_down_is_said_never_empty_never_a_500(superuser_client):
+    from django_xjobs.limits.operator import pause_jobs
     from tests.support.reads import unreachable
 
     with routed():
         jobs.ok.enqueue(n=3)
         jobs.ok.using(queue="reports").enqueue(n=1)
+        pause_jobs(name="tests.jobs.fails")  # a fleet control, in the jobs database
         with unreachable("shard"):
             page = superuser_client.get(QUEUES)
             overview = superuser_client.get(OVERVIEW + "?refresh=off")
@@ -133,6 +135,7 @@ def test_shard_25_a_database_that_is_down_is_said_never_empty_never_a_500(superu
     assert [d["alias"] for d in page.context["down"]] == ["shard"]
     assert {(r["alias"], r["queue"]) for r in page.context["rows"]} == {("default", "default")}
     assert "Database <strong>shard</strong> is down" in page.content.decode()
+    assert [p["job"] for p in page.context["job_pauses"]] == ["tests.jobs.fails"]
     assert "Database <strong>shard</strong> is down" in overview.content.decode()
     assert {(r["alias"], r["queue"]) for r in overview.context["rows"]} == {("default", "default")}
     assert listing.status_code == 200 and len(listing.context["cl"].result_list) == 1
