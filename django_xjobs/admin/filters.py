@@ -11,6 +11,9 @@ rows."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
@@ -18,9 +21,14 @@ from django.http import HttpRequest
 from .. import conf
 from ..declarations import registry
 from ..drivers import get_driver
+from ..drivers.routing.surface import per_alias
 from ..errors import JobFilterError
 from ..models import Job
 from ..operations import job_filter
+
+if TYPE_CHECKING:
+    from django.contrib.admin.filters import _ListFilterChoices
+    from django.contrib.admin.views.main import ChangeList
 
 
 class _Carried(admin.SimpleListFilter):
@@ -106,7 +114,12 @@ class QueueFilter(_Declared):
         """``default``, the queues the jobs and ``XJOBS["QUEUES"]`` declare, and those an
         operator paused or capped (a small table of its own)."""
         queues = registry.known_queues(conf.get().queues)
-        return queues | {state.queue for state in get_driver().limits().queue_controls()}
+        driver = get_driver()
+        # with jobs in several databases, those that answer: one down never fails the list
+        split = per_alias(driver, lambda each: each.limits().queue_controls())
+        if split is None:
+            return queues | {state.queue for state in driver.limits().queue_controls()}
+        return queues | {state.queue for each in split for state in each.answer or []}
 
 
 class NameFilter(_Declared):
@@ -118,3 +131,50 @@ class NameFilter(_Declared):
         """The jobs this process registers; a name it does not is the "unknown job name"
         filter's."""
         return {job.name for job in registry.registered_jobs()}
+
+
+#: the job list's parameter naming the database it reads, with jobs in several (SPEC SHARD-24)
+DATABASE_PARAM = "database"
+
+
+class DatabaseFilter(admin.SimpleListFilter):
+    """With jobs in several databases, which one the list reads (SPEC SHARD-24): a list pages
+    and sorts one table, so it shows one database's jobs at a time, the jobs database's
+    (``XJOBS["DATABASE"]``) until another is picked, and says which. Without routing it is not
+    shown and the list reads ``XJOBS["DATABASE"]`` as ever."""
+
+    title = "database"
+    parameter_name = DATABASE_PARAM
+
+    def lookups(self, request: HttpRequest, model_admin: object) -> list[tuple[str, str]]:
+        routing = conf.get().routing
+        return [] if routing is None else [(alias, alias) for alias in routing.aliases]
+
+    def picked(self) -> str:
+        """The alias the list reads: the one given, else the jobs database."""
+        return picked_database(self.value())
+
+    def choices(self, changelist: ChangeList) -> Iterator[_ListFilterChoices]:
+        picked = self.picked()  # no "All": the list reads one database; the default marked
+        for alias, label in self.lookup_choices:
+            yield {
+                "selected": alias == picked,
+                "query_string": changelist.get_query_string({self.parameter_name: alias}),
+                "display": label,
+            }
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        given = self.value()
+        if given is not None and given != self.picked():
+            messages.warning(request, f"{given!r} is not one of the jobs' databases")
+            return queryset.none()
+        return queryset.using(self.picked()) if conf.get().routing is not None else queryset
+
+
+def picked_database(given: str | None) -> str:
+    """The alias the job list reads for its ``database`` parameter ``given`` (SPEC SHARD-24):
+    one of the jobs' databases, else ``XJOBS["DATABASE"]``."""
+    routing = conf.get().routing
+    if routing is not None and given is not None and given in routing.aliases:
+        return given
+    return conf.get().database

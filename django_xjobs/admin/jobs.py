@@ -25,7 +25,14 @@ from ..states import WAITING_STATES, shown_attempt
 from ..text import MESSAGE_LIMIT, cap
 from .actions import JobActions
 from .batches import batch_link as _batch_link
-from .filters import ErrorCodeFilter, InputFilter, NameFilter, QueueFilter, searched
+from .filters import (
+    DatabaseFilter,
+    ErrorCodeFilter,
+    InputFilter,
+    NameFilter,
+    QueueFilter,
+    searched,
+)
 from .job import TIMES, JobExplained, badge
 from .matching import MatchingActions
 from .overview import FleetOverview
@@ -98,6 +105,7 @@ class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOvervie
         "updated_shown",
     )
     list_filter = (
+        DatabaseFilter,  # shown with jobs in several databases only (SPEC SHARD-24)
         StateFilter,
         UnknownJobFilter,
         QueueFilter,

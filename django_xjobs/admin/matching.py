@@ -21,11 +21,13 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from .. import operations
+from .. import conf, operations
 from ..drivers.contract import JobFilter
-from ..errors import JobFilterError, XJobsError
+from ..drivers.routing.surface import is_down
+from ..errors import AliasUnavailableError, JobFilterError, XJobsError
 from ..operations import bulk
 from ..operations.background import NAMED, QUEUE, VERBS
+from .filters import DATABASE_PARAM, picked_database
 from .history import moved_note
 from .pages import OverviewPages, admin_url
 from .permissions import has_permission, require_permission
@@ -49,8 +51,9 @@ PARAMETERS = {
     "input": "input",
     "error_code": "error_code",
 }
-#: the list's parameters that choose how it shows, not which jobs: ignored
-SHOWING = frozenset({"o", "p", "all", "_changelist_filters"})
+#: the list's parameters that choose how it shows, not which jobs: ignored; ``database`` picks
+#: the one database the list reads, and the verbs over many act in every database (SHARD-24)
+SHOWING = frozenset({"o", "p", "all", "_changelist_filters", DATABASE_PARAM})
 #: the date drill-down's parameters (``date_hierarchy = "created_at"``)
 DATES = ("created_at__year", "created_at__month", "created_at__day")
 #: what each verb says it did, and the permission it needs (as the job page's buttons)
@@ -141,12 +144,32 @@ class MatchingActions(OverviewPages):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, object] | None = None
     ) -> HttpResponse:
+        routing = conf.get().routing
         context = {
+            # with jobs in several databases, the one the list reads (SPEC SHARD-24)
+            "xjobs_database": None
+            if routing is None
+            else picked_database(request.GET.get(DATABASE_PARAM)),
             "xjobs_matching": self.matching_links(request),
             "xjobs_moved": self.moved(request),
             **(extra_context or {}),
         }
-        return super().changelist_view(request, context)
+        try:
+            return super().changelist_view(request, context)
+        except Exception as error:  # the list's count meets a database that is down
+            database = context["xjobs_database"]
+            if database is None or database == conf.get().database or not is_down(error):
+                raise
+        # never a 500 for one database down: say so, and list the jobs database (SHARD-25)
+        self.message_user(
+            request,
+            f"{AliasUnavailableError.code}: database {database!r} did not answer; "
+            f"listing {conf.get().database!r} instead",
+            messages.ERROR,
+        )
+        rest = request.GET.copy()
+        rest[DATABASE_PARAM] = conf.get().database
+        return HttpResponseRedirect(f"{request.path}?{rest.urlencode()}")
 
     def moved(self, request: HttpRequest) -> dict[str, str]:
         """HIST-14: the jobs the list's filter admits that moved to the history, which the

@@ -18,9 +18,13 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from .. import conf, operations
+from ..drivers import get_driver
 from ..drivers.reading import ReadSource, reading
+from ..drivers.routing.surface import per_alias
+from ..metrics.depths import queue_depths
 from ..metrics.overview import DEPTH, WINDOWS, Figures, chart, overview, seconds_text
 from ..models import Job, Overview
+from .filters import DATABASE_PARAM
 from .pages import OverviewPages, admin_url
 
 #: seconds between refreshes while auto-refresh is on
@@ -46,15 +50,30 @@ class FleetOverview(OverviewPages):
         figures = overview(window, timezone.now())
         jobs_url = admin_url(self.admin_site, "django_xjobs_job_changelist")
         here = admin_url(self.admin_site, "django_xjobs_job_overview")
-        depth = {q["queue"]: q for q in operations.inspect_queues()["queues"]}
+        split = per_alias(get_driver(), queue_depths)  # SPEC SHARD-23: each database apart
+        depth: dict[tuple[str | None, str], dict[str, Any]]
+        if split is None:
+            depth = {(None, q["queue"]): dict(q) for q in operations.inspect_queues()["queues"]}
+        else:
+            depth = {(a.alias, q["queue"]): q for a in split for q in a.answer or []}
+        down = dict(figures.down)
+        down.update({a.alias: a.problem or "" for a in split or [] if a.answer is None})
         workers = [w for w in operations.inspect_workers() if w["alive"]]
-        queues = sorted(set(depth) | {f.queue for f in figures.queues})
-        by_queue = {f.queue: f for f in figures.queues}
+        queues = sorted(
+            set(depth) | {(f.alias, f.queue) for f in figures.queues},
+            key=lambda k: (k[1], k[0] or ""),
+        )
+        by_queue = {(f.alias, f.queue): f for f in figures.queues}
         # every chart of the page on one time axis, each slot's tooltip naming its minute
         axis: dict[str, Any] = {"starts": figures.slot_starts, "slot": WINDOWS[window][1]}
         rows = [
-            _row(by_queue.get(q) or Figures(q, None, slots=[]), jobs_url, depth.get(q), axis)
-            for q in queues
+            _row(
+                by_queue.get(k) or Figures(k[1], None, slots=[], alias=k[0]),
+                jobs_url,
+                depth.get(k),
+                axis,
+            )
+            for k in queues
         ]
         job_rows = [_row(f, jobs_url, None, axis) for f in figures.jobs]
         failing = sorted(
@@ -64,7 +83,7 @@ class FleetOverview(OverviewPages):
         top = [
             {
                 **_row(f, jobs_url, None),
-                "latest_error": Job.objects.using(alias)
+                "latest_error": Job.objects.using(f.alias or alias)
                 .filter(queue=f.queue, name=f.name, last_error__isnull=False)
                 .order_by("-updated_at")
                 .values_list("last_error", flat=True)
@@ -85,9 +104,10 @@ class FleetOverview(OverviewPages):
             depth_rows=[
                 {
                     "queue": d.queue,
+                    "alias": d.alias,
                     "chart": mark_safe(chart(d.slots, width=480, series=DEPTH, **axis)),
                     "latest": d.latest,
-                    "links": _row(Figures(d.queue, None), jobs_url, None)["links"],
+                    "links": _row(Figures(d.queue, None, alias=d.alias), jobs_url, None)["links"],
                 }
                 for d in figures.depth
             ],
@@ -98,6 +118,8 @@ class FleetOverview(OverviewPages):
             in_flight=sum(w["in_flight"] for w in workers),
             read_note=_read_note(source),
             read_problem=source.problem is not None,
+            routed=split is not None,
+            down=sorted(down.items()),
         )
         return TemplateResponse(request, "django_xjobs/admin/overview.html", context)
 
@@ -118,6 +140,8 @@ def _row(
     axis: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     where = {"queue__exact": figures.queue}
+    if figures.alias is not None:  # the list reads one database at a time (SPEC SHARD-24)
+        where = {DATABASE_PARAM: figures.alias, **where}
     if figures.name is not None:
         where["name__exact"] = figures.name
 
@@ -127,6 +151,7 @@ def _row(
     rate = figures.failure_rate
     return {
         "queue": figures.queue,
+        "alias": figures.alias,
         "name": figures.name,
         "done": figures.done,
         "failed": figures.retried + figures.failed,

@@ -22,6 +22,7 @@ from .. import conf, operations, redact
 from ..declarations import registry
 from ..drivers import get_driver
 from ..drivers.reading import figures_database, reading_primary
+from ..drivers.routing.surface import is_down, per_alias
 from ..durations import format_span
 from ..errors import JobUnknownError, XJobsError
 from ..limits.operator import (
@@ -32,8 +33,10 @@ from ..limits.operator import (
     resume_jobs,
     set_queue_limit,
 )
+from ..metrics.depths import queue_depths
 from ..models import Job, JobHistory, JobLease, JobState, SchedulerLeader, SchedulerState
 from ..operations.answers import KeyUseReport
+from .filters import DATABASE_PARAM
 from .permissions import has_permission, require_permission, sees_payloads
 
 UNKNOWN_CODE = JobUnknownError.code
@@ -73,23 +76,33 @@ class OverviewPages(_ModelAdmin):
         what it shows, and an operator lands on it right after pressing one (SPEC READ-01)."""
         self._viewable(request)
         with reading_primary():
-            overview = operations.inspect_queues()
+            split = per_alias(get_driver(), queue_depths)  # SPEC SHARD-22
+            overview = operations.inspect_queues() if split is None else None
         jobs_url = admin_url(self.admin_site, "django_xjobs_job_changelist")
         alias = conf.get().database
+        if overview is not None:
+            queues, down = [{**q, "alias": alias} for q in overview["queues"]], []
+        else:  # jobs in several databases: each queue under its alias, one down said so
+            assert split is not None
+            queues = [{**q, "alias": a.alias} for a in split for q in a.answer or []]
+            down = [{"alias": a.alias, "problem": a.problem} for a in split if a.answer is None]
         # of the suspended rows, those parked because no process registers their job name
-        unknown = dict(
-            Job.objects.using(alias)
+        unknown = {
+            (database, queue): n
+            for database in dict.fromkeys(q["alias"] for q in queues)
+            for queue, n in Job.objects.using(database)
             .filter(parked_unknown())
             .values("queue")
             .annotate(n=Count("id"))
             .values_list("queue", "n")
-        )
+        }
+        routed = split is not None
         rows = [
             {
                 **q,
-                "unknown": unknown.get(q["queue"], 0),
+                "unknown": unknown.get((q["alias"], q["queue"]), 0),
                 "oldest_ready": format_span(q["oldest_ready_seconds"]) if q["ready"] else "-",
-                "url": f"{jobs_url}?{urlencode({'queue__exact': q['queue']})}",
+                "url": _listed(jobs_url, routed, q),
                 "control": admin_url(
                     self.admin_site,
                     "django_xjobs_job_queue_control",
@@ -100,36 +113,38 @@ class OverviewPages(_ModelAdmin):
                     self.admin_site, "django_xjobs_job_queue_control", q["queue"], "limit"
                 ),
                 "links": {
-                    state: f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'state__exact': state})}"
+                    state: _listed(jobs_url, routed, q, state__exact=state)
                     # ready and delayed too: the list's filter counts them as this page does
                     for state in ("ready", "delayed", "running", "suspended", "dead")
                 }
-                | {
-                    "unknown": f"{jobs_url}?{urlencode({'queue__exact': q['queue'], 'unknown': 'parked'})}"
-                },
+                | {"unknown": _listed(jobs_url, routed, q, unknown="parked")},
             }
-            for q in overview["queues"]
+            for q in queues
         ]
+        buckets = ("ready", "delayed", "running", "suspended", "dead")
+        totals = {b: sum(q[b] for q in queues) for b in buckets}
+        oldest = max((q["oldest_ready_seconds"] for q in queues), default=0.0)
         outbox = operations.inspect_outbox()
         context = self._page(
             request,
             "Queues",
             page="queues",
-            driver=overview["driver"],
+            driver=get_driver().name,
+            routed=routed,
+            down=down,
             # the buttons only for who may press them; the view checks again (CTRL-06)
             can_control=has_permission(self, request, "change"),
             rows=rows,
-            totals=overview["totals"],
+            totals=totals,
             unknown_total=sum(unknown.values()),
             unknown_url=f"{jobs_url}?unknown=parked",
-            oldest_ready=format_span(overview["oldest_ready_seconds"])
-            if overview["totals"]["ready"]
-            else "-",
+            oldest_ready=format_span(oldest) if totals["ready"] else "-",
             outbox_pending=outbox["pending"],
             outbox_oldest=format_span(outbox["oldest_pending_seconds"]),
             outbox_quarantined=outbox["quarantined"],
             slots_held=JobLease.objects.using(alias).filter(expires_at__gt=Now()).count(),
-            limit_keys=limit_keys_shown(request),
+            # with a database down, the limit keys (read from every one) are not shown: said above
+            limit_keys=[] if down else limit_keys_shown(request),
             # SPEC PAUSE-08: the jobs and keys paused, each with its Resume button
             job_pauses=job_pauses_shown(request),
             declared_jobs=sorted(h.name for h in registry.registered_jobs()),
@@ -354,6 +369,15 @@ class Navigated(_ModelAdmin):
         return response
 
 
+def _listed(jobs_url: str, routed: bool, row: Mapping[str, object], **more: str) -> str:
+    """The job list filtered to a queue's row: with jobs in several databases, in its alias
+    (the list reads one database at a time, SPEC SHARD-24)."""
+    where = {"queue__exact": str(row["queue"]), **more}
+    if routed:
+        where = {DATABASE_PARAM: str(row["alias"]), **where}
+    return f"{jobs_url}?{urlencode(where)}"
+
+
 def parked_unknown() -> Q:
     """The rows ``execute`` parks when it finds no job registered under their name."""
     return Q(state=JobState.SUSPENDED, last_error__startswith=UNKNOWN_CODE)
@@ -374,6 +398,16 @@ def leader_row(alias: str) -> dict[str, Any] | None:
     return None if row is None else dict(row)
 
 
+def _dead(database: str, bound: int) -> int:
+    """The dead letters in ``database``, counted up to ``bound``."""
+    rows = Job.objects.using(database).filter(state=JobState.DEAD)
+    dead = rows.order_by().values("pk")[:bound].count()  # unsorted: any 10,001
+    if dead < bound:  # HIST-14: and those moved to the history, to the same bound
+        moved = JobHistory.objects.using(database).filter(state=JobState.DEAD)
+        dead += moved.order_by().values("pk")[: bound - dead].count()
+    return dead
+
+
 def admin_url(site: admin.AdminSite, name: str, *args: Any) -> str:
     return reverse(f"{site.name}:{name}", args=args, current_app=site.name)
 
@@ -386,12 +420,19 @@ def nav_links(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
     jobs = admin_url(site, "django_xjobs_job_changelist")
     # counted up to a bound: every page shows it, and 500,000 dead rows took 0.1-0.2 s to count;
     # on the read database when one is set, whatever the page reads (SPEC READ-10)
-    database = figures_database() or conf.get().database
-    rows = Job.objects.using(database).filter(state=JobState.DEAD)
-    dead = rows.order_by().values("pk")[: DEAD_SHOWN + 1].count()  # unsorted: any 10,001
-    if dead <= DEAD_SHOWN:  # HIST-14: and those moved to the history, to the same bound
-        moved = JobHistory.objects.using(database).filter(state=JobState.DEAD)
-        dead += moved.order_by().values("pk")[: DEAD_SHOWN + 1 - dead].count()
+    routing = conf.get().routing
+    dead = 0
+    # with jobs in several databases, each that answers (SHARD-22): the queues page names one down
+    for database in (
+        (figures_database() or conf.get().database,) if routing is None else routing.aliases
+    ):
+        try:
+            dead += _dead(database, DEAD_SHOWN + 1 - dead)
+        except Exception as error:
+            if routing is None or database == routing.default or not is_down(error):
+                raise
+        if dead > DEAD_SHOWN:
+            break
     shown = f"{DEAD_SHOWN:,}+" if dead > DEAD_SHOWN else str(dead)
     links = [
         (Job, "Jobs", jobs),

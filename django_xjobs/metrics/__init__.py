@@ -32,6 +32,7 @@ from ..drivers.reading import ReadSource, read_driver, reading
 from ..limits.keys import SEPARATOR
 from ..rollup import BOUNDS
 from .depths import queue_depths as queue_depths
+from .limits import limit_gauges
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -238,6 +239,9 @@ class DatabaseStats:
     #: limit keys used within a day (``key_use``)
     limits: list[dict[str, Any]] | None = None
     batches_open: int | None = None
+    #: with jobs in several databases: whether each alias answered the queues' read (SPEC
+    #: SHARD-20), and each row of ``queues`` carries its ``alias``; None on one database
+    databases: dict[str, bool] | None = None
     #: where the figures above were read, and how old they are (SPEC READ-03)
     source: ReadSource | None = None
     read_at: float = field(default=0.0)
@@ -286,11 +290,19 @@ def _read_database(now: float) -> DatabaseStats:
 
 
 def _read_figures(stats: DatabaseStats) -> DatabaseStats:
+    from ..drivers.routing.surface import per_alias
     from ..errors import DriverUnavailableError
 
     driver = read_driver()[0]
     try:
-        stats.queues = queue_depths(driver)
+        split = per_alias(driver, queue_depths)
+        if split is None:
+            stats.queues = queue_depths(driver)
+        else:  # per database, one that is down said as down, never as its queues at 0
+            stats.databases = {each.alias: each.answer is not None for each in split}
+            stats.queues = [
+                {**row, "alias": each.alias} for each in split for row in each.answer or []
+            ]
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.depth_failed", error=error)
     try:
@@ -391,14 +403,11 @@ QUEUE_GAUGES = (
 )
 
 
-#: The limits' series (limit_gauges): a capped queue's cap, then per limited job
-#: (not per key: a key per customer would be a series per customer) its runs now, its keys used
-#: within a day, and those a partner paused (RateLimited).
-QUEUE_LIMIT_GAUGE = ("xjobs_queue_limit", "An operator's cap on a queue's runs at once, fleet-wide")
-LIMIT_GAUGES = (
-    ("xjobs_limit_running", "Runs of a limited job now, over all its keys", "running"),
-    ("xjobs_limit_keys", "Limit keys of a job used within a day", None),
-    ("xjobs_limit_keys_paused", "Limit keys of a job paused by RateLimited now", "paused_until"),
+#: With jobs in several databases (SPEC SHARD-20): whether each answered the scrape.
+DATABASE_GAUGE = (
+    "xjobs_database_up",
+    "With jobs in several databases: 1 while the alias answered the scrape's read of its "
+    "queues, 0 when it did not (its queues then have no samples, never zeros)",
 )
 
 
@@ -435,14 +444,21 @@ class XJobsCollector:
         )
 
         stats = database_stats(close_connections=self.close_connections)
+        # with jobs in several databases each queue's series carry its alias; never otherwise
+        by: tuple[str, ...] = ("queue",) if stats.databases is None else ("queue", "alias")
         if stats.queues is not None:
             for name, key, text in QUEUE_GAUGES:
-                gauge = GaugeMetricFamily(name, text, labels=["queue"])
+                gauge = GaugeMetricFamily(name, text, labels=list(by))
                 for row in stats.queues:
-                    gauge.add_metric([row["queue"]], float(row[key]))
+                    gauge.add_metric([row[label] for label in by], float(row[key]))
                 yield gauge
+        if stats.databases is not None:
+            up = GaugeMetricFamily(*DATABASE_GAUGE, labels=["alias"])
+            for database, answered in stats.databases.items():
+                up.add_metric([database], 1.0 if answered else 0.0)
+            yield up
         if stats.queues is not None or stats.limits is not None:
-            yield from limit_gauges(stats.queues or [], stats.limits or [])
+            yield from limit_gauges(stats.queues or [], stats.limits or [], labels=by)
         if stats.outbox is not None:
             yield GaugeMetricFamily(
                 "xjobs_outbox_pending",
@@ -553,30 +569,3 @@ def registry(*, close_connections: bool = False) -> CollectorRegistry:
     result: CollectorRegistry = prometheus_client.CollectorRegistry()
     result.register(collector(close_connections=close_connections))
     return result
-
-
-def limit_gauges(queues: list[dict[str, Any]], keys: list[dict[str, Any]]) -> Iterator[Any]:
-    """The limits' series: each capped queue's cap, and per limited job (not per key: a key per
-    customer would be a series per customer) its runs now, its keys seen within a day, and how
-    many of them an operator's partner paused (``RateLimited``)."""
-    from prometheus_client.core import GaugeMetricFamily
-
-    cap = GaugeMetricFamily(*QUEUE_LIMIT_GAUGE, labels=["queue"])
-    for row in queues:
-        if row.get("limit") is not None:
-            cap.add_metric([row["queue"]], float(row["limit"]))
-    yield cap
-    by_job: dict[str, list[dict[str, Any]]] = {}
-    for key in keys:
-        by_job.setdefault(key["job"], []).append(key)
-    for name, text, column in LIMIT_GAUGES:
-        gauge = GaugeMetricFamily(name, text, labels=["job"])
-        for job, rows in sorted(by_job.items()):
-            if column is None:
-                amount = len(rows)
-            elif column == "paused_until":
-                amount = sum(1 for r in rows if r["paused_until"])
-            else:
-                amount = sum(r[column] for r in rows)
-            gauge.add_metric([job], float(amount))
-        yield gauge

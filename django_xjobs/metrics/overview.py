@@ -11,8 +11,9 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from ..drivers.contract import DepthSample
+from ..drivers.contract import DepthSample, JobDriver
 from ..drivers.reading import read_driver
+from ..drivers.routing.surface import per_alias
 from ..rollup import BOUNDS, RollupRow, merged, quantile
 
 #: the windows the page offers: label -> (span, slot width)
@@ -39,6 +40,8 @@ class Figures:
     wait_p95: float | None = None
     #: per slot, oldest first: (done, failed or retried, dead)
     slots: list[tuple[int, int, int]] = field(default_factory=list)
+    #: the database the figures are of, with jobs in several (SPEC SHARD-23); else None
+    alias: str | None = None
 
     @property
     def total(self) -> int:
@@ -61,6 +64,8 @@ class Depth:
     #: the queue at the fleet's latest sample: zeros when it had no live job then (a sample
     #: writes only the queues with live jobs)
     latest: DepthSample
+    #: the database the queue's samples are of, with jobs in several; else None
+    alias: str | None = None
 
 
 @dataclass
@@ -71,6 +76,9 @@ class Overview:
     queues: list[Figures]
     jobs: list[Figures]
     depth: list[Depth] = field(default_factory=list)
+    #: with jobs in several databases, each that did not answer and why: its figures are left
+    #: out, never shown as nothing ended (SPEC SHARD-23)
+    down: dict[str, str] = field(default_factory=dict)
 
 
 def overview(window: str, now: datetime) -> Overview:
@@ -80,21 +88,41 @@ def overview(window: str, now: datetime) -> Overview:
     start = _floor(now - span, width) + width
     count = int(span / width)
     starts = [start + width * i for i in range(count)]
-    rows = read_driver()[0].history().read_rollups(start)
-    by_queue: dict[str, list[RollupRow]] = {}
-    by_job: dict[tuple[str, str], list[RollupRow]] = {}
-    for row in rows:
-        by_queue.setdefault(row.queue, []).append(row)
-        by_job.setdefault((row.queue, row.name), []).append(row)
-    queues = [_figures(q, None, by_queue[q], start, width, count) for q in sorted(by_queue)]
-    jobs = [_figures(q, n, by_job[(q, n)], start, width, count) for q, n in sorted(by_job)]
-    return Overview(window, start, starts, queues, jobs, _depth(start, width, count))
+    driver = read_driver()[0]
+    split = per_alias(driver, lambda each: _read(each, start))  # SPEC SHARD-23
+    parts: list[tuple[str | None, list[RollupRow], list[DepthSample]]]
+    if split is None:
+        parts = [(None, *_read(driver, start))]
+        down: dict[str, str] = {}
+    else:
+        parts = [(a.alias, *a.answer) for a in split if a.answer is not None]
+        down = {a.alias: a.problem or "" for a in split if a.answer is None}
+    queues, jobs, depth = [], [], []
+    for alias, rows, samples in parts:
+        by_queue: dict[str, list[RollupRow]] = {}
+        by_job: dict[tuple[str, str], list[RollupRow]] = {}
+        for row in rows:
+            by_queue.setdefault(row.queue, []).append(row)
+            by_job.setdefault((row.queue, row.name), []).append(row)
+        queues += [_figures(q, None, by_queue[q], start, width, count, alias) for q in by_queue]
+        jobs += [_figures(q, n, by_job[q, n], start, width, count, alias) for q, n in by_job]
+        depth += _depth(samples, start, width, count, alias)
+    queues.sort(key=lambda f: (f.queue, f.alias or ""))
+    jobs.sort(key=lambda f: (f.queue, f.name or "", f.alias or ""))
+    depth.sort(key=lambda d: (d.queue, d.alias or ""))
+    return Overview(window, start, starts, queues, jobs, depth, down)
 
 
-def _depth(start: datetime, width: timedelta, n: int) -> list[Depth]:
+def _read(driver: JobDriver, start: datetime) -> tuple[list[RollupRow], list[DepthSample]]:
+    history = driver.history()
+    return history.read_rollups(start), history.read_depths(start)
+
+
+def _depth(
+    samples: list[DepthSample], start: datetime, width: timedelta, n: int, alias: str | None
+) -> list[Depth]:
     by_queue: dict[str, list[DepthSample]] = {}
-    samples = read_driver()[0].history().read_depths(start)  # in minute order
-    for sample in samples:
+    for sample in samples:  # in minute order
         by_queue.setdefault(sample.queue, []).append(sample)
     depth = []
     for queue in sorted(by_queue):
@@ -107,14 +135,20 @@ def _depth(start: datetime, width: timedelta, n: int) -> list[Depth]:
         last = by_queue[queue][-1]
         if last.minute < samples[-1].minute:  # drained since: the fleet sampled it empty
             last = DepthSample(samples[-1].minute, queue, 0, 0, 0)
-        depth.append(Depth(queue, slots, last))
+        depth.append(Depth(queue, slots, last, alias))
     return depth
 
 
 def _figures(
-    queue: str, name: str | None, rows: list[RollupRow], start: datetime, width: timedelta, n: int
+    queue: str,
+    name: str | None,
+    rows: list[RollupRow],
+    start: datetime,
+    width: timedelta,
+    n: int,
+    alias: str | None = None,
 ) -> Figures:
-    figures = Figures(queue, name)
+    figures = Figures(queue, name, alias=alias)
     slots = [[0, 0, 0] for _ in range(n)]
     for row in rows:
         setattr(figures, row.outcome, getattr(figures, row.outcome) + row.count)

@@ -1,6 +1,6 @@
 """A job's pause (``pause_jobs``, issue 45) with jobs in several databases (issue 48): the
-routing driver keeps it in every database its runs may be claimed from and hands the merged set
-to each database's claim, so a paused job runs in none of them until it is resumed. The
+routing driver keeps it once, in the jobs database, like the fleet's slots, and hands it to
+each database's claim, so a paused job runs in none of them until it is resumed. The
 ``shard`` alias is a second database on the suite's server (tests/settings.py)."""
 
 from __future__ import annotations

@@ -250,11 +250,11 @@ def test_the_log_events_reference_lists_no_event_the_code_lacks():
 
 
 def metric_names() -> set[str]:
-    source = PACKAGE / "metrics" / "__init__.py"
+    source = PACKAGE / "metrics"  # the package: the limits' series are in metrics/limits.py
     return {
         text
         for path, text in string_constants()
-        if path == source and re.fullmatch(r"xjobs_[a-z_]+", text)
+        if path.parent == source and re.fullmatch(r"xjobs_[a-z_]+", text)
     }
 
 

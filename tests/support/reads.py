@@ -63,3 +63,19 @@ def gone_alias() -> Iterator[str]:
     """An alias in DATABASES whose server is not there: a replica that is down."""
     with alias_for("xjobs_gone", PORT=str(free_port())) as alias:
         yield alias
+
+
+@contextmanager
+def unreachable(alias: str) -> Iterator[str]:
+    """Alias ``alias``'s server gone for the block: its connection on this thread closed and
+    pointed at a port nothing listens on, then put back (a test of it is ``transaction=True``:
+    a test's own transaction cannot outlive its connection)."""
+    connection = connections[alias]
+    port = connection.settings_dict["PORT"]
+    connection.close()
+    connection.settings_dict["PORT"] = str(free_port())
+    try:
+        yield alias
+    finally:
+        connection.close()
+        connection.settings_dict["PORT"] = port

@@ -82,23 +82,18 @@ class RoutedLimits:
             if alias in routing.queue_aliases(queue)
         )
 
-    # a job's or a key's pause (pause_jobs) is kept in every database its runs may be claimed
-    # from: each claim is handed the merged set, and a key's own pause is in each key's row
+    # an operator's pause of a job or a key is one control for the fleet, kept in the jobs
+    # database like the fleet slots; each worker hands it to its claims in every alias
     def pause_job(
         self, name: str, key: str | None, by: str | None, until: datetime | None = None
     ) -> JobPause:
-        pauses = self.place.gather(lambda d: d.limits().pause_job(name, key, by, until))
-        return pauses[0]
+        return self.place.primary.limits().pause_job(name, key, by, until)
 
     def resume_job(self, name: str, key: str | None) -> bool:
-        return any(self.place.gather(lambda driver: driver.limits().resume_job(name, key)))
+        return self.place.primary.limits().resume_job(name, key)
 
     def job_pauses(self) -> list[JobPause]:
-        merged: dict[str, JobPause] = {}
-        for pauses in self.place.gather(lambda driver: driver.limits().job_pauses()):
-            for pause in pauses:
-                merged.setdefault(pause.target, pause)
-        return sorted(merged.values(), key=lambda pause: pause.target)
+        return self.place.primary.limits().job_pauses()
 
     def pause_key(self, key: str, delay: float) -> None:
         self.place.gather(lambda driver: driver.limits().pause_key(key, delay))
