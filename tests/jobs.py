@@ -696,7 +696,7 @@ UNSTORABLE = {
 }
 
 
-@job(idempotency_key="unstorable:{kind}", retry=FAST)
+@job(idempotency_key="unstorable:{kind}", retry=ONE_SECOND)
 def unstorable_error(ctx, kind: str):
     raise UNSTORABLE[kind]()
 
