@@ -5,12 +5,12 @@ in the jobs database."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from uuid import UUID
 
 from ...errors import RouteSpansError
 from ...payload import JSONValue
-from ..contract import BulkAction, JobFilter, StoredPayload, TenantRows
+from ..contract import BulkAction, JobFilter, PayloadStore, StoredPayload, TenantRows
 from .place import Placement
 
 
@@ -62,30 +62,30 @@ class RoutedPayloads:
     def sealed(
         self, place: str, *, after: tuple[UUID, str] | None, limit: int, alias: str | None = None
     ) -> list[StoredPayload]:
-        if alias is not None:  # an outbox database's place: that database alone holds it
-            return (
-                self.place.primary.jobs()
-                .payloads()
-                .sealed(place, after=after, limit=limit, alias=alias)
-            )
-        found = self.place.gather(
-            lambda d: d.jobs().payloads().sealed(place, after=after, limit=limit)
-        )
-        rows = (row for rows in found for row in rows)
-        return sorted(rows, key=lambda row: (row.row, row.name))[:limit]
+        return self._walk(lambda store: store.sealed, place, after, limit, alias)
 
     def unsealed(
         self, place: str, *, after: tuple[UUID, str] | None, limit: int, alias: str | None = None
     ) -> list[StoredPayload]:
+        return self._walk(lambda store: store.unsealed, place, after, limit, alias)
+
+    def _walk(
+        self,
+        walk: Callable[[PayloadStore], Callable[..., list[StoredPayload]]],
+        place: str,
+        after: tuple[UUID, str] | None,
+        limit: int,
+        alias: str | None,
+    ) -> list[StoredPayload]:
+        """A page of ``place`` in (row, name) order: an outbox database's place where it is
+        (``alias``), a jobs database's merged from every one."""
         if alias is not None:
-            return (
-                self.place.primary.jobs()
-                .payloads()
-                .unsealed(place, after=after, limit=limit, alias=alias)
+            store = self.place.primary.jobs().payloads()
+            found = [walk(store)(place, after=after, limit=limit, alias=alias)]
+        else:
+            found = self.place.gather(
+                lambda driver: walk(driver.jobs().payloads())(place, after=after, limit=limit)
             )
-        found = self.place.gather(
-            lambda d: d.jobs().payloads().unsealed(place, after=after, limit=limit)
-        )
         rows = (row for rows in found for row in rows)
         return sorted(rows, key=lambda row: (row.row, row.name))[:limit]
 
