@@ -4,7 +4,8 @@ A sealed payload is stored as valid ``jsonb`` of one shape, ``{"xjobs:fernet": "
 Fernet token (``cryptography``'s MultiFernet: AES-128-CBC with an HMAC-SHA256, versioned and
 timestamped) of the payload's compact JSON text. No column or migration changes, and a row
 written before keys were set (plain JSON) reads as it always did. The key ``xjobs:fernet`` holds a
-colon, so it is never a job's keyword input: an input cannot be mistaken for a sealed one.
+colon, so it is never a job's keyword input, and ``payload.check_json`` refuses a result, step
+output or event datum of that one shape: nothing stored clear can be mistaken for a sealed one.
 
 What is sealed: a job's input (and so its outbox copy, written from the same text), its result,
 its steps' outputs and event data (a publish matches its waiters on the data as a statement
@@ -19,10 +20,10 @@ from typing import TypeGuard
 
 from . import conf
 from .errors import EncryptionKeyMissingError
-from .payload import JSONValue, NotJSON, decode, dumps
+from .payload import SEALED_MARK, JSONValue, NotJSON, decode, dumps
 
 #: the one key of a sealed payload's wrapper
-MARK = "xjobs:fernet"
+MARK = SEALED_MARK
 #: what a reader without the key shows in place of a sealed payload
 NO_KEY = "encrypted (no key)"
 #: a claimed run's ``undecodable`` reason when its input is sealed with a key this process lacks

@@ -33,6 +33,13 @@ MAX_DEPTH = 100
 MAX_INT_DIGITS = 4300
 _INT_LIMIT = 10**MAX_INT_DIGITS
 _NUL = "contains a NUL character (\\u0000), which PostgreSQL cannot store"
+#: the one key of an encrypted payload's stored wrapper (crypt.py): a value of that shape alone
+#: would read back as a sealed payload, so it is refused wherever a payload is checked
+SEALED_MARK = "xjobs:fernet"
+_RESERVED = (
+    f'is the shape reserved for an encrypted payload ({{"{SEALED_MARK}": "..."}}); '
+    "wrap it in another object or rename the key"
+)
 
 
 def check_json(value: Any, path: str = "$") -> None:
@@ -43,6 +50,8 @@ def check_json(value: Any, path: str = "$") -> None:
     ``MAX_DEPTH``, and any type JSON has no form for (dates, decimals, sets, model
     instances...). Iterative, so no input can exhaust the interpreter's stack here.
     """
+    if type(value) is dict and len(value) == 1 and type(value.get(SEALED_MARK)) is str:
+        raise NotJSON(_path(path), _RESERVED)  # SPEC CRYPT-15: it would read back as sealed
     if type(value) is dict and _flat_and_plain(value):
         return  # the common input (ids and short strings): no walk needed
     # each entry: a value, where it sits (its holder's place and its key or index, rendered as

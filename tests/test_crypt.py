@@ -20,13 +20,19 @@ from django_xjobs.errors import (
     ConfigInvalidError,
     EncryptionKeyMissingError,
     InputEncryptedError,
+    InputInvalidError,
     JobFilterError,
+    ResultInvalidError,
+    StepOutputInvalidError,
 )
 from django_xjobs.models import OutboxEntry
 from django_xjobs.operations import inspect_job
 from django_xjobs.operations.filters import job_filter
 from django_xjobs.outbox.relay import Relay
+from django_xjobs.run.execute import _result_json
 from django_xjobs.run.execution import Outcome
+from django_xjobs.steps.events import publish_event
+from django_xjobs.steps.output import check_output
 from django_xjobs.testing import run_until_idle
 from tests import jobs
 
@@ -259,3 +265,30 @@ def test_crypt_02_encryption_adds_no_statement_to_a_run():
             uninstall(driver)
         counts.append((len(enqueued), len(ran)))
     assert counts[0] == counts[1]
+
+
+# --- the sealed shape is never stored clear (CRYPT-15) ----------------------------------------
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_crypt_15_a_result_of_the_sealed_shape_is_refused_not_stored_clear_and_misread(sealed):
+    with override_settings(XJOBS=BASE):
+        with pytest.raises(ResultInvalidError, match="reserved for an encrypted payload"):
+            _result_json({crypt.MARK: "looks like a token"}, "j", sealed=sealed)
+        # one level down, or beside another key, it is plain data
+        assert (
+            _result_json({"r": {crypt.MARK: "x"}}, "j", sealed=False)
+            == '{"r":{"xjobs:fernet":"x"}}'
+        )
+        assert _result_json({crypt.MARK: "x", "n": 1}, "j", sealed=False) is not None
+        assert _result_json({crypt.MARK: 1}, "j", sealed=False) == '{"xjobs:fernet":1}'
+
+
+def test_crypt_15_a_step_output_and_event_data_of_the_sealed_shape_are_refused_with_a_code():
+    with override_settings(XJOBS=BASE):
+        with pytest.raises(StepOutputInvalidError, match="reserved for an encrypted payload") as e:
+            check_output("charge", {crypt.MARK: "t"})
+        assert e.value.code == "X_STEP_OUTPUT_INVALID"
+        check_output("charge", [{crypt.MARK: "t"}])  # only the top level reads as sealed
+        with pytest.raises(InputInvalidError, match="reserved for an encrypted payload"):
+            publish_event("order.shipped", {crypt.MARK: "not a token"})

@@ -6,7 +6,7 @@ import threading
 import time
 from functools import partial
 
-from .. import conf, crypt
+from .. import conf
 from ..declarations.registry import event_declarations
 from ..drivers import get_driver
 from ..drivers.contract import EventRecord, EventStore
@@ -71,12 +71,6 @@ def publish_event(
         raise InputInvalidError(
             f"event {event!r}: {error.path}: {error.reason}", hint="event data is stored as JSON"
         ) from None
-    if crypt.is_sealed(data):  # it would be read back as a token, and opened (SPEC CRYPT-08)
-        raise InputInvalidError(
-            f"event {event!r}: data of the one key {crypt.MARK!r} is the shape an encrypted "
-            "payload is stored in",
-            hint="name the key otherwise, or nest it one level down",
-        )
     encode(data, limit=conf.get().max_payload_bytes, what=f"the data of event {event!r}")
     seconds = parse_duration(ttl, field="ttl")
     _check_transaction(event, using)
