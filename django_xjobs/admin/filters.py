@@ -12,7 +12,7 @@ rows."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
@@ -140,8 +140,9 @@ DATABASE_PARAM = "database"
 class DatabaseFilter(admin.SimpleListFilter):
     """With jobs in several databases, which one the list reads (SPEC SHARD-24): a list pages
     and sorts one table, so it shows one database's jobs at a time, the jobs database's
-    (``XJOBS["DATABASE"]``) until another is picked, and says which. Without routing it is not
-    shown and the list reads ``XJOBS["DATABASE"]`` as ever."""
+    (``XJOBS["DATABASE"]``) until another is picked, and says which. The lists of what lives
+    with the jobs (batches, history, events) filter the same way (SHARD-50). Without routing it
+    is not shown and the list reads ``XJOBS["DATABASE"]`` as ever."""
 
     title = "database"
     parameter_name = DATABASE_PARAM
@@ -163,7 +164,7 @@ class DatabaseFilter(admin.SimpleListFilter):
                 "display": label,
             }
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         given = self.value()
         if given is not None and given != self.picked():
             messages.warning(request, f"{given!r} is not one of the jobs' databases")
