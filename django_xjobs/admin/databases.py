@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.db.models import Model
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from .. import conf
@@ -58,10 +59,10 @@ class OneDatabaseList(_ModelAdmin):
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
-    ) -> Any:
+    ) -> Model | None:
         """The row, in the jobs database or, with jobs in several, in the one that holds it
         (SPEC SHARD-06, SHARD-51); a database that does not answer is said and passed over."""
-        found = super().get_object(request, object_id, from_field)
+        found: Model | None = super().get_object(request, object_id, from_field)
         routing = conf.get().routing
         if found is not None or routing is None or from_field is not None:
             return found
@@ -73,7 +74,9 @@ class OneDatabaseList(_ModelAdmin):
             if alias == conf.get().database:
                 continue
             try:
-                row = self.get_queryset(request).using(alias).filter(pk=wanted).first()
+                row: Model | None = (
+                    self.get_queryset(request).using(alias).filter(pk=wanted).first()
+                )
             except Exception as error:
                 if not is_down(error):
                     raise

@@ -12,10 +12,10 @@ rows."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from django.contrib import admin, messages
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 
 from .. import conf
@@ -133,6 +133,8 @@ class NameFilter(_Declared):
         return {job.name for job in registry.registered_jobs()}
 
 
+M = TypeVar("M", bound=Model)
+
 #: the job list's parameter naming the database it reads, with jobs in several (SPEC SHARD-24)
 DATABASE_PARAM = "database"
 
@@ -164,7 +166,7 @@ class DatabaseFilter(admin.SimpleListFilter):
                 "display": label,
             }
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[M]) -> QuerySet[M]:
         given = self.value()
         if given is not None and given != self.picked():
             messages.warning(request, f"{given!r} is not one of the jobs' databases")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from django.contrib import admin
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
@@ -66,13 +67,13 @@ class WorkerAliveFilter(admin.SimpleListFilter):
         return queryset.filter(expires_at__gte=Now() - GONE_SHOWN)
 
 
-def held_runs(worker_id: str) -> list[tuple[Any, str, Any]]:
+def held_runs(worker_id: str) -> list[tuple[UUID, str, datetime | None]]:
     """The runs worker ``worker_id`` holds, oldest first, up to one past ``RUNS_SHOWN``: with
     jobs in several databases, those of each that answers (SPEC SHARD-53). The list of workers
     itself reads ``XJOBS["DATABASE"]``: a worker's presence is written to every database, and
     never passes over the jobs database."""
     routing = conf.get().routing
-    runs: list[tuple[Any, str, Any]] = []
+    runs: list[tuple[UUID, str, datetime | None]] = []
     for database in (conf.get().database,) if routing is None else routing.aliases:
         rows = (
             Job.objects.using(database)

@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics_core import Metric
 
-    from ..drivers.routing.surface import AliasAnswer
-
 #: Seconds a database read is reused for: two scrapes within this read the database once.
 STATS_INTERVAL = 15.0
 
@@ -317,7 +315,11 @@ def _read_figures(stats: DatabaseStats) -> DatabaseStats:
         log.event(logging.WARNING, "xjobs.metrics.outbox_failed", error=error)
     try:  # with jobs in several databases, each that answers under its alias (SHARD-55)
         keys = per_alias(driver, key_use)
-        stats.limits = key_use(driver) if keys is None else _labelled(keys)
+        stats.limits = (
+            key_use(driver)
+            if keys is None
+            else [{**row, "alias": each.alias} for each in keys for row in each.answer or []]
+        )
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.limits_failed", error=error)
     try:
@@ -342,10 +344,6 @@ def _read_figures(stats: DatabaseStats) -> DatabaseStats:
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.batches_failed", error=error)
     return stats
-
-
-def _labelled(split: list[AliasAnswer[list[dict[str, Any]]]]) -> list[dict[str, Any]]:
-    return [{**row, "alias": each.alias} for each in split for row in each.answer or []]
 
 
 def key_use(driver: JobDriver, limit: int = 500) -> list[dict[str, Any]]:
