@@ -18,6 +18,8 @@ from .. import redact
 from ..declarations.workflows import batch_state
 from ..models import Job, JobBatch, JobHistory
 from ..states import shown_state
+from .databases import OneDatabaseList
+from .filters import DatabaseFilter
 from .job import badge
 from .pages import admin_url
 from .permissions import VIEWER as job_viewer  # the job page's request (set by its view)
@@ -46,7 +48,11 @@ def batch_link(model_admin: Any, obj: Job) -> str:
     return format_html('<a href="{}">{}</a>', url, obj.batch_id)
 
 
-class JobBatchAdmin(LibraryRows):
+class JobBatchAdmin(OneDatabaseList, LibraryRows):
+    """A batch lives with its jobs (issue 48): with jobs in several databases the list reads one
+    at a time, and a batch's page, opened from a member's, reads the database that holds it,
+    its callbacks and members there (SPEC SHARD-50, SHARD-51)."""
+
     list_display = (
         "id",
         "state",
@@ -59,7 +65,10 @@ class JobBatchAdmin(LibraryRows):
         "created_at",
         "completed_at",
     )
-    list_filter = (("completed_at", admin.EmptyFieldListFilter),)
+    list_filter = (
+        DatabaseFilter,  # shown with jobs in several databases only (SPEC SHARD-50)
+        ("completed_at", admin.EmptyFieldListFilter),
+    )
     search_fields = ("=id",)
     ordering = ("-created_at", "-id")
     readonly_fields = (
@@ -122,9 +131,10 @@ class JobBatchAdmin(LibraryRows):
         if not obj.callbacks:
             return "none"
         ids = [c["id"] for c in obj.callbacks]
+        database = obj._state.db  # the batch's database holds its callbacks (SPEC SHARD-51)
         queued = {  # HIST-11: a callback that ran and moved to the history was queued too
-            *Job.objects.filter(id__in=ids).values_list("id", flat=True),
-            *JobHistory.objects.filter(id__in=ids).values_list("id", flat=True),
+            *Job.objects.using(database).filter(id__in=ids).values_list("id", flat=True),
+            *JobHistory.objects.using(database).filter(id__in=ids).values_list("id", flat=True),
         }
         return format_html_join(
             "",
@@ -135,11 +145,10 @@ class JobBatchAdmin(LibraryRows):
     @admin.display(description="members")
     def member_jobs(self, obj: JobBatch) -> str:
         columns = ("id", "name", "state", "run_at")
+        live, moved = Job.objects.using(obj._state.db), JobHistory.objects.using(obj._state.db)
         rows = [  # HIST-11: the members moved to the history too, in the order they joined
-            *Job.objects.filter(batch_id=obj.id).order_by("id").values_list(*columns)[:MEMBERS],
-            *JobHistory.objects.filter(batch_id=obj.id)
-            .order_by("id")
-            .values_list(*columns)[:MEMBERS],
+            *live.filter(batch_id=obj.id).order_by("id").values_list(*columns)[:MEMBERS],
+            *moved.filter(batch_id=obj.id).order_by("id").values_list(*columns)[:MEMBERS],
         ]
         now = timezone.now()
         # the state word every screen shows: a waiting member is ready or delayed (issue 42)

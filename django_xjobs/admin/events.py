@@ -10,13 +10,19 @@ from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
 from ..models import JobEvent
+from .databases import OneDatabaseList
+from .filters import DatabaseFilter
 from .job import time_column_of
 from .rows import ViewOnly
 from .trace import payload_text
 
 
-class JobEventAdmin(ViewOnly):
-    """Published events, newest first, kept until their ``ttl`` runs out (then swept)."""
+class JobEventAdmin(OneDatabaseList, ViewOnly):
+    """Published events, newest first, kept until their ``ttl`` runs out (then swept). With jobs
+    in several databases an event is stored in each, and each row says what the publish did
+    there (the runs it released in that database; the jobs it started and cancelled, in the
+    database it was published in), and one whose copy was not written yet is only where it was
+    published: the list reads one database at a time, as the job list (SPEC SHARD-52)."""
 
     list_display = (
         "name",
@@ -27,7 +33,7 @@ class JobEventAdmin(ViewOnly):
         "cancelled",
         "refused_count",
     )
-    list_filter = ("name", "tenant_id")
+    list_filter = (DatabaseFilter, "name", "tenant_id")  # by database: routed only
     search_fields = ("=id", "name", "correlation_key")
     ordering = ("-published_at", "-id")
     # the data is a payload: its values need view_job_payload, like a job's input; the

@@ -12,10 +12,10 @@ rows."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from django.contrib import admin, messages
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 
 from .. import conf
@@ -133,6 +133,8 @@ class NameFilter(_Declared):
         return {job.name for job in registry.registered_jobs()}
 
 
+M = TypeVar("M", bound=Model)
+
 #: the job list's parameter naming the database it reads, with jobs in several (SPEC SHARD-24)
 DATABASE_PARAM = "database"
 
@@ -140,8 +142,9 @@ DATABASE_PARAM = "database"
 class DatabaseFilter(admin.SimpleListFilter):
     """With jobs in several databases, which one the list reads (SPEC SHARD-24): a list pages
     and sorts one table, so it shows one database's jobs at a time, the jobs database's
-    (``XJOBS["DATABASE"]``) until another is picked, and says which. Without routing it is not
-    shown and the list reads ``XJOBS["DATABASE"]`` as ever."""
+    (``XJOBS["DATABASE"]``) until another is picked, and says which. The lists of what lives
+    with the jobs (batches, history, events) filter the same way (SHARD-50). Without routing it
+    is not shown and the list reads ``XJOBS["DATABASE"]`` as ever."""
 
     title = "database"
     parameter_name = DATABASE_PARAM
@@ -163,7 +166,7 @@ class DatabaseFilter(admin.SimpleListFilter):
                 "display": label,
             }
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[M]) -> QuerySet[M]:
         given = self.value()
         if given is not None and given != self.picked():
             messages.warning(request, f"{given!r} is not one of the jobs' databases")

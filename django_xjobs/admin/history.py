@@ -19,7 +19,8 @@ from ..drivers.contract import JobFilter
 from ..errors import XJobsError
 from ..models import JobHistory
 from ..states import FINISHED_STATES
-from .filters import ErrorCodeFilter, InputFilter
+from .databases import OneDatabaseList
+from .filters import DATABASE_PARAM, DatabaseFilter, ErrorCodeFilter, InputFilter
 from .pages import admin_url
 from .rows import ViewOnly
 from .trace import key_text, payload_text
@@ -29,11 +30,21 @@ from .trace import key_text, payload_text
 MOVED_SHOWN = 10_000
 
 
-class JobHistoryAdmin(ViewOnly):
-    """SPEC HIST-08: seen with ``view_jobhistory``; nothing is added, changed or deleted."""
+class JobHistoryAdmin(OneDatabaseList, ViewOnly):
+    """SPEC HIST-08: seen with ``view_jobhistory``; nothing is added, changed or deleted. With
+    jobs in several databases each keeps the history of its own jobs: the list reads one at a
+    time, and a moved job's page opens in the database that holds it (SPEC SHARD-50, SHARD-51)."""
 
     list_display = ("id", "name", "queue", "state", "stop_reason", "attempt", "finished_at")
-    list_filter = ("state", "queue", "name", "stop_reason", InputFilter, ErrorCodeFilter)
+    list_filter = (
+        DatabaseFilter,  # shown with jobs in several databases only (SPEC SHARD-50)
+        "state",
+        "queue",
+        "name",
+        "stop_reason",
+        InputFilter,
+        ErrorCodeFilter,
+    )
     search_fields = ("name", "=idempotency_key", "=tenant_id")
     ordering = ("-finished_at",)
     date_hierarchy = "finished_at"
@@ -101,17 +112,20 @@ def moved_matching(where: JobFilter, database: str) -> QuerySet[JobHistory]:
     return rows
 
 
-def moved_note(site: admin.AdminSite, request: HttpRequest, where: JobFilter) -> dict[str, str]:
+def moved_note(
+    site: admin.AdminSite, request: HttpRequest, where: JobFilter, database: str | None = None
+) -> dict[str, str]:
     """What the job list says of the jobs its filter admits that moved to the history (HIST-14):
     how many (up to ``MOVED_SHOWN``) and the history's list narrowed the same way; empty for
-    none, or for a user who may not view the history."""
+    none, or for a user who may not view the history. With jobs in several databases, those of
+    ``database``, the one the list reads, linked to that database's history (SPEC SHARD-50)."""
     if not request.user.has_perm("django_xjobs.view_jobhistory"):
         return {}
-    rows = moved_matching(where, conf.get().database)
+    rows = moved_matching(where, database or conf.get().database)
     count = rows.order_by().values("pk")[: MOVED_SHOWN + 1].count()  # unsorted: any 10,001
     if not count:
         return {}
-    query: dict[str, str] = {}
+    query: dict[str, str] = {} if database is None else {DATABASE_PARAM: database}
     shown = [s for s in where.state if s in FINISHED_STATES]
     if len(shown) == 1:
         query["state__exact"] = shown[0]

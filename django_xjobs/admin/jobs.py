@@ -18,6 +18,7 @@ from django.urls import URLPattern, path
 from django.utils.html import format_html
 
 from .. import conf, operations
+from ..drivers.routing.surface import is_down
 from ..errors import JobFilterError
 from ..models import Job, JobHistory, JobState
 from ..run.controls import fraction, progress_text
@@ -25,6 +26,7 @@ from ..states import WAITING_STATES, shown_attempt
 from ..text import MESSAGE_LIMIT, cap
 from .actions import JobActions
 from .batches import batch_link as _batch_link
+from .databases import OneDatabaseList
 from .filters import (
     DatabaseFilter,
     ErrorCodeFilter,
@@ -90,7 +92,15 @@ class StateFilter(admin.SimpleListFilter):
         return queryset if value is None else queryset.filter(state_filter(value))
 
 
-class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOverview, LibraryRows):
+class JobAdmin(
+    JobActions,
+    JobTrace,
+    JobExplained,
+    MatchingActions,
+    FleetOverview,
+    OneDatabaseList,  # the list of one database at a time, a job's page in its own (SHARD-24)
+    LibraryRows,
+):
     # what an operator scans for first, left, where a 1400 px screen with the admin's sidebar
     # open shows it without scrolling (issue 42): the state, the stop reason, the last error
     list_display = (
@@ -218,25 +228,6 @@ class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOvervie
             request, object_id, form_url, {**buttons, **(extra_context or {})}
         )
 
-    def get_object(
-        self, request: HttpRequest, object_id: str, from_field: str | None = None
-    ) -> Job | None:
-        """The job, in the jobs database or, when jobs are routed to several (issue 48), in the
-        one that holds it (SPEC SHARD-06)."""
-        found: Job | None = super().get_object(request, object_id, from_field)
-        routing = conf.get().routing
-        if found is not None or routing is None or from_field is not None:
-            return found
-        try:
-            wanted = UUID(str(object_id))
-        except ValueError:
-            return None
-        for alias in routing.aliases[1:]:
-            row = self.get_queryset(request).using(alias).filter(pk=wanted).first()
-            if row is not None:
-                return row
-        return None
-
     def _job_name(self, object_id: str) -> str | None:
         try:
             wanted = UUID(str(object_id))
@@ -245,7 +236,12 @@ class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOvervie
         routing = conf.get().routing
         for alias in routing.aliases if routing is not None else (conf.get().database,):
             rows = Job.objects.using(alias).filter(pk=wanted).values_list("name")
-            name = next((name for (name,) in rows), None)
+            try:
+                name = next((name for (name,) in rows), None)
+            except Exception as error:  # one database down: the others may hold it (SHARD-25)
+                if routing is None or not is_down(error):
+                    raise
+                continue
             if name is not None:
                 return name
         return None
@@ -261,15 +257,23 @@ class JobAdmin(JobActions, JobTrace, JobExplained, MatchingActions, FleetOvervie
         return operations.collapsed_into(wanted)
 
     def _moved_to_history(self, object_id: str) -> bool:
-        """Whether the id names no live row but a job moved to the history (issue 46)."""
+        """Whether the id names no live row but a job moved to the history (issue 46), in the
+        jobs database or, with jobs in several, in any that answers (SPEC SHARD-51)."""
         try:
             wanted = UUID(str(object_id))
         except ValueError:
             return False
-        database = conf.get().database
-        if Job.objects.using(database).filter(pk=wanted).exists():
+        if self._job_name(object_id) is not None:
             return False
-        return JobHistory.objects.using(database).filter(pk=wanted).exists()
+        routing = conf.get().routing
+        for database in (conf.get().database,) if routing is None else routing.aliases:
+            try:
+                if JobHistory.objects.using(database).filter(pk=wanted).exists():
+                    return True
+            except Exception as error:
+                if routing is None or not is_down(error):
+                    raise
+        return False
 
     def get_readonly_fields(self, request: HttpRequest, obj: object = None) -> list[str]:
         return [f.name for f in Job._meta.fields] + [

@@ -21,13 +21,14 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from .. import conf, operations
+from .. import operations
 from ..drivers.contract import JobFilter
 from ..drivers.routing.surface import is_down
-from ..errors import AliasUnavailableError, JobFilterError, XJobsError
+from ..errors import JobFilterError, XJobsError
 from ..operations import bulk
 from ..operations.background import NAMED, QUEUE, VERBS
-from .filters import DATABASE_PARAM, picked_database
+from .databases import shown_database
+from .filters import DATABASE_PARAM
 from .history import moved_note
 from .pages import OverviewPages, admin_url
 from .permissions import has_permission, require_permission
@@ -144,32 +145,14 @@ class MatchingActions(OverviewPages):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, object] | None = None
     ) -> HttpResponse:
-        routing = conf.get().routing
+        # the database the list reads, and a database that is down: OneDatabaseList's (SHARD-24)
         context = {
-            # with jobs in several databases, the one the list reads (SPEC SHARD-24)
-            "xjobs_database": None
-            if routing is None
-            else picked_database(request.GET.get(DATABASE_PARAM)),
             "xjobs_matching": self.matching_links(request),
             "xjobs_moved": self.moved(request),
             **(extra_context or {}),
         }
-        try:
-            return super().changelist_view(request, context)
-        except Exception as error:  # the list's count meets a database that is down
-            database = context["xjobs_database"]
-            if database is None or database == conf.get().database or not is_down(error):
-                raise
-        # never a 500 for one database down: say so, and list the jobs database (SHARD-25)
-        self.message_user(
-            request,
-            f"{AliasUnavailableError.code}: database {database!r} did not answer; "
-            f"listing {conf.get().database!r} instead",
-            messages.ERROR,
-        )
-        rest = request.GET.copy()
-        rest[DATABASE_PARAM] = conf.get().database
-        return HttpResponseRedirect(f"{request.path}?{rest.urlencode()}")
+        response: HttpResponse = super().changelist_view(request, context)
+        return response
 
     def moved(self, request: HttpRequest) -> dict[str, str]:
         """HIST-14: the jobs the list's filter admits that moved to the history, which the
@@ -179,7 +162,13 @@ class MatchingActions(OverviewPages):
             where = operations.job_filter(list_filter(request.GET))
         except XJobsError:
             return {}
-        return moved_note(self.admin_site, request, where)
+        database = shown_database(request)
+        try:  # the history of the database the list reads (SPEC SHARD-50)
+            return moved_note(self.admin_site, request, where, database)
+        except Exception as error:
+            if database is None or not is_down(error):
+                raise
+            return {}  # the list itself says the database is down
 
     def matching_view(self, request: HttpRequest, verb: str) -> HttpResponse:
         """The dry run's count and sample, and a form that posts the action (SPEC BULK-16)."""

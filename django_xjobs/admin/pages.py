@@ -408,6 +408,29 @@ def _dead(database: str, bound: int) -> int:
     return dead
 
 
+def _shown(count: int) -> str:
+    return f"{DEAD_SHOWN:,}+" if count > DEAD_SHOWN else str(count)
+
+
+def dead_letters() -> dict[str, int]:
+    """With jobs in several databases, the dead letters of each database that has some, each
+    counted up to the bound; one that does not answer is left out (the queues page names it,
+    SHARD-22), the jobs database's error passes."""
+    routing = conf.get().routing
+    assert routing is not None
+    found: dict[str, int] = {}
+    for database in routing.aliases:
+        try:
+            count = _dead(database, DEAD_SHOWN + 1)
+        except Exception as error:
+            if database == routing.default or not is_down(error):
+                raise
+            continue
+        if count:
+            found[database] = count
+    return found
+
+
 def admin_url(site: admin.AdminSite, name: str, *args: Any) -> str:
     return reverse(f"{site.name}:{name}", args=args, current_app=site.name)
 
@@ -420,25 +443,28 @@ def nav_links(site: admin.AdminSite, request: HttpRequest) -> dict[str, Any]:
     jobs = admin_url(site, "django_xjobs_job_changelist")
     # counted up to a bound: every page shows it, and 500,000 dead rows took 0.1-0.2 s to count;
     # on the read database when one is set, whatever the page reads (SPEC READ-10)
-    routing = conf.get().routing
-    dead = 0
-    # with jobs in several databases, each that answers (SHARD-22): the queues page names one down
-    for database in (
-        (figures_database() or conf.get().database,) if routing is None else routing.aliases
-    ):
-        try:
-            dead += _dead(database, DEAD_SHOWN + 1 - dead)
-        except Exception as error:
-            if routing is None or database == routing.default or not is_down(error):
-                raise
-        if dead > DEAD_SHOWN:
-            break
-    shown = f"{DEAD_SHOWN:,}+" if dead > DEAD_SHOWN else str(dead)
+    found = dead_letters() if conf.get().routing is not None else None
+    if found is None:
+        dead = _dead(figures_database() or conf.get().database, DEAD_SHOWN + 1)
+    else:
+        dead = sum(found.values())
+    dead_links = [(Job, f"Dead letters ({_shown(dead)})", f"{jobs}?state__exact=dead")]
+    if found:  # each link opens the list of the database its count is from (SPEC SHARD-54)
+        dead_links = [
+            (
+                Job,
+                f"Dead letters ({_shown(count)})"
+                if len(found) == 1
+                else f"Dead letters in {alias} ({_shown(count)})",
+                f"{jobs}?{urlencode({DATABASE_PARAM: alias, 'state__exact': 'dead'})}",
+            )
+            for alias, count in found.items()
+        ]
     links = [
         (Job, "Jobs", jobs),
         (Job, "Overview", admin_url(site, "django_xjobs_job_overview")),
         (Job, "Queues", admin_url(site, "django_xjobs_job_queues")),
-        (Job, f"Dead letters ({shown})", f"{jobs}?state__exact=dead"),
+        *dead_links,
         (Job, "Cron schedules", admin_url(site, "django_xjobs_job_crons")),
         (JobBatch, "Batches", admin_url(site, "django_xjobs_jobbatch_changelist")),
         (JobEvent, "Events", admin_url(site, "django_xjobs_jobevent_changelist")),

@@ -4,8 +4,9 @@ stays a day, for the crash verdicts of its runs). ``WorkerAdmin`` mixes ``Worker
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from django.contrib import admin
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
@@ -15,6 +16,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from .. import conf, operations
+from ..drivers.routing.surface import is_down
 from ..durations import format_span, format_time
 from ..models import Job, JobState, Worker
 from .job import badge, time_column_of
@@ -65,6 +67,29 @@ class WorkerAliveFilter(admin.SimpleListFilter):
         return queryset.filter(expires_at__gte=Now() - GONE_SHOWN)
 
 
+def held_runs(worker_id: str) -> list[tuple[UUID, str, datetime | None]]:
+    """The runs worker ``worker_id`` holds, oldest first, up to one past ``RUNS_SHOWN``: with
+    jobs in several databases, those of each that answers (SPEC SHARD-53). The list of workers
+    itself reads ``XJOBS["DATABASE"]``: a worker's presence is written to every database, and
+    never passes over the jobs database."""
+    routing = conf.get().routing
+    runs: list[tuple[UUID, str, datetime | None]] = []
+    for database in (conf.get().database,) if routing is None else routing.aliases:
+        rows = (
+            Job.objects.using(database)
+            .filter(state=JobState.RUNNING, claimed_by=worker_id)
+            .order_by("last_attempted_at", "id")
+            .values_list("id", "name", "last_attempted_at")[: RUNS_SHOWN + 1]
+        )
+        try:
+            runs += list(rows)
+        except Exception as error:  # one database down: the others' runs are still named
+            if routing is None or not is_down(error):
+                raise
+    late = datetime.max.replace(tzinfo=UTC)  # NULLS LAST, as the database sorts them
+    return sorted(runs, key=lambda run: (run[2] or late, str(run[0])))[: RUNS_SHOWN + 1]
+
+
 class WorkerColumns(_ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Worker]:
         alive = ExpressionWrapper(Q(expires_at__gte=Now()), output_field=BooleanField())
@@ -88,12 +113,7 @@ class WorkerColumns(_ModelAdmin):
     @admin.display(description="runs now")
     def runs_now(self, obj: Worker) -> str:
         """The jobs it holds now, each linked, and since when it runs them."""
-        runs = list(
-            Job.objects.using(conf.get().database)
-            .filter(state=JobState.RUNNING, claimed_by=obj.id)
-            .order_by("last_attempted_at", "id")
-            .values_list("id", "name", "last_attempted_at")[: RUNS_SHOWN + 1]
-        )
+        runs = held_runs(obj.id)
         if not runs:
             return "-"
         now = timezone.now()

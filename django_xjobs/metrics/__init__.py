@@ -239,6 +239,8 @@ class DatabaseStats:
     #: limit keys used within a day (``key_use``)
     limits: list[dict[str, Any]] | None = None
     batches_open: int | None = None
+    #: with jobs in several databases, the open batches of each that answered (SHARD-55)
+    batches_by_alias: dict[str, int] | None = None
     #: with jobs in several databases: whether each alias answered the queues' read (SPEC
     #: SHARD-20), and each row of ``queues`` carries its ``alias``; None on one database
     databases: dict[str, bool] | None = None
@@ -311,8 +313,13 @@ def _read_figures(stats: DatabaseStats) -> DatabaseStats:
         log.event(logging.DEBUG, "xjobs.metrics.outbox_failed", error=error)
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.outbox_failed", error=error)
-    try:
-        stats.limits = key_use(driver)
+    try:  # with jobs in several databases, each that answers under its alias (SHARD-55)
+        keys = per_alias(driver, key_use)
+        stats.limits = (
+            key_use(driver)
+            if keys is None
+            else [{**row, "alias": each.alias} for each in keys for row in each.answer or []]
+        )
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.limits_failed", error=error)
     try:
@@ -329,7 +336,11 @@ def _read_figures(stats: DatabaseStats) -> DatabaseStats:
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.pauses_failed", error=error)
     try:
-        stats.batches_open = driver.batches().open_count()
+        opened = per_alias(driver, lambda each: each.batches().open_count())
+        if opened is None:
+            stats.batches_open = driver.batches().open_count()
+        else:  # SHARD-55: a database that is down has no sample, never 0
+            stats.batches_by_alias = {a.alias: a.answer for a in opened if a.answer is not None}
     except Exception as error:
         log.event(logging.WARNING, "xjobs.metrics.batches_failed", error=error)
     return stats
@@ -408,6 +419,13 @@ DATABASE_GAUGE = (
     "xjobs_database_up",
     "With jobs in several databases: 1 while the alias answered the scrape's read of its "
     "queues, 0 when it did not (its queues then have no samples, never zeros)",
+)
+
+
+BATCHES_GAUGE = (
+    "xjobs_batches_open",
+    "Batches whose callbacks are not queued yet: open, or closed with members "
+    "still to end (docs/concepts/workflows.md)",
 )
 
 
@@ -504,12 +522,12 @@ class XJobsCollector:
                 job_paused.add_metric([job_name], float(count))
             yield job_paused
         if stats.batches_open is not None:
-            yield GaugeMetricFamily(
-                "xjobs_batches_open",
-                "Batches whose callbacks are not queued yet: open, or closed with members "
-                "still to end (docs/concepts/workflows.md)",
-                value=float(stats.batches_open),
-            )
+            yield GaugeMetricFamily(*BATCHES_GAUGE, value=float(stats.batches_open))
+        if stats.batches_by_alias is not None:
+            opened = GaugeMetricFamily(*BATCHES_GAUGE, labels=["alias"])
+            for database, count in stats.batches_by_alias.items():
+                opened.add_metric([database], float(count))
+            yield opened
         source, alias = stats.source, conf.get().read_database  # SPEC READ-03
         lag = GaugeMetricFamily(*READ_GAUGES[0])
         if source is not None and source.lag_seconds is not None:

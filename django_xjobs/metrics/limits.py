@@ -23,7 +23,8 @@ def limit_gauges(
     """The limits' series: each capped queue's cap (by ``labels``: its queue, and its alias with
     jobs in several databases), and per limited job (not per key: a key per customer would be a
     series per customer) its runs now, its keys seen within a day, and how many of them an
-    operator's partner paused (``RateLimited``)."""
+    operator's partner paused (``RateLimited``) — with jobs in several databases, per job and
+    alias, each key row carrying the ``alias`` it was read from (SPEC SHARD-55)."""
     from prometheus_client.core import GaugeMetricFamily
 
     cap = GaugeMetricFamily(*QUEUE_LIMIT_GAUGE, labels=list(labels))
@@ -31,17 +32,18 @@ def limit_gauges(
         if row.get("limit") is not None:
             cap.add_metric([row[label] for label in labels], float(row["limit"]))
     yield cap
-    by_job: dict[str, list[dict[str, Any]]] = {}
+    by = ["job", "alias"] if "alias" in labels else ["job"]
+    by_job: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for key in keys:
-        by_job.setdefault(key["job"], []).append(key)
+        by_job.setdefault(tuple(key[label] for label in by), []).append(key)
     for name, text, column in LIMIT_GAUGES:
-        gauge = GaugeMetricFamily(name, text, labels=["job"])
-        for job, rows in sorted(by_job.items()):
+        gauge = GaugeMetricFamily(name, text, labels=by)
+        for group, rows in sorted(by_job.items()):
             if column is None:
                 amount = len(rows)
             elif column == "paused_until":
                 amount = sum(1 for r in rows if r["paused_until"])
             else:
                 amount = sum(r[column] for r in rows)
-            gauge.add_metric([job], float(amount))
+            gauge.add_metric(list(group), float(amount))
         yield gauge

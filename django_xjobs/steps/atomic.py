@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
+from .. import conf
 from ..errors import JobAbortedError, LeaseLostError, StepAtomicAliasError, StepAtomicNestedError
 from .output import check_output
 
@@ -77,7 +78,7 @@ class Atomic:
         steps.inside_atomic = name
         for other in connections:
             if other != alias:  # a write there would not commit with the step
-                refuse = _WriteRefusal(other, name)
+                refuse = _WriteRefusal(other, name, alias)
                 self._guards.enter_context(connections[other].execute_wrapper(refuse))
         return self._step
 
@@ -183,16 +184,28 @@ def _replayed(execute: Callable[..., object], sql: object, *args: Any) -> Any:
 
 
 class _WriteRefusal:
-    """An ``execute_wrapper`` for a database other than the jobs database."""
+    """An ``execute_wrapper`` for a database other than the job's own, ``home``."""
 
-    def __init__(self, alias: str, step: str) -> None:
-        self.alias, self.step = alias, step
+    def __init__(self, alias: str, step: str, home: str) -> None:
+        self.alias, self.step, self.home = alias, step, home
 
     def __call__(self, execute: Callable[..., object], sql: object, *args: Any) -> Any:
         text = sql.decode() if isinstance(sql, bytes) else str(sql)
         verb = text.lstrip().split(None, 1)[0].upper() if text.strip() else ""
         if verb not in READS:
-            raise StepAtomicAliasError(
-                f"atomic step {self.step!r} wrote to database {self.alias!r}: {text[:60]!r}"
-            )
+            raise self.refusal(text)
         return execute(sql, *args)
+
+    def refusal(self, text: str) -> StepAtomicAliasError:
+        wrote = f"wrote to database {self.alias!r}: {text[:60]!r}"
+        if self.home == conf.get().database:
+            return StepAtomicAliasError(f"atomic step {self.step!r} {wrote}")
+        # a job routed to another database (SPEC SHARD-57): its own database is the one that
+        # commits with the step, not XJOBS["DATABASE"], which the default hint names
+        return StepAtomicAliasError(
+            f"atomic step {self.step!r} of a job in database {self.home!r} {wrote}",
+            hint=f"the job's queue is routed to {self.home!r} (XJOBS['QUEUE_DATABASES'] or "
+            f"ROUTER), and only writes on {self.home!r} commit with the step: move the write "
+            f"on {self.alias!r} to a step.run step of its own, or route the queue to "
+            f"{self.alias!r}",
+        )

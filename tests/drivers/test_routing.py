@@ -346,6 +346,23 @@ def test_shard_05_an_atomic_step_opens_its_transaction_in_the_jobs_own_database(
     assert "'default'" in refused.last_error
 
 
+@pytest.mark.django_db(databases=BOTH, transaction=True)
+def test_shard_57_the_refusal_names_the_database_the_job_lives_in_and_the_fix():
+    """The hint of a routed job's refusal names its own database, not XJOBS["DATABASE"] (the
+    very database its block wrote to), and says what to do."""
+    with routed():
+        there = jobs.atomic_effects.using(queue="reports").enqueue(token="hint", steps=1).id
+        run_until_idle(queues=["reports"])
+    text = Job.objects.using("shard").get(id=there).last_error
+    assert text.startswith(
+        "X_STEP_ATOMIC_ALIAS: atomic step 'effect:0' of a job in database 'shard' wrote to "
+        "database 'default'"
+    )
+    assert "the job's queue is routed to 'shard'" in text
+    assert "only writes on 'shard' commit with the step" in text
+    assert "XJOBS['DATABASE']" not in text  # 'default', where it wrote, is not its database
+
+
 # --- SHARD-11: the verbs over many jobs walk every database ------------------------------------
 
 

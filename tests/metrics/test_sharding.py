@@ -91,3 +91,80 @@ def test_shard_21_an_alias_that_is_down_is_up_0_never_its_queues_at_0():
     assert not any(
         ("alias", gone) in labels for name, labels in series if name != "xjobs_database_up"
     )
+
+
+# --- SHARD-55: the limit keys' and open batches' series carry their alias ----------------------
+
+PER_ACCOUNT = "tests.jobs.per_account"
+
+
+def _limited_run() -> None:
+    """A run of a limited job claimed as a worker claims it: its key's row counts it."""
+    from django_xjobs.drivers import get_driver
+    from django_xjobs.limits.claims import ClaimLimits
+    from django_xjobs.limits.worker import declared_limits
+
+    jobs.per_account.enqueue(account="acme")
+    get_driver().runs().claim(
+        queues=["limited"],
+        limit=5,
+        visibility_timeout=30,
+        worker_id="w",
+        limits=ClaimLimits(jobs=declared_limits()[0]),
+    )
+
+
+def _limited_and_batched() -> None:
+    """A limit key running in ``shard`` (the ``limited`` queue is routed there), one paused in
+    ``default`` (a RateLimited pause where a run of it was), an open batch in each."""
+    from django_xjobs import Batch
+    from django_xjobs.drivers import get_driver
+    from django_xjobs.limits.keys import SEPARATOR
+
+    _limited_run()
+    get_driver().place.drivers["default"].limits().pause_key(PER_ACCOUNT + SEPARATOR + "b", 3600)
+    Batch().add(jobs.ok.using(queue="reports"), n=1)
+    Batch().add(jobs.ok, n=2)
+
+
+ROUTED_LIMITS = {
+    "QUEUES": ["other", "reports", "limited"],
+    "QUEUE_DATABASES": {"reports": "shard", "limited": "shard"},
+}
+
+
+@pytest.mark.django_db(databases=["default", "shard"], transaction=True)
+def test_shard_55_limit_keys_and_open_batches_are_per_alias_not_summed():
+    with override_settings(XJOBS={**settings.XJOBS, **ROUTED_LIMITS}):
+        _limited_and_batched()
+        series = scrape()
+        metrics.clear_cache()
+        with unreachable("shard") as gone:
+            down = scrape()
+    for alias, running, paused in (("shard", 1.0, 0.0), ("default", 0.0, 1.0)):
+        assert at(series, "xjobs_limit_keys", job=PER_ACCOUNT, alias=alias) == 1.0
+        assert at(series, "xjobs_limit_keys_paused", job=PER_ACCOUNT, alias=alias) == paused
+        assert at(series, "xjobs_limit_running", job=PER_ACCOUNT, alias=alias) == running
+        assert at(series, "xjobs_batches_open", alias=alias) == 1.0
+    assert at(series, "xjobs_limit_keys", job=PER_ACCOUNT) is None  # never a sum without alias
+    assert at(series, "xjobs_batches_open") is None
+    # while shard is down its series are left out and xjobs_database_up says so; the others stay
+    assert at(down, "xjobs_database_up", alias=gone) == 0.0
+    assert at(down, "xjobs_limit_keys", job=PER_ACCOUNT, alias="default") == 1.0
+    assert at(down, "xjobs_batches_open", alias="default") == 1.0
+    assert not any(
+        ("alias", gone) in labels for name, labels in down if name != "xjobs_database_up"
+    )
+
+
+@pytest.mark.django_db(databases=["default", "shard"], transaction=True)
+def test_shard_55_on_one_database_the_limit_and_batch_series_have_no_alias():
+    from django_xjobs import Batch
+
+    _limited_run()
+    Batch().add(jobs.ok, n=2)
+    series = scrape()
+    assert at(series, "xjobs_limit_keys", job=PER_ACCOUNT) == 1.0
+    assert at(series, "xjobs_limit_running", job=PER_ACCOUNT) == 1.0
+    assert at(series, "xjobs_batches_open") == 1.0
+    assert not any(label == "alias" for _, labels in series for label, _ in labels)

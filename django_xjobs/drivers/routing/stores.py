@@ -90,7 +90,14 @@ class RoutedLimits:
         return self.place.primary.limits().pause_job(name, key, by, until)
 
     def resume_job(self, name: str, key: str | None) -> bool:
-        return self.place.primary.limits().resume_job(name, key)
+        if key is None:
+            return self.place.primary.limits().resume_job(name, key)
+        # a key's pause with an end is in the key's row of every alias (pause_key writes each,
+        # a RateLimited one where its run was): lifted in each, the jobs database first, every
+        # worker told there (SPEC SHARD-56); one that does not answer raises, and a resume
+        # made again lifts the rest
+        lifted = self.place.gather(lambda driver: driver.limits().resume_job(name, key))
+        return any(lifted)
 
     def job_pauses(self) -> list[JobPause]:
         return self.place.primary.limits().job_pauses()
