@@ -323,3 +323,25 @@ def test_pause_10_a_lapsed_run_of_a_paused_queue_or_job_waits_until_resumed(live
         django_xjobs.resume_jobs(name="tests.jobs.emails_ledger")
     burst(live_harness)
     assert live_harness.row(held).state == "done"
+
+
+def test_pause_11_run_until_idle_and_tick_leave_a_paused_queue_and_job_alone(harness):
+    """SPEC PAUSE-11: a test's pass reads the pauses as a worker's claim loop does and leaves
+    a paused queue's and a paused job's runs waiting; a worker that ticked before the pause
+    sees it at its next tick (the pause was made in this process); a resume lets them run."""
+    from django_xjobs.testing import run_until_idle
+
+    worker = Worker(queues=["default", "emails"], concurrency=1, driver=harness.driver)
+    assert worker.tick(bounded=False).executions == []  # its pause set read: nothing paused
+    pause_queue("emails")
+    django_xjobs.pause_jobs(name="tests.jobs.ok", by="ops:a")
+    mail = jobs.emails_ledger.enqueue(token="paused-mail").id
+    held = jobs.ok.enqueue(n=1).id
+    free = jobs.ledger.enqueue(token="free-run").id
+    assert [e.job.id for e in worker.tick(bounded=False).executions] == [free]
+    assert run_until_idle() == []
+    assert {harness.row(i).state for i in (mail, held)} == {"ready"}
+    resume_queue("emails")
+    django_xjobs.resume_jobs(name="tests.jobs.ok")
+    assert [e.job.id for e in worker.tick(bounded=False).executions] == [mail]
+    assert [e.job.id for e in run_until_idle()] == [held]
