@@ -508,6 +508,17 @@ def nested_call(ctx, tag: str, level: int):
     return {"level": level, "below": ctx.step.call(nested_call, {"tag": tag, "level": level + 1})}
 
 
+@job(
+    idempotency_key="refundable-parent:{order_id}",
+    event_poll="5s",
+    cancel_on={"order.refunded": ["order_id"]},
+)
+def refundable_parent(ctx, order_id: int, ns: list):
+    """Fans out one child per ``ns``; an ``order.refunded`` event of its order cancels it, and
+    its live children with it (SPEC CANCEL-07)."""
+    return {"results": ctx.step.call_many(child_square, [{"n": n} for n in ns])}
+
+
 @job(idempotency_key="patient-parent:{tag}", event_poll="1h")
 def patient_parent(ctx, tag: str, ns: list, fail: list | None = None):
     """``parent_calls`` with a look at its children only once an hour: only the wake-up by the

@@ -241,8 +241,8 @@ def test_crypt_06_cancel_on_beside_encrypted_inputs_fails_the_settings_check(mon
 @pytest.mark.django_db
 def test_crypt_02_encryption_adds_no_statement_to_a_run():
     """A sealed job's enqueue and run cost the statements a clear one costs on PostgreSQL (the
-    outbox read, the claim, the settle, then the idle pass's two: tests/run/test_settle.py pins
-    the same 5): the sealing and opening happen in the process."""
+    outbox read, the pauses read, the claim, the settle, then the idle pass's two:
+    tests/run/test_settle.py pins the same 7): the sealing and opening happen in the process."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

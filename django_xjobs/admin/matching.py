@@ -27,6 +27,7 @@ from ..drivers.routing.surface import is_down
 from ..errors import JobFilterError, XJobsError
 from ..operations import bulk
 from ..operations.background import NAMED, QUEUE, VERBS
+from ..operations.filters import shown_filter
 from .databases import shown_database
 from .filters import DATABASE_PARAM
 from .history import moved_note
@@ -199,7 +200,8 @@ class MatchingActions(OverviewPages):
             page="matching",
             verb=verb,
             looked=looked,
-            filter_text=json.dumps(where.to_json(), sort_keys=True),
+            # shown masked, as a job's inputs are; the form posts the query as given
+            filter_text=json.dumps(shown_filter(where.to_json()), sort_keys=True),
             query=shown.urlencode(),
             back=back,
             background=looked.matched > bulk.BATCH,

@@ -20,6 +20,7 @@ from ..operations import audit
 from ..operations.answers import Answer, KeyUseReport
 from ..operations.fleet import pause_end
 from ..text import check_label
+from ..worker.paused import changed_here
 from .claims import in_window
 from .keys import SEPARATOR, JobLimits
 
@@ -98,6 +99,7 @@ def pause_jobs(
     reason = "until resumed" if ends is None else f"until {ends.isoformat()}"
     if limit_key is None or ends is None:
         pause = driver.limits().pause_job(name, limit_key, by, ends)
+        changed_here()  # this process's workers too, a test's tick() included (SPEC PAUSE-11)
         log.event(logging.WARNING, "xjobs.job.paused", job=shown, by=by, until=ends)
         audit.record("pause_jobs", by=by, target=f"{name}[{limit_key or ''}]", reason=reason)
         return _report(pause)
@@ -133,6 +135,7 @@ def resume_jobs(
     check_label(by, "by")
     _paused_job(name, limit_key)
     lifted = get_driver().limits().resume_job(name, limit_key)
+    changed_here()
     shown = name if limit_key is None else f"{name}[{limit_key}]"
     log.event(logging.INFO, "xjobs.job.resumed", job=shown, by=by, lifted=lifted)
     audit.record("resume_jobs", by=by, target=f"{name}[{limit_key or ''}]")

@@ -18,6 +18,7 @@ from ..errors import AuditRecordNotFoundError, InvariantError
 from ..ids import uuid7
 from ..text import check_label, storable
 from .answers import AuditEntry
+from .filters import shown_filter
 from .shared import iso
 
 #: who an API call was made by when it does not say (``by=None``)
@@ -43,11 +44,7 @@ def record(
     progress to the same row (SPEC BULK-15). The filter's ``input`` values go through the
     redaction rules (``XJOBS["REDACT_KEYS"]``) and the reason through ``XJOBS["REDACT"]``
     before they are stored (SPEC AUDIT-03)."""
-    shown = None
-    if filter is not None:
-        shown = dict(filter)
-        if shown.get("input") is not None:
-            shown["input"] = redact.mask(shown["input"])
+    shown = None if filter is None else shown_filter(filter)
     matched, changed, skipped = counts if counts is not None else (None, None, None)
     record_id = uuid7()
     get_driver().jobs().audit().record(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from .. import redact
 from ..declarations.job import job
 from ..drivers import get_driver
 from ..drivers.contract import BulkVerb, JobFilter
@@ -89,8 +90,13 @@ def act_on_matching(
         status="queued",
         expected=looked.matched,
     )
+    # The filter goes as given: the job must match the real values. Its input is a job's
+    # input like any other: sealed under ENCRYPTION_KEYS, shown masked by REDACT_KEYS (SPEC
+    # REDACT-05/06). The reason goes as the audit keeps it, through XJOBS["REDACT"]: an input
+    # is shown masked by its keys only, and the cancel stores it through the same scrub.
+    kept = storable(redact.redact(reason)) if reason else reason
     queued = bulk_action.enqueue(
-        action=str(record_id), verb=verb, filter=shown, reason=reason, queue=queue, force=force
+        action=str(record_id), verb=verb, filter=shown, reason=kept, queue=queue, force=force
     )
     get_driver().jobs().audit().progress(
         record_id, status="queued", counts=(0, 0, 0), by_job=str(queued.id)
@@ -166,7 +172,9 @@ def resume(
         if planned is not None:
             bulk.walk(get_driver(), planned, where, counts, lambda: report("running"))
     except Exception as error:
-        report("failed", storable(describe_error(error)))
+        # as every text a run produces: the run's secrets (its filter's, under REDACT_KEYS)
+        # and XJOBS["REDACT"] scrubbed before the audit record keeps it (SPEC REDACT-05)
+        report("failed", storable(redact.redact(describe_error(error))))
         raise
     report("done")
     return counts[0], counts[1], counts[0] - counts[1]

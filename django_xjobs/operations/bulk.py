@@ -20,11 +20,12 @@ from ..drivers import get_driver
 from ..drivers.contract import BulkAction, BulkVerb, JobDriver, JobFilter
 from ..errors import BulkDeleteLiveError, InvariantError, QueueUnknownError
 from ..states import FINISHED_STATES, LIVE_STATES, WAITING_STATES
+from ..steps.children import cancel_children
 from ..text import check_label, did_you_mean, storable
 from . import audit
 from .answers import BulkResult, JobSummary
 from .filters import job_filter
-from .jobs import cancel_children, summary_of
+from .jobs import summary_of
 
 #: ids a batch names: one statement locks at most this many rows (SPEC BULK-03)
 BATCH = 1000

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from uuid import UUID
 
-from .. import conf
+from .. import conf, redact
 from ..declarations import registry
 from ..drivers.contract import FILTER_FIELDS, JobFilter
 from ..errors import InputEncryptedError, JobFilterError
@@ -208,3 +208,14 @@ def _ids(value: object) -> tuple[UUID, ...]:
         if job_id not in ids:
             ids.append(job_id)
     return tuple(sorted(ids))
+
+
+def shown_filter(filter: Mapping[str, object]) -> dict[str, object]:
+    """A filter (``JobFilter.to_json()``) as a person may see it: its ``input`` values under
+    ``XJOBS["REDACT_KEYS"]`` masked, as a job's inputs are wherever they are shown. The audit
+    record keeps it so (SPEC AUDIT-03), and the admin's confirmation page shows it so (SPEC
+    REDACT-05); the action itself is given the filter as it is, to match the real values."""
+    shown = dict(filter)
+    if shown.get("input") is not None:
+        shown["input"] = redact.mask(shown["input"])
+    return shown

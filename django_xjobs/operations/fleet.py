@@ -14,6 +14,7 @@ from ..durations import Duration, parse_duration
 from ..errors import (
     InvariantError,
 )
+from ..worker.paused import changed_here
 from . import audit
 from .answers import QueueDepthRow, QueuesReport, WorkerReport
 from .shared import check_by, iso
@@ -68,6 +69,7 @@ def pause_queue(
     driver = get_driver()
     ends = pause_end(driver.steps().now(), until)
     state = driver.limits().pause_queue(name, by, ends)
+    changed_here()  # this process's workers too, a test's tick() included (SPEC PAUSE-11)
     log.event(logging.WARNING, "xjobs.queue.paused", queue=name, by=by, until=ends)
     reason = None if ends is None else f"until {ends.isoformat()}"
     audit.record("pause_queue", by=by, target=name, reason=reason)  # SPEC AUDIT-01
@@ -84,6 +86,7 @@ def resume_queue(name: str, *, by: str | None = None) -> QueueState:
     conf.check_queue_name(name, error=InvariantError)
     check_by(by)
     state = get_driver().limits().resume_queue(name)
+    changed_here()
     log.event(logging.INFO, "xjobs.queue.resumed", queue=name, by=by)
     audit.record("resume_queue", by=by, target=name)
     return state

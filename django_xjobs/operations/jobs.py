@@ -3,7 +3,6 @@ list them, cancel, retry, run now, the dead letters, and prune the finished ones
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -17,14 +16,12 @@ from ..drivers import get_driver
 from ..drivers.contract import JobDriver, JobSnapshot, StepRecord
 from ..drivers.reading import read_driver
 from ..durations import Duration, parse_duration
-from ..errors import (
-    InvariantError,
-    JobNotCancellableError,
-)
+from ..errors import InvariantError
 from ..history import FailedAttempt
 from ..payload import JSONValue
 from ..retry import retry_schedule
-from ..states import FINISHED_STATES, LIVE_STATES, WAITING_STATES, shown_state
+from ..states import FINISHED_STATES, WAITING_STATES, shown_state
+from ..steps.children import cancel_children
 from ..text import check_name, storable
 from . import audit
 from .answers import (
@@ -128,23 +125,6 @@ def cancel_job(job_id: UUID | str, reason: str | None = None, *, by: str | None 
     cancel_children(driver, row.id, row.run_id)
     audit.record("cancel_job", by=by, job_id=row.id, reason=reason)  # SPEC AUDIT-01
     return _trace(driver, row)
-
-
-def cancel_children(driver: JobDriver, parent: UUID, run_id: UUID) -> None:
-    """Cancel goes down: the live children a parked ``ctx.step.call``/``call_many`` of the
-    cancelled job waits for are cancelled too, and theirs in turn (SPEC CHILD-06). Each is its
-    own cancel: cancelling the parent again finishes a propagation a crash cut short."""
-    for record in driver.steps().list(run_id):
-        output = record.output
-        if record.status != "waiting" or not isinstance(output, dict):
-            continue
-        for child_id in output.get("children") or ():
-            child = driver.reads().get_job(UUID(str(child_id)))
-            if child is None or child.state not in LIVE_STATES:
-                continue
-            with contextlib.suppress(JobNotCancellableError):  # it ended meanwhile
-                cancelled = driver.jobs().cancel(child.id, f"parent {parent} was cancelled")
-                cancel_children(driver, cancelled.id, cancelled.run_id)
 
 
 def retry_job(

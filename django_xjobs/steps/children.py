@@ -14,15 +14,16 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from ..drivers.contract import ClaimedJob, StepRecord
+from ..drivers.contract import ClaimedJob, JobDriver, StepRecord
 from ..errors import (
     ChildDepthError,
     ChildJobFailedError,
     InvariantError,
+    JobNotCancellableError,
     StepReplayMismatchError,
     StepSuspension,
 )
-from ..states import FINISHED_STATES
+from ..states import FINISHED_STATES, LIVE_STATES
 from .record import StepRecorder, _seconds
 
 #: generations of child jobs below a job nobody called: a job this deep calls no children
@@ -210,6 +211,28 @@ def _parent_of(key: str | None) -> UUID | None:
         return UUID(key[start : start + 36]) if key[start + 36 : start + 37] == ":" else None
     except ValueError:
         return None
+
+
+def cancel_children(driver: JobDriver, parent: UUID, run_id: UUID) -> None:
+    """Cancel goes down: the live children a waiting ``call``/``call_many`` step of the
+    cancelled job ``parent`` waits for are cancelled too, and theirs in turn (SPEC CHILD-06).
+    The one walk every cancel takes: ``cancel_job``, a cancel by filter (BULK-05) and a cancel
+    by event (CANCEL-07). Each child is its own cancel, in the caller's transaction when it has
+    one: cancelling the parent again finishes a propagation a crash cut short. A child may live
+    in another jobs database (its queue routes it there): the driver cancels it where it is."""
+    for record in driver.steps().list(run_id):
+        output = record.output
+        if record.status != "waiting" or not isinstance(output, dict):
+            continue
+        for child_id in output.get("children") or ():
+            child = driver.reads().get_job(UUID(str(child_id)))
+            if child is None or child.state not in LIVE_STATES:
+                continue
+            try:
+                cancelled = driver.jobs().cancel(child.id, f"parent {parent} was cancelled")
+            except JobNotCancellableError:  # it ended meanwhile
+                continue
+            cancel_children(driver, cancelled.id, cancelled.run_id)
 
 
 def _check_depth(name: str, job: ClaimedJob, driver: Any) -> None:

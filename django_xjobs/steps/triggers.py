@@ -26,6 +26,7 @@ from ..drivers.contract import EventRecord, EventStore, JobDriver
 from ..errors import InputInvalidError, XJobsError
 from ..run import enqueue
 from ..text import storable
+from .children import cancel_children
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,14 @@ def _cancel(
         return 0
     reason = storable(redact.redact(f"cancelled by event {event.name!r} ({event.id})"))
     match = {field: data[field] for field in fields}
-    return driver.events().cancel(
+    count, parked = driver.events().cancel(
         handle.name, tenant_id=event.tenant_id, match=match, reason=reason
     )
+    for parent in parked:  # SPEC CANCEL-07: cancel goes down, as cancel_job's does (CHILD-06)
+        row = driver.reads().get_job(parent)
+        if row is not None:
+            cancel_children(driver, row.id, row.run_id)
+    return count
 
 
 def _start(event: Published, handle: DeclaredJob, *, direct: bool, driver: JobDriver) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from .. import log
@@ -24,6 +25,8 @@ from ..limits.keys import shown
 
 
 class PausedQueues:
+    """One worker's copy of the paused set (its claim loop and its ``tick()`` share it)."""
+
     def __init__(
         self,
         driver: JobDriver,
@@ -41,6 +44,7 @@ class PausedQueues:
         self.now: frozenset[str] = frozenset()
         #: the paused jobs and keys (``JobPause.target``), as last read: none until read
         self.jobs: frozenset[str] = frozenset()
+        _LIVE.add(self)
 
     def changed(self) -> None:
         """The listener's control callback: read the set again before the next claim."""
@@ -79,3 +83,16 @@ class PausedQueues:
             )
         self.now = paused
         return paused
+
+
+#: every worker's paused set in this process, told by ``changed_here``
+_LIVE: weakref.WeakSet[PausedQueues] = weakref.WeakSet()
+
+
+def changed_here() -> None:
+    """An operator paused or resumed a queue, a job or a key in this process: every worker of
+    the process reads the set again before its next claim, as the NOTIFY on ``xjobs_control``
+    tells a listening one. A ``tick()`` has no listener: this is how a test that pauses between
+    two ticks of one worker sees the pause at the second (SPEC PAUSE-11)."""
+    for paused in list(_LIVE):
+        paused.changed()

@@ -18,6 +18,7 @@ from ..outbox.relay import publish_visible
 from ..run.execution import Execution, Outcome
 from .admission import Admission
 from .inflight import InFlight
+from .paused import PausedQueues
 from .run import Run
 from .settling import Ended, Settler
 
@@ -47,11 +48,14 @@ class Ticker:
         settler: Settler,
         *,
         body: Callable[[Run], Execution],
+        paused: PausedQueues,
         worker_id: str,
         visibility_timeout: float,
         stall_timeout: float,
     ) -> None:
         self.runs = runs
+        #: the worker's paused set, which its claim loop reads too (SPEC PAUSE-11)
+        self.paused = paused
         self.driver = driver
         #: the store each claim is made in, bound once
         self._run_store = driver.runs()
@@ -101,19 +105,26 @@ class Ticker:
 
     def _claim_each(self, limit: int) -> list[ClaimedJob]:
         """Up to ``limit`` due jobs; with per-queue pools, queue by queue, each at most its
-        own threads (SPEC WORK-04)."""
+        own threads (SPEC WORK-04). As the claim loop claims: the paused queues left out and
+        the paused jobs and keys stepped over, the set read once a poll interval and when an
+        operator changed it in this process (SPEC PAUSE-11)."""
         claimed: list[ClaimedJob] = []
         lanes = self.runs.lanes
+        paused = self.paused.refresh()
         for lane in lanes:
             room = limit - len(claimed)
             if room <= 0:
                 break
+            queues = [q for q in lane.queues if q not in paused] if paused else lane.queues
+            if not queues:
+                continue
             claimed += self._run_store.claim(
-                queues=lane.queues,
+                queues=queues,
                 limit=room if len(lanes) == 1 else min(room, lane.size),
                 visibility_timeout=self.visibility_timeout,
                 worker_id=self.worker_id,
                 versions=registry.declared_versions(),  # SPEC VER-05
+                paused=self.paused.jobs,  # SPEC PAUSE-04/05
             )
         return claimed
 

@@ -142,6 +142,10 @@ class Worker:
         self.isolation = Isolation(
             worker_id=self.worker_id, visibility_timeout=self.visibility_timeout
         )
+        #: what an operator paused, left out of every claim and tick (worker/paused.py)
+        self._paused = PausedQueues(
+            self.driver, self.queues, interval=self.poll_interval, worker_id=self.worker_id
+        )
         self._assemble_runs()
         self._drainer = Drain(self.runs, self.admission, self.settler, worker_id=self.worker_id)
         self._assemble_claims()
@@ -184,6 +188,7 @@ class Worker:
             self.admission,
             self.settler,
             body=functools.partial(self._body, fresh_connection=False),
+            paused=self._paused,
             worker_id=self.worker_id,
             visibility_timeout=self.visibility_timeout,
             stall_timeout=self.stall_timeout,
@@ -199,10 +204,6 @@ class Worker:
             worker_id=self.worker_id,
         )
         self._retention = Retention(self.driver)
-        #: queues an operator paused, left out of every claim (worker/paused.py)
-        self._paused = PausedQueues(
-            self.driver, self.queues, interval=self.poll_interval, worker_id=self.worker_id
-        )
         #: declared limits and operators' caps, decided in the claim (limits/worker.py)
         self._limits = LimitPlan(self.driver, self.queues, interval=self.poll_interval)
         self._claims = ClaimLoop(

@@ -7,6 +7,7 @@ holding real permission rows."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
 import pytest
@@ -169,3 +170,38 @@ def test_bulk_13_the_selected_rows_are_one_bulk_call_over_their_ids(db):
         sorted(str(j.pk) for j in dead[:2]),
     )
     assert [Job.objects.get(pk=j.pk).state for j in dead] == ["ready", "ready", "dead"]
+
+
+def test_redact_05_the_admin_shows_a_background_actions_secret_filter_masked(
+    db, monkeypatch, settings
+):
+    """SPEC REDACT-05: acting on all jobs matching ``?input=`` with a secret key, the
+    confirmation shows the filter masked, the action's audit page and the background job's
+    page show it masked (to a user holding ``view_job_payload`` too), and the job still matches
+    the real value."""
+    settings.XJOBS = {**settings.XJOBS, "REDACT_KEYS": ["card"]}
+    secret = "4242-0000"
+    dead = _dead(3, input={"card": secret, "order_id": 1})
+    DeadJobFactory(input={"card": "other-card", "order_id": 1})
+    monkeypatch.setattr(bulk, "BATCH", 2)
+    alice = staff_client(
+        "alice", "view_job", "view_job_payload", "change_job", "view_operatoraction"
+    )
+    query = QueryDict(mutable=True)
+    query["input"] = json.dumps({"card": secret})
+    asked = alice.get(f"{MATCHING}retry/?{query.urlencode()}").content.decode()
+    shown = asked.split('name="query"')[0]  # the form posts the query as the user gave it
+    assert "Retry all 3 matching jobs" in asked and "[redacted]" in shown
+    assert secret not in shown
+    response = alice.post(
+        f"{MATCHING}retry/",
+        {"query": query.urlencode(), "csrfmiddlewaretoken": _token(alice)},
+        follow=True,
+    )
+    [record] = OperatorAction.objects.all()
+    assert secret not in response.content.decode() and record.status == "queued"
+    page = alice.get(f"{LIST}{record.by_job}/change/").content.decode()
+    assert "[redacted]" in page and secret not in page
+    run_until_idle(queues=[background.QUEUE])
+    assert {Job.objects.get(pk=j.pk).state for j in dead} == {"ready"}
+    assert Job.objects.get(input__card="other-card").state == "dead"

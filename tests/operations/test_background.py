@@ -6,16 +6,20 @@ there. On both drivers (``harness``), the job drained with ``run_until_idle()``.
 
 from __future__ import annotations
 
+import json
+import logging
+from io import StringIO
 from uuid import UUID
 
 import pytest
+from django.core.management import call_command
 
-from django_xjobs import operations
+from django_xjobs import crypt, operations
 from django_xjobs.declarations import registry
 from django_xjobs.errors import AuditRecordNotFoundError, BulkDeleteLiveError, QueueUnknownError
 from django_xjobs.operations import background, bulk
 from django_xjobs.testing import run_until_idle
-from tests.drivers.contract.test_bulk import _dead
+from tests.drivers.contract.test_bulk import _dead, _enqueue
 
 
 def test_bulk_14_a_batch_or_less_is_done_in_the_call(harness):
@@ -121,3 +125,93 @@ def test_bulk_15_an_unknown_record_is_one_coded_line(harness):
     with pytest.raises(AuditRecordNotFoundError) as caught:
         operations.inspect_action("not-an-id")
     assert caught.value.code == "X_AUDIT_NOT_FOUND"
+
+
+# --- what the background job keeps of its filter (REDACT-05, REDACT-06) ---------------------
+
+CARD = "4242-0000"
+SECRET_FILTER = {"state": "ready", "input": {"card": CARD}}
+
+
+def _secret_jobs(harness, monkeypatch, settings, name="tests.jobs.ok", **more):
+    """Five ready jobs carrying a secret ``card``, the redaction rules set, and a batch of 2,
+    so an action on them is the background job's."""
+    rules = {"REDACT_KEYS": ["card"], "REDACT": "tests.test_redact.scrub_cards"}
+    settings.XJOBS = {**settings.XJOBS, **rules, **more}
+    monkeypatch.setattr(bulk, "BATCH", 2)
+    given = [{"card": CARD, "order_id": i} for i in range(5)]
+    return [_enqueue(harness.driver, f"s{i}", input=v, name=name) for i, v in enumerate(given)]
+
+
+def _shown(job_id: str) -> str:
+    """Every way an operator reads a job: ``inspect_job``, ``xjobs show`` and its ``--json``."""
+    text, as_json = StringIO(), StringIO()
+    call_command("xjobs", "show", job_id, stdout=text)
+    call_command("xjobs", "show", job_id, "--json", stdout=as_json)
+    return (
+        json.dumps(operations.inspect_job(job_id).to_json()) + text.getvalue() + as_json.getvalue()
+    )
+
+
+def test_redact_05_the_background_jobs_filter_and_reason_are_shown_redacted(
+    harness, monkeypatch, settings, caplog
+):
+    """SPEC REDACT-05: the job runs the filter with its real values, while its audit record,
+    ``inspect_job``, ``xjobs show`` and the log show the secret masked; the reason in its input
+    is the text the audit keeps (through ``XJOBS["REDACT"]``)."""
+    caplog.set_level(logging.DEBUG, logger="django_xjobs")
+    ids = _secret_jobs(harness, monkeypatch, settings)
+    reason = "card 4111-1111-1111-1111 was reported stolen"
+    started = operations.act_on_matching("cancel", SECRET_FILTER, reason=reason, by="ops:a")
+    assert started.background
+    job = harness.row(UUID(started.job_id))
+    assert job.input["reason"] == "card [card] was reported stolen"
+    shown = _shown(started.job_id)
+    assert "[redacted]" in shown and CARD not in shown and "4111" not in shown
+    entry = operations.inspect_action(started.audit_id)
+    assert entry.filter["input"] == {"card": "[redacted]"}
+    assert entry.reason == "card [card] was reported stolen"
+    run_until_idle(queues=[background.QUEUE])
+    assert {harness.row(i).state for i in ids} == {"cancelled"}  # the real values matched
+    assert {harness.row(i).last_error for i in ids} == {"card [card] was reported stolen"}
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert CARD not in logged and "4111" not in logged
+
+
+def test_redact_05_a_failed_runs_error_in_the_audit_record_is_scrubbed(
+    harness, monkeypatch, settings
+):
+    """SPEC REDACT-05: the error a failed run writes to the action's audit record passes the
+    redaction of every text a run produces: the filter's secrets are masked in it."""
+    _secret_jobs(harness, monkeypatch, settings)
+    started = operations.act_on_matching("cancel", SECRET_FILTER)
+    store = harness.driver.jobs().bulk()
+
+    def failing(action, batch, where):
+        raise ValueError(f"no index for input @> {json.dumps(where.input)}")
+
+    monkeypatch.setattr(store, "act", failing)
+    run_until_idle(queues=[background.QUEUE])
+    failed = operations.inspect_action(started.audit_id)
+    assert failed.status == "failed" and "no index for input" in failed.error
+    assert CARD not in failed.error and "[redacted]" in failed.error
+    assert CARD not in (harness.row(UUID(started.job_id)).last_error or "")
+
+
+def test_redact_06_under_encryption_keys_the_background_jobs_input_is_sealed(
+    harness, monkeypatch, settings
+):
+    """SPEC REDACT-06: with ``ENCRYPTION_KEYS`` set the job's input — the filter with its real
+    values — is stored sealed like any encrypted job's input, readers open and mask it, and
+    the job still runs the filter (on a job whose input is clear: CRYPT-06)."""
+    keys = {"ENCRYPTION_KEYS": ["IyAVGb74KSM4V7OAxMkA2luUHarE32uaq6xCUOU2ovc="]}
+    # the filtered job keeps its input clear, as an input filter needs
+    ids = _secret_jobs(harness, monkeypatch, settings, name="tests.jobs.clear_input", **keys)
+    where = {**SECRET_FILTER, "name": "tests.jobs.clear_input"}
+    started = operations.act_on_matching("cancel", where)
+    stored = harness.row(UUID(started.job_id)).input
+    assert crypt.is_sealed(stored) and CARD not in json.dumps(stored)
+    shown = _shown(started.job_id)
+    assert "[redacted]" in shown and CARD not in shown and "encrypted" not in shown
+    run_until_idle(queues=[background.QUEUE])
+    assert {harness.row(i).state for i in ids} == {"cancelled"}

@@ -586,6 +586,25 @@ def test_no_live_worker_on_its_queue(harness):
     assert codes(job.id) == []
 
 
+def test_pause_10_a_lapsed_run_of_a_paused_job_or_queue_says_the_pause_holds_it(harness):
+    """SPEC PAUSE-10: the sweep leaves a paused job's lapsed run, and ``why`` says so: the
+    pause beside the lapsed lease, none while the lease holds or once it is lifted."""
+    watched(harness.driver, "default")
+    job = jobs.ok.enqueue(n=1)
+    claim(harness.driver)
+    django_xjobs.pause_jobs(name="tests.jobs.ok", by="ops:a")
+    assert codes(job.id) == ["running"]  # its lease holds: the pause is for the next start
+    harness.advance(VIS + 1)
+    assert codes(job.id) == ["running", "job_paused"]
+    assert "once the pause is lifted" in reason(job.id, "running").text
+    django_xjobs.pause_queue("default")
+    assert codes(job.id) == ["running", "queue_paused", "job_paused"]
+    django_xjobs.resume_queue("default")
+    django_xjobs.resume_jobs(name="tests.jobs.ok")
+    assert codes(job.id) == ["running"]
+    assert reason(job.id, "running").text.endswith("the next claim's sweep takes it back")
+
+
 def test_a_running_job_says_where_and_an_unknown_id_is_refused(harness):
     watched(harness.driver, "default")
     job = jobs.ok.enqueue(n=1)

@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 from django.utils import timezone
 
-from django_xjobs import ChildJobFailedError, cancel_job
+from django_xjobs import ChildJobFailedError, cancel_job, publish_event
 from django_xjobs.clock import FrozenClock
-from django_xjobs.drivers.contract import Complete, StepRecord
+from django_xjobs.drivers.contract import Complete, StepRecord, SuspendUntil
 from django_xjobs.errors import (
     CODES,
     ChildDepthError,
@@ -278,6 +278,29 @@ def test_bulk_05_cancel_jobs_cancels_a_parked_parents_live_children_too(harness,
     assert (answer.matched, answer.changed) == (1, 1)
     assert harness.row(job.id).state == "cancelled"
     assert [c.state for c in _children(harness)] == ["cancelled", "cancelled"]
+
+
+def test_cancel_07_a_cancel_by_event_cancels_a_parked_parents_live_children_too(harness, clock):
+    """SPEC CANCEL-07: an event's ``cancel_on`` does to a parked parent what cancel_job does:
+    its live children are cancelled, a child that ended keeps its state, and the event counts
+    only the runs its declaration named."""
+    job, steps, _ = claimed_steps(harness, clock, jobs.refundable_parent, order_id=8, ns=[1, 2, 3])
+    with pytest.raises(StepSuspension) as parked:
+        steps.call_many(jobs.child_square, [{"n": n} for n in (1, 2, 3)])
+    park = SuspendUntil(job.id, job.lease_token, delay=60, children=parked.value.children)
+    assert harness.driver.runs().suspend(park)
+    [claimed] = harness.driver.runs().claim(
+        queues=["default"], limit=1, visibility_timeout=30, worker_id="w2"
+    )
+    harness.driver.runs().complete([Complete(claimed.id, claimed.lease_token, "{}")])
+    other = jobs.child_square.enqueue(n=99).id  # no step called it: left alone
+    record = publish_event("order.refunded", {"order_id": 8})
+    assert record.cancelled == 1 and harness.row(job.id).state == "cancelled"  # was suspended
+    states = {c.id: c.state for c in _children(harness) if c.id != other}
+    assert states.pop(claimed.id) == "done"
+    assert sorted(states.values()) == ["cancelled", "cancelled"]
+    assert all(harness.row(i).last_error == f"parent {job.id} was cancelled" for i in states)
+    assert harness.row(other).state == "ready"
 
 
 # --- CHILD-08: the record is authoritative on a replay ----------------------------------------

@@ -22,6 +22,7 @@ from django_xjobs.errors import DriverUnavailableError, InvariantError
 from django_xjobs.worker.paused import PausedQueues
 from django_xjobs.worker.worker import Worker
 from tests import jobs
+from tests.drivers.contract.support import VIS
 from tests.support.process import ledger, wait_for
 
 
@@ -295,3 +296,52 @@ def test_pause_04_a_worker_steps_over_a_paused_jobs_runs_until_resumed(live_harn
     django_xjobs.resume_jobs(name="tests.jobs.emails_ledger")
     burst(live_harness)
     assert live_harness.row(waiting.id).state == "done"
+
+
+@pytest.mark.parametrize("paused", ["queue", "job"])
+def test_pause_10_a_lapsed_run_of_a_paused_queue_or_job_waits_until_resumed(live_harness, paused):
+    """SPEC PAUSE-10: a run whose worker died is not taken again while its queue or its job is
+    paused (the worker's sweep leaves the queue out, or is told of the job's pause); once
+    resumed, the sweep takes it and it runs."""
+    held = jobs.emails_ledger.enqueue(token="lapsed-mail").id
+    [dead] = live_harness.driver.runs().claim(
+        queues=["emails"], limit=1, visibility_timeout=VIS, worker_id="dead"
+    )
+    assert dead.id == held
+    if paused == "queue":
+        pause_queue("emails")
+    else:
+        django_xjobs.pause_jobs(name="tests.jobs.emails_ledger", by="ops:a")
+    live_harness.advance(VIS + 1)  # its worker died: the lease lapses
+    burst(live_harness)
+    row = live_harness.row(held)
+    assert (row.state, row.claimed_by, row.attempt) == ("running", "dead", 1)
+    assert ledger("lapsed-mail", "start") == []
+    if paused == "queue":
+        resume_queue("emails")
+    else:
+        django_xjobs.resume_jobs(name="tests.jobs.emails_ledger")
+    burst(live_harness)
+    assert live_harness.row(held).state == "done"
+
+
+def test_pause_11_run_until_idle_and_tick_leave_a_paused_queue_and_job_alone(harness):
+    """SPEC PAUSE-11: a test's pass reads the pauses as a worker's claim loop does and leaves
+    a paused queue's and a paused job's runs waiting; a worker that ticked before the pause
+    sees it at its next tick (the pause was made in this process); a resume lets them run."""
+    from django_xjobs.testing import run_until_idle
+
+    worker = Worker(queues=["default", "emails"], concurrency=1, driver=harness.driver)
+    assert worker.tick(bounded=False).executions == []  # its pause set read: nothing paused
+    pause_queue("emails")
+    django_xjobs.pause_jobs(name="tests.jobs.ok", by="ops:a")
+    mail = jobs.emails_ledger.enqueue(token="paused-mail").id
+    held = jobs.ok.enqueue(n=1).id
+    free = jobs.ledger.enqueue(token="free-run").id
+    assert [e.job.id for e in worker.tick(bounded=False).executions] == [free]
+    assert run_until_idle() == []
+    assert {harness.row(i).state for i in (mail, held)} == {"ready"}
+    resume_queue("emails")
+    django_xjobs.resume_jobs(name="tests.jobs.ok")
+    assert [e.job.id for e in worker.tick(bounded=False).executions] == [mail]
+    assert [e.job.id for e in run_until_idle()] == [held]

@@ -68,10 +68,12 @@ class EventStore(Protocol):
 
     def cancel(
         self, name: str, *, tenant_id: str | None, match: Mapping[str, object], reason: str
-    ) -> int:
+    ) -> tuple[int, list[UUID]]:
         """Cancel every live run of job ``name`` of ``tenant_id`` (None: of no tenant) whose
         input has each field of ``match`` equal, fenced on its live state, as ``cancel`` does
-        one job, with ``reason`` as its ``last_error``; how many (SPEC EVT-09)."""
+        one job, with ``reason`` as its ``last_error``: how many (SPEC EVT-09), and those that
+        were parked or running, each maybe a parent whose call step waits for child jobs
+        (their children are the caller's to cancel, SPEC CANCEL-07)."""
 
     def find(
         self,

@@ -35,7 +35,7 @@ def pick(
 ) -> list[JobSnapshot]:
     """The rows a limited claim takes, in the order the PostgreSQL driver returns them: the
     sweep's lapsed rows first, then the rows within their limits (limits.sql), none of a job
-    or a key in ``paused`` (SPEC PAUSE-04/05)."""
+    or a key in ``paused`` (SPEC PAUSE-04/05/10)."""
     rows, keys = driver._rows, driver._limit_keys
     taken: list[JobSnapshot] = []
     if lapsed:
@@ -48,6 +48,9 @@ def pick(
             and r.visible_at <= now
             and driver._presence.decided(r.claimed_by, r.visible_at, now, visibility_timeout)
             and versions.honours(r.name, r.version, r.parked)
+            # a paused job's or key's run waits, lapsed, until resumed (SPEC PAUSE-10)
+            and r.name not in paused
+            and keys.get(r.id) not in paused
         ]
         stale.sort(key=lambda r: (r.visible_at, r.id))
         taken = sorted(stale[:limit], key=_order)

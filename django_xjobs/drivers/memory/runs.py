@@ -78,13 +78,11 @@ class MemoryRuns(MemoryState):
                 if row.queue in queues
                 and row.run_at <= now
                 and declared.honours(row.name, row.version, row.parked)  # SPEC VER-05, VER-08
+                # an operator's pause of its job or key, waiting or lapsed (SPEC PAUSE-04/05/10)
+                and row.name not in paused
+                and self._limit_keys.get(row.id) not in paused
                 and (
-                    (
-                        row.state in ("ready", "delayed", "suspended")
-                        # an operator's pause of its job or key (SPEC PAUSE-04/05)
-                        and row.name not in paused
-                        and self._limit_keys.get(row.id) not in paused
-                    )
+                    row.state in ("ready", "delayed", "suspended")
                     or (
                         lapsed
                         and row.state == "running"

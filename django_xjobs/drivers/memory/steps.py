@@ -129,9 +129,10 @@ class MemoryEventStore:
 
     def cancel(
         self, name: str, *, tenant_id: str | None, match: Mapping[str, object], reason: str
-    ) -> int:
+    ) -> tuple[int, list[UUID]]:
         """As steps.sql's ``cancel_on_event``: each live run of ``name`` and ``tenant_id`` whose
-        input has every field of ``match`` equal, cancelled as the job store cancels one."""
+        input has every field of ``match`` equal, cancelled as the job store cancels one; how
+        many, and those that were parked or running (SPEC CANCEL-07)."""
         with self.state._lock:
             found = sorted(
                 row.id
@@ -142,9 +143,10 @@ class MemoryEventStore:
                 and isinstance(row.input, dict)
                 and all(k in row.input and _json_equal(row.input[k], v) for k, v in match.items())
             )
+            parked = [i for i in found if self.state._rows[i].state in ("suspended", "running")]
             for job_id in found:
                 self._cancel_job(job_id, reason)
-        return len(found)
+        return len(found), parked
 
     def _release(self, event: EventRecord) -> tuple[list[str], int]:
         """As ``publish_event``'s ``released`` (steps.sql): every run parked on a step this event

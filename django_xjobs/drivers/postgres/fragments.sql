@@ -166,7 +166,8 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
        lease_expiries, traceparent, expired, snoozes, lapsed_holder, version,
 
 -- fragment: lapsed_rows
--- The rows a sweep takes again (jobs.sql's claim_lapsed, limits.sql's reclaim_lapsed): running
+-- The rows a sweep takes again (jobs.sql's claim_lapsed, limits.sql's reclaim_lapsed, each with
+-- lapsed_tail after it, and their _paused twins with paused_rows between the two): running
 -- rows whose lease ran out, read on the lease index, whose predicate it spells the same way (not
 -- any other state), oldest lapse first. A lapsed run is taken once its holder's verdict can be
 -- told (issue 39; SPEC LEASE-16): the holder has no presence row, marked it stopped, renewed it
@@ -194,9 +195,27 @@ SELECT id, run_id, name, queue, input::text, attempt, max_attempts, lease_token,
                   AND w.stopped_at IS NULL
                   AND w.last_seen >= now() - make_interval(secs => %(visibility_timeout)s::float8 / 2)
                   AND w.last_seen >= GREATEST(w.seen_since, h.last_seen) + (h.expires_at - h.last_seen)))
+
+-- fragment: lapsed_tail
+-- The end of lapsed_rows (paused_rows may stand between them): the oldest lapse first, locked.
     ORDER BY visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+
+-- fragment: paused_rows
+-- The _paused statements' one difference (issue 45, SPEC PAUSE-04/05/10): no run of a job or
+-- a limit key an operator paused (`paused`: the names and rendered keys of the pauses in force,
+-- which the worker reads once a poll), neither a waiting one (after waiting_rows) nor a lapsed
+-- one (after lapsed_rows: a pause means "do not start this job's code", and a run taken again
+-- starts it again). Only a claim told of a pause sends it, so nothing paused sends the claim as
+-- it was. Its columns are unqualified, read from the x_jobs row of either fragment (waiting_rows
+-- reads it unaliased, lapsed_rows as `j`). Written as an overlap of arrays, not
+-- `name <> ALL(...)`: in a generic plan (prepared statements) the planner weighed `<> ALL` of an
+-- unknown array by the column's statistics (a queue of one job name: nothing would pass) and
+-- left the claim index's ordered walk for a sort of every waiting row, 2.5 to 3.3 times the
+-- buffers beside finished jobs (tests/drivers/postgres/test_claim_buffers.py); an overlap of an
+-- expression has no statistics and is weighed as the rare test it is.
+          AND NOT (ARRAY[name, COALESCE(limit_key, '')] && %(paused)s::text[])
 
 -- fragment: lapse_verdict
 -- What a lapsed run's holder was when its lease ran out (issue 39; SPEC LEASE-16), from its

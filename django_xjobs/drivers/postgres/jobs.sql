@@ -285,18 +285,6 @@ SELECT id, run_id FROM x_jobs WHERE id = ANY(%(ids)s::uuid[]);
                            AND x_jobs.version
                                < ((SELECT %(versions)s::jsonb) -> x_jobs.name ->> 0)::int))
 
--- fragment: paused_rows
--- The claim_paused statements' one difference (issue 45, SPEC PAUSE-04/05): no run of a job or
--- a limit key an operator paused (`paused`: the names and rendered keys of the pauses in force,
--- which the worker reads once a poll). Only a claim told of a pause sends it, so nothing paused
--- sends the claim as it was. Written as an overlap of arrays, not `name <> ALL(...)`: in a
--- generic plan (prepared statements) the planner weighed `<> ALL` of an unknown array by the
--- column's statistics (a queue of one job name: nothing would pass) and left the claim index's
--- ordered walk for a sort of every waiting row, 2.5 to 3.3 times the buffers beside finished
--- jobs (tests/drivers/postgres/test_claim_buffers.py); an overlap of an expression has no
--- statistics and is weighed as the rare test it is.
-          AND NOT (ARRAY[x_jobs.name, COALESCE(x_jobs.limit_key, '')] && %(paused)s::text[])
-
 -- fragment: waiting_tail
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
@@ -365,6 +353,7 @@ WITH waiting AS (
 -- include: waiting_tail
 ), lapsed AS (
 -- include: lapsed_rows
+-- include: lapsed_tail
 ), picked AS (
     SELECT id, claimed_by, visible_at, lapsed
     FROM (SELECT * FROM waiting UNION ALL SELECT * FROM lapsed) AS due
@@ -381,7 +370,9 @@ FROM claimed
 ORDER BY priority DESC, run_at, id;
 
 -- name: claim_lapsed_paused
--- claim_lapsed, told of the operators' pauses (paused_rows says why a statement of its own).
+-- claim_lapsed, told of the operators' pauses (paused_rows says why a statement of its own):
+-- neither half takes a paused job's run, so a run whose worker died while its job was paused
+-- waits, lapsed, until the pause is lifted (SPEC PAUSE-10).
 WITH waiting AS (
     SELECT w.id, w.priority, w.run_at, NULL::text AS claimed_by,
            NULL::timestamptz AS visible_at, false AS lapsed
@@ -390,6 +381,8 @@ WITH waiting AS (
 -- include: waiting_tail
 ), lapsed AS (
 -- include: lapsed_rows
+-- include: paused_rows
+-- include: lapsed_tail
 ), picked AS (
     SELECT id, claimed_by, visible_at, lapsed
     FROM (SELECT * FROM waiting UNION ALL SELECT * FROM lapsed) AS due

@@ -39,10 +39,11 @@ def claim(
     base["paused"] = list(paused)  # the operators' job and key pauses (SPEC PAUSE-04/05)
     base["visibility_timeout"] = visibility_timeout
     if lapsed:
-        # The sweep alone, in its own transaction: a lapsed run keeps the slot it held.
+        # The sweep alone, in its own transaction: a lapsed run keeps the slot it held. Only a
+        # sweep told of a pause steps over the paused jobs' runs (SPEC PAUSE-09/10).
         taken += sql.fetch(
             using,
-            LIMITS["reclaim_lapsed"],
+            LIMITS["reclaim_lapsed_paused" if paused else "reclaim_lapsed"],
             {
                 **base,
                 "queues": list(queues),

@@ -195,7 +195,7 @@ WITH jobs AS (
                OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
                   AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
                            AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
-          -- an operator's pause (SPEC PAUSE-04), weighed as jobs.sql's paused_rows says
+          -- an operator's pause (SPEC PAUSE-04), weighed as fragments.sql's paused_rows says
           AND NOT (ARRAY[name] && %(paused)s::text[])
         ORDER BY priority DESC, run_at, id
         LIMIT GREATEST(b.room, 0)
@@ -224,7 +224,7 @@ WITH jobs AS (
                OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
                   AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
                            AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
-          -- an operator's pause (SPEC PAUSE-04), weighed as jobs.sql's paused_rows says
+          -- an operator's pause (SPEC PAUSE-04), weighed as fragments.sql's paused_rows says
           AND NOT (ARRAY[name] && %(paused)s::text[])
           AND limit_key IS NULL
         ORDER BY priority DESC, run_at, id
@@ -250,7 +250,7 @@ WITH jobs AS (
                OR version <= ((SELECT %(versions)s::jsonb) -> name ->> 0)::int
                   AND NOT (parked AND ((SELECT %(versions)s::jsonb) -> name ->> 1)::bool
                            AND version < ((SELECT %(versions)s::jsonb) -> name ->> 0)::int))
-          -- an operator's pause (SPEC PAUSE-04), weighed as jobs.sql's paused_rows says
+          -- an operator's pause (SPEC PAUSE-04), weighed as fragments.sql's paused_rows says
           AND NOT (ARRAY[name] && %(paused)s::text[])
               ORDER BY priority DESC, run_at, id
               LIMIT %(scan)s) AS ahead
@@ -334,6 +334,29 @@ ORDER BY priority DESC, run_at, id;
 -- expiry is expired at either: SPEC JCTL-02).
 WITH lapsed AS (
 -- include: lapsed_rows
+-- include: lapsed_tail
+), picked AS (
+    SELECT id, claimed_by, visible_at, lapsed
+    FROM lapsed AS due
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+-- include: lapse_verdict
+), claimed AS (
+-- include: lapse_claimed
+-- include: claim_stamps
+)
+-- include: claimed_columns
+       GREATEST(EXTRACT(EPOCH FROM now() - run_at)::float8, 0) AS waited
+FROM claimed
+ORDER BY priority DESC, run_at, id;
+
+-- name: reclaim_lapsed_paused
+-- reclaim_lapsed, told of the operators' pauses (jobs.sql's claim_lapsed_paused does the same):
+-- a paused job's or key's lapsed run waits until the pause is lifted (SPEC PAUSE-10).
+WITH lapsed AS (
+-- include: lapsed_rows
+-- include: paused_rows
+-- include: lapsed_tail
 ), picked AS (
     SELECT id, claimed_by, visible_at, lapsed
     FROM lapsed AS due

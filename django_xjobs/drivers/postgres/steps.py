@@ -124,10 +124,10 @@ class PostgresEventStore:
 
     def cancel(
         self, name: str, *, tenant_id: str | None, match: Mapping[str, object], reason: str
-    ) -> int:
+    ) -> tuple[int, list[UUID]]:
         params = {"name": name, "tenant_id": tenant_id, "match": dumps(match), "reason": reason}
-        [(count,)] = sql.fetch(self.using, STATEMENTS["cancel_on_event"], params)
-        return int(count)
+        [(count, parked)] = sql.fetch(self.using, STATEMENTS["cancel_on_event"], params)
+        return int(count), list(parked)
 
     def find(
         self,

@@ -127,8 +127,11 @@ FROM event e, woken;
 -- of that tenant, their input filtered by containment, then by equality (`@>` alone would
 -- take a list that holds the value). Locked in id order, and fenced on the live states: a
 -- settle that committed first leaves the run to it; one that comes second finds no token.
+-- Answers how many it cancelled and those that were parked or running (the state the lock
+-- read): each may be a parent whose call step waits for children, which the caller cancels
+-- next, as cancel_job does (SPEC CANCEL-07, CHILD-06).
 WITH matched AS (
-    SELECT id
+    SELECT id, state
     FROM x_jobs
     WHERE name = %(name)s
       AND COALESCE(tenant_id, '') = COALESCE(%(tenant_id)s::text, '')
@@ -160,7 +163,12 @@ RETURNING id, queue, state, batch_id, dependants
     SELECT count(pg_notify('xjobs', queue)) AS queues
     FROM (SELECT DISTINCT queue FROM fired WHERE state = 'ready') AS q
 )
-SELECT count(*) FROM settled, woken;
+SELECT count(*),
+       COALESCE(array_agg(s.id ORDER BY s.id)
+                FILTER (WHERE m.state IN ('suspended', 'running')), '{}'::uuid[])
+FROM settled s
+JOIN matched m ON m.id = s.id
+CROSS JOIN woken;
 
 -- name: find_event
 -- The earliest live event (SPEC EVT-02); `match` holds scalar fields, so containment is equality.

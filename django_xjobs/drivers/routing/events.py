@@ -91,13 +91,13 @@ class RoutedEvents:
 
     def cancel(
         self, name: str, *, tenant_id: str | None, match: Mapping[str, object], reason: str
-    ) -> int:
-        counts = self.place.gather(
+    ) -> tuple[int, list[UUID]]:
+        answers = self.place.gather(
             lambda driver: driver.events().cancel(
                 name, tenant_id=tenant_id, match=match, reason=reason
             )
         )
-        return sum(counts)
+        return sum(count for count, _ in answers), [i for _, ids in answers for i in ids]
 
     def find(
         self,

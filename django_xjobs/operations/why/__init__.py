@@ -21,7 +21,7 @@ from ...durations import format_time
 from ...errors import JobNotFoundError
 from ...states import FINISHED_STATES, WAITING_STATES, shown_state
 from .causes import BY_CODE, CAUSES, Cause, Reason, because
-from .fleet import fleet_reasons
+from .fleet import fleet_reasons, pause_reasons
 from .place import AHEAD_CAP, place_reasons
 from .row import row_reasons
 
@@ -99,8 +99,15 @@ def why_job(job_id: UUID | str) -> JobWhy:
 
 
 def _reasons(driver: JobDriver, row: JobSnapshot, now: datetime) -> list[Reason]:
+    fair = conf.get().fair_share is not None
     if row.state == "running":
-        return [_running(row, now)]
+        if row.visible_at is None or row.visible_at > now:
+            return [_running(row, now)]
+        # a lapsed run of a paused queue or job is left by the sweep until the pause is lifted
+        # (SPEC PAUSE-10): the pause says why
+        standing = driver.reads().standing(row.id, cap=AHEAD_CAP, fair=fair) or Standing()
+        held = pause_reasons(driver, row, standing)
+        return [_running(row, now, held=bool(held)), *held]
     if row.state in FINISHED_STATES:
         stop = f" ({row.stop_reason})" if row.stop_reason else ""
         return [
@@ -111,7 +118,6 @@ def _reasons(driver: JobDriver, row: JobSnapshot, now: datetime) -> list[Reason]
                 stop_reason=row.stop_reason,
             )
         ]
-    fair = conf.get().fair_share is not None
     standing = driver.reads().standing(row.id, cap=AHEAD_CAP, fair=fair) or Standing()
     reasons = row_reasons(driver, row, now)
     reasons += fleet_reasons(driver, row, now, standing)
@@ -120,7 +126,7 @@ def _reasons(driver: JobDriver, row: JobSnapshot, now: datetime) -> list[Reason]
     return _said_once(reasons)
 
 
-def _running(row: JobSnapshot, now: datetime) -> Reason:
+def _running(row: JobSnapshot, now: datetime, *, held: bool = False) -> Reason:
     since = row.last_attempted_at
     lapsed = row.visible_at is not None and row.visible_at <= now
     text = f"it is running: attempt {row.attempt} of {row.max_attempts} on {row.claimed_by}"
@@ -129,7 +135,7 @@ def _running(row: JobSnapshot, now: datetime) -> Reason:
     if lapsed and row.visible_at is not None:
         text += (
             f"; its lease lapsed at {format_time(row.visible_at)}: the next claim's sweep takes "
-            "it back"
+            + ("it back once the pause is lifted" if held else "it back")
         )
     return because(
         "running",

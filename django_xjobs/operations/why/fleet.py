@@ -38,6 +38,13 @@ def fleet_reasons(
     ]
 
 
+def pause_reasons(driver: JobDriver, row: JobSnapshot, standing: Standing) -> list[Reason]:
+    """Only the operators' pauses that hold the row: its queue's and its job's or key's (a
+    lapsed run of a paused job waits for the pause to be lifted, SPEC PAUSE-10)."""
+    paused = [r for r in _queue(driver, row, standing) if r.code == "queue_paused"]
+    return paused + _job_paused(driver, row, standing)
+
+
 def _queue(driver: JobDriver, row: JobSnapshot, standing: Standing) -> list[Reason]:
     control = next((c for c in driver.limits().queue_controls() if c.queue == row.queue), None)
     if control is None:

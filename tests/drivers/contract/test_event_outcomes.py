@@ -94,7 +94,8 @@ def _run_in(harness, state: str, order_id: object, tenant: str | None = None, **
 
 def _cancel(harness, match, tenant=None, reason="cancelled by event 'order.cancelled' (e1)"):
     events = harness.driver.events()
-    return events.cancel(jobs.takes_kwargs.name, tenant_id=tenant, match=match, reason=reason)
+    count, _ = events.cancel(jobs.takes_kwargs.name, tenant_id=tenant, match=match, reason=reason)
+    return count
 
 
 @pytest.mark.parametrize("state", LIVE)
@@ -130,6 +131,20 @@ def test_evt_09_the_store_cancels_only_equal_inputs_of_that_job_and_tenant(harne
     wider = _run_in(harness, "ready", order_id=[7, 8])[0]  # contains [7]; is not equal to it
     assert _cancel(harness, {"order_id": [7]}) == 1
     assert (harness.row(others[2]).state, harness.row(wider).state) == ("cancelled", "ready")
+
+
+def test_cancel_07_the_store_names_the_parked_and_running_runs_it_cancelled(harness):
+    """SPEC CANCEL-07: the runs that may be parents waiting on children come back, in id
+    order, for the caller to cancel their children; a waiting run never parked does not."""
+    order = ("running", "suspended", "ready", "delayed")  # each claim takes the one made last
+    ids = {state: _run_in(harness, state, order_id=12, n=n)[0] for n, state in enumerate(order)}
+    count, parked = harness.driver.events().cancel(
+        jobs.takes_kwargs.name, tenant_id=None, match={"order_id": 12}, reason="by event"
+    )
+    assert (count, parked) == (4, sorted([ids["running"], ids["suspended"]]))
+    assert harness.driver.events().cancel(
+        jobs.takes_kwargs.name, tenant_id=None, match={"order_id": 12}, reason="by event"
+    ) == (0, [])
 
 
 def test_evt_10_a_cancel_after_a_settle_leaves_the_settled_run(harness):

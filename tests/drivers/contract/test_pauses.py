@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from django_xjobs.drivers.contract import JobPause
 from django_xjobs.limits.claims import ClaimLimits
 from django_xjobs.limits.keys import SEPARATOR
@@ -121,3 +123,26 @@ def test_pause_05_a_pause_given_an_end_ends_by_itself(harness):
     later = limits.pause_job("tests.jobs.ok", None, "ops:c")
     assert later.paused_by == "ops:c" and later.paused_until is None
     assert isinstance(later, JobPause)
+
+
+@pytest.mark.parametrize("limited", [False, True], ids=["claim_lapsed", "reclaim_lapsed"])
+@pytest.mark.parametrize("by", ["name", "key"])
+def test_pause_10_a_paused_jobs_lapsed_run_waits_until_resumed(harness, limited, by):
+    """SPEC PAUSE-10: a run whose worker died while its job (or its key) is paused is not taken
+    again by the sweep, plain or within declared limits, until the pause is lifted; a lapsed
+    run of another job is taken as ever."""
+    driver = harness.driver
+    more = {"limits": ClaimLimits(jobs=declared_limits()[0], plain_queues=())} if limited else {}
+    held = jobs.per_account.enqueue(account="a1", n=0).id
+    free = jobs.backs_off.enqueue(partner="acme", n=0).id
+    assert {c.id for c in _claim(driver, ["limited"], **more)} == {held, free}
+    driver.limits().pause_job("tests.jobs.per_account", "a1" if by == "key" else None, "ops:a")
+    harness.advance(VIS + 1)  # their worker died: both leases lapse
+    paused = _targets(driver)
+    again = _claim(driver, ["limited"], paused, lapsed=True, **more)
+    assert [(c.id, c.attempt) for c in again] == [(free, 2)]
+    row = harness.row(held)
+    assert (row.state, row.attempt, row.claimed_by) == ("running", 1, "w-pause")
+    driver.limits().resume_job("tests.jobs.per_account", "a1" if by == "key" else None)
+    again = _claim(driver, ["limited"], _targets(driver), lapsed=True, **more)
+    assert [(c.id, c.attempt) for c in again] == [(held, 2)]

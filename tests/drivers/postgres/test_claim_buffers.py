@@ -28,6 +28,7 @@ from django_xjobs.drivers.postgres import (
     _LAPSED_PRESENT_JSON,
     STATEMENTS,
 )
+from django_xjobs.drivers.postgres.limits import LIMITS
 from tests.support.plans import plan
 
 READY = 10_000
@@ -131,18 +132,21 @@ def test_pause_09_a_claim_told_of_no_pause_sends_the_claim_it_sent_before():
     for name in ("claim", "claim_lapsed"):
         assert "%(paused)s" not in STATEMENTS[name]
         assert "%(paused)s" in STATEMENTS[name + "_paused"]
+    # the limited sweep's twin too (SPEC PAUSE-10)
+    assert "%(paused)s" not in LIMITS["reclaim_lapsed"]
+    assert "%(paused)s" in LIMITS["reclaim_lapsed_paused"]
     _fill("ready", READY, age=60)
     _fill("done", FINISHED // 4, age=86400)
     params = {**PARAMS, "paused": ["tests.jobs.nothing_of_it_waits"]}
-    for generic in (False, True):
-        plain = _claim_buffers("claim", generic)
+    for name, generic in [(n, g) for n in ("claim", "claim_lapsed") for g in (False, True)]:
+        plain = _claim_buffers(name, generic)
         _vacuum()
         with transaction.atomic():
             top = plan(
-                STATEMENTS["claim_paused"], params, generic=generic, analyze=True, buffers=True
+                STATEMENTS[name + "_paused"], params, generic=generic, analyze=True, buffers=True
             )
             transaction.set_rollback(True)
         assert top["Actual Rows"] == LIMIT, top
         told = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
-        print("PAUSE BUFFERS", generic, plain, told)
-        assert told <= plain + 5 * LIMIT, (generic, plain, told)
+        print("PAUSE BUFFERS", name, generic, plain, told)
+        assert told <= plain + 5 * LIMIT, (name, generic, plain, told)

@@ -136,14 +136,16 @@ def test_a_file_is_read_once(tmp_path):
     assert sql.load(path) is first  # loaded at import, never re-read on the hot path
 
 
-def test_the_two_lapsed_sweeps_are_one_text_but_the_waiting_half():
+@pytest.mark.parametrize("twin", ["", "_paused"])
+def test_the_two_lapsed_sweeps_are_one_text_but_the_waiting_half(twin):
     """jobs.sql's claim_lapsed and limits.sql's reclaim_lapsed take, judge and claim lapsed runs
     with the same fragments (issue 41): past the waiting half the plain sweep adds, they are one
     text. Once they were two copies, and the limited one answered a job first claimed past its
-    expiry as not expired (SPEC JCTL-02)."""
+    expiry as not expired (SPEC JCTL-02). Their _paused twins alike: both step over a paused
+    job's lapsed runs (SPEC PAUSE-10)."""
     folder = Path(django_xjobs.__file__).parent / "drivers" / "postgres"
-    plain = sql.load(folder / "jobs.sql")["claim_lapsed"]
-    limited = sql.load(folder / "limits.sql")["reclaim_lapsed"]
+    plain = sql.load(folder / "jobs.sql")["claim_lapsed" + twin]
+    limited = sql.load(folder / "limits.sql")["reclaim_lapsed" + twin]
     union = "FROM (SELECT * FROM waiting UNION ALL SELECT * FROM lapsed) AS due"
     tail = plain[plain.index("lapsed AS (") :]
     assert tail.count(union) == 1
