@@ -46,5 +46,6 @@ if os.environ.get("XJOBS_BENCH_ENCRYPT"):  # python -m bench.run --encrypt (issu
     XJOBS["ENCRYPTION_KEYS"] = ["IyAVGb74KSM4V7OAxMkA2luUHarE32uaq6xCUOU2ovc="]  # bench-only
 if os.environ.get("XJOBS_BENCH_SHARD_URL"):  # python -m bench.run --workloads SHARD (issue 48)
     DATABASES["jobs_b"] = database_config(os.environ["XJOBS_BENCH_SHARD_URL"])
+    XJOBS["QUEUES"] = ["shard_a", "shard_b"]  # no job declares them: xjobs_worker would refuse
     if os.environ.get("XJOBS_BENCH_SHARD_ROUTE"):  # its worker processes on two servers
         XJOBS["QUEUE_DATABASES"] = {"shard_b": "jobs_b"}

@@ -110,7 +110,7 @@ class Run:
     seconds: float
     python: float
     servers: list[float | None]  # backend CPU of server 1, server 2
-    statements: list[int]  # sent to server 1, server 2
+    statements: list[int]  # sent to server 1, server 2 (none: by processes, not counted)
     complete: bool = True
 
     @property
@@ -296,6 +296,7 @@ def drain_processes(
                 report.problem(f"{label}: a worker process exited with code {code}")
     if not drained:
         report.problem(f"{label}: not drained within {DRAIN_TIMEOUT:g}s")
+    sampled.statements = []  # sent by the worker processes: not counted (only this one's polls)
     return finished(report, label, arrangement + ", 2 processes", count, db_start, sampled)
 
 
@@ -311,12 +312,13 @@ def finished(
     run = Run(
         arrangement, done, elapsed, sampled.python, sampled.servers, sampled.statements, complete
     )
+    load = os.getloadavg()[0]
     say(f"    {run.rate:,.0f} jobs/s ({elapsed:.2f}s to the last ack); CPU ms/job {cost(run)}")
     report.add(
         label,
         f"{run.rate:,.0f}",
         "jobs/s",
-        f"{done} jobs in {elapsed:.2f}s" + ("" if complete else ", INCOMPLETE"),
+        f"{done} jobs in {elapsed:.2f}s, load {load:.1f}" + ("" if complete else ", INCOMPLETE"),
         cost(run),
     )
     return run
@@ -327,7 +329,7 @@ def ms(value: float | None) -> str:
 
 
 def cost(run: Run) -> str:
-    stmts = "+".join(f"{n / run.jobs:.4f}" for n in run.statements)
+    stmts = "+".join(f"{n / run.jobs:.4f}" for n in run.statements) or "n/a"
     servers = " + ".join(f"pg{i} {ms(run.per_job(cpu))}" for i, cpu in enumerate(run.servers, 1))
     return f"{stmts} stmt, CPU ms: python {ms(run.per_job(run.python))} + {servers}"
 
@@ -352,7 +354,10 @@ def summary(runs: list[Run], title: str) -> str:
             known = [v for v in values if v is not None]
             return statistics.median(known) if len(known) == len(values) else None
 
-        stmts = [median([r.statements[i] / r.jobs for r in mine]) for i in (0, 1)]
+        stmts = [
+            median([r.statements[i] / r.jobs if r.statements else None for r in mine])
+            for i in (0, 1)
+        ]
         python = median([r.per_job(r.python) for r in mine])
         servers = [median([r.per_job(r.servers[i]) for r in mine]) for i in (0, 1)]
         total = median([r.total for r in mine])
@@ -361,7 +366,7 @@ def summary(runs: list[Run], title: str) -> str:
         rate = statistics.median(r.rate for r in mine)
         lines.append(
             f"| {arrangement} | {len(mine)} | {rate:,.0f} | "
-            f"{' + '.join(f'{s or 0:.4f}' for s in stmts)} | {ms(python)} | "
+            f"{' + '.join('n/a' if s is None else f'{s:.4f}' for s in stmts)} | {ms(python)} | "
             f"{ms(servers[0])} | {ms(servers[1])} | {ms(total)} |"
         )
     for one, two in (
