@@ -723,17 +723,15 @@ def main(argv: list[str] | None = None) -> int:
     COUNTER.install()
     if not os.environ.get("DATABASE_URL"):
         say("DATABASE_URL is unset: starting an embedded PostgreSQL (a few seconds) ...")
-    second = None
-    if "SHARD" in args.workloads:  # its server's database is an alias of the settings
-        from bench.shard import start_second_server
+    if "SHARD" not in args.workloads:
+        return run(args)
+    from bench.shard import start_second_server
 
-        second = start_second_server()
+    second = start_second_server()  # before Django: its database is an alias of the settings
     try:
         return run(args)
     finally:
-        from bench.shard import settle
-
-        settle(second)
+        second.close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -82,7 +82,8 @@ class SecondServer:
         return cls(embedded, f"postgres://postgres@/xjobs_shard?host={socket_dir}")
 
     def close(self) -> None:
-        """Stop the server and delete its files."""
+        """Stop the server and delete its files (bench.run, at exit)."""
+        say("SHARD: stopping the second server ...")
         try:
             self.embedded.cleanup()
         finally:
@@ -419,11 +420,4 @@ def shard(report: Report, args: argparse.Namespace) -> None:
     )
 
 
-def settle(server: SecondServer | None) -> None:
-    """Stop the second server, if one was started (bench.run, at exit)."""
-    if server is not None:
-        say("SHARD: stopping the second server ...")
-        server.close()
-
-
-__all__ = ["SecondServer", "settle", "shard", "start_second_server"]
+__all__ = ["SecondServer", "shard", "start_second_server"]
