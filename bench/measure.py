@@ -14,6 +14,7 @@ import os
 import resource
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,14 @@ class StatementCounter:
 
     def __init__(self) -> None:
         self.count = 0
+        #: statements per server (its host, or socket directory), once ``split_by_host()``
+        self.by_host: Counter[str] = Counter()
+        self._split = False
         self._lock = threading.Lock()
+
+    def split_by_host(self) -> None:
+        """Count each statement under its server's host too (SHARD: two servers)."""
+        self._split = True
 
     def install(self) -> None:
         import psycopg
@@ -40,8 +48,11 @@ class StatementCounter:
         def counted(cursor: Any, query: Any, params: Any = None, *args: Any, **kwargs: Any) -> Any:
             if threading.current_thread().name != _SAMPLER:
                 rows = len(params) if original.__name__ == "executemany" and params else 1
+                host = cursor.connection.info.host if self._split else ""
                 with self._lock:
                     self.count += rows
+                    if self._split:
+                        self.by_host[host] += rows
             return original(cursor, query, params, *args, **kwargs)
 
         return counted

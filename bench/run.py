@@ -31,8 +31,11 @@ LATENCY_TIMEOUT = 30.0  # seconds W3 waits for the worker to be ready, and for t
 JOIN_TIMEOUT = 30.0  # seconds to wait for a stopped worker thread to return
 LATENCY_CONCURRENCY = 4  # threads of the W3 worker
 POLL = 0.05  # seconds between the progress checks of a drain by worker processes
-WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5", "SOAK", "LIMITS", "BULK", "HISTORY", "INPUT10M")
-# SOAK, LIMITS and BULK run only when asked for: they take minutes
+WORKLOADS = (
+    *("W1", "W2", "FLOOR", "W3", "W4", "W5"),
+    *("SOAK", "LIMITS", "BULK", "HISTORY", "INPUT10M", "SHARD"),
+)
+# SOAK, LIMITS, BULK, HISTORY, INPUT10M and SHARD run only when asked for: they take minutes
 DEFAULT_WORKLOADS = ("W1", "W2", "FLOOR", "W3", "W4", "W5")
 
 
@@ -113,7 +116,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=list(DEFAULT_WORKLOADS),
         metavar="W",
         help="the workloads to run, of W1 W2 FLOOR W3 W4 W5 SOAK LIMITS BULK HISTORY INPUT10M "
-        "(all but SOAK, LIMITS, BULK, HISTORY and INPUT10M)",
+        "SHARD (all but SOAK, LIMITS, BULK, HISTORY, INPUT10M and SHARD)",
+    )
+    parser.add_argument(
+        "--shard-rounds",
+        type=int,
+        default=3,
+        help="SHARD: drains on one server and on two, alternated (3)",
+    )
+    parser.add_argument(
+        "--shard-processes",
+        action="store_true",
+        help="SHARD: the same rounds again with one xjobs_worker process per queue",
     )
     parser.add_argument(
         "--bulk-dead", type=int, default=100_000, help="BULK: dead jobs retried by filter (100000)"
@@ -256,11 +270,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         or args.soak_jobs < 1
         or args.soak_wave < 1
         or min(args.limit_keys, args.limit_rounds, args.limit_backlog, args.limit_polls) < 1
-        or min(args.fair_a, args.fair_b) < 1
+        or min(args.fair_a, args.fair_b, args.shard_rounds) < 1
     ):
         parser.error(
             "--jobs, --latency-samples, --concurrency, --backfill-rows, --soak-jobs, "
-            "--soak-wave and the --limit-*/--fair-* counts must be positive"
+            "--soak-wave and the --limit-*/--fair-*/--shard-rounds counts must be positive"
         )
     if args.soak_naptime is not None and args.soak_naptime < 1:
         parser.error("--soak-naptime must be at least 1 (second)")
@@ -709,7 +723,18 @@ def main(argv: list[str] | None = None) -> int:
     COUNTER.install()
     if not os.environ.get("DATABASE_URL"):
         say("DATABASE_URL is unset: starting an embedded PostgreSQL (a few seconds) ...")
+    if "SHARD" not in args.workloads:
+        return run(args)
+    from bench.shard import start_second_server
 
+    second = start_second_server()  # before Django: its database is an alias of the settings
+    try:
+        return run(args)
+    finally:
+        second.close()
+
+
+def run(args: argparse.Namespace) -> int:
     import django
 
     django.setup()
@@ -772,6 +797,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.inputs import input_filter
 
         input_filter(report, args)
+    if "SHARD" in args.workloads:
+        from bench.shard import shard
+
+        shard(report, args)
     if not args.input_reuse:
         truncate()
 

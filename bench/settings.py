@@ -1,5 +1,6 @@
 """Settings for the benchmark: PostgreSQL from DATABASE_URL, or an embedded throwaway server.
-The admin is installed for INPUT10M, which times the job list as an operator's browser gets it."""
+The admin is installed for INPUT10M, which times the job list as an operator's browser gets it.
+SHARD adds its second server's database as the alias ``jobs_b`` (bench/shard.py)."""
 
 import os
 
@@ -43,3 +44,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 XJOBS: dict[str, object] = {"POLL_INTERVAL": 0.05}
 if os.environ.get("XJOBS_BENCH_ENCRYPT"):  # python -m bench.run --encrypt (issue 46)
     XJOBS["ENCRYPTION_KEYS"] = ["IyAVGb74KSM4V7OAxMkA2luUHarE32uaq6xCUOU2ovc="]  # bench-only
+if os.environ.get("XJOBS_BENCH_SHARD_URL"):  # python -m bench.run --workloads SHARD (issue 48)
+    DATABASES["jobs_b"] = database_config(os.environ["XJOBS_BENCH_SHARD_URL"])
+    XJOBS["QUEUES"] = ["shard_a", "shard_b"]  # no job declares them: xjobs_worker would refuse
+    if os.environ.get("XJOBS_BENCH_SHARD_ROUTE"):  # its worker processes on two servers
+        XJOBS["QUEUE_DATABASES"] = {"shard_b": "jobs_b"}
