@@ -112,25 +112,40 @@ CROSS JOIN woken;
 -- left (the live-key index allows one live row per key), and so is all but the first of a batch's
 -- jobs that share a key; a concurrent enqueue that takes a key meanwhile fails the statement, and
 -- the driver then goes one job at a time.
-WITH picked AS (
-    SELECT DISTINCT ON (j.name, COALESCE(j.tenant_id, ''), j.idempotency_key)
-           j.id, j.state AS was, j.batch_id
+-- Answers how many it ran again and how many of the ids it found in x_jobs (BULK-26): unless
+-- `restored` (bulk_restore ran first in this transaction) it changes nothing when one is not
+-- there, since that one may be in the history, to be brought back first and so to take its
+-- place among the batch's keys. Each row is read once: found by its id, updated by its ctid
+-- (the same statement's snapshot, so the version read is the one the update meets, or a newer
+-- one that the fence then judges) (BULK-27).
+WITH found AS (
+    SELECT j.id, j.ctid AS at, j.state AS was, j.batch_id,
+           j.name, j.tenant_id, j.idempotency_key,
+           (true
+-- include: admits
+           ) AS admitted
     FROM x_jobs j
     WHERE j.id = ANY(%(ids)s::uuid[])
--- include: admits
+), picked AS (
+    SELECT DISTINCT ON (f.name, COALESCE(f.tenant_id, ''), f.idempotency_key)
+           f.id, f.at, f.was, f.batch_id
+    FROM found f
+    WHERE f.admitted
       AND NOT EXISTS (
           SELECT 1 FROM x_jobs l
-          WHERE l.name = j.name
-            AND COALESCE(l.tenant_id, '') = COALESCE(j.tenant_id, '')
-            AND l.idempotency_key = j.idempotency_key
+          WHERE l.name = f.name
+            AND COALESCE(l.tenant_id, '') = COALESCE(f.tenant_id, '')
+            AND l.idempotency_key = f.idempotency_key
             AND l.state IN ('ready', 'delayed', 'running', 'suspended'))
-    ORDER BY j.name, COALESCE(j.tenant_id, ''), j.idempotency_key, j.id
+      AND (%(restored)s
+           OR (SELECT count(*) FROM found) = cardinality(%(ids)s::uuid[]))
+    ORDER BY f.name, COALESCE(f.tenant_id, ''), f.idempotency_key, f.id
 ), requeued AS (
     UPDATE x_jobs j
     SET state = 'ready',
         queue = COALESCE(%(to_queue)s::text, j.queue),
 -- include: operator_retry
-    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+    WHERE j.ctid = ANY(ARRAY(SELECT at FROM picked))
 -- include: admits
     RETURNING j.id, j.queue
 ), reopened AS (
@@ -157,7 +172,7 @@ WITH picked AS (
     SELECT count(pg_notify('xjobs', queue)) AS queues
     FROM (SELECT DISTINCT queue FROM requeued) AS q
 )
-SELECT q.id, false AS parked
+SELECT count(q.id) AS changed, (SELECT count(*) FROM found) AS present
 FROM requeued q
 CROSS JOIN woken;
 
