@@ -117,17 +117,20 @@ class PostgresBulkStore:
         transaction: a failure leaves them where they were. The retry is tried first on its
         own (BULK-26): when it finds every id in x_jobs it has done all there was to do, and
         the history is not asked; when one is not there it changes nothing, and the batch goes
-        again after the restore."""
+        again after the restore. A row that another transaction changed while the retry
+        waited for it is judged again by one more pass (BULK-27)."""
+        statement = STATEMENTS["bulk_retry"]
         with transaction.atomic(using=self.using):
-            [(changed, present)] = sql.fetch(
-                self.using, STATEMENTS["bulk_retry"], {**params, "restored": False}
+            [(changed, present, picked)] = sql.fetch(
+                self.using, statement, {**params, "restored": False}
             )
-            if present == len(_ids(params)):
-                return int(changed)
-            sql.count(self.using, _restore_statement(), params)
-            [(changed, _)] = sql.fetch(
-                self.using, STATEMENTS["bulk_retry"], {**params, "restored": True}
-            )
+            if present < len(_ids(params)):
+                sql.count(self.using, _restore_statement(), params)
+                [(changed, _, picked)] = sql.fetch(
+                    self.using, statement, {**params, "restored": True}
+                )
+            if changed < picked:  # BULK-27: rows changed under the statement, judged again
+                changed += sql.fetch(self.using, statement, {**params, "restored": True})[0][0]
             return int(changed)
 
 

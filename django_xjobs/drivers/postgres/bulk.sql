@@ -112,12 +112,14 @@ CROSS JOIN woken;
 -- left (the live-key index allows one live row per key), and so is all but the first of a batch's
 -- jobs that share a key; a concurrent enqueue that takes a key meanwhile fails the statement, and
 -- the driver then goes one job at a time.
--- Answers how many it ran again and how many of the ids it found in x_jobs (BULK-26): unless
--- `restored` (bulk_restore ran first in this transaction) it changes nothing when one is not
--- there, since that one may be in the history, to be brought back first and so to take its
--- place among the batch's keys. Each row is read once: found by its id, updated by its ctid
--- (the same statement's snapshot, so the version read is the one the update meets, or a newer
--- one that the fence then judges) (BULK-27).
+-- Answers how many it ran again, how many of the ids it found in x_jobs and how many it picked
+-- (BULK-26): unless `restored` (bulk_restore ran first in this transaction) it changes nothing
+-- when an id is not there, since that job may be in the history, to be brought back first and
+-- so to take its place among the batch's keys. Each row is read once (BULK-27): found by its
+-- id, updated by the ctid of the version read. A row another transaction changes while the
+-- statement waits for its lock is left, whatever the change (its newest version has another
+-- ctid): fewer changed than picked, and the driver runs the batch again to judge those rows
+-- at their newest version, as an update by id would have judged them.
 WITH found AS (
     SELECT j.id, j.ctid AS at, j.state AS was, j.batch_id,
            j.name, j.tenant_id, j.idempotency_key,
@@ -172,7 +174,9 @@ WITH found AS (
     SELECT count(pg_notify('xjobs', queue)) AS queues
     FROM (SELECT DISTINCT queue FROM requeued) AS q
 )
-SELECT count(q.id) AS changed, (SELECT count(*) FROM found) AS present
+SELECT count(q.id) AS changed,
+       (SELECT count(*) FROM found) AS present,
+       (SELECT count(*) FROM picked) AS picked
 FROM requeued q
 CROSS JOIN woken;
 
