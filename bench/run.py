@@ -155,13 +155,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "retry_jobs on a thread of the benchmark (thread)",
     )
     parser.add_argument(
-        "--bulk-pace",
-        type=float,
-        default=None,
-        help='BULK: XJOBS["BULK_PACE"] for the retry (the wait after each batch, a share of its '
-        "time); the setting's default when not given",
-    )
-    parser.add_argument(
         "--input-rows",
         type=int,
         default=10_000_000,
@@ -711,8 +704,6 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     if args.encrypt:  # read by bench/settings.py, here and in the worker processes it starts
         os.environ["XJOBS_BENCH_ENCRYPT"] = "1"
-    if args.bulk_pace is not None:  # read by bench/settings.py, here and in the retry's process
-        os.environ["XJOBS_BENCH_BULK_PACE"] = str(args.bulk_pace)
     from bench.measure import COUNTER
 
     COUNTER.install()

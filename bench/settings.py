@@ -43,5 +43,3 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 XJOBS: dict[str, object] = {"POLL_INTERVAL": 0.05}
 if os.environ.get("XJOBS_BENCH_ENCRYPT"):  # python -m bench.run --encrypt (issue 46)
     XJOBS["ENCRYPTION_KEYS"] = ["IyAVGb74KSM4V7OAxMkA2luUHarE32uaq6xCUOU2ovc="]  # bench-only
-if os.environ.get("XJOBS_BENCH_BULK_PACE"):  # python -m bench.run --bulk-pace S
-    XJOBS["BULK_PACE"] = float(os.environ["XJOBS_BENCH_BULK_PACE"])

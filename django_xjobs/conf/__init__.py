@@ -85,9 +85,6 @@ DEFAULTS: dict[str, Any] = {
     # the operators' audit trail (x_operator_actions, issue 45) is kept this long, then pruned
     # by the same hourly pass as RETENTION and by xjobs prune
     "AUDIT_RETENTION": 90 * 86400,
-    # a bulk action by filter waits after each batch this share of the batch's own time (at
-    # most 0.1 s), leaving the database's CPU to the workers meanwhile; 0: no wait (SPEC BULK-28)
-    "BULK_PACE": 0.5,
     # libpq options every connection of a worker, relay or scheduler process opens with (merged
     # under DATABASES OPTIONS, which win): a silently dropped connection fails instead of hanging
     "CONNECTION_OPTIONS": {
@@ -200,7 +197,6 @@ class XJobsSettings:
     retention: dict[str, float]
     rollup_retention: float
     audit_retention: float
-    bulk_pace: float
     connection_options: dict[str, Any]
     statement_timeout: float
     stall_timeout: float
@@ -346,7 +342,6 @@ def validate(raw: object) -> XJobsSettings:
         retention=_retention(merged["RETENTION"]),
         rollup_retention=duration("ROLLUP_RETENTION"),
         audit_retention=duration("AUDIT_RETENTION"),
-        bulk_pace=_share(merged["BULK_PACE"], "BULK_PACE"),
         connection_options=_connection_options(merged["CONNECTION_OPTIONS"]),
         statement_timeout=duration("STATEMENT_TIMEOUT"),
         stall_timeout=duration("STALL_TIMEOUT"),
@@ -430,15 +425,6 @@ def _redact(raw: object) -> Callable[[str], str] | None:
             hint="name a function (text) -> text",
         )
     return cast("Callable[[str], str]", hook)  # a callable; its signature is the user's word
-
-
-def _share(raw: object, key: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= 1:
-        raise ConfigInvalidError(
-            f'XJOBS["{key}"]={raw!r} must be a number from 0 to 1',
-            hint=f"the default is {DEFAULTS[key]!r}; 0 turns it off",
-        )
-    return float(raw)
 
 
 def _pooler(raw: object) -> str | None:

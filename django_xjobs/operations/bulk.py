@@ -11,7 +11,6 @@ sample, and changes nothing. Every call that acts is recorded in the audit trail
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Mapping, Sequence
 from uuid import UUID
 
@@ -34,9 +33,6 @@ BATCH = 1000
 #: index without the id), so twenty batches a read scan a twentieth as often; the read's sort of
 #: 20,000 ids keeps within PostgreSQL's default work_mem (4 MB)
 WALK = 20 * BATCH
-#: the longest wait between two batches (SPEC BULK-28): a batch that was slow for waiting on
-#: locks, not for work, leaves no long gap behind it
-PACE_MOST = 0.1
 #: the jobs a dry run shows
 SAMPLE = 5
 #: the stored states each verb acts on (a filter narrows them, never widens them)
@@ -262,24 +258,15 @@ def walk(
     on_batch: Callable[[], None] | None = None,
 ) -> None:
     """Each batch of ids in turn, acted on; ``counts`` (matched, changed, batches) kept as the
-    batches commit, and ``on_batch`` told after each (a background action's progress). Between
-    two batches the walk waits ``XJOBS["BULK_PACE"]`` of the batch before's own time, at most
-    ``PACE_MOST`` (SPEC BULK-28): an action on 100,000 jobs would otherwise keep a database CPU
-    busy from its first batch to its last, which the workers draining other queues then lack."""
+    batches commit, and ``on_batch`` told after each (a background action's progress)."""
     store = driver.jobs().bulk()
-    pace = conf.get().bulk_pace
     after: UUID | None = None
-    wait = 0.0
     while True:  # SPEC BULK-03, BULK-20: ids read a walk's worth at a time, from where the
         # last read stopped, and acted on a batch per statement
         ids = store.match(where, states=action.states, after=after, limit=WALK)
         for start in range(0, len(ids), BATCH):
             batch = ids[start : start + BATCH]
-            if wait > 0:
-                time.sleep(wait)
-            began = time.monotonic()
             done, parked = store.act(action, batch, where)
-            wait = min(pace * (time.monotonic() - began), PACE_MOST)
             counts[0], counts[1] = counts[0] + len(batch), counts[1] + done
             counts[2] += 1
             for parent in parked:  # SPEC CHILD-06, as cancel_job does it
