@@ -60,7 +60,7 @@ class PostgresBulkStore:
         self, where: JobFilter, *, states: Sequence[str], after: UUID | None, limit: int
     ) -> list[UUID]:
         params = {**filter_params(where, states), "after": after or _NIL, "limit": limit}
-        return [UUID(str(r[0])) for r in sql.fetch(self.using, STATEMENTS["bulk_match"], params)]
+        return [_uuid(r[0]) for r in sql.fetch(self.using, STATEMENTS["bulk_match"], params)]
 
     def count(self, where: JobFilter, *, states: Sequence[str]) -> int:
         params = filter_params(where, states)
@@ -114,10 +114,24 @@ class PostgresBulkStore:
 
     def _restored_retry(self, params: Mapping[str, object]) -> int:
         """HIST-09: the batch's jobs moved to the history brought back, then retried, in one
-        transaction: a failure leaves them where they were."""
+        transaction: a failure leaves them where they were. The retry is tried first on its
+        own (BULK-26): when it finds every id in x_jobs it has done all there was to do, and
+        the history is not asked; when one is not there it changes nothing, and the batch goes
+        again after the restore. A row that another transaction changed while the retry
+        waited for it is judged again by one more pass (BULK-27)."""
+        statement = STATEMENTS["bulk_retry"]
         with transaction.atomic(using=self.using):
-            sql.count(self.using, _restore_statement(), params)
-            return len(self._run("bulk_retry", params))
+            [(changed, present, picked)] = sql.fetch(
+                self.using, statement, {**params, "restored": False}
+            )
+            if present < len(_ids(params)):
+                sql.count(self.using, _restore_statement(), params)
+                [(changed, _, picked)] = sql.fetch(
+                    self.using, statement, {**params, "restored": True}
+                )
+            if changed < picked:  # BULK-27: rows changed under the statement, judged again
+                changed += sql.fetch(self.using, statement, {**params, "restored": True})[0][0]
+            return int(changed)
 
 
 class PostgresAuditStore:
@@ -188,6 +202,17 @@ class PostgresAuditStore:
 @cache
 def _restore_statement() -> str:
     return with_columns(STATEMENTS["bulk_restore"])
+
+
+def _ids(params: Mapping[str, object]) -> Sequence[object]:
+    ids = params["ids"]
+    assert isinstance(ids, Sequence)
+    return ids
+
+
+def _uuid(value: object) -> UUID:
+    """An id as the driver hands it back: a UUID already (psycopg), else its text."""
+    return value if isinstance(value, UUID) else UUID(str(value))
 
 
 def _decoded(value: object) -> Mapping[str, object] | None:

@@ -112,25 +112,42 @@ CROSS JOIN woken;
 -- left (the live-key index allows one live row per key), and so is all but the first of a batch's
 -- jobs that share a key; a concurrent enqueue that takes a key meanwhile fails the statement, and
 -- the driver then goes one job at a time.
-WITH picked AS (
-    SELECT DISTINCT ON (j.name, COALESCE(j.tenant_id, ''), j.idempotency_key)
-           j.id, j.state AS was, j.batch_id
+-- Answers how many it ran again, how many of the ids it found in x_jobs and how many it picked
+-- (BULK-26): unless `restored` (bulk_restore ran first in this transaction) it changes nothing
+-- when an id is not there, since that job may be in the history, to be brought back first and
+-- so to take its place among the batch's keys. Each row is read once (BULK-27): found by its
+-- id, updated by the ctid of the version read. A row another transaction changes while the
+-- statement waits for its lock is left, whatever the change (its newest version has another
+-- ctid): fewer changed than picked, and the driver runs the batch again to judge those rows
+-- at their newest version, as an update by id would have judged them.
+WITH found AS (
+    SELECT j.id, j.ctid AS at, j.state AS was, j.batch_id,
+           j.name, j.tenant_id, j.idempotency_key,
+           (true
+-- include: admits
+           ) AS admitted
     FROM x_jobs j
     WHERE j.id = ANY(%(ids)s::uuid[])
--- include: admits
+), picked AS (
+    SELECT DISTINCT ON (f.name, COALESCE(f.tenant_id, ''), f.idempotency_key)
+           f.id, f.at, f.was, f.batch_id
+    FROM found f
+    WHERE f.admitted
       AND NOT EXISTS (
           SELECT 1 FROM x_jobs l
-          WHERE l.name = j.name
-            AND COALESCE(l.tenant_id, '') = COALESCE(j.tenant_id, '')
-            AND l.idempotency_key = j.idempotency_key
+          WHERE l.name = f.name
+            AND COALESCE(l.tenant_id, '') = COALESCE(f.tenant_id, '')
+            AND l.idempotency_key = f.idempotency_key
             AND l.state IN ('ready', 'delayed', 'running', 'suspended'))
-    ORDER BY j.name, COALESCE(j.tenant_id, ''), j.idempotency_key, j.id
+      AND (%(restored)s
+           OR (SELECT count(*) FROM found) = cardinality(%(ids)s::uuid[]))
+    ORDER BY f.name, COALESCE(f.tenant_id, ''), f.idempotency_key, f.id
 ), requeued AS (
     UPDATE x_jobs j
     SET state = 'ready',
         queue = COALESCE(%(to_queue)s::text, j.queue),
 -- include: operator_retry
-    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+    WHERE j.ctid = ANY(ARRAY(SELECT at FROM picked))
 -- include: admits
     RETURNING j.id, j.queue
 ), reopened AS (
@@ -157,7 +174,9 @@ WITH picked AS (
     SELECT count(pg_notify('xjobs', queue)) AS queues
     FROM (SELECT DISTINCT queue FROM requeued) AS q
 )
-SELECT q.id, false AS parked
+SELECT count(q.id) AS changed,
+       (SELECT count(*) FROM found) AS present,
+       (SELECT count(*) FROM picked) AS picked
 FROM requeued q
 CROSS JOIN woken;
 

@@ -85,6 +85,24 @@ def test_hist_09_a_moved_job_whose_key_a_live_job_holds_stays_in_the_history(har
     assert [r.id for r in d.reads().dead_letters()] == [dead]
 
 
+def test_bulk_26_a_batch_of_moved_and_unmoved_jobs_sharing_a_key_retries_the_first(harness):
+    # one batch: a moved job, and a later job of the same key still in the jobs table, and one
+    # of another key; the first of the two sharing a key (the moved one, the lower id) runs
+    # again, the other is skipped, as when every job of the batch sits in the same table
+    d = harness.driver
+    moved = _ended(d, "same")
+    _moved(harness)
+    later = _ended(d, "same")
+    other = _ended(d, "other")
+    assert moved < later
+    answer = operations.retry_jobs(state="dead")
+    assert (answer["matched"], answer["changed"], answer["skipped"]) == (3, 2, 1)
+    assert harness.row(moved).state == "ready"
+    assert harness.row(later).state == "dead"
+    assert harness.row(other).state == "ready"
+    assert {j.id for j in claim(d, limit=10)} == {moved, other}
+
+
 def test_hist_09_requeue_jobs_runs_moved_jobs_again_on_another_queue(harness):
     d = harness.driver
     dead = _ended(d, "x", queue="emails")
