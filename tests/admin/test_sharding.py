@@ -8,8 +8,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from tests import jobs
-
-ROUTED = {"QUEUES": ["other", "reports"], "QUEUE_DATABASES": {"reports": "shard"}}
+from tests.support.admin import BOTH, ROUTED, listed, routed
 
 
 @pytest.mark.django_db(databases=["default", "shard"])
@@ -30,26 +29,9 @@ def test_shard_06_the_job_page_opens_a_job_in_another_database(admin_client):
 
 # --- SHARD-22..25: the lists and the overview, one database at a time or each apart ----------
 
-BOTH = ["default", "shard"]
 QUEUES = "/admin/django_xjobs/job/queues/"
 OVERVIEW = "/admin/django_xjobs/job/overview/"
 LIST = "/admin/django_xjobs/job/"
-
-
-@pytest.fixture
-def superuser_client(client):
-    from django.contrib.auth.models import User
-
-    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
-    return client
-
-
-def routed() -> override_settings:
-    return override_settings(XJOBS={**settings.XJOBS, **ROUTED})
-
-
-def listed(page) -> set[str]:
-    return {str(job.pk) for job in page.context["cl"].result_list}
 
 
 @pytest.mark.django_db(databases=BOTH)

@@ -10,8 +10,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.conf import settings
-from django.test import override_settings
 from django.utils import timezone
 
 from django_xjobs import Batch
@@ -20,27 +18,9 @@ from django_xjobs.ids import uuid7
 from django_xjobs.models import Job, JobHistory, Worker
 from django_xjobs.testing import run_until_idle
 from tests import jobs
-from tests.support.admin import TOKEN
+from tests.support.admin import BOTH, TOKEN, listed, routed
 
-BOTH = ["default", "shard"]
-ROUTED = {"QUEUES": ["other", "reports"], "QUEUE_DATABASES": {"reports": "shard"}}
 ADMIN = "/admin/django_xjobs"
-
-
-@pytest.fixture
-def superuser_client(client):
-    from django.contrib.auth.models import User
-
-    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
-    return client
-
-
-def routed() -> override_settings:
-    return override_settings(XJOBS={**settings.XJOBS, **ROUTED})
-
-
-def listed(page) -> set[str]:
-    return {str(row.pk) for row in page.context["cl"].result_list}
 
 
 def _moved_in_shard() -> Job:
